@@ -1,0 +1,194 @@
+"""Capture mixed stacks inside gdb: native unwind + Python frames, merged.
+
+This is the one place where gdb is asked for frames.  ``capture()`` returns a
+JSON-ready dict; ``-tfnative-capture`` (MI) and ``tf-bt`` (CLI) call it.
+"""
+
+import os
+import re
+from typing import Dict, List, Optional
+
+import gdb  # type: ignore
+
+from .mixed import merge
+from .pyframes import PythonReader
+from .pylayout import LAYOUTS, debug_offsets_layout
+
+MAX_NATIVE_FRAMES = 512
+
+
+class GdbMemory:
+    def __init__(self, inferior):
+        self.inferior = inferior
+
+    def read(self, addr: int, size: int) -> bytes:
+        if addr <= 0 or addr >= 1 << 48:
+            raise MemoryError("bad address 0x%x" % addr)
+        try:
+            return self.inferior.read_memory(addr, size).tobytes()
+        except gdb.error as exc:  # gdb.MemoryError is a gdb.error
+            raise MemoryError(str(exc)) from None
+
+
+def symbol_address(name: str) -> Optional[int]:
+    """Address of a (minimal) symbol; works with .dynsym alone."""
+    try:
+        return int(gdb.parse_and_eval("(unsigned long)&'%s'" % name))
+    except gdb.error:
+        return None
+
+
+def _objfile_name_for(addr: int) -> str:
+    try:
+        lib = gdb.solib_name(addr)
+    except gdb.error:
+        lib = None
+    return lib or gdb.current_progspace().filename or ""
+
+
+def python_version(runtime: int, memory: GdbMemory):
+    """(major, minor) of the interpreter in the target, or None."""
+    v = symbol_address("Py_Version")
+    if v is not None:
+        try:
+            hexv = int.from_bytes(memory.read(v, 4), "little")
+            return ((hexv >> 24) & 0xFF, (hexv >> 16) & 0xFF)
+        except MemoryError:
+            pass
+    m = re.search(r"python(\d)\.(\d+)", os.path.basename(_objfile_name_for(runtime)))
+    if m:
+        return (int(m.group(1)), int(m.group(2)))
+    return None
+
+
+def python_reader(inferior=None):
+    """A PythonReader for the target, or (None, reason)."""
+    inferior = inferior or gdb.selected_inferior()
+    memory = GdbMemory(inferior)
+    runtime = symbol_address("_PyRuntime")
+    if runtime is None:
+        return None, "no _PyRuntime symbol: the target does not run CPython (or it is not loaded yet)"
+    layout = None
+    try:
+        layout = debug_offsets_layout(memory.read(runtime, 352))
+    except MemoryError:
+        pass
+    if layout is None:
+        version = python_version(runtime, memory)
+        if version is None:
+            return None, "cannot tell the target's Python version"
+        layout = LAYOUTS.get(version)
+        if layout is None:
+            return None, "Python %d.%d is not supported (supported: 3.10 to 3.13)" % version
+    return PythonReader(memory, layout, runtime, symbol_address("PyCode_Type")), None
+
+
+def _library(pc: int) -> Optional[str]:
+    try:
+        lib = gdb.solib_name(pc)
+    except gdb.error:
+        lib = None
+    if lib is None:
+        lib = gdb.current_progspace().filename
+    return os.path.basename(lib) if lib else None
+
+
+def native_frames(limit: int = MAX_NATIVE_FRAMES) -> (List[Dict], Optional[str]):
+    frames: List[Dict] = []
+    error = None
+    try:
+        f = gdb.newest_frame()
+    except gdb.error as exc:
+        return frames, str(exc)
+    while f is not None and len(frames) < limit:
+        pc = f.pc()
+        entry = {"kind": "native", "function": f.name() or "??", "file": None, "line": None,
+                 "library": _library(pc), "address": "0x%016x" % pc}
+        if f.type() == gdb.INLINE_FRAME:
+            entry["inline"] = True
+        try:
+            sal = f.find_sal()
+            if sal.symtab is not None and sal.line:
+                entry["file"] = sal.symtab.fullname() or sal.symtab.filename
+                entry["line"] = sal.line
+        except gdb.error:
+            pass
+        frames.append(entry)
+        try:
+            f = f.older()
+        except gdb.error as exc:
+            error = "unwinding stopped: %s" % exc
+            break
+    return frames, error
+
+
+def _pthread_id(thread) -> Optional[int]:
+    try:
+        handle = thread.handle()
+        return int.from_bytes(handle, "little")
+    except Exception:
+        try:
+            return int(gdb.parse_and_eval("$fs_base"))
+        except gdb.error:
+            return None
+
+
+def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
+    """Mixed stacks of threads: ``which`` is "selected", "python" or "all"."""
+    inferior = gdb.selected_inferior()
+    result: Dict = {"pid": inferior.pid, "threads": [], "warnings": []}
+    reader, why = python_reader(inferior)
+    pythreads = []
+    if reader is None:
+        result["warnings"].append(why)
+    else:
+        result["python"] = "%d.%d" % reader.layout.version
+        try:
+            pythreads = reader.thread_states()
+        except MemoryError as exc:
+            result["warnings"].append("cannot read Python thread states: %s" % exc)
+    by_native = {t.native_id: t for t in pythreads if t.native_id}
+    by_pthread = {t.pthread_id: t for t in pythreads}
+
+    original = gdb.selected_thread()
+    try:
+        original_frame = gdb.selected_frame()
+    except gdb.error:
+        original_frame = None
+    threads = sorted(inferior.threads(), key=lambda t: t.num)
+    if which == "selected" and original is not None:
+        threads = [original]
+    if tids:
+        threads = [t for t in threads if t.ptid[1] in tids]
+    out = []
+    try:
+        for th in threads:
+            th.switch()
+            lwp = th.ptid[1]
+            py = by_native.get(lwp)
+            if py is None and by_pthread:
+                py = by_pthread.get(_pthread_id(th))
+            native, err = native_frames()
+            groups = None
+            entry: Dict = {"tid": lwp, "name": th.name or "", "gdb_thread": th.num}
+            if py is not None:
+                reader.read_frames(py)
+                groups = [[f.to_dict() for f in g] for g in py.groups]
+                if py.error:
+                    entry["error"] = py.error
+            entry.update(merge(native, groups))
+            if err:
+                entry["error"] = (entry.get("error", "") + "; " if entry.get("error") else "") + err
+            entry["has_python"] = bool(groups and any(groups))
+            out.append(entry)
+    finally:
+        if original is not None and original.is_valid():
+            original.switch()
+            if original_frame is not None and original_frame.is_valid():
+                original_frame.select()
+    if which == "python":
+        out = [t for t in out if t["has_python"]]
+    elif which == "all":
+        out = [t for t in out if t["has_python"]] + [t for t in out if not t["has_python"]]
+    result["threads"] = out
+    return result

@@ -1,0 +1,199 @@
+"""Read each thread's Python frames from the target's memory.
+
+Works from symbols alone (``_PyRuntime``, ``Py_Version``), so it needs no
+debug info for the interpreter: ``.dynsym`` is enough.  The walk is the one
+pystack and py-spy do: ``_PyRuntime`` -> interpreters -> thread states -> the
+current frame -> ``previous``/``f_back`` links, cut into one group per
+``_PyEval_EvalFrameDefault`` call (see ``pylayout`` for the three shapes).
+
+``memory`` is any object with ``read(addr, size) -> bytes`` that raises
+``MemoryError`` on an unreadable address.
+"""
+
+import struct
+from typing import Dict, List, Optional
+
+from .linetable import line_for
+from .pylayout import FRAME_OWNED_BY_CSTACK, Layout
+
+MAX_FRAMES = 4096
+MAX_THREADS = 4096
+
+
+class PyFrame:
+    __slots__ = ("function", "file", "line", "address")
+
+    def __init__(self, function: str, file: Optional[str], line: Optional[int], address: int):
+        self.function = function
+        self.file = file
+        self.line = line
+        self.address = address
+
+    def to_dict(self) -> dict:
+        return {"kind": "python", "function": self.function, "file": self.file, "line": self.line}
+
+
+class ThreadPy:
+    """The Python side of one thread: frames grouped per eval-loop call."""
+
+    def __init__(self, tstate: int, native_id: Optional[int], pthread_id: int):
+        self.tstate = tstate
+        self.native_id = native_id
+        self.pthread_id = pthread_id
+        self.groups: List[List[PyFrame]] = []  # innermost group first, frames innermost first
+        self.error: Optional[str] = None
+
+    @property
+    def frames(self) -> List[PyFrame]:
+        return [f for g in self.groups for f in g]
+
+
+class PythonReader:
+    def __init__(self, memory, layout: Layout, runtime_addr: int, code_type: Optional[int] = None):
+        self.mem = memory
+        self.layout = layout
+        self.runtime = runtime_addr
+        self.code_type = code_type
+        self._strings: Dict[int, Optional[str]] = {}
+        self._code: Dict[int, tuple] = {}
+
+    # -- primitive reads -------------------------------------------------
+    def u64(self, addr: int) -> int:
+        return struct.unpack("<Q", self.mem.read(addr, 8))[0]
+
+    def i64(self, addr: int) -> int:
+        return struct.unpack("<q", self.mem.read(addr, 8))[0]
+
+    def i32(self, addr: int) -> int:
+        return struct.unpack("<i", self.mem.read(addr, 4))[0]
+
+    def u8(self, addr: int) -> int:
+        return self.mem.read(addr, 1)[0]
+
+    def string(self, obj: int) -> Optional[str]:
+        """A ``str`` object's value (compact strings: all that code objects hold)."""
+        if obj in self._strings:
+            return self._strings[obj]
+        L = self.layout
+        value: Optional[str] = None
+        try:
+            length = self.i64(obj + L.unicode_length)
+            state = struct.unpack("<I", self.mem.read(obj + L.unicode_state, 4))[0]
+            kind = (state >> 2) & 7
+            compact = (state >> 5) & 1
+            ascii_ = (state >> 6) & 1
+            if 0 <= length < 1 << 20 and kind in (1, 2, 4):
+                if compact:
+                    data = obj + (L.unicode_ascii_size if ascii_ else L.unicode_compact_size)
+                else:
+                    data = self.u64(obj + L.unicode_compact_size)
+                raw = self.mem.read(data, length * kind) if length else b""
+                codec = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind]
+                value = raw.decode(codec, "replace")
+        except MemoryError:
+            value = None
+        self._strings[obj] = value
+        return value
+
+    def bytes_value(self, obj: int) -> bytes:
+        size = self.i64(obj + self.layout.bytes_size)
+        if not 0 <= size < 1 << 26:
+            raise MemoryError("implausible bytes size")
+        return self.mem.read(obj + self.layout.bytes_sval, size) if size else b""
+
+    # -- threads ---------------------------------------------------------
+    def thread_states(self) -> List[ThreadPy]:
+        L = self.layout
+        out: List[ThreadPy] = []
+        interp = self.u64(self.runtime + L.runtime_interpreters_head)
+        seen = set()
+        while interp and interp not in seen and len(seen) < 64:
+            seen.add(interp)
+            ts = self.u64(interp + L.interp_threads_head)
+            while ts and len(out) < MAX_THREADS:
+                native = None
+                if L.tstate_native_thread_id is not None:
+                    native = self.u64(ts + L.tstate_native_thread_id)
+                out.append(ThreadPy(ts, native, self.u64(ts + L.tstate_thread_id)))
+                ts = self.u64(ts + L.tstate_next)
+            interp = self.u64(interp + L.interp_next)
+        return out
+
+    def read_frames(self, thread: ThreadPy) -> ThreadPy:
+        try:
+            if self.layout.chain == "frameobject":
+                self._read_310(thread)
+            else:
+                self._read_interp_frames(thread)
+        except MemoryError as exc:
+            thread.error = "cannot read Python frames: %s" % exc
+        return thread
+
+    # -- code objects ----------------------------------------------------
+    def _code_info(self, code: int):
+        info = self._code.get(code)
+        if info is None:
+            L = self.layout
+            name_obj = self.u64(code + (L.code_qualname if L.code_qualname is not None else L.code_name))
+            info = (
+                self.string(name_obj) or "<unknown>",
+                self.string(self.u64(code + L.code_filename)),
+                self.i32(code + L.code_firstlineno),
+                self.bytes_value(self.u64(code + L.code_linetable)),
+            )
+            self._code[code] = info
+        return info
+
+    def _is_code(self, obj: int) -> bool:
+        if not obj:
+            return False
+        if self.code_type is None:
+            return True
+        return self.u64(obj + self.layout.ob_type) == self.code_type
+
+    def _frame(self, code: int, addr_bytes: int, frame_addr: int) -> PyFrame:
+        name, filename, first, table = self._code_info(code)
+        line = line_for(self.layout.version, table, first, addr_bytes)
+        return PyFrame(name, filename, line, frame_addr)
+
+    def _read_310(self, thread: ThreadPy) -> None:
+        L = self.layout
+        f = self.u64(thread.tstate + L.tstate_frame)
+        n = 0
+        while f and n < MAX_FRAMES:
+            code = self.u64(f + L.frame_code)
+            lasti = self.i32(f + L.frame_instr)
+            thread.groups.append([self._frame(code, lasti * 2, f)])
+            f = self.u64(f + L.frame_previous)
+            n += 1
+
+    def _read_interp_frames(self, thread: ThreadPy) -> None:
+        L = self.layout
+        if L.cframe_current_frame is not None:
+            cframe = self.u64(thread.tstate + L.tstate_frame)
+            f = self.u64(cframe + L.cframe_current_frame) if cframe else 0
+        else:
+            f = self.u64(thread.tstate + L.tstate_frame)
+        group: List[PyFrame] = []
+        n = 0
+        while f and n < MAX_FRAMES:
+            n += 1
+            owner = self.u8(f + L.frame_owner) if L.frame_owner is not None else 0
+            if L.chain == "cstack_shim" and owner == FRAME_OWNED_BY_CSTACK:
+                thread.groups.append(group)
+                group = []
+                f = self.u64(f + L.frame_previous)
+                continue
+            code = self.u64(f + L.frame_code)
+            if self._is_code(code):
+                instr = self.u64(f + L.frame_instr)
+                start = code + L.code_code
+                group.append(self._frame(code, instr - start if instr else -1, f))
+            if L.chain == "entry_flag" and self.u8(f + L.frame_is_entry):
+                thread.groups.append(group)
+                group = []
+            f = self.u64(f + L.frame_previous)
+        if group:
+            # Frames below the last entry marker: no eval call owns them, which
+            # only happens while a thread is being set up or torn down.
+            thread.groups.append(group)

@@ -1,0 +1,109 @@
+"""Text form of mixed stacks, and the frame filters it applies (pure).
+
+Shared by gdb's ``tf-bt`` and the ``tfnative`` CLI so that both print the
+same thing.  Frames are dicts of the JSON schema (see README).
+"""
+
+import os
+import re
+from typing import Dict, Iterable, List, Optional
+
+# Native frames of the interpreter that only move a call along: hidden by
+# default (``--native-all`` shows them).  Exact names or prefixes.
+GLUE_EXACT = frozenset(
+    """
+    _PyEval_Vector _PyEval_EvalFrame _PyFunction_Vectorcall _PyObject_VectorcallTstate
+    PyObject_Vectorcall PyObject_VectorcallDict PyObject_VectorcallMethod _PyObject_MakeTpCall
+    _PyObject_Call _PyObject_Call_Prepend PyObject_Call PyObject_CallObject
+    PyObject_CallOneArg PyObject_CallNoArgs PyObject_CallFunction PyObject_CallMethod
+    PyObject_CallFunctionObjArgs PyObject_CallMethodObjArgs _PyObject_CallMethod
+    _PyObject_CallMethodIdObjArgs _PyObject_FastCallDictTstate _PyObject_FastCall
+    _PyObject_FastCallDict PyVectorcall_Call _PyVectorcall_Call _PyObject_VectorcallDictTstate
+    PyEval_EvalCode PyEval_EvalCodeEx run_eval_code_obj run_mod pyrun_file builtin_exec
+    builtin_exec_impl cfunction_call cfunction_vectorcall_FASTCALL
+    cfunction_vectorcall_FASTCALL_KEYWORDS cfunction_vectorcall_NOARGS cfunction_vectorcall_O
+    method_vectorcall method_vectorcall_FASTCALL method_vectorcall_FASTCALL_KEYWORDS
+    method_vectorcall_NOARGS method_vectorcall_O method_vectorcall_VARARGS
+    method_vectorcall_VARARGS_KEYWORDS method_vectorcall_FASTCALL_KEYWORDS_METHOD
+    slot_tp_call slot_tp_init type_call vectorcall_method vectorcall_unbound object_vacall
+    _PyObject_CallFunctionVa callmethod call_function do_call_core
+    Py_RunMain Py_BytesMain pymain_run_python pymain_run_file pymain_run_file_obj
+    pymain_main _PyRun_SimpleFileObject _PyRun_AnyFileObject PyRun_AnyFileExFlags
+    PyRun_SimpleFileExFlags _PyRun_SimpleFileObject.constprop.0
+    thread_run t_bootstrap pythread_wrapper PyObject_CallOneArg
+    partial_call partial_vectorcall functools_partial_call gen_send_ex gen_send_ex2
+    _PyEval_EvalCode function_code_fastcall _PyFunction_Vectorcall.part.0
+    context_run _PyObject_Call.constprop.0
+    """.split()
+)
+GLUE_PREFIXES = ("cfunction_vectorcall_", "method_vectorcall_", "_PyObject_Call", "pymain_",
+                 "_PyRun_", "PyRun_")
+
+_SYSTEM_PARTS = ("/site-packages/", "/dist-packages/")
+_STDLIB_RE = re.compile(r"/lib(64)?/python3\.\d+/")
+
+
+def is_glue(frame: Dict) -> bool:
+    if frame.get("kind") != "native":
+        return False
+    name = frame.get("function") or ""
+    base = name.split("(", 1)[0]
+    return base in GLUE_EXACT or base.startswith(GLUE_PREFIXES)
+
+
+def hide_glue(frames: Iterable[Dict]) -> List[Dict]:
+    return [f for f in frames if not is_glue(f)]
+
+
+def is_user_frame(frame: Dict) -> bool:
+    """A Python frame of the user's own code: not the stdlib, not an installed package."""
+    if frame.get("kind") != "python":
+        return False
+    path = frame.get("file") or ""
+    if not path or path.startswith("<"):
+        return False
+    if any(p in path for p in _SYSTEM_PARTS):
+        return False
+    return not _STDLIB_RE.search(path)
+
+
+def _short(name: str, width: int) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def frame_line(index: int, f: Dict, name_width: int = 160) -> str:
+    if f.get("kind") == "python":
+        where = "%s:%s" % (f.get("file") or "?", f.get("line") if f.get("line") is not None else "?")
+        mark = "  <-- your code" if f.get("user") or is_user_frame(f) else ""
+        return "#%-3d [py] %s at %s%s" % (index, _short(f.get("function") or "?", name_width), where, mark)
+    text = "#%-3d      %s" % (index, _short(f.get("function") or "??", name_width))
+    if f.get("file"):
+        text += " at %s:%s" % (f["file"], f.get("line"))
+        if f.get("source"):
+            text += "\n           | %s" % f["source"].strip()
+    text += " in %s" % (f.get("library") or "??")
+    text += " [%s]" % f.get("address", "?")
+    return text
+
+
+def thread_block(thread: Dict, header: Optional[str] = None) -> List[str]:
+    lines = []
+    title = header or 'Thread %s "%s"' % (thread.get("tid"), thread.get("name") or "")
+    lines.append(title)
+    frames = thread.get("frames") or []
+    for i, f in enumerate(frames):
+        lines.append("  " + frame_line(i, f))
+    if not frames:
+        lines.append("  (no frames)")
+    if thread.get("merge") == "mismatch":
+        lines.append("  !! Python and native stacks could not be matched (%s); the Python stack alone:"
+                     % thread.get("merge_detail", ""))
+        for i, f in enumerate(thread.get("python_frames") or []):
+            lines.append("  " + frame_line(i, f))
+    if thread.get("error"):
+        lines.append("  !! %s" % thread["error"])
+    return lines
+
+
+def basename(path: Optional[str]) -> Optional[str]:
+    return os.path.basename(path) if path else path
