@@ -151,6 +151,8 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
     by_pthread = {t.pthread_id: t for t in pythreads}
 
     original = gdb.selected_thread()
+    if original is not None:
+        result["selected_tid"] = original.ptid[1]
     try:
         original_frame = gdb.selected_frame()
     except gdb.error:

@@ -1,0 +1,3 @@
+from tfnative.cli import main
+
+main()

@@ -1,0 +1,97 @@
+"""Command line: ``tfnative attach``, ``tfnative stack`` (and the build helpers).
+
+Every command turns a ``TfnativeError`` into one line on stderr and a non-zero
+exit status; a traceback is shown only with ``TFNATIVE_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, List, Optional
+
+import click
+
+from . import __version__
+from .errors import TfnativeError
+from .session import AttachOptions, GdbOptions, run_attach, run_stack
+
+
+def _run(fn: Callable[[], int]) -> None:
+    try:
+        code = fn()
+    except TfnativeError as exc:
+        click.echo("tfnative: error: %s" % exc, err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("tfnative: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+        if os.environ.get("TFNATIVE_DEBUG"):
+            raise
+        click.echo("tfnative: internal error: %s: %s (set TFNATIVE_DEBUG=1 for a traceback)"
+                   % (type(exc).__name__, exc), err=True)
+        sys.exit(70)
+    sys.exit(code)
+
+
+def gdb_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--gdb", "gdb_path", metavar="PATH", help="gdb executable (default: gdb on PATH).")(fn)
+    fn = click.option("--debuginfod/--no-debuginfod", default=False,
+                      help="Let gdb download debug info (off by default: it can hang for minutes).")(fn)
+    fn = click.option("--gdb-log", metavar="FILE", help="Append the raw MI conversation to FILE.")(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tfnative")
+def main() -> None:
+    """Native debugging for TensorFlow: one mixed Python + C++ stack, fast."""
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--break", "-b", "breaks", multiple=True, metavar="LOCATION",
+              help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded).")
+@click.option("--source-dir", "-d", "source_dirs", multiple=True, type=click.Path(),
+              help="Add a gdb source directory (repeatable).")
+@click.option("--python", "python", default=sys.executable, show_default="the Python running tfnative",
+              help="Interpreter that runs SCRIPT.")
+@click.option("--max-hits", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Report this many hits, then remove the breakpoints and let the script run.")
+@click.option("--all-threads", "-a", is_flag=True, help="Report every thread at each stop.")
+@click.option("--native-all", is_flag=True, help="Keep interpreter glue frames (vectorcall, PyObject_Call...).")
+@click.option("--json", "json_path", metavar="FILE", help="Write the whole session as JSON to FILE.")
+@gdb_options
+def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[str], python: str,
+           max_hits: int, all_threads: bool, native_all: bool, json_path: Optional[str],
+           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str]) -> None:
+    """Run SCRIPT [ARGS] under gdb and print a mixed stack at each breakpoint hit or fatal signal.
+
+    Reports go to stderr; the script's own output is untouched.  tfnative's exit
+    status is the script's (128+N when signal N killed it).
+    """
+    opts = AttachOptions(
+        script=script, args=list(args), python=python, breaks=list(breaks), source_dirs=list(source_dirs),
+        max_hits=max_hits, all_threads=all_threads, native_all=native_all, json_path=json_path,
+        gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log),
+    )
+    _run(lambda: run_attach(opts, sys.stderr))
+
+
+@main.command()
+@click.option("--pid", "-p", required=True, type=int, help="Process to inspect.")
+@click.option("--all-threads", "-a", is_flag=True, help="Also threads that run no Python.")
+@click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
+@click.option("--json", "json_path", metavar="FILE", help="Write the snapshot as JSON to FILE.")
+@gdb_options
+def stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str],
+          gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str]) -> None:
+    """Print the mixed stacks of a running (hung?) process; it runs on afterwards."""
+    gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log)
+    _run(lambda: run_stack(pid, all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,136 @@
+"""Start the user's script paused, exactly as ``EXE SCRIPT ARGS`` would run.
+
+The child is a tiny trampoline that never touches the script's environment:
+
+1. ``prctl(PR_SET_PDEATHSIG, SIGKILL)``: if tfnative is killed (even with
+   SIGKILL) the script goes with it instead of running on with gdb's
+   breakpoint traps still in its code;
+2. ``prctl(PR_SET_PTRACER, gdb_pid)``: under Yama ``ptrace_scope=1`` only an
+   ancestor may attach, and gdb is our child, not the script's ancestor;
+3. ``exec /bin/sh -c 'kill -STOP $$; exec "$0" "$@"' EXE SCRIPT ARGS``: the
+   shell stops itself; gdb attaches to that small process (cheap to load),
+   catches the ``exec`` of EXE and arms the breakpoints before the dynamic
+   loader has run a single instruction of the script's process.
+
+The script's process is therefore our direct child with our stdin, stdout,
+stderr, cwd, environment and process group, and ``argv`` ``[EXE, SCRIPT, *ARGS]``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+from .errors import TfnativeError
+
+PR_SET_PTRACER = 0x59616D61
+
+TRAMPOLINE = r"""
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(1, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0)
+if os.getppid() != int(sys.argv[2]):
+    os._exit(127)
+libc.prctl(0x59616D61, ctypes.c_ulong(int(sys.argv[1])), 0, 0, 0)
+os.execv("/bin/sh", ["sh", "-c", 'kill -STOP $$; exec "$0" "$@"'] + sys.argv[3:])
+"""
+
+
+@dataclass
+class PythonInfo:
+    exe: str
+    version: tuple
+
+    @property
+    def version_text(self) -> str:
+        return "%d.%d" % self.version[:2]
+
+
+def probe_python(exe: str) -> PythonInfo:
+    """Check that ``exe`` is a CPython 3.10..3.13 and return its version."""
+    path = exe if os.sep in exe else (__import__("shutil").which(exe) or exe)
+    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+        raise TfnativeError("--python %s: no such executable" % exe)
+    try:
+        out = subprocess.run(
+            [path, "-I", "-S", "-c",
+             "import sys,platform;print(platform.python_implementation(),*sys.version_info[:3])"],
+            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TfnativeError("--python %s is not a Python interpreter (%s)" % (exe, exc))
+    parts = out.stdout.split()
+    if out.returncode != 0 or len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
+        raise TfnativeError("--python %s is not a Python interpreter" % exe)
+    if parts[0] != "CPython":
+        raise TfnativeError("--python %s is %s; tfnative reads CPython's frames only" % (exe, parts[0]))
+    version = tuple(int(p) for p in parts[1:])
+    if not (3, 10) <= version[:2] <= (3, 13):
+        raise TfnativeError(
+            "--python %s is Python %d.%d; tfnative supports CPython 3.10 to 3.13" % ((exe,) + version[:2])
+        )
+    return PythonInfo(path, version)
+
+
+class PausedChild:
+    """The script's process, stopped before its first instruction."""
+
+    def __init__(self, python: str, script: str, args: Sequence[str], tracer_pid: int) -> None:
+        argv: List[str] = [sys.executable, "-I", "-S", "-c", TRAMPOLINE, str(tracer_pid), str(os.getpid()),
+                           python, script, *args]
+        self.proc = subprocess.Popen(argv, close_fds=False)
+        self.pid = self.proc.pid
+        self._status: Optional[int] = None
+
+    def wait_paused(self, timeout: float = 30.0) -> None:
+        """Wait until the trampoline shell has stopped itself."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise TfnativeError("could not start the script (launcher exited with %s)" % self.proc.returncode)
+            try:
+                with open("/proc/%d/stat" % self.pid) as f:
+                    stat = f.read()
+                state = stat.rsplit(")", 1)[1].split()[0]
+                with open("/proc/%d/comm" % self.pid) as f:
+                    comm = f.read().strip()
+                if state == "T" and comm in ("sh", "dash", "bash"):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.002)
+        raise TfnativeError("the script's launcher did not pause within %.0f s" % timeout)
+
+    def poll(self) -> Optional[int]:
+        return self.proc.poll()
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def resume_if_stopped(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
+def exit_status(returncode: int) -> int:
+    """Shell convention: the exit code, or 128+N when signal N killed the process."""
+    return 128 - returncode if returncode < 0 else returncode

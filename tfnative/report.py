@@ -1,0 +1,151 @@
+"""What the user sees: the text report on stderr and the JSON document.
+
+JSON schema version 1 (documented in README.md)::
+
+    {"tfnative": 1, "pid": int, "argv": [...], "events": [EVENT...],
+     "unresolved": [str...], "exit": {"code": int} | {"signal": "SIGSEGV"}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, TextIO
+
+from tfnative_gdb import render
+
+SCHEMA = 1
+
+
+def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False, **extra: Any) -> Dict[str, Any]:
+    """Turn one ``-tfnative-capture`` result into an EVENT of the schema."""
+    selected = capture.get("selected_tid")
+    threads = []
+    for t in capture.get("threads", []):
+        frames = t.get("frames", [])
+        if not native_all:
+            frames = render.hide_glue(frames)
+        frames = [_clean(f) for f in frames]
+        thread = {"tid": t["tid"], "name": t.get("name", ""), "frames": frames, "merge": t.get("merge")}
+        if t.get("merge") == "mismatch":
+            thread["merge_detail"] = t.get("merge_detail")
+            thread["python_frames"] = [_clean(f) for f in t.get("python_frames", [])]
+        if t.get("error"):
+            thread["error"] = t["error"]
+        threads.append(thread)
+    # The thread that stopped comes first.
+    threads.sort(key=lambda t: t["tid"] != selected)
+    event: Dict[str, Any] = {"kind": kind}
+    event.update(extra)
+    event["thread"] = selected
+    event["threads"] = threads
+    if capture.get("python"):
+        event["python"] = capture["python"]
+    if capture.get("warnings"):
+        event["warnings"] = capture["warnings"]
+    return event
+
+
+def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
+    out = {"kind": f["kind"], "function": f.get("function"), "file": f.get("file"), "line": f.get("line")}
+    if f["kind"] == "native":
+        out["library"] = f.get("library")
+        out["address"] = f.get("address")
+        if f.get("inline"):
+            out["inline"] = True
+    else:
+        out["user"] = render.is_user_frame(f)
+    if f.get("source"):
+        out["source"] = f["source"]
+    return out
+
+
+@dataclass
+class Document:
+    argv: List[str]
+    pid: Optional[int] = None
+    events: List[Dict[str, Any]] = field(default_factory=list)
+    unresolved: List[str] = field(default_factory=list)
+    exit: Optional[Dict[str, Any]] = None
+
+    def set_exit(self, returncode: int) -> None:
+        if returncode < 0:
+            try:
+                name = signal.Signals(-returncode).name
+            except ValueError:
+                name = "SIG%d" % -returncode
+            self.exit = {"signal": name}
+        else:
+            self.exit = {"code": returncode}
+
+    def to_dict(self, with_exit: bool = True) -> Dict[str, Any]:
+        doc: Dict[str, Any] = {"tfnative": SCHEMA, "pid": self.pid, "argv": self.argv, "events": self.events,
+                               "unresolved": self.unresolved}
+        if with_exit:
+            doc["exit"] = self.exit
+        return doc
+
+    def write(self, path: str, with_exit: bool = True) -> None:
+        """Write atomically: a reader never sees half a document, no temp file survives."""
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".tfnative-", suffix=".json", dir=directory)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.to_dict(with_exit), f, indent=1)
+                f.write("\n")
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+
+class Printer:
+    """Writes events as text, one line a frame, innermost first."""
+
+    def __init__(self, out: TextIO, native_all: bool = False) -> None:
+        self.out = out
+        self.native_all = native_all
+
+    def note(self, text: str) -> None:
+        self.out.write("tfnative: %s\n" % text)
+        self.out.flush()
+
+    def event(self, event: Dict[str, Any], hit: Optional[int] = None, max_hits: Optional[int] = None) -> None:
+        kind = event["kind"]
+        if kind == "breakpoint":
+            title = "breakpoint %s hit" % event.get("location")
+            if hit is not None:
+                title += " (hit %d of %d)" % (hit, max_hits or hit)
+        elif kind == "signal":
+            title = "fatal signal %s" % event.get("signal")
+        else:
+            title = "snapshot of pid %s" % event.get("pid", "")
+        lines = ["", "=== tfnative: %s, Python %s ===" % (title, event.get("python", "?"))]
+        for w in event.get("warnings", []):
+            lines.append("warning: %s" % w)
+        for t in event["threads"]:
+            head = 'Thread %s "%s"' % (t["tid"], t.get("name", ""))
+            if t["tid"] == event.get("thread") and kind != "snapshot":
+                head += " (stopped here)"
+            lines.extend(render.thread_block(t, head))
+            lines.append("")
+        self.out.write("\n".join(lines) + "\n")
+        self.out.flush()
+
+    def summary(self, bps: Dict[str, Dict[str, Any]], doc: Document) -> None:
+        for b in bps.values():
+            if not b["resolved"]:
+                self.note("breakpoint %s never resolved: no loaded code matched it" % b["location"])
+            elif b["hits"] == 0:
+                self.note("breakpoint %s resolved but never fired" % b["location"])
+        if doc.exit is not None:
+            if "signal" in doc.exit:
+                self.note("the script was killed by %s" % doc.exit["signal"])
+            elif doc.exit["code"] != 0:
+                self.note("the script exited with status %d" % doc.exit["code"])

@@ -1,0 +1,415 @@
+"""A debugging session: one gdb, one target, from launch or attach to report.
+
+Read top to bottom, ``run_attach`` is the whole story of ``tfnative attach``:
+start gdb, start the script paused, attach, catch its ``exec``, arm the
+breakpoints, resume, and at every stop capture the mixed stacks with one MI
+command (``-tfnative-capture``, see ``gdb_scripts/tfnative_gdb/capture.py``)
+and hand them to ``report``.  ``run_stack`` is the same capture once, for a
+process someone else started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, TextIO
+
+import psutil
+
+from . import report
+from .errors import TfnativeError
+from .gdbmi import Gdb, GdbDied, GdbError, find_gdb, mi_quote
+from .launcher import PausedChild, exit_status, probe_python
+
+FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
+GDBINIT = os.path.join(os.path.dirname(os.path.abspath(report.render.__file__)), "gdbinit.py")
+CAPTURE_TIMEOUT = 600.0  # the first capture may read a lot of debug info
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@dataclass
+class GdbOptions:
+    gdb_path: Optional[str] = None
+    debuginfod: bool = False
+    log: Optional[str] = None
+
+
+@dataclass
+class AttachOptions:
+    script: str
+    args: List[str]
+    python: str
+    breaks: List[str] = field(default_factory=list)
+    source_dirs: List[str] = field(default_factory=list)
+    max_hits: int = 1
+    all_threads: bool = False
+    native_all: bool = False
+    json_path: Optional[str] = None
+    gdb: GdbOptions = field(default_factory=GdbOptions)
+
+
+def start_gdb(opts: GdbOptions) -> Gdb:
+    exe = find_gdb(opts.gdb_path)
+    early = [
+        "set debuginfod enabled %s" % ("on" if opts.debuginfod else "off"),
+        "set pagination off",
+        "set confirm off",
+        "set width 0",
+        "set height 0",
+        "set breakpoint pending on",
+        "set print demangle on",
+        "set print asm-demangle on",
+    ]
+    gdb = Gdb(exe, early, debug_log=opts.log)
+    gdb.command("-gdb-set mi-async on")
+    gdb.console_command("source %s" % GDBINIT)
+    return gdb
+
+
+def _attach(gdb: Gdb, pid: int) -> None:
+    try:
+        gdb.command("-target-attach %d" % pid, timeout=CAPTURE_TIMEOUT)
+    except GdbError as exc:
+        msg = str(exc)
+        if "not permitted" in msg or "EPERM" in msg:
+            raise TfnativeError(ptrace_refused_message(pid))
+        raise TfnativeError("gdb could not attach to %d: %s" % (pid, msg))
+    if gdb.wait_event("stopped", CAPTURE_TIMEOUT) is None:
+        raise TfnativeError("gdb attached to %d but the process did not stop" % pid)
+
+
+def ptrace_refused_message(pid: int) -> str:
+    scope = None
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            scope = int(f.read().strip())
+    except (OSError, ValueError):
+        pass
+    why = "the kernel refused ptrace on %d" % pid
+    if scope == 1:
+        fix = ("Yama ptrace_scope is 1 (only a parent may trace): run as root, or "
+               "'sudo sysctl kernel.yama.ptrace_scope=0', or start the script with 'tfnative attach'")
+    elif scope == 2:
+        fix = "Yama ptrace_scope is 2 (admin only): run as root or give gdb CAP_SYS_PTRACE"
+    elif scope == 3:
+        fix = "Yama ptrace_scope is 3: attaching is disabled until reboot"
+    else:
+        fix = ("in a container, run it with --cap-add SYS_PTRACE (and a seccomp profile that allows ptrace); "
+               "another debugger may also be attached")
+    return "%s: %s" % (why, fix)
+
+
+def _setup_signals(gdb: Gdb) -> None:
+    gdb.console_command("handle all nostop noprint pass")
+    for sig in ("SIGINT", "SIGTRAP"):
+        # SIGINT from the terminal is the script's own; gdb must not eat it.
+        if sig == "SIGINT":
+            gdb.console_command("handle SIGINT nostop noprint pass")
+    for sig in FATAL_SIGNALS:
+        gdb.console_command("handle %s stop print pass" % sig)
+
+
+def capture(gdb: Gdb, all_threads: bool, python_only: bool = False) -> Dict[str, Any]:
+    arg = " --all-threads" if all_threads else (" --python-threads" if python_only else "")
+    payload = gdb.command("-tfnative-capture" + arg, timeout=CAPTURE_TIMEOUT)
+    return json.loads(payload["json"])
+
+
+class _SignalGuard:
+    """Turn SIGINT/SIGTERM/SIGHUP into an ``Interrupted`` exception in the main thread."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self) -> "_SignalGuard":
+        self.old = {s: signal.getsignal(s) for s in self.SIGNALS}
+        self.count = 0
+
+        def handler(signum: int, frame: Any) -> None:
+            self.count += 1
+            if self.count == 1:
+                raise Interrupted(signum)
+
+        for s in self.SIGNALS:
+            signal.signal(s, handler)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, h in self.old.items():
+            signal.signal(s, h)
+
+
+def _stop_target_for_detach(gdb: Gdb) -> None:
+    """Bring a running target to a stop so that gdb can detach cleanly."""
+    try:
+        gdb.command("-exec-interrupt --all", timeout=5)
+        gdb.wait_event("stopped", 5)
+    except (GdbError, GdbDied):
+        pass
+
+
+def _detach(gdb: Gdb, running: bool) -> None:
+    if gdb.dead:
+        return
+    if running:
+        _stop_target_for_detach(gdb)
+    try:
+        gdb.command("-target-detach", timeout=10)
+    except (GdbError, GdbDied):
+        pass
+
+
+def run_attach(opts: AttachOptions, err: TextIO) -> int:
+    """``tfnative attach``: returns tfnative's exit status (the script's)."""
+    script = opts.script
+    if not os.path.isfile(script):
+        raise TfnativeError("script not found: %s" % script)
+    info = probe_python(opts.python)
+    for d in opts.source_dirs:
+        if not os.path.isdir(d):
+            raise TfnativeError("--source-dir %s: no such directory" % d)
+    doc = report.Document(argv=[info.exe, script, *opts.args])
+    printer = report.Printer(err, native_all=opts.native_all)
+
+    with _SignalGuard() as guard:
+        gdb = start_gdb(opts.gdb)
+        child: Optional[PausedChild] = None
+        running = False
+        bps: Dict[str, Dict[str, Any]] = {}
+        try:
+            _setup_signals(gdb)
+            child = PausedChild(info.exe, script, opts.args, gdb.pid)
+            doc.pid = child.pid
+            child.wait_paused()
+            _attach(gdb, child.pid)
+            gdb.console_command("catch exec")
+            gdb.command("-exec-continue")
+            running = True
+            while True:
+                stop = gdb.wait_event("stopped", None)
+                running = False
+                if stop.get("reason") == "exec":
+                    break
+                if stop.get("reason", "").startswith("exited"):
+                    raise TfnativeError("the script's launcher exited before running %s" % info.exe)
+                gdb.command("-exec-continue")
+                running = True
+            gdb.command("-break-delete")  # the exec catchpoint
+            for d in opts.source_dirs:
+                gdb.command("-environment-directory %s" % mi_quote(os.path.abspath(d)))
+            bps = _arm(gdb, opts.breaks, err)
+            gdb.command("-exec-continue")
+            running = True
+            hits = 0
+            while True:
+                rec = gdb.next_event(None)
+                msg = rec.get("message")
+                payload = rec.get("payload") or {}
+                if msg in ("breakpoint-modified", "breakpoint-created"):
+                    bp = payload.get("bkpt") or {}
+                    _note_bp(bps, bp)
+                    continue
+                if msg != "stopped":
+                    continue
+                running = False
+                reason = payload.get("reason", "")
+                if reason.startswith("exited"):
+                    break
+                if reason == "breakpoint-hit":
+                    num = str(payload.get("bkptno"))
+                    hits += 1
+                    bp_state = bps.get(num)
+                    if bp_state is not None:
+                        bp_state["hits"] += 1
+                        bp_state["resolved"] = True
+                    event = _event(gdb, opts, "breakpoint",
+                                   location=bp_state["location"] if bp_state else num)
+                    doc.events.append(event)
+                    printer.event(event, hit=hits, max_hits=opts.max_hits)
+                    if hits >= opts.max_hits and bps:
+                        _refresh_bps(gdb, bps)
+                        gdb.command("-break-delete")
+                        printer.note("%d hit(s): breakpoints removed, the script runs on at full speed"
+                                     % hits)
+                elif reason == "signal-received" and payload.get("signal-name") in FATAL_SIGNALS:
+                    event = _event(gdb, opts, "signal", signal=payload["signal-name"])
+                    doc.events.append(event)
+                    printer.event(event)
+                gdb.command("-exec-continue")
+                running = True
+            _refresh_bps(gdb, bps)
+        except Interrupted as exc:
+            printer.note("interrupted by %s: detaching" % exc)
+            if child is not None and child.poll() is None:
+                _detach(gdb, running)
+                child.resume_if_stopped()
+                if exc.signum != signal.SIGINT:  # the terminal's SIGINT reached the script already
+                    try:
+                        os.kill(child.pid, exc.signum)
+                    except ProcessLookupError:
+                        pass
+            running = False
+        except GdbDied:
+            printer.note("gdb died; the script cannot run on safely with breakpoint traps in it: killing it")
+            if child is not None:
+                child.kill()
+            raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)
+        finally:
+            if child is not None and child.poll() is None and running and not gdb.dead:
+                _detach(gdb, running)
+            gdb.close()
+            if child is not None and child.poll() is None:
+                child.resume_if_stopped()
+        # Wait for the script; a second Ctrl-C / SIGTERM ends it for good.
+        assert child is not None
+        while True:
+            try:
+                returncode = child.wait()
+                break
+            except Interrupted:
+                child.kill()
+        doc.set_exit(returncode)
+        doc.unresolved = [b["location"] for b in bps.values() if not b["resolved"]]
+        printer.summary(bps, doc)
+        if opts.json_path:
+            doc.write(opts.json_path)
+        return exit_status(returncode)
+
+
+def _gdb_tail(gdb: Gdb) -> str:
+    lines = [ln.strip() for ln in list(gdb.console)[-3:] if ln.strip()]
+    return (": " + " | ".join(lines)) if lines else ""
+
+
+def _arm(gdb: Gdb, locations: List[str], err: TextIO) -> Dict[str, Dict[str, Any]]:
+    bps: Dict[str, Dict[str, Any]] = {}
+    for loc in locations:
+        try:
+            res = gdb.command("-break-insert -f %s" % mi_quote(loc), timeout=CAPTURE_TIMEOUT)
+        except GdbError as exc:
+            err.write("tfnative: warning: cannot set breakpoint %s: %s\n" % (loc, exc))
+            bps["bad:" + loc] = {"location": loc, "hits": 0, "resolved": False, "number": None}
+            continue
+        bp = res.get("bkpt") or {}
+        num = str(bp.get("number"))
+        bps[num] = {"location": loc, "hits": 0, "resolved": False, "number": num}
+        _note_bp(bps, bp)
+    return bps
+
+
+def _note_bp(bps: Dict[str, Dict[str, Any]], bp: Dict[str, Any]) -> None:
+    num = str(bp.get("number", "")).split(".")[0]
+    state = bps.get(num)
+    if state is None:
+        return
+    addr = bp.get("addr", "")
+    if addr and addr != "<PENDING>" and not bp.get("pending"):
+        state["resolved"] = True
+    if bp.get("locations"):
+        state["resolved"] = True
+
+
+def _refresh_bps(gdb: Gdb, bps: Dict[str, Dict[str, Any]]) -> None:
+    try:
+        table = gdb.command("-break-list", timeout=30).get("BreakpointTable", {})
+    except (GdbError, GdbDied):
+        return
+    for bp in table.get("body", []):
+        _note_bp(bps, bp)
+
+
+def _event(gdb: Gdb, opts: AttachOptions, kind: str, **extra: Any) -> Dict[str, Any]:
+    result = capture(gdb, opts.all_threads)
+    return report.make_event(kind, result, native_all=opts.native_all, **extra)
+
+
+def check_pid(pid: int) -> psutil.Process:
+    try:
+        proc = psutil.Process(pid)
+        status = proc.status()
+    except psutil.NoSuchProcess:
+        raise TfnativeError("no process with pid %d" % pid)
+    except psutil.AccessDenied:
+        raise TfnativeError("process %d is not yours: %s" % (pid, ptrace_refused_message(pid)))
+    if status == psutil.STATUS_ZOMBIE:
+        raise TfnativeError("process %d is a zombie: it has exited" % pid)
+    if pid == os.getpid():
+        raise TfnativeError("tfnative cannot inspect itself")
+    try:
+        uids = proc.uids()
+        if os.geteuid() != 0 and os.geteuid() not in (uids.real, uids.effective):
+            raise TfnativeError("process %d belongs to another user: run tfnative as that user or root" % pid)
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("TracerPid:") and int(line.split()[1]) != 0:
+                    raise TfnativeError("process %d is already being traced by pid %s (another debugger?)"
+                                        % (pid, line.split()[1]))
+    except (psutil.AccessDenied, OSError):
+        pass
+    return proc
+
+
+def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str],
+              gdb_opts: GdbOptions, err: TextIO, out: TextIO) -> int:
+    """``tfnative stack``: mixed stacks of a running process, which runs on afterwards."""
+    proc = check_pid(pid)
+    was_stopped = proc.status() == psutil.STATUS_STOPPED
+    doc = report.Document(argv=proc.cmdline(), pid=pid)
+    printer = report.Printer(out, native_all=native_all)
+    with _SignalGuard():
+        gdb = start_gdb(gdb_opts)
+        attached = False
+        try:
+            _attach(gdb, pid)
+            attached = True
+            result = capture(gdb, all_threads, python_only=not all_threads)
+            event = report.make_event("snapshot", result, native_all=native_all)
+            if not event["threads"] and not all_threads:
+                # No Python thread found: show every thread rather than nothing.
+                result = capture(gdb, True)
+                event = report.make_event("snapshot", result, native_all=native_all)
+        except Interrupted:
+            printer.note("interrupted: detaching")
+            return 130
+        except GdbDied:
+            raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)
+        finally:
+            if attached:
+                _detach(gdb, running=False)
+            gdb.close()
+            if not was_stopped:
+                _ensure_not_stopped(pid)
+    doc.events.append(event)
+    printer.event(event)
+    if json_path:
+        doc.write(json_path, with_exit=False)
+    return 0
+
+
+def _ensure_not_stopped(pid: int) -> None:
+    """After a detach the target must run on, whatever happened."""
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state not in ("t", "T"):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+__all__ = ["AttachOptions", "GdbOptions", "run_attach", "run_stack", "subprocess"]
