@@ -49,18 +49,18 @@ def main() -> None:
     """Native debugging for TensorFlow: one mixed Python + C++ stack, fast."""
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True})
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--break", "-b", "breaks", multiple=True, metavar="LOCATION",
+@click.option("--break", "breaks", multiple=True, metavar="LOCATION",
               help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded).")
-@click.option("--source-dir", "-d", "source_dirs", multiple=True, type=click.Path(),
+@click.option("--source-dir", "source_dirs", multiple=True, type=click.Path(),
               help="Add a gdb source directory (repeatable).")
 @click.option("--python", "python", default=sys.executable, show_default="the Python running tfnative",
               help="Interpreter that runs SCRIPT.")
 @click.option("--max-hits", default=1, show_default=True, type=click.IntRange(min=1),
               help="Report this many hits, then remove the breakpoints and let the script run.")
-@click.option("--all-threads", "-a", is_flag=True, help="Report every thread at each stop.")
+@click.option("--all-threads", is_flag=True, help="Report every thread at each stop.")
 @click.option("--native-all", is_flag=True, help="Keep interpreter glue frames (vectorcall, PyObject_Call...).")
 @click.option("--json", "json_path", metavar="FILE", help="Write the whole session as JSON to FILE.")
 @gdb_options
@@ -69,6 +69,8 @@ def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[st
            gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str]) -> None:
     """Run SCRIPT [ARGS] under gdb and print a mixed stack at each breakpoint hit or fatal signal.
 
+    tfnative's options may come before or after SCRIPT; the script gets every
+    argument tfnative does not know, and everything after "--" verbatim.
     Reports go to stderr; the script's own output is untouched.  tfnative's exit
     status is the script's (128+N when signal N killed it).
     """
@@ -92,6 +94,17 @@ def stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log)
     _run(lambda: run_stack(pid, all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout))
 
+
+def _register_optional_commands() -> None:
+    """Commands that live in their own modules (build presets, doctor...)."""
+    try:
+        from .cli_build import register as register_build
+    except ImportError:  # pragma: no cover - module not written yet
+        return
+    register_build(main)
+
+
+_register_optional_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()
