@@ -6,7 +6,9 @@
 #     (gdb) help tf-bt
 #
 # Python frames are read from memory, so it also works on an interpreter
-# without debug info.  Nothing here changes gdb's settings.
+# without debug info.  Nothing here changes gdb's settings or sys.path.
 import os
 
-gdb.execute("source " + os.path.join(os.path.dirname(os.path.abspath(__file__)), "tfnative_gdb", "gdbinit.py"))  # noqa: F821
+_p = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tfnative_gdb", "gdbinit.py")
+with open(_p) as _f:
+    exec(compile(_f.read(), _p, "exec"), {"__file__": _p, "__name__": "__tfnative_gdbinit__"})

@@ -1,0 +1,74 @@
+"""Mixed stacks on every supported CPython, with and without debug info."""
+
+import os
+import subprocess
+
+import pytest
+
+from .conftest import frames_of, line_of, load_json, pyenv_pythons, python_frames, requires_gdb, run_tfnative, script
+
+pytestmark = requires_gdb
+
+STRIPPED = "/usr/bin/python3.11"
+
+
+def _expected(path):
+    return [
+        ("leaf", "nested_uname.py", line_of(path, "os.uname()")),
+        ("middle", "nested_uname.py", line_of(path, "return leaf()")),
+        ("run", "nested_uname.py", line_of(path, "return middle()")),
+        ("<module>", "nested_uname.py", line_of(path, "Runner().run()")),
+    ]
+
+
+def _check(python, tmp_path, qualified):
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--python", python, "--break", "uname", "--json", str(out), script("nested_uname.py")])
+    assert r.returncode == 0, r.stderr
+    doc = load_json(out)
+    frames = frames_of(doc)
+    assert doc["events"][0]["threads"][0]["merge"] == "ok"
+    expected = _expected(script("nested_uname.py"))
+    if qualified:  # co_qualname exists from 3.11 on
+        expected[2] = ("Runner.run",) + expected[2][1:]
+    assert python_frames(frames) == expected
+    assert doc["argv"][0] == python
+    return doc
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.11", "3.12", "3.13"])
+def test_pyenv_versions(version, tmp_path):
+    python = pyenv_pythons().get(version)
+    if python is None:
+        pytest.skip("no pyenv CPython %s on this machine" % version)
+    doc = _check(python, tmp_path, qualified=version != "3.10")
+    assert doc["events"][0]["python"] == version
+
+
+@pytest.mark.skipif(not os.path.exists(STRIPPED), reason="no Debian python3.11 on this machine")
+def test_stripped_python_without_debug_info(tmp_path):
+    sections = subprocess.run(["readelf", "-S", "-W", STRIPPED], capture_output=True, text=True).stdout
+    if ".debug_info" in sections or ".symtab" in sections:
+        pytest.skip("%s carries symbols here; this test needs a stripped interpreter" % STRIPPED)
+    doc = _check(STRIPPED, tmp_path, qualified=True)
+    frames = frames_of(doc)
+    # native frames of the stripped binary still appear (unnamed), with their library
+    assert any(f["kind"] == "native" and f["library"] == "python3.11" for f in frames)
+
+
+def test_sourced_into_users_own_gdb(tmp_path):
+    """gdb_scripts/tfnative.py works in a plain gdb session: tf-bt prints the same stack."""
+    python = pyenv_pythons().get("3.12") or STRIPPED
+    gdbscript = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gdb_scripts",
+                             "tfnative.py")
+    r = subprocess.run(
+        ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off", "-ex", "source " + gdbscript,
+         "-ex", "set breakpoint pending on", "-ex", "break uname", "-ex", "run", "-ex", "tf-bt",
+         "--args", python, script("nested_uname.py")],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )
+    lines = [ln for ln in r.stdout.splitlines() if "[py]" in ln]
+    path = script("nested_uname.py")
+    assert lines[0].endswith("leaf at %s:%d  <-- your code" % (path, line_of(path, "os.uname()"))), r.stdout
+    assert "Runner.run at" in lines[2]
+    assert "<module> at" in lines[3]
