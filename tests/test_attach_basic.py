@@ -6,7 +6,14 @@ import os
 import pytest
 
 from .conftest import (
-    SCRIPTS, frames_of, line_of, load_json, python_frames, requires_gdb, run_tfnative, script,
+    SCRIPTS,
+    frames_of,
+    line_of,
+    load_json,
+    python_frames,
+    requires_gdb,
+    run_tfnative,
+    script,
 )
 
 pytestmark = requires_gdb

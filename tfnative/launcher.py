@@ -99,7 +99,7 @@ class PausedChild:
                 state = stat.rsplit(")", 1)[1].split()[0]
                 with open("/proc/%d/comm" % self.pid) as f:
                     comm = f.read().strip()
-                if state == "T" and comm in ("sh", "dash", "bash"):
+                if state in ("T", "t") and comm in ("sh", "dash", "bash"):
                     return
             except OSError:
                 pass

@@ -129,7 +129,7 @@ class _SignalGuard:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    def __enter__(self) -> "_SignalGuard":
+    def __enter__(self) -> _SignalGuard:
         self.old = {s: signal.getsignal(s) for s in self.SIGNALS}
         self.count = 0
 
@@ -147,20 +147,30 @@ class _SignalGuard:
             signal.signal(s, h)
 
 
-def _stop_target_for_detach(gdb: Gdb) -> None:
-    """Bring a running target to a stop so that gdb can detach cleanly."""
+def _stop_target_for_detach(gdb: Gdb, pid: Optional[int]) -> None:
+    """Bring a running target to a stop so that gdb can detach cleanly.
+
+    Not with ``-exec-interrupt``: on Linux gdb sends SIGINT to the target's
+    whole process group (ours too) and hands it to the script on detach.  A
+    SIGSTOP that gdb swallows (``nopass``) stops it without a trace.
+    """
     try:
+        if pid is not None:
+            gdb.console_command("handle SIGSTOP stop print nopass", timeout=5)
+            os.kill(pid, signal.SIGSTOP)
+            if gdb.wait_event("stopped", 5) is not None:
+                return
         gdb.command("-exec-interrupt --all", timeout=5)
         gdb.wait_event("stopped", 5)
-    except (GdbError, GdbDied):
+    except (GdbError, GdbDied, ProcessLookupError):
         pass
 
 
-def _detach(gdb: Gdb, running: bool) -> None:
+def _detach(gdb: Gdb, running: bool, pid: Optional[int] = None) -> None:
     if gdb.dead:
         return
     if running:
-        _stop_target_for_detach(gdb)
+        _stop_target_for_detach(gdb, pid)
     try:
         gdb.command("-target-detach", timeout=10)
     except (GdbError, GdbDied):
@@ -179,7 +189,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
     doc = report.Document(argv=[info.exe, script, *opts.args])
     printer = report.Printer(err, native_all=opts.native_all)
 
-    with _SignalGuard() as guard:
+    with _SignalGuard():
         gdb = start_gdb(opts.gdb)
         child: Optional[PausedChild] = None
         running = False
@@ -249,7 +259,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
         except Interrupted as exc:
             printer.note("interrupted by %s: detaching" % exc)
             if child is not None and child.poll() is None:
-                _detach(gdb, running)
+                _detach(gdb, running, child.pid)
                 child.resume_if_stopped()
                 if exc.signum != signal.SIGINT:  # the terminal's SIGINT reached the script already
                     try:
@@ -262,9 +272,14 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
             if child is not None:
                 child.kill()
             raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)
+        except BaseException:
+            # Setup failed (attach refused, bad gdb...): the script never ran; end it.
+            if child is not None:
+                child.kill()
+            raise
         finally:
             if child is not None and child.poll() is None and running and not gdb.dead:
-                _detach(gdb, running)
+                _detach(gdb, running, child.pid)
             gdb.close()
             if child is not None and child.poll() is None:
                 child.resume_if_stopped()

@@ -1,0 +1,102 @@
+"""Bad input: one clear line, a non-zero exit, never a traceback."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import TFNATIVE, requires_gdb, run_tfnative, script, wait_for_file
+
+
+def _one_line_error(r, *words):
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("tfnative: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_missing_script():
+    _one_line_error(run_tfnative(["attach", "/nonexistent/script.py"]), "script not found", "/nonexistent/script.py")
+
+
+def test_gdb_not_installed(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path))
+    r = subprocess.run(TFNATIVE + ["attach", script("exit_code.py")], capture_output=True, text=True, env=env,
+                       stdin=subprocess.DEVNULL, timeout=60)
+    _one_line_error(r, "gdb not found", "apt-get install gdb")
+
+
+def test_gdb_path_not_found():
+    _one_line_error(run_tfnative(["attach", "--gdb", "/nonexistent/gdb", script("exit_code.py")]), "gdb not found")
+
+
+@pytest.mark.parametrize("python", ["/bin/true", "/nonexistent/python", "/etc/hostname"])
+def test_python_is_not_a_python(python):
+    _one_line_error(run_tfnative(["attach", "--python", python, script("exit_code.py")]), "--python")
+
+
+def test_unsupported_python():
+    import glob
+
+    old = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.9.*/bin/python3.9")))
+    if not old:
+        pytest.skip("no Python 3.9 here")
+    _one_line_error(run_tfnative(["attach", "--python", old[-1], script("exit_code.py")]), "3.10 to 3.13")
+
+
+def test_missing_source_dir():
+    _one_line_error(run_tfnative(["attach", "--source-dir", "/nonexistent/src", script("exit_code.py")]),
+                    "--source-dir")
+
+
+def test_pid_not_found():
+    _one_line_error(run_tfnative(["stack", "--pid", "999999999"]), "no process with pid 999999999")
+
+
+@requires_gdb
+def test_pid_already_traced(tmp_path):
+    ready = tmp_path / "pid"
+    holder = subprocess.Popen(
+        ["gdb", "-nx", "-q", "-iex", "set debuginfod enabled off", "-ex", "run", "--args", sys.executable,
+         script("sleeper.py"), str(ready)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        pid = int(wait_for_file(str(ready), 60, holder))
+        _one_line_error(run_tfnative(["stack", "--pid", str(pid)]), "already being traced")
+    finally:
+        holder.kill()
+        holder.wait()
+        try:
+            os.kill(int(ready.read_text()), 9)
+        except (OSError, ValueError):
+            pass
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run tfnative as another user")
+def test_pid_of_another_user(tmp_path):
+    ready = tmp_path / "pid"
+    target = subprocess.Popen([sys.executable, script("sleeper.py"), str(ready)])
+    try:
+        wait_for_file(str(ready), 30, target)
+
+        def demote():
+            os.setgid(65534)
+            os.setuid(65534)
+
+        try:
+            r = subprocess.run(TFNATIVE + ["stack", "--pid", str(target.pid)], capture_output=True, text=True,
+                               preexec_fn=demote, stdin=subprocess.DEVNULL, timeout=60, cwd="/",
+                               env=dict(os.environ, HOME="/tmp"))
+        except PermissionError:
+            pytest.skip("this Python is not reachable by user nobody")
+        if "Permission denied" in r.stderr and "tfnative" not in r.stderr:
+            pytest.skip("the venv is not readable by nobody here")
+        _one_line_error(r, str(target.pid))
+    finally:
+        target.kill()
+        target.wait()
