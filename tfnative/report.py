@@ -41,6 +41,7 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False, **e
     event: Dict[str, Any] = {"kind": kind}
     event.update(extra)
     event["thread"] = selected
+    event["pid"] = capture.get("pid")
     event["threads"] = threads
     if capture.get("python"):
         event["python"] = capture["python"]

@@ -1,4 +1,4 @@
-"""A tf.function blocked in a tf.py_function callback that sleeps."""
+"""A tf.function blocked in a tf.py_function callback until a release file appears."""
 import os
 import sys
 import time
@@ -7,13 +7,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 READY = sys.argv[1]
-SLEEP = float(sys.argv[2]) if len(sys.argv) > 2 else 600.0
+RELEASE = sys.argv[2] if len(sys.argv) > 2 else None
 
 
 def slow_callback(x):
     with open(READY, "w") as f:
         f.write(str(os.getpid()))
-    time.sleep(SLEEP)
+    while RELEASE is None or not os.path.exists(RELEASE):
+        time.sleep(0.05)
     return x * 2
 
 

@@ -1,0 +1,116 @@
+"""The product's main scenarios on real TensorFlow (tensorflow-cpu)."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import (
+    ROOT, assert_gone, descendants, frames_of, line_of, load_json, python_frames, requires_gdb, requires_tf,
+    run_tfnative, script, state_of, wait_for_file,
+)
+
+pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
+
+EXAMPLE = os.path.join(ROOT, "examples", "open_session.py")
+
+
+def _index(frames, pred):
+    for i, f in enumerate(frames):
+        if pred(f):
+            return i
+    raise AssertionError("no such frame in %s" % [f["function"] for f in frames])
+
+
+def test_tf_newsession_from_a_nested_call_chain(tmp_path):
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", EXAMPLE, "--break", "TF_NewSession", "--json", str(out)], timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "result: [[5.0]]" in r.stdout  # the script ran on after the hit
+    doc = load_json(out)
+    assert doc["unresolved"] == [] and doc["exit"] == {"code": 0}
+    frames = frames_of(doc)
+    assert frames[0]["function"] == "TF_NewSession" and frames[0]["library"] == "libtensorflow_cc.so.2"
+    # C++ glue between TF_NewSession and Python: TF_NewSessionRef, then pybind11's dispatcher
+    first_py = _index(frames, lambda f: f["kind"] == "python")
+    natives = [f["function"] for f in frames[:first_py]]
+    assert any("TF_NewSessionRef" in n for n in natives)
+    assert "pybind11::cpp_function::dispatcher" in natives[-1]
+    py = python_frames(frames)
+    assert [p[0] for p in py[:2]] == ["BaseSession.__init__", "Session.__init__"]
+    assert py[0][1] == py[1][1] == "session.py"
+    assert py[2:] == [
+        ("make_session", "open_session.py", line_of(EXAMPLE, "return tf.compat.v1.Session(graph=graph)")),
+        ("build_model", "open_session.py", line_of(EXAMPLE, "sess = make_session(graph)")),
+        ("main", "open_session.py", line_of(EXAMPLE, "sess, y = build_model()")),
+        ("<module>", "open_session.py", line_of(EXAMPLE, "    main()")),
+    ]
+    user = [f["function"] for f in frames if f.get("user")]
+    assert user == ["make_session", "build_model", "main", "<module>"]
+    assert "[py] make_session at %s:" % EXAMPLE in r.stderr
+
+
+def test_hung_tf_function_in_py_function(tmp_path):
+    ready, release = tmp_path / "ready", tmp_path / "release"
+    target = subprocess.Popen([sys.executable, script("tf_hang.py"), str(ready), str(release)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        pid = int(wait_for_file(str(ready), 300, target))
+        out = tmp_path / "s.json"
+        r = run_tfnative(["stack", "--pid", str(pid), "--all-threads", "--json", str(out)], timeout=600)
+        assert r.returncode == 0, r.stderr
+        ev = load_json(out)["events"][0]
+        threads = {t["tid"]: t for t in ev["threads"]}
+        # the main thread waits inside TFE_Execute, called from the user's main()
+        main = threads[pid]["frames"]
+        i_exec = _index(main, lambda f: f["function"] == "TFE_Execute")
+        i_quick = _index(main, lambda f: f["function"] == "quick_execute")
+        i_main = _index(main, lambda f: f["function"] == "main" and f["kind"] == "python")
+        assert i_exec < i_quick < i_main
+        assert main[i_main]["line"] == line_of(script("tf_hang.py"), 'print("result"')
+        # an executor thread runs the callback inside PyFuncOp::Compute
+        worker = [t for t in ev["threads"] if any(f["function"] == "slow_callback" for f in t["frames"])]
+        assert len(worker) == 1 and worker[0]["tid"] != pid
+        wf = worker[0]["frames"]
+        i_cb = _index(wf, lambda f: f["function"] == "slow_callback")
+        i_pyfunc = _index(wf, lambda f: "PyFuncOp::Compute" in f["function"])
+        i_device = _index(wf, lambda f: "ThreadPoolDevice::Compute" in f["function"])
+        assert i_cb < i_pyfunc < i_device
+        assert wf[i_cb]["line"] == line_of(script("tf_hang.py"), "time.sleep(0.05)")
+        # Python threads first
+        has_py = [any(f["kind"] == "python" for f in t["frames"]) for t in ev["threads"]]
+        assert has_py == sorted(has_py, reverse=True)
+        # the process runs on unharmed and finishes its work
+        time.sleep(0.2)
+        assert state_of(pid) in ("S", "R")
+        release.write_text("go")
+        stdout, _ = target.communicate(timeout=120)
+        assert target.returncode == 0 and "result 3.0" in stdout
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+
+
+def test_segfault_inside_a_py_function(tmp_path):
+    out = tmp_path / "s.json"
+    proc = subprocess.Popen([sys.executable, "-m", "tfnative", "attach", "--json", str(out), script("tf_segv.py")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    time.sleep(1)
+    tree = descendants(proc.pid)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 128 + 11, err
+    doc = load_json(out)
+    assert doc["exit"] == {"signal": "SIGSEGV"}
+    ev = doc["events"][0]
+    assert ev["kind"] == "signal" and ev["signal"] == "SIGSEGV"
+    frames = ev["threads"][0]["frames"]
+    assert ev["threads"][0]["tid"] == ev["thread"]
+    i_cb = _index(frames, lambda f: f["function"] == "bad_callback")
+    i_pyfunc = _index(frames, lambda f: "PyFuncOp::Compute" in f["function"])
+    assert "strlen" in frames[0]["function"] and i_cb < i_pyfunc
+    assert frames[i_cb]["line"] == line_of(script("tf_segv.py"), "ctypes.string_at(0)")
+    assert "fatal signal SIGSEGV" in err
+    assert_gone(tree)
