@@ -298,6 +298,12 @@ class ElfIndex:
         """(mangled name, vaddr, size) of symbol number ``i``."""
         return self.name_at(i), self._addrs[i], self._sizes[i]
 
+    def symbols_at(self, vaddr: int) -> List[Tuple[str, int]]:
+        """(mangled name, size) of every function symbol starting exactly at ``vaddr``."""
+        lo = bisect.bisect_left(self._addrs, vaddr)
+        hi = bisect.bisect_right(self._addrs, vaddr, lo=lo)
+        return [(self.name_at(k), self._sizes[k]) for k in range(lo, hi)]
+
     def _group(self, i: int) -> Tuple[int, int]:
         """[lo, hi) of the symbols at the address of symbol ``i``."""
         addrs = self._addrs
