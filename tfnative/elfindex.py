@@ -413,7 +413,10 @@ class ElfIndex:
         if q is None:
             return []
         scopes, params = q
-        runs = _mangled_runs(scopes)
+        # Without template arguments in the query, any scope may carry some in
+        # the mangled name ("17BaseBatchMatMulOpIN5Eigen...E7Compute"): then
+        # every <len><id> is a token of its own; else consecutive ones are one.
+        runs = _mangled_runs(scopes, split="<" not in location.split("(")[0])
         if not runs:
             return []
         token = max(runs, key=len)
@@ -521,7 +524,7 @@ def parse_cxx_name(location: str) -> Optional[Tuple[List[str], Optional[str]]]:
     return scopes, params
 
 
-def _mangled_runs(scopes: List[str]) -> List[str]:
+def _mangled_runs(scopes: List[str], split: bool = False) -> List[str]:
     """Itanium ``<len><id>`` runs that the mangled name must contain ("10tensorflow16ThreadPoolDevice")."""
     runs: List[str] = []
     cur = ""
@@ -537,7 +540,7 @@ def _mangled_runs(scopes: List[str]) -> List[str]:
             cur = "St"
             continue
         cur += f"{len(ident)}{ident}"
-        if m.group(2):  # template args break the run
+        if m.group(2) or split:  # template args break the run
             runs.append(cur)
             cur = ""
     if cur:
@@ -712,7 +715,8 @@ def _load_cache(entry: str, st: os.stat_result, build_id: Optional[str], mm: mma
 # run-time addresses
 
 
-def _maps_rows(pid: int) -> List[Tuple[int, int, int, str, int, str]]:
+def _maps_rows(pid: int) -> List[Tuple[int, int, str, int, str, int, str]]:
+    """(start, end, perms, offset, dev, inode, name) of each line of /proc/PID/maps."""
     rows = []
     with open(f"/proc/{pid}/maps") as f:
         for line in f:
@@ -720,7 +724,7 @@ def _maps_rows(pid: int) -> List[Tuple[int, int, int, str, int, str]]:
             if len(parts) < 5:
                 continue
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            rows.append((lo, hi, int(parts[2], 16), parts[3], int(parts[4]),
+            rows.append((lo, hi, parts[1], int(parts[2], 16), parts[3], int(parts[4]),
                          parts[5].strip() if len(parts) > 5 else ""))
     return rows
 
@@ -728,21 +732,24 @@ def _maps_rows(pid: int) -> List[Tuple[int, int, int, str, int, str]]:
 def load_base(pid: int, path: str) -> int:
     """Load bias of ``path`` in process ``pid``: run-time address = file vaddr + load_base.
 
-    Found in ``/proc/PID/maps`` as the start of the mapping at file offset 0
-    (matched by inode, else by real path) minus the first PT_LOAD's page-aligned
-    vaddr.  This is the OFFSET of ``add-symbol-file FILE -o OFFSET``.
+    Found in ``/proc/PID/maps`` as the start of the private mapping at file
+    offset 0 (matched by inode and device, else by real path) minus the first
+    PT_LOAD's page-aligned vaddr.  This is the OFFSET of
+    ``add-symbol-file FILE -o OFFSET``.  Shared mappings (someone's mmap of
+    the file, ElfIndex's own included) are not the loader's and are skipped.
     Raises LookupError when the library is not mapped.
     """
     st = os.stat(path)
     real = os.path.realpath(path)
     start = None
-    for lo, _hi, off, dev, inode, name in _maps_rows(pid):
-        if off != 0:
+    for lo, _hi, perms, off, dev, inode, name in _maps_rows(pid):
+        if off != 0 or not perms.endswith("p"):
             continue
         major, minor = (int(x, 16) for x in dev.split(":"))
         same_file = inode == st.st_ino and inode != 0 and os.makedev(major, minor) == st.st_dev
         if same_file or (name and name == real):
-            start = lo if start is None else min(start, lo)
+            start = lo
+            break
     if start is None:
         raise LookupError(f"{path} is not mapped in process {pid}")
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
@@ -753,7 +760,7 @@ def load_base(pid: int, path: str) -> int:
 def mapped_libraries(pid: int) -> List[str]:
     """Paths of the files mapped at offset 0 in process ``pid`` (from /proc/PID/maps), in map order."""
     seen: List[str] = []
-    for _lo, _hi, off, _dev, inode, name in _maps_rows(pid):
-        if off == 0 and inode and name.startswith("/") and name not in seen:
+    for _lo, _hi, perms, off, _dev, inode, name in _maps_rows(pid):
+        if off == 0 and perms.endswith("p") and inode and name.startswith("/") and name not in seen:
             seen.append(name)
     return seen
