@@ -63,9 +63,11 @@ def main() -> None:
 @click.option("--all-threads", is_flag=True, help="Report every thread at each stop.")
 @click.option("--native-all", is_flag=True, help="Keep interpreter glue frames (vectorcall, PyObject_Call...).")
 @click.option("--json", "json_path", metavar="FILE", help="Write the whole session as JSON to FILE.")
+@click.option("--interactive", is_flag=True,
+              help="At the first hit (or fatal signal) hand the stopped script to gdb on this terminal, with tf-bt.")
 @gdb_options
 def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[str], python: str,
-           max_hits: int, all_threads: bool, native_all: bool, json_path: Optional[str],
+           max_hits: int, all_threads: bool, native_all: bool, json_path: Optional[str], interactive: bool,
            gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str]) -> None:
     """Run SCRIPT [ARGS] under gdb and print a mixed stack at each breakpoint hit or fatal signal.
 
@@ -74,10 +76,13 @@ def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[st
     Reports go to stderr; the script's own output is untouched.  tfnative's exit
     status is the script's (128+N when signal N killed it).
     """
+    for text in list(breaks) + list(source_dirs):
+        if "\n" in text or "\r" in text:
+            raise click.BadParameter("no newlines in --break or --source-dir values: %r" % text)
     opts = AttachOptions(
         script=script, args=list(args), python=python, breaks=list(breaks), source_dirs=list(source_dirs),
         max_hits=max_hits, all_threads=all_threads, native_all=native_all, json_path=json_path,
-        gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log),
+        interactive=interactive, gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log),
     )
     _run(lambda: run_attach(opts, sys.stderr))
 

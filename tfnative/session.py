@@ -22,11 +22,12 @@ import psutil
 
 from . import report
 from .errors import TfnativeError
-from .gdbmi import Gdb, GdbDied, GdbError, find_gdb, mi_quote
+from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
 from .launcher import PausedChild, exit_status, probe_python
 
 FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
 GDBINIT = os.path.join(os.path.dirname(os.path.abspath(report.render.__file__)), "gdbinit.py")
+TF_BT_SCRIPT = GDBINIT
 CAPTURE_TIMEOUT = 600.0  # the first capture may read a lot of debug info
 
 
@@ -54,6 +55,7 @@ class AttachOptions:
     all_threads: bool = False
     native_all: bool = False
     json_path: Optional[str] = None
+    interactive: bool = False
     gdb: GdbOptions = field(default_factory=GdbOptions)
 
 
@@ -194,6 +196,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
         child: Optional[PausedChild] = None
         running = False
         bps: Dict[str, Dict[str, Any]] = {}
+        handoff = False
         try:
             _setup_signals(gdb)
             child = PausedChild(info.exe, script, opts.args, gdb.pid)
@@ -244,6 +247,9 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                                    location=bp_state["location"] if bp_state else num)
                     doc.events.append(event)
                     printer.event(event, hit=hits, max_hits=opts.max_hits)
+                    if opts.interactive:
+                        handoff = True
+                        break
                     if hits >= opts.max_hits and bps:
                         _refresh_bps(gdb, bps)
                         gdb.command("-break-delete")
@@ -253,9 +259,18 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                     event = _event(gdb, opts, "signal", signal=payload["signal-name"])
                     doc.events.append(event)
                     printer.event(event)
+                    if opts.interactive:
+                        # gdb must not hand the signal over on detach: the fault
+                        # happens again, under the interactive gdb.
+                        gdb.console_command("handle %s nopass" % payload["signal-name"])
+                        handoff = True
+                        break
                 gdb.command("-exec-continue")
                 running = True
             _refresh_bps(gdb, bps)
+            if handoff:
+                assert child is not None
+                _park_stopped(gdb, child.pid)
         except Interrupted as exc:
             printer.note("interrupted by %s: detaching" % exc)
             if child is not None and child.poll() is None:
@@ -281,10 +296,13 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
             if child is not None and child.poll() is None and running and not gdb.dead:
                 _detach(gdb, running, child.pid)
             gdb.close()
-            if child is not None and child.poll() is None:
+            if child is not None and child.poll() is None and not handoff:
                 child.resume_if_stopped()
-        # Wait for the script; a second Ctrl-C / SIGTERM ends it for good.
         assert child is not None
+        if handoff:
+            printer.note("handing the stopped script to an interactive gdb (tf-bt prints the mixed stack)")
+            _interactive_gdb(opts, child.pid)
+        # Wait for the script; a second Ctrl-C / SIGTERM ends it for good.
         while True:
             try:
                 returncode = child.wait()
@@ -297,6 +315,58 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
         if opts.json_path:
             doc.write(opts.json_path)
         return exit_status(returncode)
+
+
+def _park_stopped(gdb: Gdb, pid: int) -> None:
+    """Detach, leaving the target stopped for the next gdb.
+
+    A SIGSTOP sent with kill() is swallowed by gdb's own stop/detach dance;
+    ``queue-signal`` makes gdb hand SIGSTOP to the thread as it detaches it.
+    """
+    gdb.console_command("handle SIGSTOP nostop noprint pass")
+    gdb.console_command("queue-signal SIGSTOP")
+    gdb.command("-target-detach", timeout=30)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                    return
+        except OSError:
+            return
+        time.sleep(0.01)
+
+
+def _interactive_gdb(opts: AttachOptions, pid: int) -> None:
+    """Run gdb on the terminal, attached to the parked target, with tf-bt loaded.
+
+    gdb shares our terminal and process group, so Ctrl-C reaches it as in any
+    ``gdb -p``; tfnative ignores SIGINT meanwhile.  The user's own gdbinit is
+    read.  When gdb quits it detaches and the script runs on.
+    """
+    exe = find_gdb(opts.gdb.gdb_path)
+    argv = [exe, "-q",
+            "-iex", "set debuginfod enabled %s" % ("on" if opts.gdb.debuginfod else "off"),
+            "-ex", "source %s" % TF_BT_SCRIPT,
+            "-ex", "set breakpoint pending on",
+            # The SIGSTOP that parked the script is still pending: drop it silently.
+            "-ex", "handle SIGSTOP nostop noprint nopass"]
+    for d in opts.source_dirs:
+        argv += ["-ex", "directory %s" % os.path.abspath(d)]
+    for loc in opts.breaks:
+        argv += ["-ex", "break %s" % loc]
+    argv += ["-ex", "tf-bt", "-p", str(pid)]
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        subprocess.call(argv, preexec_fn=_default_sigint)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    _ensure_not_stopped(pid)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _die_with_parent()
 
 
 def _gdb_tail(gdb: Gdb) -> str:
