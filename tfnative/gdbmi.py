@@ -118,7 +118,7 @@ class Gdb:
             if not line or line == "(gdb) ":
                 continue
             if self._log:
-                self._log.write("<- %s\n" % line[:2000])
+                self._log.write("%.3f <- %s\n" % (time.monotonic(), line[:2000]))
                 self._log.flush()
             try:
                 rec = parse_response(line)
@@ -152,7 +152,7 @@ class Gdb:
             token = self._token
         line = "%d%s\n" % (token, cmd)
         if self._log:
-            self._log.write("-> %s" % line)
+            self._log.write("%.3f -> %s" % (time.monotonic(), line))
             self._log.flush()
         try:
             assert self.proc.stdin is not None

@@ -24,6 +24,7 @@ from . import report
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
 from .launcher import PausedChild, exit_status, probe_python
+from .symbolload import SymbolLoader
 
 FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
 GDBINIT = os.path.join(os.path.dirname(os.path.abspath(report.render.__file__)), "gdbinit.py")
@@ -42,6 +43,7 @@ class GdbOptions:
     gdb_path: Optional[str] = None
     debuginfod: bool = False
     log: Optional[str] = None
+    full_symbols: bool = False
 
 
 @dataclass
@@ -70,7 +72,7 @@ def start_gdb(opts: GdbOptions) -> Gdb:
         "set breakpoint pending on",
         "set print demangle on",
         "set print asm-demangle on",
-    ]
+    ] + SymbolLoader.early_commands(opts.full_symbols)
     gdb = Gdb(exe, early, debug_log=opts.log)
     gdb.command("-gdb-set mi-async on")
     gdb.console_command("source %s" % GDBINIT)
@@ -197,6 +199,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
         running = False
         bps: Dict[str, Dict[str, Any]] = {}
         handoff = False
+        loader: Optional[SymbolLoader] = None
         try:
             _setup_signals(gdb)
             child = PausedChild(info.exe, script, opts.args, gdb.pid)
@@ -216,6 +219,9 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                 gdb.command("-exec-continue")
                 running = True
             gdb.command("-break-delete")  # the exec catchpoint
+            loader = SymbolLoader(gdb, child.pid, opts.breaks, opts.gdb.full_symbols, err)
+            loader.after_exec()
+            loader.sync()
             for d in opts.source_dirs:
                 gdb.command("-environment-directory %s" % mi_quote(os.path.abspath(d)))
             bps = _arm(gdb, opts.breaks, err)
@@ -230,12 +236,21 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                     bp = payload.get("bkpt") or {}
                     _note_bp(bps, bp)
                     continue
+                if msg == "library-loaded":
+                    assert loader is not None
+                    loader.note_library(payload)
+                    continue
                 if msg != "stopped":
                     continue
                 running = False
                 reason = payload.get("reason", "")
                 if reason.startswith("exited"):
                     break
+                if reason == "solib-event":
+                    assert loader is not None
+                    loader.sync()
+                    if all(b["resolved"] for b in bps.values()):
+                        loader.set_eager(False)
                 if reason == "breakpoint-hit":
                     num = str(payload.get("bkptno"))
                     hits += 1
@@ -243,7 +258,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                     if bp_state is not None:
                         bp_state["hits"] += 1
                         bp_state["resolved"] = True
-                    event = _event(gdb, opts, "breakpoint",
+                    event = _event(gdb, opts, loader, "breakpoint",
                                    location=bp_state["location"] if bp_state else num)
                     doc.events.append(event)
                     printer.event(event, hit=hits, max_hits=opts.max_hits)
@@ -256,7 +271,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                         printer.note("%d hit(s): breakpoints removed, the script runs on at full speed"
                                      % hits)
                 elif reason == "signal-received" and payload.get("signal-name") in FATAL_SIGNALS:
-                    event = _event(gdb, opts, "signal", signal=payload["signal-name"])
+                    event = _event(gdb, opts, loader, "signal", signal=payload["signal-name"])
                     doc.events.append(event)
                     printer.event(event)
                     if opts.interactive:
@@ -411,8 +426,13 @@ def _refresh_bps(gdb: Gdb, bps: Dict[str, Dict[str, Any]]) -> None:
         _note_bp(bps, bp)
 
 
-def _event(gdb: Gdb, opts: AttachOptions, kind: str, **extra: Any) -> Dict[str, Any]:
+def _event(gdb: Gdb, opts: AttachOptions, loader: Optional[SymbolLoader], kind: str,
+           **extra: Any) -> Dict[str, Any]:
+    if loader is not None:
+        loader.sync(full_list=True)
     result = capture(gdb, opts.all_threads)
+    if loader is not None:
+        loader.symbolize(result)
     return report.make_event(kind, result, native_all=opts.native_all, **extra)
 
 
@@ -455,12 +475,14 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
         try:
             _attach(gdb, pid)
             attached = True
+            loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
+            loader.sync(full_list=True)
             result = capture(gdb, all_threads, python_only=not all_threads)
-            event = report.make_event("snapshot", result, native_all=native_all)
-            if not event["threads"] and not all_threads:
+            if not result["threads"] and not all_threads:
                 # No Python thread found: show every thread rather than nothing.
                 result = capture(gdb, True)
-                event = report.make_event("snapshot", result, native_all=native_all)
+            loader.symbolize(result)
+            event = report.make_event("snapshot", result, native_all=native_all)
         except Interrupted:
             printer.note("interrupted: detaching")
             return 130

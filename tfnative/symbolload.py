@@ -1,0 +1,167 @@
+"""Which libraries gdb reads in full, and which get a surrogate (the fast path).
+
+gdb spends ~23 s and 2.3 GB reading the 1.2 million minimal symbols of
+``libtensorflow_cc.so.2``.  We start gdb with ``auto-solib-add off`` and, at
+attach and at every shared-library event, decide per library:
+
+* small libraries (the interpreter, libc, extension modules, a custom op
+  built with debug info...): ``sharedlibrary ^PATH$``, gdb's full symbols;
+* huge ones (``HUGE_BYTES`` and up: TensorFlow's two big libraries): a
+  surrogate objfile (``surrogate.py``) with the library's CFI, so unwinding
+  through it is exactly as correct, and only the symbols of the user's
+  breakpoint locations, so pending breakpoints resolve by name.  Frames gdb
+  cannot name there are named afterwards from our cached index
+  (``elfindex.py``) by ``symbolize``.
+
+``--full-symbols`` turns all this off.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, TextIO
+
+from .elfindex import ElfError, ElfIndex, _Elf, demangle, load_base
+from .gdbmi import Gdb, GdbError
+from .surrogate import build_surrogate, gdb_regex_escape
+
+HUGE_BYTES = 4 * 1024 * 1024
+
+
+def wants_surrogate(path: str) -> bool:
+    """A big library without DWARF, not the interpreter: its symbols cost gdb more than they give.
+
+    Libraries with debug info keep gdb's full symbols (file:line, locals, FILE:LINE
+    breakpoints); so does libpython, whose ``_PyRuntime`` and eval-loop symbols
+    the Python frame reader needs from gdb.
+    """
+    if "libpython" in os.path.basename(path):
+        return False
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            elf = _Elf(mm, path)
+            return elf.section(".debug_info") is None and elf.section(".gnu_debuglink") is None \
+                and elf.section(".gnu_debugdata") is None
+    except (ElfError, OSError, ValueError):
+        return False
+
+
+@dataclass
+class Surrogated:
+    path: str
+    base: int
+    index: ElfIndex
+
+
+class SymbolLoader:
+    def __init__(self, gdb: Gdb, pid: int, breaks: List[str], full_symbols: bool, err: TextIO) -> None:
+        self.gdb = gdb
+        self.pid = pid
+        self.breaks = [b for b in breaks if not b.startswith("*") and ":" not in b.replace("::", "")]
+        self.full = full_symbols
+        self.err = err
+        self.breaks_total = len(breaks)
+        self.seen: set = set()
+        self.surrogates: Dict[str, Surrogated] = {}
+        self.pending: List[Dict[str, Any]] = []
+        self.eager = False
+
+    @staticmethod
+    def early_commands(full_symbols: bool) -> List[str]:
+        return [] if full_symbols else ["set auto-solib-add off"]
+
+    def after_exec(self) -> None:
+        """The process image changed: libraries of the launcher are gone.
+
+        Until every breakpoint has resolved, gdb stops at each library load so
+        that the new library gets its symbols before any of its code runs;
+        after that, libraries get their symbols lazily, before each capture.
+        """
+        self.seen.clear()
+        self.surrogates.clear()
+        self.pending.clear()
+        self.set_eager(bool(self.breaks_total))
+
+    def set_eager(self, eager: bool) -> None:
+        if self.full or eager == self.eager:
+            return
+        self.gdb.console_command("set stop-on-solib-events %d" % int(eager))
+        self.eager = eager
+
+    def note_library(self, payload: Dict[str, Any]) -> None:
+        """A ``=library-loaded`` record: remember the library for the next sync."""
+        self.pending.append(payload)
+
+    def sync(self, full_list: bool = False) -> None:
+        """Give gdb symbols (full or surrogate) for every library loaded since the last call."""
+        if self.full:
+            return
+        if full_list or not self.pending:
+            libs = self.gdb.command("-file-list-shared-libraries", timeout=120).get("shared-libraries", [])
+        else:
+            libs = self.pending
+        self.pending = []
+        small: List[str] = []
+        for lib in libs:
+            path = lib.get("target-name") or ""
+            if not path or path in self.seen:
+                continue
+            self.seen.add(path)
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                continue
+            if size >= HUGE_BYTES and wants_surrogate(path):
+                if not self._surrogate(path):
+                    small.append(path)
+            elif lib.get("symbols-loaded") != "1":
+                small.append(path)
+        if small:
+            regex = "\\|".join("^%s$" % gdb_regex_escape(p) for p in small)
+            self.gdb.console_command("sharedlibrary %s" % regex, timeout=600)
+
+    def _surrogate(self, path: str) -> bool:
+        try:
+            index = ElfIndex.open(path)
+            symbols = []
+            for loc in self.breaks:
+                symbols.extend(index.find(loc))
+            surrogate = build_surrogate(path, sorted(set(symbols), key=lambda s: s[1]), index)
+            base = load_base(self.pid, path)
+        except (ElfError, OSError, LookupError) as exc:
+            self.err.write("tfnative: warning: fast symbols unavailable for %s (%s); gdb reads it in full\n"
+                           % (os.path.basename(path), exc))
+            return False
+        try:
+            self.gdb.console_command("add-symbol-file %s -o 0x%x" % (surrogate, base), timeout=600)
+        except GdbError as exc:
+            self.err.write("tfnative: warning: gdb refused the surrogate for %s (%s)\n" % (path, exc))
+            return False
+        self.surrogates[os.path.basename(path)] = Surrogated(path, base, index)
+        return True
+
+    def symbolize(self, capture: Dict[str, Any]) -> None:
+        """Name the frames of surrogate libraries from our index, in place."""
+        if not self.surrogates:
+            return
+        todo = []
+        for thread in capture.get("threads", []):
+            for key in ("frames", "python_frames"):
+                for f in thread.get(key) or []:
+                    lib = self.surrogates.get(f.get("library") or "")
+                    if f.get("kind") != "native" or lib is None:
+                        continue
+                    hit = lib.index.symbolize(int(f["address"], 16) - lib.base)
+                    if hit is not None:
+                        todo.append((f, hit[0]))
+        names = demangle([m for _, m in todo])
+        for (f, _), name in zip(todo, names):
+            f["function"] = name
+
+
+def describe(loader: Optional[SymbolLoader]) -> str:
+    if loader is None or loader.full:
+        return "full symbols"
+    return "fast symbols (%s via surrogate)" % ", ".join(sorted(loader.surrogates)) or "none"
