@@ -160,6 +160,11 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
     threads = sorted(inferior.threads(), key=lambda t: t.num)
     if which == "selected" and original is not None:
         threads = [original]
+    elif which == "python" and pythreads:
+        # Unwind only the threads that have a Python thread state: the others
+        # would be filtered out anyway, and unwinding them is most of the cost.
+        threads = [t for t in threads if t.ptid[1] in by_native
+                   or (not by_native and _pthread_id(t) in by_pthread)]
     if tids:
         threads = [t for t in threads if t.ptid[1] in tids]
     out = []
