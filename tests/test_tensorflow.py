@@ -8,8 +8,19 @@ import time
 import pytest
 
 from .conftest import (
-    ROOT, assert_gone, descendants, frames_of, line_of, load_json, python_frames, requires_gdb, requires_tf,
-    run_tfnative, script, state_of, wait_for_file,
+    ROOT,
+    assert_gone,
+    descendants,
+    frames_of,
+    line_of,
+    load_json,
+    python_frames,
+    requires_gdb,
+    requires_tf,
+    run_tfnative,
+    script,
+    state_of,
+    wait_for_file,
 )
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
@@ -79,6 +90,12 @@ def test_hung_tf_function_in_py_function(tmp_path):
         i_device = _index(wf, lambda f: "ThreadPoolDevice::Compute" in f["function"])
         assert i_cb < i_pyfunc < i_device
         assert wf[i_cb]["line"] == line_of(script("tf_hang.py"), "time.sleep(0.05)")
+        # frame classes in JSON; in the text, long runs of TensorFlow-internal frames are folded,
+        # but not TensorFlow's entry points and kernel Compute calls
+        assert main[i_main]["class"] == "user" and main[i_exec]["class"] == "tensorflow-native"
+        assert main[i_quick]["class"] == "tensorflow-python" and main[-1]["class"] == "system"
+        assert "TensorFlow frames ..." in r.stdout
+        assert " TFE_Execute in libtensorflow_cc.so.2" in r.stdout and "PyFuncOp::Compute" in r.stdout
         # Python threads first
         has_py = [any(f["kind"] == "python" for f in t["frames"]) for t in ev["threads"]]
         assert has_py == sorted(has_py, reverse=True)

@@ -64,12 +64,14 @@ def main() -> None:
               help="Report this many hits, then remove the breakpoints and let the script run.")
 @click.option("--all-threads", is_flag=True, help="Report every thread at each stop.")
 @click.option("--native-all", is_flag=True, help="Keep interpreter glue frames (vectorcall, PyObject_Call...).")
+@click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
 @click.option("--json", "json_path", metavar="FILE", help="Write the whole session as JSON to FILE.")
 @click.option("--interactive", is_flag=True,
               help="At the first hit (or fatal signal) hand the stopped script to gdb on this terminal, with tf-bt.")
 @gdb_options
 def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[str], python: str,
-           max_hits: int, all_threads: bool, native_all: bool, json_path: Optional[str], interactive: bool,
+           max_hits: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
+           interactive: bool,
            gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Run SCRIPT [ARGS] under gdb and print a mixed stack at each breakpoint hit or fatal signal.
 
@@ -84,7 +86,7 @@ def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[st
     opts = AttachOptions(
         script=script, args=list(args), python=python, breaks=list(breaks), source_dirs=list(source_dirs),
         max_hits=max_hits, all_threads=all_threads, native_all=native_all, json_path=json_path,
-        interactive=interactive,
+        interactive=interactive, full=full,
         gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols),
     )
     _run(lambda: run_attach(opts, sys.stderr))
@@ -94,13 +96,14 @@ def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[st
 @click.option("--pid", "-p", required=True, type=int, help="Process to inspect.")
 @click.option("--all-threads", "-a", is_flag=True, help="Also threads that run no Python.")
 @click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
+@click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
 @click.option("--json", "json_path", metavar="FILE", help="Write the snapshot as JSON to FILE.")
 @gdb_options
-def stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str],
+def stack(pid: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Print the mixed stacks of a running (hung?) process; it runs on afterwards."""
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
-    _run(lambda: run_stack(pid, all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout))
+    _run(lambda: run_stack(pid, all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full))
 
 
 def _register_optional_commands() -> None:

@@ -59,6 +59,7 @@ def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
             out["inline"] = True
     else:
         out["user"] = render.is_user_frame(f)
+    out["class"] = render.frame_class(f)
     if f.get("source"):
         out["source"] = f["source"]
     return out
@@ -109,9 +110,10 @@ class Document:
 class Printer:
     """Writes events as text, one line a frame, innermost first."""
 
-    def __init__(self, out: TextIO, native_all: bool = False) -> None:
+    def __init__(self, out: TextIO, native_all: bool = False, full: bool = False) -> None:
         self.out = out
         self.native_all = native_all
+        self.full = full
 
     def note(self, text: str) -> None:
         self.out.write("tfnative: %s\n" % text)
@@ -134,7 +136,7 @@ class Printer:
             head = 'Thread %s "%s"' % (t["tid"], t.get("name", ""))
             if t["tid"] == event.get("thread") and kind != "snapshot":
                 head += " (stopped here)"
-            lines.extend(render.thread_block(t, head))
+            lines.extend(render.thread_block(t, head, fold=not self.full))
             lines.append("")
         self.out.write("\n".join(lines) + "\n")
         self.out.flush()

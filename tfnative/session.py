@@ -58,6 +58,7 @@ class AttachOptions:
     native_all: bool = False
     json_path: Optional[str] = None
     interactive: bool = False
+    full: bool = False
     gdb: GdbOptions = field(default_factory=GdbOptions)
 
 
@@ -191,7 +192,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
         if not os.path.isdir(d):
             raise TfnativeError("--source-dir %s: no such directory" % d)
     doc = report.Document(argv=[info.exe, script, *opts.args])
-    printer = report.Printer(err, native_all=opts.native_all)
+    printer = report.Printer(err, native_all=opts.native_all, full=opts.full)
 
     with _SignalGuard():
         gdb = start_gdb(opts.gdb)
@@ -463,12 +464,12 @@ def check_pid(pid: int) -> psutil.Process:
 
 
 def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str],
-              gdb_opts: GdbOptions, err: TextIO, out: TextIO) -> int:
+              gdb_opts: GdbOptions, err: TextIO, out: TextIO, full: bool = False) -> int:
     """``tfnative stack``: mixed stacks of a running process, which runs on afterwards."""
     proc = check_pid(pid)
     was_stopped = proc.status() == psutil.STATUS_STOPPED
     doc = report.Document(argv=proc.cmdline(), pid=pid)
-    printer = report.Printer(out, native_all=native_all)
+    printer = report.Printer(out, native_all=native_all, full=full)
     with _SignalGuard():
         gdb = start_gdb(gdb_opts)
         attached = False

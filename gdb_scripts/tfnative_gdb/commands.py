@@ -10,7 +10,7 @@ from .render import hide_glue, thread_block
 
 
 def _parse(argv):
-    opts = {"which": "selected", "native_all": False, "json": False, "tids": []}
+    opts = {"which": "selected", "native_all": False, "json": False, "tids": [], "full": False}
     for a in argv:
         if a in ("-a", "--all-threads", "all"):
             opts["which"] = "all"
@@ -18,6 +18,8 @@ def _parse(argv):
             opts["which"] = "python"
         elif a == "--native-all":
             opts["native_all"] = True
+        elif a == "--full":
+            opts["full"] = True
         elif a == "--json":
             opts["json"] = True
         elif a.startswith("--thread="):
@@ -29,10 +31,11 @@ def _parse(argv):
 
 
 class TfBt(gdb.Command):
-    """Print mixed Python + native stacks: tf-bt [-a|--all-threads] [-p] [--native-all] [--json]
+    """Print mixed Python + native stacks: tf-bt [-a|--all-threads] [-p] [--native-all] [--full] [--json]
 
 With no argument: the selected thread.  -a: every thread (Python ones first);
--p: only threads that run Python.  --native-all keeps interpreter glue frames.
+-p: only threads that run Python.  --native-all keeps interpreter glue frames;
+--full does not fold runs of TensorFlow-internal frames.
 Python frames are read from memory, so the interpreter needs no debug info."""
 
     def __init__(self):
@@ -50,7 +53,7 @@ Python frames are read from memory, so the interpreter needs no debug info."""
         for w in result["warnings"]:
             gdb.write("warning: %s\n" % w)
         for t in result["threads"]:
-            gdb.write("\n".join(thread_block(t)) + "\n\n")
+            gdb.write("\n".join(thread_block(t, fold=not opts["full"])) + "\n\n")
 
 
 if hasattr(gdb, "MICommand"):

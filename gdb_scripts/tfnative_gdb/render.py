@@ -67,6 +67,77 @@ def is_user_frame(frame: Dict) -> bool:
     return not _STDLIB_RE.search(path)
 
 
+_TF_LIB_RE = re.compile(r"^(libtensorflow|_pywrap_|lib_pywrap_|libpywrap_|pywrap_|_tf_stack|_op_def|_dtypes"
+                        r"|fast_module_type|flags_pybind|_proto_comparators|_errors_test_helper)")
+_TF_NATIVE_NAMES = ("tensorflow::", "tsl::", "Eigen::", "xla::", "mlir::", "TFE_", "TF_", "pybind11::",
+                    "absl::")
+_INTERPRETER_LIB_RE = re.compile(r"^(libpython3\.\d+|python3(\.\d+)?$|python$)")
+
+
+def frame_class(frame: Dict) -> str:
+    """user, tensorflow-python, tensorflow-native, interpreter or system."""
+    if frame.get("kind") == "python":
+        if is_user_frame(frame):
+            return "user"
+        path = frame.get("file") or ""
+        if "/tensorflow/" in path or "/keras/" in path or "/tf_keras/" in path:
+            return "tensorflow-python"
+        return "system"
+    lib = frame.get("library") or ""
+    name = frame.get("function") or ""
+    if _TF_LIB_RE.match(lib):
+        return "tensorflow-native"
+    if _INTERPRETER_LIB_RE.match(lib):
+        return "interpreter"
+    if name.startswith(_TF_NATIVE_NAMES) and lib.endswith(".so") and "tensorflow" in lib:
+        return "tensorflow-native"
+    return "system"
+
+
+_LANDMARK_RE = re.compile(r"^(TFE?_\w+$|.*::Compute(Async)?\()")
+
+
+def is_landmark(frame: Dict) -> bool:
+    """Frames never folded: TensorFlow's C API entry points and kernel/device Compute calls."""
+    return frame.get("kind") == "native" and bool(_LANDMARK_RE.match(frame.get("function") or ""))
+
+
+def fold_plan(frames: List[Dict], keep_head: int = 2, keep_tail: int = 2, min_run: int = 8) -> List:
+    """Indices to print, with ``("fold", n)`` markers for runs of TensorFlow-internal frames.
+
+    Runs shorter than ``min_run`` are shown whole; of a longer run, the first
+    two frames (where the thread is) and the last two (where TensorFlow was
+    entered) stay.  ``--full`` prints everything; JSON always has everything.
+    """
+    out: List = []
+    i = 0
+    n = len(frames)
+    while i < n:
+        cls = frame_class(frames[i])
+        if not cls.startswith("tensorflow"):
+            out.append(i)
+            i += 1
+            continue
+        if is_landmark(frames[i]):
+            out.append(i)
+            i += 1
+            continue
+        j = i
+        while j < n and frame_class(frames[j]).startswith("tensorflow") and not is_landmark(frames[j]):
+            j += 1
+        run = list(range(i, j))
+        if len(run) >= min_run:
+            head = run[: max(keep_head, 1 if i == 0 else keep_head)]
+            tail = run[-keep_tail:]
+            out.extend(head)
+            out.append(("fold", len(run) - len(head) - len(tail)))
+            out.extend(tail)
+        else:
+            out.extend(run)
+        i = j
+    return out
+
+
 def _short(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 
@@ -86,13 +157,17 @@ def frame_line(index: int, f: Dict, name_width: int = 160) -> str:
     return text
 
 
-def thread_block(thread: Dict, header: Optional[str] = None) -> List[str]:
+def thread_block(thread: Dict, header: Optional[str] = None, fold: bool = True) -> List[str]:
     lines = []
     title = header or 'Thread %s "%s"' % (thread.get("tid"), thread.get("name") or "")
     lines.append(title)
     frames = thread.get("frames") or []
-    for i, f in enumerate(frames):
-        lines.append("  " + frame_line(i, f))
+    plan = fold_plan(frames) if fold else list(range(len(frames)))
+    for item in plan:
+        if isinstance(item, tuple):
+            lines.append("       ... %d TensorFlow frames ..." % item[1])
+        else:
+            lines.append("  " + frame_line(item, frames[item]))
     if not frames:
         lines.append("  (no frames)")
     if thread.get("merge") == "mismatch":

@@ -1,0 +1,67 @@
+"""The pure parts of the report: glue hiding, user frames, classes, folding, line tables."""
+
+import sys
+
+from tfnative_gdb import render
+from tfnative_gdb.linetable import line_for
+from tfnative_gdb.mixed import merge
+
+
+def nat(name, lib="libtensorflow_cc.so.2"):
+    return {"kind": "native", "function": name, "library": lib, "address": "0x1"}
+
+
+def py(name, path):
+    return {"kind": "python", "function": name, "file": path, "line": 1}
+
+
+def test_classes():
+    assert render.frame_class(py("f", "/home/me/train.py")) == "user"
+    assert render.frame_class(py("f", "/v/lib/python3.11/site-packages/tensorflow/python/x.py")) == \
+        "tensorflow-python"
+    assert render.frame_class(py("f", "/usr/lib/python3.11/threading.py")) == "system"
+    assert render.frame_class(nat("tensorflow::Foo()")) == "tensorflow-native"
+    assert render.frame_class(nat("_PyEval_Vector", "libpython3.11.so.1.0")) == "interpreter"
+    assert render.frame_class(nat("start_thread", "libc.so.6")) == "system"
+
+
+def test_fold_keeps_landmarks_and_ends():
+    frames = [nat("syscall", "libc.so.6")] + [nat("absl::Wait%d()" % i) for i in range(12)] + [
+        nat("TFE_Execute")] + [nat("pybind11::x%d" % i) for i in range(10)] + [py("main", "/home/me/t.py")]
+    plan = render.fold_plan(frames)
+    shown = [frames[i]["function"] for i in plan if not isinstance(i, tuple)]
+    folds = [i[1] for i in plan if isinstance(i, tuple)]
+    assert shown[0] == "syscall" and "TFE_Execute" in shown and shown[-1] == "main"
+    assert folds == [8, 6]
+    text = render.thread_block({"tid": 1, "name": "t", "frames": frames})
+    assert any("... 8 TensorFlow frames ..." in ln for ln in text)
+    assert len(render.thread_block({"tid": 1, "frames": frames}, fold=False)) == len(frames) + 1
+
+
+def test_merge_mismatch_never_guesses():
+    native = [nat("f", "libc.so.6"), nat("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0")]
+    groups = [[py("a", "/x.py")], [py("b", "/x.py")]]
+    out = merge(native, groups)
+    assert out["merge"] == "mismatch" and out["frames"] == native
+    assert [f["function"] for f in out["python_frames"]] == ["a", "b"]
+    ok = merge(native, groups[:1])
+    assert [f["function"] for f in ok["frames"]] == ["f", "a"]
+
+
+def test_glue_hidden():
+    frames = [nat("cfunction_call", "libpython3.11.so.1.0"), nat("_PyEval_Vector", "libpython3.11.so.1.0"),
+              nat("TF_NewSession")]
+    assert [f["function"] for f in render.hide_glue(frames)] == ["TF_NewSession"]
+
+
+def test_linetable_matches_this_interpreter():
+    def sample(x):
+        y = x + 1
+        for i in range(3):
+            y += i
+        return y
+
+    co = sample.__code__
+    for start, end, line in co.co_lines():
+        for addr in range(start, end, 2):
+            assert line_for(sys.version_info[:2], co.co_linetable, co.co_firstlineno, addr) == line
