@@ -239,7 +239,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                     continue
                 if msg == "library-loaded":
                     assert loader is not None
-                    loader.note_library(payload)
+                    loader.note_library(payload, running=running)
                     continue
                 if msg != "stopped":
                     continue

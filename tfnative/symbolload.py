@@ -90,9 +90,19 @@ class SymbolLoader:
         self.gdb.console_command("set stop-on-solib-events %d" % int(eager))
         self.eager = eager
 
-    def note_library(self, payload: Dict[str, Any]) -> None:
-        """A ``=library-loaded`` record: remember the library for the next sync."""
+    def note_library(self, payload: Dict[str, Any], running: bool = False) -> None:
+        """A ``=library-loaded`` record: give the library its symbols now or at the next sync.
+
+        While the target runs (lazy phase, gdb in async mode), gdb can read a
+        library's symbols without stopping it: doing it as each library appears
+        keeps the work off the path from a hit to its report.
+        """
         self.pending.append(payload)
+        if running and not self.eager and not self.full:
+            try:
+                self.sync()
+            except GdbError:
+                pass  # gdb would not do it while the target runs: the next sync will
 
     def sync(self, full_list: bool = False) -> None:
         """Give gdb symbols (full or surrogate) for every library loaded since the last call."""
