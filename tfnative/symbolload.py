@@ -130,7 +130,11 @@ class SymbolLoader:
                 small.append(path)
         if small:
             regex = "\\|".join("^%s$" % gdb_regex_escape(p) for p in small)
-            self.gdb.console_command("sharedlibrary %s" % regex, timeout=600)
+            try:
+                self.gdb.console_command("sharedlibrary %s" % regex, timeout=600)
+            except GdbError:
+                self.seen.difference_update(small)  # not done: the next full sync retries them
+                raise
 
     def _surrogate(self, path: str) -> bool:
         try:
