@@ -192,7 +192,7 @@ def main() -> int:
     builder = OpBuilder(base, args.python)
     try:
         t0 = time.monotonic()
-        builder.run("version")
+        builder.run("info", "output_base")
         startup = time.monotonic() - t0
         builder.build_all()
         text = "\n".join([
@@ -201,8 +201,9 @@ def main() -> int:
             "`bench/build_presets.py`: the op of `tests/bazel_op` (one kernel file with TensorFlow headers, "
             "one plain C++ file), built in sequence in one Bazel server (`bazel-bootstrap` %s, gcc, "
             "`--spawn_strategy=local`), %d cores; Bazel server start %.1f s, not counted. The first row "
-            "includes fetching the local repositories. Each row recompiles both files unless only link "
-            "flags changed (tfn_index)." % (_bazel_version(builder), os.cpu_count() or 0, startup),
+            "includes fetching the local repositories. Every row recompiles (the previous row used other "
+            "compile flags). \"debug sections\": bytes of .debug_* once uncompressed."
+            % (_bazel_version(builder), os.cpu_count() or 0, startup),
             "",
             table(builder),
             "",
