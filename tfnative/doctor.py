@@ -633,7 +633,7 @@ def _read_units(rep: Report, reader: DwarfReader, path: str, subs: List[Tuple[st
         rep.dwarf_units += 1
         versions.add(u.version)
         rep.dwarf64 = rep.dwarf64 or u.offset_size == 8
-        name = u.name or "?"
+        name = u.name or u.dwo_name or "?"  # a skeleton unit's name is in its .dwo
         rep.dwarf_files.append(name)
         if _is_tensorflow(name):
             rep.dwarf_tensorflow_units += 1
@@ -664,12 +664,24 @@ def _check_split(rep: Report, split: List[Unit], path: str, subs: List[Tuple[str
             break
     locals_units = 0
     probed = 0
+    names = {f: i for i, f in enumerate(rep.dwarf_files)}
     for u in split:
         found = None
         for c in _dwo_candidates(u, obj_dir, subs):
             if os.path.isfile(c):
                 found = c
                 break
+        if found is not None and not u.name:
+            try:
+                with Elf(found) as dwo:
+                    for du in DwarfReader(dwo, ".dwo").units(scan_locals=0):
+                        if du.name and u.dwo_name in names:
+                            rep.dwarf_files[names[u.dwo_name]] = du.name
+                            if _is_tensorflow(du.name):
+                                rep.dwarf_tensorflow_units += 1
+                        break
+            except TfnativeError:
+                pass
         if found is None:
             if rep.dwp is None:
                 rep.dwo_missing.append(u.dwo_name or "?")
