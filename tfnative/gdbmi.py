@@ -80,7 +80,8 @@ def find_gdb(path: Optional[str] = None) -> str:
 class Gdb:
     """One gdb process in MI mode."""
 
-    def __init__(self, gdb_path: str, early: List[str], debug_log: Optional[str] = None) -> None:
+    def __init__(self, gdb_path: str, early: List[str], debug_log: Optional[str] = None,
+                 cwd: Optional[str] = None) -> None:
         argv = [gdb_path, "--interpreter=mi3", "-nx", "-q"]
         for cmd in early:
             argv += ["-iex", cmd]
@@ -93,6 +94,7 @@ class Gdb:
             start_new_session=True,
             preexec_fn=_die_with_parent,
             close_fds=True,
+            cwd=cwd,
         )
         self._token = 0
         self._lock = threading.Condition()

@@ -60,9 +60,29 @@ def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
     else:
         out["user"] = render.is_user_frame(f)
     out["class"] = render.frame_class(f)
-    if f.get("source"):
-        out["source"] = f["source"]
+    text = f.get("source") or source_line(out["file"], out["line"])
+    if text is not None:
+        out["source"] = text
     return out
+
+
+_SOURCE_CACHE: Dict[str, Optional[List[str]]] = {}
+
+
+def source_line(path: Optional[str], line: Optional[int]) -> Optional[str]:
+    """The text of ``path:line`` (stripped), when the file is there to read."""
+    if not path or not line or line < 1:
+        return None
+    if path not in _SOURCE_CACHE:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                _SOURCE_CACHE[path] = f.read().splitlines()
+        except OSError:
+            _SOURCE_CACHE[path] = None
+    lines = _SOURCE_CACHE[path]
+    if lines is None or line > len(lines):
+        return None
+    return lines[line - 1].strip()
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, TextIO
 
 import psutil
 
-from . import report
+from . import bazelpaths, report
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
 from .launcher import PausedChild, exit_status, probe_python
@@ -62,7 +62,7 @@ class AttachOptions:
     gdb: GdbOptions = field(default_factory=GdbOptions)
 
 
-def start_gdb(opts: GdbOptions) -> Gdb:
+def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None) -> Gdb:
     exe = find_gdb(opts.gdb_path)
     early = [
         "set debuginfod enabled %s" % ("on" if opts.debuginfod else "off"),
@@ -74,7 +74,9 @@ def start_gdb(opts: GdbOptions) -> Gdb:
         "set print demangle on",
         "set print asm-demangle on",
     ] + SymbolLoader.early_commands(opts.full_symbols)
-    gdb = Gdb(exe, early, debug_log=opts.log)
+    # gcc under Bazel records DW_AT_comp_dir=/proc/self/cwd, and gdb looks for
+    # split-DWARF .dwo files relative to its own cwd: run it in the execroot.
+    gdb = Gdb(exe, early, debug_log=opts.log, cwd=bazelpaths.gdb_cwd(source_dirs or []))
     gdb.command("-gdb-set mi-async on")
     gdb.console_command("source %s" % GDBINIT)
     return gdb
@@ -195,7 +197,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
     printer = report.Printer(err, native_all=opts.native_all, full=opts.full)
 
     with _SignalGuard():
-        gdb = start_gdb(opts.gdb)
+        gdb = start_gdb(opts.gdb, opts.source_dirs)
         child: Optional[PausedChild] = None
         running = False
         bps: Dict[str, Dict[str, Any]] = {}
@@ -223,8 +225,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
             loader = SymbolLoader(gdb, child.pid, opts.breaks, opts.gdb.full_symbols, err)
             loader.after_exec()
             loader.sync()
-            for d in opts.source_dirs:
-                gdb.command("-environment-directory %s" % mi_quote(os.path.abspath(d)))
+            _source_paths(gdb, opts.source_dirs, err)
             bps = _arm(gdb, opts.breaks, err)
             gdb.command("-exec-continue")
             running = True
@@ -369,12 +370,14 @@ def _interactive_gdb(opts: AttachOptions, pid: int) -> None:
             "-ex", "handle SIGSTOP nostop noprint nopass"]
     for d in opts.source_dirs:
         argv += ["-ex", "directory %s" % os.path.abspath(d)]
+    for old, new in bazelpaths.substitutions(opts.source_dirs):
+        argv += ["-ex", "set substitute-path %s %s" % (old, new)]
     for loc in opts.breaks:
         argv += ["-ex", "break %s" % loc]
     argv += ["-ex", "tf-bt", "-p", str(pid)]
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        subprocess.call(argv, preexec_fn=_default_sigint)
+        subprocess.call(argv, preexec_fn=_default_sigint, cwd=bazelpaths.gdb_cwd(opts.source_dirs))
     finally:
         signal.signal(signal.SIGINT, old)
     _ensure_not_stopped(pid)
@@ -383,6 +386,17 @@ def _interactive_gdb(opts: AttachOptions, pid: int) -> None:
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     _die_with_parent()
+
+
+def _source_paths(gdb: Gdb, source_dirs: List[str], err: TextIO) -> None:
+    """``directory`` for each --source-dir, and Bazel's relative paths mapped back to the tree."""
+    for d in source_dirs:
+        gdb.command("-environment-directory %s" % mi_quote(os.path.abspath(d)))
+    for old, new in bazelpaths.substitutions(source_dirs):
+        if any(c in old + new for c in " \t\"'\\"):
+            err.write("tfnative: warning: cannot map %s to %s in gdb (blank or quote in the path)\n" % (old, new))
+            continue
+        gdb.console_command("set substitute-path %s %s" % (old, new))
 
 
 def _gdb_tail(gdb: Gdb) -> str:

@@ -114,10 +114,16 @@ class SymbolLoader:
             libs = self.pending
         self.pending = []
         small: List[str] = []
+        surrogated = {v.path for v in self.surrogates.values()}
         for lib in libs:
             path = lib.get("target-name") or ""
-            if not path or path in self.seen:
+            if not path:
                 continue
+            if path in self.seen:
+                # A full listing double-checks: a library whose symbols did not
+                # load (and has no surrogate) is tried again.
+                if not (full_list and lib.get("symbols-loaded") == "0" and path not in surrogated):
+                    continue
             self.seen.add(path)
             try:
                 size = os.path.getsize(path)
