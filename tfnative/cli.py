@@ -15,6 +15,7 @@ import click
 from . import __version__
 from .errors import TfnativeError
 from .session import AttachOptions, GdbOptions, run_attach, run_stack
+from .tfenv import DebugSwitches
 
 
 def _run(fn: Callable[[], int]) -> None:
@@ -66,11 +67,17 @@ def main() -> None:
 @click.option("--native-all", is_flag=True, help="Keep interpreter glue frames (vectorcall, PyObject_Call...).")
 @click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
 @click.option("--json", "json_path", metavar="FILE", help="Write the whole session as JSON to FILE.")
+@click.option("--vlog", type=click.IntRange(min=0), metavar="N",
+              help="TF C++ verbose logging: TF_CPP_MAX_VLOG_LEVEL=N (and TF_CPP_MIN_LOG_LEVEL=0).")
+@click.option("--vmodule", metavar="M=N,...", help="TF_CPP_VMODULE, e.g. executor=1 logs every node run.")
+@click.option("--dump-graphs", metavar="DIR", help="Dump GraphDefs: TF_DUMP_GRAPH_PREFIX=DIR, NAME_FILTER='*'.")
+@click.option("--dump-xla", metavar="DIR", help="Dump XLA HLO: XLA_FLAGS+=--xla_dump_to=DIR --xla_dump_hlo_as_text.")
 @click.option("--interactive", is_flag=True,
               help="At the first hit (or fatal signal) hand the stopped script to gdb on this terminal, with tf-bt.")
 @gdb_options
 def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[str], python: str,
            max_hits: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
+           vlog: Optional[int], vmodule: Optional[str], dump_graphs: Optional[str], dump_xla: Optional[str],
            interactive: bool,
            gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Run SCRIPT [ARGS] under gdb and print a mixed stack at each breakpoint hit or fatal signal.
@@ -87,6 +94,7 @@ def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[st
         script=script, args=list(args), python=python, breaks=list(breaks), source_dirs=list(source_dirs),
         max_hits=max_hits, all_threads=all_threads, native_all=native_all, json_path=json_path,
         interactive=interactive, full=full,
+        switches=DebugSwitches(vlog=vlog, vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla),
         gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols),
     )
     _run(lambda: run_attach(opts, sys.stderr))

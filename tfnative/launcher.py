@@ -80,10 +80,11 @@ def probe_python(exe: str) -> PythonInfo:
 class PausedChild:
     """The script's process, stopped before its first instruction."""
 
-    def __init__(self, python: str, script: str, args: Sequence[str], tracer_pid: int) -> None:
+    def __init__(self, python: str, script: str, args: Sequence[str], tracer_pid: int,
+                 env: Optional[dict] = None) -> None:
         argv: List[str] = [sys.executable, "-I", "-S", "-c", TRAMPOLINE, str(tracer_pid), str(os.getpid()),
                            python, script, *args]
-        self.proc = subprocess.Popen(argv, close_fds=False)
+        self.proc = subprocess.Popen(argv, close_fds=False, env=env)
         self.pid = self.proc.pid
         self._status: Optional[int] = None
 

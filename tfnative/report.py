@@ -92,6 +92,7 @@ class Document:
     events: List[Dict[str, Any]] = field(default_factory=list)
     unresolved: List[str] = field(default_factory=list)
     exit: Optional[Dict[str, Any]] = None
+    dumps: List[str] = field(default_factory=list)
 
     def set_exit(self, returncode: int) -> None:
         if returncode < 0:
@@ -108,6 +109,8 @@ class Document:
                                "unresolved": self.unresolved}
         if with_exit:
             doc["exit"] = self.exit
+        if self.dumps:
+            doc["dumps"] = self.dumps
         return doc
 
     def write(self, path: str, with_exit: bool = True) -> None:
@@ -167,6 +170,9 @@ class Printer:
                 self.note("breakpoint %s never resolved: no loaded code matched it" % b["location"])
             elif b["hits"] == 0:
                 self.note("breakpoint %s resolved but never fired" % b["location"])
+        if doc.dumps:
+            self.note("%d file(s) dumped: %s" % (len(doc.dumps), ", ".join(doc.dumps[:5])
+                                                  + (" ..." if len(doc.dumps) > 5 else "")))
         if doc.exit is not None:
             if "signal" in doc.exit:
                 self.note("the script was killed by %s" % doc.exit["signal"])

@@ -25,6 +25,7 @@ from .errors import TfnativeError
 from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
 from .launcher import PausedChild, exit_status, probe_python
 from .symbolload import SymbolLoader
+from .tfenv import DebugSwitches
 
 FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
 GDBINIT = os.path.join(os.path.dirname(os.path.abspath(report.render.__file__)), "gdbinit.py")
@@ -59,6 +60,7 @@ class AttachOptions:
     json_path: Optional[str] = None
     interactive: bool = False
     full: bool = False
+    switches: DebugSwitches = field(default_factory=DebugSwitches)
     gdb: GdbOptions = field(default_factory=GdbOptions)
 
 
@@ -195,6 +197,8 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
             raise TfnativeError("--source-dir %s: no such directory" % d)
     doc = report.Document(argv=[info.exe, script, *opts.args])
     printer = report.Printer(err, native_all=opts.native_all, full=opts.full)
+    env = opts.switches.environment(dict(os.environ))
+    started = time.time()
 
     with _SignalGuard():
         gdb = start_gdb(opts.gdb, opts.source_dirs)
@@ -205,7 +209,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
         loader: Optional[SymbolLoader] = None
         try:
             _setup_signals(gdb)
-            child = PausedChild(info.exe, script, opts.args, gdb.pid)
+            child = PausedChild(info.exe, script, opts.args, gdb.pid, env=env)
             doc.pid = child.pid
             child.wait_paused()
             _attach(gdb, child.pid)
@@ -328,6 +332,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                 child.kill()
         doc.set_exit(returncode)
         doc.unresolved = [b["location"] for b in bps.values() if not b["resolved"]]
+        doc.dumps = opts.switches.produced(started)
         printer.summary(bps, doc)
         if opts.json_path:
             doc.write(opts.json_path)

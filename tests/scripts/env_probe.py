@@ -12,6 +12,7 @@ json.dump(
         "env": os.environ.get("TFNATIVE_TEST_VAR"),
         "stdin": sys.stdin.readline().strip(),
         "spec": repr(globals().get("__spec__")),
+        "all_env": dict(os.environ),
     },
     sys.stdout,
 )
