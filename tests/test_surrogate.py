@@ -43,7 +43,7 @@ def slow(x):
     time.sleep(3600)
     return x
 
-@tf.function
+@tf.function(autograph=False)
 def f(x):
     return tf.py_function(slow, [x], tf.float32)
 

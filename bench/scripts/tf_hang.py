@@ -16,7 +16,7 @@ def slow(x):
     return x
 
 
-@tf.function
+@tf.function(autograph=False)  # no AutoGraph temp file left behind when the process is killed
 def f(x):
     return tf.py_function(slow, [x], tf.float32)
 
