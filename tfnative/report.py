@@ -164,12 +164,9 @@ class Printer:
         self.out.write("\n".join(lines) + "\n")
         self.out.flush()
 
-    def summary(self, bps: Dict[str, Dict[str, Any]], doc: Document) -> None:
-        for b in bps.values():
-            if not b["resolved"]:
-                self.note("breakpoint %s never resolved: no loaded code matched it" % b["location"])
-            elif b["hits"] == 0:
-                self.note("breakpoint %s resolved but never fired" % b["location"])
+    def summary(self, notes: List[str], doc: Document) -> None:
+        for line in notes:
+            self.note(line)
         if doc.dumps:
             self.note("%d file(s) dumped: %s" % (len(doc.dumps), ", ".join(doc.dumps[:5])
                                                   + (" ..." if len(doc.dumps) > 5 else "")))

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, TextIO
 import psutil
 
 from . import bazelpaths, report
+from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
 from .launcher import PausedChild, exit_status, probe_python
@@ -204,7 +205,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
         gdb = start_gdb(opts.gdb, opts.source_dirs)
         child: Optional[PausedChild] = None
         running = False
-        bps: Dict[str, Dict[str, Any]] = {}
+        bps = Breakpoints()
         handoff = False
         loader: Optional[SymbolLoader] = None
         try:
@@ -226,11 +227,11 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                 gdb.command("-exec-continue")
                 running = True
             gdb.command("-break-delete")  # the exec catchpoint
-            loader = SymbolLoader(gdb, child.pid, opts.breaks, opts.gdb.full_symbols, err)
+            _source_paths(gdb, opts.source_dirs, err)
+            bps.arm(gdb, opts.breaks, err, CAPTURE_TIMEOUT)
+            loader = SymbolLoader(gdb, child.pid, opts.breaks, opts.gdb.full_symbols, err, bps)
             loader.after_exec()
             loader.sync()
-            _source_paths(gdb, opts.source_dirs, err)
-            bps = _arm(gdb, opts.breaks, err)
             gdb.command("-exec-continue")
             running = True
             hits = 0
@@ -239,8 +240,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                 msg = rec.get("message")
                 payload = rec.get("payload") or {}
                 if msg in ("breakpoint-modified", "breakpoint-created"):
-                    bp = payload.get("bkpt") or {}
-                    _note_bp(bps, bp)
+                    bps.note(payload.get("bkpt") or {})
                     continue
                 if msg == "library-loaded":
                     assert loader is not None
@@ -255,25 +255,20 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                 if reason == "solib-event":
                     assert loader is not None
                     loader.sync()
-                    if all(b["resolved"] for b in bps.values()):
+                    if bps.all_resolved():
                         loader.set_eager(False)
                 if reason == "breakpoint-hit":
-                    num = str(payload.get("bkptno"))
                     hits += 1
-                    bp_state = bps.get(num)
-                    if bp_state is not None:
-                        bp_state["hits"] += 1
-                        bp_state["resolved"] = True
+                    loc = bps.hit(payload.get("bkptno"))
                     event = _event(gdb, opts, loader, "breakpoint",
-                                   location=bp_state["location"] if bp_state else num)
+                                   location=loc.text if loc else str(payload.get("bkptno")))
                     doc.events.append(event)
                     printer.event(event, hit=hits, max_hits=opts.max_hits)
                     if opts.interactive:
                         handoff = True
                         break
-                    if hits >= opts.max_hits and bps:
-                        _refresh_bps(gdb, bps)
-                        gdb.command("-break-delete")
+                    if hits >= opts.max_hits and bps.locations:
+                        bps.delete_all(gdb)
                         printer.note("%d hit(s): breakpoints removed, the script runs on at full speed"
                                      % hits)
                 elif reason == "signal-received" and payload.get("signal-name") in FATAL_SIGNALS:
@@ -288,7 +283,7 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
                         break
                 gdb.command("-exec-continue")
                 running = True
-            _refresh_bps(gdb, bps)
+            bps.refresh(gdb)
             if handoff:
                 assert child is not None
                 _park_stopped(gdb, child.pid)
@@ -331,9 +326,9 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
             except Interrupted:
                 child.kill()
         doc.set_exit(returncode)
-        doc.unresolved = [b["location"] for b in bps.values() if not b["resolved"]]
+        doc.unresolved = bps.unresolved()
         doc.dumps = opts.switches.produced(started)
-        printer.summary(bps, doc)
+        printer.summary(bps.summary(), doc)
         if opts.json_path:
             doc.write(opts.json_path)
         return exit_status(returncode)
@@ -407,43 +402,6 @@ def _source_paths(gdb: Gdb, source_dirs: List[str], err: TextIO) -> None:
 def _gdb_tail(gdb: Gdb) -> str:
     lines = [ln.strip() for ln in list(gdb.console)[-3:] if ln.strip()]
     return (": " + " | ".join(lines)) if lines else ""
-
-
-def _arm(gdb: Gdb, locations: List[str], err: TextIO) -> Dict[str, Dict[str, Any]]:
-    bps: Dict[str, Dict[str, Any]] = {}
-    for loc in locations:
-        try:
-            res = gdb.command("-break-insert -f %s" % mi_quote(loc), timeout=CAPTURE_TIMEOUT)
-        except GdbError as exc:
-            err.write("tfnative: warning: cannot set breakpoint %s: %s\n" % (loc, exc))
-            bps["bad:" + loc] = {"location": loc, "hits": 0, "resolved": False, "number": None}
-            continue
-        bp = res.get("bkpt") or {}
-        num = str(bp.get("number"))
-        bps[num] = {"location": loc, "hits": 0, "resolved": False, "number": num}
-        _note_bp(bps, bp)
-    return bps
-
-
-def _note_bp(bps: Dict[str, Dict[str, Any]], bp: Dict[str, Any]) -> None:
-    num = str(bp.get("number", "")).split(".")[0]
-    state = bps.get(num)
-    if state is None:
-        return
-    addr = bp.get("addr", "")
-    if addr and addr != "<PENDING>" and not bp.get("pending"):
-        state["resolved"] = True
-    if bp.get("locations"):
-        state["resolved"] = True
-
-
-def _refresh_bps(gdb: Gdb, bps: Dict[str, Dict[str, Any]]) -> None:
-    try:
-        table = gdb.command("-break-list", timeout=30).get("BreakpointTable", {})
-    except (GdbError, GdbDied):
-        return
-    for bp in table.get("body", []):
-        _note_bp(bps, bp)
 
 
 def _event(gdb: Gdb, opts: AttachOptions, loader: Optional[SymbolLoader], kind: str,
