@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, TextIO
 
 from tfnative_gdb import render
+
+from .files import atomic_write
 
 SCHEMA = 1
 
@@ -115,19 +116,7 @@ class Document:
 
     def write(self, path: str, with_exit: bool = True) -> None:
         """Write atomically: a reader never sees half a document, no temp file survives."""
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".tfnative-", suffix=".json", dir=directory)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.to_dict(with_exit), f, indent=1)
-                f.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write(os.path.abspath(path), [(json.dumps(self.to_dict(with_exit), indent=1) + "\n").encode()])
 
 
 class Printer:

@@ -28,7 +28,8 @@ import os
 import struct
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-from .elfindex import SHT_NOBITS, ElfError, ElfIndex, _Elf, atomic_write, cache_dir
+from .elfindex import SHT_NOBITS, ElfError, ElfIndex, _Elf
+from .files import atomic_write, cache_dir
 
 __all__ = ["SURROGATE_VERSION", "build_surrogate", "gdb_regex_escape", "surrogate_path"]
 
