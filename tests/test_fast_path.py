@@ -54,3 +54,20 @@ def test_attach_fast_equals_full_symbols(tmp_path):
     strip2 = [[(f["kind"], f["function"], f["file"], f["line"], f.get("library")) for f in t["frames"]]
               for t in load_json(slow)["events"][0]["threads"]]
     assert strip == strip2
+
+
+def test_cxx_breakpoint_in_a_surrogate_library(tmp_path):
+    """A C++ name in libtensorflow_framework (a surrogate): resolved by our index, hit at its entry."""
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--break", "tensorflow::ThreadPoolDevice::Compute", "--json", str(out),
+                      script("tf_function_small.py")], timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = load_json(out)
+    assert doc["unresolved"] == [] and len(doc["events"]) == 1
+    ev = doc["events"][0]
+    assert ev["location"] == "tensorflow::ThreadPoolDevice::Compute"
+    top = ev["threads"][0]["frames"][0]
+    assert top["function"] == "tensorflow::ThreadPoolDevice::Compute(tensorflow::OpKernel*, " \
+                              "tensorflow::OpKernelContext*)"
+    assert top["library"] == "libtensorflow_framework.so.2"
+    assert "value 6.0" in r.stdout
