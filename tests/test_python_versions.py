@@ -72,3 +72,34 @@ def test_sourced_into_users_own_gdb(tmp_path):
     assert lines[0].endswith("leaf at %s:%d  <-- your code" % (path, line_of(path, "os.uname()"))), r.stdout
     assert "Runner.run at" in lines[2]
     assert "<module> at" in lines[3]
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.11", "3.12", "3.13", "stripped"])
+def test_function_context_local_read_from_memory(version, tmp_path):
+    """The str local ``op_name`` of TF's ``quick_execute`` is read from memory on every version.
+
+    A stand-in ``tensorflow/python/eager/execute.py`` (same function, same local) keeps
+    this test independent of which interpreters have TensorFlow installed.
+    """
+    python = STRIPPED if version == "stripped" else pyenv_pythons().get(version)
+    if python is None or not os.path.exists(python):
+        pytest.skip("no CPython %s here" % version)
+    pkg = tmp_path / "tensorflow" / "python" / "eager"
+    pkg.mkdir(parents=True)
+    (pkg / "execute.py").write_text(
+        "import os\n"
+        "def quick_execute(op_name, num_outputs, inputs, attrs, ctx, name=None):\n"
+        "    cell = [op_name]\n"
+        "    def inner():\n"
+        "        return cell\n"
+        "    os.uname()\n"
+    )
+    main = tmp_path / "main.py"
+    main.write_text("import sys\nsys.path.insert(0, sys.argv[1])\nfrom tensorflow.python.eager import execute\n"
+                    "execute.quick_execute('__inference_train_step_1234', 1, [], (), None)\n")
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--python", python, "--break", "uname", "--json", str(out), str(main), str(tmp_path)])
+    assert r.returncode == 0, r.stderr
+    thread = load_json(out)["events"][0]["threads"][0]
+    assert thread["tf_function"] == {"name": "__inference_train_step_1234", "python_function": "train_step"}
+    assert "in tf.function train_step (__inference_train_step_1234)" in r.stderr

@@ -90,6 +90,11 @@ def test_hung_tf_function_in_py_function(tmp_path):
         i_device = _index(wf, lambda f: "ThreadPoolDevice::Compute" in f["function"])
         assert i_cb < i_pyfunc < i_device
         assert wf[i_cb]["line"] == line_of(script("tf_hang.py"), "time.sleep(0.05)")
+        # function context: the thread says which tf.function it waits for
+        assert threads[pid]["tf_function"]["python_function"] == "step"
+        assert threads[pid]["tf_function"]["name"].startswith("__inference_step_")
+        assert main[i_quick]["tf_function"] == threads[pid]["tf_function"]
+        assert 'in tf.function step (__inference_step_' in r.stdout
         # frame classes in JSON; in the text, long runs of TensorFlow-internal frames are folded,
         # but not TensorFlow's entry points and kernel Compute calls
         assert main[i_main]["class"] == "user" and main[i_exec]["class"] == "tensorflow-native"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, TextIO
@@ -31,6 +32,9 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False, **e
             frames = render.hide_glue(frames)
         frames = [_clean(f) for f in frames]
         thread = {"tid": t["tid"], "name": t.get("name", ""), "frames": frames, "merge": t.get("merge")}
+        fn = next((f["tf_function"] for f in frames if f.get("tf_function")), None)
+        if fn:
+            thread["tf_function"] = fn
         if t.get("merge") == "mismatch":
             thread["merge_detail"] = t.get("merge_detail")
             thread["python_frames"] = [_clean(f) for f in t.get("python_frames", [])]
@@ -60,11 +64,26 @@ def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
             out["inline"] = True
     else:
         out["user"] = render.is_user_frame(f)
+        fn = tf_function(f)
+        if fn:
+            out["tf_function"] = fn
     out["class"] = render.frame_class(f)
     text = f.get("source") or source_line(out["file"], out["line"])
     if text is not None:
         out["source"] = text
     return out
+
+
+_INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_(.+)_(\d+)$")
+
+
+def tf_function(frame: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The tf.function a ``quick_execute`` frame runs: its graph function name and Python name."""
+    name = (frame.get("locals") or {}).get("op_name")
+    if not name:
+        return None
+    m = _INFERENCE_RE.match(name)
+    return {"name": name, "python_function": m.group(1) if m else None}
 
 
 _SOURCE_CACHE: Dict[str, Optional[List[str]]] = {}
@@ -146,6 +165,9 @@ class Printer:
             lines.append("warning: %s" % w)
         for t in event["threads"]:
             head = 'Thread %s "%s"' % (t["tid"], t.get("name", ""))
+            if t.get("tf_function"):
+                fn = t["tf_function"]
+                head += " in tf.function %s (%s)" % (fn.get("python_function") or "?", fn["name"])
             if t["tid"] == event.get("thread") and kind != "snapshot":
                 head += " (stopped here)"
             lines.extend(render.thread_block(t, head, fold=not self.full))

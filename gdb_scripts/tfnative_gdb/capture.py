@@ -80,7 +80,8 @@ def python_reader(inferior=None):
         layout = LAYOUTS.get(version)
         if layout is None:
             return None, "Python %d.%d is not supported (supported: 3.10 to 3.13)" % version
-    return PythonReader(memory, layout, runtime, symbol_address("PyCode_Type")), None
+    return PythonReader(memory, layout, runtime, symbol_address("PyCode_Type"),
+                        symbol_address("PyUnicode_Type"), symbol_address("PyBytes_Type")), None
 
 
 def _library(pc: int) -> Optional[str]:

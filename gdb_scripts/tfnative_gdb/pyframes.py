@@ -20,17 +20,29 @@ MAX_FRAMES = 4096
 MAX_THREADS = 4096
 
 
+# Locals worth reading, by (function, file name suffix): TensorFlow's eager
+# ``quick_execute`` runs a tf.function under the name in ``op_name``
+# (``__inference_<python name>_<uid>``).
+WANTED_LOCALS = {
+    ("quick_execute", "/tensorflow/python/eager/execute.py"): ("op_name",),
+}
+
+
 class PyFrame:
-    __slots__ = ("function", "file", "line", "address")
+    __slots__ = ("function", "file", "line", "address", "locals")
 
     def __init__(self, function: str, file: Optional[str], line: Optional[int], address: int):
         self.function = function
         self.file = file
         self.line = line
         self.address = address
+        self.locals: Dict[str, str] = {}
 
     def to_dict(self) -> dict:
-        return {"kind": "python", "function": self.function, "file": self.file, "line": self.line}
+        d = {"kind": "python", "function": self.function, "file": self.file, "line": self.line}
+        if self.locals:
+            d["locals"] = dict(self.locals)
+        return d
 
 
 class ThreadPy:
@@ -49,11 +61,14 @@ class ThreadPy:
 
 
 class PythonReader:
-    def __init__(self, memory, layout: Layout, runtime_addr: int, code_type: Optional[int] = None):
+    def __init__(self, memory, layout: Layout, runtime_addr: int, code_type: Optional[int] = None,
+                 str_type: Optional[int] = None, bytes_type: Optional[int] = None):
         self.mem = memory
         self.layout = layout
         self.runtime = runtime_addr
         self.code_type = code_type
+        self.str_type = str_type
+        self.bytes_type = bytes_type
         self._strings: Dict[int, Optional[str]] = {}
         self._code: Dict[int, tuple] = {}
 
@@ -154,7 +169,41 @@ class PythonReader:
     def _frame(self, code: int, addr_bytes: int, frame_addr: int) -> PyFrame:
         name, filename, first, table = self._code_info(code)
         line = line_for(self.layout.version, table, first, addr_bytes)
-        return PyFrame(name, filename, line, frame_addr)
+        frame = PyFrame(name, filename, line, frame_addr)
+        short = name.rsplit(".", 1)[-1]
+        for (fn, suffix), wanted in WANTED_LOCALS.items():
+            if short == fn and (filename or "").endswith(suffix):
+                try:
+                    frame.locals = self.string_locals(code, frame_addr, wanted)
+                except MemoryError:
+                    pass
+        return frame
+
+    def string_locals(self, code: int, frame_addr: int, names) -> Dict[str, str]:
+        """Values of the str/bytes locals ``names`` of a frame (others are skipped)."""
+        L = self.layout
+        if L.frame_localsplus is None or L.code_localsplusnames is None:
+            return {}
+        tup = self.u64(code + L.code_localsplusnames)
+        count = self.i64(tup + L.tuple_size)
+        out: Dict[str, str] = {}
+        for i in range(min(count, 4096)):
+            local_name = self.string(self.u64(tup + L.tuple_items + 8 * i))
+            if local_name not in names:
+                continue
+            obj = self.u64(frame_addr + L.frame_localsplus + 8 * i)
+            if not obj:
+                continue
+            otype = self.u64(obj + L.ob_type)
+            if self.str_type is not None and otype == self.str_type:
+                value = self.string(obj)
+            elif self.bytes_type is not None and otype == self.bytes_type:
+                value = self.bytes_value(obj)[:4096].decode("utf-8", "replace")
+            else:
+                continue
+            if value is not None:
+                out[local_name] = value
+        return out
 
     def _read_310(self, thread: ThreadPy) -> None:
         L = self.layout

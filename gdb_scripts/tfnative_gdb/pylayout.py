@@ -55,6 +55,12 @@ class Layout:
     unicode_ascii_size: int = 48
     unicode_compact_size: int = 72
     ob_type: int = 8
+    # Locals: 3.10: PyFrameObject.f_localsplus + co_varnames; 3.11+:
+    # _PyInterpreterFrame.localsplus + co_localsplusnames (a tuple of str).
+    frame_localsplus: Optional[int] = None
+    code_localsplusnames: Optional[int] = None
+    tuple_size: int = 16
+    tuple_items: int = 24
 
 
 LAYOUTS: Dict[Tuple[int, int], Layout] = {
@@ -67,6 +73,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         frame_is_entry=None, frame_owner=None,
         code_filename=104, code_name=112, code_qualname=None,
         code_firstlineno=40, code_linetable=120, code_code=48,
+        frame_localsplus=352, code_localsplusnames=72,
     ),
     (3, 11): Layout(
         version=(3, 11), chain="entry_flag",
@@ -77,6 +84,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         frame_is_entry=68, frame_owner=69,
         code_filename=112, code_name=120, code_qualname=128,
         code_firstlineno=72, code_linetable=136, code_code=184,
+        frame_localsplus=72, code_localsplusnames=96,
     ),
     (3, 12): Layout(
         version=(3, 12), chain="cstack_shim",
@@ -88,6 +96,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_filename=112, code_name=120, code_qualname=128,
         code_firstlineno=68, code_linetable=136, code_code=192,
         unicode_ascii_size=40, unicode_compact_size=56,
+        frame_localsplus=72, code_localsplusnames=96,
     ),
     # 3.13 is read from _Py_DebugOffsets at run time (see debug_offsets_layout);
     # this entry is the fallback for a _PyRuntime whose cookie cannot be read
@@ -102,6 +111,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_filename=112, code_name=120, code_qualname=128,
         code_firstlineno=68, code_linetable=136, code_code=200,
         unicode_ascii_size=40, unicode_compact_size=56,
+        frame_localsplus=72, code_localsplusnames=96,
     ),
 }
 
@@ -142,4 +152,5 @@ def debug_offsets_layout(blob: bytes) -> Optional[Layout]:
         code_filename=at(280), code_name=at(288), code_qualname=at(296),
         code_firstlineno=at(312), code_linetable=at(304), code_code=at(344),
         unicode_ascii_size=40, unicode_compact_size=56,
+        frame_localsplus=at(256), code_localsplusnames=at(328),
     )
