@@ -103,3 +103,47 @@ def test_function_context_local_read_from_memory(version, tmp_path):
     thread = load_json(out)["events"][0]["threads"][0]
     assert thread["tf_function"] == {"name": "__inference_train_step_1234", "python_function": "train_step"}
     assert "in tf.function train_step (__inference_train_step_1234)" in r.stderr
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.11", "3.12", "3.13", "stripped"])
+def test_autograph_source_map_read_from_memory(version, tmp_path):
+    """dicts, namedtuples and ints read from memory on every version: a stand-in for AutoGraph's
+    ``converted_call`` runs a function from an ``__autograph_generated_file*.py`` whose
+    ``ag_source_map`` sends its line back to the user's file."""
+    python = STRIPPED if version == "stripped" else pyenv_pythons().get(version)
+    if python is None or not os.path.exists(python):
+        pytest.skip("no CPython %s here" % version)
+    api = tmp_path / "tensorflow" / "python" / "autograph" / "impl"
+    api.mkdir(parents=True)
+    (api / "api.py").write_text(
+        "def converted_call(f, args):\n"
+        "    converted_f = f\n"
+        "    return converted_f(*args)\n"
+    )
+    gen = tmp_path / "__autograph_generated_filetest1.py"
+    gen.write_text("import os\n\ndef tf__model(x):\n    return os.uname()\n")
+    main = tmp_path / "main.py"
+    main.write_text(
+        "import collections, importlib.util, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from tensorflow.python.autograph.impl import api\n"
+        "LineLocation = collections.namedtuple('LineLocation', ('filename', 'lineno'))\n"
+        "Location = collections.namedtuple('Location', ('filename', 'lineno', 'col_offset'))\n"
+        "OriginInfo = collections.namedtuple('OriginInfo', ('loc', 'function_name', 'source_code_line', 'comment'))\n"
+        "spec = importlib.util.spec_from_file_location('gen', sys.argv[2])\n"
+        "gen = importlib.util.module_from_spec(spec); spec.loader.exec_module(gen)\n"
+        "f = gen.tf__model\n"
+        "f.ag_module = gen\n"
+        "f.ag_source_map = {LineLocation(sys.argv[2], n): OriginInfo(Location('/home/me/model.py', 100 + n, 4),"
+        " 'model', 'x', None) for n in range(1, 5)}\n"
+        "api.converted_call(f, (1,))\n"
+    )
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--python", python, "--break", "uname", "--json", str(out), str(main),
+                      str(tmp_path), str(gen)])
+    assert r.returncode == 0, r.stderr
+    frames = load_json(out)["events"][0]["threads"][0]["frames"]
+    model = [f for f in frames if f.get("converted")]
+    assert len(model) == 1
+    assert (model[0]["function"], model[0]["file"], model[0]["line"]) == ("model", "/home/me/model.py", 104)
+    assert model[0]["converted"]["file"] == str(gen) and model[0]["converted"]["line"] == 4

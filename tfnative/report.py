@@ -67,6 +67,8 @@ def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
         fn = tf_function(f)
         if fn:
             out["tf_function"] = fn
+        if f.get("converted"):
+            out["converted"] = f["converted"]
     out["class"] = render.frame_class(f)
     text = f.get("source") or source_line(out["file"], out["line"])
     if text is not None:

@@ -10,6 +10,7 @@ from typing import Dict, List, Optional
 
 import gdb  # type: ignore
 
+from .autograph import annotate
 from .mixed import merge
 from .pyframes import PythonReader
 from .pylayout import LAYOUTS, debug_offsets_layout
@@ -181,6 +182,7 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
             entry: Dict = {"tid": lwp, "name": th.name or "", "gdb_thread": th.num}
             if py is not None:
                 reader.read_frames(py)
+                annotate(reader, [f for g in py.groups for f in g])
                 groups = [[f.to_dict() for f in g] for g in py.groups]
                 if py.error:
                     entry["error"] = py.error

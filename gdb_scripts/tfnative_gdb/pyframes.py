@@ -26,10 +26,15 @@ MAX_THREADS = 4096
 WANTED_LOCALS = {
     ("quick_execute", "/tensorflow/python/eager/execute.py"): ("op_name",),
 }
+# Locals kept as object addresses: AutoGraph's ``converted_call`` holds the
+# converted function, whose ``ag_source_map`` maps generated lines back.
+WANTED_OBJECTS = {
+    ("converted_call", "/tensorflow/python/autograph/impl/api.py"): ("converted_f",),
+}
 
 
 class PyFrame:
-    __slots__ = ("function", "file", "line", "address", "locals")
+    __slots__ = ("function", "file", "line", "address", "locals", "objects", "converted")
 
     def __init__(self, function: str, file: Optional[str], line: Optional[int], address: int):
         self.function = function
@@ -37,11 +42,15 @@ class PyFrame:
         self.line = line
         self.address = address
         self.locals: Dict[str, str] = {}
+        self.objects: Dict[str, int] = {}
+        self.converted: Optional[dict] = None
 
     def to_dict(self) -> dict:
         d = {"kind": "python", "function": self.function, "file": self.file, "line": self.line}
         if self.locals:
             d["locals"] = dict(self.locals)
+        if self.converted:
+            d["converted"] = dict(self.converted)
         return d
 
 
@@ -177,32 +186,104 @@ class PythonReader:
                     frame.locals = self.string_locals(code, frame_addr, wanted)
                 except MemoryError:
                     pass
+        for (fn, suffix), wanted in WANTED_OBJECTS.items():
+            if short == fn and (filename or "").endswith(suffix):
+                try:
+                    frame.objects = self.local_objects(code, frame_addr, wanted)
+                except MemoryError:
+                    pass
         return frame
 
-    def string_locals(self, code: int, frame_addr: int, names) -> Dict[str, str]:
-        """Values of the str/bytes locals ``names`` of a frame (others are skipped)."""
+    def local_objects(self, code: int, frame_addr: int, names) -> Dict[str, int]:
+        """Addresses of the objects bound to the locals ``names`` of a frame (unbound ones are left out)."""
         L = self.layout
         if L.frame_localsplus is None or L.code_localsplusnames is None:
             return {}
         tup = self.u64(code + L.code_localsplusnames)
-        count = self.i64(tup + L.tuple_size)
+        out: Dict[str, int] = {}
+        for i, item in enumerate(self.tuple_items(tup)):
+            local_name = self.string(item)
+            if local_name in names:
+                obj = self.u64(frame_addr + L.frame_localsplus + 8 * i)
+                if obj:
+                    out[local_name] = obj
+        return out
+
+    def string_locals(self, code: int, frame_addr: int, names) -> Dict[str, str]:
+        """Values of the str/bytes locals ``names`` of a frame (others are skipped)."""
         out: Dict[str, str] = {}
-        for i in range(min(count, 4096)):
-            local_name = self.string(self.u64(tup + L.tuple_items + 8 * i))
-            if local_name not in names:
-                continue
-            obj = self.u64(frame_addr + L.frame_localsplus + 8 * i)
-            if not obj:
-                continue
-            otype = self.u64(obj + L.ob_type)
-            if self.str_type is not None and otype == self.str_type:
-                value = self.string(obj)
-            elif self.bytes_type is not None and otype == self.bytes_type:
-                value = self.bytes_value(obj)[:4096].decode("utf-8", "replace")
-            else:
-                continue
+        for local_name, obj in self.local_objects(code, frame_addr, names).items():
+            value = self.text(obj)
             if value is not None:
                 out[local_name] = value
+        return out
+
+    # -- objects ---------------------------------------------------------
+    def type_of(self, obj: int) -> int:
+        return self.u64(obj + self.layout.ob_type)
+
+    def text(self, obj: int) -> Optional[str]:
+        """A str's value, or a bytes' decoded; None for anything else."""
+        otype = self.type_of(obj)
+        if self.str_type is not None and otype == self.str_type:
+            return self.string(obj)
+        if self.bytes_type is not None and otype == self.bytes_type:
+            return self.bytes_value(obj)[:4096].decode("utf-8", "replace")
+        return None
+
+    def tuple_items(self, obj: int) -> List[int]:
+        L = self.layout
+        count = self.i64(obj + L.tuple_size)
+        if not 0 <= count <= 4096:
+            raise MemoryError("implausible tuple size")
+        raw = self.mem.read(obj + L.tuple_items, 8 * count) if count else b""
+        return list(struct.unpack("<%dQ" % count, raw))
+
+    def int_value(self, obj: int) -> int:
+        """A (small) int's value; 30-bit digits."""
+        L = self.layout
+        if L.long_lv_tag:
+            tag = self.u64(obj + 16)
+            ndigits, negative = tag >> 3, (tag & 3) == 2
+        else:
+            size = self.i64(obj + 16)
+            ndigits, negative = abs(size), size < 0
+        if ndigits > 4:
+            raise MemoryError("int too large")
+        value = 0
+        for i in range(ndigits):
+            value |= (struct.unpack("<I", self.mem.read(obj + 24 + 4 * i, 4))[0] & 0x3FFFFFFF) << (30 * i)
+        return -value if negative else value
+
+    def dict_items(self, obj: int) -> List[tuple]:
+        """(key, value) object addresses of a dict, in insertion order."""
+        L = self.layout
+        keys = self.u64(obj + L.dict_keys)
+        values = self.u64(obj + L.dict_values)
+        if L.version < (3, 11):
+            size = self.i64(keys + 8)
+            nentries = self.i64(keys + 32)
+            ix = 1 if size <= 0xFF else 2 if size <= 0xFFFF else 4 if size <= 0xFFFFFFFF else 8
+            entries, entry_size, key_at, value_at = keys + 40 + size * ix, 24, 8, 16
+        else:
+            log2_index_bytes = self.u8(keys + 9)
+            kind = self.u8(keys + 10)
+            nentries = self.i64(keys + 24)
+            entries = keys + 32 + (1 << log2_index_bytes)
+            entry_size, key_at, value_at = (24, 8, 16) if kind == 0 else (16, 0, 8)
+        if not 0 <= nentries <= 1 << 20:
+            raise MemoryError("implausible dict size")
+        out = []
+        for i in range(nentries):
+            key = self.u64(entries + i * entry_size + key_at)
+            if not key:
+                continue
+            if values:
+                value = self.u64(values + L.dict_values_offset + 8 * i)
+            else:
+                value = self.u64(entries + i * entry_size + value_at)
+            if value:
+                out.append((key, value))
         return out
 
     def _read_310(self, thread: ThreadPy) -> None:

@@ -61,6 +61,15 @@ class Layout:
     code_localsplusnames: Optional[int] = None
     tuple_size: int = 16
     tuple_items: int = 24
+    func_code: int = 48
+    func_dict: int = 88
+    # dicts: 3.10 keeps dk_size (entries of 24 bytes); 3.11+ dk_log2_size,
+    # dk_log2_index_bytes and dk_kind (0: 24-byte entries, else 16-byte str-key entries).
+    dict_keys: int = 32
+    dict_values: int = 40
+    dict_values_offset: int = 0  # 3.13: PyDictValues has an 8-byte prefix
+    # ints: 3.10/3.11 ob_size (signed digit count); 3.12+ lv_tag (ndigits << 3 | sign bits)
+    long_lv_tag: bool = False
 
 
 LAYOUTS: Dict[Tuple[int, int], Layout] = {
@@ -96,7 +105,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_filename=112, code_name=120, code_qualname=128,
         code_firstlineno=68, code_linetable=136, code_code=192,
         unicode_ascii_size=40, unicode_compact_size=56,
-        frame_localsplus=72, code_localsplusnames=96,
+        frame_localsplus=72, code_localsplusnames=96, long_lv_tag=True,
     ),
     # 3.13 is read from _Py_DebugOffsets at run time (see debug_offsets_layout);
     # this entry is the fallback for a _PyRuntime whose cookie cannot be read
@@ -111,7 +120,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_filename=112, code_name=120, code_qualname=128,
         code_firstlineno=68, code_linetable=136, code_code=200,
         unicode_ascii_size=40, unicode_compact_size=56,
-        frame_localsplus=72, code_localsplusnames=96,
+        frame_localsplus=72, code_localsplusnames=96, long_lv_tag=True, dict_values_offset=8,
     ),
 }
 
@@ -152,5 +161,5 @@ def debug_offsets_layout(blob: bytes) -> Optional[Layout]:
         code_filename=at(280), code_name=at(288), code_qualname=at(296),
         code_firstlineno=at(312), code_linetable=at(304), code_code=at(344),
         unicode_ascii_size=40, unicode_compact_size=56,
-        frame_localsplus=at(256), code_localsplusnames=at(328),
+        frame_localsplus=at(256), code_localsplusnames=at(328), long_lv_tag=True, dict_values_offset=8,
     )

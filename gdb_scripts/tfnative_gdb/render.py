@@ -142,10 +142,14 @@ def _short(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
-def frame_line(index: int, f: Dict, name_width: int = 160) -> str:
+def frame_line(index: int, f: Dict, name_width: int = 160, verbose: bool = False) -> str:
     if f.get("kind") == "python":
         where = "%s:%s" % (f.get("file") or "?", f.get("line") if f.get("line") is not None else "?")
         mark = "  <-- your code" if f.get("user") or is_user_frame(f) else ""
+        conv = f.get("converted")
+        if conv:
+            mark += "  [AutoGraph" + (": ran as %s at %s:%s]" % (conv.get("function"), conv.get("file"),
+                                                                conv.get("line")) if verbose else "]")
         return "#%-3d [py] %s at %s%s" % (index, _short(f.get("function") or "?", name_width), where, mark)
     text = "#%-3d      %s" % (index, _short(f.get("function") or "??", name_width))
     if f.get("file"):
@@ -167,7 +171,7 @@ def thread_block(thread: Dict, header: Optional[str] = None, fold: bool = True) 
         if isinstance(item, tuple):
             lines.append("       ... %d TensorFlow frames ..." % item[1])
         else:
-            lines.append("  " + frame_line(item, frames[item]))
+            lines.append("  " + frame_line(item, frames[item], verbose=not fold))
     if not frames:
         lines.append("  (no frames)")
     if thread.get("merge") == "mismatch":
