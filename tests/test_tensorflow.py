@@ -60,6 +60,11 @@ def test_tf_newsession_from_a_nested_call_chain(tmp_path):
     ]
     user = [f["function"] for f in frames if f.get("user")]
     assert user == ["make_session", "build_model", "main", "<module>"]
+    # the triage summary: what fired, and the user frame nearest to it
+    assert doc["triage"]["breakpoints"] == {"TF_NewSession": 1} and doc["triage"]["signal"] is None
+    assert doc["triage"]["nearest_user_frame"] == {
+        "function": "make_session", "file": EXAMPLE, "line": line_of(EXAMPLE, "return tf.compat.v1.Session(")}
+    assert "triage: TF_NewSession x1; nearest user frame make_session at %s:" % EXAMPLE in r.stderr
     assert "[py] make_session at %s:" % EXAMPLE in r.stderr
 
 
@@ -149,4 +154,7 @@ def test_segfault_inside_a_py_function(tmp_path, autograph_files):
     assert "strlen" in frames[0]["function"] and i_cb < i_pyfunc
     assert frames[i_cb]["line"] == line_of(script("tf_segv.py"), "ctypes.string_at(0)")
     assert "fatal signal SIGSEGV" in err
+    assert doc["triage"]["signal"] == "SIGSEGV"
+    assert doc["triage"]["nearest_user_frame"]["function"] == "bad_callback"
+    assert "triage: no breakpoint hit; fatal SIGSEGV; nearest user frame bad_callback at" in err
     assert_gone(tree)

@@ -126,6 +126,27 @@ class Document:
         else:
             self.exit = {"code": returncode}
 
+    def triage(self) -> Dict[str, Any]:
+        """What happened, in a few fields: hits per location, the signal, the user frame nearest each event."""
+        hits: Dict[str, int] = {}
+        for e in self.events:
+            if e["kind"] == "breakpoint":
+                hits[e.get("location", "?")] = hits.get(e.get("location", "?"), 0) + 1
+        signal_event = next((e for e in self.events if e["kind"] == "signal"), None)
+        last = signal_event or (self.events[-1] if self.events else None)
+        nearest = None
+        function = None
+        if last is not None and last.get("threads"):
+            thread = last["threads"][0]
+            nearest = next((f for f in thread["frames"] if f.get("user")), None)
+            function = thread.get("tf_function")
+        out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event["signal"] if signal_event else None,
+                               "nearest_user_frame": None, "tf_function": function, "dumps": len(self.dumps)}
+        if nearest is not None:
+            out["nearest_user_frame"] = {"function": nearest["function"], "file": nearest["file"],
+                                         "line": nearest["line"]}
+        return out
+
     def to_dict(self, with_exit: bool = True) -> Dict[str, Any]:
         doc: Dict[str, Any] = {"tfnative": SCHEMA, "pid": self.pid, "argv": self.argv, "events": self.events,
                                "unresolved": self.unresolved}
@@ -133,6 +154,8 @@ class Document:
             doc["exit"] = self.exit
         if self.dumps:
             doc["dumps"] = self.dumps
+        if with_exit:
+            doc["triage"] = self.triage()
         return doc
 
     def write(self, path: str, with_exit: bool = True) -> None:
@@ -188,3 +211,15 @@ class Printer:
                 self.note("the script was killed by %s" % doc.exit["signal"])
             elif doc.exit["code"] != 0:
                 self.note("the script exited with status %d" % doc.exit["code"])
+        t = doc.triage()
+        parts = [", ".join("%s x%d" % kv for kv in t["breakpoints"].items()) or "no breakpoint hit"]
+        if t["signal"]:
+            parts.append("fatal %s" % t["signal"])
+        if t["nearest_user_frame"]:
+            u = t["nearest_user_frame"]
+            parts.append("nearest user frame %s at %s:%s" % (u["function"], u["file"], u["line"]))
+        if t["tf_function"]:
+            parts.append("in tf.function %s" % t["tf_function"]["name"])
+        if t["dumps"]:
+            parts.append("%d dump file(s)" % t["dumps"])
+        self.note("triage: " + "; ".join(parts))
