@@ -123,3 +123,16 @@ def state_of(pid: int) -> Optional[str]:
             return f.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return None
+
+
+@pytest.fixture
+def autograph_files():
+    """A segfault skips TensorFlow's atexit, which deletes AutoGraph's generated files: clean them up."""
+    import glob
+    import tempfile
+
+    pattern = os.path.join(tempfile.gettempdir(), "__autograph_generated_file*.py")
+    before = set(glob.glob(pattern))
+    yield
+    for path in set(glob.glob(pattern)) - before:
+        os.unlink(path)

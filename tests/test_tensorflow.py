@@ -122,19 +122,6 @@ def test_hung_tf_function_in_py_function(tmp_path):
             target.wait()
 
 
-@pytest.fixture
-def autograph_files():
-    """A segfault skips TensorFlow's atexit, which deletes AutoGraph's generated files: clean them up."""
-    import glob
-    import tempfile
-
-    pattern = os.path.join(tempfile.gettempdir(), "__autograph_generated_file*.py")
-    before = set(glob.glob(pattern))
-    yield
-    for path in set(glob.glob(pattern)) - before:
-        os.unlink(path)
-
-
 def test_segfault_inside_a_py_function(tmp_path, autograph_files):
     out = tmp_path / "s.json"
     proc = subprocess.Popen([sys.executable, "-m", "tfnative", "attach", "--json", str(out), script("tf_segv.py")],

@@ -12,8 +12,10 @@ from typing import Any, Callable, List, Optional
 
 import click
 
-from . import __version__
+from . import __version__, bugreport
 from .errors import TfnativeError
+from .files import atomic_write
+from .gdbmi import find_gdb
 from .session import AttachOptions, GdbOptions, run_attach, run_stack
 from .tfenv import DebugSwitches
 
@@ -52,34 +54,63 @@ def main() -> None:
     """Native debugging for TensorFlow: one mixed Python + C++ stack, fast."""
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True})
-@click.argument("script", type=click.Path(dir_okay=False))
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--break", "breaks", multiple=True, metavar="LOCATION",
-              help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded).")
-@click.option("--source-dir", "source_dirs", multiple=True, type=click.Path(),
-              help="Add a gdb source directory (repeatable).")
-@click.option("--python", "python", default=sys.executable, show_default="the Python running tfnative",
-              help="Interpreter that runs SCRIPT.")
-@click.option("--max-hits", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Report this many hits, then remove the breakpoints and let the script run.")
-@click.option("--all-threads", is_flag=True, help="Report every thread at each stop.")
-@click.option("--native-all", is_flag=True, help="Keep interpreter glue frames (vectorcall, PyObject_Call...).")
-@click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
-@click.option("--json", "json_path", metavar="FILE", help="Write the whole session as JSON to FILE.")
-@click.option("--vlog", type=click.IntRange(min=0), metavar="N",
-              help="TF C++ verbose logging: TF_CPP_MAX_VLOG_LEVEL=N (and TF_CPP_MIN_LOG_LEVEL=0).")
-@click.option("--vmodule", metavar="M=N,...", help="TF_CPP_VMODULE, e.g. executor=1 logs every node run.")
-@click.option("--dump-graphs", metavar="DIR", help="Dump GraphDefs: TF_DUMP_GRAPH_PREFIX=DIR, NAME_FILTER='*'.")
-@click.option("--dump-xla", metavar="DIR", help="Dump XLA HLO: XLA_FLAGS+=--xla_dump_to=DIR --xla_dump_hlo_as_text.")
+ATTACH_CONTEXT = {"ignore_unknown_options": True, "allow_interspersed_args": True}
+
+
+def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of ``attach``, shared with ``report``."""
+    options = [
+        click.argument("script", type=click.Path(dir_okay=False)),
+        click.argument("args", nargs=-1, type=click.UNPROCESSED),
+        click.option("--break", "breaks", multiple=True, metavar="LOCATION",
+                     help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded)."),
+        click.option("--source-dir", "source_dirs", multiple=True, type=click.Path(),
+                     help="Add a gdb source directory (repeatable)."),
+        click.option("--python", "python", default=sys.executable, show_default="the Python running tfnative",
+                     help="Interpreter that runs SCRIPT."),
+        click.option("--max-hits", default=1, show_default=True, type=click.IntRange(min=1),
+                     help="Report this many hits, then remove the breakpoints and let the script run."),
+        click.option("--all-threads", is_flag=True, help="Report every thread at each stop."),
+        click.option("--native-all", is_flag=True,
+                     help="Keep interpreter glue frames (vectorcall, PyObject_Call...)."),
+        click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text."),
+        click.option("--json", "json_path", metavar="FILE", help="Write the whole session as JSON to FILE."),
+        click.option("--vlog", type=click.IntRange(min=0), metavar="N",
+                     help="TF C++ verbose logging: TF_CPP_MAX_VLOG_LEVEL=N (and TF_CPP_MIN_LOG_LEVEL=0)."),
+        click.option("--vmodule", metavar="M=N,...", help="TF_CPP_VMODULE, e.g. executor=1 logs every node run."),
+        click.option("--dump-graphs", metavar="DIR",
+                     help="Dump GraphDefs: TF_DUMP_GRAPH_PREFIX=DIR, NAME_FILTER='*'."),
+        click.option("--dump-xla", metavar="DIR",
+                     help="Dump XLA HLO: XLA_FLAGS+=--xla_dump_to=DIR --xla_dump_hlo_as_text."),
+        gdb_options,
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _attach_opts(script: str, args: List[str], breaks: List[str], source_dirs: List[str], python: str,
+                 max_hits: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
+                 vlog: Optional[int], vmodule: Optional[str], dump_graphs: Optional[str], dump_xla: Optional[str],
+                 gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool,
+                 interactive: bool = False) -> AttachOptions:
+    for text in list(breaks) + list(source_dirs):
+        if "\n" in text or "\r" in text:
+            raise click.BadParameter("no newlines in --break or --source-dir values: %r" % text)
+    return AttachOptions(
+        script=script, args=list(args), python=python, breaks=list(breaks), source_dirs=list(source_dirs),
+        max_hits=max_hits, all_threads=all_threads, native_all=native_all, json_path=json_path,
+        interactive=interactive, full=full,
+        switches=DebugSwitches(vlog=vlog, vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla),
+        gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols),
+    )
+
+
+@main.command(context_settings=ATTACH_CONTEXT)
+@attach_options
 @click.option("--interactive", is_flag=True,
               help="At the first hit (or fatal signal) hand the stopped script to gdb on this terminal, with tf-bt.")
-@gdb_options
-def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[str], python: str,
-           max_hits: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
-           vlog: Optional[int], vmodule: Optional[str], dump_graphs: Optional[str], dump_xla: Optional[str],
-           interactive: bool,
-           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
+def attach(interactive: bool, **kw: Any) -> None:
     """Run SCRIPT [ARGS] under gdb and print a mixed stack at each breakpoint hit or fatal signal.
 
     tfnative's options may come before or after SCRIPT; the script gets every
@@ -87,17 +118,33 @@ def attach(script: str, args: List[str], breaks: List[str], source_dirs: List[st
     Reports go to stderr; the script's own output is untouched.  tfnative's exit
     status is the script's (128+N when signal N killed it).
     """
-    for text in list(breaks) + list(source_dirs):
-        if "\n" in text or "\r" in text:
-            raise click.BadParameter("no newlines in --break or --source-dir values: %r" % text)
-    opts = AttachOptions(
-        script=script, args=list(args), python=python, breaks=list(breaks), source_dirs=list(source_dirs),
-        max_hits=max_hits, all_threads=all_threads, native_all=native_all, json_path=json_path,
-        interactive=interactive, full=full,
-        switches=DebugSwitches(vlog=vlog, vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla),
-        gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols),
-    )
+    opts = _attach_opts(interactive=interactive, **kw)
     _run(lambda: run_attach(opts, sys.stderr))
+
+
+@main.command(context_settings=ATTACH_CONTEXT)
+@attach_options
+@click.option("--output", "-o", "output", default="tfnative-report.md", show_default=True, metavar="FILE",
+              help="Where to write the Markdown report.")
+def report(output: str, **kw: Any) -> None:
+    """Like attach, then write a Markdown bug report (versions, command, stacks, dumps, libraries).
+
+    Ready to paste into a TensorFlow issue.  The exit status is the script's.
+    """
+    opts = _attach_opts(**kw)
+
+    def go() -> int:
+        docs: List[Any] = []
+        code = run_attach(opts, sys.stderr, keep=docs)
+        env = opts.switches.environment(dict(os.environ))
+        text = bugreport.markdown(docs[0], [os.path.basename(sys.argv[0]) or "tfnative"] + sys.argv[1:],
+                                  bugreport.versions(opts.python, find_gdb(opts.gdb.gdb_path), env),
+                                  bugreport.library_verdicts(opts.python), code)
+        atomic_write(os.path.abspath(output), [text.encode()])
+        click.echo("tfnative: report written to %s" % output, err=True)
+        return code
+
+    _run(go)
 
 
 @main.command()

@@ -192,8 +192,8 @@ def _detach(gdb: Gdb, running: bool, pid: Optional[int] = None) -> None:
         pass
 
 
-def run_attach(opts: AttachOptions, err: TextIO) -> int:
-    """``tfnative attach``: returns tfnative's exit status (the script's)."""
+def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Document]] = None) -> int:
+    """``tfnative attach``: returns tfnative's exit status (the script's); ``keep`` receives the document."""
     script = opts.script
     if not os.path.isfile(script):
         raise TfnativeError("script not found: %s" % script)
@@ -336,6 +336,8 @@ def run_attach(opts: AttachOptions, err: TextIO) -> int:
         printer.summary(bps.summary(), doc)
         if opts.json_path:
             doc.write(opts.json_path)
+        if keep is not None:
+            keep.append(doc)
         return exit_status(returncode)
 
 
