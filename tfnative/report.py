@@ -185,7 +185,8 @@ class Printer:
             title = "fatal signal %s" % event.get("signal")
         else:
             title = "snapshot of pid %s" % event.get("pid", "")
-        lines = ["", "=== tfnative: %s, Python %s ===" % (title, event.get("python", "?"))]
+        python = ", Python %s" % event["python"] if event.get("python") else ", no Python found"
+        lines = ["", "=== tfnative: %s%s ===" % (title, python)]
         for w in event.get("warnings", []):
             lines.append("warning: %s" % w)
         for t in event["threads"]:
