@@ -23,7 +23,7 @@ def test_report_of_a_segfault_in_a_py_function(tmp_path, autograph_files):
     assert "- **gdb**: GNU gdb" in text and "- **oneDNN**: " in text and "- **CPU**: " in text
     assert "tf_segv.py" in text.split("## Command")[1].split("##")[0]
     crash_line = line_of(script("tf_segv.py"), "ctypes.string_at(0)")
-    assert "nearest user frame: `bad_callback` at `%s:%d`" % (script("tf_segv.py"), crash_line) in text
+    assert "nearest user frame `bad_callback` at `%s:%d`" % (script("tf_segv.py"), crash_line) in text
     assert "[py] bad_callback at %s:%d  <-- your code" % (script("tf_segv.py"), crash_line) in text
     assert "tensorflow::PyFuncOp::Compute" in text
     assert "`libtensorflow_cc.so.2`" in text and "break on any function" in text

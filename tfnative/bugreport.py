@@ -17,7 +17,7 @@ from tfnative_gdb import render
 
 from . import doctor
 from .errors import TfnativeError
-from .report import Document
+from .report import Document, triage_phrases
 
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
 
@@ -82,20 +82,11 @@ def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries
     out: List[str] = ["# Native debugging report (tfnative)", ""]
     out += ["## Versions", ""] + ["- **%s**: %s" % kv for kv in facts.items()] + [""]
     out += ["## Command", "", "```", " ".join(shlex.quote(a) for a in command), "```", ""]
-    t = doc.triage()
     summary = []
     if doc.exit:
         summary.append("exit: %s" % (("killed by " + doc.exit["signal"]) if "signal" in doc.exit
                                      else "status %d" % doc.exit["code"]))
-    if t["breakpoints"]:
-        summary.append("breakpoints hit: " + ", ".join("`%s` x%d" % kv for kv in t["breakpoints"].items()))
-    if t["signal"]:
-        summary.append("fatal signal: %s" % t["signal"])
-    if t["nearest_user_frame"]:
-        u = t["nearest_user_frame"]
-        summary.append("nearest user frame: `%s` at `%s:%s`" % (u["function"], u["file"], u["line"]))
-    if t["tf_function"]:
-        summary.append("tf.function: `%s`" % t["tf_function"]["name"])
+    summary += triage_phrases(doc.triage(), code="`")
     if doc.unresolved:
         summary.append("never resolved: " + ", ".join("`%s`" % u for u in doc.unresolved))
     out += ["## What happened", ""] + ["- " + s for s in summary or ["nothing was caught"]] + [""]

@@ -76,6 +76,24 @@ def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
+    """The triage as short phrases; ``code`` quotes names (a backtick for Markdown)."""
+    def q(text: str) -> str:
+        return "%s%s%s" % (code, text, code)
+
+    parts = [", ".join("%s x%d" % (q(loc), n) for loc, n in t["breakpoints"].items()) or "no breakpoint hit"]
+    if t["signal"]:
+        parts.append("fatal %s" % t["signal"])
+    if t["nearest_user_frame"]:
+        u = t["nearest_user_frame"]
+        parts.append("nearest user frame %s at %s" % (q(u["function"]), q("%s:%s" % (u["file"], u["line"]))))
+    if t["tf_function"]:
+        parts.append("in tf.function %s" % q(t["tf_function"]["name"]))
+    if t["dumps"]:
+        parts.append("%d dump file(s)" % t["dumps"])
+    return parts
+
+
 _INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_(.+)_(\d+)$")
 
 
@@ -212,15 +230,5 @@ class Printer:
                 self.note("the script was killed by %s" % doc.exit["signal"])
             elif doc.exit["code"] != 0:
                 self.note("the script exited with status %d" % doc.exit["code"])
-        t = doc.triage()
-        parts = [", ".join("%s x%d" % kv for kv in t["breakpoints"].items()) or "no breakpoint hit"]
-        if t["signal"]:
-            parts.append("fatal %s" % t["signal"])
-        if t["nearest_user_frame"]:
-            u = t["nearest_user_frame"]
-            parts.append("nearest user frame %s at %s:%s" % (u["function"], u["file"], u["line"]))
-        if t["tf_function"]:
-            parts.append("in tf.function %s" % t["tf_function"]["name"])
-        if t["dumps"]:
-            parts.append("%d dump file(s)" % t["dumps"])
+        parts = triage_phrases(doc.triage())
         self.note("triage: " + "; ".join(parts))
