@@ -5,6 +5,11 @@ one gdb resolves by name in libraries whose symbols it reads, and address
 breakpoints that ``symbolload`` sets itself in libraries it gives gdb only a
 surrogate for.  This table maps gdb's numbers back to the user's location and
 says, at the end, which locations never resolved or never fired.
+
+``--break-op TYPE`` adds an *op location* (``op TYPE``, what the user sees)
+and *dispatch locations* (internal: the device's Compute, see
+``tfops.py``); their gdb breakpoints are made by ``tfnative_gdb.opbreak``
+and stop only for the op types asked for.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ class Location:
     resolved: bool = False
     hits: int = 0
     error: Optional[str] = None
+    op_types: Optional[List[str]] = None  # a dispatch location: stops for these op types only
+    internal: bool = False
 
 
 class Breakpoints:
@@ -34,7 +41,7 @@ class Breakpoints:
         for text in locations:
             loc = self.locations.setdefault(text, Location(text))
             try:
-                res = gdb.command("-break-insert -f %s" % mi_quote(text), timeout=timeout)
+                res = gdb.command(self._insert(loc, mi_quote(text)), timeout=timeout)
             except GdbError as exc:
                 err.write("tfnative: warning: cannot set breakpoint %s: %s\n" % (text, exc))
                 loc.error = str(exc)
@@ -48,9 +55,37 @@ class Breakpoints:
         loc = self.locations.get(text)
         if loc is None:
             return
-        res = gdb.command("-break-insert *0x%x" % address, timeout=60)
-        self._add(loc, str((res.get("bkpt") or {}).get("number")))
+        res = gdb.command(self._insert(loc, "*0x%x" % address), timeout=60)
+        self._add(loc, str((res.get("bkpt") or {}).get("number") or res.get("number")))
+        self._resolved(loc)
+
+    @staticmethod
+    def _insert(loc: Location, spec: str) -> str:
+        if loc.op_types:
+            return "-tfnative-break-op %s %s" % (spec, " ".join(mi_quote(t) for t in loc.op_types))
+        return "-break-insert -f %s" % spec
+
+    def add_op(self, text: str, internal: bool = False, op_types: Optional[List[str]] = None) -> Location:
+        """A location for ``--break-op``: the op location (``op TYPE``) or an internal dispatch location."""
+        loc = self.locations.setdefault(text, Location(text, internal=internal, op_types=op_types))
+        return loc
+
+    def add_number(self, text: str, number: str) -> None:
+        """Map a gdb breakpoint made elsewhere (an op's kernel) to the location ``text``."""
+        loc = self.locations.get(text)
+        if loc is not None:
+            self._add(loc, number)
+            loc.resolved = True
+
+    def _resolved(self, loc: Location) -> None:
         loc.resolved = True
+        if loc.internal:  # a dispatch point is in: every op location can fire
+            for other in self.locations.values():
+                if other.text.startswith("op ") and not other.internal:
+                    other.resolved = True
+
+    def location_of(self, number: Any) -> Optional[Location]:
+        return self._by_number.get(str(number))
 
     def _add(self, loc: Location, number: str) -> None:
         loc.numbers.append(number)
@@ -63,7 +98,7 @@ class Breakpoints:
             return
         addr = bp.get("addr", "")
         if (addr and addr != "<PENDING>" and not bp.get("pending")) or bp.get("locations"):
-            loc.resolved = True
+            self._resolved(loc)
 
     def hit(self, number: Any) -> Optional[Location]:
         loc = self._by_number.get(str(number))
@@ -72,8 +107,14 @@ class Breakpoints:
             loc.resolved = True
         return loc
 
+    def recount(self, old: str, new: str) -> None:
+        """Move one hit from location ``old`` to ``new`` (one kernel breakpoint serves several op types)."""
+        if old in self.locations and new in self.locations:
+            self.locations[old].hits -= 1
+            self.locations[new].hits += 1
+
     def all_resolved(self) -> bool:
-        return all(loc.resolved for loc in self.locations.values())
+        return all(loc.resolved for loc in self.locations.values() if not loc.text.startswith("op "))
 
     def refresh(self, gdb: Gdb) -> None:
         try:
@@ -83,17 +124,22 @@ class Breakpoints:
         for bp in table.get("body", []):
             self.note(bp)
 
+    def user_locations(self) -> List[Location]:
+        return [loc for loc in self.locations.values() if not loc.internal]
+
     def delete_all(self, gdb: Gdb) -> None:
         self.refresh(gdb)
         gdb.command("-break-delete")
         self._by_number.clear()
 
     def unresolved(self) -> List[str]:
-        return [loc.text for loc in self.locations.values() if not loc.resolved]
+        return [loc.text for loc in self.locations.values() if not loc.resolved and not loc.internal]
 
     def summary(self) -> List[str]:
         out = []
         for loc in self.locations.values():
+            if loc.internal:
+                continue
             if not loc.resolved:
                 out.append("breakpoint %s never resolved: no loaded code matched it" % loc.text)
             elif loc.hits == 0:

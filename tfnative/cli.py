@@ -64,6 +64,11 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.argument("args", nargs=-1, type=click.UNPROCESSED),
         click.option("--break", "breaks", multiple=True, metavar="LOCATION",
                      help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded)."),
+        click.option("--break-op", "break_ops", multiple=True, metavar="TYPE",
+                     help="Stop in the CPU kernel of every op of this type, e.g. MatMul (repeatable)."),
+        click.option("--check-numerics", is_flag=True,
+                     help="tf.debugging.enable_check_numerics in the script: stop at the first NaN/Inf, "
+                          "with the op and where it was created."),
         click.option("--source-dir", "source_dirs", multiple=True, type=click.Path(),
                      help="Add a gdb source directory (repeatable)."),
         click.option("--python", "python", default=sys.executable, show_default="the Python running tfnative",
@@ -89,19 +94,22 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _attach_opts(script: str, args: List[str], breaks: List[str], source_dirs: List[str], python: str,
+def _attach_opts(script: str, args: List[str], breaks: List[str], break_ops: List[str], check_numerics: bool,
+                 source_dirs: List[str], python: str,
                  max_hits: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
                  vlog: Optional[int], vmodule: Optional[str], dump_graphs: Optional[str], dump_xla: Optional[str],
                  gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool,
                  interactive: bool = False) -> AttachOptions:
-    for text in list(breaks) + list(source_dirs):
+    for text in list(breaks) + list(source_dirs) + list(break_ops):
         if "\n" in text or "\r" in text:
             raise click.BadParameter("no newlines in --break or --source-dir values: %r" % text)
     return AttachOptions(
-        script=script, args=list(args), python=python, breaks=list(breaks), source_dirs=list(source_dirs),
+        script=script, args=list(args), python=python, breaks=list(breaks), break_ops=list(break_ops),
+        source_dirs=list(source_dirs),
         max_hits=max_hits, all_threads=all_threads, native_all=native_all, json_path=json_path,
         interactive=interactive, full=full,
-        switches=DebugSwitches(vlog=vlog, vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla),
+        switches=DebugSwitches(vlog=vlog, vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla,
+                               check_numerics=check_numerics),
         gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols),
     )
 

@@ -55,6 +55,43 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False, **e
     return event
 
 
+INJECT_MARK = "/tfnative/inject/"
+
+
+def numerics_op(event: Dict[str, Any]) -> None:
+    """A ``numerics`` event (``--check-numerics``): the op from the hook's locals; the hook's frames cut off.
+
+    The stopped thread's frames down to tfnative's hook are tfnative's own
+    (the signal it sends itself, the error constructor it wraps): the stack
+    starts at the code that was running when TensorFlow reported the NaN/Inf.
+    """
+    if not event.get("threads"):
+        return
+    thread = event["threads"][0]
+    frames = thread["frames"]
+    hook = next((f for f in frames if f["kind"] == "python" and f.get("function") == "_tfnative_numerics_stop"), None)
+    locals_ = (hook or {}).get("locals") or {}
+    created = []
+    for row in (locals_.get("created_at") or "").splitlines():
+        parts = row.split("\t")
+        if len(parts) == 3 and parts[1].isdigit():
+            f = {"kind": "python", "function": parts[2], "file": parts[0], "line": int(parts[1])}
+            f["user"] = render.is_user_frame(f)
+            text = source_line(f["file"], f["line"])
+            if text is not None:
+                f["source"] = text
+            created.append(f)
+    event["op"] = {"type": locals_.get("op_type"), "name": locals_.get("op_name"), "created_at": created}
+    last = max((i for i, f in enumerate(frames) if INJECT_MARK in (f.get("file") or "")), default=-1)
+    if last >= 0:
+        # Drop the hook and TensorFlow's error plumbing above the first frame that is not.
+        rest = frames[last + 1:]
+        while rest and rest[0]["kind"] == "python" and "/tensorflow/python/framework/errors_impl.py" in (
+                rest[0].get("file") or ""):
+            rest = rest[1:]
+        thread["frames"] = rest
+
+
 def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
     out = {"kind": f["kind"], "function": f.get("function"), "file": f.get("file"), "line": f.get("line")}
     if f["kind"] == "native":
@@ -62,8 +99,12 @@ def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
         out["address"] = f.get("address")
         if f.get("inline"):
             out["inline"] = True
+        if f.get("op"):
+            out["op"] = f["op"]
     else:
         out["user"] = render.is_user_frame(f)
+        if f.get("locals"):
+            out["locals"] = f["locals"]
         fn = tf_function(f)
         if fn:
             out["tf_function"] = fn
@@ -84,6 +125,14 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
     parts = [", ".join("%s x%d" % (q(loc), n) for loc, n in t["breakpoints"].items()) or "no breakpoint hit"]
     if t["signal"]:
         parts.append("fatal %s" % t["signal"])
+    if t.get("numerics"):
+        parts.append("%d NaN/Inf event(s)" % t["numerics"])
+    if t.get("op"):
+        op = t["op"]
+        text = "op %s" % q(render.op_label(op))
+        if op.get("created_at"):
+            text += " created at %s" % q("%s:%s" % (op["created_at"]["file"], op["created_at"]["line"]))
+        parts.append(text)
     if t["nearest_user_frame"]:
         u = t["nearest_user_frame"]
         parts.append("nearest user frame %s at %s" % (q(u["function"]), q("%s:%s" % (u["file"], u["line"]))))
@@ -100,7 +149,7 @@ _INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_(.+)_(\d+)$")
 def tf_function(frame: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The tf.function a ``quick_execute`` frame runs: its graph function name and Python name."""
     name = (frame.get("locals") or {}).get("op_name")
-    if not name:
+    if not name or not (frame.get("function") or "").endswith("quick_execute"):
         return None
     m = _INFERENCE_RE.match(name)
     return {"name": name, "python_function": m.group(1) if m else None}
@@ -151,7 +200,9 @@ class Document:
             if e["kind"] == "breakpoint":
                 hits[e.get("location", "?")] = hits.get(e.get("location", "?"), 0) + 1
         signal_event = next((e for e in self.events if e["kind"] == "signal"), None)
-        last = signal_event or (self.events[-1] if self.events else None)
+        numerics = next((e for e in self.events if e["kind"] == "numerics"), None)
+        last = signal_event or numerics or (self.events[-1] if self.events else None)
+        op = next((e["op"] for e in ([last] if last else []) + self.events if e.get("op")), None)
         nearest = None
         function = None
         if last is not None and last.get("threads"):
@@ -159,7 +210,14 @@ class Document:
             nearest = next((f for f in thread["frames"] if f.get("user")), None)
             function = thread.get("tf_function")
         out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event["signal"] if signal_event else None,
-                               "nearest_user_frame": None, "tf_function": function, "dumps": len(self.dumps)}
+                               "numerics": sum(e["kind"] == "numerics" for e in self.events),
+                               "nearest_user_frame": None, "tf_function": function, "dumps": len(self.dumps),
+                               "op": {"type": op.get("type"), "name": op.get("name")} if op else None}
+        if op and op.get("created_at"):
+            created = next((f for f in reversed(op["created_at"]) if f.get("user")), None)
+            if created is not None:
+                out["op"]["created_at"] = {"file": created["file"], "line": created["line"],
+                                           "function": created["function"]}
         if nearest is not None:
             out["nearest_user_frame"] = {"function": nearest["function"], "file": nearest["file"],
                                          "line": nearest["line"]}
@@ -179,6 +237,23 @@ class Document:
     def write(self, path: str, with_exit: bool = True) -> None:
         """Write atomically: a reader never sees half a document, no temp file survives."""
         atomic_write(os.path.abspath(path), [(json.dumps(self.to_dict(with_exit), indent=1) + "\n").encode()])
+
+
+def _created_at_plan(frames: List[Dict[str, Any]], full: bool) -> List[Optional[Dict[str, Any]]]:
+    """The frames of an op's creation stack worth printing: the user's, and the TF call each makes."""
+    if full:
+        return list(frames)
+    keep = set()
+    for i, f in enumerate(frames):
+        if f.get("user"):
+            keep.update((i, i + 1))
+    out: List[Optional[Dict[str, Any]]] = []
+    for i, f in enumerate(frames):
+        if i in keep:
+            out.append(f)
+        elif out and out[-1] is not None or not out:
+            out.append(None)
+    return out
 
 
 class Printer:
@@ -201,12 +276,29 @@ class Printer:
                 title += " (hit %d of %d)" % (hit, max_hits or hit)
         elif kind == "signal":
             title = "fatal signal %s" % event.get("signal")
+        elif kind == "numerics":
+            title = "NaN/Inf made by op %s" % render.op_label(event.get("op") or {})
         else:
             title = "snapshot of pid %s" % event.get("pid", "")
         python = ", Python %s" % event["python"] if event.get("python") else ", no Python found"
         lines = ["", "=== tfnative: %s%s ===" % (title, python)]
         for w in event.get("warnings", []):
             lines.append("warning: %s" % w)
+        op = event.get("op") or {}
+        if kind == "breakpoint" and op:
+            lines.append("Op: %s" % render.op_label(op))
+        if op.get("created_at"):
+            lines.append("Op created at (innermost last%s):" % ("" if self.full else "; --full for every frame"))
+            shown = _created_at_plan(op["created_at"], self.full)
+            for f in shown:
+                if f is None:
+                    lines.append("    ...")
+                    continue
+                mark = "  <-- your code" if f.get("user") else ""
+                lines.append("    %s:%s in %s%s" % (f["file"], f["line"], f["function"], mark))
+                if f.get("user") and f.get("source"):
+                    lines.append("      | %s" % f["source"])
+            lines.append("")
         for t in event["threads"]:
             head = 'Thread %s "%s"' % (t["tid"], t.get("name", ""))
             if t.get("tf_function"):

@@ -20,15 +20,16 @@ from typing import Any, Dict, List, Optional, TextIO
 
 import psutil
 
-from . import bazelpaths, report
+from . import bazelpaths, report, tfops
 from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
 from .launcher import PausedChild, exit_status, probe_python
 from .symbolload import SymbolLoader
-from .tfenv import DebugSwitches
+from .tfenv import NUMERICS_SIGNAL, DebugSwitches
 
 FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
+NUMERICS_SIGNAL_NAME = "SIG%d" % NUMERICS_SIGNAL  # gdb's name for a real-time signal
 GDBINIT = os.path.join(os.path.dirname(os.path.abspath(report.render.__file__)), "gdbinit.py")
 TF_BT_SCRIPT = GDBINIT
 CAPTURE_TIMEOUT = 600.0  # the first capture may read a lot of debug info
@@ -54,6 +55,7 @@ class AttachOptions:
     args: List[str]
     python: str
     breaks: List[str] = field(default_factory=list)
+    break_ops: List[str] = field(default_factory=list)
     source_dirs: List[str] = field(default_factory=list)
     max_hits: int = 1
     all_threads: bool = False
@@ -123,7 +125,7 @@ def ptrace_refused_message(pid: int) -> str:
     return "%s: %s" % (why, fix)
 
 
-def _setup_signals(gdb: Gdb) -> None:
+def _setup_signals(gdb: Gdb, numerics: bool = False) -> None:
     gdb.console_command("handle all nostop noprint pass")
     for sig in ("SIGINT", "SIGTRAP"):
         # SIGINT from the terminal is the script's own; gdb must not eat it.
@@ -131,6 +133,8 @@ def _setup_signals(gdb: Gdb) -> None:
             gdb.console_command("handle SIGINT nostop noprint pass")
     for sig in FATAL_SIGNALS:
         gdb.console_command("handle %s stop print pass" % sig)
+    if numerics:
+        gdb.console_command("handle %s stop print nopass" % NUMERICS_SIGNAL_NAME)
 
 
 def capture(gdb: Gdb, all_threads: bool, python_only: bool = False) -> Dict[str, Any]:
@@ -204,6 +208,7 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
     doc = report.Document(argv=[info.exe, script, *opts.args])
     printer = report.Printer(err, native_all=opts.native_all, full=opts.full)
     env = opts.switches.environment(dict(os.environ))
+    tfops.check_op_types(opts.break_ops, info.exe, env)
     started = time.time()
 
     with _SignalGuard():
@@ -211,10 +216,12 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
         child: Optional[PausedChild] = None
         running = False
         bps = Breakpoints()
+        opbreaks = tfops.OpBreaks(opts.break_ops, bps)
+        breaks = opts.breaks + opbreaks.dispatch_functions
         handoff = False
         loader: Optional[SymbolLoader] = None
         try:
-            _setup_signals(gdb)
+            _setup_signals(gdb, opts.switches.check_numerics)
             child = PausedChild(info.exe, script, opts.args, gdb.pid, env=env)
             doc.pid = child.pid
             child.wait_paused()
@@ -233,8 +240,8 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                 running = True
             gdb.command("-break-delete")  # the exec catchpoint
             _source_paths(gdb, opts.source_dirs, err)
-            bps.arm(gdb, opts.breaks, err, CAPTURE_TIMEOUT)
-            loader = SymbolLoader(gdb, child.pid, opts.breaks, opts.gdb.full_symbols, err, bps)
+            bps.arm(gdb, breaks, err, CAPTURE_TIMEOUT)
+            loader = SymbolLoader(gdb, child.pid, breaks, opts.gdb.full_symbols, err, bps)
             loader.after_exec()
             loader.sync()
             gdb.command("-exec-continue")
@@ -262,11 +269,16 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                     loader.sync()
                     if bps.all_resolved():
                         loader.set_eager(False)
-                if reason == "breakpoint-hit":
+                if reason == "breakpoint-hit" and opbreaks.is_dispatch(payload.get("bkptno")):
+                    assert loader is not None
+                    opbreaks.on_dispatch(gdb, loader.name_of, err)
+                elif reason == "breakpoint-hit":
                     hits += 1
                     loc = bps.hit(payload.get("bkptno"))
                     event = _event(gdb, opts, loader, "breakpoint",
                                    location=loc.text if loc else str(payload.get("bkptno")))
+                    if loc is not None and loc.text.startswith("op "):
+                        _name_op_hit(event, bps)
                     doc.events.append(event)
                     printer.event(event, hit=hits, max_hits=opts.max_hits)
                     if opts.interactive:
@@ -276,6 +288,11 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                         bps.delete_all(gdb)
                         printer.note("%d hit(s): breakpoints removed, the script runs on at full speed"
                                      % hits)
+                elif reason == "signal-received" and payload.get("signal-name") == NUMERICS_SIGNAL_NAME:
+                    event = _event(gdb, opts, loader, "numerics")
+                    report.numerics_op(event)
+                    doc.events.append(event)
+                    printer.event(event)
                 elif reason == "signal-received" and payload.get("signal-name") in FATAL_SIGNALS:
                     event = _event(gdb, opts, loader, "signal", signal=payload["signal-name"])
                     doc.events.append(event)
@@ -418,7 +435,21 @@ def _event(gdb: Gdb, opts: AttachOptions, loader: Optional[SymbolLoader], kind: 
     result = capture(gdb, opts.all_threads)
     if loader is not None:
         loader.symbolize(result)
+    tfops.annotate(gdb, result)
     return report.make_event(kind, result, native_all=opts.native_all, **extra)
+
+
+def _name_op_hit(event: Dict[str, Any], bps: Breakpoints) -> None:
+    """A ``--break-op`` hit: the op is the one on the stopped kernel frame; count it under its type."""
+    frames = event["threads"][0]["frames"] if event.get("threads") else []
+    op = next((f["op"] for f in frames if f.get("op")), None)
+    if op is None:
+        return
+    event["op"] = {"type": op["type"], "name": op["name"]}
+    where = tfops.op_location(op["type"])
+    if where != event.get("location"):
+        bps.recount(event.get("location", ""), where)
+        event["location"] = where
 
 
 def check_pid(pid: int) -> psutil.Process:
@@ -467,6 +498,7 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
                 # No Python thread found: show every thread rather than nothing.
                 result = capture(gdb, True)
             loader.symbolize(result)
+            tfops.annotate(gdb, result)
             event = report.make_event("snapshot", result, native_all=native_all)
         except Interrupted:
             printer.note("interrupted: detaching")

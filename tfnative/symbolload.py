@@ -54,6 +54,7 @@ class Surrogated:
     path: str
     base: int
     index: ElfIndex
+    size: int = 0  # the file's size: its vaddrs span about as much
 
 
 class SymbolLoader:
@@ -168,7 +169,7 @@ class SymbolLoader:
         except GdbError as exc:
             self.err.write("tfnative: warning: gdb refused the surrogate for %s (%s)\n" % (path, exc))
             return False
-        self.surrogates[os.path.basename(path)] = Surrogated(path, base, index)
+        self.surrogates[os.path.basename(path)] = Surrogated(path, base, index, os.path.getsize(path))
         if self.breakpoints is not None:
             for loc, vaddr in found:
                 self.breakpoints.add_address(self.gdb, loc, base + vaddr)
@@ -188,9 +189,21 @@ class SymbolLoader:
                     hit = lib.index.symbolize(int(f["address"], 16) - lib.base)
                     if hit is not None:
                         todo.append((f, hit[0]))
+                        f["start"] = int(f["address"], 16) - hit[1]
         names = demangle([m for _, m in todo])
         for (f, _), name in zip(todo, names):
             f["function"] = name
+
+    def name_of(self, address: int) -> Optional[str]:
+        """The demangled name of the function at ``address`` in a surrogate library, or None."""
+        for lib in self.surrogates.values():
+            vaddr = address - lib.base
+            if not 0 <= vaddr < lib.size:
+                continue
+            hit = lib.index.symbolize(vaddr)
+            if hit is not None:
+                return demangle([hit[0]])[0]
+        return None
 
 
 def describe(loader: Optional[SymbolLoader]) -> str:

@@ -11,16 +11,26 @@ them the script's environment is exactly the user's.
 * ``--dump-graphs DIR``: ``TF_DUMP_GRAPH_PREFIX=DIR`` and
   ``TF_DUMP_GRAPH_NAME_FILTER='*'`` (without the filter 2.21 dumps nothing).
 * ``--dump-xla DIR``: ``XLA_FLAGS`` += ``--xla_dump_to=DIR --xla_dump_hlo_as_text``.
+* ``--check-numerics``: ``PYTHONPATH`` gets ``tfnative/inject`` first, whose
+  ``sitecustomize`` calls ``tf.debugging.enable_check_numerics()`` once the
+  script imports TensorFlow, and signals a NaN/Inf to gdb
+  (``TFNATIVE_NUMERICS_SIGNAL``); it restores ``PYTHONPATH`` for the script
+  at once and runs any ``sitecustomize`` it shadows.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from .errors import TfnativeError
+
+INJECT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
+# A real-time signal no library of ours uses; gdb stops on it and drops it.
+NUMERICS_SIGNAL = int(signal.SIGRTMAX) - 2
 
 
 @dataclass
@@ -29,6 +39,7 @@ class DebugSwitches:
     vmodule: Optional[str] = None
     dump_graphs: Optional[str] = None
     dump_xla: Optional[str] = None
+    check_numerics: bool = False
     dump_dirs: List[str] = field(default_factory=list)
 
     def environment(self, base: Dict[str, str]) -> Dict[str, str]:
@@ -47,6 +58,11 @@ class DebugSwitches:
             d = self._dir(self.dump_graphs)
             env["TF_DUMP_GRAPH_PREFIX"] = d
             env["TF_DUMP_GRAPH_NAME_FILTER"] = "*"
+        if self.check_numerics:
+            if "PYTHONPATH" in base:
+                env["TFNATIVE_SAVED_PYTHONPATH"] = base["PYTHONPATH"]
+            env["PYTHONPATH"] = INJECT_DIR + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
+            env["TFNATIVE_NUMERICS_SIGNAL"] = str(NUMERICS_SIGNAL)
         if self.dump_xla:
             d = self._dir(self.dump_xla)
             flags = env.get("XLA_FLAGS", "").strip()

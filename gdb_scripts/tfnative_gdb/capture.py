@@ -12,6 +12,7 @@ import gdb  # type: ignore
 
 from .autograph import annotate
 from .mixed import merge
+from .opkernel import CALLEE_SAVED, DEVICE_RE, KERNEL_RE, OpKernelReader, stack_words
 from .pyframes import PythonReader
 from .pylayout import LAYOUTS, debug_offsets_layout
 
@@ -102,10 +103,12 @@ def native_frames(limit: int = MAX_NATIVE_FRAMES) -> (List[Dict], Optional[str])
         f = gdb.newest_frame()
     except gdb.error as exc:
         return frames, str(exc)
+    level = 0
     while f is not None and len(frames) < limit:
         pc = f.pc()
         entry = {"kind": "native", "function": f.name() or "??", "file": None, "line": None,
-                 "library": _library(pc), "address": "0x%016x" % pc}
+                 "library": _library(pc), "address": "0x%016x" % pc, "level": level}
+        level += 1
         if f.type() == gdb.INLINE_FRAME:
             entry["inline"] = True
         try:
@@ -202,3 +205,108 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
         out = [t for t in out if t["has_python"]] + [t for t in out if not t["has_python"]]
     result["threads"] = out
     return result
+
+
+def _function_start(frame) -> Optional[int]:
+    """Entry address of the function a frame runs, from gdb's symbols (full or minimal)."""
+    try:
+        block = frame.block()
+        while block.function is None and block.superblock is not None:
+            block = block.superblock
+        if block.function is not None:
+            return block.start
+    except RuntimeError:
+        pass
+    try:
+        text = gdb.execute("info symbol 0x%x" % frame.pc(), to_string=True)
+    except gdb.error:
+        return None
+    m = re.search(r" \+ (\d+) in section", text)
+    return frame.pc() - int(m.group(1)) if m else (frame.pc() if " in section" in text else None)
+
+
+def _register(frame, name: str) -> Optional[int]:
+    try:
+        return int(frame.read_register(name)) & ((1 << 64) - 1)
+    except (gdb.error, ValueError):
+        return None
+
+
+def op_context(lwp: int, level: int, start: int, device: bool = False,
+               kernels: Optional[OpKernelReader] = None) -> Optional[Dict]:
+    """``{"type", "name", "kernel"}`` of the op a native frame runs, or None.
+
+    ``start`` is the entry address of the frame's function (0: ask gdb).
+    For a kernel's ``Compute``, the OpKernel is the object whose vtable holds
+    that function; for a device's ``Compute`` (``device``), it is the first
+    argument at the function's entry (``rsi``).
+    """
+    thread = next((t for t in gdb.selected_inferior().threads() if t.ptid[1] == lwp), None)
+    if thread is None:
+        return None
+    kernels = kernels or OpKernelReader(GdbMemory(gdb.selected_inferior()))
+    original = gdb.selected_thread()
+    thread.switch()
+    try:
+        frame = gdb.newest_frame()
+        for _ in range(level):
+            frame = frame.older()
+            if frame is None:
+                return None
+        if not start:
+            start = _function_start(frame) or 0
+        at_entry = level == 0 and start and frame.pc() == start
+        if device:
+            obj = _register(frame, "rsi") if at_entry else None
+            info = kernels.info(obj) if obj else None
+            if info is not None:
+                info["kernel"] = "0x%x" % obj
+            return info
+        if not start:
+            return None
+        candidates: List[int] = []
+        if level == 0:
+            candidates += [v for v in (_register(frame, "rdi"),) if v is not None]
+        caller = frame.older()
+        for fr in (frame, caller):
+            if fr is not None:
+                candidates += [v for v in (_register(fr, r) for r in CALLEE_SAVED) if v is not None]
+        low = _register(frame, "rsp") or 0
+        high = 0
+        outer = caller.older() if caller is not None else None
+        for fr in (outer, caller):
+            if fr is not None and not high:
+                high = _register(fr, "rsp") or 0
+        candidates += stack_words(kernels.mem, low, high or low + 4096)
+        obj = kernels.find(start, candidates)
+        if obj is None:
+            return None
+        info = kernels.info(obj)
+        if info is not None:
+            info["kernel"] = "0x%x" % obj
+        return info
+    except (gdb.error, RuntimeError):
+        return None
+    finally:
+        if original is not None and original.is_valid():
+            original.switch()
+
+
+def annotate_ops(result: Dict) -> None:
+    """Add ``"op"`` to the kernel and device frames of a capture whose names gdb knows (tf-bt)."""
+    kernels = OpKernelReader(GdbMemory(gdb.selected_inferior()))
+    for t in result.get("threads", []):
+        below = None
+        for f in t.get("frames", []):
+            if f.get("kind") != "native" or "level" not in f:
+                continue
+            name = f.get("function") or ""
+            if KERNEL_RE.search(name):
+                below = op_context(t["tid"], f["level"], 0, kernels=kernels)
+                if below:
+                    f["op"] = below
+            elif DEVICE_RE.search(name):
+                op = below or op_context(t["tid"], f["level"], 0, device=True, kernels=kernels)
+                if op:
+                    f["op"] = op
+                below = None

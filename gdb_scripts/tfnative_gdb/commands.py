@@ -4,8 +4,9 @@ import json
 
 import gdb  # type: ignore
 
-from . import SCHEMA_VERSION
-from .capture import capture
+from . import SCHEMA_VERSION, opbreak
+from .capture import GdbMemory, annotate_ops, capture, op_context
+from .opkernel import OpKernelReader
 from .render import hide_glue, thread_block
 
 
@@ -44,6 +45,7 @@ Python frames are read from memory, so the interpreter needs no debug info."""
     def invoke(self, arg, from_tty):
         opts = _parse(gdb.string_to_argv(arg))
         result = capture(opts["which"], opts["tids"] or None)
+        annotate_ops(result)
         if not opts["native_all"]:
             for t in result["threads"]:
                 t["frames"] = hide_glue(t["frames"])
@@ -70,8 +72,61 @@ if hasattr(gdb, "MICommand"):
             result["schema"] = SCHEMA_VERSION
             return {"json": json.dumps(result)}
 
+    class MiOpContext(gdb.MICommand):
+        """-tfnative-op-context LWP:LEVEL:START[:device]...: the op each of those frames runs (JSON list).
+
+        START is the entry address of the frame's function (0: ask gdb); the
+        answer has one entry per request, ``{"type", "name", "kernel"}`` or null.
+        """
+
+        def __init__(self):
+            super().__init__("-tfnative-op-context")
+
+        def invoke(self, argv):
+            kernels = OpKernelReader(GdbMemory(gdb.selected_inferior()))
+            out = []
+            for req in argv:
+                parts = req.split(":")
+                try:
+                    lwp, level, start = int(parts[0]), int(parts[1]), int(parts[2], 0)
+                except (IndexError, ValueError):
+                    raise gdb.GdbError("-tfnative-op-context: bad request %r (LWP:LEVEL:START[:device])" % req)
+                out.append(op_context(lwp, level, start, device="device" in parts[3:], kernels=kernels))
+            return {"json": json.dumps(out)}
+
+    class MiBreakOp(gdb.MICommand):
+        """-tfnative-break-op[-kernel] SPEC TYPE...: a breakpoint that stops only for ops of those types.
+
+        ``-tfnative-break-op`` goes on the device's Compute (the op kernel in
+        rsi) and stops once per kernel class; ``-tfnative-break-op-kernel`` on a
+        kernel's Compute (the op kernel in rdi).  Answers the breakpoint number.
+        """
+
+        def __init__(self, name, cls):
+            super().__init__(name)
+            self.cls = cls
+
+        def invoke(self, argv):
+            if len(argv) < 2:
+                raise gdb.GdbError("usage: %s SPEC TYPE..." % self.name)
+            bp = self.cls(argv[0], argv[1:])
+            return {"number": str(bp.number), "pending": "1" if bp.pending else "0"}
+
+    class MiOpDispatch(gdb.MICommand):
+        """-tfnative-op-dispatch: at a -tfnative-break-op stop, the kernel to run and its vtable (JSON)."""
+
+        def __init__(self):
+            super().__init__("-tfnative-op-dispatch")
+
+        def invoke(self, argv):
+            return {"json": json.dumps(opbreak.dispatched())}
+
 
 def register() -> None:
     TfBt()
     if hasattr(gdb, "MICommand"):
         MiCapture()
+        MiOpContext()
+        MiBreakOp("-tfnative-break-op", opbreak.DispatchBreakpoint)
+        MiBreakOp("-tfnative-break-op-kernel", opbreak.KernelBreakpoint)
+        MiOpDispatch()

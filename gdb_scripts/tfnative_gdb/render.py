@@ -158,7 +158,17 @@ def frame_line(index: int, f: Dict, name_width: int = 160, verbose: bool = False
             text += "\n           | %s" % f["source"].strip()
     text += " in %s" % (f.get("library") or "??")
     text += " [%s]" % f.get("address", "?")
+    if f.get("op"):
+        text += "  <-- op %s" % op_label(f["op"])
     return text
+
+
+def op_label(op: Dict) -> str:
+    """``MatMul "model/dense/MatMul"``: an op's type and node name."""
+    label = op.get("type") or "?"
+    if op.get("name") and op["name"] != label:
+        label += ' "%s"' % op["name"]
+    return label
 
 
 def thread_block(thread: Dict, header: Optional[str] = None, fold: bool = True) -> List[str]:

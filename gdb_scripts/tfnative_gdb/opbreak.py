@@ -1,0 +1,115 @@
+"""Break by op type: gdb breakpoints that stop only for the ops asked for.
+
+Two kinds, both decided inside gdb (``gdb.Breakpoint.stop``), so an op of
+another type costs a trap and a few memory reads, never a round trip to
+tfnative:
+
+* ``DispatchBreakpoint`` on ``ThreadPoolDevice::Compute(OpKernel*, ...)``
+  (and ``ComputeAsync``), through which the CPU device runs every kernel: it
+  stops the first time a kernel *class* serves one of the wanted types, so
+  that tfnative can arm that class's own ``Compute``;
+* ``KernelBreakpoint`` on a kernel's ``Compute``: one kernel class may serve
+  several op types (``BaseBatchMatMulOp`` runs MatMul and BatchMatMulV2), so
+  it stops only when ``this`` (``rdi``) is an OpKernel of a wanted type.
+
+Created with the MI commands ``-tfnative-break-op`` and
+``-tfnative-break-op-kernel`` (``commands.py``).
+"""
+
+from typing import Dict, List, Optional
+
+import gdb  # type: ignore
+
+from .capture import GdbMemory
+from .opkernel import VTABLE_SLOTS, OpKernelReader
+
+_reader: Optional[OpKernelReader] = None
+
+
+def reader() -> OpKernelReader:
+    global _reader
+    inferior = gdb.selected_inferior()
+    if _reader is None or _reader.mem.inferior != inferior:
+        _reader = OpKernelReader(GdbMemory(inferior))
+    return _reader
+
+
+def _register(name: str) -> Optional[int]:
+    try:
+        return int(gdb.selected_frame().read_register(name)) & ((1 << 64) - 1)
+    except (gdb.error, ValueError):
+        return None
+
+
+class _OpBreakpoint(gdb.Breakpoint):
+    REGISTER = "rdi"
+
+    def __init__(self, spec: str, op_types: List[str]):
+        super().__init__(spec, gdb.BP_BREAKPOINT, internal=False)
+        self.op_types = set(op_types)
+
+    def kernel_info(self) -> Optional[Dict]:
+        obj = _register(self.REGISTER)
+        if not obj:
+            return None
+        r = reader()
+        try:
+            info = r.info(obj)
+        except MemoryError:
+            return None
+        if info is None:
+            return None
+        info["kernel"] = obj
+        return info
+
+
+class KernelBreakpoint(_OpBreakpoint):
+    def stop(self):
+        info = self.kernel_info()
+        return info is not None and info["type"] in self.op_types
+
+
+class DispatchBreakpoint(_OpBreakpoint):
+    REGISTER = "rsi"
+
+    def __init__(self, spec: str, op_types: List[str]):
+        super().__init__(spec, op_types)
+        self.seen_vtables: set = set()
+
+    def stop(self):
+        info = self.kernel_info()
+        if info is None or info["type"] not in self.op_types:
+            return False
+        r = reader()
+        try:
+            vptr = r.u64(info["kernel"])
+        except MemoryError:
+            return False
+        if vptr in self.seen_vtables:
+            return False  # that class's Compute is armed already
+        self.seen_vtables.add(vptr)
+        return True
+
+
+def dispatched() -> Optional[Dict]:
+    """At a DispatchBreakpoint's stop: the kernel about to run, and its vtable (addresses, names gdb knows)."""
+    obj = _register("rsi")
+    if not obj:
+        return None
+    r = reader()
+    info = r.info(obj)
+    if info is None:
+        return None
+    slots = list(r.vtable(obj))[:VTABLE_SLOTS]
+    names = []
+    for addr in slots:
+        name = None
+        try:
+            text = gdb.execute("info symbol 0x%x" % addr, to_string=True)
+            if " in section " in text and not text.startswith("No symbol"):
+                name = text.split(" in section ")[0].rsplit(" + ", 1)[0].strip()
+        except gdb.error:
+            pass
+        names.append(name)
+    info.update({"kernel": "0x%x" % obj, "slots": ["0x%x" % a for a in slots], "names": names})
+    return info

@@ -1,0 +1,143 @@
+"""Op context: which TensorFlow op a kernel frame is running, read from memory.
+
+A CPU kernel runs as ``SomeKernel::Compute(OpKernelContext*)``, called by
+``ThreadPoolDevice::Compute(OpKernel*, OpKernelContext*)``.  The ``OpKernel``
+object knows its node: ``name_view_`` and ``type_string_view_``, two string
+views that follow each other in the object, followed by the int
+``graph_def_version_``.  We need no debug info to find them:
+
+* **the object**: at a function's entry, ``this`` is in ``rdi`` (``rsi`` for the
+  device's ``Compute``).  Deeper in a kernel, ``this`` lives on in a
+  callee-saved register or in the stack of the kernel's frame or its caller's;
+  a word there is taken as the kernel when it points to an object whose vtable
+  holds the frame's own function (the virtual ``Compute`` it is running).
+  Nothing is guessed from a pointer that fails that check.
+* **the fields**: the first pair of adjacent string views in the object whose
+  second one is an op type name (``[A-Za-z_][A-Za-z0-9_]*``) and whose first is
+  a printable node name; libstdc++ lays a view out as (length, pointer),
+  libc++ as (pointer, length): both are tried.  The offset found (200 and 216
+  in TF 2.21) is kept and checked again on every object.
+
+Only memory is read: no call into the target, no lock taken.
+"""
+
+import re
+import struct
+from typing import Dict, List, Optional, Tuple
+
+OBJECT_SCAN_BYTES = 512
+VTABLE_SLOTS = 24
+STACK_SCAN_BYTES = 16384
+MAX_NAME = 4096
+_TYPE_RE = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*\Z")
+# x86-64 System V: the registers a callee preserves, where ``this`` lives on.
+CALLEE_SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
+
+
+def _printable(raw: bytes) -> bool:
+    return all(32 <= b < 127 for b in raw)
+
+
+class OpKernelReader:
+    """Reads ``OpKernel`` objects; ``memory.read(addr, size) -> bytes`` raises MemoryError."""
+
+    def __init__(self, memory) -> None:
+        self.mem = memory
+        self.layout: Optional[Tuple[int, bool]] = None  # (offset, length first)
+        self._vtables: Dict[int, Tuple[int, ...]] = {}
+
+    def u64(self, addr: int) -> int:
+        return struct.unpack("<Q", self.mem.read(addr, 8))[0]
+
+    def vtable(self, obj: int) -> Tuple[int, ...]:
+        """The first VTABLE_SLOTS entries of the vtable of ``obj`` (empty when unreadable)."""
+        try:
+            vptr = self.u64(obj)
+        except MemoryError:
+            return ()
+        if vptr % 8 or vptr < 0x1000:
+            return ()
+        slots = self._vtables.get(vptr)
+        if slots is None:
+            try:
+                slots = struct.unpack("<%dQ" % VTABLE_SLOTS, self.mem.read(vptr, 8 * VTABLE_SLOTS))
+            except MemoryError:
+                slots = ()
+            self._vtables[vptr] = slots
+        return slots
+
+    def runs(self, obj: int, function: int) -> bool:
+        """Whether ``obj``'s vtable holds ``function``: the object whose virtual method a frame runs."""
+        return function in self.vtable(obj)
+
+    def _view(self, raw: bytes, off: int, length_first: bool) -> Optional[bytes]:
+        a, b = struct.unpack_from("<QQ", raw, off)
+        length, ptr = (a, b) if length_first else (b, a)
+        if not 0 < length <= MAX_NAME or ptr < 0x1000:
+            return None
+        try:
+            return self.mem.read(ptr, length)
+        except MemoryError:
+            return None
+
+    def _fields_at(self, raw: bytes, off: int, length_first: bool) -> Optional[Dict[str, str]]:
+        if off + 36 > len(raw):
+            return None
+        op_type = self._view(raw, off + 16, length_first)
+        if op_type is None or len(op_type) > 256 or not _TYPE_RE.match(op_type):
+            return None
+        name = self._view(raw, off, length_first)
+        if name is None or not _printable(name):
+            return None
+        version = struct.unpack_from("<i", raw, off + 32)[0]
+        if not 0 <= version < 1 << 20:
+            return None
+        return {"type": op_type.decode(), "name": name.decode()}
+
+    def info(self, obj: int) -> Optional[Dict[str, str]]:
+        """``{"type", "name"}`` of the OpKernel at ``obj``, or None when it does not look like one."""
+        if not self.vtable(obj):
+            return None
+        try:
+            raw = self.mem.read(obj, OBJECT_SCAN_BYTES)
+        except MemoryError:
+            return None
+        if self.layout is not None:
+            found = self._fields_at(raw, *self.layout)
+            if found is not None:
+                return found
+        for off in range(8, OBJECT_SCAN_BYTES - 32, 8):
+            for length_first in (True, False):
+                found = self._fields_at(raw, off, length_first)
+                if found is not None:
+                    self.layout = (off, length_first)
+                    return found
+        return None
+
+    def find(self, function: int, candidates: List[int]) -> Optional[int]:
+        """The first of ``candidates`` (pointer-sized values) that is an object running ``function``."""
+        seen = set()
+        for value in candidates:
+            if value in seen or value % 8 or not 0x1000 <= value < 1 << 47:
+                continue
+            seen.add(value)
+            if self.runs(value, function):
+                return value
+        return None
+
+
+def stack_words(memory, low: int, high: int) -> List[int]:
+    """The 8-byte words of the stack between ``low`` and ``high`` (bounded), innermost first."""
+    high = min(high, low + STACK_SCAN_BYTES)
+    if high <= low:
+        return []
+    try:
+        raw = memory.read(low, high - low)
+    except MemoryError:
+        return []
+    return list(struct.unpack("<%dQ" % (len(raw) // 8), raw[: len(raw) // 8 * 8]))
+
+
+# Frames that run an op: a kernel's own method, and the device call that runs it.
+KERNEL_RE = re.compile(r"::Compute(?:Async)?\((?:tensorflow::)?OpKernelContext\*")
+DEVICE_RE = re.compile(r"Device::Compute(?:Async)?\((?:tensorflow::)?(?:Async)?OpKernel\*")

@@ -1,0 +1,135 @@
+"""Loaded into the script's Python by ``tfnative attach --check-numerics`` (and nothing else).
+
+tfnative puts this directory first on ``PYTHONPATH``; Python imports
+``sitecustomize`` at startup.  This module
+
+1. takes its directory back out of ``sys.path`` and ``PYTHONPATH`` (child
+   processes of the script see the user's environment) and runs the
+   ``sitecustomize`` it shadows, if there is one;
+2. when the script imports TensorFlow, turns on
+   ``tf.debugging.enable_check_numerics()`` and remembers, for every op it
+   instruments inside a graph, the op's type, node name and the stack where
+   it was created;
+3. when a NaN/Inf error is made (``InvalidArgumentError`` with TensorFlow's
+   "Detected Infinity or NaN" text), sends its own thread the signal
+   ``TFNATIVE_NUMERICS_SIGNAL``.  gdb stops the thread there and swallows the
+   signal (the process ignores it anyway, should gdb be gone); tfnative reads
+   the op from the locals of ``_tfnative_numerics_stop``, then lets the error
+   go on as it would without tfnative.
+"""
+
+import importlib.machinery
+import importlib.util
+import os
+import re
+import signal
+import sys
+import threading
+import traceback
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any, List, Optional, Tuple
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SIGNAL = int(os.environ.pop("TFNATIVE_NUMERICS_SIGNAL", "0") or 0)
+_OPS = {}  # instrumented graph op: error message -> (type, node name, creation stack)
+_NAN_RE = re.compile(r'Detected Infinity or NaN in output \d+ of (?:graph|eagerly-executing) op "([^"]+)"')
+
+
+def _restore_path() -> None:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    saved = os.environ.pop("TFNATIVE_SAVED_PYTHONPATH", None)
+    if saved is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = saved
+
+
+def _chain() -> None:
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
+    if spec is not None and spec.loader is not None and spec.origin != __file__:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+def _tfnative_numerics_stop(op_type: str, op_name: str, created_at: str) -> Tuple[str, str, str]:
+    """gdb stops this thread here; tfnative reads the three locals."""
+    signal.pthread_kill(threading.get_ident(), _SIGNAL)
+    return op_type, op_name, created_at
+
+
+def _stack_text(frames: List[Tuple[str, int, str]]) -> str:
+    return "\n".join("%s\t%d\t%s" % (f, line, fn) for f, line, fn in frames)
+
+
+def _on_error(message: str) -> None:
+    m = _NAN_RE.search(message or "")
+    if m is None:
+        return
+    op_type, op_name, created = m.group(1), m.group(1), None
+    for text, info in list(_OPS.items()):
+        if text in message:
+            op_type, op_name, created = info
+            break
+    if created is None:  # an eager op is created where it runs
+        created = [(f.filename, f.lineno, f.name) for f in traceback.extract_stack()[:-2]]
+    _tfnative_numerics_stop(op_type, op_name, _stack_text(created))
+
+
+def _enable(tf: ModuleType) -> None:
+    from tensorflow.python.debug.lib import check_numerics_callback as cnc
+    from tensorflow.python.framework import errors_impl
+
+    make_message = cnc.get_check_numerics_error_message
+
+    def message(*args: Any, **kwargs: Any) -> str:
+        text = make_message(*args, **kwargs)
+        graph, stack = kwargs.get("graph"), kwargs.get("traceback")
+        if graph is not None and len(args) >= 4:
+            try:
+                name = args[3].op.name
+            except AttributeError:
+                name = str(args[2])
+            frames = [(f[0], f[1], f[2]) for f in (stack or [])]
+            _OPS[text.strip()] = (str(args[2]), name, frames)
+        return text
+
+    cnc.get_check_numerics_error_message = message
+    init = errors_impl.InvalidArgumentError.__init__
+
+    def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        try:
+            _on_error(self.message)
+        except Exception:  # noqa: BLE001 - never change what the script sees
+            pass
+
+    errors_impl.InvalidArgumentError.__init__ = checked_init
+    tf.debugging.enable_check_numerics()
+
+
+class _TensorFlowHook:
+    """Runs ``_enable`` right after ``import tensorflow`` completes."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Optional[ModuleSpec]:
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def run(module: ModuleType) -> None:
+            exec_module(module)
+            _enable(module)
+
+        spec.loader.exec_module = run
+        return spec
+
+
+_restore_path()
+if _SIGNAL:
+    signal.signal(_SIGNAL, signal.SIG_IGN)
+    sys.meta_path.insert(0, _TensorFlowHook())
+_chain()

@@ -1,0 +1,214 @@
+"""TensorFlow ops in a native session: which op a kernel frame runs, and ``--break-op``.
+
+**Op context.**  After a capture, the native frames that run an op (a
+kernel's ``Compute``/``ComputeAsync``, the device's ``Compute`` that calls it)
+get ``"op": {"type", "name", "kernel"}``, read by gdb from the ``OpKernel``
+in the stopped process (``tfnative_gdb/opkernel.py``: memory reads only).
+
+**Break by op.**  ``--break-op MatMul`` cannot be a breakpoint on a name: no
+``MatMulOp`` class exists in TF 2.16+ (``BaseBatchMatMulOp<...>::Compute``
+serves MatMul, and one class serves several op types and dtypes).  So:
+
+1. the op type is checked against the op types of the TensorFlow the script
+   will import (``gen_*_ops.py``), and a name that is not one gets the
+   candidates it may mean;
+2. a *dispatch* breakpoint on ``ThreadPoolDevice::Compute`` (through which
+   the CPU device runs every kernel) stops the first time a kernel class runs
+   an op of that type; gdb filters every other op without a round trip;
+3. tfnative arms that class's ``Compute`` (found in the kernel's vtable) with
+   a breakpoint that stops only when the kernel's op type is the one asked
+   for, and resumes: the kernel breakpoint fires at once, for that op, and
+   again for every later op of that type.
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import json
+import os
+import re
+import subprocess
+from typing import Any, Dict, Iterable, List, Optional, Set, TextIO
+
+from tfnative_gdb.opkernel import DEVICE_RE, KERNEL_RE
+
+from .breakpoints import Breakpoints
+from .errors import TfnativeError
+from .gdbmi import Gdb, GdbError, mi_quote
+
+# Where the CPU device runs kernels (libtensorflow_framework.so.2).
+DISPATCH_FUNCTIONS = (
+    "tensorflow::ThreadPoolDevice::Compute(tensorflow::OpKernel*, tensorflow::OpKernelContext*)",
+    "tensorflow::ThreadPoolDevice::ComputeAsync(tensorflow::AsyncOpKernel*, tensorflow::OpKernelContext*,"
+    " std::function<void ()>)",
+)
+_OP_HELPER_RE = re.compile(rb'_apply_op_helper\(\s*"([A-Za-z0-9_]+)"')
+
+
+def op_location(op_type: str) -> str:
+    return "op %s" % op_type
+
+
+# ---------------------------------------------------------------- op types
+
+
+def tensorflow_dir(python: str, env: Optional[Dict[str, str]] = None) -> Optional[str]:
+    """The package directory of the TensorFlow ``python`` would import (without importing it)."""
+    code = ("import importlib.util; s = importlib.util.find_spec('tensorflow'); "
+            "print(list(s.submodule_search_locations or [''])[0] if s else '')")
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.strip().splitlines()
+    return lines[-1] if out.returncode == 0 and lines and lines[-1] else None
+
+
+def op_types(tf_dir: str) -> Set[str]:
+    """The op types TensorFlow's Python wrappers create (``gen_*_ops.py``)."""
+    found: Set[str] = set()
+    for path in glob.glob(os.path.join(tf_dir, "python", "**", "gen_*.py"), recursive=True):
+        try:
+            with open(path, "rb") as f:
+                found.update(m.decode() for m in _OP_HELPER_RE.findall(f.read()))
+        except OSError:
+            continue
+    return found
+
+
+def candidates(name: str, known: Iterable[str], limit: int = 8) -> List[str]:
+    """Op types ``name`` may mean: same name in another case, names containing it, close spellings."""
+    known = sorted(known)
+    low = name.lower()
+    exactish = [k for k in known if k.lower() == low]
+    containing = sorted((k for k in known if low in k.lower() and k not in exactish), key=lambda k: (len(k), k))
+    close = difflib.get_close_matches(name, known, n=limit, cutoff=0.75)
+    out: List[str] = []
+    for k in exactish + containing + close:
+        if k not in out:
+            out.append(k)
+    return out[:limit]
+
+
+def check_op_types(requested: List[str], python: str, env: Optional[Dict[str, str]] = None) -> None:
+    """Each ``--break-op`` must name an op type of the TensorFlow the script imports; raise otherwise."""
+    if not requested:
+        return
+    tf_dir = tensorflow_dir(python, env)
+    if tf_dir is None:
+        raise TfnativeError("--break-op needs TensorFlow, and %s cannot import it" % python)
+    known = op_types(tf_dir)
+    if not known:
+        raise TfnativeError("--break-op: no op wrappers (gen_*_ops.py) under %s" % tf_dir)
+    for name in requested:
+        if name in known:
+            continue
+        maybe = candidates(name, known)
+        hint = ("; candidates: %s" % ", ".join(maybe)) if maybe else ""
+        raise TfnativeError("--break-op %s: TensorFlow has no op type of that name%s" % (name, hint))
+
+
+# ---------------------------------------------------------------- op context
+
+
+def annotate(gdb: Gdb, capture: Dict[str, Any]) -> None:
+    """Add ``"op"`` to the kernel and device frames of a capture (names already symbolized).
+
+    A frame's ``"start"`` (its function's entry) is known where tfnative named
+    it (surrogate libraries); gdb finds the others.
+    """
+    requests: List[tuple] = []
+    for t in capture.get("threads", []):
+        for f in t.get("frames") or []:
+            if f.get("kind") != "native" or "level" not in f:
+                continue
+            name = f.get("function") or ""
+            device = bool(DEVICE_RE.search(name))
+            if not (device or KERNEL_RE.search(name)):
+                continue
+            start = f.get("start") or 0
+            requests.append((t, f, "%d:%d:0x%x%s" % (t["tid"], f["level"], start, ":device" if device else "")))
+    if not requests:
+        return
+    try:
+        res = gdb.command("-tfnative-op-context " + " ".join(r[2] for r in requests), timeout=60)
+        ops = json.loads(res["json"])
+    except (GdbError, KeyError, ValueError):
+        return
+    for (_t, f, _req), op in zip(requests, ops):
+        if op:
+            f["op"] = op
+    # A device frame whose own argument is gone names the op of the kernel it called.
+    for t in capture.get("threads", []):
+        below = None
+        for f in t.get("frames") or []:
+            if f.get("kind") != "native":
+                continue
+            name = f.get("function") or ""
+            if KERNEL_RE.search(name):
+                below = f.get("op")
+            elif DEVICE_RE.search(name):
+                if not f.get("op") and below:
+                    f["op"] = below
+                below = None
+
+
+# ---------------------------------------------------------------- --break-op
+
+
+class OpBreaks:
+    """The ``--break-op`` locations of a session and the kernels armed for them."""
+
+    def __init__(self, op_types_wanted: List[str], bps: Breakpoints) -> None:
+        self.types = list(dict.fromkeys(op_types_wanted))
+        self.bps = bps
+        self.armed: Dict[int, str] = {}  # kernel entry address -> function name
+        for t in self.types:
+            bps.add_op(op_location(t))
+        for fn in DISPATCH_FUNCTIONS if self.types else ():
+            bps.add_op(fn, internal=True, op_types=self.types)
+
+    @property
+    def dispatch_functions(self) -> List[str]:
+        return list(DISPATCH_FUNCTIONS) if self.types else []
+
+    def is_dispatch(self, number: Any) -> bool:
+        loc = self.bps.location_of(number)
+        return loc is not None and loc.internal
+
+    def on_dispatch(self, gdb: Gdb, name_of: Any, err: TextIO) -> None:
+        """A dispatch stop: arm the ``Compute`` of the kernel class about to run an op we want.
+
+        ``name_of(address)`` names a code address (tfnative's index for
+        surrogate libraries); gdb's own names come with the vtable.
+        """
+        res = gdb.command("-tfnative-op-dispatch", timeout=60)
+        info = json.loads(res.get("json") or "null")
+        if not info or info.get("type") not in self.types:
+            return
+        slots = [int(a, 16) for a in info.get("slots", [])]
+        names = list(info.get("names") or [None] * len(slots))
+        entry = None
+        for i, addr in enumerate(slots):
+            name = names[i] if i < len(names) and names[i] else name_of(addr)
+            if name and KERNEL_RE.search(name):
+                entry, fn = addr, name
+                break
+        if entry is None:
+            err.write("tfnative: warning: --break-op %s: cannot find the Compute of the kernel at %s\n"
+                      % (info["type"], info.get("kernel")))
+            return
+        if entry in self.armed:
+            return
+        self.armed[entry] = fn
+        res = gdb.command("-tfnative-break-op-kernel *0x%x %s" % (entry, " ".join(mi_quote(t) for t in self.types)),
+                          timeout=60)
+        number = str(res.get("number"))
+        # One kernel breakpoint serves every wanted type its class runs; the
+        # hit is reported under the type found on the kernel at that stop.
+        for t in self.types:
+            self.bps.add_number(op_location(t), number)
+        err.write("tfnative: --break-op %s: armed %s\n" % (info["type"], fn))
+        err.flush()
