@@ -127,7 +127,7 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
         parts.append("fatal %s" % t["signal"])
     if t.get("numerics"):
         parts.append("%d NaN/Inf event(s)" % t["numerics"])
-    if t.get("op"):
+    if t.get("op") and (t["op"].get("created_at") or "op %s" % t["op"]["type"] not in t["breakpoints"]):
         op = t["op"]
         text = "op %s" % q(render.op_label(op))
         if op.get("created_at"):

@@ -37,11 +37,13 @@ from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbError, mi_quote
 
-# Where the CPU device runs kernels (libtensorflow_framework.so.2).
+# Where the CPU device runs kernels (libtensorflow_framework.so.2):
+# ThreadPoolDevice::Compute(OpKernel*, OpKernelContext*) and ::ComputeAsync(AsyncOpKernel*, ...,
+# std::function<void ()>).  Mangled: an exact lookup in the symbol index, where a C++
+# name would make us demangle every symbol that mentions Eigen::ThreadPoolDevice (seconds).
 DISPATCH_FUNCTIONS = (
-    "tensorflow::ThreadPoolDevice::Compute(tensorflow::OpKernel*, tensorflow::OpKernelContext*)",
-    "tensorflow::ThreadPoolDevice::ComputeAsync(tensorflow::AsyncOpKernel*, tensorflow::OpKernelContext*,"
-    " std::function<void ()>)",
+    "_ZN10tensorflow16ThreadPoolDevice7ComputeEPNS_8OpKernelEPNS_15OpKernelContextE",
+    "_ZN10tensorflow16ThreadPoolDevice12ComputeAsyncEPNS_13AsyncOpKernelEPNS_15OpKernelContextESt8functionIFvvEE",
 )
 _OP_HELPER_RE = re.compile(rb'_apply_op_helper\(\s*"([A-Za-z0-9_]+)"')
 

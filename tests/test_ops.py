@@ -1,0 +1,129 @@
+"""Ops on real TensorFlow: op context on kernel frames, --break-op, --check-numerics."""
+
+import os
+
+import pytest
+
+from .conftest import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+
+pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
+
+MATMUL = script("ops_matmul.py")
+NAN = script("nan_log.py")
+KERNEL_COMPUTE = "::Compute(tensorflow::OpKernelContext*)"
+# OpKernelContext::allocate_output(int, TensorShape const&, Tensor**): called from inside kernels.
+ALLOCATE_OUTPUT = "_ZN10tensorflow15OpKernelContext15allocate_outputEiRKNS_11TensorShapeEPPNS_6TensorE"
+
+
+def _user_lines(frames):
+    return [(os.path.basename(f["file"]), f["line"]) for f in frames if f["kind"] == "python" and f.get("user")]
+
+
+def test_break_op_stops_in_the_kernel_of_that_op_only(tmp_path):
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--break-op", "MatMul", "--max-hits", "10", "--json", str(out), MATMUL], timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "result" in r.stdout
+    doc = load_json(out)
+    events = doc["events"]
+    # Two MatMuls run (one eager, one in the tf.function); Log and Relu do not stop.
+    assert [e["location"] for e in events] == ["op MatMul", "op MatMul"], r.stderr
+    for e in events:
+        assert e["op"]["type"] == "MatMul"
+        top = e["threads"][0]["frames"][0]
+        # MatMul is served by BaseBatchMatMulOp in TF 2.16+: the stop is in that kernel's Compute.
+        assert top["function"].startswith("tensorflow::BaseBatchMatMulOp<") and KERNEL_COMPUTE in top["function"]
+        assert top["op"]["type"] == "MatMul" and top["op"]["name"] == e["op"]["name"]
+        assert top["class"] == "tensorflow-native"
+    # The eager one stops on the main thread, under the user's line.
+    assert _user_lines(events[0]["threads"][0]["frames"])[0] == ("ops_matmul.py", line_of(MATMUL, "EAGER MATMUL"))
+    assert "armed tensorflow::BaseBatchMatMulOp<" in r.stderr
+    assert "Op: MatMul" in r.stderr
+    assert doc["triage"]["breakpoints"] == {"op MatMul": 2}
+
+
+def test_break_op_log_does_not_fire_for_matmul(tmp_path):
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--break-op", "Log", "--max-hits", "10", "--json", str(out), MATMUL], timeout=600)
+    assert r.returncode == 0, r.stderr
+    events = load_json(out)["events"]
+    assert len(events) == 1 and events[0]["op"]["type"] == "Log"
+    assert "log<float>" in events[0]["threads"][0]["frames"][0]["function"]
+    assert _user_lines(events[0]["threads"][0]["frames"])[0] == ("ops_matmul.py", line_of(MATMUL, "LOG LINE"))
+
+
+def test_break_op_with_a_name_that_is_no_op_lists_candidates():
+    r = run_tfnative(["attach", "--break-op", "matmul", MATMUL])
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1
+    assert r.stderr.startswith("tfnative: error: --break-op matmul: TensorFlow has no op type of that name; "
+                               "candidates: MatMul, BatchMatMul")
+
+
+def test_kernel_frame_below_a_breakpoint_names_its_op(tmp_path):
+    """A stop deep inside a kernel (not at its entry): the OpKernel is found on the stack."""
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--break", ALLOCATE_OUTPUT, "--max-hits", "3", "--json", str(out), MATMUL],
+                     timeout=600)
+    assert r.returncode == 0, r.stderr
+    events = load_json(out)["events"]
+    assert len(events) == 3
+    for e in events:
+        frames = e["threads"][0]["frames"]
+        assert "allocate_output" in frames[0]["function"]
+        kernel = next(f for f in frames if KERNEL_COMPUTE in (f["function"] or ""))
+        assert kernel["op"]["type"] in ("Log", "MatMul", "Relu", "Sum", "Const", "_EagerConst"), kernel
+        device = next(f for f in frames if "ThreadPoolDevice::Compute" in (f["function"] or ""))
+        assert device["op"] == kernel["op"]
+    # The first kernel to allocate an output is the eager Log's.
+    first = next(f for f in events[0]["threads"][0]["frames"] if KERNEL_COMPUTE in (f["function"] or ""))
+    assert first["op"]["type"] == "Log" and "log<float>" in first["function"]
+    assert "<-- op Log" in r.stderr
+
+
+def test_check_numerics_in_a_tf_function_points_at_the_users_line(tmp_path):
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--check-numerics", "--json", str(out), NAN], timeout=600)
+    # The script fails as it would under enable_check_numerics alone.
+    assert r.returncode == 1 and "InvalidArgumentError" in r.stderr
+    doc = load_json(out)
+    [event] = [e for e in doc["events"] if e["kind"] == "numerics"]
+    op = event["op"]
+    assert op["type"] == "Log" and op["name"] == "Log"
+    created = [(os.path.basename(f["file"]), f["line"]) for f in op["created_at"] if f["user"]]
+    # Created by the user's line inside the function body, called from the user's call line.
+    assert created == [("nan_log.py", line_of(NAN, "CALL LINE")), ("nan_log.py", line_of(NAN, "NAN LINE"))]
+    assert op["created_at"][-1]["function"] != "model"  # TensorFlow frames below the user's, in order
+    # The live stack: the user's call of the function, nothing of tfnative's hook.
+    frames = event["threads"][0]["frames"]
+    assert _user_lines(frames) == [("nan_log.py", line_of(NAN, "CALL LINE"))]
+    assert not any("/tfnative/inject/" in (f.get("file") or "") for f in frames)
+    assert event["threads"][0]["tf_function"]["python_function"] == "model"
+    assert doc["triage"]["numerics"] == 1
+    assert doc["triage"]["op"]["created_at"]["line"] == line_of(NAN, "NAN LINE")
+    assert "NaN/Inf made by op Log" in r.stderr
+    assert "| z = tf.math.log(y - 10.0)" in r.stderr
+
+
+def test_check_numerics_eager(tmp_path):
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--check-numerics", "--json", str(out), NAN, "eager"], timeout=600)
+    assert r.returncode == 1 and "InvalidArgumentError" in r.stderr
+    [event] = [e for e in load_json(out)["events"] if e["kind"] == "numerics"]
+    assert event["op"]["type"] == "Log"
+    assert _user_lines(event["threads"][0]["frames"]) == [("nan_log.py", line_of(NAN, "EAGER NAN LINE"))]
+    assert [(os.path.basename(f["file"]), f["line"]) for f in event["op"]["created_at"] if f["user"]] == \
+        [("nan_log.py", line_of(NAN, "EAGER NAN LINE"))]
+
+
+def test_check_numerics_leaves_the_scripts_environment_alone(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "XLA_", "PYTHONPATH"))}
+    env["PYTHONPATH"] = str(tmp_path)
+    (tmp_path / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE'] = 'ran'\n")
+    r = run_tfnative(["attach", "--check-numerics", script("env_probe.py")], input="\n", stdin=None, env=env)
+    assert r.returncode == 0, r.stderr
+    import json
+    seen = json.loads(r.stdout)["all_env"]
+    # The user's sitecustomize still ran, and the script sees the user's PYTHONPATH, nothing of ours.
+    assert seen.pop("USER_SITECUSTOMIZE") == "ran"
+    assert seen == env
