@@ -127,3 +127,14 @@ def test_check_numerics_leaves_the_scripts_environment_alone(tmp_path):
     # The user's sitecustomize still ran, and the script sees the user's PYTHONPATH, nothing of ours.
     assert seen.pop("USER_SITECUSTOMIZE") == "ran"
     assert seen == env
+
+
+def test_report_of_the_readme_triage_example(tmp_path):
+    example = os.path.join(os.path.dirname(MATMUL), "..", "..", "examples", "nan_triage.py")
+    md = tmp_path / "r.md"
+    r = run_tfnative(["report", "--check-numerics", "-o", str(md), os.path.normpath(example)], timeout=600)
+    assert r.returncode == 1, r.stderr
+    text = md.read_text()
+    assert "## Event 1: NaN/Inf made by op `Log`" in text
+    assert "nan_triage.py:%d in train_step  <-- your code" % line_of(example, "tf.math.log(s)") in text
+    assert "op `Log` created at `%s:%d`" % (os.path.realpath(example), line_of(example, "tf.math.log(s)")) in text

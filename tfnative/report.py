@@ -239,6 +239,26 @@ class Document:
         atomic_write(os.path.abspath(path), [(json.dumps(self.to_dict(with_exit), indent=1) + "\n").encode()])
 
 
+def op_lines(event: Dict[str, Any], full: bool = False) -> List[str]:
+    """The op of a ``--break-op`` or ``numerics`` event, and where it was created, as text lines."""
+    op = event.get("op") or {}
+    lines: List[str] = []
+    if event["kind"] == "breakpoint" and op:
+        lines.append("Op: %s" % render.op_label(op))
+    if op.get("created_at"):
+        lines.append("Op created at (innermost last%s):" % ("" if full else "; --full for every frame"))
+        for f in _created_at_plan(op["created_at"], full):
+            if f is None:
+                lines.append("    ...")
+                continue
+            mark = "  <-- your code" if f.get("user") else ""
+            lines.append("    %s:%s in %s%s" % (f["file"], f["line"], f["function"], mark))
+            if f.get("user") and f.get("source"):
+                lines.append("      | %s" % f["source"])
+        lines.append("")
+    return lines
+
+
 def _created_at_plan(frames: List[Dict[str, Any]], full: bool) -> List[Optional[Dict[str, Any]]]:
     """The frames of an op's creation stack worth printing: the user's, and the TF call each makes."""
     if full:
@@ -284,21 +304,7 @@ class Printer:
         lines = ["", "=== tfnative: %s%s ===" % (title, python)]
         for w in event.get("warnings", []):
             lines.append("warning: %s" % w)
-        op = event.get("op") or {}
-        if kind == "breakpoint" and op:
-            lines.append("Op: %s" % render.op_label(op))
-        if op.get("created_at"):
-            lines.append("Op created at (innermost last%s):" % ("" if self.full else "; --full for every frame"))
-            shown = _created_at_plan(op["created_at"], self.full)
-            for f in shown:
-                if f is None:
-                    lines.append("    ...")
-                    continue
-                mark = "  <-- your code" if f.get("user") else ""
-                lines.append("    %s:%s in %s%s" % (f["file"], f["line"], f["function"], mark))
-                if f.get("user") and f.get("source"):
-                    lines.append("      | %s" % f["source"])
-            lines.append("")
+        lines.extend(op_lines(event, self.full))
         for t in event["threads"]:
             head = 'Thread %s "%s"' % (t["tid"], t.get("name", ""))
             if t.get("tf_function"):
