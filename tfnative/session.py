@@ -25,7 +25,7 @@ from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
 from .launcher import PausedChild, exit_status, probe_python
-from .symbolload import SymbolLoader
+from .symbolload import QUIET_S, SymbolLoader
 from .tfenv import NUMERICS_SIGNAL, DebugSwitches
 
 FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
@@ -248,7 +248,11 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
             running = True
             hits = 0
             while True:
-                rec = gdb.next_event(None)
+                assert loader is not None
+                rec = gdb.next_event(QUIET_S if running and loader.pending else None)
+                if rec is None:
+                    loader.quiet_sync()
+                    continue
                 msg = rec.get("message")
                 payload = rec.get("payload") or {}
                 if msg in ("breakpoint-modified", "breakpoint-created"):
@@ -256,7 +260,7 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                     continue
                 if msg == "library-loaded":
                     assert loader is not None
-                    loader.note_library(payload, running=running)
+                    loader.note_library(payload)
                     continue
                 if msg != "stopped":
                     continue

@@ -29,6 +29,7 @@ from .gdbmi import Gdb, GdbError
 from .surrogate import build_surrogate, gdb_regex_escape
 
 HUGE_BYTES = 4 * 1024 * 1024
+QUIET_S = 0.2  # no library loaded for this long: a burst of dlopen()s is over
 
 
 def wants_surrogate(path: str) -> bool:
@@ -94,15 +95,20 @@ class SymbolLoader:
         self.gdb.console_command("set stop-on-solib-events %d" % int(eager))
         self.eager = eager
 
-    def note_library(self, payload: Dict[str, Any], running: bool = False) -> None:
-        """A ``=library-loaded`` record: give the library its symbols now or at the next sync.
-
-        While the target runs (lazy phase, gdb in async mode), gdb can read a
-        library's symbols without stopping it: doing it as each library appears
-        keeps the work off the path from a hit to its report.
-        """
+    def note_library(self, payload: Dict[str, Any]) -> None:
+        """A ``=library-loaded`` record: the library gets its symbols at the next sync."""
         self.pending.append(payload)
-        if running and not self.eager and not self.full:
+
+    def quiet_sync(self) -> None:
+        """The target has loaded no library for a moment: give the new ones their symbols now.
+
+        While the target runs (lazy phase, gdb in async mode), gdb can read
+        symbols without stopping it; doing it in one batch once a burst of
+        ``dlopen``s is over (``QUIET_S``) keeps gdb off the target's path
+        while it imports (each load stops it until gdb is free), and keeps the
+        work off the path from a hit to its report.
+        """
+        if self.pending and not self.eager and not self.full:
             try:
                 self.sync()
             except GdbError:
