@@ -37,6 +37,14 @@ def test_break_op_stops_in_the_kernel_of_that_op_only(tmp_path):
         assert top["class"] == "tensorflow-native"
     # The eager one stops on the main thread, under the user's line.
     assert _user_lines(events[0]["threads"][0]["frames"])[0] == ("ops_matmul.py", line_of(MATMUL, "EAGER MATMUL"))
+    # The one in the tf.function names it, on whichever thread ran the kernel (an executor
+    # thread says it works for the only tf.function in flight, and which thread called it).
+    fn = events[1]["threads"][0]["tf_function"]
+    assert fn["python_function"] == "layer" and fn["name"].startswith("__inference_layer_")
+    if events[1]["threads"][0]["frames"][-1]["kind"] == "native" and "python" not in [
+            f["kind"] for f in events[1]["threads"][0]["frames"]]:
+        assert fn["how"] == "only tf.function in flight" and fn["called_by"] == events[0]["thread"]
+        assert "working for tf.function layer (__inference_layer_" in r.stderr
     assert "armed tensorflow::BaseBatchMatMulOp<" in r.stderr
     assert "Op: MatMul" in r.stderr
     assert doc["triage"]["breakpoints"] == {"op MatMul": 2}

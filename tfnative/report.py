@@ -22,8 +22,13 @@ from .files import atomic_write
 SCHEMA = 1
 
 
-def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False, **extra: Any) -> Dict[str, Any]:
-    """Turn one ``-tfnative-capture`` result into an EVENT of the schema."""
+def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
+               in_flight: Optional[List[Dict[str, Any]]] = None, **extra: Any) -> Dict[str, Any]:
+    """Turn one ``-tfnative-capture`` result into an EVENT of the schema.
+
+    ``in_flight``: ``{"tid", "tf_function"}`` of Python threads outside the
+    capture that wait for a tf.function (for executor threads' context).
+    """
     selected = capture.get("selected_tid")
     threads = []
     for t in capture.get("threads", []):
@@ -41,6 +46,7 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False, **e
         if t.get("error"):
             thread["error"] = t["error"]
         threads.append(thread)
+    _attribute_executors(threads, in_flight or [])
     # The thread that stopped comes first.
     threads.sort(key=lambda t: t["tid"] != selected)
     event: Dict[str, Any] = {"kind": kind}
@@ -90,6 +96,43 @@ def numerics_op(event: Dict[str, Any]) -> None:
                 rest[0].get("file") or ""):
             rest = rest[1:]
         thread["frames"] = rest
+
+
+_EXECUTOR_RE = re.compile(r"Executor(State|Impl)\b|ExecutorState<")
+
+
+def in_flight_functions(capture: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """``{"tid", "tf_function"}`` for each thread of a capture that waits for a tf.function."""
+    out = []
+    for t in capture.get("threads", []):
+        fn = next((tf_function(f) for f in t.get("frames", []) if tf_function(f)), None)
+        if fn:
+            out.append({"tid": t["tid"], "tf_function": fn})
+    return out
+
+
+def _attribute_executors(threads: List[Dict[str, Any]], extra: List[Dict[str, Any]]) -> None:
+    """Executor threads running kernels say which tf.function, when only one is in flight.
+
+    An executor thread holds no Python frame that would name its function;
+    when Python threads wait for exactly one tf.function, that is the one
+    (JSON ``"tf_function"`` with ``"how": "only tf.function in flight"`` and
+    the waiting thread); with several, ``"tf_functions_in_flight"`` lists them.
+    """
+    waiting = {w["tid"]: w["tf_function"] for w in extra}
+    waiting.update({t["tid"]: t["tf_function"] for t in threads if t.get("tf_function")})
+    names: Dict[str, Dict[str, Any]] = {}
+    for tid, fn in waiting.items():
+        names.setdefault(fn["name"], dict(fn, called_by=tid))
+    for t in threads:
+        if t.get("tf_function") or any(f["kind"] == "python" for f in t["frames"]):
+            continue
+        if not any(_EXECUTOR_RE.search(f.get("function") or "") for f in t["frames"]):
+            continue
+        if len(names) == 1:
+            t["tf_function"] = dict(next(iter(names.values())), how="only tf.function in flight")
+        elif names:
+            t["tf_functions_in_flight"] = sorted(names)
 
 
 def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
@@ -309,7 +352,13 @@ class Printer:
             head = 'Thread %s "%s"' % (t["tid"], t.get("name", ""))
             if t.get("tf_function"):
                 fn = t["tf_function"]
-                head += " in tf.function %s (%s)" % (fn.get("python_function") or "?", fn["name"])
+                if fn.get("how"):
+                    head += " working for tf.function %s (%s; %s, called by thread %s)" % (
+                        fn.get("python_function") or "?", fn["name"], fn["how"], fn.get("called_by"))
+                else:
+                    head += " in tf.function %s (%s)" % (fn.get("python_function") or "?", fn["name"])
+            elif t.get("tf_functions_in_flight"):
+                head += " working for one of the tf.functions in flight: %s" % ", ".join(t["tf_functions_in_flight"])
             if t["tid"] == event.get("thread") and kind != "snapshot":
                 head += " (stopped here)"
             lines.extend(render.thread_block(t, head, fold=not self.full))

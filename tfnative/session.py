@@ -440,7 +440,11 @@ def _event(gdb: Gdb, opts: AttachOptions, loader: Optional[SymbolLoader], kind: 
     if loader is not None:
         loader.symbolize(result)
     tfops.annotate(gdb, result)
-    return report.make_event(kind, result, native_all=opts.native_all, **extra)
+    in_flight = None
+    if not opts.all_threads and not any(t.get("has_python") for t in result["threads"]):
+        # An executor thread stopped: which tf.function do the Python threads wait for?
+        in_flight = report.in_flight_functions(capture(gdb, False, python_only=True))
+    return report.make_event(kind, result, native_all=opts.native_all, in_flight=in_flight, **extra)
 
 
 def _name_op_hit(event: Dict[str, Any], bps: Breakpoints) -> None:
