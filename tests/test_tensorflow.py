@@ -95,6 +95,13 @@ def test_hung_tf_function_in_py_function(tmp_path):
         i_device = _index(wf, lambda f: "ThreadPoolDevice::Compute" in f["function"])
         assert i_cb < i_pyfunc < i_device
         assert wf[i_cb]["line"] == line_of(script("tf_hang.py"), "time.sleep(0.05)")
+        # op context: the kernel frame and the device frame name the op they run
+        assert wf[i_pyfunc]["op"]["type"] == "EagerPyFunc" and wf[i_device]["op"] == wf[i_pyfunc]["op"]
+        assert "<-- op EagerPyFunc" in r.stdout
+        # the executor thread works for the only tf.function in flight
+        assert worker[0]["tf_function"]["python_function"] == "step"
+        assert worker[0]["tf_function"]["how"] == "only tf.function in flight"
+        assert worker[0]["tf_function"]["called_by"] == pid
         # function context: the thread says which tf.function it waits for
         assert threads[pid]["tf_function"]["python_function"] == "step"
         assert threads[pid]["tf_function"]["name"].startswith("__inference_step_")
@@ -140,6 +147,8 @@ def test_segfault_inside_a_py_function(tmp_path, autograph_files):
     i_pyfunc = _index(frames, lambda f: "PyFuncOp::Compute" in f["function"])
     assert "strlen" in frames[0]["function"] and i_cb < i_pyfunc
     assert frames[i_cb]["line"] == line_of(script("tf_segv.py"), "ctypes.string_at(0)")
+    # deep below the kernel's entry (its Python callback crashed), the kernel still names its op
+    assert frames[i_pyfunc]["op"]["type"] == "EagerPyFunc"
     assert "fatal signal SIGSEGV" in err
     assert doc["triage"]["signal"] == "SIGSEGV"
     assert doc["triage"]["nearest_user_frame"]["function"] == "bad_callback"

@@ -111,10 +111,17 @@ def in_flight_functions(capture: Dict[str, Any]) -> List[Dict[str, Any]]:
     return out
 
 
+def runs_executor(capture: Dict[str, Any]) -> bool:
+    """Whether a thread of the capture runs a TensorFlow executor (kernels of a graph or function)."""
+    return any(_EXECUTOR_RE.search(f.get("function") or "") for t in capture.get("threads", [])
+               for f in t.get("frames", []) if f.get("kind") == "native")
+
+
 def _attribute_executors(threads: List[Dict[str, Any]], extra: List[Dict[str, Any]]) -> None:
     """Executor threads running kernels say which tf.function, when only one is in flight.
 
-    An executor thread holds no Python frame that would name its function;
+    An executor thread holds no ``quick_execute`` frame that would name its
+    function (a ``tf.py_function`` callback runs Python there, but not that);
     when Python threads wait for exactly one tf.function, that is the one
     (JSON ``"tf_function"`` with ``"how": "only tf.function in flight"`` and
     the waiting thread); with several, ``"tf_functions_in_flight"`` lists them.
@@ -125,7 +132,7 @@ def _attribute_executors(threads: List[Dict[str, Any]], extra: List[Dict[str, An
     for tid, fn in waiting.items():
         names.setdefault(fn["name"], dict(fn, called_by=tid))
     for t in threads:
-        if t.get("tf_function") or any(f["kind"] == "python" for f in t["frames"]):
+        if t.get("tf_function"):
             continue
         if not any(_EXECUTOR_RE.search(f.get("function") or "") for f in t["frames"]):
             continue

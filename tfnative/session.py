@@ -441,7 +441,7 @@ def _event(gdb: Gdb, opts: AttachOptions, loader: Optional[SymbolLoader], kind: 
         loader.symbolize(result)
     tfops.annotate(gdb, result)
     in_flight = None
-    if not opts.all_threads and not any(t.get("has_python") for t in result["threads"]):
+    if not opts.all_threads and report.runs_executor(result) and not report.in_flight_functions(result):
         # An executor thread stopped: which tf.function do the Python threads wait for?
         in_flight = report.in_flight_functions(capture(gdb, False, python_only=True))
     return report.make_event(kind, result, native_all=opts.native_all, in_flight=in_flight, **extra)
