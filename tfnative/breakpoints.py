@@ -47,8 +47,10 @@ class Breakpoints:
                 loc.error = str(exc)
                 continue
             bp = res.get("bkpt") or {}
-            self._add(loc, str(bp.get("number")))
+            self._add(loc, str(bp.get("number") or res.get("number")))  # -tfnative-break-op: top level
             self.note(bp)
+            if res.get("pending") == "0":
+                self._resolved(loc)
 
     def add_address(self, gdb: Gdb, text: str, address: int) -> None:
         """A breakpoint at an address we resolved ourselves for ``text``."""

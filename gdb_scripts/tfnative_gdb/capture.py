@@ -255,7 +255,9 @@ def op_context(lwp: int, level: int, start: int, device: bool = False,
                 return None
         if not start:
             start = _function_start(frame) or 0
-        at_entry = level == 0 and start and frame.pc() == start
+        # At the entry, or just past what gdb skips of a prologue (endbr64, push %rbp; mov %rsp,%rbp)
+        # when it breaks on a function by name: the arguments are still in their registers.
+        at_entry = level == 0 and start and 0 <= frame.pc() - start <= 8
         if device:
             obj = _register(frame, "rsi") if at_entry else None
             info = kernels.info(obj) if obj else None
