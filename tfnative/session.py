@@ -500,11 +500,13 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
             _attach(gdb, pid)
             attached = True
             loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
-            loader.sync(full_list=True)
-            result = capture(gdb, all_threads, python_only=not all_threads)
-            if not result["threads"] and not all_threads:
-                # No Python thread found: show every thread rather than nothing.
-                result = capture(gdb, True)
+            skipped = loader.sync_for_snapshot()
+            result = _snapshot(gdb, all_threads)
+            if _meets(result, skipped):
+                # A frame in a library left without symbols (its return address was
+                # not on the stack as read): read them all and look again.
+                loader.sync(full_list=True)
+                result = _snapshot(gdb, all_threads)
             loader.symbolize(result)
             tfops.annotate(gdb, result)
             event = report.make_event("snapshot", result, native_all=native_all)
@@ -524,6 +526,21 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
     if json_path:
         doc.write(json_path, with_exit=False)
     return 0
+
+
+def _snapshot(gdb: Gdb, all_threads: bool) -> Dict[str, Any]:
+    result = capture(gdb, all_threads, python_only=not all_threads)
+    if not result["threads"] and not all_threads:
+        # No Python thread found: show every thread rather than nothing.
+        result = capture(gdb, True)
+    return result
+
+
+def _meets(result: Dict[str, Any], paths: List[str]) -> bool:
+    """Whether a frame of the capture is in one of the libraries ``paths``."""
+    names = {os.path.basename(p) for p in paths}
+    return any(f.get("library") in names for t in result["threads"] for f in t.get("frames", [])
+               if f.get("kind") == "native")
 
 
 def _ensure_not_stopped(pid: int) -> None:

@@ -18,13 +18,14 @@ attach and at every shared-library event, decide per library:
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, TextIO
 
 from .breakpoints import Breakpoints
-from .elfindex import ElfError, ElfIndex, _Elf, demangle, load_base
+from .elfindex import ElfError, ElfIndex, _Elf, _maps_rows, demangle, load_base
 from .gdbmi import Gdb, GdbError
 from .surrogate import build_surrogate, gdb_regex_escape
 
@@ -114,8 +115,11 @@ class SymbolLoader:
             except GdbError:
                 pass  # gdb would not do it while the target runs: the next sync will
 
-    def sync(self, full_list: bool = False) -> None:
-        """Give gdb symbols (full or surrogate) for every library loaded since the last call."""
+    def sync(self, full_list: bool = False, only: Optional[set] = None) -> None:
+        """Give gdb symbols (full or surrogate) for every library loaded since the last call.
+
+        ``only``: just these paths (a snapshot's libraries, see ``sync_for_snapshot``).
+        """
         if self.full:
             return
         if full_list or not self.pending:
@@ -123,6 +127,8 @@ class SymbolLoader:
         else:
             libs = self.pending
         self.pending = []
+        if only is not None:
+            libs = [lib for lib in libs if lib.get("target-name") in only]
         small: List[str] = []
         surrogated = {v.path for v in self.surrogates.values()}
         for lib in libs:
@@ -151,6 +157,49 @@ class SymbolLoader:
             except GdbError:
                 self.seen.difference_update(small)  # not done: the next full sync retries them
                 raise
+
+    def sync_for_snapshot(self) -> List[str]:
+        """Symbols for the libraries a snapshot of the stopped process can meet, and no others.
+
+        ``tfnative stack`` looks once and leaves: reading the symbols of the
+        ~140 small libraries TensorFlow loads costs gdb ~0.7 s, and most of
+        them are on no thread's stack.  gdb tells which code ranges the
+        threads' pcs and stack words point into (``-tfnative-stack-code``);
+        those libraries (and the interpreter's) get symbols as in ``sync``.
+        Returns the libraries left without symbols.
+        """
+        if self.full:
+            return []
+        libs = self.gdb.command("-file-list-shared-libraries", timeout=120).get("shared-libraries", [])
+        paths = [lib.get("target-name") or "" for lib in libs]
+        by_file: Dict[tuple, str] = {}
+        for p in paths:
+            try:
+                st = os.stat(p)
+                by_file[(st.st_dev, st.st_ino)] = p
+            except OSError:
+                continue
+        code: List[tuple] = []
+        owners: List[str] = []
+        stacks: List[tuple] = []
+        for lo, hi, perms, _off, dev, inode, name in _maps_rows(self.pid):
+            if "x" in perms and inode:
+                major, minor = (int(x, 16) for x in dev.split(":"))
+                owner = by_file.get((os.makedev(major, minor), inode))
+                if owner:
+                    code.append((lo, hi))
+                    owners.append(owner)
+            elif perms.startswith("rw") and (not name or name == "[stack]"):
+                stacks.append((lo, hi))
+        args = ["c:%x:%x" % r for r in code] + ["s:%x:%x" % r for r in stacks]
+        try:
+            hit = json.loads(self.gdb.command("-tfnative-stack-code " + " ".join(args), timeout=120)["json"])
+        except (GdbError, KeyError, ValueError):
+            self.sync(full_list=True)
+            return []
+        wanted = {owners[i] for i in hit} | {p for p in paths if "libpython" in os.path.basename(p)}
+        self.sync(full_list=True, only=wanted)
+        return [p for p in paths if p and p not in wanted]
 
     def _surrogate(self, path: str) -> bool:
         """CFI-only surrogate for ``path``; the user's functions in it get address breakpoints.

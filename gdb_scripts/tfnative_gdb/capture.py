@@ -312,3 +312,60 @@ def annotate_ops(result: Dict) -> None:
                 if op:
                     f["op"] = op
                 below = None
+
+
+STACK_SCAN_LIMIT = 4 << 20
+
+
+def code_on_stacks(code: List[tuple], stacks: List[tuple]) -> List[int]:
+    """Indices of the ``code`` ranges ``(lo, hi)`` that some thread may be running or return into.
+
+    For each thread: its pc, and every word of its stack (from its stack
+    pointer to the end of the ``stacks`` mapping that holds it) that points
+    into a code range.  A return address is always such a word, so the
+    libraries of every frame are among the answer (and a few more, from
+    stale words): what a snapshot must give gdb CFI for.
+    """
+    import bisect
+    import struct
+
+    code = sorted((lo, hi, i) for i, (lo, hi) in enumerate(code))
+    los = [c[0] for c in code]
+    found = set()
+
+    def note(value: int) -> None:
+        k = bisect.bisect_right(los, value) - 1
+        if k >= 0 and value < code[k][1]:
+            found.add(code[k][2])
+
+    inferior = gdb.selected_inferior()
+    memory = GdbMemory(inferior)
+    original = gdb.selected_thread()
+    try:
+        for th in inferior.threads():
+            th.switch()
+            frame = gdb.newest_frame()
+            pc = frame.pc()
+            note(pc)
+            sp = _register(frame, "rsp")
+            if sp is None:
+                continue
+            end = next((hi for lo, hi in stacks if lo <= sp < hi), None)
+            if end is None:
+                continue
+            end = min(end, sp + STACK_SCAN_LIMIT)
+            pos = sp - sp % 8
+            while pos < end:
+                size = min(256 << 10, end - pos)
+                try:
+                    raw = memory.read(pos, size)
+                except MemoryError:
+                    break
+                for value in struct.unpack("<%dQ" % (len(raw) // 8), raw):
+                    if value >= los[0]:
+                        note(value)
+                pos += size
+    finally:
+        if original is not None and original.is_valid():
+            original.switch()
+    return sorted(found)

@@ -5,7 +5,7 @@ import json
 import gdb  # type: ignore
 
 from . import SCHEMA_VERSION, opbreak
-from .capture import GdbMemory, annotate_ops, capture, op_context
+from .capture import GdbMemory, annotate_ops, capture, code_on_stacks, op_context
 from .opkernel import OpKernelReader
 from .render import hide_glue, thread_block
 
@@ -94,6 +94,19 @@ if hasattr(gdb, "MICommand"):
                 out.append(op_context(lwp, level, start, device="device" in parts[3:], kernels=kernels))
             return {"json": json.dumps(out)}
 
+    class MiStackCode(gdb.MICommand):
+        """-tfnative-stack-code c:LO:HI... s:LO:HI...: the code ranges (c) that pcs and stacks (s) point into."""
+
+        def __init__(self):
+            super().__init__("-tfnative-stack-code")
+
+        def invoke(self, argv):
+            code, stacks = [], []
+            for arg in argv:
+                kind, lo, hi = arg.split(":")
+                (code if kind == "c" else stacks).append((int(lo, 16), int(hi, 16)))
+            return {"json": json.dumps(code_on_stacks(code, stacks))}
+
     class MiBreakOp(gdb.MICommand):
         """-tfnative-break-op[-kernel] SPEC TYPE...: a breakpoint that stops only for ops of those types.
 
@@ -130,3 +143,4 @@ def register() -> None:
         MiBreakOp("-tfnative-break-op", opbreak.DispatchBreakpoint)
         MiBreakOp("-tfnative-break-op-kernel", opbreak.KernelBreakpoint)
         MiOpDispatch()
+        MiStackCode()
