@@ -146,3 +146,32 @@ def test_report_of_the_readme_triage_example(tmp_path):
     assert "## Event 1: NaN/Inf made by op `Log`" in text
     assert "nan_triage.py:%d in train_step  <-- your code" % line_of(example, "tf.math.log(s)") in text
     assert "op `Log` created at `%s:%d`" % (os.path.realpath(example), line_of(example, "tf.math.log(s)")) in text
+
+
+def test_tf_bt_in_a_plain_gdb_names_the_op(tmp_path):
+    """gdb_scripts/tfnative.py sourced into the user's own gdb (full symbols): kernel frames name their op."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT, wait_for_file
+
+    ready, release = tmp_path / "ready", tmp_path / "release"
+    target = subprocess.Popen([sys.executable, script("tf_hang.py"), str(ready), str(release)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        pid = int(wait_for_file(str(ready), 300, target))
+        r = subprocess.run(["gdb", "-q", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-p", str(pid),
+                            "-ex", "source %s" % os.path.join(ROOT, "gdb_scripts", "tfnative.py"),
+                            "-ex", "tf-bt -a", "-ex", "detach"],
+                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        lines = r.stdout.splitlines()
+        kernel = [ln for ln in lines if "tensorflow::PyFuncOp::Compute(tensorflow::OpKernelContext*)" in ln]
+        device = [ln for ln in lines if "tensorflow::ThreadPoolDevice::Compute(" in ln]
+        assert kernel and kernel[0].endswith("<-- op EagerPyFunc"), r.stdout[-3000:]
+        assert device and device[0].endswith("<-- op EagerPyFunc")
+        release.write_text("go")
+        assert target.wait(timeout=120) == 0
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
