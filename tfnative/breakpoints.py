@@ -29,6 +29,7 @@ class Location:
     error: Optional[str] = None
     op_types: Optional[List[str]] = None  # a dispatch location: stops for these op types only
     internal: bool = False
+    op: bool = False  # an op location (``--break-op``): resolves with the dispatch locations
 
 
 class Breakpoints:
@@ -69,8 +70,8 @@ class Breakpoints:
 
     def add_op(self, text: str, internal: bool = False, op_types: Optional[List[str]] = None) -> Location:
         """A location for ``--break-op``: the op location (``op TYPE``) or an internal dispatch location."""
-        loc = self.locations.setdefault(text, Location(text, internal=internal, op_types=op_types))
-        return loc
+        return self.locations.setdefault(text, Location(text, internal=internal, op_types=op_types,
+                                                        op=not internal))
 
     def add_number(self, text: str, number: str) -> None:
         """Map a gdb breakpoint made elsewhere (an op's kernel) to the location ``text``."""
@@ -83,7 +84,7 @@ class Breakpoints:
         loc.resolved = True
         if loc.internal:  # a dispatch point is in: every op location can fire
             for other in self.locations.values():
-                if other.text.startswith("op ") and not other.internal:
+                if other.op:
                     other.resolved = True
 
     def location_of(self, number: Any) -> Optional[Location]:
@@ -116,7 +117,7 @@ class Breakpoints:
             self.locations[new].hits += 1
 
     def all_resolved(self) -> bool:
-        return all(loc.resolved for loc in self.locations.values() if not loc.text.startswith("op "))
+        return all(loc.resolved for loc in self.locations.values() if not loc.op)
 
     def refresh(self, gdb: Gdb) -> None:
         try:

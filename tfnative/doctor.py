@@ -774,13 +774,13 @@ def _verdict(rep: Report) -> None:
 # ---------------------------------------------------------------- finding TensorFlow
 
 
-def tensorflow_libraries(python: str, every: bool = False) -> List[str]:
-    """The shared objects of the TensorFlow that ``python`` would import (without importing it)."""
+def tensorflow_package_dirs(python: str, env: Optional[Dict[str, str]] = None) -> List[str]:
+    """The package directories of the TensorFlow ``python`` would import (without importing it); [] if none."""
     code = ("import importlib.util, json; s = importlib.util.find_spec('tensorflow'); "
             "print(json.dumps(list(s.submodule_search_locations or []) if s else []))")
     try:
         out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, env=env)
     except OSError as exc:
         raise TfnativeError("cannot run --python %s: %s" % (python, exc.strerror or exc))
     except subprocess.TimeoutExpired:
@@ -791,6 +791,12 @@ def tensorflow_libraries(python: str, every: bool = False) -> List[str]:
         dirs = None
     if dirs is None:
         raise TfnativeError("--python %s failed: %s" % (python, (out.stderr.strip().splitlines() or ["?"])[-1]))
+    return dirs
+
+
+def tensorflow_libraries(python: str, every: bool = False) -> List[str]:
+    """The shared objects of the TensorFlow that ``python`` would import (without importing it)."""
+    dirs = tensorflow_package_dirs(python)
     if not dirs:
         raise TfnativeError("tensorflow is not importable by %s: pass the libraries as PATH..." % python)
     found: List[str] = []

@@ -281,7 +281,7 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                     loc = bps.hit(payload.get("bkptno"))
                     event = _event(gdb, opts, loader, "breakpoint",
                                    location=loc.text if loc else str(payload.get("bkptno")))
-                    if loc is not None and loc.text.startswith("op "):
+                    if loc is not None and loc.op:
                         _name_op_hit(event, bps)
                     doc.events.append(event)
                     printer.event(event, hit=hits, max_hits=opts.max_hits)

@@ -115,20 +115,22 @@ class SymbolLoader:
             except GdbError:
                 pass  # gdb would not do it while the target runs: the next sync will
 
-    def sync(self, full_list: bool = False, only: Optional[set] = None) -> None:
-        """Give gdb symbols (full or surrogate) for every library loaded since the last call.
-
-        ``only``: just these paths (a snapshot's libraries, see ``sync_for_snapshot``).
-        """
+    def sync(self, full_list: bool = False) -> None:
+        """Give gdb symbols (full or surrogate) for every library loaded since the last call."""
         if self.full:
             return
         if full_list or not self.pending:
-            libs = self.gdb.command("-file-list-shared-libraries", timeout=120).get("shared-libraries", [])
+            libs = self._listing()
         else:
             libs = self.pending
         self.pending = []
-        if only is not None:
-            libs = [lib for lib in libs if lib.get("target-name") in only]
+        self._load(libs, full_list)
+
+    def _listing(self) -> List[Dict[str, Any]]:
+        return self.gdb.command("-file-list-shared-libraries", timeout=120).get("shared-libraries", [])
+
+    def _load(self, libs: List[Dict[str, Any]], full_list: bool) -> None:
+        """Symbols for ``libs`` (MI library records); ``full_list``: they are gdb's whole list."""
         small: List[str] = []
         surrogated = {v.path for v in self.surrogates.values()}
         for lib in libs:
@@ -170,7 +172,7 @@ class SymbolLoader:
         """
         if self.full:
             return []
-        libs = self.gdb.command("-file-list-shared-libraries", timeout=120).get("shared-libraries", [])
+        libs = self._listing()
         paths = [lib.get("target-name") or "" for lib in libs]
         by_file: Dict[tuple, str] = {}
         for p in paths:
@@ -195,10 +197,10 @@ class SymbolLoader:
         try:
             hit = json.loads(self.gdb.command("-tfnative-stack-code " + " ".join(args), timeout=120)["json"])
         except (GdbError, KeyError, ValueError):
-            self.sync(full_list=True)
+            self._load(libs, full_list=True)
             return []
         wanted = {owners[i] for i in hit} | {p for p in paths if "libpython" in os.path.basename(p)}
-        self.sync(full_list=True, only=wanted)
+        self._load([lib for lib in libs if lib.get("target-name") in wanted], full_list=True)
         return [p for p in paths if p and p not in wanted]
 
     def _surrogate(self, path: str) -> bool:

@@ -28,12 +28,12 @@ import glob
 import json
 import os
 import re
-import subprocess
 from typing import Any, Dict, Iterable, List, Optional, Set, TextIO
 
-from tfnative_gdb.opkernel import DEVICE_RE, KERNEL_RE
+from tfnative_gdb.opkernel import KERNEL_RE, inherit_device_ops, op_frames
 
 from .breakpoints import Breakpoints
+from .doctor import tensorflow_package_dirs
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbError, mi_quote
 
@@ -53,19 +53,6 @@ def op_location(op_type: str) -> str:
 
 
 # ---------------------------------------------------------------- op types
-
-
-def tensorflow_dir(python: str, env: Optional[Dict[str, str]] = None) -> Optional[str]:
-    """The package directory of the TensorFlow ``python`` would import (without importing it)."""
-    code = ("import importlib.util; s = importlib.util.find_spec('tensorflow'); "
-            "print(list(s.submodule_search_locations or [''])[0] if s else '')")
-    try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
-                             stdin=subprocess.DEVNULL, env=env)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = out.stdout.strip().splitlines()
-    return lines[-1] if out.returncode == 0 and lines and lines[-1] else None
 
 
 def op_types(tf_dir: str) -> Set[str]:
@@ -98,9 +85,13 @@ def check_op_types(requested: List[str], python: str, env: Optional[Dict[str, st
     """Each ``--break-op`` must name an op type of the TensorFlow the script imports; raise otherwise."""
     if not requested:
         return
-    tf_dir = tensorflow_dir(python, env)
-    if tf_dir is None:
+    try:
+        dirs = tensorflow_package_dirs(python, env)
+    except TfnativeError:
+        dirs = []
+    if not dirs:
         raise TfnativeError("--break-op needs TensorFlow, and %s cannot import it" % python)
+    tf_dir = dirs[0]
     known = op_types(tf_dir)
     if not known:
         raise TfnativeError("--break-op: no op wrappers (gen_*_ops.py) under %s" % tf_dir)
@@ -123,38 +114,21 @@ def annotate(gdb: Gdb, capture: Dict[str, Any]) -> None:
     """
     requests: List[tuple] = []
     for t in capture.get("threads", []):
-        for f in t.get("frames") or []:
-            if f.get("kind") != "native" or "level" not in f:
-                continue
-            name = f.get("function") or ""
-            device = bool(DEVICE_RE.search(name))
-            if not (device or KERNEL_RE.search(name)):
-                continue
+        for f, device in op_frames(t.get("frames") or []):
             start = f.get("start") or 0
-            requests.append((t, f, "%d:%d:0x%x%s" % (t["tid"], f["level"], start, ":device" if device else "")))
+            requests.append((f, "%d:%d:0x%x%s" % (t["tid"], f["level"], start, ":device" if device else "")))
     if not requests:
         return
     try:
-        res = gdb.command("-tfnative-op-context " + " ".join(r[2] for r in requests), timeout=60)
+        res = gdb.command("-tfnative-op-context " + " ".join(r[1] for r in requests), timeout=60)
         ops = json.loads(res["json"])
     except (GdbError, KeyError, ValueError):
         return
-    for (_t, f, _req), op in zip(requests, ops):
+    for (f, _req), op in zip(requests, ops):
         if op:
             f["op"] = op
-    # A device frame whose own argument is gone names the op of the kernel it called.
     for t in capture.get("threads", []):
-        below = None
-        for f in t.get("frames") or []:
-            if f.get("kind") != "native":
-                continue
-            name = f.get("function") or ""
-            if KERNEL_RE.search(name):
-                below = f.get("op")
-            elif DEVICE_RE.search(name):
-                if not f.get("op") and below:
-                    f["op"] = below
-                below = None
+        inherit_device_ops(t.get("frames") or [])
 
 
 # ---------------------------------------------------------------- --break-op

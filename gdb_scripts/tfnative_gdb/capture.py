@@ -12,7 +12,7 @@ import gdb  # type: ignore
 
 from .autograph import annotate
 from .mixed import merge
-from .opkernel import CALLEE_SAVED, DEVICE_RE, KERNEL_RE, OpKernelReader, stack_words
+from .opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, stack_words
 from .pyframes import PythonReader
 from .pylayout import LAYOUTS, debug_offsets_layout
 
@@ -217,15 +217,24 @@ def _function_start(frame) -> Optional[int]:
             return block.start
     except RuntimeError:
         pass
+    found = info_symbol(frame.pc())
+    return frame.pc() - found[1] if found else None
+
+
+def info_symbol(addr: int) -> Optional[tuple]:
+    """(name, offset) of the minimal symbol gdb knows at ``addr`` (``info symbol``), or None."""
     try:
-        text = gdb.execute("info symbol 0x%x" % frame.pc(), to_string=True)
+        text = gdb.execute("info symbol 0x%x" % addr, to_string=True)
     except gdb.error:
         return None
-    m = re.search(r" \+ (\d+) in section", text)
-    return frame.pc() - int(m.group(1)) if m else (frame.pc() if " in section" in text else None)
+    if " in section " not in text or text.startswith("No symbol"):
+        return None
+    head = text.split(" in section ")[0]
+    m = re.match(r"(.*) \+ (\d+)$", head)
+    return (m.group(1).strip(), int(m.group(2))) if m else (head.strip(), 0)
 
 
-def _register(frame, name: str) -> Optional[int]:
+def register_value(frame, name: str) -> Optional[int]:
     try:
         return int(frame.read_register(name)) & ((1 << 64) - 1)
     except (gdb.error, ValueError):
@@ -259,34 +268,26 @@ def op_context(lwp: int, level: int, start: int, device: bool = False,
         # when it breaks on a function by name: the arguments are still in their registers.
         at_entry = level == 0 and start and 0 <= frame.pc() - start <= 8
         if device:
-            obj = _register(frame, "rsi") if at_entry else None
-            info = kernels.info(obj) if obj else None
-            if info is not None:
-                info["kernel"] = "0x%x" % obj
-            return info
+            obj = register_value(frame, "rsi") if at_entry else None
+            return kernels.info(obj) if obj else None
         if not start:
             return None
         candidates: List[int] = []
         if level == 0:
-            candidates += [v for v in (_register(frame, "rdi"),) if v is not None]
+            candidates += [v for v in (register_value(frame, "rdi"),) if v is not None]
         caller = frame.older()
         for fr in (frame, caller):
             if fr is not None:
-                candidates += [v for v in (_register(fr, r) for r in CALLEE_SAVED) if v is not None]
-        low = _register(frame, "rsp") or 0
+                candidates += [v for v in (register_value(fr, r) for r in CALLEE_SAVED) if v is not None]
+        low = register_value(frame, "rsp") or 0
         high = 0
         outer = caller.older() if caller is not None else None
         for fr in (outer, caller):
             if fr is not None and not high:
-                high = _register(fr, "rsp") or 0
+                high = register_value(fr, "rsp") or 0
         candidates += stack_words(kernels.mem, low, high or low + 4096)
         obj = kernels.find(start, candidates)
-        if obj is None:
-            return None
-        info = kernels.info(obj)
-        if info is not None:
-            info["kernel"] = "0x%x" % obj
-        return info
+        return kernels.info(obj) if obj is not None else None
     except (gdb.error, RuntimeError):
         return None
     finally:
@@ -298,20 +299,11 @@ def annotate_ops(result: Dict) -> None:
     """Add ``"op"`` to the kernel and device frames of a capture whose names gdb knows (tf-bt)."""
     kernels = OpKernelReader(GdbMemory(gdb.selected_inferior()))
     for t in result.get("threads", []):
-        below = None
-        for f in t.get("frames", []):
-            if f.get("kind") != "native" or "level" not in f:
-                continue
-            name = f.get("function") or ""
-            if KERNEL_RE.search(name):
-                below = op_context(t["tid"], f["level"], 0, kernels=kernels)
-                if below:
-                    f["op"] = below
-            elif DEVICE_RE.search(name):
-                op = below or op_context(t["tid"], f["level"], 0, device=True, kernels=kernels)
-                if op:
-                    f["op"] = op
-                below = None
+        for f, device in op_frames(t.get("frames", [])):
+            op = op_context(t["tid"], f["level"], 0, device=device, kernels=kernels)
+            if op:
+                f["op"] = op
+        inherit_device_ops(t.get("frames", []))
 
 
 STACK_SCAN_LIMIT = 4 << 20
@@ -347,7 +339,7 @@ def code_on_stacks(code: List[tuple], stacks: List[tuple]) -> List[int]:
             frame = gdb.newest_frame()
             pc = frame.pc()
             note(pc)
-            sp = _register(frame, "rsp")
+            sp = register_value(frame, "rsp")
             if sp is None:
                 continue
             end = next((hi for lo, hi in stacks if lo <= sp < hi), None)

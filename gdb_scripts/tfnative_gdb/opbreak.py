@@ -20,7 +20,7 @@ from typing import Dict, List, Optional
 
 import gdb  # type: ignore
 
-from .capture import GdbMemory
+from .capture import GdbMemory, info_symbol, register_value
 from .opkernel import VTABLE_SLOTS, OpKernelReader
 
 _reader: Optional[OpKernelReader] = None
@@ -35,10 +35,7 @@ def reader() -> OpKernelReader:
 
 
 def _register(name: str) -> Optional[int]:
-    try:
-        return int(gdb.selected_frame().read_register(name)) & ((1 << 64) - 1)
-    except (gdb.error, ValueError):
-        return None
+    return register_value(gdb.selected_frame(), name)
 
 
 class _OpBreakpoint(gdb.Breakpoint):
@@ -50,17 +47,7 @@ class _OpBreakpoint(gdb.Breakpoint):
 
     def kernel_info(self) -> Optional[Dict]:
         obj = _register(self.REGISTER)
-        if not obj:
-            return None
-        r = reader()
-        try:
-            info = r.info(obj)
-        except MemoryError:
-            return None
-        if info is None:
-            return None
-        info["kernel"] = obj
-        return info
+        return reader().info(obj) if obj else None
 
 
 class KernelBreakpoint(_OpBreakpoint):
@@ -80,9 +67,8 @@ class DispatchBreakpoint(_OpBreakpoint):
         info = self.kernel_info()
         if info is None or info["type"] not in self.op_types:
             return False
-        r = reader()
         try:
-            vptr = r.u64(info["kernel"])
+            vptr = reader().u64(int(info["kernel"], 16))
         except MemoryError:
             return False
         if vptr in self.seen_vtables:
@@ -101,15 +87,6 @@ def dispatched() -> Optional[Dict]:
     if info is None:
         return None
     slots = list(r.vtable(obj))[:VTABLE_SLOTS]
-    names = []
-    for addr in slots:
-        name = None
-        try:
-            text = gdb.execute("info symbol 0x%x" % addr, to_string=True)
-            if " in section " in text and not text.startswith("No symbol"):
-                name = text.split(" in section ")[0].rsplit(" + ", 1)[0].strip()
-        except gdb.error:
-            pass
-        names.append(name)
-    info.update({"kernel": "0x%x" % obj, "slots": ["0x%x" % a for a in slots], "names": names})
+    names = [(info_symbol(addr) or (None,))[0] for addr in slots]
+    info.update({"slots": ["0x%x" % a for a in slots], "names": names})
     return info

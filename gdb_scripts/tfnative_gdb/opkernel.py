@@ -95,24 +95,26 @@ class OpKernelReader:
         return {"type": op_type.decode(), "name": name.decode()}
 
     def info(self, obj: int) -> Optional[Dict[str, str]]:
-        """``{"type", "name"}`` of the OpKernel at ``obj``, or None when it does not look like one."""
+        """``{"type", "name", "kernel"}`` of the OpKernel at ``obj``, or None when it does not look like one."""
         if not self.vtable(obj):
             return None
         try:
             raw = self.mem.read(obj, OBJECT_SCAN_BYTES)
         except MemoryError:
             return None
-        if self.layout is not None:
-            found = self._fields_at(raw, *self.layout)
-            if found is not None:
-                return found
-        for off in range(8, OBJECT_SCAN_BYTES - 32, 8):
-            for length_first in (True, False):
-                found = self._fields_at(raw, off, length_first)
+        found = self._fields_at(raw, *self.layout) if self.layout is not None else None
+        if found is None:
+            for off in range(8, OBJECT_SCAN_BYTES - 32, 8):
+                for length_first in (True, False):
+                    found = self._fields_at(raw, off, length_first)
+                    if found is not None:
+                        self.layout = (off, length_first)
+                        break
                 if found is not None:
-                    self.layout = (off, length_first)
-                    return found
-        return None
+                    break
+        if found is not None:
+            found["kernel"] = "0x%x" % obj
+        return found
 
     def find(self, function: int, candidates: List[int]) -> Optional[int]:
         """The first of ``candidates`` (pointer-sized values) that is an object running ``function``."""
@@ -141,3 +143,32 @@ def stack_words(memory, low: int, high: int) -> List[int]:
 # Frames that run an op: a kernel's own method, and the device call that runs it.
 KERNEL_RE = re.compile(r"::Compute(?:Async)?\((?:tensorflow::)?OpKernelContext\*")
 DEVICE_RE = re.compile(r"Device::Compute(?:Async)?\((?:tensorflow::)?(?:Async)?OpKernel\*")
+
+
+def op_frames(frames: List[Dict]) -> List[Tuple[Dict, bool]]:
+    """The native frames of a stack that run an op, each with whether it is the device's call."""
+    out = []
+    for f in frames:
+        if f.get("kind") != "native" or "level" not in f:
+            continue
+        name = f.get("function") or ""
+        if DEVICE_RE.search(name):
+            out.append((f, True))
+        elif KERNEL_RE.search(name):
+            out.append((f, False))
+    return out
+
+
+def inherit_device_ops(frames: List[Dict]) -> None:
+    """A device frame whose own argument is gone names the op of the kernel it called (just inside it)."""
+    below = None
+    for f in frames:
+        if f.get("kind") != "native":
+            continue
+        name = f.get("function") or ""
+        if KERNEL_RE.search(name):
+            below = f.get("op")
+        elif DEVICE_RE.search(name):
+            if not f.get("op") and below:
+                f["op"] = below
+            below = None
