@@ -161,12 +161,17 @@ def report(output: str, **kw: Any) -> None:
 @click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
 @click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
 @click.option("--json", "json_path", metavar="FILE", help="Write the snapshot as JSON to FILE.")
+@click.option("--with-gdb", is_flag=True,
+              help="Take the snapshot through gdb (slower): source lines and inlined frames from every debug "
+                   "file, libc's included. Implied by --gdb, --gdb-log and --full-symbols.")
 @gdb_options
-def stack(pid: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
+def stack(pid: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str], with_gdb: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Print the mixed stacks of a running (hung?) process; it runs on afterwards."""
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
-    _run(lambda: run_stack(pid, all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full))
+    with_gdb = with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod)
+    _run(lambda: run_stack(pid, all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full,
+                           with_gdb=with_gdb))
 
 
 def _register_optional_commands() -> None:

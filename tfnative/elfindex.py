@@ -46,6 +46,7 @@ __all__ = [
     "ElfIndex",
     "Section",
     "cache_dir",
+    "data_symbols",
     "demangle",
     "load_base",
     "read_build_id",
@@ -677,6 +678,40 @@ def _load_cache(entry: str, st: os.stat_result, build_id: Optional[str], mm: mma
         return None
     return ElfIndex(path, build_id, h["table"], h["strtab_offset"], h["strtab_size"], arrays[0], arrays[1],
                     arrays[2], arrays[3], mm, True)
+
+
+def data_symbols(path: str, names: Sequence[str]) -> Dict[str, int]:
+    """File addresses of the named symbols of any type (``_PyRuntime``, ``Py_Version``...).
+
+    Looks in ``.dynsym``, then ``.symtab``; a name missing from both is
+    missing from the answer.  Meant for small files (an interpreter), since it
+    reads every symbol.
+    """
+    wanted = {n.encode(): n for n in names}
+    found: Dict[str, int] = {}
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        elf = _Elf(mm, path)
+        if not elf.is64:
+            return found
+        entsize = struct.calcsize(elf.sym_fmt)
+        for want in (SHT_DYNSYM, SHT_SYMTAB):
+            for s in elf.sections:
+                if s.type != want or not s.size or not 0 < s.link < len(elf.sections):
+                    continue
+                stroff = elf.sections[s.link].offset
+                view = memoryview(mm)[s.offset: s.offset + s.size // entsize * entsize]
+                try:
+                    for st_name, _i, _o, st_shndx, st_value, _sz in struct.iter_unpack(elf.sym_fmt, view):
+                        if st_shndx == 0 or not st_name:
+                            continue
+                        name = wanted.get(elf.cstr(stroff + st_name)) if len(found) < len(wanted) else None
+                        if name is not None and name not in found:
+                            found[name] = st_value
+                finally:
+                    view.release()
+            if len(found) == len(wanted):
+                break
+    return found
 
 
 # ----------------------------------------------------------------------------------------------------

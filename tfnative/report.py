@@ -149,6 +149,8 @@ def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
         out["address"] = f.get("address")
         if f.get("inline"):
             out["inline"] = True
+        if f.get("tailcall"):
+            out["tailcall"] = True
         if f.get("op"):
             out["op"] = f["op"]
     else:

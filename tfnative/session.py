@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, TextIO
 
 import psutil
 
-from . import bazelpaths, report, tfops
+from . import bazelpaths, report, snapshot, tfops
 from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
@@ -487,45 +487,71 @@ def check_pid(pid: int) -> psutil.Process:
 
 
 def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str],
-              gdb_opts: GdbOptions, err: TextIO, out: TextIO, full: bool = False) -> int:
-    """``tfnative stack``: mixed stacks of a running process, which runs on afterwards."""
+              gdb_opts: GdbOptions, err: TextIO, out: TextIO, full: bool = False, with_gdb: bool = False) -> int:
+    """``tfnative stack``: mixed stacks of a running process, which runs on afterwards.
+
+    Without gdb when it can (``snapshot.py``: ptrace, CFI, our symbol index),
+    else through gdb; ``with_gdb`` asks for gdb.
+    """
     proc = check_pid(pid)
     was_stopped = proc.status() == psutil.STATUS_STOPPED
     doc = report.Document(argv=proc.cmdline(), pid=pid)
     printer = report.Printer(out, native_all=native_all, full=full)
+    result = None
     with _SignalGuard():
-        gdb = start_gdb(gdb_opts)
-        attached = False
         try:
-            _attach(gdb, pid)
-            attached = True
-            loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
-            skipped = loader.sync_for_snapshot()
-            result = _snapshot(gdb, all_threads)
-            if _meets(result, skipped):
-                # A frame in a library left without symbols (its return address was
-                # not on the stack as read): read them all and look again.
-                loader.sync(full_list=True)
-                result = _snapshot(gdb, all_threads)
-            loader.symbolize(result)
-            tfops.annotate(gdb, result)
-            event = report.make_event("snapshot", result, native_all=native_all)
+            if not with_gdb:
+                try:
+                    result = snapshot.take(pid, "all" if all_threads else "python")
+                    if not result["threads"] and not all_threads:
+                        # No Python thread found: show every thread rather than nothing.
+                        result = snapshot.take(pid, "all")
+                except snapshot.Unsupported as exc:
+                    err.write("tfnative: taking the snapshot through gdb: %s\n" % exc)
+                    result = None
+                finally:
+                    if not was_stopped:
+                        _ensure_not_stopped(pid)
+            if result is None:
+                result = _stack_with_gdb(pid, all_threads, gdb_opts, was_stopped, err)
         except Interrupted:
             printer.note("interrupted: detaching")
             return 130
-        except GdbDied:
-            raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)
-        finally:
-            if attached:
-                _detach(gdb, running=False)
-            gdb.close()
-            if not was_stopped:
-                _ensure_not_stopped(pid)
+        event = report.make_event("snapshot", result, native_all=native_all)
     doc.events.append(event)
     printer.event(event)
     if json_path:
         doc.write(json_path, with_exit=False)
     return 0
+
+
+def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool,
+                    err: TextIO) -> Dict[str, Any]:
+    gdb = start_gdb(gdb_opts)
+    attached = False
+    try:
+        _attach(gdb, pid)
+        attached = True
+        loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
+        skipped = loader.sync_for_snapshot()
+        result = _snapshot(gdb, all_threads)
+        if _meets(result, skipped):
+            # A frame in a library left without symbols (its return address was
+            # not on the stack as read): read them all and look again.
+            loader.sync(full_list=True)
+            result = _snapshot(gdb, all_threads)
+        loader.symbolize(result)
+        tfops.annotate(gdb, result)
+        result["via"] = "gdb"
+        return result
+    except GdbDied:
+        raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)
+    finally:
+        if attached:
+            _detach(gdb, running=False)
+        gdb.close()
+        if not was_stopped:
+            _ensure_not_stopped(pid)
 
 
 def _snapshot(gdb: Gdb, all_threads: bool) -> Dict[str, Any]:

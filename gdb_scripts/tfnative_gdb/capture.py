@@ -12,7 +12,7 @@ import gdb  # type: ignore
 
 from .autograph import annotate
 from .mixed import merge
-from .opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, stack_words
+from .opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from .pyframes import PythonReader
 from .pylayout import LAYOUTS, debug_offsets_layout
 
@@ -111,6 +111,10 @@ def native_frames(limit: int = MAX_NATIVE_FRAMES) -> (List[Dict], Optional[str])
         level += 1
         if f.type() == gdb.INLINE_FRAME:
             entry["inline"] = True
+        elif f.type() == gdb.TAILCALL_FRAME:
+            # not on the stack: gdb infers the function that tail-called the
+            # next frame from DWARF call-site information
+            entry["tailcall"] = True
         try:
             sal = f.find_sal()
             if sal.symtab is not None and sal.line:
@@ -264,35 +268,27 @@ def op_context(lwp: int, level: int, start: int, device: bool = False,
                 return None
         if not start:
             start = _function_start(frame) or 0
-        # At the entry, or just past what gdb skips of a prologue (endbr64, push %rbp; mov %rsp,%rbp)
-        # when it breaks on a function by name: the arguments are still in their registers.
-        at_entry = level == 0 and start and 0 <= frame.pc() - start <= 8
-        if device:
-            obj = register_value(frame, "rsi") if at_entry else None
-            return kernels.info(obj) if obj else None
-        if not start:
-            return None
-        candidates: List[int] = []
-        if level == 0:
-            candidates += [v for v in (register_value(frame, "rdi"),) if v is not None]
         caller = frame.older()
-        for fr in (frame, caller):
-            if fr is not None:
-                candidates += [v for v in (register_value(fr, r) for r in CALLEE_SAVED) if v is not None]
-        low = register_value(frame, "rsp") or 0
-        high = 0
         outer = caller.older() if caller is not None else None
+        high = 0
         for fr in (outer, caller):
             if fr is not None and not high:
                 high = register_value(fr, "rsp") or 0
-        candidates += stack_words(kernels.mem, low, high or low + 4096)
-        obj = kernels.find(start, candidates)
-        return kernels.info(obj) if obj is not None else None
+        return op_of_frame(kernels, start, frame.pc(), level, _registers(frame), _registers(caller),
+                           register_value(frame, "rsp") or 0, high, device=device)
     except (gdb.error, RuntimeError):
         return None
     finally:
         if original is not None and original.is_valid():
             original.switch()
+
+
+def _registers(frame) -> Dict[str, int]:
+    """The registers op_of_frame looks at, as gdb unwinds them for ``frame`` (none for None)."""
+    if frame is None:
+        return {}
+    values = {r: register_value(frame, r) for r in CALLEE_SAVED + ("rdi", "rsi")}
+    return {r: v for r, v in values.items() if v is not None}
 
 
 def annotate_ops(result: Dict) -> None:

@@ -140,6 +140,35 @@ def stack_words(memory, low: int, high: int) -> List[int]:
     return list(struct.unpack("<%dQ" % (len(raw) // 8), raw[: len(raw) // 8 * 8]))
 
 
+
+def op_of_frame(kernels: OpKernelReader, start: int, pc: int, level: int, regs: Dict[str, int],
+                caller_regs: Dict[str, int], low: int, high: int, device: bool = False) -> Optional[Dict]:
+    """``{"type", "name", "kernel"}`` of the op a native frame runs, or None.
+
+    ``start`` is the entry of the frame's function, ``regs`` and
+    ``caller_regs`` the registers of the frame and of its caller (by name;
+    missing when unknown), ``low``..``high`` the stack to scan.  For a kernel's
+    ``Compute``, the OpKernel is the object whose vtable holds that function;
+    for a device's ``Compute`` (``device``), it is the first argument at the
+    function's entry (``rsi``).
+    """
+    # At the entry, or just past what gdb skips of a prologue (endbr64, push %rbp; mov %rsp,%rbp)
+    # when it breaks on a function by name: the arguments are still in their registers.
+    at_entry = level == 0 and start and 0 <= pc - start <= 8
+    if device:
+        obj = regs.get("rsi") if at_entry else None
+        return kernels.info(obj) if obj else None
+    if not start:
+        return None
+    candidates: List[int] = []
+    if level == 0 and regs.get("rdi") is not None:
+        candidates.append(regs["rdi"])
+    for values in (regs, caller_regs):
+        candidates += [values[r] for r in CALLEE_SAVED if values.get(r) is not None]
+    candidates += stack_words(kernels.mem, low, high or low + 4096)
+    obj = kernels.find(start, candidates)
+    return kernels.info(obj) if obj is not None else None
+
 # Frames that run an op: a kernel's own method, and the device call that runs it.
 KERNEL_RE = re.compile(r"::Compute(?:Async)?\((?:tensorflow::)?OpKernelContext\*")
 DEVICE_RE = re.compile(r"Device::Compute(?:Async)?\((?:tensorflow::)?(?:Async)?OpKernel\*")

@@ -1,0 +1,305 @@
+"""``tfnative stack`` without gdb: freeze, unwind from CFI, read Python frames, name, let go.
+
+Starting gdb, attaching and giving it CFI for TensorFlow's libraries costs
+about a second; everything a snapshot needs is cheaper to read directly:
+
+* the threads are held with ptrace (``ptrace.py``): registers of each, and
+  ``/proc/PID/mem`` for the rest;
+* each thread is unwound from ``.eh_frame`` through ``.eh_frame_hdr``
+  (``cfi.py``), a binary search per frame instead of gdb's parse of the whole
+  37 MB ``.eh_frame`` of ``libtensorflow_cc.so.2``;
+* the Python frames come from the same reader gdb runs
+  (``tfnative_gdb.pyframes``), merged the same way (``tfnative_gdb.mixed``);
+* frames are named from the cached symbol index (``elfindex.py``), with the
+  separate debug file (``/usr/lib/debug/.build-id``) where a library is
+  stripped, and kernel frames get their op (``tfnative_gdb.opkernel``).
+
+The result has the shape of ``-tfnative-capture``'s, so the report is the
+same.  What this path does not do, it refuses with ``Unsupported``, and
+``tfnative stack`` asks gdb instead:
+
+* a frame without CFI (gdb has heuristics for those), or in the vDSO;
+* a frame in a library that carries its own DWARF (a debug build of
+  TensorFlow from ``build/``): there the user wants gdb's source lines and
+  inlined frames.  The interpreter is the exception: its frames are shown as
+  Python frames anyway.
+
+Source lines and inlined frames from separate debug files (``libc6-dbg``) are
+left out: frames there are named from the debug file's symbols.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from tfnative_gdb.autograph import annotate as annotate_autograph
+from tfnative_gdb.mixed import merge
+from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
+from tfnative_gdb.pyframes import PythonReader, ThreadPy
+from tfnative_gdb.pylayout import LAYOUTS, debug_offsets_layout
+
+from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
+from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, demangle
+from .ptrace import Frozen, Memory, Unsupported
+
+__all__ = ["Unsupported", "take"]
+
+MAX_NATIVE_FRAMES = 512
+DEBUG_ROOT = "/usr/lib/debug/.build-id"
+PY_SYMBOLS = ("_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
+
+
+class _Lib(Module):
+    """A mapped file with what naming its frames needs (opened on first use)."""
+
+    def __init__(self, path: str, bias: int, ranges: List[Tuple[int, int]]) -> None:
+        super().__init__(path, bias, ranges)
+        self.name = os.path.basename(path)
+        self._index: Optional[List[ElfIndex]] = None
+        self._dwarf: Optional[bool] = None
+
+    def indexes(self) -> List[ElfIndex]:
+        """The symbol index of the file, then of its separate debug file when the file is stripped."""
+        if self._index is None:
+            self._index = []
+            try:
+                idx = ElfIndex.open(self.path)
+            except (OSError, ElfError, ValueError):
+                return self._index
+            self._index.append(idx)
+            if idx.table != ".symtab" and idx.build_id:
+                debug = os.path.join(DEBUG_ROOT, idx.build_id[:2], idx.build_id[2:] + ".debug")
+                if os.path.exists(debug):
+                    try:
+                        self._index.insert(0, ElfIndex.open(debug))
+                    except (OSError, ElfError, ValueError):
+                        pass
+        return self._index
+
+    def has_dwarf(self) -> bool:
+        """Whether the file itself carries DWARF (not counting a separate debug file)."""
+        if self._dwarf is None:
+            self._dwarf = False
+            try:
+                import mmap
+
+                with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                    sec = _Elf(mm, self.path).section(".debug_info")
+                    self._dwarf = sec is not None and sec.size > 0 and sec.type != 8
+            except (OSError, ElfError, ValueError):
+                pass
+        return self._dwarf
+
+
+def _modules(pid: int) -> List[_Lib]:
+    """Each file mapped into ``pid`` with executable code: path, load bias, code ranges."""
+    by_path: Dict[str, dict] = {}
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if len(parts) < 6 or not parts[5].startswith("/"):
+                continue
+            path = parts[5].rstrip("\n")
+            if path.endswith(" (deleted)"):
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            entry = by_path.setdefault(path, {"first": None, "ranges": []})
+            if int(parts[2], 16) == 0 and entry["first"] is None:
+                entry["first"] = lo
+            if "x" in parts[1]:
+                entry["ranges"].append((lo, hi))
+    libs = []
+    for path, e in by_path.items():
+        if not e["ranges"] or e["first"] is None:
+            continue
+        bias = e["first"] - _first_load_vaddr(path)
+        libs.append(_Lib(path, bias, e["ranges"]))
+    return libs
+
+
+def _first_load_vaddr(path: str) -> int:
+    """The page-aligned vaddr of the first PT_LOAD (0 for shared libraries and PIEs)."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:
+                return 0
+            phoff, = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError:
+        return 0
+    for i in range(phnum):
+        p_type, _flags, _off, vaddr = struct.unpack_from("<IIQQ", table, i * phentsize)
+        if p_type == 1:
+            return vaddr & ~0xFFF
+    return 0
+
+
+def _python_reader(memory: Memory, libs: List[_Lib], warnings: List[str]) -> Optional[PythonReader]:
+    for lib in libs:
+        if not _is_interpreter(lib):
+            continue
+        try:
+            syms = data_symbols(lib.path, PY_SYMBOLS)
+        except (OSError, ElfError, ValueError):
+            continue
+        if "_PyRuntime" not in syms:
+            continue
+        at = {k: v + lib.bias for k, v in syms.items()}
+        runtime = at["_PyRuntime"]
+        layout = None
+        try:
+            layout = debug_offsets_layout(memory.read(runtime, 352))
+        except MemoryError:
+            pass
+        if layout is None:
+            version = None
+            if "Py_Version" in at:
+                try:
+                    hexv = int.from_bytes(memory.read(at["Py_Version"], 4), "little")
+                    version = ((hexv >> 24) & 0xFF, (hexv >> 16) & 0xFF)
+                except MemoryError:
+                    pass
+            if version is None:
+                m = re.search(r"python(\d)\.(\d+)", lib.name)
+                version = (int(m.group(1)), int(m.group(2))) if m else None
+            if version is None:
+                warnings.append("cannot tell the target's Python version")
+                return None
+            layout = LAYOUTS.get(version)
+            if layout is None:
+                warnings.append("Python %d.%d is not supported (supported: 3.10 to 3.13)" % version)
+                return None
+        reader = PythonReader(memory, layout, runtime, at.get("PyCode_Type"), at.get("PyUnicode_Type"),
+                              at.get("PyBytes_Type"))
+        return reader
+    warnings.append("no _PyRuntime symbol: the target does not run CPython (or it is not loaded yet)")
+    return None
+
+
+def _is_interpreter(lib: _Lib) -> bool:
+    """The python executable or libpython: their frames are shown as Python frames."""
+    return bool(re.match(r"(lib)?python\d", lib.name))
+
+
+def _native_dicts(frames: List[Frame]) -> List[Dict[str, Any]]:
+    out = []
+    for level, fr in enumerate(frames):
+        lib: Optional[_Lib] = fr.module  # type: ignore[assignment]
+        out.append({"kind": "native", "function": "??", "file": None, "line": None,
+                    "library": lib.name if lib else None, "address": "0x%016x" % fr.pc, "level": level})
+    return out
+
+
+def _name_frames(threads: List[Tuple[List[Frame], List[Dict[str, Any]]]]) -> None:
+    """Name every native frame from the symbol indexes (one c++filt run for all)."""
+    todo: List[Tuple[Dict[str, Any], str]] = []
+    for frames, dicts in threads:
+        for level, (fr, d) in enumerate(zip(frames, dicts)):
+            lib: Optional[_Lib] = fr.module  # type: ignore[assignment]
+            if lib is None:
+                continue
+            # A caller's pc is a return address: name the call, which may be a
+            # function's last instruction (a call to a noreturn function).
+            look = fr.pc - (1 if level and not frames[level - 1].signal else 0)
+            for idx in lib.indexes():
+                hit = idx.symbolize(look - lib.bias)
+                if hit is not None:
+                    d["start"] = look - hit[1]
+                    todo.append((d, hit[0]))
+                    break
+    for (d, _), name in zip(todo, demangle([m for _, m in todo])):
+        # glibc's versioned aliases (pthread_cond_wait@@GLIBC_2.3.2): the name is what a reader knows
+        d["function"] = name.split("@", 1)[0] if "@" in name and "(" not in name else name
+
+
+def _ops(memory: Memory, frames: List[Frame], dicts: List[Dict[str, Any]], kernels: OpKernelReader) -> None:
+    for d, device in op_frames(dicts):
+        level = d["level"]
+        regs = _named(frames[level].regs)
+        caller = _named(frames[level + 1].regs) if level + 1 < len(frames) else {}
+        high = 0
+        for k in (level + 2, level + 1):
+            if not high and k < len(frames):
+                high = frames[k].regs.get(7, 0)
+        op = op_of_frame(kernels, d.get("start") or 0, frames[level].pc, level, regs, caller,
+                         regs.get("rsp") or 0, high, device=device)
+        if op:
+            d["op"] = op
+    inherit_device_ops(dicts)
+
+
+def _named(regs: Dict[int, int]) -> Dict[str, int]:
+    return {DWARF_REGS[i]: v for i, v in regs.items() if i < len(DWARF_REGS)}
+
+
+def take(pid: int, which: str = "python") -> Dict[str, Any]:
+    """The mixed stacks of ``pid``'s threads (``which``: "python" or "all"), as ``-tfnative-capture``.
+
+    Raises ``Unsupported`` (the caller uses gdb) when any thread cannot be
+    unwound from CFI alone or runs in a library with its own DWARF.
+    """
+    result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
+    try:
+        memory = Memory(pid)
+    except OSError as exc:
+        raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
+    try:
+        libs = _modules(pid)
+        unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
+        with Frozen(pid) as frozen:
+            reader = _python_reader(memory, libs, result["warnings"])
+            pythreads: List[ThreadPy] = []
+            if reader is not None:
+                result["python"] = "%d.%d" % reader.layout.version
+                try:
+                    pythreads = reader.thread_states()
+                except MemoryError as exc:
+                    result["warnings"].append("cannot read Python thread states: %s" % exc)
+            by_native = {t.native_id: t for t in pythreads if t.native_id}
+            by_pthread = {t.pthread_id: t for t in pythreads}
+            stacks = []
+            for tid in frozen.tids:
+                regs = frozen.regs[tid]
+                py = by_native.get(tid) or (by_pthread.get(regs.get("fs_base")) if not by_native else None)
+                if which == "python" and py is None and pythreads:
+                    continue
+                try:
+                    frames, _ = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
+                except CfiError as exc:
+                    raise Unsupported("thread %d: %s" % (tid, exc)) from None
+                for fr in frames:
+                    lib = fr.module
+                    if lib is not None and not _is_interpreter(lib) and lib.has_dwarf():
+                        raise Unsupported("%s has debug info: gdb gives its source lines"
+                                          % lib.path)
+                groups = None
+                if py is not None:
+                    reader.read_frames(py)
+                    annotate_autograph(reader, [f for g in py.groups for f in g])
+                    groups = [[f.to_dict() for f in g] for g in py.groups]
+                stacks.append((tid, frozen.thread_name(tid), frames, _native_dicts(frames), py, groups))
+            _name_frames([(s[2], s[3]) for s in stacks])
+            kernels = OpKernelReader(memory)
+            for tid, name, frames, dicts, py, groups in stacks:
+                _ops(memory, frames, dicts, kernels)
+                entry: Dict[str, Any] = {"tid": tid, "name": name}
+                if py is not None and py.error:
+                    entry["error"] = py.error
+                entry.update(merge(dicts, groups))
+                entry["has_python"] = bool(groups and any(groups))
+                result["threads"].append(entry)
+    finally:
+        memory.close()
+    if which == "all":
+        t = result["threads"]
+        result["threads"] = [x for x in t if x["has_python"]] + [x for x in t if not x["has_python"]]
+    else:
+        result["threads"] = [x for x in result["threads"] if x["has_python"]]
+    return result
