@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from .conftest import load_json, requires_gdb, requires_tf, run_tfnative, script, wait_for_file
+from .conftest import load_json, requires_gdb, requires_tf, run_tfnative, script, state_of, wait_for_file
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 
@@ -15,19 +15,30 @@ def _frames(doc):
             for t in doc["events"][0]["threads"]}
 
 
-def test_stack_fast_equals_full_symbols(tmp_path):
+def _hung_tf(tmp_path):
     ready = tmp_path / "ready"
     target = subprocess.Popen([sys.executable, script("tf_hang.py"), str(ready)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
+    wait_for_file(str(ready), 300, target)
+    return target
+
+
+def _stack_json(tmp_path, pid, name, *options):
+    out = tmp_path / ("%s.json" % name)
+    r = run_tfnative(["stack", "--pid", str(pid), "--all-threads", "--native-all", *options, "--json", str(out)],
+                     timeout=900)
+    assert r.returncode == 0, r.stderr
+    return load_json(out)["events"][0], r
+
+
+def test_stack_gdb_fast_symbols_equal_full_symbols(tmp_path):
+    """Through gdb: surrogates + our symbolizer give exactly what gdb's full symbols give."""
+    target = _hung_tf(tmp_path)
     try:
-        wait_for_file(str(ready), 300, target)
-        fast, slow = tmp_path / "fast.json", tmp_path / "slow.json"
-        r1 = run_tfnative(["stack", "--pid", str(target.pid), "--all-threads", "--json", str(fast)], timeout=600)
-        assert r1.returncode == 0, r1.stderr
-        r2 = run_tfnative(["stack", "--pid", str(target.pid), "--all-threads", "--full-symbols", "--json",
-                           str(slow)], timeout=900)
-        assert r2.returncode == 0, r2.stderr
-        a, b = _frames(load_json(fast)), _frames(load_json(slow))
+        fast, _ = _stack_json(tmp_path, target.pid, "fast", "--with-gdb")
+        slow, _ = _stack_json(tmp_path, target.pid, "slow", "--full-symbols")
+        assert fast["via"] == slow["via"] == "gdb"
+        a, b = _frames({"events": [fast]}), _frames({"events": [slow]})
         assert a.keys() == b.keys()
         # threads blocked in the same place both times: the same frames, names and addresses
         for tid in a:
@@ -38,6 +49,51 @@ def test_stack_fast_equals_full_symbols(tmp_path):
                    for n in names)
         assert not any(n == "??" for fr in a.values() for f in fr for n in [f[1]] if f[0] == "native"
                        and "tensorflow" in (f[1] or "")), names
+    finally:
+        target.kill()
+        target.wait()
+
+
+def _physical(frames):
+    """Frames as the stack holds them: gdb's inlined and tail-call frames (from DWARF) left out."""
+    return [f for f in frames if not f.get("inline") and not f.get("tailcall")]
+
+
+def test_stack_without_gdb_equals_gdb(tmp_path):
+    """The gdb-free snapshot (ptrace + .eh_frame + our index) unwinds every thread exactly as gdb does."""
+    target = _hung_tf(tmp_path)
+    try:
+        cfi, r = _stack_json(tmp_path, target.pid, "cfi")
+        assert "through gdb" not in r.stderr, r.stderr
+        gdb, _ = _stack_json(tmp_path, target.pid, "gdb", "--with-gdb")
+        assert cfi["via"] == "cfi" and gdb["via"] == "gdb"
+        assert [t["tid"] for t in cfi["threads"]] == [t["tid"] for t in gdb["threads"]]
+        by_tid = {t["tid"]: t for t in gdb["threads"]}
+        names_seen = set()
+        for t in cfi["threads"]:
+            mine, theirs = t["frames"], _physical(by_tid[t["tid"]]["frames"])
+            assert t["name"] == by_tid[t["tid"]]["name"]
+            assert t.get("tf_function") == by_tid[t["tid"]].get("tf_function")
+            assert len(mine) == len(theirs), t["tid"]
+            for a, b in zip(mine, theirs):
+                assert a["kind"] == b["kind"]
+                if a["kind"] == "python":
+                    assert (a["function"], a["file"], a["line"]) == (b["function"], b["file"], b["line"])
+                    continue
+                assert (a["address"], a["library"], a.get("op")) == (b["address"], b["library"], b.get("op"))
+                names_seen.add(a["function"])
+                if a["library"] != "libc.so.6":
+                    # libc's names differ only by alias: gdb takes the DWARF name of
+                    # libc6-dbg (___pthread_cond_wait), we the symbol (pthread_cond_wait)
+                    assert a["function"] == b["function"]
+                assert "??" not in a["function"]
+        assert "TFE_Execute" in names_seen
+        assert "tensorflow::PyFuncOp::Compute(tensorflow::OpKernelContext*)" in names_seen
+        kernel = next(f for t in cfi["threads"] for f in t["frames"]
+                      if f["function"] == "tensorflow::PyFuncOp::Compute(tensorflow::OpKernelContext*)")
+        assert kernel["op"]["type"] == "EagerPyFunc"
+        assert target.poll() is None  # still running, not stopped
+        assert state_of(target.pid) in ("S", "R")
     finally:
         target.kill()
         target.wait()

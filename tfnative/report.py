@@ -56,6 +56,8 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
     event["threads"] = threads
     if capture.get("python"):
         event["python"] = capture["python"]
+    if capture.get("via"):
+        event["via"] = capture["via"]
     if capture.get("warnings"):
         event["warnings"] = capture["warnings"]
     return event

@@ -21,8 +21,8 @@ same.  What this path does not do, it refuses with ``Unsupported``, and
 * a frame without CFI (gdb has heuristics for those), or in the vDSO;
 * a frame in a library that carries its own DWARF (a debug build of
   TensorFlow from ``build/``): there the user wants gdb's source lines and
-  inlined frames.  The interpreter is the exception: its frames are shown as
-  Python frames anyway.
+  inlined frames.  The interpreter and its lib-dynload modules are the
+  exception: their frames are shown as Python frames, or hidden as glue.
 
 Source lines and inlined frames from separate debug files (``libc6-dbg``) are
 left out: frames there are named from the debug file's symbols.
@@ -141,9 +141,63 @@ def _first_load_vaddr(path: str) -> int:
     return 0
 
 
+def _link_map_names(memory: Memory, libs: List[_Lib], pid: int) -> None:
+    """Name each library as the dynamic loader (and gdb) does: by its ``link_map`` path.
+
+    ``/proc/PID/maps`` shows the file behind the link (``libstdc++.so.6.0.30``);
+    the loader's list has the name it was loaded by (``libstdc++.so.6``).  The
+    list is found through the executable's ``DT_DEBUG`` entry (``r_debug``).
+    """
+    import struct
+
+    try:
+        exe = os.path.realpath("/proc/%d/exe" % pid)
+    except OSError:
+        return
+    main = next((lib for lib in libs if lib.path == exe), None)
+    if main is None:
+        return
+    try:
+        with open(exe, "rb") as f:
+            head = f.read(64)
+            phoff, = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+        dynamic = next(struct.unpack_from("<IIQQ", table, i * phentsize)[3] for i in range(phnum)
+                       if struct.unpack_from("<I", table, i * phentsize)[0] == 2)  # PT_DYNAMIC
+        addr = dynamic + main.bias
+        r_debug = 0
+        for _ in range(512):
+            tag, value = struct.unpack("<qQ", memory.read(addr, 16))
+            if tag == 0:
+                break
+            if tag == 21:  # DT_DEBUG
+                r_debug = value
+                break
+            addr += 16
+        if not r_debug:
+            return
+        by_bias = {lib.bias: lib for lib in libs}
+        link = struct.unpack("<Q", memory.read(r_debug + 8, 8))[0]
+        for _ in range(4096):
+            if not link:
+                break
+            l_addr, l_name, _l_ld, l_next = struct.unpack("<QQQQ", memory.read(link, 32))
+            lib = by_bias.get(l_addr)
+            if lib is not None and l_name and lib is not main:
+                raw = memory.read(l_name, 512)
+                name = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+                if name:
+                    lib.name = os.path.basename(name)
+            link = l_next
+    except (OSError, MemoryError, StopIteration, struct.error):
+        return
+
+
 def _python_reader(memory: Memory, libs: List[_Lib], warnings: List[str]) -> Optional[PythonReader]:
     for lib in libs:
-        if not _is_interpreter(lib):
+        if not re.match(r"(lib)?python\d", lib.name):
             continue
         try:
             syms = data_symbols(lib.path, PY_SYMBOLS)
@@ -184,8 +238,12 @@ def _python_reader(memory: Memory, libs: List[_Lib], warnings: List[str]) -> Opt
 
 
 def _is_interpreter(lib: _Lib) -> bool:
-    """The python executable or libpython: their frames are shown as Python frames."""
-    return bool(re.match(r"(lib)?python\d", lib.name))
+    """The python executable, libpython, or one of the interpreter's own extension modules.
+
+    Their frames are shown as Python frames or hidden as glue, so their DWARF
+    (pyenv builds everything with -g) is no reason to ask gdb.
+    """
+    return bool(re.match(r"(lib)?python\d", lib.name)) or "/lib-dynload/" in lib.path
 
 
 def _native_dicts(frames: List[Frame]) -> List[Dict[str, Any]]:
@@ -254,6 +312,7 @@ def take(pid: int, which: str = "python") -> Dict[str, Any]:
         libs = _modules(pid)
         unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
         with Frozen(pid) as frozen:
+            _link_map_names(memory, libs, pid)
             reader = _python_reader(memory, libs, result["warnings"])
             pythreads: List[ThreadPy] = []
             if reader is not None:
