@@ -69,24 +69,11 @@ def test_stack_without_gdb_equals_gdb(tmp_path):
         assert cfi["via"] == "cfi" and gdb["via"] == "gdb"
         assert [t["tid"] for t in cfi["threads"]] == [t["tid"] for t in gdb["threads"]]
         by_tid = {t["tid"]: t for t in gdb["threads"]}
-        names_seen = set()
         for t in cfi["threads"]:
-            mine, theirs = t["frames"], _physical(by_tid[t["tid"]]["frames"])
             assert t["name"] == by_tid[t["tid"]]["name"]
             assert t.get("tf_function") == by_tid[t["tid"]].get("tf_function")
-            assert len(mine) == len(theirs), t["tid"]
-            for a, b in zip(mine, theirs):
-                assert a["kind"] == b["kind"]
-                if a["kind"] == "python":
-                    assert (a["function"], a["file"], a["line"]) == (b["function"], b["file"], b["line"])
-                    continue
-                assert (a["address"], a["library"], a.get("op")) == (b["address"], b["library"], b.get("op"))
-                names_seen.add(a["function"])
-                if a["library"] != "libc.so.6":
-                    # libc's names differ only by alias: gdb takes the DWARF name of
-                    # libc6-dbg (___pthread_cond_wait), we the symbol (pthread_cond_wait)
-                    assert a["function"] == b["function"]
-                assert "??" not in a["function"]
+            _same_physical_frames(t["frames"], by_tid[t["tid"]]["frames"])
+        names_seen = {f["function"] for t in cfi["threads"] for f in t["frames"]}
         assert "TFE_Execute" in names_seen
         assert "tensorflow::PyFuncOp::Compute(tensorflow::OpKernelContext*)" in names_seen
         kernel = next(f for t in cfi["threads"] for f in t["frames"]
@@ -99,17 +86,48 @@ def test_stack_without_gdb_equals_gdb(tmp_path):
         target.wait()
 
 
+def _same_physical_frames(mine, theirs):
+    """``mine`` (tfnative's unwinder) against ``theirs`` (gdb): the same frames, in the same order."""
+    theirs = _physical(theirs)
+    assert len(mine) == len(theirs), ([f["function"] for f in mine], [f["function"] for f in theirs])
+    for a, b in zip(mine, theirs):
+        assert a["kind"] == b["kind"]
+        if a["kind"] == "python":
+            assert (a["function"], a["file"], a["line"]) == (b["function"], b["file"], b["line"])
+            continue
+        assert (a["address"], a["library"], a.get("op")) == (b["address"], b["library"], b.get("op"))
+        assert "??" not in a["function"]
+        if a["library"] != "libc.so.6":
+            # libc's names differ only by alias: gdb takes the DWARF name of
+            # libc6-dbg (___pthread_cond_wait), we the symbol (pthread_cond_wait)
+            assert a["function"] == b["function"]
+
+
+def _as_offsets(frames):
+    """Native addresses as offsets from the first frame of their library: ASLR moves libraries, not code."""
+    bases = {}
+    for f in frames:
+        if f["kind"] == "native":
+            base = bases.setdefault(f["library"], int(f["address"], 16))
+            f["address"] = "%s%+#x" % (f["library"], int(f["address"], 16) - base)
+    return frames
+
+
 def test_attach_fast_equals_full_symbols(tmp_path):
+    """At a hit, the stack tfnative unwinds itself (gdb gives only registers) is gdb's, with full symbols."""
     fast, slow = tmp_path / "fast.json", tmp_path / "slow.json"
     ex = ["examples/open_session.py", "--break", "TF_NewSession"]
-    r1 = run_tfnative(["attach", *ex, "--json", str(fast)], timeout=600)
-    r2 = run_tfnative(["attach", "--full-symbols", *ex, "--json", str(slow)], timeout=900)
+    r1 = run_tfnative(["attach", *ex, "--native-all", "--json", str(fast)], timeout=600)
+    r2 = run_tfnative(["attach", "--full-symbols", *ex, "--native-all", "--json", str(slow)], timeout=900)
     assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
-    strip = [[(f["kind"], f["function"], f["file"], f["line"], f.get("library")) for f in t["frames"]]
-             for t in load_json(fast)["events"][0]["threads"]]
-    strip2 = [[(f["kind"], f["function"], f["file"], f["line"], f.get("library")) for f in t["frames"]]
-              for t in load_json(slow)["events"][0]["threads"]]
-    assert strip == strip2
+    a, b = load_json(fast)["events"][0], load_json(slow)["events"][0]
+    assert a["via"] == "cfi" and b["via"] == "gdb"
+    assert len(a["threads"]) == len(b["threads"]) == 1
+    mine, theirs = a["threads"][0]["frames"], b["threads"][0]["frames"]
+    assert mine[0]["function"] == "TF_NewSession" and mine[0]["library"] == "libtensorflow_cc.so.2"
+    assert [f["function"] for f in mine if f["kind"] == "python"][-4:] == ["make_session", "build_model", "main",
+                                                                          "<module>"]
+    _same_physical_frames(_as_offsets(mine), _as_offsets(_physical(theirs)))
 
 
 def test_cxx_breakpoint_in_a_surrogate_library(tmp_path):

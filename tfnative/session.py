@@ -434,17 +434,38 @@ def _gdb_tail(gdb: Gdb) -> str:
 
 def _event(gdb: Gdb, opts: AttachOptions, loader: Optional[SymbolLoader], kind: str,
            **extra: Any) -> Dict[str, Any]:
-    if loader is not None:
-        loader.sync(full_list=True)
-    result = capture(gdb, opts.all_threads)
-    if loader is not None:
-        loader.symbolize(result)
-    tfops.annotate(gdb, result)
+    result = _stacks(gdb, loader, "all" if opts.all_threads else "selected")
     in_flight = None
     if not opts.all_threads and report.runs_executor(result) and not report.in_flight_functions(result):
         # An executor thread stopped: which tf.function do the Python threads wait for?
-        in_flight = report.in_flight_functions(capture(gdb, False, python_only=True))
+        in_flight = report.in_flight_functions(_stacks(gdb, loader, "python"))
     return report.make_event(kind, result, native_all=opts.native_all, in_flight=in_flight, **extra)
+
+
+def _stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str) -> Dict[str, Any]:
+    """Mixed stacks of the stopped target (``which``: "selected", "python" or "all").
+
+    gdb gives the registers and tfnative unwinds from CFI (``snapshot.py``):
+    nothing waits for gdb to read symbols.  Where that path steps aside (a
+    library with its own DWARF, code without CFI) or ``--full-symbols`` asks
+    for gdb, gdb reads the new libraries' symbols and captures.
+    """
+    if loader is not None and not loader.full:
+        try:
+            regs = json.loads(gdb.command("-tfnative-registers" + ("" if which == "selected" else " --all-threads"),
+                                          timeout=CAPTURE_TIMEOUT)["json"])
+            threads = [(t["tid"], t["name"], t["regs"]) for t in regs["threads"]]
+            return snapshot.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"))
+        except snapshot.Unsupported:
+            pass
+    if loader is not None:
+        loader.sync(full_list=True)
+    result = capture(gdb, which == "all", python_only=which == "python")
+    if loader is not None:
+        loader.symbolize(result)
+    tfops.annotate(gdb, result)
+    result["via"] = "gdb"
+    return result
 
 
 def _name_op_hit(event: Dict[str, Any], bps: Breakpoints) -> None:

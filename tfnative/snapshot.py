@@ -44,7 +44,7 @@ from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
 from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, demangle
 from .ptrace import Frozen, Memory, Unsupported
 
-__all__ = ["Unsupported", "take"]
+__all__ = ["Unsupported", "of_stopped", "stacks", "take"]
 
 MAX_NATIVE_FRAMES = 512
 DEBUG_ROOT = "/usr/lib/debug/.build-id"
@@ -300,65 +300,93 @@ def _named(regs: Dict[int, int]) -> Dict[str, int]:
 def take(pid: int, which: str = "python") -> Dict[str, Any]:
     """The mixed stacks of ``pid``'s threads (``which``: "python" or "all"), as ``-tfnative-capture``.
 
-    Raises ``Unsupported`` (the caller uses gdb) when any thread cannot be
-    unwound from CFI alone or runs in a library with its own DWARF.
+    The threads are held with ptrace while they are read.  Raises
+    ``Unsupported`` (the caller uses gdb) when any thread cannot be unwound
+    from CFI alone or runs in a library with its own DWARF.
     """
-    result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
     try:
         memory = Memory(pid)
     except OSError as exc:
         raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
     try:
         libs = _modules(pid)
-        unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
         with Frozen(pid) as frozen:
-            _link_map_names(memory, libs, pid)
-            reader = _python_reader(memory, libs, result["warnings"])
-            pythreads: List[ThreadPy] = []
-            if reader is not None:
-                result["python"] = "%d.%d" % reader.layout.version
-                try:
-                    pythreads = reader.thread_states()
-                except MemoryError as exc:
-                    result["warnings"].append("cannot read Python thread states: %s" % exc)
-            by_native = {t.native_id: t for t in pythreads if t.native_id}
-            by_pthread = {t.pthread_id: t for t in pythreads}
-            stacks = []
-            for tid in frozen.tids:
-                regs = frozen.regs[tid]
-                py = by_native.get(tid) or (by_pthread.get(regs.get("fs_base")) if not by_native else None)
-                if which == "python" and py is None and pythreads:
-                    continue
-                try:
-                    frames, _ = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
-                except CfiError as exc:
-                    raise Unsupported("thread %d: %s" % (tid, exc)) from None
-                for fr in frames:
-                    lib = fr.module
-                    if lib is not None and not _is_interpreter(lib) and lib.has_dwarf():
-                        raise Unsupported("%s has debug info: gdb gives its source lines"
-                                          % lib.path)
-                groups = None
-                if py is not None:
-                    reader.read_frames(py)
-                    annotate_autograph(reader, [f for g in py.groups for f in g])
-                    groups = [[f.to_dict() for f in g] for g in py.groups]
-                stacks.append((tid, frozen.thread_name(tid), frames, _native_dicts(frames), py, groups))
-            _name_frames([(s[2], s[3]) for s in stacks])
-            kernels = OpKernelReader(memory)
-            for tid, name, frames, dicts, py, groups in stacks:
-                _ops(memory, frames, dicts, kernels)
-                entry: Dict[str, Any] = {"tid": tid, "name": name}
-                if py is not None and py.error:
-                    entry["error"] = py.error
-                entry.update(merge(dicts, groups))
-                entry["has_python"] = bool(groups and any(groups))
-                result["threads"].append(entry)
+            threads = [(tid, frozen.thread_name(tid), frozen.regs[tid]) for tid in frozen.tids]
+            return stacks(pid, memory, libs, threads, which)
     finally:
         memory.close()
+
+
+def of_stopped(pid: int, threads: List[Tuple[int, str, Dict[str, int]]], which: str,
+               selected: Optional[int] = None) -> Dict[str, Any]:
+    """The same, for a process that gdb holds stopped: gdb gives the registers, we do the rest.
+
+    ``threads``: (tid, name, registers) of each thread; ``which`` may also be
+    "selected" (only ``selected``, the thread that stopped).
+    """
+    try:
+        memory = Memory(pid)
+    except OSError as exc:
+        raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
+    try:
+        result = stacks(pid, memory, _modules(pid), threads, which, selected)
+    finally:
+        memory.close()
+    if selected is not None:
+        result["selected_tid"] = selected
+    return result
+
+
+def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, str, Dict[str, int]]],
+           which: str, selected: Optional[int] = None) -> Dict[str, Any]:
+    """Mixed stacks of stopped threads from their registers and the process's memory."""
+    result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
+    unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
+    _link_map_names(memory, libs, pid)
+    reader = _python_reader(memory, libs, result["warnings"])
+    pythreads: List[ThreadPy] = []
+    if reader is not None:
+        result["python"] = "%d.%d" % reader.layout.version
+        try:
+            pythreads = reader.thread_states()
+        except MemoryError as exc:
+            result["warnings"].append("cannot read Python thread states: %s" % exc)
+    by_native = {t.native_id: t for t in pythreads if t.native_id}
+    by_pthread = {t.pthread_id: t for t in pythreads}
+    found = []
+    for tid, name, regs in threads:
+        if which == "selected" and tid != selected:
+            continue
+        py = by_native.get(tid) or (by_pthread.get(regs.get("fs_base")) if not by_native else None)
+        if which == "python" and py is None and pythreads:
+            continue
+        try:
+            frames, _ = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
+        except CfiError as exc:
+            raise Unsupported("thread %d: %s" % (tid, exc)) from None
+        for fr in frames:
+            lib = fr.module
+            if lib is not None and not _is_interpreter(lib) and lib.has_dwarf():
+                raise Unsupported("%s has debug info: gdb gives its source lines" % lib.path)
+        groups = None
+        if py is not None:
+            reader.read_frames(py)
+            annotate_autograph(reader, [f for g in py.groups for f in g])
+            groups = [[f.to_dict() for f in g] for g in py.groups]
+        found.append((tid, name, frames, _native_dicts(frames), py, groups))
+    _name_frames([(s[2], s[3]) for s in found])
+    kernels = OpKernelReader(memory)
+    for tid, name, frames, dicts, py, groups in found:
+        _ops(memory, frames, dicts, kernels)
+        entry: Dict[str, Any] = {"tid": tid, "name": name}
+        if py is not None and py.error:
+            entry["error"] = py.error
+        entry.update(merge(dicts, groups))
+        entry["has_python"] = bool(groups and any(groups))
+        result["threads"].append(entry)
+    t = result["threads"]
     if which == "all":
-        t = result["threads"]
         result["threads"] = [x for x in t if x["has_python"]] + [x for x in t if not x["has_python"]]
-    else:
-        result["threads"] = [x for x in result["threads"] if x["has_python"]]
+    elif which == "python":
+        result["threads"] = [x for x in t if x["has_python"]]
     return result

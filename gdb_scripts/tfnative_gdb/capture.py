@@ -211,6 +211,33 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
     return result
 
 
+REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
+             "r14", "r15", "rip", "fs_base")
+
+
+def registers(which: str = "selected") -> Dict:
+    """Each thread's registers in its newest frame (for tfnative's own unwinder, ``snapshot.py``)."""
+    inferior = gdb.selected_inferior()
+    original = gdb.selected_thread()
+    result: Dict = {"pid": inferior.pid, "threads": []}
+    if original is not None:
+        result["selected_tid"] = original.ptid[1]
+    threads = sorted(inferior.threads(), key=lambda t: t.num)
+    if which == "selected" and original is not None:
+        threads = [original]
+    try:
+        for th in threads:
+            th.switch()
+            frame = gdb.newest_frame()
+            regs = {r: register_value(frame, r) for r in REGISTERS}
+            result["threads"].append({"tid": th.ptid[1], "name": th.name or "",
+                                      "regs": {r: v for r, v in regs.items() if v is not None}})
+    finally:
+        if original is not None and original.is_valid():
+            original.switch()
+    return result
+
+
 def _function_start(frame) -> Optional[int]:
     """Entry address of the function a frame runs, from gdb's symbols (full or minimal)."""
     try:

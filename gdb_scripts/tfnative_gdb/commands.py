@@ -5,7 +5,7 @@ import json
 import gdb  # type: ignore
 
 from . import SCHEMA_VERSION, opbreak
-from .capture import GdbMemory, annotate_ops, capture, code_on_stacks, op_context
+from .capture import GdbMemory, annotate_ops, capture, code_on_stacks, op_context, registers
 from .opkernel import OpKernelReader
 from .render import hide_glue, thread_block
 
@@ -125,6 +125,15 @@ if hasattr(gdb, "MICommand"):
             bp = self.cls(argv[0], argv[1:])
             return {"number": str(bp.number), "pending": "1" if bp.pending else "0"}
 
+    class MiRegisters(gdb.MICommand):
+        """-tfnative-registers [--all-threads]: each thread's registers (JSON), for tfnative's own unwinder."""
+
+        def __init__(self):
+            super().__init__("-tfnative-registers")
+
+        def invoke(self, argv):
+            return {"json": json.dumps(registers("all" if "--all-threads" in argv else "selected"))}
+
     class MiOpDispatch(gdb.MICommand):
         """-tfnative-op-dispatch: at a -tfnative-break-op stop, the kernel to run and its vtable (JSON)."""
 
@@ -144,3 +153,4 @@ def register() -> None:
         MiBreakOp("-tfnative-break-op-kernel", opbreak.KernelBreakpoint)
         MiOpDispatch()
         MiStackCode()
+        MiRegisters()
