@@ -8,6 +8,7 @@ takes over, and a stripped interpreter, where it must still work.
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -159,6 +160,88 @@ def test_stripped_interpreter_without_gdb(tmp_path):
         assert state_of(target.pid) in ("S", "R")
         with open("/proc/%d/status" % target.pid) as f:
             assert "TracerPid:\t0" in f.read()
+    finally:
+        target.kill()
+        target.wait()
+
+
+MANY_THREADS = textwrap.dedent("""\
+    import os
+    import sys
+    import threading
+    import time
+
+
+    def idle():
+        while True:
+            time.sleep(0.01)
+
+
+    for _ in range(int(sys.argv[3])):
+        threading.Thread(target=idle, daemon=True).start()
+    with open(sys.argv[1], "w") as f:
+        f.write(str(os.getpid()))
+    n = 0
+    while True:
+        n += 1
+        with open(sys.argv[2] + ".tmp", "w") as f:
+            f.write(str(n))
+        os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+        time.sleep(0.01)
+    """)
+
+
+def _tasks_held(pid):
+    """Threads of ``pid`` in a tracing stop ("t"), and its TracerPid."""
+    held = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "t":
+                    held.append(tid)
+        except OSError:
+            pass
+    with open("/proc/%d/status" % pid) as f:
+        tracer = next(int(line.split()[1]) for line in f if line.startswith("TracerPid:"))
+    return held, tracer
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
+def test_killed_while_holding_the_threads_lets_them_go(tmp_path, how):
+    """tfnative killed (or interrupted) while it holds a process's threads: they all run on."""
+    prog = tmp_path / "many.py"
+    prog.write_text(MANY_THREADS)
+    ready, beat = tmp_path / "ready", tmp_path / "beat"
+    target = subprocess.Popen([sys.executable, str(prog), str(ready), str(beat), "300"])
+    try:
+        wait_for_file(str(ready), 60, target)
+        caught = False
+        for _attempt in range(20):
+            proc = subprocess.Popen([sys.executable, "-m", "tfnative", "stack", "--pid", str(target.pid),
+                                     "--all-threads"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and proc.poll() is None:
+                _held, tracer = _tasks_held(target.pid)
+                if tracer == proc.pid:
+                    proc.send_signal(getattr(signal, how))
+                    caught = True
+                    break
+                time.sleep(0.001)
+            proc.communicate(timeout=60)
+            if caught:
+                break
+        assert caught, "never saw tfnative holding the threads"
+        if how == "SIGINT":
+            assert proc.returncode == 130
+        else:
+            assert proc.returncode == -signal.SIGKILL
+        time.sleep(0.5)
+        held, tracer = _tasks_held(target.pid)
+        assert tracer == 0 and held == []
+        before = int(beat.read_text())
+        time.sleep(0.5)
+        assert int(beat.read_text()) > before  # the main thread runs on
+        assert target.poll() is None
     finally:
         target.kill()
         target.wait()

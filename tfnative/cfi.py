@@ -408,7 +408,11 @@ def _evaluate(expr: bytes, regs: Dict[int, int], read: Reader, push_cfa: Optiona
         elif op == 0x16:
             stack[-1], stack[-2] = stack[-2], stack[-1]
         elif op == 0x06:  # deref
-            stack.append(struct.unpack("<Q", read(stack.pop(), 8))[0])
+            addr = stack.pop()
+            try:
+                stack.append(struct.unpack("<Q", read(addr, 8))[0])
+            except MemoryError:
+                raise CfiError("DWARF expression reads unreadable 0x%x" % addr) from None
         elif op == 0x23:  # plus_uconst
             v, pos = _uleb(expr, pos)
             stack.append((stack.pop() + v) & MASK)

@@ -104,7 +104,12 @@ class Frozen:
         try:
             self._seize_all()
             for tid in list(self.held):
-                self.regs[tid] = self._getregs(tid)
+                try:
+                    self.regs[tid] = self._getregs(tid)
+                except OSError as exc:
+                    if exc.errno != errno.ESRCH:
+                        raise Unsupported("ptrace(PTRACE_GETREGS, %d): %s" % (tid, exc.strerror)) from None
+                    self.held.pop(tid, None)  # it exited meanwhile
         except BaseException:
             self.release()
             raise

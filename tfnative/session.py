@@ -458,6 +458,11 @@ def _stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str) -> Dict[str, A
             return snapshot.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"))
         except snapshot.Unsupported:
             pass
+        except (GdbError, KeyError, ValueError, OSError, MemoryError) as exc:
+            if os.environ.get("TFNATIVE_DEBUG"):
+                raise
+            loader.err.write("tfnative: warning: capturing through gdb: tfnative's unwinder failed (%s: %s)\n"
+                             % (type(exc).__name__, exc))
     if loader is not None:
         loader.sync(full_list=True)
     result = capture(gdb, which == "all", python_only=which == "python")
@@ -529,6 +534,14 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
                         result = snapshot.take(pid, "all")
                 except snapshot.Unsupported as exc:
                     err.write("tfnative: taking the snapshot through gdb: %s\n" % exc)
+                    result = None
+                except Interrupted:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a bug of ours must not cost the user the snapshot
+                    if os.environ.get("TFNATIVE_DEBUG"):
+                        raise
+                    err.write("tfnative: taking the snapshot through gdb: tfnative's unwinder failed (%s: %s)\n"
+                              % (type(exc).__name__, exc))
                     result = None
                 finally:
                     if not was_stopped:

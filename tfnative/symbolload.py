@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, TextIO
 
@@ -70,7 +71,8 @@ class SymbolLoader:
         self.breaks_total = len(breaks)
         self.breakpoints = breakpoints
         self.seen: set = set()
-        self.surrogates: Dict[str, Surrogated] = {}
+        self.surrogates: Dict[str, Surrogated] = {}  # big libraries gdb has a surrogate for
+        self.indexed: Dict[str, Surrogated] = {}  # big libraries our index knows (with or without one)
         self.pending: List[Dict[str, Any]] = []
         self.eager = False
 
@@ -87,6 +89,7 @@ class SymbolLoader:
         """
         self.seen.clear()
         self.surrogates.clear()
+        self.indexed.clear()
         self.pending.clear()
         self.set_eager(bool(self.breaks_total))
 
@@ -130,7 +133,17 @@ class SymbolLoader:
         return self.gdb.command("-file-list-shared-libraries", timeout=120).get("shared-libraries", [])
 
     def _load(self, libs: List[Dict[str, Any]], full_list: bool) -> None:
-        """Symbols for ``libs`` (MI library records); ``full_list``: they are gdb's whole list."""
+        """Symbols for ``libs`` (MI library records); ``full_list``: they are gdb's whole list.
+
+        A full list means gdb is about to unwind (a capture through gdb): every
+        library gets what that needs.  Otherwise (library events), gdb gets only
+        what breakpoints need: a huge library is looked up in our index (its
+        functions get address breakpoints) without a surrogate, and once every
+        breakpoint has resolved, a small library only when its file holds one
+        of the breakpoints' names.  Captures need none of it: tfnative unwinds
+        them itself (``snapshot.py``).  What is left out is loaded by the next
+        full sync, should gdb ever have to unwind.
+        """
         small: List[str] = []
         surrogated = {v.path for v in self.surrogates.values()}
         for lib in libs:
@@ -142,16 +155,20 @@ class SymbolLoader:
                 # load (and has no surrogate) is tried again.
                 if not (full_list and lib.get("symbols-loaded") == "0" and path not in surrogated):
                     continue
-            self.seen.add(path)
             try:
                 size = os.path.getsize(path)
             except OSError:
                 continue
             if size >= HUGE_BYTES and wants_surrogate(path):
-                if not self._surrogate(path):
+                self.seen.add(path)
+                if not self._index(path) or (full_list and not self._surrogate(path)):
                     small.append(path)
             elif lib.get("symbols-loaded") != "1":
-                small.append(path)
+                if full_list or self.eager or self._may_define_breakpoint(path):
+                    self.seen.add(path)
+                    small.append(path)
+            else:
+                self.seen.add(path)
         if small:
             regex = "\\|".join("^%s$" % gdb_regex_escape(p) for p in small)
             try:
@@ -159,6 +176,26 @@ class SymbolLoader:
             except GdbError:
                 self.seen.difference_update(small)  # not done: the next full sync retries them
                 raise
+
+    def _may_define_breakpoint(self, path: str) -> bool:
+        """Whether a library loaded after every breakpoint resolved may add a location to one.
+
+        gdb would add one where the library defines a breakpoint's function:
+        its name is then among the file's bytes (plain or in a mangled name).
+        FILE:LINE breakpoints need the library's DWARF: those keep every
+        library loaded.
+        """
+        if self.breaks_total > len(self.breaks):
+            return True
+        tokens = {re.findall(r"[A-Za-z_][A-Za-z0-9_]*", b.split("(")[0])[-1].encode()
+                  for b in self.breaks if re.search(r"[A-Za-z_]", b)}
+        if not tokens:
+            return False
+        try:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                return any(mm.find(t) >= 0 for t in tokens)
+        except (OSError, ValueError):
+            return True
 
     def sync_for_snapshot(self) -> List[str]:
         """Symbols for the libraries a snapshot of the stopped process can meet, and no others.
@@ -203,44 +240,60 @@ class SymbolLoader:
         self._load([lib for lib in libs if lib.get("target-name") in wanted], full_list=True)
         return [p for p in paths if p and p not in wanted]
 
-    def _surrogate(self, path: str) -> bool:
-        """CFI-only surrogate for ``path``; the user's functions in it get address breakpoints.
+    def _index(self, path: str) -> bool:
+        """Our index of a huge library; in the eager phase, its breakpoint functions get address breakpoints.
 
-        The surrogate carries no symbols: resolving a pending breakpoint by name
-        there would make gdb analyse the function's prologue, which parses the
-        library's whole ``.eh_frame`` (0.6 s for TensorFlow's).  We resolve
-        names from our index and break at the function's entry address, which
-        CFI unwinds exactly.
+        Resolving a pending breakpoint by name in gdb would need the library's
+        symbols (23 s for TensorFlow's) or make gdb analyse the function's
+        prologue, which parses the library's whole ``.eh_frame`` (0.6 s).  We
+        resolve names from our index and break at the function's entry
+        address, which CFI unwinds exactly.
         """
+        name = os.path.basename(path)
+        if name in self.indexed:
+            return True
         try:
             index = ElfIndex.open(path)
             found = [(loc, vaddr) for loc in self.breaks for _name, vaddr in index.find(loc)] if self.eager else []
-            surrogate = build_surrogate(path, [], index)
             base = load_base(self.pid, path)
         except (ElfError, OSError, LookupError) as exc:
             self.err.write("tfnative: warning: fast symbols unavailable for %s (%s); gdb reads it in full\n"
-                           % (os.path.basename(path), exc))
+                           % (name, exc))
             return False
-        try:
-            self.gdb.console_command("add-symbol-file %s -o 0x%x" % (surrogate, base), timeout=600)
-        except GdbError as exc:
-            self.err.write("tfnative: warning: gdb refused the surrogate for %s (%s)\n" % (path, exc))
-            return False
-        self.surrogates[os.path.basename(path)] = Surrogated(path, base, index, os.path.getsize(path))
+        self.indexed[name] = Surrogated(path, base, index, os.path.getsize(path))
         if self.breakpoints is not None:
             for loc, vaddr in found:
                 self.breakpoints.add_address(self.gdb, loc, base + vaddr)
         return True
 
+    def _surrogate(self, path: str) -> bool:
+        """Give gdb a CFI-only surrogate of an indexed library, for gdb's own unwind through it."""
+        lib = self.indexed[os.path.basename(path)]
+        if os.path.basename(path) in self.surrogates:
+            return True
+        try:
+            surrogate = build_surrogate(path, [], lib.index)
+        except (ElfError, OSError) as exc:
+            self.err.write("tfnative: warning: fast symbols unavailable for %s (%s); gdb reads it in full\n"
+                           % (os.path.basename(path), exc))
+            return False
+        try:
+            self.gdb.console_command("add-symbol-file %s -o 0x%x" % (surrogate, lib.base), timeout=600)
+        except GdbError as exc:
+            self.err.write("tfnative: warning: gdb refused the surrogate for %s (%s)\n" % (path, exc))
+            return False
+        self.surrogates[os.path.basename(path)] = lib
+        return True
+
     def symbolize(self, capture: Dict[str, Any]) -> None:
         """Name the frames of surrogate libraries from our index, in place."""
-        if not self.surrogates:
+        if not self.indexed:
             return
         todo = []
         for thread in capture.get("threads", []):
             for key in ("frames", "python_frames"):
                 for f in thread.get(key) or []:
-                    lib = self.surrogates.get(f.get("library") or "")
+                    lib = self.indexed.get(f.get("library") or "")
                     if f.get("kind") != "native" or lib is None:
                         continue
                     hit = lib.index.symbolize(int(f["address"], 16) - lib.base)
@@ -252,8 +305,8 @@ class SymbolLoader:
             f["function"] = name
 
     def name_of(self, address: int) -> Optional[str]:
-        """The demangled name of the function at ``address`` in a surrogate library, or None."""
-        for lib in self.surrogates.values():
+        """The demangled name of the function at ``address`` in an indexed library, or None."""
+        for lib in self.indexed.values():
             vaddr = address - lib.base
             if not 0 <= vaddr < lib.size:
                 continue
