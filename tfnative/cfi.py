@@ -507,20 +507,21 @@ class Unwinder:
             return self._spans[k][2]
         return None
 
-    def unwind(self, regs: Dict[str, int], limit: int) -> Tuple[List[Frame], Optional[str]]:
-        """The frames of a thread, innermost first, from its registers (names as in ptrace)."""
+    def unwind(self, regs: Dict[str, int], limit: int) -> List[Frame]:
+        """The frames of a thread, innermost first, from its registers (names as in ptrace).
+
+        Raises ``CfiError`` where a frame cannot be unwound from CFI alone.
+        """
         values = {i: regs[name] for i, name in enumerate(DWARF_REGS) if name in regs}
         pc = regs["rip"]
         frames = [Frame(pc, values, self.module_of(pc))]
         while len(frames) < limit:
             frame = frames[-1]
             caller = self._step(frame, innermost=len(frames) == 1 or frames[-2].signal)
-            if caller is None:
-                return frames, None
-            if caller.pc == 0:
-                return frames, None
+            if caller is None or caller.pc == 0:
+                return frames
             frames.append(caller)
-        return frames, None
+        return frames
 
     def _step(self, frame: Frame, innermost: bool) -> Optional[Frame]:
         module = frame.module

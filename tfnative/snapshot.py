@@ -1,7 +1,9 @@
-"""``tfnative stack`` without gdb: freeze, unwind from CFI, read Python frames, name, let go.
+"""Mixed stacks without gdb: unwind from CFI, read Python frames, name the frames.
 
-Starting gdb, attaching and giving it CFI for TensorFlow's libraries costs
-about a second; everything a snapshot needs is cheaper to read directly:
+``tfnative stack`` (``take``) holds the threads itself; at a breakpoint hit
+(``of_stopped``) gdb holds them and gives their registers.  Starting gdb,
+attaching and giving it CFI and symbols for TensorFlow's libraries costs
+about a second; everything a stack needs is cheaper to read directly:
 
 * the threads are held with ptrace (``ptrace.py``): registers of each, and
   ``/proc/PID/mem`` for the rest;
@@ -15,8 +17,8 @@ about a second; everything a snapshot needs is cheaper to read directly:
   stripped, and kernel frames get their op (``tfnative_gdb.opkernel``).
 
 The result has the shape of ``-tfnative-capture``'s, so the report is the
-same.  What this path does not do, it refuses with ``Unsupported``, and
-``tfnative stack`` asks gdb instead:
+same.  What this path does not do, it refuses with ``Unsupported``, and the
+caller asks gdb instead:
 
 * a frame without CFI (gdb has heuristics for those), or in the vDSO;
 * a frame in a library that carries its own DWARF (a debug build of
@@ -30,8 +32,10 @@ left out: frames there are named from the debug file's symbols.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
+import struct
 from typing import Any, Dict, List, Optional, Tuple
 
 from tfnative_gdb.autograph import annotate as annotate_autograph
@@ -83,8 +87,6 @@ class _Lib(Module):
         if self._dwarf is None:
             self._dwarf = False
             try:
-                import mmap
-
                 with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                     sec = _Elf(mm, self.path).section(".debug_info")
                     self._dwarf = sec is not None and sec.size > 0 and sec.type != 8
@@ -121,8 +123,6 @@ def _modules(pid: int) -> List[_Lib]:
 
 def _first_load_vaddr(path: str) -> int:
     """The page-aligned vaddr of the first PT_LOAD (0 for shared libraries and PIEs)."""
-    import struct
-
     try:
         with open(path, "rb") as f:
             head = f.read(64)
@@ -361,7 +361,7 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
         if which == "python" and py is None and pythreads:
             continue
         try:
-            frames, _ = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
+            frames = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
         except CfiError as exc:
             raise Unsupported("thread %d: %s" % (tid, exc)) from None
         for fr in frames:
