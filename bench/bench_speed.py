@@ -163,8 +163,8 @@ def hit_to_report(lines: List[tuple]) -> Optional[float]:
     """Seconds from the first breakpoint-hit stop to the report being printed.
 
     The end is the first command tfnative sends after the answer of the
-    ``-tfnative-capture`` that follows the stop: tfnative names the frames and
-    prints the report in between.  Lines carry our tail thread's timestamps;
+    ``-tfnative-registers`` (or ``-tfnative-capture``) that follows the stop:
+    tfnative unwinds, names the frames and prints the report in between.  Lines carry our tail thread's timestamps;
     when the log has its own (a leading monotonic "SECONDS "), those are used.
     """
     t_hit = None
@@ -179,7 +179,8 @@ def hit_to_report(lines: List[tuple]) -> Optional[float]:
                 t_hit = t
             continue
         if token is None:
-            m = re.match(r"-> (\d+)-tfnative-capture", ln)
+            # -tfnative-registers: tfnative unwinds itself; -tfnative-capture: gdb does
+            m = re.match(r"-> (\d+)-tfnative-(?:registers|capture)", ln)
             if m:
                 token = m.group(1)
             continue
@@ -363,17 +364,34 @@ def ratio(a: Optional[float], b: Optional[float]) -> str:
     return f"{a / b:.2f}x"
 
 
+def _report(label: str, i: int, r: Run) -> None:
+    flag = "" if r.ok and r.rc == 0 else f" (rc={r.rc}{', ' + r.note if r.note else ''})"
+    print(f"  {label} #{i + 1}: {r.wall:.2f} s, gdb peak {r.gdb_hwm_mb:.0f} MB"
+          + (f", hit-to-report {r.hit_to_report:.2f} s" if r.hit_to_report is not None else "")
+          + (f", threads {r.target_threads}" if r.target_threads else "") + flag, flush=True)
+    if not (r.ok and r.rc == 0):
+        print("    output tail: " + r.out[-800:].replace("\n", "\n    "), flush=True)
+
+
 def repeat(n: int, label: str, fn: Callable[[], Run]) -> List[Run]:
     out = []
     for i in range(n):
         r = fn()
-        flag = "" if r.ok and r.rc == 0 else f" (rc={r.rc}{', ' + r.note if r.note else ''})"
-        print(f"  {label} #{i + 1}: {r.wall:.2f} s, gdb peak {r.gdb_hwm_mb:.0f} MB"
-              + (f", hit-to-report {r.hit_to_report:.2f} s" if r.hit_to_report is not None else "")
-              + (f", threads {r.target_threads}" if r.target_threads else "") + flag, flush=True)
-        if not (r.ok and r.rc == 0):
-            print("    output tail: " + r.out[-800:].replace("\n", "\n    "), flush=True)
+        _report(label, i, r)
         out.append(r)
+    return out
+
+
+def interleave(n: int, runs: Dict[str, Callable[[], Run]]) -> Dict[str, List[Run]]:
+    """``n`` rounds of one run of each: the machine's drift (this one's speed moves by 20 %
+    over minutes) then weighs on every column alike, where ``n`` runs of one after ``n``
+    of the other would put it all into their difference."""
+    out: Dict[str, List[Run]] = {label: [] for label in runs}
+    for i in range(n):
+        for label, fn in runs.items():
+            r = fn()
+            _report(label, i, r)
+            out[label].append(r)
     return out
 
 
@@ -392,14 +410,18 @@ def tfnative_attach(script: List[str], tmp: str, extra: List[str]) -> Run:
 
 def section_a(n: int, tmp: str, res: Dict) -> None:
     print("(a) attach overhead, (c) gdb peak RSS, (d) hit-to-report for the stopped thread", flush=True)
-    base = repeat(n, "python open_session.py", lambda: run_cmd([PY, OPEN_SESSION]))
-    base_wait = repeat(n, "python open_session_stdin.py (line given at once)",
-                       lambda: run_cmd([PY, os.path.join(SCRIPTS, "open_session_stdin.py")], stdin="\n"))
-    tfn = repeat(n, "tfnative attach", lambda: tfnative_attach([OPEN_SESSION], tmp, []))
-    man = repeat(n, "manual gdb recipe", lambda: manual_recipe(
-        [os.path.join(SCRIPTS, "open_session_stdin.py")],
-        ["break TF_NewSession", "echo @@ARMED\\n", "continue", "bt", "py-bt", "echo @@END\\n"]))
-    res["a"] = {"base": base, "base_wait": base_wait, "tfnative": tfn, "manual": man}
+    runs = interleave(n, {
+        "python open_session.py": lambda: run_cmd([PY, OPEN_SESSION]),
+        "python open_session_stdin.py (line given at once)":
+            lambda: run_cmd([PY, os.path.join(SCRIPTS, "open_session_stdin.py")], stdin="\n"),
+        "tfnative attach": lambda: tfnative_attach([OPEN_SESSION], tmp, []),
+        "manual gdb recipe": lambda: manual_recipe(
+            [os.path.join(SCRIPTS, "open_session_stdin.py")],
+            ["break TF_NewSession", "echo @@ARMED\\n", "continue", "bt", "py-bt", "echo @@END\\n"]),
+    })
+    res["a"] = {"base": runs["python open_session.py"],
+                "base_wait": runs["python open_session_stdin.py (line given at once)"],
+                "tfnative": runs["tfnative attach"], "manual": runs["manual gdb recipe"]}
 
 
 def section_b(n: int, tmp: str, res: Dict) -> None:
@@ -419,7 +441,7 @@ def section_b(n: int, tmp: str, res: Dict) -> None:
             "pystack remote --native": [os.path.join(BIN, "pystack"), "remote", "--native", pid],
             "py-spy dump --native": [os.path.join(BIN, "py-spy"), "dump", "--native", "--pid", pid],
         }
-        out = {}
+        todo: Dict[str, Callable[[], Run]] = {}
         for label, cmd in tools.items():
             if not os.path.exists(cmd[0]) and shutil.which(cmd[0]) is None:
                 print(f"  {label}: not installed", flush=True)
@@ -434,8 +456,8 @@ def section_b(n: int, tmp: str, res: Dict) -> None:
                     r.ok, r.note = False, "the target died"
                 return r
 
-            out[label] = repeat(n, label, one)
-        res["b"] = {"tools": out, "threads": threads}
+            todo[label] = one
+        res["b"] = {"tools": interleave(n, todo), "threads": threads}
     finally:
         target.kill()
         target.wait()
@@ -444,11 +466,14 @@ def section_b(n: int, tmp: str, res: Dict) -> None:
 def section_d(n: int, tmp: str, res: Dict) -> None:
     print("(d) hit-to-report, all threads of a process with 24 extra Python threads", flush=True)
     script = os.path.join(SCRIPTS, "many_threads_session.py")
-    tfn = repeat(n, "tfnative attach --all-threads", lambda: tfnative_attach([script], tmp, ["--all-threads"]))
-    man = repeat(n, "manual: thread apply all bt + py-bt", lambda: manual_recipe(
-        [script, "wait"], ["break TF_NewSession", "echo @@ARMED\\n", "continue", "thread apply all bt",
-                           "thread apply all py-bt", "echo @@END\\n"]))
-    res["d"] = {"tfnative": tfn, "manual": man}
+    runs = interleave(n, {
+        "tfnative attach --all-threads": lambda: tfnative_attach([script], tmp, ["--all-threads"]),
+        "manual: thread apply all bt + py-bt": lambda: manual_recipe(
+            [script, "wait"], ["break TF_NewSession", "echo @@ARMED\\n", "continue", "thread apply all bt",
+                               "thread apply all py-bt", "echo @@END\\n"]),
+    })
+    res["d"] = {"tfnative": runs["tfnative attach --all-threads"],
+                "manual": runs["manual: thread apply all bt + py-bt"]}
 
 
 def section_e(n: int, tmp: str, res: Dict) -> None:
