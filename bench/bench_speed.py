@@ -373,15 +373,6 @@ def _report(label: str, i: int, r: Run) -> None:
         print("    output tail: " + r.out[-800:].replace("\n", "\n    "), flush=True)
 
 
-def repeat(n: int, label: str, fn: Callable[[], Run]) -> List[Run]:
-    out = []
-    for i in range(n):
-        r = fn()
-        _report(label, i, r)
-        out.append(r)
-    return out
-
-
 def interleave(n: int, runs: Dict[str, Callable[[], Run]]) -> Dict[str, List[Run]]:
     """``n`` rounds of one run of each: the machine's drift (this one's speed moves by 20 %
     over minutes) then weighs on every column alike, where ``n`` runs of one after ``n``
@@ -593,7 +584,8 @@ def markdown(res: Dict, n: int, args: argparse.Namespace) -> str:
             "## (d) hit-to-report",
             "",
             "tfnative: in its `--gdb-log` (timestamped lines), from `*stopped,reason=\"breakpoint-hit\"` to the "
-            "first MI command after the answer of `-tfnative-capture` (frames named and report printed by then).  "
+            "first MI command after the answer of `-tfnative-registers` (or `-tfnative-capture` when gdb captures: "
+            "frames unwound, named and report printed by then).  "
             "Manual: from gdb's `Breakpoint 1, ` line to `echo @@END` after the last backtrace command (gdb on "
             "a pty, lines timestamped as they arrive).",
             "",
