@@ -26,9 +26,11 @@ from __future__ import annotations
 import bisect
 import mmap
 import struct
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .elfindex import ElfError, _Elf
+from .elfindex import sleb128 as _sleb
+from .elfindex import uleb128 as _uleb
 
 __all__ = ["CfiError", "EhFrame", "Frame", "Module", "Unwinder", "DWARF_REGS"]
 
@@ -37,7 +39,6 @@ DWARF_REGS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
 RSP, RIP = 7, 16
 MASK = (1 << 64) - 1
 Reader = Callable[[int, int], bytes]
-Buffer = Union[bytes, mmap.mmap]
 
 
 class CfiError(Exception):
@@ -45,30 +46,6 @@ class CfiError(Exception):
 
 
 # ------------------------------------------------------------------------------------------ decoding
-
-
-def _uleb(buf: Buffer, pos: int) -> Tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return result, pos
-
-
-def _sleb(buf: Buffer, pos: int) -> Tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            if b & 0x40:
-                result -= 1 << shift
-            return result, pos
 
 
 _FIXED = {0x02: "<H", 0x03: "<I", 0x04: "<Q", 0x0A: "<h", 0x0B: "<i", 0x0C: "<q", 0x00: "<Q"}

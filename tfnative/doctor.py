@@ -21,6 +21,8 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from .elfindex import sleb128 as _sleb
+from .elfindex import uleb128 as _uleb
 from .errors import TfnativeError
 
 SHF_COMPRESSED = 0x800
@@ -215,30 +217,6 @@ class Elf:
 
 
 # ---------------------------------------------------------------- DWARF unit headers
-
-
-def _uleb(d: memoryview, pos: int) -> Tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = d[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _sleb(d: memoryview, pos: int) -> Tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = d[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            if b & 0x40:
-                result -= 1 << shift
-            return result, pos
 
 
 _FIXED = {0x05: 2, 0x06: 4, 0x07: 8, 0x0B: 1, 0x0C: 1, 0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8, 0x19: 0,

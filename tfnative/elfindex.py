@@ -36,7 +36,7 @@ import shutil
 import struct
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .files import atomic_write, cache_dir
 
@@ -50,6 +50,8 @@ __all__ = [
     "demangle",
     "load_base",
     "read_build_id",
+    "sleb128",
+    "uleb128",
 ]
 
 CACHE_VERSION = 1
@@ -179,6 +181,32 @@ class _Elf:
             if p_type == PT_LOAD:
                 return p_vaddr & ~(max(p_align, 1) - 1) if p_align else p_vaddr
         return 0
+
+
+def uleb128(buf: Union[bytes, memoryview, mmap.mmap], pos: int) -> Tuple[int, int]:
+    """The unsigned LEB128 number at ``pos`` (DWARF, CFI) and the position after it."""
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return result, pos
+
+
+def sleb128(buf: Union[bytes, memoryview, mmap.mmap], pos: int) -> Tuple[int, int]:
+    """The signed LEB128 number at ``pos`` and the position after it."""
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            if b & 0x40:
+                result -= 1 << shift
+            return result, pos
 
 
 def read_build_id(path: str) -> Optional[str]:
