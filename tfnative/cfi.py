@@ -28,7 +28,7 @@ import mmap
 import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .elfindex import ElfError, _Elf
+from .elfindex import ElfError, Section, _Elf
 from .elfindex import sleb128 as _sleb
 from .elfindex import uleb128 as _uleb
 
@@ -66,7 +66,8 @@ class EhFrame:
         eh = elf.section(".eh_frame")
         if hdr is None or eh is None or hdr.type == 8 or eh.type == 8:
             raise CfiError("%s has no .eh_frame_hdr" % path)
-        self.hdr_addr, self.hdr_off = hdr.addr, hdr.offset
+        self.hdr_addr = hdr.addr
+        self.eh = eh
         self.eh_addr, self.eh_off, self.eh_size = eh.addr, eh.offset, eh.size
         mm = self.mm
         version, _ptr_enc, count_enc, table_enc = mm[hdr.offset:hdr.offset + 4]
@@ -80,7 +81,7 @@ class EhFrame:
         self._cies: Dict[int, tuple] = {}
         self._fdes: Dict[int, tuple] = {}
 
-    def _encoded(self, enc: int, pos: int, sec: _Sec) -> Tuple[int, int]:
+    def _encoded(self, enc: int, pos: int, sec: Section) -> Tuple[int, int]:
         """A DW_EH_PE-encoded value at file offset ``pos`` of section ``sec``."""
         if enc == 0xFF:
             return 0, pos
@@ -141,9 +142,8 @@ class EhFrame:
         cie_ptr = struct.unpack_from("<I", mm, pos + 4)[0]
         cie = self._cie(pos + 4 - cie_ptr)
         code_align, data_align, ra_reg, fde_enc, aug_z, signal_frame, initial = cie
-        sec = _Sec(self.eh_addr, self.eh_off)
-        start, p = self._encoded(fde_enc, pos + 8, sec)
-        size, p = self._encoded(fde_enc & 0x0F, p, sec)
+        start, p = self._encoded(fde_enc, pos + 8, self.eh)
+        size, p = self._encoded(fde_enc & 0x0F, p, self.eh)
         if aug_z:
             aug_len, p = _uleb(mm, p)
             p += aug_len
@@ -178,14 +178,13 @@ class EhFrame:
             aug_len, p = _uleb(mm, p)
             data_end = p + aug_len
             q = p
-            sec = _Sec(self.eh_addr, self.eh_off)
             for ch in aug[1:]:
                 if ch == ord("R"):
                     fde_enc = mm[q]
                     q += 1
                 elif ch == ord("P"):
                     enc = mm[q]
-                    _value, q = self._encoded(enc & 0x7F, q + 1, sec)
+                    _value, q = self._encoded(enc & 0x7F, q + 1, self.eh)
                 elif ch == ord("L"):
                     q += 1
                 elif ch == ord("S"):
@@ -200,13 +199,6 @@ class EhFrame:
         cie = (code_align, data_align, ra_reg, fde_enc, aug_z, signal_frame, bytes(mm[p:end]))
         self._cies[pos] = cie
         return cie
-
-
-class _Sec:
-    __slots__ = ("addr", "offset")
-
-    def __init__(self, addr: int, offset: int) -> None:
-        self.addr, self.offset = addr, offset
 
 
 # ------------------------------------------------------------------------------------ CFA programs
@@ -457,15 +449,14 @@ class Module:
 
 
 class Frame:
-    """One native frame: its pc, its registers (DWARF numbers), and its CFA once unwound."""
+    """One native frame: its pc, its registers (DWARF numbers), and whether it is a signal trampoline's."""
 
-    __slots__ = ("pc", "regs", "module", "cfa", "signal")
+    __slots__ = ("pc", "regs", "module", "signal")
 
     def __init__(self, pc: int, regs: Dict[int, int], module: Optional[Module]) -> None:
         self.pc = pc
         self.regs = regs
         self.module = module
-        self.cfa: Optional[int] = None
         self.signal = False  # the frame of a signal trampoline
 
 
@@ -524,7 +515,6 @@ class Unwinder:
             cfa = (regs[cfa_rule[1]] + cfa_rule[2]) & MASK
         else:
             cfa = _evaluate(cfa_rule[1], regs, self.read)
-        frame.cfa = cfa
         rules = state["rules"]
         ra_rule = rules.get(ra_reg)
         if ra_rule is None or ra_rule[0] == "undefined":
