@@ -38,11 +38,9 @@ import re
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
-from tfnative_gdb.autograph import annotate as annotate_autograph
-from tfnative_gdb.mixed import merge
 from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
-from tfnative_gdb.pyframes import PythonReader, ThreadPy
-from tfnative_gdb.pylayout import LAYOUTS, debug_offsets_layout
+from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
+from tfnative_gdb.threads import PythonThreads, select_threads, thread_entry
 
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
 from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, demangle
@@ -121,24 +119,30 @@ def _modules(pid: int) -> List[_Lib]:
     return libs
 
 
-def _first_load_vaddr(path: str) -> int:
-    """The page-aligned vaddr of the first PT_LOAD (0 for shared libraries and PIEs)."""
+def _segments(path: str) -> List[Tuple[int, int]]:
+    """(p_type, p_vaddr) of each program header of a 64-bit ELF file (empty if it is none).
+
+    Reads the ELF header and the program header table only: ``elfindex._Elf``
+    also parses every section header, ten times the cost over the ~150 files
+    a TensorFlow process maps.
+    """
     try:
         with open(path, "rb") as f:
             head = f.read(64)
             if head[:4] != b"\x7fELF" or head[4] != 2:
-                return 0
+                return []
             phoff, = struct.unpack_from("<Q", head, 32)
             phentsize, phnum = struct.unpack_from("<HH", head, 54)
             f.seek(phoff)
             table = f.read(phentsize * phnum)
-    except OSError:
-        return 0
-    for i in range(phnum):
-        p_type, _flags, _off, vaddr = struct.unpack_from("<IIQQ", table, i * phentsize)
-        if p_type == 1:
-            return vaddr & ~0xFFF
-    return 0
+        return [struct.unpack_from("<I4x8xQ", table, i * phentsize) for i in range(phnum)]
+    except (OSError, struct.error):
+        return []
+
+
+def _first_load_vaddr(path: str) -> int:
+    """The page-aligned vaddr of the first PT_LOAD (0 for shared libraries and PIEs)."""
+    return next((vaddr & ~0xFFF for p_type, vaddr in _segments(path) if p_type == 1), 0)
 
 
 def _link_map_names(memory: Memory, libs: List[_Lib], pid: int) -> None:
@@ -148,8 +152,6 @@ def _link_map_names(memory: Memory, libs: List[_Lib], pid: int) -> None:
     the loader's list has the name it was loaded by (``libstdc++.so.6``).  The
     list is found through the executable's ``DT_DEBUG`` entry (``r_debug``).
     """
-    import struct
-
     try:
         exe = os.path.realpath("/proc/%d/exe" % pid)
     except OSError:
@@ -158,14 +160,7 @@ def _link_map_names(memory: Memory, libs: List[_Lib], pid: int) -> None:
     if main is None:
         return
     try:
-        with open(exe, "rb") as f:
-            head = f.read(64)
-            phoff, = struct.unpack_from("<Q", head, 32)
-            phentsize, phnum = struct.unpack_from("<HH", head, 54)
-            f.seek(phoff)
-            table = f.read(phentsize * phnum)
-        dynamic = next(struct.unpack_from("<IIQQ", table, i * phentsize)[3] for i in range(phnum)
-                       if struct.unpack_from("<I", table, i * phentsize)[0] == 2)  # PT_DYNAMIC
+        dynamic = next(vaddr for p_type, vaddr in _segments(exe) if p_type == 2)  # PT_DYNAMIC
         addr = dynamic + main.bias
         r_debug = 0
         for _ in range(512):
@@ -196,6 +191,7 @@ def _link_map_names(memory: Memory, libs: List[_Lib], pid: int) -> None:
 
 
 def _python_reader(memory: Memory, libs: List[_Lib], warnings: List[str]) -> Optional[PythonReader]:
+    """The reader of the interpreter whose file (executable or libpython) defines ``_PyRuntime``."""
     for lib in libs:
         if not re.match(r"(lib)?python\d", lib.name):
             continue
@@ -206,34 +202,11 @@ def _python_reader(memory: Memory, libs: List[_Lib], warnings: List[str]) -> Opt
         if "_PyRuntime" not in syms:
             continue
         at = {k: v + lib.bias for k, v in syms.items()}
-        runtime = at["_PyRuntime"]
-        layout = None
-        try:
-            layout = debug_offsets_layout(memory.read(runtime, 352))
-        except MemoryError:
-            pass
-        if layout is None:
-            version = None
-            if "Py_Version" in at:
-                try:
-                    hexv = int.from_bytes(memory.read(at["Py_Version"], 4), "little")
-                    version = ((hexv >> 24) & 0xFF, (hexv >> 16) & 0xFF)
-                except MemoryError:
-                    pass
-            if version is None:
-                m = re.search(r"python(\d)\.(\d+)", lib.name)
-                version = (int(m.group(1)), int(m.group(2))) if m else None
-            if version is None:
-                warnings.append("cannot tell the target's Python version")
-                return None
-            layout = LAYOUTS.get(version)
-            if layout is None:
-                warnings.append("Python %d.%d is not supported (supported: 3.10 to 3.13)" % version)
-                return None
-        reader = PythonReader(memory, layout, runtime, at.get("PyCode_Type"), at.get("PyUnicode_Type"),
-                              at.get("PyBytes_Type"))
+        reader, why = open_reader(memory, at.get, lambda _addr, lib=lib: lib.name)
+        if reader is None:
+            warnings.append(why)
         return reader
-    warnings.append("no _PyRuntime symbol: the target does not run CPython (or it is not loaded yet)")
+    warnings.append(NO_RUNTIME)
     return None
 
 
@@ -344,21 +317,13 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
     _link_map_names(memory, libs, pid)
     reader = _python_reader(memory, libs, result["warnings"])
-    pythreads: List[ThreadPy] = []
-    if reader is not None:
-        result["python"] = "%d.%d" % reader.layout.version
-        try:
-            pythreads = reader.thread_states()
-        except MemoryError as exc:
-            result["warnings"].append("cannot read Python thread states: %s" % exc)
-    by_native = {t.native_id: t for t in pythreads if t.native_id}
-    by_pthread = {t.pthread_id: t for t in pythreads}
+    pythreads = PythonThreads(reader, result)
     found = []
     for tid, name, regs in threads:
         if which == "selected" and tid != selected:
             continue
-        py = by_native.get(tid) or (by_pthread.get(regs.get("fs_base")) if not by_native else None)
-        if which == "python" and py is None and pythreads:
+        py = pythreads.find(tid, lambda regs=regs: regs.get("fs_base"))
+        if which == "python" and py is None and pythreads.states:
             continue
         try:
             frames = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
@@ -368,25 +333,11 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
             lib = fr.module
             if lib is not None and not _is_interpreter(lib) and lib.has_dwarf():
                 raise Unsupported("%s has debug info: gdb gives its source lines" % lib.path)
-        groups = None
-        if py is not None:
-            reader.read_frames(py)
-            annotate_autograph(reader, [f for g in py.groups for f in g])
-            groups = [[f.to_dict() for f in g] for g in py.groups]
-        found.append((tid, name, frames, _native_dicts(frames), py, groups))
+        found.append((tid, name, frames, _native_dicts(frames), py))
     _name_frames([(s[2], s[3]) for s in found])
     kernels = OpKernelReader(memory)
-    for tid, name, frames, dicts, py, groups in found:
+    for tid, name, frames, dicts, py in found:
         _ops(memory, frames, dicts, kernels)
-        entry: Dict[str, Any] = {"tid": tid, "name": name}
-        if py is not None and py.error:
-            entry["error"] = py.error
-        entry.update(merge(dicts, groups))
-        entry["has_python"] = bool(groups and any(groups))
-        result["threads"].append(entry)
-    t = result["threads"]
-    if which == "all":
-        result["threads"] = [x for x in t if x["has_python"]] + [x for x in t if not x["has_python"]]
-    elif which == "python":
-        result["threads"] = [x for x in t if x["has_python"]]
+        result["threads"].append(thread_entry(tid, name, dicts, reader, py))
+    result["threads"] = select_threads(result["threads"], which)
     return result

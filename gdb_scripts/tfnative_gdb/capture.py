@@ -10,11 +10,9 @@ from typing import Dict, List, Optional
 
 import gdb  # type: ignore
 
-from .autograph import annotate
-from .mixed import merge
 from .opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
-from .pyframes import PythonReader
-from .pylayout import LAYOUTS, debug_offsets_layout
+from .pyframes import open_reader
+from .threads import PythonThreads, select_threads, thread_entry
 
 MAX_NATIVE_FRAMES = 512
 
@@ -48,42 +46,10 @@ def _objfile_name_for(addr: int) -> str:
     return lib or gdb.current_progspace().filename or ""
 
 
-def python_version(runtime: int, memory: GdbMemory):
-    """(major, minor) of the interpreter in the target, or None."""
-    v = symbol_address("Py_Version")
-    if v is not None:
-        try:
-            hexv = int.from_bytes(memory.read(v, 4), "little")
-            return ((hexv >> 24) & 0xFF, (hexv >> 16) & 0xFF)
-        except MemoryError:
-            pass
-    m = re.search(r"python(\d)\.(\d+)", os.path.basename(_objfile_name_for(runtime)))
-    if m:
-        return (int(m.group(1)), int(m.group(2)))
-    return None
-
-
 def python_reader(inferior=None):
     """A PythonReader for the target, or (None, reason)."""
     inferior = inferior or gdb.selected_inferior()
-    memory = GdbMemory(inferior)
-    runtime = symbol_address("_PyRuntime")
-    if runtime is None:
-        return None, "no _PyRuntime symbol: the target does not run CPython (or it is not loaded yet)"
-    layout = None
-    try:
-        layout = debug_offsets_layout(memory.read(runtime, 352))
-    except MemoryError:
-        pass
-    if layout is None:
-        version = python_version(runtime, memory)
-        if version is None:
-            return None, "cannot tell the target's Python version"
-        layout = LAYOUTS.get(version)
-        if layout is None:
-            return None, "Python %d.%d is not supported (supported: 3.10 to 3.13)" % version
-    return PythonReader(memory, layout, runtime, symbol_address("PyCode_Type"),
-                        symbol_address("PyUnicode_Type"), symbol_address("PyBytes_Type")), None
+    return open_reader(GdbMemory(inferior), symbol_address, _objfile_name_for)
 
 
 def _library(pc: int) -> Optional[str]:
@@ -147,17 +113,9 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
     inferior = gdb.selected_inferior()
     result: Dict = {"pid": inferior.pid, "threads": [], "warnings": []}
     reader, why = python_reader(inferior)
-    pythreads = []
     if reader is None:
         result["warnings"].append(why)
-    else:
-        result["python"] = "%d.%d" % reader.layout.version
-        try:
-            pythreads = reader.thread_states()
-        except MemoryError as exc:
-            result["warnings"].append("cannot read Python thread states: %s" % exc)
-    by_native = {t.native_id: t for t in pythreads if t.native_id}
-    by_pthread = {t.pthread_id: t for t in pythreads}
+    pythreads = PythonThreads(reader, result)
 
     original = gdb.selected_thread()
     if original is not None:
@@ -169,11 +127,10 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
     threads = sorted(inferior.threads(), key=lambda t: t.num)
     if which == "selected" and original is not None:
         threads = [original]
-    elif which == "python" and pythreads:
+    elif which == "python" and pythreads.states:
         # Unwind only the threads that have a Python thread state: the others
         # would be filtered out anyway, and unwinding them is most of the cost.
-        threads = [t for t in threads if t.ptid[1] in by_native
-                   or (not by_native and _pthread_id(t) in by_pthread)]
+        threads = [t for t in threads if pythreads.find(t.ptid[1], lambda t=t: _pthread_id(t)) is not None]
     if tids:
         threads = [t for t in threads if t.ptid[1] in tids]
     out = []
@@ -181,33 +138,19 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
         for th in threads:
             th.switch()
             lwp = th.ptid[1]
-            py = by_native.get(lwp)
-            if py is None and by_pthread:
-                py = by_pthread.get(_pthread_id(th))
+            py = pythreads.find(lwp, lambda th=th: _pthread_id(th))
             native, err = native_frames()
-            groups = None
-            entry: Dict = {"tid": lwp, "name": th.name or "", "gdb_thread": th.num}
-            if py is not None:
-                reader.read_frames(py)
-                annotate(reader, [f for g in py.groups for f in g])
-                groups = [[f.to_dict() for f in g] for g in py.groups]
-                if py.error:
-                    entry["error"] = py.error
-            entry.update(merge(native, groups))
+            entry = thread_entry(lwp, th.name or "", native, reader, py)
+            entry["gdb_thread"] = th.num
             if err:
                 entry["error"] = (entry.get("error", "") + "; " if entry.get("error") else "") + err
-            entry["has_python"] = bool(groups and any(groups))
             out.append(entry)
     finally:
         if original is not None and original.is_valid():
             original.switch()
             if original_frame is not None and original_frame.is_valid():
                 original_frame.select()
-    if which == "python":
-        out = [t for t in out if t["has_python"]]
-    elif which == "all":
-        out = [t for t in out if t["has_python"]] + [t for t in out if not t["has_python"]]
-    result["threads"] = out
+    result["threads"] = select_threads(out, which)
     return result
 
 

@@ -10,11 +10,13 @@ current frame -> ``previous``/``f_back`` links, cut into one group per
 ``MemoryError`` on an unreadable address.
 """
 
+import os
+import re
 import struct
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .linetable import line_for
-from .pylayout import FRAME_OWNED_BY_CSTACK, Layout
+from .pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS, Layout, debug_offsets_layout
 
 MAX_FRAMES = 4096
 MAX_THREADS = 4096
@@ -329,3 +331,45 @@ class PythonReader:
             # Frames below the last entry marker: no eval call owns them, which
             # only happens while a thread is being set up or torn down.
             thread.groups.append(group)
+
+
+NO_RUNTIME = "no _PyRuntime symbol: the target does not run CPython (or it is not loaded yet)"
+
+
+def open_reader(memory, symbol: Callable[[str], Optional[int]],  # noqa: ANN001 - any reader of memory
+                library: Callable[[int], str]) -> Tuple[Optional[PythonReader], Optional[str]]:
+    """A PythonReader for the target's interpreter, or (None, why).
+
+    ``symbol(name)`` is the run-time address of a symbol (None when absent);
+    ``library(address)`` the file that holds an address.  3.13 describes its
+    own layout (``_Py_DebugOffsets`` at the start of ``_PyRuntime``); older
+    versions are told by ``Py_Version`` (3.11, 3.12) or by the name of the
+    file holding ``_PyRuntime`` (``libpython3.10.so``, ``python3.10``).
+    """
+    runtime = symbol("_PyRuntime")
+    if runtime is None:
+        return None, NO_RUNTIME
+    layout = None
+    try:
+        layout = debug_offsets_layout(memory.read(runtime, 352))
+    except MemoryError:
+        pass
+    if layout is None:
+        version = None
+        at = symbol("Py_Version")
+        if at is not None:
+            try:
+                hexv = int.from_bytes(memory.read(at, 4), "little")
+                version = ((hexv >> 24) & 0xFF, (hexv >> 16) & 0xFF)
+            except MemoryError:
+                pass
+        if version is None:
+            m = re.search(r"python(\d)\.(\d+)", os.path.basename(library(runtime)))
+            version = (int(m.group(1)), int(m.group(2))) if m else None
+        if version is None:
+            return None, "cannot tell the target's Python version"
+        layout = LAYOUTS.get(version)
+        if layout is None:
+            return None, "Python %d.%d is not supported (supported: 3.10 to 3.13)" % version
+    return PythonReader(memory, layout, runtime, symbol("PyCode_Type"), symbol("PyUnicode_Type"),
+                        symbol("PyBytes_Type")), None

@@ -1,0 +1,65 @@
+"""One capture's threads: which Python thread state each OS thread runs, and its mixed stack.
+
+Shared by gdb's capture (``capture.py``) and tfnative's own unwinder
+(``tfnative/snapshot.py``): they differ in where native frames come from,
+not in how a thread's Python frames are found, merged and ordered.
+"""
+
+from typing import Callable, Dict, List, Optional
+
+from .autograph import annotate
+from .mixed import merge
+from .pyframes import PythonReader, ThreadPy
+
+
+class PythonThreads:
+    """The interpreter's thread states, looked up by OS thread."""
+
+    def __init__(self, reader: Optional[PythonReader], result: Dict) -> None:
+        """Reads the thread states; ``result`` gets the Python version, or a warning."""
+        self.reader = reader
+        states: List[ThreadPy] = []
+        if reader is not None:
+            result["python"] = "%d.%d" % reader.layout.version
+            try:
+                states = reader.thread_states()
+            except MemoryError as exc:
+                result["warnings"].append("cannot read Python thread states: %s" % exc)
+        self.states = states
+        self.by_native = {t.native_id: t for t in states if t.native_id}
+        self.by_pthread = {t.pthread_id: t for t in states}
+
+    def find(self, tid: int, pthread_id: Callable[[], Optional[int]]) -> Optional[ThreadPy]:
+        """The state of the thread with LWP ``tid``.
+
+        By native thread id (3.11+); before 3.11 states carry none, and the
+        thread's pthread id (``pthread_id()``, asked only then) finds it.
+        """
+        if self.by_native:
+            return self.by_native.get(tid)
+        return self.by_pthread.get(pthread_id()) if self.by_pthread else None
+
+
+def thread_entry(tid: int, name: str, native: List[Dict], reader: Optional[PythonReader],
+                 py: Optional[ThreadPy]) -> Dict:
+    """One thread of a capture: ``native`` frames (innermost first) merged with the Python frames of ``py``."""
+    entry: Dict = {"tid": tid, "name": name}
+    groups = None
+    if py is not None and reader is not None:
+        reader.read_frames(py)
+        annotate(reader, [f for g in py.groups for f in g])
+        groups = [[f.to_dict() for f in g] for g in py.groups]
+        if py.error:
+            entry["error"] = py.error
+    entry.update(merge(native, groups))
+    entry["has_python"] = bool(groups and any(groups))
+    return entry
+
+
+def select_threads(entries: List[Dict], which: str) -> List[Dict]:
+    """"python": only threads with Python frames; "all": those first; else as they are."""
+    if which == "python":
+        return [t for t in entries if t["has_python"]]
+    if which == "all":
+        return [t for t in entries if t["has_python"]] + [t for t in entries if not t["has_python"]]
+    return entries
