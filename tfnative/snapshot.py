@@ -93,6 +93,11 @@ class _Lib(Module):
         return self._dwarf
 
 
+# Libraries already opened, by (path, inode, where mapped): a session's later
+# stops reuse their symbol index, CFI and the FDEs parsed so far.
+_KNOWN: Dict[tuple, _Lib] = {}
+
+
 def _modules(pid: int) -> List[_Lib]:
     """Each file mapped into ``pid`` with executable code: path, load bias, code ranges."""
     by_path: Dict[str, dict] = {}
@@ -105,7 +110,7 @@ def _modules(pid: int) -> List[_Lib]:
             if path.endswith(" (deleted)"):
                 continue
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            entry = by_path.setdefault(path, {"first": None, "ranges": []})
+            entry = by_path.setdefault(path, {"first": None, "ranges": [], "inode": parts[4]})
             if int(parts[2], 16) == 0 and entry["first"] is None:
                 entry["first"] = lo
             if "x" in parts[1]:
@@ -114,8 +119,11 @@ def _modules(pid: int) -> List[_Lib]:
     for path, e in by_path.items():
         if not e["ranges"] or e["first"] is None:
             continue
-        bias = e["first"] - _first_load_vaddr(path)
-        libs.append(_Lib(path, bias, e["ranges"]))
+        key = (path, e["inode"], e["first"], tuple(e["ranges"]))
+        lib = _KNOWN.get(key)
+        if lib is None:
+            lib = _KNOWN[key] = _Lib(path, e["first"] - _first_load_vaddr(path), e["ranges"])
+        libs.append(lib)
     return libs
 
 
