@@ -117,6 +117,19 @@ def wait_for_file(path: str, timeout: float = 120.0, proc: Optional[subprocess.P
     raise AssertionError("timed out waiting for %s" % path)
 
 
+def tracer_of(pid: int) -> int:
+    """The pid tracing ``pid`` (0: none), from /proc/PID/status."""
+    with open("/proc/%d/status" % pid) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("TracerPid:"))
+
+
+def assert_running_untraced(pid: int) -> None:
+    """A moment later, ``pid`` runs (not stopped) and nobody traces it."""
+    time.sleep(0.3)
+    assert state_of(pid) in ("S", "R")
+    assert tracer_of(pid) == 0
+
+
 def state_of(pid: int) -> Optional[str]:
     try:
         with open("/proc/%d/stat" % pid) as f:

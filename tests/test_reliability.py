@@ -11,13 +11,14 @@ import pytest
 from .conftest import (
     TFNATIVE,
     assert_gone,
+    assert_running_untraced,
     descendants,
     load_json,
     python_frames,
     requires_gdb,
     run_tfnative,
     script,
-    state_of,
+    tracer_of,
     wait_for_file,
 )
 
@@ -110,10 +111,7 @@ def test_stack_of_a_running_process_leaves_it_running(tmp_path):
         py = python_frames(ev["threads"][0]["frames"])
         assert [p[0] for p in py] == ["wait_here", "main", "<module>"]
         assert "[py] wait_here at" in r.stdout
-        time.sleep(0.3)
-        assert state_of(target.pid) in ("S", "R")
-        with open("/proc/%d/status" % target.pid) as f:
-            assert "TracerPid:\t0" in f.read()
+        assert_running_untraced(target.pid)
         assert target.poll() is None
     finally:
         target.kill()
@@ -130,18 +128,14 @@ def test_stack_interrupted_leaves_target_running(tmp_path):
         # interrupt as soon as gdb has attached
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and proc.poll() is None:
-            with open("/proc/%d/status" % target.pid) as f:
-                if "TracerPid:\t0" not in f.read():
-                    break
+            if tracer_of(target.pid) != 0:
+                break
             time.sleep(0.01)
         tree = descendants(proc.pid)
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
         assert_gone(tree)
-        time.sleep(0.3)
-        assert state_of(target.pid) in ("S", "R")
-        with open("/proc/%d/status" % target.pid) as f:
-            assert "TracerPid:\t0" in f.read()
+        assert_running_untraced(target.pid)
     finally:
         target.kill()
         target.wait()

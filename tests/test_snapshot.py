@@ -16,7 +16,17 @@ import time
 
 import pytest
 
-from .conftest import load_json, python_frames, requires_gdb, run_tfnative, script, state_of, wait_for_file
+from .conftest import (
+    assert_running_untraced,
+    load_json,
+    python_frames,
+    requires_gdb,
+    run_tfnative,
+    script,
+    state_of,
+    tracer_of,
+    wait_for_file,
+)
 
 pytestmark = [requires_gdb, pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")]
 
@@ -156,10 +166,7 @@ def test_stripped_interpreter_without_gdb(tmp_path):
         frames = ev["threads"][0]["frames"]
         assert [p[0] for p in python_frames(frames)] == ["wait_here", "main", "<module>"]
         assert frames[-1]["function"] == "_start"
-        time.sleep(0.3)
-        assert state_of(target.pid) in ("S", "R")
-        with open("/proc/%d/status" % target.pid) as f:
-            assert "TracerPid:\t0" in f.read()
+        assert_running_untraced(target.pid)
     finally:
         target.kill()
         target.wait()
@@ -201,9 +208,7 @@ def _tasks_held(pid):
                     held.append(tid)
         except OSError:
             pass
-    with open("/proc/%d/status" % pid) as f:
-        tracer = next(int(line.split()[1]) for line in f if line.startswith("TracerPid:"))
-    return held, tracer
+    return held, tracer_of(pid)
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
