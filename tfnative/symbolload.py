@@ -1,19 +1,22 @@
-"""Which libraries gdb reads in full, and which get a surrogate (the fast path).
+"""What gdb gets of each library: full symbols, our index only, or a surrogate (the fast path).
 
 gdb spends ~23 s and 2.3 GB reading the 1.2 million minimal symbols of
 ``libtensorflow_cc.so.2``.  We start gdb with ``auto-solib-add off`` and, at
-attach and at every shared-library event, decide per library:
+attach and at shared-library events, decide per library:
 
 * small libraries (the interpreter, libc, extension modules, a custom op
-  built with debug info...): ``sharedlibrary ^PATH$``, gdb's full symbols;
-* huge ones (``HUGE_BYTES`` and up: TensorFlow's two big libraries): a
-  surrogate objfile (``surrogate.py``) with the library's CFI, so unwinding
-  through it is exactly as correct, and only the symbols of the user's
-  breakpoint locations, so pending breakpoints resolve by name.  Frames gdb
-  cannot name there are named afterwards from our cached index
-  (``elfindex.py``) by ``symbolize``.
+  built with debug info...): ``sharedlibrary ^PATH$``, gdb's full symbols,
+  while breakpoints are pending; after, only where a library may add a
+  location to a breakpoint;
+* huge ones (``HUGE_BYTES`` and up, without DWARF: TensorFlow's): our cached
+  index (``elfindex.py``) resolves the breakpoints in them to addresses.
+  Only when gdb itself must unwind (a capture through gdb) do they get a
+  surrogate objfile (``surrogate.py``) with the library's CFI, so gdb's
+  unwind through them is exactly as correct; frames gdb cannot name there are
+  named afterwards from the index by ``symbolize``.
 
-``--full-symbols`` turns all this off.
+Stacks at stops need none of this: tfnative unwinds them itself
+(``snapshot.py``).  ``--full-symbols`` turns all this off.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def wants_surrogate(path: str) -> bool:
 
 
 @dataclass
-class Surrogated:
+class IndexedLibrary:
     path: str
     base: int
     index: ElfIndex
@@ -71,8 +74,8 @@ class SymbolLoader:
         self.breaks_total = len(breaks)
         self.breakpoints = breakpoints
         self.seen: set = set()
-        self.surrogates: Dict[str, Surrogated] = {}  # big libraries gdb has a surrogate for
-        self.indexed: Dict[str, Surrogated] = {}  # big libraries our index knows (with or without one)
+        self.surrogates: Dict[str, IndexedLibrary] = {}  # big libraries gdb has a surrogate for
+        self.indexed: Dict[str, IndexedLibrary] = {}  # big libraries our index knows (with or without one)
         self.pending: List[Dict[str, Any]] = []
         self.eager = False
 
@@ -260,7 +263,7 @@ class SymbolLoader:
             self.err.write("tfnative: warning: fast symbols unavailable for %s (%s); gdb reads it in full\n"
                            % (name, exc))
             return False
-        self.indexed[name] = Surrogated(path, base, index, os.path.getsize(path))
+        self.indexed[name] = IndexedLibrary(path, base, index, os.path.getsize(path))
         if self.breakpoints is not None:
             for loc, vaddr in found:
                 self.breakpoints.add_address(self.gdb, loc, base + vaddr)
