@@ -6,7 +6,8 @@ JSON-ready dict; ``-tfnative-capture`` (MI) and ``tf-bt`` (CLI) call it.
 
 import os
 import re
-from typing import Dict, List, Optional
+from contextlib import contextmanager
+from typing import Dict, List, Optional, Tuple
 
 import gdb  # type: ignore
 
@@ -108,6 +109,31 @@ def _pthread_id(thread) -> Optional[int]:
             return None
 
 
+@contextmanager
+def _selection_kept():
+    """Switch threads freely inside: the thread and frame selected before are selected again after."""
+    original = gdb.selected_thread()
+    try:
+        original_frame = gdb.selected_frame()
+    except gdb.error:
+        original_frame = None
+    try:
+        yield original
+    finally:
+        if original is not None and original.is_valid():
+            original.switch()
+            if original_frame is not None and original_frame.is_valid():
+                original_frame.select()
+
+
+def frame_registers(frame, names: Tuple[str, ...]) -> Dict[str, int]:
+    """The registers ``names`` as gdb unwinds them for ``frame`` (unreadable ones left out; none for None)."""
+    if frame is None:
+        return {}
+    values = {r: register_value(frame, r) for r in names}
+    return {r: v for r, v in values.items() if v is not None}
+
+
 def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
     """Mixed stacks of threads: ``which`` is "selected", "python" or "all"."""
     inferior = gdb.selected_inferior()
@@ -117,24 +143,19 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
         result["warnings"].append(why)
     pythreads = PythonThreads(reader, result)
 
-    original = gdb.selected_thread()
-    if original is not None:
-        result["selected_tid"] = original.ptid[1]
-    try:
-        original_frame = gdb.selected_frame()
-    except gdb.error:
-        original_frame = None
-    threads = sorted(inferior.threads(), key=lambda t: t.num)
-    if which == "selected" and original is not None:
-        threads = [original]
-    elif which == "python" and pythreads.states:
-        # Unwind only the threads that have a Python thread state: the others
-        # would be filtered out anyway, and unwinding them is most of the cost.
-        threads = [t for t in threads if pythreads.find(t.ptid[1], lambda t=t: _pthread_id(t)) is not None]
-    if tids:
-        threads = [t for t in threads if t.ptid[1] in tids]
-    out = []
-    try:
+    with _selection_kept() as original:
+        if original is not None:
+            result["selected_tid"] = original.ptid[1]
+        threads = sorted(inferior.threads(), key=lambda t: t.num)
+        if which == "selected" and original is not None:
+            threads = [original]
+        elif which == "python" and pythreads.states:
+            # Unwind only the threads that have a Python thread state: the others
+            # would be filtered out anyway, and unwinding them is most of the cost.
+            threads = [t for t in threads if pythreads.find(t.ptid[1], lambda t=t: _pthread_id(t)) is not None]
+        if tids:
+            threads = [t for t in threads if t.ptid[1] in tids]
+        out = []
         for th in threads:
             th.switch()
             lwp = th.ptid[1]
@@ -145,11 +166,6 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
             if err:
                 entry["error"] = (entry.get("error", "") + "; " if entry.get("error") else "") + err
             out.append(entry)
-    finally:
-        if original is not None and original.is_valid():
-            original.switch()
-            if original_frame is not None and original_frame.is_valid():
-                original_frame.select()
     result["threads"] = select_threads(out, which)
     return result
 
@@ -161,23 +177,17 @@ REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9",
 def registers(which: str = "selected") -> Dict:
     """Each thread's registers in its newest frame (for tfnative's own unwinder, ``snapshot.py``)."""
     inferior = gdb.selected_inferior()
-    original = gdb.selected_thread()
     result: Dict = {"pid": inferior.pid, "threads": []}
-    if original is not None:
-        result["selected_tid"] = original.ptid[1]
-    threads = sorted(inferior.threads(), key=lambda t: t.num)
-    if which == "selected" and original is not None:
-        threads = [original]
-    try:
+    with _selection_kept() as original:
+        if original is not None:
+            result["selected_tid"] = original.ptid[1]
+        threads = sorted(inferior.threads(), key=lambda t: t.num)
+        if which == "selected" and original is not None:
+            threads = [original]
         for th in threads:
             th.switch()
-            frame = gdb.newest_frame()
-            regs = {r: register_value(frame, r) for r in REGISTERS}
             result["threads"].append({"tid": th.ptid[1], "name": th.name or "",
-                                      "regs": {r: v for r, v in regs.items() if v is not None}})
-    finally:
-        if original is not None and original.is_valid():
-            original.switch()
+                                      "regs": frame_registers(gdb.newest_frame(), REGISTERS)})
     return result
 
 
@@ -228,8 +238,13 @@ def op_context(lwp: int, level: int, start: int, device: bool = False,
     if thread is None:
         return None
     kernels = kernels or OpKernelReader(GdbMemory(gdb.selected_inferior()))
-    original = gdb.selected_thread()
-    thread.switch()
+    with _selection_kept():
+        thread.switch()
+        return _op_of(kernels, level, start, device)
+
+
+def _op_of(kernels: OpKernelReader, level: int, start: int, device: bool) -> Optional[Dict]:
+    """``op_context`` for frame ``level`` of the selected thread."""
     try:
         frame = gdb.newest_frame()
         for _ in range(level):
@@ -244,21 +259,12 @@ def op_context(lwp: int, level: int, start: int, device: bool = False,
         for fr in (outer, caller):
             if fr is not None and not high:
                 high = register_value(fr, "rsp") or 0
-        return op_of_frame(kernels, start, frame.pc(), level, _registers(frame), _registers(caller),
-                           register_value(frame, "rsp") or 0, high, device=device)
+        names = CALLEE_SAVED + ("rdi", "rsi")
+        return op_of_frame(kernels, start, frame.pc(), level, frame_registers(frame, names),
+                           frame_registers(caller, names), register_value(frame, "rsp") or 0, high,
+                           device=device)
     except (gdb.error, RuntimeError):
         return None
-    finally:
-        if original is not None and original.is_valid():
-            original.switch()
-
-
-def _registers(frame) -> Dict[str, int]:
-    """The registers op_of_frame looks at, as gdb unwinds them for ``frame`` (none for None)."""
-    if frame is None:
-        return {}
-    values = {r: register_value(frame, r) for r in CALLEE_SAVED + ("rdi", "rsi")}
-    return {r: v for r, v in values.items() if v is not None}
 
 
 def annotate_ops(result: Dict) -> None:
@@ -298,8 +304,7 @@ def code_on_stacks(code: List[tuple], stacks: List[tuple]) -> List[int]:
 
     inferior = gdb.selected_inferior()
     memory = GdbMemory(inferior)
-    original = gdb.selected_thread()
-    try:
+    with _selection_kept():
         for th in inferior.threads():
             th.switch()
             frame = gdb.newest_frame()
@@ -323,7 +328,4 @@ def code_on_stacks(code: List[tuple], stacks: List[tuple]) -> List[int]:
                     if value >= los[0]:
                         note(value)
                 pos += size
-    finally:
-        if original is not None and original.is_valid():
-            original.switch()
     return sorted(found)
