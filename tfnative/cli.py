@@ -12,7 +12,8 @@ from typing import Any, Callable, List, Optional
 
 import click
 
-from . import __version__, bugreport
+from . import __version__
+from .cli_build import register as register_build
 from .errors import TfnativeError
 from .files import atomic_write
 from .gdbmi import find_gdb
@@ -142,6 +143,8 @@ def report(output: str, **kw: Any) -> None:
     opts = _attach_opts(**kw)
 
     def go() -> int:
+        from . import bugreport  # the doctor's ELF readers: not on attach's path
+
         docs: List[Any] = []
         code = run_attach(opts, sys.stderr, keep=docs)
         env = opts.switches.environment(dict(os.environ))
@@ -174,16 +177,7 @@ def stack(pid: int, all_threads: bool, native_all: bool, full: bool, json_path: 
                            with_gdb=with_gdb))
 
 
-def _register_optional_commands() -> None:
-    """Commands that live in their own modules (build presets, doctor...)."""
-    try:
-        from .cli_build import register as register_build
-    except ImportError:  # pragma: no cover - module not written yet
-        return
-    register_build(main)
-
-
-_register_optional_commands()
+register_build(main)  # the build helpers (presets, bazelrc, doctor) live in cli_build.py
 
 if __name__ == "__main__":  # pragma: no cover
     main()

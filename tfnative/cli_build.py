@@ -9,7 +9,6 @@ from typing import Callable, List, Optional, Tuple
 
 import click
 
-from . import doctor as doctor_mod
 from . import presets as presets_mod
 from .errors import TfnativeError
 
@@ -84,6 +83,8 @@ def doctor_cmd(paths: Tuple[str, ...], python: str, every: bool, source_dirs: Tu
     """What debug info each shared object carries, and what gdb can do with it."""
 
     def go() -> None:
+        from . import doctor as doctor_mod  # imported here: every tfnative command would pay for it
+
         targets: List[str] = list(paths) or doctor_mod.tensorflow_libraries(python, every)
         for p in targets:
             if not os.path.exists(p):
