@@ -15,7 +15,7 @@ and stop only for the op types asked for.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, TextIO
+from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from .gdbmi import Gdb, GdbDied, GdbError, mi_quote
 
@@ -36,6 +36,7 @@ class Breakpoints:
     def __init__(self) -> None:
         self.locations: Dict[str, Location] = {}
         self._by_number: Dict[str, Location] = {}
+        self.retired = False  # deleted for good (--max-hits reached): nothing is armed any more
 
     def arm(self, gdb: Gdb, locations: List[str], err: TextIO, timeout: float) -> None:
         """A pending (``-f``) gdb breakpoint for each location."""
@@ -56,7 +57,7 @@ class Breakpoints:
     def add_address(self, gdb: Gdb, text: str, address: int) -> None:
         """A breakpoint at an address we resolved ourselves for ``text``."""
         loc = self.locations.get(text)
-        if loc is None:
+        if loc is None or self.retired:
             return
         res = gdb.command(self._insert(loc, "*0x%x" % address), timeout=60)
         self._add(loc, str((res.get("bkpt") or {}).get("number") or res.get("number")))
@@ -86,6 +87,47 @@ class Breakpoints:
             for other in self.locations.values():
                 if other.op:
                     other.resolved = True
+
+    def addresses(self, gdb: Gdb) -> Optional[List[Tuple[str, int]]]:
+        """(location, address) for every code address gdb's breakpoints are set at now.
+
+        A gdb breakpoint still pending whose location resolved elsewhere (the
+        name breakpoint of a function ``symbolload`` set an address breakpoint
+        for) has nothing to pin.  None when a location has no address at all,
+        or is not a plain breakpoint of ours (an op breakpoint decides in gdb
+        whether to stop): those cannot be pinned.
+        """
+        if any(loc.op or loc.op_types for loc in self.locations.values()):
+            return None
+        table = gdb.command("-break-list", timeout=30).get("BreakpointTable", {})
+        out: List[Tuple[str, int]] = []
+        for bp in table.get("body", []):
+            loc = self._by_number.get(str(bp.get("number", "")))
+            if loc is None:
+                continue
+            addrs = [sub.get("addr", "") for sub in bp.get("locations") or []] or [bp.get("addr", "")]
+            out += [(loc.text, int(a, 16)) for a in addrs if a.startswith("0x")]
+        pinned = {text for text, _ in out}
+        if any(loc.numbers and loc.text not in pinned for loc in self.locations.values()):
+            return None
+        return sorted(set(out), key=lambda pair: (list(self.locations).index(pair[0]), pair[1]))
+
+    def pin(self, gdb: Gdb, addresses: List[Tuple[str, int]]) -> None:
+        """Replace every breakpoint with address breakpoints at ``addresses`` (from ``addresses()``).
+
+        Hits counted so far stay with their locations.
+        """
+        self.drop(gdb)
+        for text, address in addresses:
+            self.add_address(gdb, text, address)
+
+    def drop(self, gdb: Gdb) -> None:
+        """Delete gdb's breakpoints; the locations stay (resolved, hits), without numbers."""
+        if self._by_number:
+            gdb.command("-break-delete " + " ".join(sorted(self._by_number, key=int)), timeout=30)
+        for loc in self.locations.values():
+            loc.numbers.clear()
+        self._by_number.clear()
 
     def location_of(self, number: Any) -> Optional[Location]:
         return self._by_number.get(str(number))
@@ -134,6 +176,7 @@ class Breakpoints:
         self.refresh(gdb)
         gdb.command("-break-delete")
         self._by_number.clear()
+        self.retired = True
 
     def unresolved(self) -> List[str]:
         return [loc.text for loc in self.locations.values() if not loc.resolved and not loc.internal]

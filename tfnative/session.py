@@ -25,7 +25,7 @@ from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
 from .launcher import PausedChild, exit_status, probe_python
-from .symbolload import QUIET_S, SymbolLoader
+from .symbolload import QUIET_S, WATCH_S, SymbolLoader
 from .tfenv import NUMERICS_SIGNAL, DebugSwitches
 
 FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
@@ -244,14 +244,18 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
             loader = SymbolLoader(gdb, child.pid, breaks, opts.gdb.full_symbols, err, bps)
             loader.after_exec()
             loader.sync()
+            if bps.all_resolved():
+                loader.settle()
             gdb.command("-exec-continue")
             running = True
             hits = 0
             while True:
                 assert loader is not None
-                rec = gdb.next_event(QUIET_S if running and loader.pending else None)
+                rec = gdb.next_event(QUIET_S if running and loader.pending
+                                     else WATCH_S if running and loader.released else None)
                 if rec is None:
                     loader.quiet_sync()
+                    loader.watch()
                     continue
                 msg = rec.get("message")
                 payload = rec.get("payload") or {}
@@ -272,7 +276,7 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                     assert loader is not None
                     loader.sync()
                     if bps.all_resolved():
-                        loader.set_eager(False)
+                        loader.settle()
                 if reason == "breakpoint-hit" and opbreaks.is_dispatch(payload.get("bkptno")):
                     assert loader is not None
                     opbreaks.on_dispatch(gdb, loader.name_of, err)

@@ -6,14 +6,24 @@ attach and at shared-library events, decide per library:
 
 * small libraries (the interpreter, libc, extension modules, a custom op
   built with debug info...): ``sharedlibrary ^PATH$``, gdb's full symbols,
-  while breakpoints are pending; after, only where a library may add a
-  location to a breakpoint;
+  where a library may add a location to a breakpoint (its file holds the
+  function's name);
 * huge ones (``HUGE_BYTES`` and up, without DWARF: TensorFlow's): our cached
   index (``elfindex.py``) resolves the breakpoints in them to addresses.
   Only when gdb itself must unwind (a capture through gdb) do they get a
   surrogate objfile (``surrogate.py``) with the library's CFI, so gdb's
   unwind through them is exactly as correct; frames gdb cannot name there are
   named afterwards from the index by ``symbolize``.
+
+Once every breakpoint has resolved, gdb stops following the target's library
+loads (``release``): at each ``dlopen`` gdb would stop the whole process and
+read the loader's list again, which costs TensorFlow's import (~160 loads)
+about a second.  The breakpoints are pinned to their addresses, gdb forgets
+the libraries (``nosharedlibrary``) and takes the OS ABI "none", which has no
+library list to follow.  tfnative watches ``/proc/PID/maps`` meanwhile and
+arms, from its index, the breakpoint functions a newly loaded library defines
+(what gdb would add a location for).  Should gdb itself have to unwind, it
+gets its GNU/Linux ABI and the libraries back first (``_reacquire``).
 
 Stacks at stops need none of this: tfnative unwinds them itself
 (``snapshot.py``).  ``--full-symbols`` turns all this off.
@@ -35,6 +45,7 @@ from .surrogate import build_surrogate, gdb_regex_escape
 
 HUGE_BYTES = 4 * 1024 * 1024
 QUIET_S = 0.2  # no library loaded for this long: a burst of dlopen()s is over
+WATCH_S = 0.2  # after release: how often tfnative looks for new libraries itself
 
 
 def wants_surrogate(path: str) -> bool:
@@ -78,6 +89,9 @@ class SymbolLoader:
         self.indexed: Dict[str, IndexedLibrary] = {}  # big libraries our index knows (with or without one)
         self.pending: List[Dict[str, Any]] = []
         self.eager = False
+        self.released = False  # gdb no longer follows library loads (see ``release``)
+        self.started = False  # the program's own libraries (its DT_NEEDED ones) are loaded
+        self.mapped: set = set()  # after release: the libraries mapped at the last look
 
     @staticmethod
     def early_commands(full_symbols: bool) -> List[str]:
@@ -94,6 +108,8 @@ class SymbolLoader:
         self.surrogates.clear()
         self.indexed.clear()
         self.pending.clear()
+        self.released = False
+        self.started = False
         self.set_eager(bool(self.breaks_total))
 
     def set_eager(self, eager: bool) -> None:
@@ -121,10 +137,109 @@ class SymbolLoader:
             except GdbError:
                 pass  # gdb would not do it while the target runs: the next sync will
 
+    def settle(self) -> None:
+        """Every breakpoint has resolved: no more stops at library events, and ``release`` if it may.
+
+        Not before the program's own libraries are in: a breakpoint on
+        ``uname`` resolves in the loader first, and libc, loaded next, must
+        add its location before any of the program's code runs.
+        """
+        if self.breakpoints is not None and self.breakpoints.locations and not self.started:
+            return
+        self.set_eager(False)
+        self.release()
+
+    def release(self) -> bool:
+        """gdb stops following library loads; True if it did.
+
+        Not done with ``--full-symbols``, FILE:LINE breakpoints (a library
+        loaded later may add a line location, which needs gdb's DWARF reader)
+        or op breakpoints (their kernels may be in libraries loaded later,
+        named by gdb).  A breakpoint's locations so far become address
+        breakpoints: gdb forgets the libraries they are in.
+        """
+        bps = self.breakpoints
+        if self.full or self.released or self.eager or bps is None or not bps.all_resolved():
+            return False
+        if any(":" in b.replace("::", "") for b in bps.locations):
+            return False
+        addresses = bps.addresses(self.gdb)
+        if addresses is None:
+            return False
+        bps.drop(self.gdb)
+        try:
+            self.gdb.console_command("nosharedlibrary")
+            self.gdb.console_command("set osabi none")
+            self.released = True
+        finally:
+            if not self.released:  # gdb refused: it keeps following the loads, as before
+                self.gdb.console_command("set osabi auto")
+            bps.pin(self.gdb, addresses)
+        self.seen = {lib.path for lib in self.surrogates.values()}
+        self.pending.clear()
+        self.mapped = set(self._mapped_files())
+        return True
+
+    def _reacquire(self) -> None:
+        """gdb must unwind: its GNU/Linux ABI (signal frames, threads) and the library list, back."""
+        if not self.released:
+            return
+        self.gdb.console_command("set osabi auto")
+        self.released = False
+
+    def _mapped_files(self) -> Dict[str, int]:
+        """Executable file mappings of the target: path -> start."""
+        out: Dict[str, int] = {}
+        try:
+            rows = _maps_rows(self.pid)
+        except OSError:
+            return out
+        for lo, _hi, perms, _off, _dev, inode, name in rows:
+            if "x" in perms and inode and name.startswith("/") and name not in out:
+                out[name] = lo
+        return out
+
+    def watch(self) -> None:
+        """After release: arm the breakpoint functions that libraries loaded since define.
+
+        What gdb would do at the library event, a moment later: while the
+        target runs, a library that holds a breakpoint's name (see
+        ``_may_define_breakpoint``) is looked up in our index, and each
+        function it defines under that name gets an address breakpoint.
+        """
+        if not self.released or self.breakpoints is None or self.breakpoints.retired:
+            return
+        now = self._mapped_files()
+        new = [p for p in now if p not in self.mapped]
+        self.mapped.update(now)
+        for path in new:
+            if not self._holds_breakpoint_name(path):
+                continue
+            try:
+                index = ElfIndex.open(path)
+                base = load_base(self.pid, path)
+            except (ElfError, OSError, LookupError):
+                continue
+            if os.path.getsize(path) >= HUGE_BYTES and wants_surrogate(path):
+                self.indexed[os.path.basename(path)] = IndexedLibrary(path, base, index, os.path.getsize(path))
+            for loc in self.breaks:
+                for _name, vaddr in index.find(loc):
+                    try:
+                        self.breakpoints.add_address(self.gdb, loc, base + vaddr)
+                    except GdbError as exc:
+                        self.err.write("tfnative: warning: cannot break at %s in %s: %s\n"
+                                       % (loc, os.path.basename(path), exc))
+
     def sync(self, full_list: bool = False) -> None:
         """Give gdb symbols (full or surrogate) for every library loaded since the last call."""
         if self.full:
             return
+        if full_list:
+            self._reacquire()
+        elif self.released:
+            return
+        if self.pending:
+            self.started = True
         if full_list or not self.pending:
             libs = self._listing()
         else:
@@ -141,9 +256,9 @@ class SymbolLoader:
         A full list means gdb is about to unwind (a capture through gdb): every
         library gets what that needs.  Otherwise (library events), gdb gets only
         what breakpoints need: a huge library is looked up in our index (its
-        functions get address breakpoints) without a surrogate, and once every
-        breakpoint has resolved, a small library only when its file holds one
-        of the breakpoints' names.  Captures need none of it: tfnative unwinds
+        functions get address breakpoints) without a surrogate, and a small
+        library only when its file holds one of the breakpoints' names (every
+        one, with a FILE:LINE breakpoint).  Captures need none of it: tfnative unwinds
         them itself (``snapshot.py``).  What is left out is loaded by the next
         full sync, should gdb ever have to unwind.
         """
@@ -167,7 +282,7 @@ class SymbolLoader:
                 if not self._index(path) or (full_list and not self._surrogate(path)):
                     small.append(path)
             elif lib.get("symbols-loaded") != "1":
-                if full_list or self.eager or self._may_define_breakpoint(path):
+                if full_list or self._may_define_breakpoint(path):
                     self.seen.add(path)
                     small.append(path)
             else:
@@ -181,7 +296,7 @@ class SymbolLoader:
                 raise
 
     def _may_define_breakpoint(self, path: str) -> bool:
-        """Whether a library loaded after every breakpoint resolved may add a location to one.
+        """Whether a library may add a location to a breakpoint: then it gets gdb's symbols.
 
         gdb would add one where the library defines a breakpoint's function:
         its name is then among the file's bytes (plain or in a mangled name).
@@ -190,6 +305,10 @@ class SymbolLoader:
         """
         if self.breaks_total > len(self.breaks):
             return True
+        return self._holds_breakpoint_name(path)
+
+    def _holds_breakpoint_name(self, path: str) -> bool:
+        """Whether one of the function breakpoints' names is among the file's bytes."""
         tokens = {re.findall(r"[A-Za-z_][A-Za-z0-9_]*", b.split("(")[0])[-1].encode()
                   for b in self.breaks if re.search(r"[A-Za-z_]", b)}
         if not tokens:
