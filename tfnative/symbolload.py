@@ -91,6 +91,7 @@ class SymbolLoader:
         self.eager = False
         self.released = False  # gdb no longer follows library loads (see ``release``)
         self.started = False  # the program's own libraries (its DT_NEEDED ones) are loaded
+        self.listed = False  # gdb's whole library list was read since the exec
         self.mapped: set = set()  # after release: the libraries mapped at the last look
 
     @staticmethod
@@ -110,6 +111,7 @@ class SymbolLoader:
         self.pending.clear()
         self.released = False
         self.started = False
+        self.listed = False
         self.set_eager(bool(self.breaks_total))
 
     def set_eager(self, eager: bool) -> None:
@@ -240,8 +242,13 @@ class SymbolLoader:
             return
         if self.pending:
             self.started = True
-        if full_list or not self.pending:
+        if full_list or not self.listed:
+            # The whole list once per process image; after that, the
+            # =library-loaded records say what is new (a library event with
+            # none, the loader's "about to add", has nothing to do; listing
+            # there cost gdb 10-15 ms each).
             libs = self._listing()
+            self.listed = True
         else:
             libs = self.pending
         self.pending = []
