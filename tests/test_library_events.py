@@ -23,7 +23,7 @@ from .conftest import frames_of, line_of, load_json, python_frames, requires_gdb
 pytestmark = [requires_gdb, pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")]
 
 SOURCE = textwrap.dedent("""\
-    extern "C" int tfn_twice(int x) {
+    extern "C" int NAME(int x) {
         return x + OFFSET;
     }
     extern "C" int tfn_crash(int *p) {
@@ -65,9 +65,9 @@ SCRIPT = textwrap.dedent("""\
     """)
 
 
-def _library(tmp_path, name, offset, *flags):
+def _library(tmp_path, name, offset, *flags, function="tfn_twice"):
     src = tmp_path / ("%s.cc" % name)
-    src.write_text(SOURCE.replace("OFFSET", str(offset)))
+    src.write_text(SOURCE.replace("OFFSET", str(offset)).replace("NAME", function))
     out = tmp_path / ("lib%s.so" % name)
     subprocess.run(["g++", "-shared", "-fPIC", "-O0", *flags, "-o", str(out), str(src)], check=True)
     return out, src
@@ -126,3 +126,62 @@ def test_crash_without_breakpoints_is_caught(tmp_path):
     frames = ev["threads"][0]["frames"]
     assert frames[0]["function"] == "tfn_crash" and frames[0]["library"] == "liblater.so"
     assert [p[0] for p in python_frames(frames)] == ["crash", "main", "<module>"]
+
+
+UNLOAD = textwrap.dedent("""\
+    import _ctypes
+    import ctypes
+    import sys
+    import time
+
+
+    def first(lib):
+        return lib.tfn_twice(1)
+
+
+    def later(lib):
+        return lib.tfn_twice(2)
+
+
+    def other(lib):
+        return lib.tfn_other(3)
+
+
+    a = ctypes.CDLL(sys.argv[1])
+    old = ctypes.cast(a.tfn_twice, ctypes.c_void_p).value
+    print("first", first(a), flush=True)
+    b = ctypes.CDLL(sys.argv[2])
+    time.sleep(1)
+    _ctypes.dlclose(a._handle)
+    c = ctypes.CDLL(sys.argv[3])
+    print("reused", ctypes.cast(c.tfn_other, ctypes.c_void_p).value == old, flush=True)
+    # a stop right after the unload, before tfnative's next look at the maps
+    print("later", later(b), flush=True)
+    print("other", other(c), flush=True)
+    """)
+
+
+def test_breakpoint_in_an_unloaded_library_leaves_no_trap_behind(tmp_path):
+    """dlclose of a library with a breakpoint, and other code mapped where it was.
+
+    gdb puts its traps back at every resume; had it kept the breakpoint, the
+    other library's function (same code, same place) would stop or die of
+    SIGTRAP.
+    """
+    first, _ = _library(tmp_path, "first", 10)
+    later, _ = _library(tmp_path, "later", 20)
+    other, _ = _library(tmp_path, "other", 20, function="tfn_other")
+    caller = tmp_path / "caller.py"
+    caller.write_text(UNLOAD)
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--break", "tfn_twice", "--max-hits", "3", "--json", str(out),
+                      str(caller), str(first), str(later), str(other)])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    if "reused True" not in lines:
+        pytest.skip("the loader did not map the other library where the unloaded one was")
+    assert [ln for ln in lines if ln and not ln.startswith("reused")] == ["first 11", "later 22", "other 23"]
+    doc = load_json(out)
+    tops = [ev["threads"][0]["frames"][0] for ev in doc["events"]]
+    assert [(f["function"], f["library"]) for f in tops] == [("tfn_twice", "libfirst.so"),
+                                                             ("tfn_twice", "liblater.so")]

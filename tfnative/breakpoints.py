@@ -54,14 +54,16 @@ class Breakpoints:
             if res.get("pending") == "0":
                 self._resolved(loc)
 
-    def add_address(self, gdb: Gdb, text: str, address: int) -> None:
-        """A breakpoint at an address we resolved ourselves for ``text``."""
+    def add_address(self, gdb: Gdb, text: str, address: int) -> Optional[str]:
+        """A breakpoint at an address we resolved ourselves for ``text``; its gdb number."""
         loc = self.locations.get(text)
         if loc is None or self.retired:
-            return
+            return None
         res = gdb.command(self._insert(loc, "*0x%x" % address), timeout=60)
-        self._add(loc, str((res.get("bkpt") or {}).get("number") or res.get("number")))
+        number = str((res.get("bkpt") or {}).get("number") or res.get("number"))
+        self._add(loc, number)
         self._resolved(loc)
+        return number
 
     @staticmethod
     def _insert(loc: Location, spec: str) -> str:
@@ -112,14 +114,27 @@ class Breakpoints:
             return None
         return sorted(set(out), key=lambda pair: (list(self.locations).index(pair[0]), pair[1]))
 
-    def pin(self, gdb: Gdb, addresses: List[Tuple[str, int]]) -> None:
+    def pin(self, gdb: Gdb, addresses: List[Tuple[str, int]]) -> Dict[str, int]:
         """Replace every breakpoint with address breakpoints at ``addresses`` (from ``addresses()``).
 
-        Hits counted so far stay with their locations.
+        Hits counted so far stay with their locations.  Returns gdb number -> address.
         """
         self.drop(gdb)
+        out: Dict[str, int] = {}
         for text, address in addresses:
-            self.add_address(gdb, text, address)
+            number = self.add_address(gdb, text, address)
+            if number is not None:
+                out[number] = address
+        return out
+
+    def delete(self, gdb: Gdb, numbers: List[str]) -> None:
+        """Delete some of gdb's breakpoints (their code went away); their locations stay resolved."""
+        numbers = [n for n in numbers if n in self._by_number]
+        if not numbers:
+            return
+        gdb.command("-break-delete " + " ".join(numbers), timeout=30)
+        for n in numbers:
+            self._by_number.pop(n).numbers.remove(n)
 
     def drop(self, gdb: Gdb) -> None:
         """Delete gdb's breakpoints; the locations stay (resolved, hits), without numbers."""

@@ -311,6 +311,7 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                         gdb.console_command("handle %s nopass" % payload["signal-name"])
                         handoff = True
                         break
+                loader.watch()  # before gdb puts its traps back: none where a library went away
                 gdb.command("-exec-continue")
                 running = True
             bps.refresh(gdb)

@@ -92,7 +92,8 @@ class SymbolLoader:
         self.released = False  # gdb no longer follows library loads (see ``release``)
         self.started = False  # the program's own libraries (its DT_NEEDED ones) are loaded
         self.listed = False  # gdb's whole library list was read since the exec
-        self.mapped: set = set()  # after release: the libraries mapped at the last look
+        self.mapped: Dict[str, int] = {}  # after release: library -> where it was mapped at the last look
+        self.pinned: Dict[str, tuple] = {}  # after release: gdb breakpoint number -> (library, where mapped)
 
     @staticmethod
     def early_commands(full_symbols: bool) -> List[str]:
@@ -112,6 +113,7 @@ class SymbolLoader:
         self.released = False
         self.started = False
         self.listed = False
+        self.pinned.clear()
         self.set_eager(bool(self.breaks_total))
 
     def set_eager(self, eager: bool) -> None:
@@ -169,6 +171,7 @@ class SymbolLoader:
         if addresses is None:
             return False
         bps.drop(self.gdb)
+        numbers: Dict[str, int] = {}
         try:
             self.gdb.console_command("nosharedlibrary")
             self.gdb.console_command("set osabi none")
@@ -176,11 +179,28 @@ class SymbolLoader:
         finally:
             if not self.released:  # gdb refused: it keeps following the loads, as before
                 self.gdb.console_command("set osabi auto")
-            bps.pin(self.gdb, addresses)
+            numbers = bps.pin(self.gdb, addresses)
         self.seen = {lib.path for lib in self.surrogates.values()}
         self.pending.clear()
-        self.mapped = set(self._mapped_files())
+        self.mapped = self._mapped_files()
+        rows = self._code_rows()
+        for number, address in numbers.items():
+            self._note_pinned(rows, number, address)
         return True
+
+    def _code_rows(self) -> List[tuple]:
+        try:
+            return [(lo, hi, name) for lo, hi, perms, _o, _d, inode, name in _maps_rows(self.pid)
+                    if "x" in perms and inode and name.startswith("/")]
+        except OSError:
+            return []
+
+    def _note_pinned(self, rows: List[tuple], number: Optional[str], address: int) -> None:
+        """Remember which library (and which load of it) breakpoint ``number`` is in."""
+        for lo, hi, name in rows:
+            if number is not None and lo <= address < hi:
+                self.pinned[number] = (name, self.mapped.get(name))
+                return
 
     def _reacquire(self) -> None:
         """gdb must unwind: its GNU/Linux ABI (signal frames, threads) and the library list, back."""
@@ -190,30 +210,36 @@ class SymbolLoader:
         self.released = False
 
     def _mapped_files(self) -> Dict[str, int]:
-        """Executable file mappings of the target: path -> start."""
+        """Executable file mappings of the target: path -> start of its first one."""
         out: Dict[str, int] = {}
-        try:
-            rows = _maps_rows(self.pid)
-        except OSError:
-            return out
-        for lo, _hi, perms, _off, _dev, inode, name in rows:
-            if "x" in perms and inode and name.startswith("/") and name not in out:
-                out[name] = lo
+        for lo, _hi, name in self._code_rows():
+            out.setdefault(name, lo)
         return out
 
     def watch(self) -> None:
-        """After release: arm the breakpoint functions that libraries loaded since define.
+        """After release: follow the libraries loaded and unloaded since the last look.
 
-        What gdb would do at the library event, a moment later: while the
-        target runs, a library that holds a breakpoint's name (see
-        ``_may_define_breakpoint``) is looked up in our index, and each
-        function it defines under that name gets an address breakpoint.
+        What gdb would do at the library events, a moment later (every
+        ``WATCH_S`` while the target runs, and at each stop before it goes
+        on): a library that holds a breakpoint's name (see
+        ``_holds_breakpoint_name``) is looked up in our index, and each
+        function it defines under that name gets an address breakpoint; the
+        breakpoints in a library that was unloaded are deleted, so that gdb
+        never writes a trap where other code may now be mapped.
         """
         if not self.released or self.breakpoints is None or self.breakpoints.retired:
             return
-        now = self._mapped_files()
-        new = [p for p in now if p not in self.mapped]
-        self.mapped.update(now)
+        rows = self._code_rows()
+        now: Dict[str, int] = {}
+        for lo, _hi, name in rows:
+            now.setdefault(name, lo)
+        gone = [n for n, (path, start) in self.pinned.items() if now.get(path) != start]
+        if gone:
+            self.breakpoints.delete(self.gdb, gone)
+            for n in gone:
+                del self.pinned[n]
+        new = [p for p in now if self.mapped.get(p) != now[p]]
+        self.mapped = now
         for path in new:
             if not self._holds_breakpoint_name(path):
                 continue
@@ -227,7 +253,8 @@ class SymbolLoader:
             for loc in self.breaks:
                 for _name, vaddr in index.find(loc):
                     try:
-                        self.breakpoints.add_address(self.gdb, loc, base + vaddr)
+                        self._note_pinned(rows, self.breakpoints.add_address(self.gdb, loc, base + vaddr),
+                                          base + vaddr)
                     except GdbError as exc:
                         self.err.write("tfnative: warning: cannot break at %s in %s: %s\n"
                                        % (loc, os.path.basename(path), exc))
