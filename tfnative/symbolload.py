@@ -20,10 +20,12 @@ loads (``release``): at each ``dlopen`` gdb would stop the whole process and
 read the loader's list again, which costs TensorFlow's import (~160 loads)
 about a second.  The breakpoints are pinned to their addresses, gdb forgets
 the libraries (``nosharedlibrary``) and takes the OS ABI "none", which has no
-library list to follow.  tfnative watches ``/proc/PID/maps`` meanwhile and
-arms, from its index, the breakpoint functions a newly loaded library defines
-(what gdb would add a location for).  Should gdb itself have to unwind, it
-gets its GNU/Linux ABI and the libraries back first (``_reacquire``).
+library list to follow.  tfnative watches ``/proc/PID/maps`` meanwhile
+(``watch``): it arms, from its index, the breakpoint functions a newly loaded
+library defines (what gdb would add a location for), and deletes the
+breakpoints of an unloaded one (what gdb would disable).  Should gdb itself
+have to unwind, it gets its GNU/Linux ABI and the libraries back first
+(``_reacquire``).
 
 Stacks at stops need none of this: tfnative unwinds them itself
 (``snapshot.py``).  ``--full-symbols`` turns all this off.
@@ -182,13 +184,14 @@ class SymbolLoader:
             numbers = bps.pin(self.gdb, addresses)
         self.seen = {lib.path for lib in self.surrogates.values()}
         self.pending.clear()
-        self.mapped = self._mapped_files()
         rows = self._code_rows()
+        self.mapped = self._starts(rows)
         for number, address in numbers.items():
             self._note_pinned(rows, number, address)
         return True
 
     def _code_rows(self) -> List[tuple]:
+        """(start, end, path) of the target's executable file mappings."""
         try:
             return [(lo, hi, name) for lo, hi, perms, _o, _d, inode, name in _maps_rows(self.pid)
                     if "x" in perms and inode and name.startswith("/")]
@@ -197,8 +200,10 @@ class SymbolLoader:
 
     def _note_pinned(self, rows: List[tuple], number: Optional[str], address: int) -> None:
         """Remember which library (and which load of it) breakpoint ``number`` is in."""
+        if number is None:
+            return
         for lo, hi, name in rows:
-            if number is not None and lo <= address < hi:
+            if lo <= address < hi:
                 self.pinned[number] = (name, self.mapped.get(name))
                 return
 
@@ -209,10 +214,11 @@ class SymbolLoader:
         self.gdb.console_command("set osabi auto")
         self.released = False
 
-    def _mapped_files(self) -> Dict[str, int]:
-        """Executable file mappings of the target: path -> start of its first one."""
+    @staticmethod
+    def _starts(rows: List[tuple]) -> Dict[str, int]:
+        """path -> start of its first executable mapping: which load of a library this is."""
         out: Dict[str, int] = {}
-        for lo, _hi, name in self._code_rows():
+        for lo, _hi, name in rows:
             out.setdefault(name, lo)
         return out
 
@@ -230,9 +236,7 @@ class SymbolLoader:
         if not self.released or self.breakpoints is None or self.breakpoints.retired:
             return
         rows = self._code_rows()
-        now: Dict[str, int] = {}
-        for lo, _hi, name in rows:
-            now.setdefault(name, lo)
+        now = self._starts(rows)
         gone = [n for n, (path, start) in self.pinned.items() if now.get(path) != start]
         if gone:
             self.breakpoints.delete(self.gdb, gone)
