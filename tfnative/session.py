@@ -253,9 +253,10 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                 assert loader is not None
                 rec = gdb.next_event(QUIET_S if running and loader.pending
                                      else WATCH_S if running and loader.released else None)
+                if running:
+                    loader.watch(due_only=True)  # also when gdb's records keep coming (thread events)
                 if rec is None:
                     loader.quiet_sync()
-                    loader.watch()
                     continue
                 msg = rec.get("message")
                 payload = rec.get("payload") or {}

@@ -37,6 +37,7 @@ import json
 import mmap
 import os
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, TextIO
 
@@ -96,6 +97,7 @@ class SymbolLoader:
         self.listed = False  # gdb's whole library list was read since the exec
         self.mapped: Dict[str, int] = {}  # after release: library -> where it was mapped at the last look
         self.pinned: Dict[str, tuple] = {}  # after release: gdb breakpoint number -> (library, where mapped)
+        self.watched = 0.0  # monotonic time of the last look (``watch``)
 
     @staticmethod
     def early_commands(full_symbols: bool) -> List[str]:
@@ -222,7 +224,7 @@ class SymbolLoader:
             out.setdefault(name, lo)
         return out
 
-    def watch(self) -> None:
+    def watch(self, due_only: bool = False) -> None:
         """After release: follow the libraries loaded and unloaded since the last look.
 
         What gdb would do at the library events, a moment later (every
@@ -231,10 +233,14 @@ class SymbolLoader:
         ``_holds_breakpoint_name``) is looked up in our index, and each
         function it defines under that name gets an address breakpoint; the
         breakpoints in a library that was unloaded are deleted, so that gdb
-        never writes a trap where other code may now be mapped.
+        never writes a trap where other code may now be mapped.  ``due_only``:
+        only if the last look is ``WATCH_S`` old.
         """
         if not self.released or self.breakpoints is None or self.breakpoints.retired:
             return
+        if due_only and time.monotonic() - self.watched < WATCH_S:
+            return
+        self.watched = time.monotonic()
         rows = self._code_rows()
         now = self._starts(rows)
         gone = [n for n, (path, start) in self.pinned.items() if now.get(path) != start]
