@@ -112,14 +112,14 @@ class Breakpoints:
         pinned = {text for text, _ in out}
         if any(loc.numbers and loc.text not in pinned for loc in self.locations.values()):
             return None
-        return sorted(set(out), key=lambda pair: (list(self.locations).index(pair[0]), pair[1]))
+        order = {text: i for i, text in enumerate(self.locations)}
+        return sorted(set(out), key=lambda pair: (order[pair[0]], pair[1]))
 
     def pin(self, gdb: Gdb, addresses: List[Tuple[str, int]]) -> Dict[str, int]:
-        """Replace every breakpoint with address breakpoints at ``addresses`` (from ``addresses()``).
+        """Address breakpoints at ``addresses`` (from ``addresses()``, gdb's deleted meanwhile).
 
         Hits counted so far stay with their locations.  Returns gdb number -> address.
         """
-        self.drop(gdb)
         out: Dict[str, int] = {}
         for text, address in addresses:
             number = self.add_address(gdb, text, address)
@@ -127,22 +127,14 @@ class Breakpoints:
                 out[number] = address
         return out
 
-    def delete(self, gdb: Gdb, numbers: List[str]) -> None:
-        """Delete some of gdb's breakpoints (their code went away); their locations stay resolved."""
-        numbers = [n for n in numbers if n in self._by_number]
+    def delete(self, gdb: Gdb, numbers: Optional[List[str]] = None) -> None:
+        """Delete some (default: all) of gdb's breakpoints; their locations stay (resolved, hits)."""
+        numbers = [n for n in numbers if n in self._by_number] if numbers is not None else list(self._by_number)
         if not numbers:
             return
         gdb.command("-break-delete " + " ".join(numbers), timeout=30)
         for n in numbers:
             self._by_number.pop(n).numbers.remove(n)
-
-    def drop(self, gdb: Gdb) -> None:
-        """Delete gdb's breakpoints; the locations stay (resolved, hits), without numbers."""
-        if self._by_number:
-            gdb.command("-break-delete " + " ".join(sorted(self._by_number, key=int)), timeout=30)
-        for loc in self.locations.values():
-            loc.numbers.clear()
-        self._by_number.clear()
 
     def location_of(self, number: Any) -> Optional[Location]:
         return self._by_number.get(str(number))

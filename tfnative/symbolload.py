@@ -86,6 +86,10 @@ class SymbolLoader:
         self.full = full_symbols
         self.err = err
         self.breaks_total = len(breaks)
+        # The last identifier of each function breakpoint: in a library that
+        # defines the function, it is among the file's bytes (plain or mangled).
+        self.tokens = {re.findall(r"[A-Za-z_][A-Za-z0-9_]*", b.split("(")[0])[-1].encode()
+                       for b in self.breaks if re.search(r"[A-Za-z_]", b)}
         self.breakpoints = breakpoints
         self.seen: set = set()
         self.surrogates: Dict[str, IndexedLibrary] = {}  # big libraries gdb has a surrogate for
@@ -174,8 +178,7 @@ class SymbolLoader:
         addresses = bps.addresses(self.gdb)
         if addresses is None:
             return False
-        bps.drop(self.gdb)
-        numbers: Dict[str, int] = {}
+        bps.delete(self.gdb)
         try:
             self.gdb.console_command("nosharedlibrary")
             self.gdb.console_command("set osabi none")
@@ -258,16 +261,16 @@ class SymbolLoader:
                 base = load_base(self.pid, path)
             except (ElfError, OSError, LookupError):
                 continue
-            if os.path.getsize(path) >= HUGE_BYTES and wants_surrogate(path):
-                self.indexed[os.path.basename(path)] = IndexedLibrary(path, base, index, os.path.getsize(path))
-            for loc in self.breaks:
-                for _name, vaddr in index.find(loc):
-                    try:
-                        self._note_pinned(rows, self.breakpoints.add_address(self.gdb, loc, base + vaddr),
-                                          base + vaddr)
-                    except GdbError as exc:
-                        self.err.write("tfnative: warning: cannot break at %s in %s: %s\n"
-                                       % (loc, os.path.basename(path), exc))
+            for loc, vaddr in self._functions(index):
+                try:
+                    self._note_pinned(rows, self.breakpoints.add_address(self.gdb, loc, base + vaddr), base + vaddr)
+                except GdbError as exc:
+                    self.err.write("tfnative: warning: cannot break at %s in %s: %s\n"
+                                   % (loc, os.path.basename(path), exc))
+
+    def _functions(self, index: ElfIndex) -> List[tuple]:
+        """(location, vaddr) of each function ``index``'s library defines for a function breakpoint."""
+        return [(loc, vaddr) for loc in self.breaks for _name, vaddr in index.find(loc)]
 
     def sync(self, full_list: bool = False) -> None:
         """Give gdb symbols (full or surrogate) for every library loaded since the last call."""
@@ -353,13 +356,11 @@ class SymbolLoader:
 
     def _holds_breakpoint_name(self, path: str) -> bool:
         """Whether one of the function breakpoints' names is among the file's bytes."""
-        tokens = {re.findall(r"[A-Za-z_][A-Za-z0-9_]*", b.split("(")[0])[-1].encode()
-                  for b in self.breaks if re.search(r"[A-Za-z_]", b)}
-        if not tokens:
+        if not self.tokens:
             return False
         try:
             with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                return any(mm.find(t) >= 0 for t in tokens)
+                return any(mm.find(t) >= 0 for t in self.tokens)
         except (OSError, ValueError):
             return True
 
@@ -420,7 +421,7 @@ class SymbolLoader:
             return True
         try:
             index = ElfIndex.open(path)
-            found = [(loc, vaddr) for loc in self.breaks for _name, vaddr in index.find(loc)] if self.eager else []
+            found = self._functions(index) if self.eager else []
             base = load_base(self.pid, path)
         except (ElfError, OSError, LookupError) as exc:
             self.err.write("tfnative: warning: fast symbols unavailable for %s (%s); gdb reads it in full\n"
