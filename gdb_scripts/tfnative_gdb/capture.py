@@ -144,12 +144,8 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
     pythreads = PythonThreads(reader, result)
 
     with _selection_kept() as original:
-        if original is not None:
-            result["selected_tid"] = original.ptid[1]
-        threads = sorted(inferior.threads(), key=lambda t: t.num)
-        if which == "selected" and original is not None:
-            threads = [original]
-        elif which == "python" and pythreads.states:
+        threads = _threads(inferior, which, original, result)
+        if which == "python" and pythreads.states:
             # Unwind only the threads that have a Python thread state: the others
             # would be filtered out anyway, and unwinding them is most of the cost.
             threads = [t for t in threads if pythreads.find(t.ptid[1], lambda t=t: _pthread_id(t)) is not None]
@@ -170,6 +166,18 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
     return result
 
 
+def _threads(inferior, which: str, original, result: Dict) -> List:
+    """The threads to look at, in gdb's order (only the user's selected one for "selected").
+
+    Notes the selected thread's LWP in ``result`` (``selected_tid``).
+    """
+    if original is not None:
+        result["selected_tid"] = original.ptid[1]
+    if which == "selected" and original is not None:
+        return [original]
+    return sorted(inferior.threads(), key=lambda t: t.num)
+
+
 REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
              "r14", "r15", "rip", "fs_base")
 
@@ -179,12 +187,7 @@ def registers(which: str = "selected") -> Dict:
     inferior = gdb.selected_inferior()
     result: Dict = {"pid": inferior.pid, "threads": []}
     with _selection_kept() as original:
-        if original is not None:
-            result["selected_tid"] = original.ptid[1]
-        threads = sorted(inferior.threads(), key=lambda t: t.num)
-        if which == "selected" and original is not None:
-            threads = [original]
-        for th in threads:
+        for th in _threads(inferior, which, original, result):
             th.switch()
             result["threads"].append({"tid": th.ptid[1], "name": th.name or "",
                                       "regs": frame_registers(gdb.newest_frame(), REGISTERS)})
