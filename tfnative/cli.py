@@ -15,7 +15,7 @@ import click
 from . import __version__
 from .cli_build import register as register_build
 from .errors import TfnativeError
-from .files import atomic_write
+from .files import is_stdout, write_output
 from .gdbmi import find_gdb
 from .session import AttachOptions, GdbOptions, run_attach, run_stack
 from .tfenv import DebugSwitches
@@ -134,7 +134,7 @@ def attach(interactive: bool, **kw: Any) -> None:
 @main.command(context_settings=ATTACH_CONTEXT)
 @attach_options
 @click.option("--output", "-o", "output", default="tfnative-report.md", show_default=True, metavar="FILE",
-              help="Where to write the Markdown report.")
+              help="Where to write the Markdown report (- for stdout).")
 def report(output: str, **kw: Any) -> None:
     """Like attach, then write a Markdown bug report (versions, command, stacks, dumps, libraries).
 
@@ -151,8 +151,9 @@ def report(output: str, **kw: Any) -> None:
         text = bugreport.markdown(docs[0], [os.path.basename(sys.argv[0]) or "tfnative"] + sys.argv[1:],
                                   bugreport.versions(opts.python, find_gdb(opts.gdb.gdb_path), env),
                                   bugreport.library_verdicts(opts.python), code)
-        atomic_write(os.path.abspath(output), [text.encode()])
-        click.echo("tfnative: report written to %s" % output, err=True)
+        write_output(output, text.encode())
+        if not is_stdout(output):
+            click.echo("tfnative: report written to %s" % output, err=True)
         return code
 
     _run(go)
@@ -163,7 +164,8 @@ def report(output: str, **kw: Any) -> None:
 @click.option("--all-threads", "-a", is_flag=True, help="Also threads that run no Python.")
 @click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
 @click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
-@click.option("--json", "json_path", metavar="FILE", help="Write the snapshot as JSON to FILE.")
+@click.option("--json", "json_path", metavar="FILE",
+              help="Write the snapshot as JSON to FILE (- for stdout; the text then goes to stderr).")
 @click.option("--with-gdb", is_flag=True,
               help="Take the snapshot through gdb (slower): source lines and inlined frames from every debug "
                    "file, libc's included. Implied by --gdb, --gdb-log and --full-symbols.")

@@ -1,10 +1,41 @@
-"""Files tfnative writes: the cache directory, and atomic writes (cache entries, JSON reports)."""
+"""Files tfnative writes: the cache directory, cache entries, and the outputs a user names.
+
+Two kinds of writes, with different rules:
+
+* cache entries (``atomic_write``): tfnative's own files under ``cache_dir()``;
+  written through a temporary file and ``os.replace``, so that concurrent
+  writers and readers never see half an entry;
+* outputs the user named (``open_output``/``write_output``: ``--json FILE``,
+  ``report -o FILE``), which follow Unix habits:
+
+  - ``-`` is standard output;
+  - a symbolic link is written through to its target, never replaced;
+  - anything that is not a regular file (a FIFO, a character device,
+    ``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``) is opened and
+    written like a shell's ``>`` would, never replaced; where it is one of
+    tfnative's own standard streams, the stream is written at its position;
+  - a regular file (or a new one) is replaced atomically: readers see the old
+    file or the whole new one; the new file gets the mode ``open()`` would
+    give it (an existing file keeps its mode; a new one gets 0666 less the
+    umask);
+  - nothing else is created, removed or renamed: a missing directory is an
+    error, and the temporary file beside the target is removed whatever
+    happens.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
+import sys
 import tempfile
-from typing import Iterable
+from typing import BinaryIO, Iterable, Iterator, Optional
+
+from .errors import TfnativeError
+
+STDOUT = "-"
+_MAX_LINKS = 40  # the kernel's own limit on a chain of symbolic links (ELOOP)
 
 
 def cache_dir() -> str:
@@ -17,10 +48,11 @@ def cache_dir() -> str:
 
 
 def atomic_write(path: str, chunks: Iterable[bytes]) -> None:
-    """Write ``path`` through a temporary file in the same directory and ``os.replace``.
+    """Write the cache entry ``path`` through a temporary file in the same directory and ``os.replace``.
 
     Readers see either the old file or the complete new one, never a partial
-    one, however many processes write the same entry at the same time.
+    one, however many processes write the same entry at the same time.  For
+    tfnative's own cache only: outputs the user names go through ``open_output``.
     """
     d = os.path.dirname(path)
     os.makedirs(d, exist_ok=True)
@@ -38,3 +70,128 @@ def atomic_write(path: str, chunks: Iterable[bytes]) -> None:
         except OSError:
             pass
         raise
+
+
+def is_stdout(path: Optional[str]) -> bool:
+    """Whether an output path means standard output (``-``)."""
+    return path == STDOUT
+
+
+def _resolve(path: str) -> tuple:
+    """Follow ``path``'s symbolic links: (final path, whether a link went through /proc or /dev/fd).
+
+    Links into ``/proc`` (``/dev/stdout`` -> ``/proc/self/fd/1``) are the
+    kernel's magic links: the file they name is an open file of a process, to
+    be opened through the link, never replaced by path.
+    """
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        if current.startswith(("/proc/", "/dev/fd/")):
+            return current, True
+        try:
+            target = os.readlink(current)
+        except OSError:
+            return current, False  # not a link (or missing): the path itself
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    raise TfnativeError("cannot write %s: too many levels of symbolic links" % path)
+
+
+def _same_file(fd: int, other: int) -> bool:
+    try:
+        a, b = os.fstat(fd), os.fstat(other)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+@contextlib.contextmanager
+def open_output(path: str) -> Iterator[BinaryIO]:
+    """A binary stream for the output ``path``, by the rules in this module's docstring.
+
+    For a regular file the new content replaces the old one only when the
+    ``with`` block ends without an exception; otherwise the old file is left
+    as it was.  Errors are ``TfnativeError`` naming the path.
+    """
+    if is_stdout(path):
+        sys.stdout.flush()
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    final, magic = _resolve(path)
+    try:
+        st: Optional[os.stat_result] = os.stat(final)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
+    if magic or (st is not None and not stat.S_ISREG(st.st_mode)):
+        with _open_special(path) as stream:
+            yield stream
+        return
+    if st is None and not os.path.isdir(os.path.dirname(final) or "."):
+        raise TfnativeError("cannot write %s: no such directory: %s" % (path, os.path.dirname(final)))
+    with _replace(path, final, st) as stream:
+        yield stream
+
+
+@contextlib.contextmanager
+def _open_special(path: str) -> Iterator[BinaryIO]:
+    """Open a FIFO, device or magic link for writing, as a shell's ``>`` would; write our own stream in place."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
+    for stream in (sys.stdout, sys.stderr):
+        if _same_file(fd, stream.fileno()):
+            # /dev/stdout while stdout is redirected to a file: write at the stream's position, after
+            # what tfnative printed there already, instead of truncating it.
+            os.close(fd)
+            stream.flush()
+            yield stream.buffer
+            stream.buffer.flush()
+            return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.ftruncate(fd, 0)  # a regular file reached through /proc/PID/fd/N: as the shell's '>'
+    except OSError as exc:
+        os.close(fd)
+        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
+    with os.fdopen(fd, "wb") as f:
+        yield f
+
+
+@contextlib.contextmanager
+def _replace(path: str, final: str, st: Optional[os.stat_result]) -> Iterator[BinaryIO]:
+    """Write ``final`` through a temporary file beside it and rename it into place."""
+    directory = os.path.dirname(final) or "."
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(final) + ".", suffix=".tfnative-tmp", dir=directory)
+    except OSError as exc:
+        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
+    try:
+        if st is not None:
+            mode = stat.S_IMODE(st.st_mode)
+            with contextlib.suppress(OSError):
+                os.fchown(fd, st.st_uid, st.st_gid)  # root replacing another user's file keeps its owner
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise TfnativeError("cannot write %s: %s" % (path, exc.strerror or exc))
+        raise
+
+
+def write_output(path: str, data: bytes) -> None:
+    """Write ``data`` to the output ``path`` (``-``: standard output), by the rules of ``open_output``."""
+    with open_output(path) as f:
+        f.write(data)

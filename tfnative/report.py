@@ -9,7 +9,6 @@ JSON schema version 1 (documented in README.md)::
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any, Dict, List, Optional, TextIO
 
 from tfnative_gdb import render
 
-from .files import atomic_write
+from .files import write_output
 
 SCHEMA = 1
 
@@ -289,8 +288,8 @@ class Document:
         return doc
 
     def write(self, path: str, with_exit: bool = True) -> None:
-        """Write atomically: a reader never sees half a document, no temp file survives."""
-        atomic_write(os.path.abspath(path), [(json.dumps(self.to_dict(with_exit), indent=1) + "\n").encode()])
+        """Write the document to the output ``path`` (``-``: stdout; see ``files.open_output`` for the rules)."""
+        write_output(path, (json.dumps(self.to_dict(with_exit), indent=1) + "\n").encode())
 
 
 def op_lines(event: Dict[str, Any], full: bool = False) -> List[str]:

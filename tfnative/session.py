@@ -23,6 +23,7 @@ import psutil
 from . import bazelpaths, report, snapshot, tfops
 from .breakpoints import Breakpoints
 from .errors import TfnativeError
+from .files import is_stdout
 from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
 from .launcher import PausedChild, exit_status, probe_python
 from .symbolload import QUIET_S, WATCH_S, SymbolLoader
@@ -528,7 +529,7 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
     proc = check_pid(pid)
     was_stopped = proc.status() == psutil.STATUS_STOPPED
     doc = report.Document(argv=proc.cmdline(), pid=pid)
-    printer = report.Printer(out, native_all=native_all, full=full)
+    printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full)
     result = None
     with _SignalGuard():
         try:
