@@ -3,6 +3,7 @@
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import psutil
@@ -171,3 +172,30 @@ def test_launcher_names_gdb_as_its_tracer(tmp_path):
     assert r.returncode == 2
     assert "tfnative: error: the kernel refused ptrace" in r.stderr and "Traceback" not in r.stderr
     assert not [p for p in psutil.process_iter(["cmdline"]) if script("exit_code.py") in (p.info["cmdline"] or [])]
+
+
+def test_orphaned_job_sees_the_same_signals_as_without_tfnative(tmp_path):
+    """A background job whose shell exits (its process group is orphaned) runs on, as it does without tfnative.
+
+    Field issue: the launcher's ``kill -STOP $$`` left the kernel's job-stop mark
+    on the script, so orphaning the group sent SIGHUP + SIGCONT to it and the
+    script died of SIGHUP.  Here the shell (job control on, as an interactive
+    one) exits while the job runs; the script then records what it saw.
+    """
+    runs = {}
+    for name, cmd in (("plain", "%s %s" % (sys.executable, script("outlive_shell.py"))),
+                      ("tfnative", "%s attach %s" % (" ".join(TFNATIVE), script("outlive_shell.py")))):
+        out = tmp_path / name
+        job = "(%s %s 4 >%s.log 2>&1; echo $? >%s.rc) &" % (cmd, out, out, out)
+        subprocess.run(["setsid", "bash", "-c", "set -m; %s until [ -e %s.started ]; do sleep 0.05; done; exit 0"
+                        % (job, out)], timeout=120, check=True, stdin=subprocess.DEVNULL)
+        runs[name] = out
+    for name, out in runs.items():
+        deadline = time.monotonic() + 90
+        while not (os.path.exists(out) and os.path.exists(str(out) + ".rc")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        log = open(str(out) + ".log").read() if os.path.exists(str(out) + ".log") else ""
+        assert os.path.exists(out), "%s: the script did not outlive its shell: %s" % (name, log)
+        assert open(str(out) + ".rc").read().strip() == "0", log
+    plain, traced = (open(runs[n]).read().split() for n in ("plain", "tfnative"))
+    assert traced[-1] == plain[-1] == "none"  # the signals it saw: none, as without tfnative

@@ -124,6 +124,23 @@ class PausedChild:
             except subprocess.TimeoutExpired:
                 pass
 
+    def end_job_stop(self) -> None:
+        """Clear the job-control stop of ``kill -STOP $$``, once the tracer holds the process.
+
+        The kernel remembers a group stop (``SIGNAL_STOP_STOPPED``) until a
+        SIGCONT, even after ptrace resumed the process.  Left set, it makes our
+        process group one "with stopped jobs": if the group is orphaned later
+        (the shell that started tfnative in the background exits), the kernel
+        sends SIGHUP and SIGCONT to every member, and the script dies of a
+        SIGHUP it would not have had without tfnative.  The SIGCONT sent here
+        reaches the trampoline shell (the tracer passes it on; its default
+        action is to do nothing) before it execs the script.
+        """
+        try:
+            os.kill(self.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
     def resume_if_stopped(self) -> None:
         if self.proc.poll() is None:
             try:

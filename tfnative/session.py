@@ -227,6 +227,7 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
             doc.pid = child.pid
             child.wait_paused()
             _attach(gdb, child.pid)
+            child.end_job_stop()
             gdb.console_command("catch exec")
             gdb.command("-exec-continue")
             running = True
