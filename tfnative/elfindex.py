@@ -16,7 +16,7 @@ Public API::
     idx.symbolize(vaddr)          # ("_ZN10tensorflow...", offset) or None
     idx.find("TF_NewSession")     # [("TF_NewSession", 0x...)]
     idx.find("tensorflow::ThreadPoolDevice::Compute")
-    demangle(["_ZN..."])          # one c++filt process for the whole batch
+    demangle(["_ZN..."])          # one c++filt process for the names not seen before
     load_base(pid, path)          # where the library is loaded in process pid
 
 Addresses are the file's own virtual addresses (``st_value``); add
@@ -578,26 +578,45 @@ def split_demangled(d: str) -> Optional[Tuple[str, str]]:
 _CXXFILT: Optional[str] = None
 
 
+_DEMANGLED: Dict[str, str] = {}
+
+
 def demangle(names: Sequence[str]) -> List[str]:
-    """Demangle a batch of names with one ``c++filt`` process (binutils); names it cannot
-    demangle (C names, or every name when c++filt is missing) come back unchanged."""
+    """Demangle C++ names (binutils' ``c++filt``, libiberty's demangler, as gdb uses).
+
+    Names seen before come from a cache, C names (not ``_Z...``) come back as
+    they are, and the rest go to one ``c++filt`` process for the whole batch.
+    A name ``c++filt`` cannot demangle, or every name when it is missing,
+    comes back unchanged.
+    """
     global _CXXFILT
     names = list(names)
-    if not names:
-        return []
-    if _CXXFILT is None:
-        _CXXFILT = shutil.which("c++filt") or ""
-    if not _CXXFILT or any("\n" in n for n in names):
-        return list(names)
-    try:
-        proc = subprocess.run([_CXXFILT], input="\n".join(names) + "\n", capture_output=True, text=True,
-                              timeout=120, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return list(names)
-    out = proc.stdout.split("\n")
-    if len(out) < len(names):
-        return list(names)
-    return out[: len(names)]
+    todo = sorted({n for n in names if n not in _DEMANGLED and n.startswith("_Z") and "\n" not in n})
+    if todo:
+        if _CXXFILT is None:
+            _CXXFILT = shutil.which("c++filt") or ""
+        out: List[str] = []
+        if _CXXFILT:
+            try:
+                proc = subprocess.run([_CXXFILT], input="\n".join(todo) + "\n", capture_output=True, text=True,
+                                      timeout=120, check=True)
+                out = proc.stdout.split("\n")
+            except (OSError, subprocess.SubprocessError):
+                out = []
+        if len(out) < len(todo):
+            out = todo  # no demangler: the names as they are, not cached, so a later call may still demangle
+        else:
+            _DEMANGLED.update(zip(todo, out))
+    return [_DEMANGLED.get(n, n) for n in names]
+
+
+def display_names(names: Sequence[str]) -> List[str]:
+    """Demangled names as a reader knows them: glibc's versioned aliases lose their version.
+
+    ``pthread_cond_wait@@GLIBC_2.3.2`` -> ``pthread_cond_wait``; a C++ name
+    keeps any ``@`` inside its parameter list.
+    """
+    return [n.split("@", 1)[0] if "@" in n and "(" not in n else n for n in demangle(names)]
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
 from tfnative_gdb.threads import PythonThreads, select_threads, thread_entry
 
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
-from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, demangle
+from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, display_names
 from .ptrace import Frozen, Memory, Unsupported
 
 __all__ = ["Unsupported", "of_stopped", "stacks", "take"]
@@ -253,9 +253,8 @@ def _name_frames(threads: List[Tuple[List[Frame], List[Dict[str, Any]]]]) -> Non
                     d["start"] = look - hit[1]
                     todo.append((d, hit[0]))
                     break
-    for (d, _), name in zip(todo, demangle([m for _, m in todo])):
-        # glibc's versioned aliases (pthread_cond_wait@@GLIBC_2.3.2): the name is what a reader knows
-        d["function"] = name.split("@", 1)[0] if "@" in name and "(" not in name else name
+    for (d, _), name in zip(todo, display_names([m for _, m in todo])):
+        d["function"] = name
 
 
 def _ops(memory: Memory, frames: List[Frame], dicts: List[Dict[str, Any]], kernels: OpKernelReader) -> None:

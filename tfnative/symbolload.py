@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, TextIO
 
 from .breakpoints import Breakpoints
-from .elfindex import ElfError, ElfIndex, _Elf, _maps_rows, demangle, load_base
+from .elfindex import ElfError, ElfIndex, _Elf, _maps_rows, display_names, load_base
 from .gdbmi import Gdb, GdbError
 from .surrogate import build_surrogate, gdb_regex_escape
 
@@ -467,7 +467,7 @@ class SymbolLoader:
                     if hit is not None:
                         todo.append((f, hit[0]))
                         f["start"] = int(f["address"], 16) - hit[1]
-        names = demangle([m for _, m in todo])
+        names = display_names([m for _, m in todo])
         for (f, _), name in zip(todo, names):
             f["function"] = name
 
@@ -479,7 +479,7 @@ class SymbolLoader:
                 continue
             hit = lib.index.symbolize(vaddr)
             if hit is not None:
-                return demangle([hit[0]])[0]
+                return display_names([hit[0]])[0]
         return None
 
 
