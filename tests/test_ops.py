@@ -149,7 +149,7 @@ def test_report_of_the_readme_triage_example(tmp_path):
 
 
 def test_tf_bt_in_a_plain_gdb_names_the_op(tmp_path):
-    """gdb_scripts/tfnative.py sourced into the user's own gdb (full symbols): kernel frames name their op."""
+    """gdb_scripts/tf-bt.py sourced into the user's own gdb (full symbols): kernel frames name their op."""
     import subprocess
     import sys
 
@@ -161,7 +161,7 @@ def test_tf_bt_in_a_plain_gdb_names_the_op(tmp_path):
     try:
         pid = int(wait_for_file(str(ready), 300, target))
         r = subprocess.run(["gdb", "-q", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-p", str(pid),
-                            "-ex", "source %s" % os.path.join(ROOT, "gdb_scripts", "tfnative.py"),
+                            "-ex", "source %s" % os.path.join(ROOT, "gdb_scripts", "tf-bt.py"),
                             "-ex", "tf-bt -a", "-ex", "detach"],
                            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
         lines = r.stdout.splitlines()

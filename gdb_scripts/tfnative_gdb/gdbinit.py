@@ -1,4 +1,4 @@
-# Sourced by gdb (by tfnative, or by gdb_scripts/tfnative.py): loads this
+# Sourced by gdb (by tfnative, or by gdb_scripts/tf-bt.py): loads this
 # package without touching gdb's sys.path and registers its commands.
 import importlib.util
 import os

@@ -1,6 +1,6 @@
 # Source this file in gdb to get tfnative's mixed Python + native stacks:
 #
-#     (gdb) source /path/to/gdb_scripts/tfnative.py
+#     (gdb) source /path/to/gdb_scripts/tf-bt.py
 #     (gdb) tf-bt            # the selected thread
 #     (gdb) tf-bt -a         # every thread, Python ones first
 #     (gdb) help tf-bt
