@@ -18,6 +18,7 @@ from tfnative_gdb import render
 from . import doctor
 from .errors import TfnativeError
 from .report import Document, op_lines, triage_phrases
+from .tfinstall import tensorflow_libraries
 
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
 
@@ -72,7 +73,7 @@ def versions(python: str, gdb: str, env: Dict[str, str]) -> Dict[str, str]:
 
 def library_verdicts(python: str) -> List[doctor.Report]:
     try:
-        return [doctor.inspect(p) for p in doctor.tensorflow_libraries(python)]
+        return [doctor.inspect(p) for p in tensorflow_libraries(python)]
     except TfnativeError:
         return []
 

@@ -14,39 +14,13 @@ import click
 
 from . import __version__
 from .cli_build import register as register_build
-from .errors import TfnativeError
+from .cliutil import gdb_options, run_command
 from .files import is_stdout, write_output
 from .gdbmi import find_gdb
 from .session import AttachOptions, GdbOptions, run_attach, run_stack
 from .tfenv import DebugSwitches
 
-
-def _run(fn: Callable[[], int]) -> None:
-    try:
-        code = fn()
-    except TfnativeError as exc:
-        click.echo("tfnative: error: %s" % exc, err=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("tfnative: interrupted", err=True)
-        sys.exit(130)
-    except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
-        if os.environ.get("TFNATIVE_DEBUG"):
-            raise
-        click.echo("tfnative: internal error: %s: %s (set TFNATIVE_DEBUG=1 for a traceback)"
-                   % (type(exc).__name__, exc), err=True)
-        sys.exit(70)
-    sys.exit(code)
-
-
-def gdb_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--gdb", "gdb_path", metavar="PATH", help="gdb executable (default: gdb on PATH).")(fn)
-    fn = click.option("--debuginfod/--no-debuginfod", default=False,
-                      help="Let gdb download debug info (off by default: it can hang for minutes).")(fn)
-    fn = click.option("--gdb-log", metavar="FILE", help="Append the raw MI conversation to FILE.")(fn)
-    fn = click.option("--full-symbols", is_flag=True,
-                      help="Let gdb read every library's symbols in full (slow on TensorFlow: ~25 s, 2.3 GB).")(fn)
-    return fn
+_run = run_command  # the error contract (cliutil.py)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

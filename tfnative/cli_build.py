@@ -5,23 +5,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Callable, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import click
 
 from . import presets as presets_mod
+from .cliutil import run_command as _run
 from .errors import TfnativeError
-
-
-def _run(fn: Callable[[], None]) -> None:
-    """cli._run's contract (one-line errors, no traceback); imported late: cli imports this module."""
-    from .cli import _run as cli_run
-
-    def wrapped() -> int:
-        fn()
-        return 0
-
-    cli_run(wrapped)
+from .tfinstall import tensorflow_libraries
 
 
 @click.command("presets")
@@ -85,7 +76,7 @@ def doctor_cmd(paths: Tuple[str, ...], python: str, every: bool, source_dirs: Tu
     def go() -> None:
         from . import doctor as doctor_mod  # imported here: every tfnative command would pay for it
 
-        targets: List[str] = list(paths) or doctor_mod.tensorflow_libraries(python, every)
+        targets: List[str] = list(paths) or tensorflow_libraries(python, every)
         for p in targets:
             if not os.path.exists(p):
                 raise TfnativeError("%s: no such file" % p)

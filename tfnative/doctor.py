@@ -10,13 +10,10 @@ table.  No line table, no DIE tree, no symbol table is parsed: on the stock 788 
 
 from __future__ import annotations
 
-import glob
-import json
 import mmap
 import os
 import re
 import struct
-import subprocess
 import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -747,50 +744,6 @@ def _verdict(rep: Report) -> None:
         rep.next_preset = None
         nxt = "nothing to add"
     rep.verdict = "you can %s. Next: %s." % ("; ".join(parts), nxt)
-
-
-# ---------------------------------------------------------------- finding TensorFlow
-
-
-def tensorflow_package_dirs(python: str, env: Optional[Dict[str, str]] = None) -> List[str]:
-    """The package directories of the TensorFlow ``python`` would import (without importing it); [] if none."""
-    code = ("import importlib.util, json; s = importlib.util.find_spec('tensorflow'); "
-            "print(json.dumps(list(s.submodule_search_locations or []) if s else []))")
-    try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
-                             stdin=subprocess.DEVNULL, env=env)
-    except OSError as exc:
-        raise TfnativeError("cannot run --python %s: %s" % (python, exc.strerror or exc))
-    except subprocess.TimeoutExpired:
-        raise TfnativeError("--python %s took over 60 s to look for tensorflow" % python)
-    try:
-        dirs = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None
-    except (ValueError, IndexError):
-        dirs = None
-    if dirs is None:
-        raise TfnativeError("--python %s failed: %s" % (python, (out.stderr.strip().splitlines() or ["?"])[-1]))
-    return dirs
-
-
-def tensorflow_libraries(python: str, every: bool = False) -> List[str]:
-    """The shared objects of the TensorFlow that ``python`` would import (without importing it)."""
-    dirs = tensorflow_package_dirs(python)
-    if not dirs:
-        raise TfnativeError("tensorflow is not importable by %s: pass the libraries as PATH..." % python)
-    found: List[str] = []
-    seen = set()
-    for d in dirs:
-        pats = ["*.so*"] + (["**/*.so"] if every else ["python/lib_pywrap_tensorflow*.so",
-                                                        "python/_pywrap_tensorflow_internal.so"])
-        for pat in pats:
-            for p in sorted(glob.glob(os.path.join(d, pat), recursive=True)):
-                real = os.path.realpath(p)
-                if os.path.isfile(p) and real not in seen and not p.endswith((".py", ".pyc")):
-                    seen.add(real)
-                    found.append(p)
-    if not found:
-        raise TfnativeError("no shared objects under %s" % ", ".join(dirs))
-    return found
 
 
 # ---------------------------------------------------------------- text output

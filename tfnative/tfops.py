@@ -33,9 +33,9 @@ from typing import Any, Dict, Iterable, List, Optional, Set, TextIO
 from tfnative_gdb.opkernel import KERNEL_RE, inherit_device_ops, op_frames
 
 from .breakpoints import Breakpoints
-from .doctor import tensorflow_package_dirs
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbError, mi_quote
+from .tfinstall import tensorflow_package_dirs
 
 # Where the CPU device runs kernels (libtensorflow_framework.so.2):
 # ThreadPoolDevice::Compute(OpKernel*, OpKernelContext*) and ::ComputeAsync(AsyncOpKernel*, ...,
