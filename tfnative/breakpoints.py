@@ -176,9 +176,6 @@ class Breakpoints:
         for bp in table.get("body", []):
             self.note(bp)
 
-    def user_locations(self) -> List[Location]:
-        return [loc for loc in self.locations.values() if not loc.internal]
-
     def delete_all(self, gdb: Gdb) -> None:
         self.refresh(gdb)
         gdb.command("-break-delete")

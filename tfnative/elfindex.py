@@ -291,10 +291,6 @@ class ElfIndex:
         end = self._mm.find(b"\0", off, self._str0 + self._strsz)
         return self._mm[off:end].decode("utf-8", "replace")
 
-    def symbol(self, i: int) -> Tuple[str, int, int]:
-        """(mangled name, vaddr, size) of symbol number ``i``."""
-        return self.name_at(i), self._addrs[i], self._sizes[i]
-
     def symbols_at(self, vaddr: int) -> List[Tuple[str, int]]:
         """(mangled name, size) of every function symbol starting exactly at ``vaddr``."""
         lo = bisect.bisect_left(self._addrs, vaddr)

@@ -208,10 +208,6 @@ class Gdb:
             if rec.get("message") == message:
                 return rec.get("payload") or {}
 
-    def drop_events(self) -> None:
-        with self._lock:
-            self._events.clear()
-
     # -- ending ----------------------------------------------------------
     def close(self, timeout: float = 5.0) -> None:
         """Ask gdb to exit; kill it if it does not."""

@@ -481,9 +481,3 @@ class SymbolLoader:
             if hit is not None:
                 return display_names([hit[0]])[0]
         return None
-
-
-def describe(loader: Optional[SymbolLoader]) -> str:
-    if loader is None or loader.full:
-        return "full symbols"
-    return "fast symbols (%s via surrogate)" % ", ".join(sorted(loader.surrogates)) or "none"
