@@ -38,6 +38,7 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from . import procfs
 from .files import atomic_write, cache_dir
 
 __all__ = [
@@ -761,20 +762,6 @@ def data_symbols(path: str, names: Sequence[str]) -> Dict[str, int]:
 # run-time addresses
 
 
-def _maps_rows(pid: int) -> List[Tuple[int, int, str, int, str, int, str]]:
-    """(start, end, perms, offset, dev, inode, name) of each line of /proc/PID/maps."""
-    rows = []
-    with open(f"/proc/{pid}/maps") as f:
-        for line in f:
-            parts = line.split(None, 5)
-            if len(parts) < 5:
-                continue
-            lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            rows.append((lo, hi, parts[1], int(parts[2], 16), parts[3], int(parts[4]),
-                         parts[5].strip() if len(parts) > 5 else ""))
-    return rows
-
-
 def load_base(pid: int, path: str) -> int:
     """Load bias of ``path`` in process ``pid``: run-time address = file vaddr + load_base.
 
@@ -788,7 +775,7 @@ def load_base(pid: int, path: str) -> int:
     st = os.stat(path)
     real = os.path.realpath(path)
     start = None
-    for lo, _hi, perms, off, dev, inode, name in _maps_rows(pid):
+    for lo, _hi, perms, off, dev, inode, name in procfs.maps(pid):
         if off != 0 or not perms.endswith("p"):
             continue
         major, minor = (int(x, 16) for x in dev.split(":"))
@@ -806,7 +793,7 @@ def load_base(pid: int, path: str) -> int:
 def mapped_libraries(pid: int) -> List[str]:
     """Paths of the files mapped at offset 0 in process ``pid`` (from /proc/PID/maps), in map order."""
     seen: List[str] = []
-    for _lo, _hi, perms, off, _dev, inode, name in _maps_rows(pid):
+    for _lo, _hi, perms, off, _dev, inode, name in procfs.maps(pid):
         if off == 0 and perms.endswith("p") and inode and name.startswith("/") and name not in seen:
             seen.append(name)
     return seen

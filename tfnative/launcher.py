@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
+from . import procfs
 from .errors import TfnativeError
 
 PR_SET_PTRACER = 0x59616D61
@@ -94,16 +95,8 @@ class PausedChild:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise TfnativeError("could not start the script (launcher exited with %s)" % self.proc.returncode)
-            try:
-                with open("/proc/%d/stat" % self.pid) as f:
-                    stat = f.read()
-                state = stat.rsplit(")", 1)[1].split()[0]
-                with open("/proc/%d/comm" % self.pid) as f:
-                    comm = f.read().strip()
-                if state in ("T", "t") and comm in ("sh", "dash", "bash"):
-                    return
-            except OSError:
-                pass
+            if procfs.state(self.pid) in ("T", "t") and procfs.comm(self.pid) in ("sh", "dash", "bash"):
+                return
             time.sleep(0.002)
         raise TfnativeError("the script's launcher did not pause within %.0f s" % timeout)
 

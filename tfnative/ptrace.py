@@ -26,6 +26,8 @@ import signal
 import struct
 from typing import Dict, List
 
+from . import procfs
+
 __all__ = ["Frozen", "Memory", "PtraceRefused", "Unsupported", "REGISTERS"]
 
 PTRACE_GETREGS = 12
@@ -124,8 +126,8 @@ class Frozen:
 
     def _list(self) -> List[int]:
         try:
-            return [int(t) for t in os.listdir("/proc/%d/task" % self.pid)]
-        except FileNotFoundError:
+            return procfs.tids(self.pid)
+        except ProcessLookupError:
             raise Unsupported("process %d is gone" % self.pid) from None
 
     def _seize_all(self) -> None:
@@ -187,9 +189,5 @@ class Frozen:
             self.held.pop(tid, None)
 
     def thread_name(self, tid: int) -> str:
-        try:
-            with open("/proc/%d/task/%d/comm" % (self.pid, tid)) as f:
-                return f.read().strip()
-        except OSError:
-            return ""
+        return procfs.comm(self.pid, tid)
 

@@ -41,8 +41,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, TextIO
 
+from . import procfs
 from .breakpoints import Breakpoints
-from .elfindex import ElfError, ElfIndex, _Elf, _maps_rows, display_names, load_base
+from .elfindex import ElfError, ElfIndex, _Elf, display_names, load_base
 from .gdbmi import Gdb, GdbError
 from .surrogate import build_surrogate, gdb_regex_escape
 
@@ -198,7 +199,7 @@ class SymbolLoader:
     def _code_rows(self) -> List[tuple]:
         """(start, end, path) of the target's executable file mappings."""
         try:
-            return [(lo, hi, name) for lo, hi, perms, _o, _d, inode, name in _maps_rows(self.pid)
+            return [(lo, hi, name) for lo, hi, perms, _o, _d, inode, name in procfs.maps(self.pid)
                     if "x" in perms and inode and name.startswith("/")]
         except OSError:
             return []
@@ -388,7 +389,7 @@ class SymbolLoader:
         code: List[tuple] = []
         owners: List[str] = []
         stacks: List[tuple] = []
-        for lo, hi, perms, _off, dev, inode, name in _maps_rows(self.pid):
+        for lo, hi, perms, _off, dev, inode, name in procfs.maps(self.pid):
             if "x" in perms and inode:
                 major, minor = (int(x, 16) for x in dev.split(":"))
                 owner = by_file.get((os.makedev(major, minor), inode))

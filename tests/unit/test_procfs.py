@@ -1,0 +1,61 @@
+"""The /proc readers on this test's own process and a child in known states; no gdb."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tfnative import procfs
+
+
+def test_maps_of_this_process_name_its_interpreter_and_anonymous_memory():
+    rows = procfs.maps(os.getpid())
+    assert rows == sorted(rows)
+    exe = os.path.realpath(sys.executable)
+    mine = [r for r in rows if r.path == exe]
+    assert mine and any("x" in r.perms for r in mine)
+    assert all(r.start < r.end for r in rows)
+    assert any(r.path == "[stack]" for r in rows)
+    assert any(r.path == "" and r.inode == 0 for r in rows)
+
+
+def test_threads_states_and_names():
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="waiter")
+    t.start()
+    try:
+        tids = procfs.tids(os.getpid())
+        assert os.getpid() in tids and t.native_id in tids
+        deadline = time.monotonic() + 10  # the thread may not be in its wait yet
+        while procfs.state(os.getpid(), t.native_id) != "S" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procfs.state(os.getpid(), t.native_id) == "S"
+        assert procfs.comm(os.getpid()) == os.path.basename(sys.executable)[:15]
+        assert procfs.tracer(os.getpid()) == 0
+        assert procfs.status(os.getpid())["Pid"] == str(os.getpid())
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_a_stopped_then_gone_process():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while procfs.state(child.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procfs.state(child.pid) == "T"
+    finally:
+        child.kill()
+        child.wait()
+    assert procfs.state(child.pid) is None
+    assert procfs.comm(child.pid) == ""
+    with pytest.raises(ProcessLookupError):
+        procfs.tids(child.pid)

@@ -1,0 +1,91 @@
+"""Everything tfnative reads from ``/proc``, parsed in one place.
+
+Each function reads one file of one process (or thread) and returns plain
+values; a process that is gone gives ``ProcessLookupError`` or ``None`` as
+each function says, never a half-parsed result.  Nothing here needs ptrace.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, NamedTuple, Optional
+
+
+class Mapping(NamedTuple):
+    """One line of ``/proc/PID/maps``."""
+
+    start: int
+    end: int
+    perms: str  # "r-xp"
+    offset: int
+    dev: str  # "fd:01"
+    inode: int
+    path: str  # "" for anonymous memory; "[vdso]", "[stack]"...; "... (deleted)" as the kernel says
+
+
+def maps(pid: int) -> List[Mapping]:
+    """The mappings of ``pid``, in address order.  Raises ``OSError`` when the file cannot be read."""
+    rows = []
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if len(parts) < 5:
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            rows.append(Mapping(lo, hi, parts[1], int(parts[2], 16), parts[3], int(parts[4]),
+                                parts[5].rstrip("\n") if len(parts) > 5 else ""))
+    return rows
+
+
+def _task(pid: int, tid: Optional[int]) -> str:
+    return "/proc/%d" % pid if tid is None else "/proc/%d/task/%d" % (pid, tid)
+
+
+def state(pid: int, tid: Optional[int] = None) -> Optional[str]:
+    """The one-letter scheduler state (``R``, ``S``, ``D``, ``T``, ``t``, ``Z``...), or None when gone."""
+    try:
+        with open(_task(pid, tid) + "/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def comm(pid: int, tid: Optional[int] = None) -> str:
+    """The process's (or thread's) name as the kernel keeps it (15 characters at most); "" when gone."""
+    try:
+        with open(_task(pid, tid) + "/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def tids(pid: int) -> List[int]:
+    """The thread ids of ``pid``.  Raises ``ProcessLookupError`` when the process is gone."""
+    try:
+        return [int(t) for t in os.listdir("/proc/%d/task" % pid)]
+    except FileNotFoundError:
+        raise ProcessLookupError(pid) from None
+
+
+def status(pid: int) -> Dict[str, str]:
+    """The fields of ``/proc/PID/status`` (``State``, ``TracerPid``, ``NSpid``...), values as written."""
+    out: Dict[str, str] = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            out[key] = value.strip()
+    return out
+
+
+def tracer(pid: int) -> int:
+    """The pid tracing ``pid`` (0: none).  Raises ``OSError`` when the status cannot be read."""
+    return int(status(pid).get("TracerPid", "0").split()[0])
+
+
+def yama_scope() -> Optional[int]:
+    """Yama's ``ptrace_scope`` (0 to 3), or None where Yama is not in the kernel."""
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
