@@ -10,14 +10,12 @@ A *surrogate* is a small ELF file that gdb can load instead, with
 * the executable sections (``.text``, ``.init``, ``.fini``, ``.plt``) as
   ``SHT_NOBITS`` headers with the original vaddrs and sizes: gdb maps pcs to
   the objfile, and reads code from the live process, never from this file;
-* a ``.symtab``/``.strtab`` with only the symbols asked for (the user's
-  breakpoint functions, with their real sizes), so that pending breakpoints
-  resolve by name.  Every other frame in the library shows as ``??`` in gdb;
-  ``ElfIndex.symbolize`` names it.
+* an empty ``.symtab``: every frame in the library shows as ``??`` in gdb,
+  and ``ElfIndex.symbolize`` names it (breakpoints in such a library are
+  address breakpoints from the same index, see ``symbolload.py``).
 
 Surrogates are cached under ``cache_dir()/surrogate``, keyed by the library's
-identity (real path, size, mtime, build-id) and the symbol list; writes are
-atomic.  The file for ``libtensorflow_cc.so.2`` is ~37 MB (its CFI).
+identity (real path, size, mtime, build-id); writes are atomic.
 """
 
 from __future__ import annotations
@@ -26,22 +24,20 @@ import hashlib
 import mmap
 import os
 import struct
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Iterable, List, Optional, Tuple
 
-from .elfindex import SHT_NOBITS, ElfError, ElfIndex, _Elf
+from .elfindex import SHT_NOBITS, ElfError, _Elf
 from .files import atomic_write, cache_dir
 
 __all__ = ["SURROGATE_VERSION", "build_surrogate", "gdb_regex_escape", "surrogate_path"]
 
-SURROGATE_VERSION = 1
+SURROGATE_VERSION = 2
 
 SHT_PROGBITS = 1
 SHT_SYMTAB = 2
 SHT_STRTAB = 3
 SHF_ALLOC = 0x2
 SHF_EXECINSTR = 0x4
-STB_GLOBAL = 1
-STT_FUNC = 2
 ET_DYN = 3
 CFI_SECTIONS = (".eh_frame_hdr", ".eh_frame", ".debug_frame")
 
@@ -51,54 +47,36 @@ def _identity(path: str) -> Tuple[str, int, int]:
     return os.path.realpath(path), st.st_size, st.st_mtime_ns
 
 
-def surrogate_path(path: str, symbols: Sequence[Tuple[str, int]], build_id: Optional[str] = None) -> str:
-    """Where the surrogate of ``path`` for ``symbols`` is cached (it may not exist yet)."""
+def surrogate_path(path: str, build_id: Optional[str] = None) -> str:
+    """Where the surrogate of ``path`` is cached (it may not exist yet)."""
     real, size, mtime = _identity(path)
     h = hashlib.sha1()
     h.update(repr((SURROGATE_VERSION, real, size, mtime, build_id)).encode())
-    for name, addr in sorted(set(symbols), key=lambda s: (s[1], s[0])):
-        h.update(b"%x %s\n" % (addr, name.encode()))
     base = os.path.basename(real).replace(".so", "")
     return os.path.join(cache_dir(), "surrogate", f"{base}-{h.hexdigest()[:20]}.debug")
 
 
-def build_surrogate(path: str, symbols: List[Tuple[str, int]], index: Optional[ElfIndex] = None) -> str:
-    """Path of a surrogate ELF for ``path`` holding ``symbols`` ((name, file vaddr) pairs), built if needed.
+def build_surrogate(path: str) -> str:
+    """Path of a surrogate ELF for ``path`` (built if needed): its CFI at the original addresses, no symbols.
 
-    Symbol sizes come from ``index`` (opened from the cache when not given),
-    so that gdb names only pcs inside those functions.  Raises ``ElfError``
-    for a file that is not a 64-bit little-endian ELF or has no ``.eh_frame``.
+    Raises ``ElfError`` for a file that is not a 64-bit little-endian ELF or
+    has no ``.eh_frame``.
     """
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         elf = _Elf(mm, path)
         build_id = elf.build_id()
-        out = surrogate_path(path, symbols, build_id)
+        out = surrogate_path(path, build_id)
         if os.path.exists(out):
             return out
         if not elf.is64 or elf.endian != "<":
             raise ElfError(f"{path}: surrogates are built for 64-bit little-endian ELF only")
         if elf.section(".eh_frame") is None and elf.section(".debug_frame") is None:
             raise ElfError(f"{path}: no .eh_frame: a surrogate could not unwind through it")
-        sizes = _sizes(path, symbols, index)
-        atomic_write(out, _image(elf, mm, symbols, sizes))
+        atomic_write(out, _image(elf, mm))
     return out
 
 
-def _sizes(path: str, symbols: Sequence[Tuple[str, int]], index: Optional[ElfIndex]) -> List[int]:
-    idx = index if index is not None else ElfIndex.open(path)
-    try:
-        sizes = []
-        for name, addr in symbols:
-            at = idx.symbols_at(addr)
-            same = [s for n, s in at if n == name]
-            sizes.append(max(same or [s for _, s in at] or [0]))
-        return sizes
-    finally:
-        if index is None:
-            idx.close()
-
-
-def _image(elf: _Elf, mm: mmap.mmap, symbols: Sequence[Tuple[str, int]], sizes: Sequence[int]) -> Iterable[bytes]:
+def _image(elf: _Elf, mm: mmap.mmap) -> Iterable[bytes]:
     """The bytes of the surrogate, in order."""
     keep = []  # (name, type, flags, addr, data or None, size, addralign)
     for s in elf.sections:
@@ -106,22 +84,9 @@ def _image(elf: _Elf, mm: mmap.mmap, symbols: Sequence[Tuple[str, int]], sizes: 
             keep.append((s.name, SHT_PROGBITS, s.flags, s.addr, (s.offset, s.size), s.size, s.addralign))
         elif s.flags & SHF_EXECINSTR and s.flags & SHF_ALLOC and s.size:
             keep.append((s.name, SHT_NOBITS, s.flags, s.addr, None, s.size, s.addralign))
-    # section indices: 0 NULL, 1.. kept, then .symtab, .strtab, .shstrtab
-    exec_secs = [(i + 1, k[3], k[5]) for i, k in enumerate(keep) if k[2] & SHF_EXECINSTR]
-
-    def shndx_for(addr: int) -> int:
-        for idx, lo, size in exec_secs:
-            if lo <= addr < lo + size:
-                return idx
-        return exec_secs[0][0] if exec_secs else 0xFFF1  # SHN_ABS
-
-    strtab = bytearray(b"\0")
-    syms = [b"\0" * 24]
-    for (name, addr), size in zip(symbols, sizes):
-        off = len(strtab)
-        strtab += name.encode() + b"\0"
-        syms.append(struct.pack("<IBBHQQ", off, (STB_GLOBAL << 4) | STT_FUNC, 0, shndx_for(addr), addr, size))
-    symtab = b"".join(syms)
+    # section indices: 0 NULL, 1.. kept, then .symtab (the null symbol only), .strtab, .shstrtab
+    symtab = b"\0" * 24
+    strtab = b"\0"
 
     names = [k[0] for k in keep] + [".symtab", ".strtab", ".shstrtab"]
     shstrtab = bytearray(b"\0")
@@ -144,7 +109,7 @@ def _image(elf: _Elf, mm: mmap.mmap, symbols: Sequence[Tuple[str, int]], sizes: 
         placed.append((pos, k[5]))
         blobs.append(k[4])
         pos += k[5]
-    for data, align in ((symtab, 8), (bytes(strtab), 1), (bytes(shstrtab), 1)):
+    for data, align in ((symtab, 8), (strtab, 1), (bytes(shstrtab), 1)):
         pad = (-pos) % align
         blobs.append(b"\0" * pad)
         pos += pad

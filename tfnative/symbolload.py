@@ -440,7 +440,7 @@ class SymbolLoader:
         if os.path.basename(path) in self.surrogates:
             return True
         try:
-            surrogate = build_surrogate(path, [], lib.index)
+            surrogate = build_surrogate(path)
         except (ElfError, OSError) as exc:
             self.err.write("tfnative: warning: fast symbols unavailable for %s (%s); gdb reads it in full\n"
                            % (os.path.basename(path), exc))
