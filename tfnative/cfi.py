@@ -5,7 +5,7 @@ and, from the linker, ``.eh_frame_hdr``: a sorted table of (function start,
 FDE) pairs.  That is all an unwinder needs:
 
 1. find the FDE of a pc by binary search in ``.eh_frame_hdr`` (gdb reads the
-   whole ``.eh_frame`` instead: 37 MB for ``libtensorflow_cc.so.2``);
+   whole ``.eh_frame`` instead, tens of MB for ``libtensorflow_cc.so.2``);
 2. run the CIE's and the FDE's CFA instructions up to the pc, which says how to
    compute the frame's CFA and where each callee-saved register and the
    return address were saved;

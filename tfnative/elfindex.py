@@ -1,11 +1,10 @@
 """A fast, cached index of the function symbols of an ELF file.
 
-gdb needs ~23 s and 2.3 GB to read the 1.2 million minimal symbols of
-``libtensorflow_cc.so.2``.  This module reads the same ``.symtab`` (or
-``.dynsym`` when the file is stripped) with ``mmap`` + ``struct.iter_unpack``
-in a few seconds, keeps only the function symbols, sorted by address, and
-caches the result (three flat arrays, ~25 bytes per symbol) so that a later
-run loads it in tens of milliseconds.  Names are not copied into the cache:
+gdb's minimal symbols of ``libtensorflow_cc.so.2`` cost it most of a
+``gdb -p`` (README, "Fast attach").  This module reads the same ``.symtab``
+(or ``.dynsym`` when the file is stripped) with ``mmap`` +
+``struct.iter_unpack``, keeps only the function symbols, sorted by address,
+and caches the result (three flat arrays) so that a later run only maps it.  Names are not copied into the cache:
 they are read on demand from the library's own string table (mmapped), which
 is why a cache entry is validated against the file's size, mtime and build-id.
 

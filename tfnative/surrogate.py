@@ -1,6 +1,6 @@
 """Surrogate symbol files: let gdb unwind through a huge library without reading its symbols.
 
-gdb spends ~23 s and 2.3 GB on the minimal symbols of ``libtensorflow_cc.so.2``.
+gdb's minimal symbols of ``libtensorflow_cc.so.2`` cost it most of a ``gdb -p``.
 A *surrogate* is a small ELF file that gdb can load instead, with
 ``add-symbol-file SURROGATE -o LOAD_BASE``:
 
