@@ -1,0 +1,120 @@
+"""pylayout's offsets against the DWARF of each pyenv CPython, read by real gdb (``ptype /o``'s arithmetic).
+
+Every offset tfnative reads CPython's structures with is checked here against
+the interpreter's own debug info: a wrong one would show as a missing or
+garbled Python frame only on that version.  The gdb run reads only the
+library's DWARF (no process), well under a second per version.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from tfnative_gdb.pylayout import LAYOUTS
+
+from .conftest import pyenv_pythons
+
+pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
+
+COMMON = {
+    "runtime_interpreters_head": "&((_PyRuntimeState*)0)->interpreters.head",
+    "interp_next": "&((PyInterpreterState*)0)->next",
+    "tstate_next": "&((PyThreadState*)0)->next",
+    "tstate_thread_id": "&((PyThreadState*)0)->thread_id",
+    "code_filename": "&((PyCodeObject*)0)->co_filename",
+    "code_name": "&((PyCodeObject*)0)->co_name",
+    "code_firstlineno": "&((PyCodeObject*)0)->co_firstlineno",
+    "code_linetable": "&((PyCodeObject*)0)->co_linetable",
+    "bytes_size": "&((PyVarObject*)0)->ob_size",
+    "bytes_sval": "&((PyBytesObject*)0)->ob_sval",
+    "unicode_length": "&((PyASCIIObject*)0)->length",
+    "unicode_state": "&((PyASCIIObject*)0)->state",
+    "unicode_ascii_size": "sizeof(PyASCIIObject)",
+    "unicode_compact_size": "sizeof(PyCompactUnicodeObject)",
+    "ob_type": "&((PyObject*)0)->ob_type",
+    "tuple_size": "&((PyVarObject*)0)->ob_size",
+    "tuple_items": "&((PyTupleObject*)0)->ob_item",
+    "func_code": "&((PyFunctionObject*)0)->func_code",
+    "func_dict": "&((PyFunctionObject*)0)->func_dict",
+    "dict_keys": "&((PyDictObject*)0)->ma_keys",
+    "dict_values": "&((PyDictObject*)0)->ma_values",
+}
+IFRAME = "_PyInterpreterFrame"
+PER_VERSION = {
+    (3, 10): {
+        "interp_threads_head": "&((PyInterpreterState*)0)->tstate_head",
+        "tstate_frame": "&((PyThreadState*)0)->frame",
+        "frame_previous": "&((PyFrameObject*)0)->f_back",
+        "frame_code": "&((PyFrameObject*)0)->f_code",
+        "frame_instr": "&((PyFrameObject*)0)->f_lasti",
+        "frame_localsplus": "&((PyFrameObject*)0)->f_localsplus",
+        "code_code": "&((PyCodeObject*)0)->co_code",
+        "code_localsplusnames": "&((PyCodeObject*)0)->co_varnames",
+    },
+    (3, 11): {
+        "interp_threads_head": "&((PyInterpreterState*)0)->threads.head",
+        "tstate_native_thread_id": "&((PyThreadState*)0)->native_thread_id",
+        "tstate_frame": "&((PyThreadState*)0)->cframe",
+        "cframe_current_frame": "&((_PyCFrame*)0)->current_frame",
+        "frame_previous": "&((%s*)0)->previous" % IFRAME,
+        "frame_code": "&((%s*)0)->f_code" % IFRAME,
+        "frame_instr": "&((%s*)0)->prev_instr" % IFRAME,
+        "frame_is_entry": "&((%s*)0)->is_entry" % IFRAME,
+        "frame_owner": "&((%s*)0)->owner" % IFRAME,
+        "frame_localsplus": "&((%s*)0)->localsplus" % IFRAME,
+        "code_qualname": "&((PyCodeObject*)0)->co_qualname",
+        "code_code": "&((PyCodeObject*)0)->co_code_adaptive",
+        "code_localsplusnames": "&((PyCodeObject*)0)->co_localsplusnames",
+    },
+}
+PER_VERSION[(3, 12)] = dict(PER_VERSION[(3, 11)])
+del PER_VERSION[(3, 12)]["frame_is_entry"]
+PER_VERSION[(3, 13)] = dict(PER_VERSION[(3, 12)], tstate_frame="&((PyThreadState*)0)->current_frame",
+                            frame_code="&((%s*)0)->f_executable" % IFRAME,
+                            frame_instr="&((%s*)0)->instr_ptr" % IFRAME)
+del PER_VERSION[(3, 13)]["cframe_current_frame"]
+
+EVAL = r"""
+import gdb, json
+out = {}
+for name, expr in json.loads(%r).items():
+    try:
+        out[name] = int(gdb.parse_and_eval("(long)(%%s)" %% expr))
+    except gdb.error as exc:
+        out[name] = "error: %%s" %% exc
+print("@@" + json.dumps(out))
+"""
+
+
+def _library(python: str) -> str:
+    """The file with the interpreter's DWARF: libpython when the build is shared, else the executable."""
+    prefix = os.path.dirname(os.path.dirname(python))
+    libs = sorted(glob.glob(os.path.join(prefix, "lib", "libpython3.*.so.1.0")))
+    return libs[0] if libs else python
+
+
+@pytest.mark.parametrize("version", sorted(PER_VERSION), ids=lambda v: "%d.%d" % v)
+def test_offsets_match_the_interpreters_dwarf(version, tmp_path):
+    python = pyenv_pythons().get("%d.%d" % version)
+    if python is None:
+        pytest.skip("no pyenv CPython %d.%d here" % version)
+    exprs = dict(COMMON, **PER_VERSION[version])
+    prog = tmp_path / "offsets.py"
+    prog.write_text(EVAL % json.dumps(exprs))
+    r = subprocess.run(["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off", _library(python),
+                        "-x", str(prog)], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("@@")]
+    assert lines, r.stdout + r.stderr
+    dwarf = json.loads(lines[0][2:])
+    layout = LAYOUTS[version]
+    ours = {name: getattr(layout, name) for name in exprs}
+    assert ours == dwarf
+    # every offset the layout defines for this version is checked, none is left out
+    unchecked = {f for f, v in vars(layout).items()
+                 if isinstance(v, int) and not isinstance(v, bool) and f not in exprs and f != "dict_values_offset"}
+    assert unchecked == set()
