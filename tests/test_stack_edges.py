@@ -1,0 +1,56 @@
+"""Stacks where CFI runs out or memory is odd: thread start, the vDSO, signal handlers.
+
+Each test snapshots a real process with ``tfnative stack`` and checks that
+the snapshot stays gdb-free (``"via": "cfi"``) and that every thread is
+unwound to its start (``_start`` for the main thread, ``clone3``/``clone``
+for the others).
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import load_json, python_frames, run_tfnative, script, wait_for_file
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+THREAD_ENDS = ("_start", "clone3", "clone")
+
+
+def _start(tmp_path, argv):
+    ready = tmp_path / "ready"
+    target = subprocess.Popen([*argv, str(ready)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_file(str(ready), 60, target)
+    return target
+
+
+def _snapshot(tmp_path, pid, name="s"):
+    out = tmp_path / ("%s.json" % name)
+    r = run_tfnative(["stack", "--pid", str(pid), "--all-threads", "--native-all", "--json", str(out)], timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "through gdb" not in r.stderr, r.stderr
+    ev = load_json(out)["events"][0]
+    assert ev["via"] == "cfi"
+    return ev
+
+
+def _complete(ev):
+    for t in ev["threads"]:
+        assert t["frames"][-1]["function"] in THREAD_ENDS, (t["tid"], [f["function"] for f in t["frames"]])
+
+
+def test_thread_churn_never_goes_through_gdb(tmp_path):
+    """Threads caught at birth (just after clone3, no FDE) end their stack there: no gdb, every thread whole."""
+    target = _start(tmp_path, [sys.executable, script("thread_churn.py")])
+    try:
+        for i in range(8):
+            ev = _snapshot(tmp_path, target.pid, "s%d" % i)
+            _complete(ev)
+            main = ev["threads"][0]
+            assert main["tid"] == target.pid and main["frames"][-1]["function"] == "_start"
+            assert ("<module>", "thread_churn.py", 22) in python_frames(main["frames"])
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()
