@@ -6,8 +6,10 @@ unwound to its start (``_start`` for the main thread, ``clone3``/``clone``
 for the others).
 """
 
+import shutil
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -50,6 +52,56 @@ def test_thread_churn_never_goes_through_gdb(tmp_path):
             main = ev["threads"][0]
             assert main["tid"] == target.pid and main["frames"][-1]["function"] == "_start"
             assert ("<module>", "thread_churn.py", 22) in python_frames(main["frames"])
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()
+
+
+SPINNER_C = textwrap.dedent("""\
+    #include <stdio.h>
+    #include <time.h>
+
+    static long spin(void) {
+        struct timespec ts;
+        long n = 0;
+        for (;;) {
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            n += ts.tv_nsec & 1;
+        }
+        return n;
+    }
+
+    int main(int argc, char **argv) {
+        FILE *f = fopen(argv[1], "w");
+        fputs("ready", f);
+        fclose(f);
+        return (int)spin();
+    }
+    """)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_vdso_frames_unwound_from_the_vdso_image(tmp_path):
+    """clock_gettime runs in the vDSO (no file): its CFI and name come from the image in memory."""
+    src = tmp_path / "spin.c"
+    src.write_text(SPINNER_C)
+    exe = tmp_path / "spin"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    target = _start(tmp_path, [str(exe)])
+    try:
+        in_vdso = 0
+        for i in range(10):
+            ev = _snapshot(tmp_path, target.pid, "s%d" % i)
+            _complete(ev)
+            frames = ev["threads"][0]["frames"]
+            names = [(f["function"], f["library"]) for f in frames]
+            assert ("main", "spin") in names
+            if frames[0]["library"] == "[vdso]":
+                in_vdso += 1
+                assert "clock_gettime" in frames[0]["function"], names
+                assert names[1][1] == "libc.so.6" and "clock_gettime" in names[1][0], names
+        assert in_vdso  # the spinner lives in the vDSO: most snapshots catch it there
         assert target.poll() is None
     finally:
         target.kill()

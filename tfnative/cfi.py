@@ -57,10 +57,14 @@ _FIXED = {0x02: "<H", 0x03: "<I", 0x04: "<Q", 0x0A: "<h", 0x0B: "<i", 0x0C: "<q"
 class EhFrame:
     """The ``.eh_frame``/``.eh_frame_hdr`` of one ELF file (file addresses, not run-time ones)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, image: Optional[mmap.mmap] = None) -> None:
+        """The CFI of the file ``path``, or of ``image``: an ELF image read from memory (the vDSO)."""
         self.path = path
-        with open(path, "rb") as f:
-            self.mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if image is not None:
+            self.mm = image
+        else:
+            with open(path, "rb") as f:
+                self.mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             elf = _Elf(self.mm, path)
         except ElfError as exc:
@@ -444,11 +448,15 @@ class Module:
             if self._error:
                 raise CfiError(self._error)
             try:
-                self._cfi = EhFrame(self.path)
+                self._cfi = self.open_cfi()
             except (OSError, ValueError, CfiError) as exc:
                 self._error = str(exc)
                 raise CfiError(self._error) from None
         return self._cfi
+
+    def open_cfi(self) -> EhFrame:
+        """The module's ``.eh_frame`` (from its file; a module without one overrides this)."""
+        return EhFrame(self.path)
 
 
 class Frame:

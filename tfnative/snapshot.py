@@ -20,7 +20,7 @@ The result has the shape of ``-tfnative-capture``'s, so the report is the
 same.  What this path does not do, it refuses with ``Unsupported``, and the
 caller asks gdb instead:
 
-* a frame without CFI (gdb has heuristics for those), or in the vDSO;
+* a frame without CFI (gdb has heuristics for those);
 * a frame in a library that carries its own DWARF (a debug build of
   TensorFlow from ``build/``): there the user wants gdb's source lines and
   inlined frames.  The interpreter and its lib-dynload modules are the
@@ -42,6 +42,7 @@ from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames,
 from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
 from tfnative_gdb.threads import PythonThreads, select_threads, thread_entry
 
+from . import vdso
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
 from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, demangle
 from .ptrace import Frozen, Memory, Unsupported
@@ -91,6 +92,44 @@ class _Lib(Module):
             except (OSError, ElfError, ValueError):
                 pass
         return self._dwarf
+
+
+class _Vdso(_Lib):
+    """The vDSO: CFI and symbols from its image in the target's memory (``vdso.py``)."""
+
+    def __init__(self, image: mmap.mmap, base: int) -> None:
+        super().__init__(vdso.VDSO, base, [(base, base + vdso.code_size(image))])
+        self._image = image
+        self._dwarf = False
+
+    def open_cfi(self) -> Any:
+        return vdso.cfi(self._image)
+
+    def indexes(self) -> List[ElfIndex]:
+        if self._index is None:
+            self._index = vdso.symbols(self._image)
+        return self._index
+
+
+def _vdso(pid: int, memory: Memory) -> List[_Lib]:
+    """The target's vDSO as a module (empty when it has none or it cannot be read)."""
+    try:
+        with open("/proc/%d/auxv" % pid, "rb") as f:
+            base = vdso.auxv_vdso_base(f.read())
+    except OSError:
+        return []
+    if base is None:
+        return []
+    image = vdso.image_of(memory.read, base)
+    if image is None:
+        return []
+    key = (vdso.VDSO, base, bytes(image))
+    lib = _KNOWN.get(key)
+    if lib is None:
+        lib = _KNOWN[key] = _Vdso(image, base)
+    else:
+        image.close()
+    return [lib]
 
 
 # Libraries already opened, by (path, inode, where mapped): a session's later
@@ -322,8 +361,9 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
            which: str, selected: Optional[int] = None) -> Dict[str, Any]:
     """Mixed stacks of stopped threads from their registers and the process's memory."""
     result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
-    unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
     _link_map_names(memory, libs, pid)
+    libs = libs + _vdso(pid, memory)
+    unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
     reader = _python_reader(memory, libs, result["warnings"])
     pythreads = PythonThreads(reader, result)
     found = []
