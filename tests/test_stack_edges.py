@@ -106,3 +106,53 @@ def test_vdso_frames_unwound_from_the_vdso_image(tmp_path):
     finally:
         target.kill()
         target.wait()
+
+
+HANDLER_C = textwrap.dedent("""\
+    #include <signal.h>
+    #include <stdio.h>
+    #include <unistd.h>
+
+    static const char *ready;
+
+    static void on_usr1(int sig) {
+        FILE *f = fopen(ready, "w");
+        fputs("ready", f);
+        fclose(f);
+        for (;;) {
+            usleep(10000);
+        }
+    }
+
+    int main(int argc, char **argv) {
+        ready = argv[1];
+        signal(SIGUSR1, on_usr1);
+        raise(SIGUSR1);
+        return 0;
+    }
+    """)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_signal_trampoline_named_as_gdb_names_it(tmp_path):
+    """A thread inside a signal handler: the trampoline frame is ``<signal handler called>``, then main."""
+    src = tmp_path / "handler.c"
+    src.write_text(HANDLER_C)
+    exe = tmp_path / "handler"
+    subprocess.run(["gcc", "-O0", "-o", str(exe), str(src)], check=True)
+    target = _start(tmp_path, [str(exe)])
+    try:
+        ev = _snapshot(tmp_path, target.pid)
+        _complete(ev)
+        names = [f["function"] for f in ev["threads"][0]["frames"]]
+        k = names.index("<signal handler called>")
+        assert names[k - 1] == "on_usr1" and "main" in names[k + 1:], names
+        out = tmp_path / "gdb.json"
+        r = run_tfnative(["stack", "--pid", str(target.pid), "--all-threads", "--native-all", "--with-gdb",
+                          "--json", str(out)], timeout=300)
+        assert r.returncode == 0, r.stderr
+        gdb_names = [f["function"] for f in load_json(out)["events"][0]["threads"][0]["frames"]]
+        assert "<signal handler called>" in gdb_names and "on_usr1" in gdb_names, gdb_names
+    finally:
+        target.kill()
+        target.wait()

@@ -40,7 +40,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
-from tfnative_gdb.threads import PythonThreads, select_threads, thread_entry
+from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry
 
 from . import vdso
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
@@ -281,6 +281,9 @@ def _name_frames(threads: List[Tuple[List[Frame], List[Dict[str, Any]]]]) -> Non
     for frames, dicts in threads:
         for level, (fr, d) in enumerate(zip(frames, dicts)):
             lib: Optional[_Lib] = fr.module  # type: ignore[assignment]
+            if fr.signal:
+                d["function"] = SIGNAL_FRAME  # as gdb names it
+                continue
             if lib is None:
                 continue
             # A caller's pc is a return address: name the call, which may be a
