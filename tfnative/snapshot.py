@@ -49,7 +49,7 @@ from .ptrace import Frozen, Memory, Unsupported
 
 __all__ = ["Unsupported", "of_stopped", "stacks", "take"]
 
-MAX_NATIVE_FRAMES = 512
+MAX_NATIVE_FRAMES = 1 << 16  # a bound on the walk: more than an 8 MiB stack of small frames holds
 DEBUG_ROOT = "/usr/lib/debug/.build-id"
 PY_SYMBOLS = ("_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
 
@@ -389,6 +389,10 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     kernels = OpKernelReader(memory)
     for tid, name, frames, dicts, py in found:
         _ops(memory, frames, dicts, kernels)
-        result["threads"].append(thread_entry(tid, name, dicts, reader, py))
+        entry = thread_entry(tid, name, dicts, reader, py)
+        if len(frames) >= MAX_NATIVE_FRAMES:
+            cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
+            entry["error"] = "%s; %s" % (entry["error"], cut) if entry.get("error") else cut
+        result["threads"].append(entry)
     result["threads"] = select_threads(result["threads"], which)
     return result

@@ -15,7 +15,7 @@ from .opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frame
 from .pyframes import open_reader
 from .threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry
 
-MAX_NATIVE_FRAMES = 512
+MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot.py
 
 
 class GdbMemory:
