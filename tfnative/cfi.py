@@ -10,7 +10,9 @@ FDE) pairs.  That is all an unwinder needs:
    compute the frame's CFA and where each callee-saved register and the
    return address were saved;
 3. read them from the stack: that is the caller's frame.  Repeat until the
-   return address is undefined (``_start``, ``clone3``).
+   return address is undefined (``_start``, ``clone3``), or the thread was
+   caught just after the ``clone``/``clone3`` syscall that started it (no
+   FDE there: the new thread's stack starts at that frame).
 
 DWARF expressions are evaluated for the rules that use them (PLT entries,
 glibc's signal trampoline).  Anything this module does not understand raises
@@ -38,6 +40,7 @@ DWARF_REGS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
               "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip")
 RSP, RIP = 7, 16
 MASK = (1 << 64) - 1
+_CLONES = (56, 435)  # the clone and clone3 syscalls
 Reader = Callable[[int, int], bytes]
 
 
@@ -54,10 +57,14 @@ _FIXED = {0x02: "<H", 0x03: "<I", 0x04: "<Q", 0x0A: "<h", 0x0B: "<i", 0x0C: "<q"
 class EhFrame:
     """The ``.eh_frame``/``.eh_frame_hdr`` of one ELF file (file addresses, not run-time ones)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, image: Optional[mmap.mmap] = None) -> None:
+        """The CFI of the file ``path``, or of ``image``: an ELF image read from memory (the vDSO)."""
         self.path = path
-        with open(path, "rb") as f:
-            self.mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if image is not None:
+            self.mm = image
+        else:
+            with open(path, "rb") as f:
+                self.mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             elf = _Elf(self.mm, path)
         except ElfError as exc:
@@ -441,11 +448,15 @@ class Module:
             if self._error:
                 raise CfiError(self._error)
             try:
-                self._cfi = EhFrame(self.path)
+                self._cfi = self.open_cfi()
             except (OSError, ValueError, CfiError) as exc:
                 self._error = str(exc)
                 raise CfiError(self._error) from None
         return self._cfi
+
+    def open_cfi(self) -> EhFrame:
+        """The module's ``.eh_frame`` (from its file; a module without one overrides this)."""
+        return EhFrame(self.path)
 
 
 class Frame:
@@ -498,7 +509,14 @@ class Unwinder:
         cfi = module.cfi
         # A caller's pc is a return address: look up the call instruction before it.
         lookup = (frame.pc if innermost else frame.pc - 1) - module.bias
-        start, _end, cie, program = cfi.find(lookup)
+        try:
+            start, _end, cie, program = cfi.find(lookup)
+        except CfiError:
+            if innermost:
+                at_clone = self._after_clone(frame)
+                if at_clone is not None:
+                    return at_clone or None
+            raise
         code_align, data_align, ra_reg, _enc, _z, signal_frame, initial_program = cie
         state = {"cfa": None, "rules": {}}
         _run(initial_program, code_align, data_align, start, 1 << 64, state, None)
@@ -543,6 +561,32 @@ class Unwinder:
         new[RIP] = pc
         if not signal_frame and cfa <= regs.get(RSP, 0):
             raise CfiError("the stack does not grow toward the caller at 0x%x" % frame.pc)
+        return Frame(pc, new, self.module_of(pc))
+
+    def _after_clone(self, frame: Frame) -> Optional[object]:
+        """The caller of a thread stopped just after glibc's ``clone``/``clone3`` syscall, which has no FDE.
+
+        glibc leaves the few instructions after the syscall without CFI.  The
+        instructions before the pc tell the place (``mov $NR,%eax; syscall``
+        with NR 56 or 435); ``rax`` tells who returned: 0 in the new thread,
+        whose stack starts there (returns False: the outermost frame), the new
+        thread's id in the parent, still at the function's entry state (its
+        return address at ``rsp``).  None: not this place.
+        """
+        try:
+            code = self.read(frame.pc - 7, 7)
+        except MemoryError:
+            return None
+        if code[0] != 0xB8 or code[5:7] != b"\x0f\x05" or struct.unpack_from("<I", code, 1)[0] not in _CLONES:
+            return None
+        if frame.regs.get(0) == 0:
+            return False
+        rsp = frame.regs.get(RSP)
+        if rsp is None:
+            return None
+        new = dict(frame.regs)
+        new[RSP] = rsp + 8
+        pc = new[RIP] = self._u64(rsp)
         return Frame(pc, new, self.module_of(pc))
 
     def _u64(self, addr: int) -> int:

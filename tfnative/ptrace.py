@@ -24,7 +24,7 @@ import os
 import platform
 import signal
 import struct
-from typing import Dict, List
+from typing import Dict, List, Set
 
 from . import procfs
 
@@ -92,6 +92,15 @@ class Memory:
             self.fd = -1
 
 
+def _zombie(pid: int, tid: int) -> bool:
+    """Whether thread ``tid`` of ``pid`` has exited and waits to be reaped (state Z)."""
+    try:
+        with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 class Frozen:
     """``with Frozen(pid) as f:`` every thread of ``pid`` is stopped; ``f.regs[tid]`` holds its registers."""
 
@@ -101,6 +110,7 @@ class Frozen:
         self.pid = pid
         self.held: Dict[int, int] = {}  # tid -> signal to hand back at the detach (0: none)
         self.regs: Dict[int, Dict[str, int]] = {}
+        self.exited: Set[int] = set()  # zombie threads: the leader after pthread_exit
 
     def __enter__(self) -> Frozen:
         try:
@@ -132,7 +142,7 @@ class Frozen:
 
     def _seize_all(self) -> None:
         for _round in range(100):
-            new = [t for t in self._list() if t not in self.held]
+            new = [t for t in self._list() if t not in self.held and t not in self.exited]
             if not new:
                 return
             taken = []
@@ -141,6 +151,9 @@ class Frozen:
                     _ptrace(PTRACE_SEIZE, tid)
                 except OSError as exc:
                     if exc.errno == errno.ESRCH:  # it exited meanwhile
+                        continue
+                    if exc.errno == errno.EPERM and _zombie(self.pid, tid):
+                        self.exited.add(tid)  # a leader gone by pthread_exit: its threads live on
                         continue
                     raise PtraceRefused("ptrace(PTRACE_SEIZE, %d): %s" % (tid, exc.strerror)) from None
                 self.held[tid] = 0

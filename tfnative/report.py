@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, TextIO
 
 from tfnative_gdb import render
+from tfnative_gdb.elide import elide
 
 from .files import write_output
 
@@ -34,14 +35,14 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
         frames = t.get("frames", [])
         if not native_all:
             frames = render.hide_glue(frames)
-        frames = [_clean(f) for f in frames]
+        frames = elide([_clean(f) for f in frames])
         thread = {"tid": t["tid"], "name": t.get("name", ""), "frames": frames, "merge": t.get("merge")}
         fn = next((f["tf_function"] for f in frames if f.get("tf_function")), None)
         if fn:
             thread["tf_function"] = fn
         if t.get("merge") == "mismatch":
             thread["merge_detail"] = t.get("merge_detail")
-            thread["python_frames"] = [_clean(f) for f in t.get("python_frames", [])]
+            thread["python_frames"] = elide([_clean(f) for f in t.get("python_frames", [])])
         if t.get("error"):
             thread["error"] = t["error"]
         threads.append(thread)
@@ -260,7 +261,8 @@ class Document:
         function = None
         if last is not None and last.get("threads"):
             thread = last["threads"][0]
-            nearest = next((f for f in thread["frames"] if f.get("user")), None)
+            # the merged stack, else the Python stack alone (a thread whose merge failed)
+            nearest = next((f for f in thread["frames"] + thread.get("python_frames", []) if f.get("user")), None)
             function = thread.get("tf_function")
         out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event["signal"] if signal_event else None,
                                "numerics": sum(e["kind"] == "numerics" for e in self.events),

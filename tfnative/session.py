@@ -494,6 +494,60 @@ def _name_op_hit(event: Dict[str, Any], bps: Breakpoints) -> None:
         event["location"] = where
 
 
+def _live_threads(pid: int) -> int:
+    """``Threads:`` of /proc/PID/status (0 when it cannot be read)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("Threads:")), 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _argv(proc: psutil.Process) -> List[str]:
+    """The command line of ``proc``; of a live thread when the leader is a zombie (it called pthread_exit)."""
+    try:
+        return proc.cmdline()
+    except psutil.ZombieProcess:
+        for tid in os.listdir("/proc/%d/task" % proc.pid) if os.path.isdir("/proc/%d/task" % proc.pid) else []:
+            try:
+                with open("/proc/%d/task/%s/cmdline" % (proc.pid, tid), "rb") as f:
+                    argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
+            except OSError:
+                continue
+            if argv:
+                return argv
+        return []
+    except psutil.NoSuchProcess:
+        raise TfnativeError("process %d exited" % proc.pid) from None
+
+
+def _exited(pid: int) -> None:
+    """Raise "process N exited" when ``pid`` has exited (a failure then is not the kernel's or gdb's)."""
+    try:
+        gone = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE and _live_threads(pid) <= 1
+    except psutil.NoSuchProcess:
+        gone = True
+    except psutil.AccessDenied:
+        gone = False
+    if gone:
+        raise TfnativeError("process %d exited" % pid)
+
+
+def _live_task(pid: int) -> int:
+    """``pid``, or a live thread of it when its leader has exited (``/proc/PID/mem``, maps are gone then)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                return pid
+        for tid in sorted(int(t) for t in os.listdir("/proc/%d/task" % pid)):
+            with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    return tid
+    except (OSError, IndexError, ValueError):
+        pass
+    return pid
+
+
 def check_pid(pid: int) -> psutil.Process:
     try:
         proc = psutil.Process(pid)
@@ -502,7 +556,7 @@ def check_pid(pid: int) -> psutil.Process:
         raise TfnativeError("no process with pid %d" % pid)
     except psutil.AccessDenied:
         raise TfnativeError("process %d is not yours: %s" % (pid, ptrace_refused_message(pid)))
-    if status == psutil.STATUS_ZOMBIE:
+    if status == psutil.STATUS_ZOMBIE and _live_threads(pid) <= 1:  # a leader gone by pthread_exit: the rest live
         raise TfnativeError("process %d is a zombie: it has exited" % pid)
     if pid == os.getpid():
         raise TfnativeError("tfnative cannot inspect itself")
@@ -529,17 +583,22 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
     """
     proc = check_pid(pid)
     was_stopped = proc.status() == psutil.STATUS_STOPPED
-    doc = report.Document(argv=proc.cmdline(), pid=pid)
+    doc = report.Document(argv=_argv(proc), pid=pid)
     printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full)
     result = None
     with _SignalGuard():
         try:
             if not with_gdb:
                 try:
-                    result = snapshot.take(pid, "all" if all_threads else "python")
+                    task = _live_task(pid)  # the process's files, read through a live thread
+                    result = snapshot.take(task, "all" if all_threads else "python")
                     if not result["threads"] and not all_threads:
                         # No Python thread found: show every thread rather than nothing.
-                        result = snapshot.take(pid, "all")
+                        result = snapshot.take(task, "all")
+                    if task != pid:
+                        result["pid"] = pid
+                        result["warnings"].append("the main thread %d has exited (pthread_exit): the live "
+                                                  "threads are shown" % pid)
                 except snapshot.Unsupported as exc:
                     err.write("tfnative: taking the snapshot through gdb: %s\n" % exc)
                     result = None
@@ -555,7 +614,12 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
                     if not was_stopped:
                         _ensure_not_stopped(pid)
             if result is None:
-                result = _stack_with_gdb(pid, all_threads, gdb_opts, was_stopped, err)
+                _exited(pid)
+                try:
+                    result = _stack_with_gdb(pid, all_threads, gdb_opts, was_stopped, err)
+                except TfnativeError:
+                    _exited(pid)
+                    raise
         except Interrupted:
             printer.note("interrupted: detaching")
             return 130

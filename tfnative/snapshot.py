@@ -20,7 +20,7 @@ The result has the shape of ``-tfnative-capture``'s, so the report is the
 same.  What this path does not do, it refuses with ``Unsupported``, and the
 caller asks gdb instead:
 
-* a frame without CFI (gdb has heuristics for those), or in the vDSO;
+* a frame without CFI (gdb has heuristics for those);
 * a frame in a library that carries its own DWARF (a debug build of
   TensorFlow from ``build/``): there the user wants gdb's source lines and
   inlined frames.  The interpreter and its lib-dynload modules are the
@@ -40,15 +40,16 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
-from tfnative_gdb.threads import PythonThreads, select_threads, thread_entry
+from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry
 
+from . import vdso
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
 from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, display_names
 from .ptrace import Frozen, Memory, Unsupported
 
 __all__ = ["Unsupported", "of_stopped", "stacks", "take"]
 
-MAX_NATIVE_FRAMES = 512
+MAX_NATIVE_FRAMES = 1 << 16  # a bound on the walk: more than an 8 MiB stack of small frames holds
 DEBUG_ROOT = "/usr/lib/debug/.build-id"
 PY_SYMBOLS = ("_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
 
@@ -91,6 +92,44 @@ class _Lib(Module):
             except (OSError, ElfError, ValueError):
                 pass
         return self._dwarf
+
+
+class _Vdso(_Lib):
+    """The vDSO: CFI and symbols from its image in the target's memory (``vdso.py``)."""
+
+    def __init__(self, image: mmap.mmap, base: int) -> None:
+        super().__init__(vdso.VDSO, base, [(base, base + vdso.code_size(image))])
+        self._image = image
+        self._dwarf = False
+
+    def open_cfi(self) -> Any:
+        return vdso.cfi(self._image)
+
+    def indexes(self) -> List[ElfIndex]:
+        if self._index is None:
+            self._index = vdso.symbols(self._image)
+        return self._index
+
+
+def _vdso(pid: int, memory: Memory) -> List[_Lib]:
+    """The target's vDSO as a module (empty when it has none or it cannot be read)."""
+    try:
+        with open("/proc/%d/auxv" % pid, "rb") as f:
+            base = vdso.auxv_vdso_base(f.read())
+    except OSError:
+        return []
+    if base is None:
+        return []
+    image = vdso.image_of(memory.read, base)
+    if image is None:
+        return []
+    key = (vdso.VDSO, base, bytes(image))
+    lib = _KNOWN.get(key)
+    if lib is None:
+        lib = _KNOWN[key] = _Vdso(image, base)
+    else:
+        image.close()
+    return [lib]
 
 
 # Libraries already opened, by (path, inode, where mapped): a session's later
@@ -242,6 +281,9 @@ def _name_frames(threads: List[Tuple[List[Frame], List[Dict[str, Any]]]]) -> Non
     for frames, dicts in threads:
         for level, (fr, d) in enumerate(zip(frames, dicts)):
             lib: Optional[_Lib] = fr.module  # type: ignore[assignment]
+            if fr.signal:
+                d["function"] = SIGNAL_FRAME  # as gdb names it
+                continue
             if lib is None:
                 continue
             # A caller's pc is a return address: name the call, which may be a
@@ -321,8 +363,9 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
            which: str, selected: Optional[int] = None) -> Dict[str, Any]:
     """Mixed stacks of stopped threads from their registers and the process's memory."""
     result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
-    unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
     _link_map_names(memory, libs, pid)
+    libs = libs + _vdso(pid, memory)
+    unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
     reader = _python_reader(memory, libs, result["warnings"])
     pythreads = PythonThreads(reader, result)
     found = []
@@ -345,6 +388,10 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     kernels = OpKernelReader(memory)
     for tid, name, frames, dicts, py in found:
         _ops(memory, frames, dicts, kernels)
-        result["threads"].append(thread_entry(tid, name, dicts, reader, py))
+        entry = thread_entry(tid, name, dicts, reader, py)
+        if len(frames) >= MAX_NATIVE_FRAMES:
+            cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
+            entry["error"] = "%s; %s" % (entry["error"], cut) if entry.get("error") else cut
+        result["threads"].append(entry)
     result["threads"] = select_threads(result["threads"], which)
     return result

@@ -13,9 +13,9 @@ import gdb  # type: ignore
 
 from .opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from .pyframes import open_reader
-from .threads import PythonThreads, select_threads, thread_entry
+from .threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry
 
-MAX_NATIVE_FRAMES = 512
+MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot.py
 
 
 class GdbMemory:
@@ -76,7 +76,9 @@ def native_frames(limit: int = MAX_NATIVE_FRAMES) -> (List[Dict], Optional[str])
         entry = {"kind": "native", "function": f.name() or "??", "file": None, "line": None,
                  "library": _library(pc), "address": "0x%016x" % pc, "level": level}
         level += 1
-        if f.type() == gdb.INLINE_FRAME:
+        if f.type() == gdb.SIGTRAMP_FRAME:
+            entry["function"] = SIGNAL_FRAME
+        elif f.type() == gdb.INLINE_FRAME:
             entry["inline"] = True
         elif f.type() == gdb.TAILCALL_FRAME:
             # not on the stack: gdb infers the function that tail-called the

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .linetable import line_for
 from .pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS, Layout, debug_offsets_layout
 
-MAX_FRAMES = 4096
+MAX_FRAMES = 1 << 17  # a bound on any walk; far more than a C stack holds
 MAX_THREADS = 4096
 
 
@@ -293,13 +293,19 @@ class PythonReader:
     def _read_310(self, thread: ThreadPy) -> None:
         L = self.layout
         f = self.u64(thread.tstate + L.tstate_frame)
-        n = 0
-        while f and n < MAX_FRAMES:
-            code = self.u64(f + L.frame_code)
-            lasti = self.i32(f + L.frame_instr)
-            thread.groups.append([self._frame(code, lasti * 2, f)])
+        seen = set()
+        while f:
+            if _stop(thread, f, seen):
+                return
+            try:
+                code = self.u64(f + L.frame_code)
+                lasti = self.i32(f + L.frame_instr)
+                frame = self._frame(code, lasti * 2, f)
+            except MemoryError as exc:
+                thread.error = _unreadable(f, len(seen) - 1, exc)
+                return
+            thread.groups.append([frame])
             f = self.u64(f + L.frame_previous)
-            n += 1
 
     def _read_interp_frames(self, thread: ThreadPy) -> None:
         L = self.layout
@@ -309,28 +315,53 @@ class PythonReader:
         else:
             f = self.u64(thread.tstate + L.tstate_frame)
         group: List[PyFrame] = []
-        n = 0
-        while f and n < MAX_FRAMES:
-            n += 1
-            owner = self.u8(f + L.frame_owner) if L.frame_owner is not None else 0
-            if L.chain == "cstack_shim" and owner == FRAME_OWNED_BY_CSTACK:
-                thread.groups.append(group)
-                group = []
+        seen = set()
+        while f:
+            if _stop(thread, f, seen):
+                break
+            try:
+                owner = self.u8(f + L.frame_owner) if L.frame_owner is not None else 0
+                if L.chain == "cstack_shim" and owner == FRAME_OWNED_BY_CSTACK:
+                    thread.groups.append(group)
+                    group = []
+                    f = self.u64(f + L.frame_previous)
+                    continue
+                code = self.u64(f + L.frame_code)
+                if self._is_code(code):
+                    instr = self.u64(f + L.frame_instr)
+                    start = code + L.code_code
+                    group.append(self._frame(code, instr - start if instr else -1, f))
+                entry = L.chain == "entry_flag" and self.u8(f + L.frame_is_entry)
                 f = self.u64(f + L.frame_previous)
-                continue
-            code = self.u64(f + L.frame_code)
-            if self._is_code(code):
-                instr = self.u64(f + L.frame_instr)
-                start = code + L.code_code
-                group.append(self._frame(code, instr - start if instr else -1, f))
-            if L.chain == "entry_flag" and self.u8(f + L.frame_is_entry):
+            except MemoryError as exc:
+                thread.error = _unreadable(f, len(seen) - 1, exc)
+                break
+            if entry:
                 thread.groups.append(group)
                 group = []
-            f = self.u64(f + L.frame_previous)
         if group:
             # Frames below the last entry marker: no eval call owns them, which
-            # only happens while a thread is being set up or torn down.
+            # only happens while a thread is being set up or torn down (or
+            # where the walk stopped, said in ``thread.error``).
             thread.groups.append(group)
+
+
+def _stop(thread: ThreadPy, frame: int, seen: set) -> bool:
+    """Whether the walk stops before ``frame``: the chain loops back on itself, or is implausibly long."""
+    if frame in seen:
+        thread.error = ("the Python frame chain loops back to frame 0x%x after %d frames: memory corrupted; "
+                        "the frames up to there are shown" % (frame, len(seen)))
+        return True
+    if len(seen) >= MAX_FRAMES:
+        thread.error = "stopped after %d Python frames (the limit): the outermost ones are not shown" % MAX_FRAMES
+        return True
+    seen.add(frame)
+    return False
+
+
+def _unreadable(frame: int, index: int, exc: Exception) -> str:
+    return ("cannot read Python frame %d (at 0x%x): %s; the frames before it are shown, none after"
+            % (index, frame, exc))
 
 
 NO_RUNTIME = "no _PyRuntime symbol: the target does not run CPython (or it is not loaded yet)"

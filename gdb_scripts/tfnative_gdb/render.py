@@ -8,6 +8,8 @@ import os
 import re
 from typing import Dict, Iterable, List, Optional
 
+from .elide import ELIDED, elided_text
+
 # Native frames of the interpreter that only move a call along: hidden by
 # default (``--native-all`` shows them).  Exact names or prefixes.
 GLUE_EXACT = frozenset(
@@ -143,6 +145,8 @@ def _short(name: str, width: int) -> str:
 
 
 def frame_line(index: int, f: Dict, name_width: int = 160, verbose: bool = False) -> str:
+    if f.get("kind") == ELIDED:
+        return "       %s" % elided_text(f)
     if f.get("kind") == "python":
         where = "%s:%s" % (f.get("file") or "?", f.get("line") if f.get("line") is not None else "?")
         mark = "  <-- your code" if f.get("user") or is_user_frame(f) else ""
@@ -177,21 +181,32 @@ def thread_block(thread: Dict, header: Optional[str] = None, fold: bool = True) 
     lines.append(title)
     frames = thread.get("frames") or []
     plan = fold_plan(frames) if fold else list(range(len(frames)))
+    levels = _levels(frames)
     for item in plan:
         if isinstance(item, tuple):
             lines.append("       ... %d TensorFlow frames ..." % item[1])
         else:
-            lines.append("  " + frame_line(item, frames[item], verbose=not fold))
+            lines.append("  " + frame_line(levels[item], frames[item], verbose=not fold))
     if not frames:
         lines.append("  (no frames)")
     if thread.get("merge") == "mismatch":
         lines.append("  !! Python and native stacks could not be matched (%s); the Python stack alone:"
                      % thread.get("merge_detail", ""))
-        for i, f in enumerate(thread.get("python_frames") or []):
-            lines.append("  " + frame_line(i, f))
+        python = thread.get("python_frames") or []
+        for level, f in zip(_levels(python), python):
+            lines.append("  " + frame_line(level, f))
     if thread.get("error"):
         lines.append("  !! %s" % thread["error"])
     return lines
+
+
+def _levels(frames: List[Dict]) -> List[int]:
+    """Each frame's depth in the thread's stack, counting the frames an elided entry stands for."""
+    out, level = [], 0
+    for f in frames:
+        out.append(level)
+        level += f.get("count", 1) if f.get("kind") == ELIDED else 1
+    return out
 
 
 def basename(path: Optional[str]) -> Optional[str]:

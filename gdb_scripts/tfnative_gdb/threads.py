@@ -11,6 +11,9 @@ from .autograph import annotate
 from .mixed import merge
 from .pyframes import PythonReader, ThreadPy
 
+# The name gdb gives the frame of a signal trampoline (glibc's ``__restore_rt``).
+SIGNAL_FRAME = "<signal handler called>"
+
 
 class PythonThreads:
     """The interpreter's thread states, looked up by OS thread."""

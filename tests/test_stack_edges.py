@@ -1,0 +1,158 @@
+"""Stacks where CFI runs out or memory is odd: thread start, the vDSO, signal handlers.
+
+Each test snapshots a real process with ``tfnative stack`` and checks that
+the snapshot stays gdb-free (``"via": "cfi"``) and that every thread is
+unwound to its start (``_start`` for the main thread, ``clone3``/``clone``
+for the others).
+"""
+
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from .conftest import load_json, python_frames, run_tfnative, script, wait_for_file
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+THREAD_ENDS = ("_start", "clone3", "clone")
+
+
+def _start(tmp_path, argv):
+    ready = tmp_path / "ready"
+    target = subprocess.Popen([*argv, str(ready)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_file(str(ready), 60, target)
+    return target
+
+
+def _snapshot(tmp_path, pid, name="s"):
+    out = tmp_path / ("%s.json" % name)
+    r = run_tfnative(["stack", "--pid", str(pid), "--all-threads", "--native-all", "--json", str(out)], timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "through gdb" not in r.stderr, r.stderr
+    ev = load_json(out)["events"][0]
+    assert ev["via"] == "cfi"
+    return ev
+
+
+def _complete(ev):
+    for t in ev["threads"]:
+        assert t["frames"][-1]["function"] in THREAD_ENDS, (t["tid"], [f["function"] for f in t["frames"]])
+
+
+def test_thread_churn_never_goes_through_gdb(tmp_path):
+    """Threads caught at birth (just after clone3, no FDE) end their stack there: no gdb, every thread whole."""
+    target = _start(tmp_path, [sys.executable, script("thread_churn.py")])
+    try:
+        for i in range(8):
+            ev = _snapshot(tmp_path, target.pid, "s%d" % i)
+            _complete(ev)
+            main = ev["threads"][0]
+            assert main["tid"] == target.pid and main["frames"][-1]["function"] == "_start"
+            assert ("<module>", "thread_churn.py", 22) in python_frames(main["frames"])
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()
+
+
+SPINNER_C = textwrap.dedent("""\
+    #include <stdio.h>
+    #include <time.h>
+
+    static long spin(void) {
+        struct timespec ts;
+        long n = 0;
+        for (;;) {
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            n += ts.tv_nsec & 1;
+        }
+        return n;
+    }
+
+    int main(int argc, char **argv) {
+        FILE *f = fopen(argv[1], "w");
+        fputs("ready", f);
+        fclose(f);
+        return (int)spin();
+    }
+    """)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_vdso_frames_unwound_from_the_vdso_image(tmp_path):
+    """clock_gettime runs in the vDSO (no file): its CFI and name come from the image in memory."""
+    src = tmp_path / "spin.c"
+    src.write_text(SPINNER_C)
+    exe = tmp_path / "spin"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    target = _start(tmp_path, [str(exe)])
+    try:
+        in_vdso = 0
+        for i in range(10):
+            ev = _snapshot(tmp_path, target.pid, "s%d" % i)
+            _complete(ev)
+            frames = ev["threads"][0]["frames"]
+            names = [(f["function"], f["library"]) for f in frames]
+            assert ("main", "spin") in names
+            if frames[0]["library"] == "[vdso]":
+                in_vdso += 1
+                assert "clock_gettime" in frames[0]["function"], names
+                assert names[1][1] == "libc.so.6" and "clock_gettime" in names[1][0], names
+        assert in_vdso  # the spinner lives in the vDSO: most snapshots catch it there
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()
+
+
+HANDLER_C = textwrap.dedent("""\
+    #include <signal.h>
+    #include <stdio.h>
+    #include <unistd.h>
+
+    static const char *ready;
+
+    static void on_usr1(int sig) {
+        FILE *f = fopen(ready, "w");
+        fputs("ready", f);
+        fclose(f);
+        for (;;) {
+            usleep(10000);
+        }
+    }
+
+    int main(int argc, char **argv) {
+        ready = argv[1];
+        signal(SIGUSR1, on_usr1);
+        raise(SIGUSR1);
+        return 0;
+    }
+    """)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_signal_trampoline_named_as_gdb_names_it(tmp_path):
+    """A thread inside a signal handler: the trampoline frame is ``<signal handler called>``, then main."""
+    src = tmp_path / "handler.c"
+    src.write_text(HANDLER_C)
+    exe = tmp_path / "handler"
+    subprocess.run(["gcc", "-O0", "-o", str(exe), str(src)], check=True)
+    target = _start(tmp_path, [str(exe)])
+    try:
+        ev = _snapshot(tmp_path, target.pid)
+        _complete(ev)
+        names = [f["function"] for f in ev["threads"][0]["frames"]]
+        k = names.index("<signal handler called>")
+        assert names[k - 1] == "on_usr1" and "main" in names[k + 1:], names
+        out = tmp_path / "gdb.json"
+        r = run_tfnative(["stack", "--pid", str(target.pid), "--all-threads", "--native-all", "--with-gdb",
+                          "--json", str(out)], timeout=300)
+        assert r.returncode == 0, r.stderr
+        gdb_names = [f["function"] for f in load_json(out)["events"][0]["threads"][0]["frames"]]
+        assert "<signal handler called>" in gdb_names and "on_usr1" in gdb_names, gdb_names
+    finally:
+        target.kill()
+        target.wait()

@@ -1,0 +1,82 @@
+"""The kernel's vDSO: an ELF image that exists only in the target's memory.
+
+``clock_gettime`` and ``gettimeofday`` run there, so a busy loop is often
+caught inside it.  No file backs it, so its CFI (``.eh_frame_hdr``) and its
+symbols (``.dynsym``) are read from the image itself, found through the
+auxiliary vector's ``AT_SYSINFO_EHDR``, and its frames are named ``[vdso]``
+as ``/proc/PID/maps`` names the mapping.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from typing import Callable, List, Optional
+
+from .cfi import EhFrame
+from .elfindex import ElfError, ElfIndex, _build, _Elf
+
+__all__ = ["VDSO", "auxv_vdso_base", "cfi", "code_size", "image_of", "symbols"]
+
+VDSO = "[vdso]"
+AT_SYSINFO_EHDR = 33
+MAX_IMAGE = 1 << 20  # a vDSO is a few pages: anything larger is not one
+
+
+def auxv_vdso_base(auxv: bytes) -> Optional[int]:
+    """The vDSO's address from an auxiliary vector (``/proc/PID/auxv``, a core's NT_AUXV), or None."""
+    for i in range(0, len(auxv) - 15, 16):
+        key, value = struct.unpack_from("<QQ", auxv, i)
+        if key == 0:
+            break
+        if key == AT_SYSINFO_EHDR:
+            return value or None
+    return None
+
+
+def image_of(read: Callable[[int, int], bytes], base: int) -> Optional[mmap.mmap]:
+    """The vDSO's ELF image at ``base`` in the target (``read(addr, size)``), up to its section headers.
+
+    None when it cannot be read or is not a 64-bit ELF image of a plausible size.
+    """
+    try:
+        head = read(base, 64)
+    except MemoryError:
+        return None
+    if head[:4] != b"\x7fELF" or head[4] != 2:
+        return None
+    shoff, = struct.unpack_from("<Q", head, 40)
+    shentsize, shnum = struct.unpack_from("<HH", head, 58)
+    size = shoff + shentsize * shnum
+    if not 64 <= size <= MAX_IMAGE:
+        return None
+    try:
+        data = read(base, size)
+    except MemoryError:
+        return None
+    image = mmap.mmap(-1, size)
+    image.write(data)
+    return image
+
+
+def code_size(image: mmap.mmap) -> int:
+    """The size of the image's executable PT_LOAD, from its start (0 if it has none)."""
+    phoff, = struct.unpack_from("<Q", image, 32)
+    phentsize, phnum = struct.unpack_from("<HH", image, 54)
+    for i in range(phnum):
+        p_type, p_flags, _off, vaddr, _pa, _fs, memsz = struct.unpack_from("<IIQQQQQ", image, phoff + i * phentsize)
+        if p_type == 1 and p_flags & 1:
+            return vaddr + memsz
+    return 0
+
+
+def cfi(image: mmap.mmap) -> EhFrame:
+    return EhFrame(VDSO, image)
+
+
+def symbols(image: mmap.mmap) -> List[ElfIndex]:
+    """The image's ``.dynsym`` as a symbol index (empty list if it has none)."""
+    try:
+        return [_build(_Elf(image, VDSO), None, image, VDSO)]
+    except (ElfError, ValueError, struct.error):
+        return []
