@@ -65,7 +65,9 @@ def test_ctrl_c_while_loading_prints_no_traceback(after):
         p.send_signal(signal.SIGINT)
         _out, err = p.communicate(timeout=120)
         assert "Traceback" not in err, err
-        assert p.returncode in (0, 1, 130), (p.returncode, err)
+        # 130: interrupted in a command; -SIGINT: the signal landed while the interpreter was exiting
+        # (its handlers already restored), which a shell shows as 130 too
+        assert p.returncode in (0, 1, 130, -signal.SIGINT), (p.returncode, err)
         assert target.poll() is None
     finally:
         target.kill()
