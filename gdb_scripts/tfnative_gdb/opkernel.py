@@ -34,6 +34,23 @@ _TYPE_RE = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*\Z")
 CALLEE_SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
 
 
+# oneDNN (``TF_ENABLE_ONEDNN_OPTS``, on by default on x86) rewrites ops to its own kernels:
+# MatMul runs as ``_MklMatMul``, Conv2D as ``_MklNativeConv2D``, ``_FusedMatMul`` as
+# ``_MklFusedMatMul``.  The type a user asks for and reads is the op of the graph.
+_ONEDNN_PREFIXES = ("_MklNative", "_Mkl")
+_INTERNAL_FUSED = {"FusedMatMul", "FusedConv2D", "FusedConv3D", "FusedDepthwiseConv2dNative", "FusedBatchMatMulV2",
+                   "FusedPadConv2D"}
+
+
+def graph_op_type(kernel_type: str) -> str:
+    """The op type of the graph that a kernel's type string runs (``_MklMatMul`` -> ``MatMul``)."""
+    for prefix in _ONEDNN_PREFIXES:
+        if kernel_type.startswith(prefix) and len(kernel_type) > len(prefix) and kernel_type[len(prefix)].isupper():
+            base = kernel_type[len(prefix):]
+            return "_" + base if base in _INTERNAL_FUSED else base
+    return kernel_type
+
+
 def _printable(raw: bytes) -> bool:
     return all(32 <= b < 127 for b in raw)
 
@@ -92,10 +109,18 @@ class OpKernelReader:
         version = struct.unpack_from("<i", raw, off + 32)[0]
         if not 0 <= version < 1 << 20:
             return None
-        return {"type": op_type.decode(), "name": name.decode()}
+        kernel_type = op_type.decode()
+        found = {"type": graph_op_type(kernel_type), "name": name.decode()}
+        if found["type"] != kernel_type:
+            found["kernel_type"] = kernel_type  # oneDNN's rewrite: the type the kernel itself carries
+        return found
 
     def info(self, obj: int) -> Optional[Dict[str, str]]:
-        """``{"type", "name", "kernel"}`` of the OpKernel at ``obj``, or None when it does not look like one."""
+        """``{"type", "name", "kernel"}`` of the OpKernel at ``obj``, or None when it does not look like one.
+
+        ``type`` is the graph's op type; where oneDNN rewrote the op, ``kernel_type``
+        is the type the kernel carries (``_MklMatMul`` for a MatMul).
+        """
         if not self.vtable(obj):
             return None
         try:

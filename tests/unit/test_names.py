@@ -17,6 +17,7 @@ def test_c_names_and_cached_names_start_no_process(monkeypatch):
         return real(*a, **kw)
 
     monkeypatch.setattr(elfindex.subprocess, "run", counting)
+    monkeypatch.setattr(elfindex, "_DEMANGLED", {})  # names other tests demangled are not cached here
     assert demangle(["TF_NewSession", "pthread_cond_wait@@GLIBC_2.3.2"]) == [
         "TF_NewSession", "pthread_cond_wait@@GLIBC_2.3.2"]
     assert calls == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
+from tfnative_gdb.opkernel import OpKernelReader, graph_op_type, inherit_device_ops, op_frames, op_of_frame
 
 from .fakemem import FakeMemory
 
@@ -92,3 +92,13 @@ def test_op_frames_and_device_inheritance():
     assert [device for _, device in op_frames(frames)] == [False, True]
     inherit_device_ops(frames)
     assert frames[1]["op"] == {"type": "Log", "name": "Log"}
+
+
+def test_onednn_kernels_are_named_by_the_graphs_op_type():
+    mem = _memory()
+    obj = _kernel(mem, HEAP, HEAP + 0x8000, COMPUTE, b"dense/MatMul", b"_MklMatMul")
+    op = OpKernelReader(mem).info(obj)
+    assert op is not None and (op["type"], op["kernel_type"]) == ("MatMul", "_MklMatMul")
+    assert [graph_op_type(t) for t in ("_MklNativeConv2D", "_MklFusedMatMul", "_MklFusedBatchNormV3", "MatMul",
+                                       "_Mkl", "_MklxYz", "_EagerConst")] == [
+        "Conv2D", "_FusedMatMul", "FusedBatchNormV3", "MatMul", "_Mkl", "_MklxYz", "_EagerConst"]
