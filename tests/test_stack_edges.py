@@ -156,3 +156,30 @@ def test_signal_trampoline_named_as_gdb_names_it(tmp_path):
     finally:
         target.kill()
         target.wait()
+
+
+@pytest.mark.parametrize("mode,how", [("fp", "frame-pointer"), ("nofp", "scan")])
+def test_jit_page_without_cfi(tmp_path, mode, how):
+    """Machine code in an anonymous executable page (as a JIT writes it) calls back into Python.
+
+    The page has no CFI: it is named ``[anon:jit]`` and its caller (libffi's
+    call into it) is recovered by its frame pointer, or without one by a
+    stack scan, marked so; the unwind goes on with CFI to ``_start``.
+    """
+    target = _start(tmp_path, [sys.executable, script("jit_page.py"), mode])
+    try:
+        ev = _snapshot(tmp_path, target.pid)
+        _complete(ev)
+        frames = ev["threads"][0]["frames"]
+        k = next(i for i, f in enumerate(frames) if f.get("library") == "[anon:jit]")
+        assert frames[k]["function"] == "??" and "recovered" not in frames[k]
+        assert frames[k + 1]["recovered"] == how and frames[k + 1]["library"].startswith("libffi")
+        names = [f["function"] for f in frames]
+        assert [f["function"] for f in frames[:k] if f["kind"] == "python"] == ["in_callback"]
+        assert names.index("ffi_call") > k and names.index("_ctypes_callproc") > k
+        assert [f["function"] for f in frames[k:] if f["kind"] == "python"] == ["run_jit", "<module>"]
+        assert all(f.get("recovered") in (None, how) for f in frames)
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()

@@ -111,6 +111,39 @@ class _Vdso(_Lib):
         return self._index
 
 
+class _Anon(_Lib):
+    """Executable memory no file backs (JIT code): no CFI, no symbols; named as the maps name it."""
+
+    def __init__(self, name: str, ranges: List[Tuple[int, int]]) -> None:
+        super().__init__(name, 0, ranges)
+        self._index = []
+        self._dwarf = False
+
+    def open_cfi(self) -> Any:
+        raise CfiError("no CFI in %s (JIT-generated code)" % self.name)
+
+
+def _anonymous_code(pid: int) -> List[_Lib]:
+    """The executable mappings of ``pid`` that no file backs, as one module per name (``[anon:jit]``)."""
+    by_name: Dict[str, List[Tuple[int, int]]] = {}
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) < 5 or "x" not in parts[1]:
+                    continue
+                label = parts[5].strip() if len(parts) == 6 else ""
+                if label.startswith(("/dev/zero", "/memfd:")):  # shared anonymous memory (Python's mmap, memfd)
+                    label = ""
+                elif label and not label.startswith("[anon:") or int(parts[4]) != 0:
+                    continue  # [vdso], [vsyscall], [stack], files: not JIT code
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                by_name.setdefault(label or "[anon:jit]", []).append((lo, hi))
+    except (OSError, ValueError):
+        return []
+    return [_Anon(name, ranges) for name, ranges in by_name.items()]
+
+
 def _vdso(pid: int, memory: Memory) -> List[_Lib]:
     """The target's vDSO as a module (empty when it has none or it cannot be read)."""
     try:
@@ -272,6 +305,8 @@ def _native_dicts(frames: List[Frame]) -> List[Dict[str, Any]]:
         lib: Optional[_Lib] = fr.module  # type: ignore[assignment]
         out.append({"kind": "native", "function": "??", "file": None, "line": None,
                     "library": lib.name if lib else None, "address": "0x%016x" % fr.pc, "level": level})
+        if fr.recovered:
+            out[-1]["recovered"] = fr.recovered
     return out
 
 
@@ -364,7 +399,7 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     """Mixed stacks of stopped threads from their registers and the process's memory."""
     result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
     _link_map_names(memory, libs, pid)
-    libs = libs + _vdso(pid, memory)
+    libs = libs + _vdso(pid, memory) + _anonymous_code(pid)
     unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
     reader = _python_reader(memory, libs, result["warnings"])
     pythreads = PythonThreads(reader, result)

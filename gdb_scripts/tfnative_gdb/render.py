@@ -162,6 +162,8 @@ def frame_line(index: int, f: Dict, name_width: int = 160, verbose: bool = False
             text += "\n           | %s" % f["source"].strip()
     text += " in %s" % (f.get("library") or "??")
     text += " [%s]" % f.get("address", "?")
+    if f.get("recovered"):
+        text += " (recovered by %s: no CFI below)" % f["recovered"]
     if f.get("op"):
         text += "  <-- op %s" % op_label(f["op"])
     return text
