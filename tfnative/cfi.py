@@ -477,8 +477,11 @@ class Frame:
 class Unwinder:
     """Unwinds threads of one process: ``modules`` from its maps, ``read(addr, size) -> bytes``."""
 
-    def __init__(self, modules: List[Module], read: Reader) -> None:
+    def __init__(self, modules: List[Module], read: Reader,
+                 stack_of: Optional[Callable[[int], Optional[Tuple[int, int]]]] = None) -> None:
+        """``stack_of(address)``: the mapping holding an address (a thread's stack lies below its ``fs_base``)."""
         self.read = read
+        self.stack_of = stack_of
         spans = sorted((lo, hi, m) for m in modules for lo, hi in m.ranges)
         self._los = [s[0] for s in spans]
         self._spans = spans
@@ -498,13 +501,14 @@ class Unwinder:
         pc = regs["rip"]
         frames = [Frame(pc, values, self.module_of(pc))]
         recovered = 0
+        stack = self.stack_of(regs["fs_base"] - 1) if self.stack_of and regs.get("fs_base") else None
         while len(frames) < limit:
             frame = frames[-1]
             try:
                 caller = self._step(frame, innermost=len(frames) == 1 or frames[-2].signal)
             except CfiError:
                 # no CFI here (JIT code, a library built without it): recover the caller, a bounded number of times
-                found = recover_caller(frame.regs, self.read, lambda pc: self.module_of(pc) is not None)
+                found = recover_caller(frame.regs, self.read, lambda pc: self.module_of(pc) is not None, stack)
                 recovered += 1
                 if found is None or recovered > MAX_RECOVERED:
                     raise

@@ -22,12 +22,13 @@ to a frame whose next word is again a return address.
 from __future__ import annotations
 
 import struct
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 __all__ = ["MAX_SCAN_WORDS", "is_call_before", "recover_caller"]
 
 MAX_SCAN_WORDS = 4096  # 32 KiB of stack: the frames of JIT kernels are small
 MAX_FRAME_POINTER_SPAN = 1 << 20
+MAX_STACK_POINTERS = 16
 RBP, RSP, RIP = 6, 7, 16
 Reader = Callable[[int, int], bytes]
 
@@ -96,12 +97,45 @@ def _scan(read: Reader, is_code: Callable[[int], bool], rsp: int) -> Optional[Tu
     return None
 
 
-def recover_caller(regs: Dict[int, int], read: Reader,
-                   is_code: Callable[[int], bool]) -> Optional[Tuple[Dict[int, int], str]]:
-    """The registers of the caller of a frame without CFI (DWARF numbers), and how they were found; or None."""
+def recover_caller(regs: Dict[int, int], read: Reader, is_code: Callable[[int], bool],
+                   stack: Optional[Tuple[int, int]] = None) -> Optional[Tuple[Dict[int, int], str]]:
+    """The registers of the caller of a frame without CFI (DWARF numbers), and how they were found; or None.
+
+    ``stack``: the thread's stack mapping, when known.  Some JIT kernels
+    (oneDNN's GEMM) use ``rsp`` as a data pointer, keeping the real stack
+    pointer in another register: when nothing is found from ``rsp``, the
+    scan starts again from each register that points into ``stack``.
+    """
     rsp = regs.get(RSP)
     if rsp is None or rsp % 8:
         return None
+    found = _recover_from(regs, read, is_code, rsp)
+    if found is None and stack is not None and not stack[0] <= rsp < stack[1]:
+        for start in _stack_pointers(regs, read, rsp, stack):
+            found = _recover_from(regs, read, is_code, start)
+            if found is not None:
+                return found[0], "scan"
+    return found
+
+
+def _stack_pointers(regs: Dict[int, int], read: Reader, rsp: int, stack: Tuple[int, int]) -> List[int]:
+    """Where the real stack pointer may be kept while ``rsp`` points elsewhere: registers, then saved words.
+
+    The registers that point into ``stack``, then the words of the first page
+    at ``rsp`` that do (a kernel that moves ``rsp`` to a buffer of its own
+    saves the original there); at most ``MAX_STACK_POINTERS``, in that order.
+    """
+    out = sorted({v & ~7 for r, v in regs.items() if r < RIP and stack[0] <= v < stack[1]})
+    try:
+        words = struct.unpack("<512Q", read(rsp, 4096))
+    except MemoryError:
+        words = ()
+    out += [w & ~7 for w in words if stack[0] <= w < stack[1] and w & ~7 not in out]
+    return out[:MAX_STACK_POINTERS]
+
+
+def _recover_from(regs: Dict[int, int], read: Reader, is_code: Callable[[int], bool],
+                  rsp: int) -> Optional[Tuple[Dict[int, int], str]]:
     fp: Optional[Tuple[int, int, int]] = None
     rbp = regs.get(RBP)
     if rbp is not None and rsp <= rbp < rsp + MAX_FRAME_POINTER_SPAN and rbp % 8 == 0:

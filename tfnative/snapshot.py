@@ -32,11 +32,12 @@ left out: frames there are named from the debug file's symbols.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import re
 import struct
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
@@ -142,6 +143,26 @@ def _anonymous_code(pid: int) -> List[_Lib]:
     except (OSError, ValueError):
         return []
     return [_Anon(name, ranges) for name, ranges in by_name.items()]
+
+
+def _mappings(pid: int) -> Callable[[int], Optional[Tuple[int, int]]]:
+    """``mapping(address)``: the (start, end) of ``pid``'s mapping holding an address (None: none, or no maps)."""
+    spans: List[Tuple[int, int]] = []
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            for line in f:
+                lo, hi = (int(x, 16) for x in line.split(None, 1)[0].split("-"))
+                spans.append((lo, hi))
+    except (OSError, ValueError):
+        pass
+    spans.sort()
+    los = [lo for lo, _ in spans]
+
+    def mapping(addr: int) -> Optional[Tuple[int, int]]:
+        k = bisect.bisect_right(los, addr) - 1
+        return spans[k] if k >= 0 and addr < spans[k][1] else None
+
+    return mapping
 
 
 def _vdso(pid: int, memory: Memory) -> List[_Lib]:
@@ -400,7 +421,7 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
     _link_map_names(memory, libs, pid)
     libs = libs + _vdso(pid, memory) + _anonymous_code(pid)
-    unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
+    unwinder = Unwinder(libs, memory.read, _mappings(pid))  # type: ignore[arg-type]
     reader = _python_reader(memory, libs, result["warnings"])
     pythreads = PythonThreads(reader, result)
     found = []
