@@ -20,7 +20,9 @@ The result has the shape of ``-tfnative-capture``'s, so the report is the
 same.  What this path does not do, it refuses with ``Unsupported``, and the
 caller asks gdb instead:
 
-* a frame without CFI (gdb has heuristics for those);
+* a frame without CFI whose caller cannot be recovered (``jit.py`` finds
+  it by frame pointer or stack scan and marks it; the vDSO's CFI is read from
+  its image, ``vdso.py``; a thread caught just after ``clone3`` ends there);
 * a frame in a library that carries its own DWARF (a debug build of
   TensorFlow from ``build/``): there the user wants gdb's source lines and
   inlined frames.  The interpreter and its lib-dynload modules are the
