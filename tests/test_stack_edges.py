@@ -52,6 +52,14 @@ def test_thread_churn_never_goes_through_gdb(tmp_path):
             main = ev["threads"][0]
             assert main["tid"] == target.pid and main["frames"][-1]["function"] == "_start"
             assert ("<module>", "thread_churn.py", 22) in python_frames(main["frames"])
+        # through gdb too: no frame at address 0 below clone3
+        out = tmp_path / "gdb.json"
+        r = run_tfnative(["stack", "--pid", str(target.pid), "--all-threads", "--native-all", "--with-gdb",
+                          "--json", str(out)], timeout=300)
+        assert r.returncode == 0, r.stderr
+        for t in load_json(out)["events"][0]["threads"]:
+            assert all(int(f["address"], 16) for f in t["frames"] if f["kind"] == "native"), t["frames"][-2:]
+            assert t["frames"][-1]["function"] in THREAD_ENDS, [f["function"] for f in t["frames"]]
         assert target.poll() is None
     finally:
         target.kill()
