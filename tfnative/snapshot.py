@@ -45,7 +45,7 @@ from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames,
 from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
 from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry
 
-from . import vdso
+from . import procfs, vdso
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
 from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, display_names
 from .ptrace import Frozen, Memory, Unsupported
@@ -126,38 +126,24 @@ class _Anon(_Lib):
         raise CfiError("no CFI in %s (JIT-generated code)" % self.name)
 
 
-def _anonymous_code(pid: int) -> List[_Lib]:
-    """The executable mappings of ``pid`` that no file backs, as one module per name (``[anon:jit]``)."""
+def _anonymous_code(rows: List[procfs.Mapping]) -> List[_Lib]:
+    """The executable mappings that no file backs, as one module per name (``[anon:jit]``)."""
     by_name: Dict[str, List[Tuple[int, int]]] = {}
-    try:
-        with open("/proc/%d/maps" % pid) as f:
-            for line in f:
-                parts = line.split(None, 5)
-                if len(parts) < 5 or "x" not in parts[1]:
-                    continue
-                label = parts[5].strip() if len(parts) == 6 else ""
-                if label.startswith(("/dev/zero", "/memfd:")):  # shared anonymous memory (Python's mmap, memfd)
-                    label = ""
-                elif label and not label.startswith("[anon:") or int(parts[4]) != 0:
-                    continue  # [vdso], [vsyscall], [stack], files: not JIT code
-                lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                by_name.setdefault(label or "[anon:jit]", []).append((lo, hi))
-    except (OSError, ValueError):
-        return []
+    for m in rows:
+        if "x" not in m.perms:
+            continue
+        label = m.path
+        if label.startswith(("/dev/zero", "/memfd:")):  # shared anonymous memory (Python's mmap, memfd)
+            label = ""
+        elif label and not label.startswith("[anon:") or m.inode != 0:
+            continue  # [vdso], [vsyscall], [stack], files: not JIT code
+        by_name.setdefault(label or "[anon:jit]", []).append((m.start, m.end))
     return [_Anon(name, ranges) for name, ranges in by_name.items()]
 
 
-def _mappings(pid: int) -> Callable[[int], Optional[Tuple[int, int]]]:
-    """``mapping(address)``: the (start, end) of ``pid``'s mapping holding an address (None: none, or no maps)."""
-    spans: List[Tuple[int, int]] = []
-    try:
-        with open("/proc/%d/maps" % pid) as f:
-            for line in f:
-                lo, hi = (int(x, 16) for x in line.split(None, 1)[0].split("-"))
-                spans.append((lo, hi))
-    except (OSError, ValueError):
-        pass
-    spans.sort()
+def _mapping_of(rows: List[procfs.Mapping]) -> Callable[[int], Optional[Tuple[int, int]]]:
+    """``mapping(address)``: the (start, end) of the mapping holding an address (None: none)."""
+    spans = sorted((m.start, m.end) for m in rows)
     los = [lo for lo, _ in spans]
 
     def mapping(addr: int) -> Optional[Tuple[int, int]]:
@@ -422,8 +408,12 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     """Mixed stacks of stopped threads from their registers and the process's memory."""
     result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
     _link_map_names(memory, libs, pid)
-    libs = libs + _vdso(pid, memory) + _anonymous_code(pid)
-    unwinder = Unwinder(libs, memory.read, _mappings(pid))  # type: ignore[arg-type]
+    try:
+        rows = procfs.maps(pid)
+    except OSError:
+        rows = []
+    libs = libs + _vdso(pid, memory) + _anonymous_code(rows)
+    unwinder = Unwinder(libs, memory.read, _mapping_of(rows))  # type: ignore[arg-type]
     reader = _python_reader(memory, libs, result["warnings"])
     pythreads = PythonThreads(reader, result)
     found = []
