@@ -1,9 +1,10 @@
 """``tfnative stack`` without gdb, and when it hands over to gdb.
 
 The gdb-free snapshot (``tfnative/snapshot.py``) must give the frames gdb
-gives (``test_fast_path.py`` compares the two on TensorFlow); here: the cases
-it must refuse (a library with its own DWARF, code without CFI), where gdb
-takes over, and a stripped interpreter, where it must still work.
+gives (``test_fast_path.py`` compares the two on TensorFlow); here: the case
+it must refuse (a library with its own DWARF), where gdb takes over, code
+without CFI, whose caller it recovers (checked against gdb), and a stripped
+interpreter, where it must still work.
 """
 
 import os
