@@ -1,9 +1,10 @@
 """``tfnative stack`` without gdb, and when it hands over to gdb.
 
 The gdb-free snapshot (``tfnative/snapshot.py``) must give the frames gdb
-gives (``test_fast_path.py`` compares the two on TensorFlow); here: the cases
-it must refuse (a library with its own DWARF, code without CFI), where gdb
-takes over, and a stripped interpreter, where it must still work.
+gives (``test_fast_path.py`` compares the two on TensorFlow); here: the case
+it must refuse (a library with its own DWARF), where gdb takes over, code
+without CFI, whose caller it recovers (checked against gdb), and a stripped
+interpreter, where it must still work.
 """
 
 import os
@@ -109,19 +110,27 @@ def test_library_with_own_debug_info_goes_through_gdb(tmp_path):
         target.wait()
 
 
-def test_code_without_cfi_goes_through_gdb(tmp_path):
-    """A frame with no FDE: we do not guess, gdb unwinds it (from its frame pointer)."""
+def test_code_without_cfi_recovered_by_frame_pointer(tmp_path):
+    """A frame with no FDE: its caller is recovered from its frame pointer, marked, and gdb agrees."""
     lib = _library(tmp_path, "libblock_nocfi.so", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
                    "-fno-exceptions", "-fno-omit-frame-pointer")
     target, release = _blocked(tmp_path, lib)
     try:
         ev, r = _stack(tmp_path, target.pid)
-        assert ev["via"] == "gdb"
-        assert "taking the snapshot through gdb: thread %d:" % target.pid in r.stderr
-        assert "libblock_nocfi.so" in r.stderr
+        assert ev["via"] == "cfi", r.stderr
         frames = ev["threads"][0]["frames"]
-        assert any(f["function"] == "tfn_block" for f in frames)
+        names = [f["function"] for f in frames]
+        k = names.index("tfn_block")
+        assert frames[k]["library"] == "libblock_nocfi.so" and "recovered" not in frames[k]
+        # tfn_block has no CFI: the frame after it was found through its frame pointer
+        assert frames[k + 1]["recovered"] == "frame-pointer" and frames[k + 1]["kind"] == "native"
         assert [p[0] for p in python_frames(frames)] == ["call_native", "main", "<module>"]
+        out = tmp_path / "gdb.json"
+        g = run_tfnative(["stack", "--pid", str(target.pid), "--with-gdb", "--json", str(out)], timeout=300)
+        assert g.returncode == 0, g.stderr
+        theirs = load_json(out)["events"][0]["threads"][0]["frames"]
+        assert [(f["function"], f.get("address")) for f in frames if not f.get("inline")][k:] == \
+            [(f["function"], f.get("address")) for f in theirs if not f.get("inline")][k:]
         _finish(target, release)
     finally:
         target.kill()

@@ -52,6 +52,14 @@ def test_thread_churn_never_goes_through_gdb(tmp_path):
             main = ev["threads"][0]
             assert main["tid"] == target.pid and main["frames"][-1]["function"] == "_start"
             assert ("<module>", "thread_churn.py", 22) in python_frames(main["frames"])
+        # through gdb too: no frame at address 0 below clone3
+        out = tmp_path / "gdb.json"
+        r = run_tfnative(["stack", "--pid", str(target.pid), "--all-threads", "--native-all", "--with-gdb",
+                          "--json", str(out)], timeout=300)
+        assert r.returncode == 0, r.stderr
+        for t in load_json(out)["events"][0]["threads"]:
+            assert all(int(f["address"], 16) for f in t["frames"] if f["kind"] == "native"), t["frames"][-2:]
+            assert t["frames"][-1]["function"] in THREAD_ENDS, [f["function"] for f in t["frames"]]
         assert target.poll() is None
     finally:
         target.kill()
@@ -153,6 +161,33 @@ def test_signal_trampoline_named_as_gdb_names_it(tmp_path):
         assert r.returncode == 0, r.stderr
         gdb_names = [f["function"] for f in load_json(out)["events"][0]["threads"][0]["frames"]]
         assert "<signal handler called>" in gdb_names and "on_usr1" in gdb_names, gdb_names
+    finally:
+        target.kill()
+        target.wait()
+
+
+@pytest.mark.parametrize("mode,how", [("fp", "frame-pointer"), ("nofp", "scan")])
+def test_jit_page_without_cfi(tmp_path, mode, how):
+    """Machine code in an anonymous executable page (as a JIT writes it) calls back into Python.
+
+    The page has no CFI: it is named ``[anon:jit]`` and its caller (libffi's
+    call into it) is recovered by its frame pointer, or without one by a
+    stack scan, marked so; the unwind goes on with CFI to ``_start``.
+    """
+    target = _start(tmp_path, [sys.executable, script("jit_page.py"), mode])
+    try:
+        ev = _snapshot(tmp_path, target.pid)
+        _complete(ev)
+        frames = ev["threads"][0]["frames"]
+        k = next(i for i, f in enumerate(frames) if f.get("library") == "[anon:jit]")
+        assert frames[k]["function"] == "??" and "recovered" not in frames[k]
+        assert frames[k + 1]["recovered"] == how and frames[k + 1]["library"].startswith("libffi")
+        names = [f["function"] for f in frames]
+        assert [f["function"] for f in frames[:k] if f["kind"] == "python"] == ["in_callback"]
+        assert names.index("ffi_call") > k and names.index("_ctypes_callproc") > k
+        assert [f["function"] for f in frames[k:] if f["kind"] == "python"] == ["run_jit", "<module>"]
+        assert all(f.get("recovered") in (None, how) for f in frames)
+        assert target.poll() is None
     finally:
         target.kill()
         target.wait()

@@ -33,6 +33,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .elfindex import ElfError, Section, _Elf
 from .elfindex import sleb128 as _sleb
 from .elfindex import uleb128 as _uleb
+from .jit import recover_caller
 
 __all__ = ["CfiError", "EhFrame", "Frame", "Module", "Unwinder", "DWARF_REGS"]
 
@@ -40,6 +41,7 @@ DWARF_REGS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
               "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip")
 RSP, RIP = 7, 16
 MASK = (1 << 64) - 1
+MAX_RECOVERED = 16  # callers recovered without CFI per thread: beyond, the stack is garbage
 _CLONES = (56, 435)  # the clone and clone3 syscalls
 Reader = Callable[[int, int], bytes]
 
@@ -462,20 +464,24 @@ class Module:
 class Frame:
     """One native frame: its pc, its registers (DWARF numbers), and whether it is a signal trampoline's."""
 
-    __slots__ = ("pc", "regs", "module", "signal")
+    __slots__ = ("pc", "regs", "module", "signal", "recovered")
 
     def __init__(self, pc: int, regs: Dict[int, int], module: Optional[Module]) -> None:
         self.pc = pc
         self.regs = regs
         self.module = module
         self.signal = False  # the frame of a signal trampoline
+        self.recovered: Optional[str] = None  # how it was found without CFI ("frame-pointer", "scan")
 
 
 class Unwinder:
     """Unwinds threads of one process: ``modules`` from its maps, ``read(addr, size) -> bytes``."""
 
-    def __init__(self, modules: List[Module], read: Reader) -> None:
+    def __init__(self, modules: List[Module], read: Reader,
+                 stack_of: Optional[Callable[[int], Optional[Tuple[int, int]]]] = None) -> None:
+        """``stack_of(address)``: the mapping holding an address (a thread's stack lies below its ``fs_base``)."""
         self.read = read
+        self.stack_of = stack_of
         spans = sorted((lo, hi, m) for m in modules for lo, hi in m.ranges)
         self._los = [s[0] for s in spans]
         self._spans = spans
@@ -494,9 +500,21 @@ class Unwinder:
         values = {i: regs[name] for i, name in enumerate(DWARF_REGS) if name in regs}
         pc = regs["rip"]
         frames = [Frame(pc, values, self.module_of(pc))]
+        recovered = 0
+        stack = self.stack_of(regs["fs_base"] - 1) if self.stack_of and regs.get("fs_base") else None
         while len(frames) < limit:
             frame = frames[-1]
-            caller = self._step(frame, innermost=len(frames) == 1 or frames[-2].signal)
+            try:
+                caller = self._step(frame, innermost=len(frames) == 1 or frames[-2].signal)
+            except CfiError:
+                # no CFI here (JIT code, a library built without it): recover the caller, a bounded number of times
+                found = recover_caller(frame.regs, self.read, lambda pc: self.module_of(pc) is not None, stack)
+                recovered += 1
+                if found is None or recovered > MAX_RECOVERED:
+                    raise
+                regs, how = found
+                caller = Frame(regs[RIP], regs, self.module_of(regs[RIP]))
+                caller.recovered = how
             if caller is None or caller.pc == 0:
                 return frames
             frames.append(caller)
@@ -561,7 +579,10 @@ class Unwinder:
         new[RIP] = pc
         if not signal_frame and cfa <= regs.get(RSP, 0):
             raise CfiError("the stack does not grow toward the caller at 0x%x" % frame.pc)
-        return Frame(pc, new, self.module_of(pc))
+        module = self.module_of(pc)
+        if module is None and pc:
+            raise CfiError("the caller of 0x%x returns to 0x%x, in no known code" % (frame.pc, pc))
+        return Frame(pc, new, module)
 
     def _after_clone(self, frame: Frame) -> Optional[object]:
         """The caller of a thread stopped just after glibc's ``clone``/``clone3`` syscall, which has no FDE.

@@ -94,11 +94,7 @@ class Memory:
 
 def _zombie(pid: int, tid: int) -> bool:
     """Whether thread ``tid`` of ``pid`` has exited and waits to be reaped (state Z)."""
-    try:
-        with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+    return procfs.state(pid, tid) == "Z"
 
 
 class Frozen:

@@ -155,6 +155,8 @@ def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
             out["tailcall"] = True
         if f.get("op"):
             out["op"] = f["op"]
+        if f.get("recovered"):
+            out["recovered"] = f["recovered"]
     else:
         out["user"] = render.is_user_frame(f)
         if f.get("locals"):

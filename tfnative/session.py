@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, TextIO
 
 import psutil
 
-from . import bazelpaths, report, snapshot, tfops
+from . import bazelpaths, procfs, report, snapshot, tfops
 from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .files import is_stdout
@@ -497,8 +497,7 @@ def _name_op_hit(event: Dict[str, Any], bps: Breakpoints) -> None:
 def _live_threads(pid: int) -> int:
     """``Threads:`` of /proc/PID/status (0 when it cannot be read)."""
     try:
-        with open("/proc/%d/status" % pid) as f:
-            return next((int(line.split()[1]) for line in f if line.startswith("Threads:")), 0)
+        return int(procfs.status(pid).get("Threads", "0"))
     except (OSError, ValueError):
         return 0
 
@@ -535,17 +534,12 @@ def _exited(pid: int) -> None:
 
 def _live_task(pid: int) -> int:
     """``pid``, or a live thread of it when its leader has exited (``/proc/PID/mem``, maps are gone then)."""
+    if procfs.state(pid) != "Z":
+        return pid
     try:
-        with open("/proc/%d/stat" % pid) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                return pid
-        for tid in sorted(int(t) for t in os.listdir("/proc/%d/task" % pid)):
-            with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    return tid
-    except (OSError, IndexError, ValueError):
-        pass
-    return pid
+        return next((tid for tid in sorted(procfs.tids(pid)) if procfs.state(pid, tid) not in (None, "Z")), pid)
+    except ProcessLookupError:
+        return pid
 
 
 def check_pid(pid: int) -> psutil.Process:

@@ -20,7 +20,9 @@ The result has the shape of ``-tfnative-capture``'s, so the report is the
 same.  What this path does not do, it refuses with ``Unsupported``, and the
 caller asks gdb instead:
 
-* a frame without CFI (gdb has heuristics for those);
+* a frame without CFI whose caller cannot be recovered (``jit.py`` finds
+  it by frame pointer or stack scan and marks it; the vDSO's CFI is read from
+  its image, ``vdso.py``; a thread caught just after ``clone3`` ends there);
 * a frame in a library that carries its own DWARF (a debug build of
   TensorFlow from ``build/``): there the user wants gdb's source lines and
   inlined frames.  The interpreter and its lib-dynload modules are the
@@ -32,17 +34,18 @@ left out: frames there are named from the debug file's symbols.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import re
 import struct
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
 from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry
 
-from . import vdso
+from . import procfs, vdso
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
 from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, display_names
 from .ptrace import Frozen, Memory, Unsupported
@@ -109,6 +112,45 @@ class _Vdso(_Lib):
         if self._index is None:
             self._index = vdso.symbols(self._image)
         return self._index
+
+
+class _Anon(_Lib):
+    """Executable memory no file backs (JIT code): no CFI, no symbols; named as the maps name it."""
+
+    def __init__(self, name: str, ranges: List[Tuple[int, int]]) -> None:
+        super().__init__(name, 0, ranges)
+        self._index = []
+        self._dwarf = False
+
+    def open_cfi(self) -> Any:
+        raise CfiError("no CFI in %s (JIT-generated code)" % self.name)
+
+
+def _anonymous_code(rows: List[procfs.Mapping]) -> List[_Lib]:
+    """The executable mappings that no file backs, as one module per name (``[anon:jit]``)."""
+    by_name: Dict[str, List[Tuple[int, int]]] = {}
+    for m in rows:
+        if "x" not in m.perms:
+            continue
+        label = m.path
+        if label.startswith(("/dev/zero", "/memfd:")):  # shared anonymous memory (Python's mmap, memfd)
+            label = ""
+        elif label and not label.startswith("[anon:") or m.inode != 0:
+            continue  # [vdso], [vsyscall], [stack], files: not JIT code
+        by_name.setdefault(label or "[anon:jit]", []).append((m.start, m.end))
+    return [_Anon(name, ranges) for name, ranges in by_name.items()]
+
+
+def _mapping_of(rows: List[procfs.Mapping]) -> Callable[[int], Optional[Tuple[int, int]]]:
+    """``mapping(address)``: the (start, end) of the mapping holding an address (None: none)."""
+    spans = sorted((m.start, m.end) for m in rows)
+    los = [lo for lo, _ in spans]
+
+    def mapping(addr: int) -> Optional[Tuple[int, int]]:
+        k = bisect.bisect_right(los, addr) - 1
+        return spans[k] if k >= 0 and addr < spans[k][1] else None
+
+    return mapping
 
 
 def _vdso(pid: int, memory: Memory) -> List[_Lib]:
@@ -272,6 +314,8 @@ def _native_dicts(frames: List[Frame]) -> List[Dict[str, Any]]:
         lib: Optional[_Lib] = fr.module  # type: ignore[assignment]
         out.append({"kind": "native", "function": "??", "file": None, "line": None,
                     "library": lib.name if lib else None, "address": "0x%016x" % fr.pc, "level": level})
+        if fr.recovered:
+            out[-1]["recovered"] = fr.recovered
     return out
 
 
@@ -364,8 +408,12 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     """Mixed stacks of stopped threads from their registers and the process's memory."""
     result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
     _link_map_names(memory, libs, pid)
-    libs = libs + _vdso(pid, memory)
-    unwinder = Unwinder(libs, memory.read)  # type: ignore[arg-type]
+    try:
+        rows = procfs.maps(pid)
+    except OSError:
+        rows = []
+    libs = libs + _vdso(pid, memory) + _anonymous_code(rows)
+    unwinder = Unwinder(libs, memory.read, _mapping_of(rows))  # type: ignore[arg-type]
     reader = _python_reader(memory, libs, result["warnings"])
     pythreads = PythonThreads(reader, result)
     found = []

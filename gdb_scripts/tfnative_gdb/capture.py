@@ -73,6 +73,8 @@ def native_frames(limit: int = MAX_NATIVE_FRAMES) -> (List[Dict], Optional[str])
     level = 0
     while f is not None and len(frames) < limit:
         pc = f.pc()
+        if pc == 0 and frames:
+            break  # gdb's "frame" at address 0 below a thread's first one (clone3): the stack ends there
         entry = {"kind": "native", "function": f.name() or "??", "file": None, "line": None,
                  "library": _library(pc), "address": "0x%016x" % pc, "level": level}
         level += 1

@@ -141,7 +141,12 @@ def fold_plan(frames: List[Dict], keep_head: int = 2, keep_tail: int = 2, min_ru
 
 
 def _short(name: str, width: int) -> str:
-    return name if len(name) <= width else name[: width - 3] + "..."
+    """``name`` cut in the middle to ``width``: the start (namespace, class) and the end (the method, its
+    last arguments) stay."""
+    if len(name) <= width:
+        return name
+    head = width // 3
+    return name[:head] + "..." + name[len(name) - (width - head - 3):]
 
 
 def frame_line(index: int, f: Dict, name_width: int = 160, verbose: bool = False) -> str:
@@ -158,12 +163,14 @@ def frame_line(index: int, f: Dict, name_width: int = 160, verbose: bool = False
     text = "#%-3d      %s" % (index, _short(f.get("function") or "??", name_width))
     if f.get("file"):
         text += " at %s:%s" % (f["file"], f.get("line"))
-        if f.get("source"):
-            text += "\n           | %s" % f["source"].strip()
     text += " in %s" % (f.get("library") or "??")
     text += " [%s]" % f.get("address", "?")
+    if f.get("recovered"):
+        text += " (recovered by %s: no CFI below)" % f["recovered"]
     if f.get("op"):
         text += "  <-- op %s" % op_label(f["op"])
+    if f.get("file") and f.get("source"):
+        text += "\n           | %s" % f["source"].strip()  # under the frame's line, not inside it
     return text
 
 

@@ -36,3 +36,23 @@ def test_text_numbers_frames_by_their_depth():
     lines = thread_block({"tid": 1, "name": "t", "frames": frames})
     assert lines[3].strip() == "... 48 frames of recurse() ..."
     assert lines[-1].strip().startswith("#51  [py] <module> at /src/app.py:9")
+
+
+def test_long_names_cut_in_the_middle():
+    from tfnative_gdb.render import frame_line
+
+    name = "std::_Function_handler<void (int, int), dnnl::impl::cpu::x64::" + "x" * 200 + ">::_M_invoke(int, int)"
+    line = frame_line(3, {"kind": "native", "function": name, "library": "libtensorflow_cc.so.2",
+                          "address": "0x1"}, name_width=80)
+    assert "std::_Function_handler" in line and line.split(" in libtensorflow")[0].endswith("::_M_invoke(int, int)")
+    assert len(line.split(" in libtensorflow")[0].split(None, 1)[1]) == 80
+
+
+def test_source_line_under_the_frame_line():
+    from tfnative_gdb.render import frame_line
+
+    line = frame_line(0, {"kind": "native", "function": "tfn_block", "file": "block.cc", "line": 4,
+                          "source": "    usleep(20000);", "library": "libblock_g.so", "address": "0x10"})
+    first, second = line.split("\n")
+    assert first.endswith("tfn_block at block.cc:4 in libblock_g.so [0x10]")
+    assert second.strip() == "| usleep(20000);"
