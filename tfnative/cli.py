@@ -32,11 +32,39 @@ def main() -> None:
 ATTACH_CONTEXT = {"ignore_unknown_options": True, "allow_interspersed_args": True}
 
 
+class ScriptCommand(click.Command):
+    """A command that runs ``SCRIPT ARGS`` or, as ``python -m`` does, ``-m MODULE ARGS``.
+
+    ``-m`` counts only where the script would stand (before it, among
+    tfnative's options); everything after ``-m MODULE`` goes to the module
+    verbatim, as Python gives it.  A ``-m`` after the script is the script's.
+    """
+
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        valued = {name for p in self.params if isinstance(p, click.Option) and not p.is_flag and not p.count
+                  for name in p.opts}
+        i = 0
+        while i < len(args):
+            token = args[i]
+            if token == "--" or not token.startswith("-") or token == "-":
+                break
+            if token == "-m" or (token.startswith("-m") and not token.startswith("--")):
+                module, rest = (token[2:], args[i + 1:]) if len(token) > 2 else (
+                    args[i + 1] if i + 1 < len(args) else "", args[i + 2:])
+                if not module:
+                    raise click.UsageError("-m needs a module name", ctx)
+                args = args[:i] + ["--module", module, "--"] + rest
+                break
+            i += 2 if token in valued else 1
+        return super().parse_args(ctx, args)
+
+
 def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options of ``attach``, shared with ``report``."""
     options = [
-        click.argument("script", type=click.Path(dir_okay=False)),
+        click.argument("script", type=click.Path(dir_okay=False), required=False),
         click.argument("args", nargs=-1, type=click.UNPROCESSED),
+        click.option("--module", "module", hidden=True),  # what ScriptCommand makes of -m MODULE
         click.option("--break", "breaks", multiple=True, metavar="LOCATION",
                      help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded)."),
         click.option("--break-op", "break_ops", multiple=True, metavar="TYPE",
@@ -69,7 +97,8 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _attach_opts(script: str, args: List[str], breaks: List[str], break_ops: List[str], check_numerics: bool,
+def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], breaks: List[str],
+                 break_ops: List[str], check_numerics: bool,
                  source_dirs: List[str], python: str,
                  max_hits: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
                  vlog: Optional[int], vmodule: Optional[str], dump_graphs: Optional[str], dump_xla: Optional[str],
@@ -78,8 +107,13 @@ def _attach_opts(script: str, args: List[str], breaks: List[str], break_ops: Lis
     for text in list(breaks) + list(source_dirs) + list(break_ops):
         if "\n" in text or "\r" in text:
             raise click.BadParameter("no newlines in --break or --source-dir values: %r" % text)
+    if module is not None:
+        args = ([script] if script is not None else []) + list(args)  # all of it is the module's
+        script = None
+    elif script is None:
+        raise click.UsageError("missing SCRIPT (or -m MODULE)")
     return AttachOptions(
-        script=script, args=list(args), python=python, breaks=list(breaks), break_ops=list(break_ops),
+        script=script, module=module, args=list(args), python=python, breaks=list(breaks), break_ops=list(break_ops),
         source_dirs=list(source_dirs),
         max_hits=max_hits, all_threads=all_threads, native_all=native_all, json_path=json_path,
         interactive=interactive, full=full,
@@ -89,7 +123,7 @@ def _attach_opts(script: str, args: List[str], breaks: List[str], break_ops: Lis
     )
 
 
-@main.command(context_settings=ATTACH_CONTEXT)
+@main.command(cls=ScriptCommand, context_settings=ATTACH_CONTEXT)
 @attach_options
 @click.option("--interactive", is_flag=True,
               help="At the first hit (or fatal signal) hand the stopped script to gdb on this terminal, with tf-bt.")
@@ -105,7 +139,7 @@ def attach(interactive: bool, **kw: Any) -> None:
     _run(lambda: run_attach(opts, sys.stderr))
 
 
-@main.command(context_settings=ATTACH_CONTEXT)
+@main.command(cls=ScriptCommand, context_settings=ATTACH_CONTEXT)
 @attach_options
 @click.option("--output", "-o", "output", default="tfnative-report.md", show_default=True, metavar="FILE",
               help="Where to write the Markdown report (- for stdout).")

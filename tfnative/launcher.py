@@ -81,10 +81,10 @@ def probe_python(exe: str) -> PythonInfo:
 class PausedChild:
     """The script's process, stopped before its first instruction."""
 
-    def __init__(self, python: str, script: str, args: Sequence[str], tracer_pid: int,
-                 env: Optional[dict] = None) -> None:
+    def __init__(self, python: str, target: Sequence[str], tracer_pid: int, env: Optional[dict] = None) -> None:
+        """``target``: what follows ``python`` on its command line (``SCRIPT ARGS`` or ``-m MODULE ARGS``)."""
         argv: List[str] = [sys.executable, "-I", "-S", "-c", TRAMPOLINE, str(tracer_pid), str(os.getpid()),
-                           python, script, *args]
+                           python, *target]
         self.proc = subprocess.Popen(argv, close_fds=False, env=env)
         self.pid = self.proc.pid
         self._status: Optional[int] = None

@@ -52,9 +52,10 @@ class GdbOptions:
 
 @dataclass
 class AttachOptions:
-    script: str
+    script: Optional[str]  # None with module
     args: List[str]
     python: str
+    module: Optional[str] = None  # -m MODULE, as python -m runs it
     breaks: List[str] = field(default_factory=list)
     break_ops: List[str] = field(default_factory=list)
     source_dirs: List[str] = field(default_factory=list)
@@ -66,6 +67,13 @@ class AttachOptions:
     full: bool = False
     switches: DebugSwitches = field(default_factory=DebugSwitches)
     gdb: GdbOptions = field(default_factory=GdbOptions)
+
+    @property
+    def target_argv(self) -> List[str]:
+        """What follows the interpreter on the command line: ``SCRIPT ARGS`` or ``-m MODULE ARGS``."""
+        if self.module is not None:
+            return ["-m", self.module, *self.args]
+        return [self.script or "", *self.args]
 
 
 def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None) -> Gdb:
@@ -199,14 +207,13 @@ def _detach(gdb: Gdb, running: bool, pid: Optional[int] = None) -> None:
 
 def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Document]] = None) -> int:
     """``tfnative attach``: returns tfnative's exit status (the script's); ``keep`` receives the document."""
-    script = opts.script
-    if not os.path.isfile(script):
-        raise TfnativeError("script not found: %s" % script)
+    if opts.module is None and not os.path.isfile(opts.script or ""):
+        raise TfnativeError("script not found: %s" % opts.script)
     info = probe_python(opts.python)
     for d in opts.source_dirs:
         if not os.path.isdir(d):
             raise TfnativeError("--source-dir %s: no such directory" % d)
-    doc = report.Document(argv=[info.exe, script, *opts.args])
+    doc = report.Document(argv=[info.exe, *opts.target_argv])
     printer = report.Printer(err, native_all=opts.native_all, full=opts.full)
     env = opts.switches.environment(dict(os.environ))
     tfops.check_op_types(opts.break_ops, info.exe, env)
@@ -223,7 +230,7 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
         loader: Optional[SymbolLoader] = None
         try:
             _setup_signals(gdb, opts.switches.check_numerics)
-            child = PausedChild(info.exe, script, opts.args, gdb.pid, env=env)
+            child = PausedChild(info.exe, opts.target_argv, gdb.pid, env=env)
             doc.pid = child.pid
             child.wait_paused()
             _attach(gdb, child.pid)
