@@ -104,3 +104,39 @@ def test_pid_of_another_user(tmp_path):
     finally:
         target.kill()
         target.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop CAP_SYS_PTRACE")
+@pytest.mark.skipif(not os.path.exists("/usr/bin/setpriv"), reason="setpriv (util-linux) is not installed")
+def test_root_without_cap_sys_ptrace_is_told_so():
+    """Root that lacks CAP_SYS_PTRACE (a container without --cap-add SYS_PTRACE) asks for nobody's process."""
+
+    def demote():
+        os.setgid(65534)
+        os.setuid(65534)
+
+    target = subprocess.Popen(["sleep", "600"], preexec_fn=demote)
+    try:
+        r = subprocess.run(["/usr/bin/setpriv", "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace"]
+                           + TFNATIVE + ["stack", "--pid", str(target.pid)], capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)
+        _one_line_error(r, str(target.pid), "without CAP_SYS_PTRACE", "--cap-add SYS_PTRACE")
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()
+
+
+def test_pid_1_says_what_failed():
+    """Field issue: 'stack --pid 1' blamed container capabilities where reading /proc/1/mem was refused."""
+    r = run_tfnative(["stack", "--pid", "1"], timeout=120)
+    if r.returncode == 0:
+        pytest.skip("this machine lets tfnative read pid 1")
+    _one_line_error(r, "process 1" if "ptrace" not in r.stderr else "ptrace on 1")
+    line = r.stderr.strip()
+    if "Permission denied" in line or "not permitted" in line:
+        assert "/proc/1/mem" in line or "ptrace" in line
+    with open("/proc/self/status") as f:
+        caps = int(next(ln for ln in f if ln.startswith("CapEff:")).split()[1], 16)
+    if caps >> 19 & 1:  # tfnative has CAP_SYS_PTRACE: adding it cannot be the fix
+        assert "--cap-add" not in line

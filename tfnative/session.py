@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, TextIO
 
 import psutil
 
-from . import bazelpaths, procfs, report, snapshot, tfops
+from . import bazelpaths, procfs, ptrace, report, snapshot, tfops
 from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .files import is_stdout
@@ -113,14 +113,22 @@ def _attach(gdb: Gdb, pid: int) -> None:
         raise TfnativeError("gdb attached to %d but the process did not stop" % pid)
 
 
-def ptrace_refused_message(pid: int) -> str:
-    scope = None
+CAP_SYS_PTRACE = 19
+
+
+def _has_cap_sys_ptrace() -> bool:
     try:
-        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
-            scope = int(f.read().strip())
+        return bool(int(procfs.status(os.getpid()).get("CapEff", "0"), 16) >> CAP_SYS_PTRACE & 1)
     except (OSError, ValueError):
-        pass
+        return False
+
+
+def ptrace_refused_message(pid: int, failed: Optional[str] = None) -> str:
+    """Why the kernel refused to let us trace or read ``pid``, what failed, and how to fix it."""
     why = "the kernel refused ptrace on %d" % pid
+    if failed:
+        why += " (%s)" % failed
+    scope = procfs.yama_scope()
     if scope == 1:
         fix = ("Yama ptrace_scope is 1 (only a parent may trace): run as root, or "
                "'sudo sysctl kernel.yama.ptrace_scope=0', or start the script with 'tfnative attach'")
@@ -128,9 +136,16 @@ def ptrace_refused_message(pid: int) -> str:
         fix = "Yama ptrace_scope is 2 (admin only): run as root or give gdb CAP_SYS_PTRACE"
     elif scope == 3:
         fix = "Yama ptrace_scope is 3: attaching is disabled until reboot"
+    elif not _has_cap_sys_ptrace() and os.geteuid() == 0:
+        fix = ("tfnative runs as root without CAP_SYS_PTRACE: in a container, run it with --cap-add SYS_PTRACE "
+               "(and a seccomp profile that allows ptrace)")
+    elif not _has_cap_sys_ptrace():
+        fix = ("no Yama restriction applies: the process may be protected (not dumpable, setuid) or traced by "
+               "another debugger; run tfnative as root")
     else:
-        fix = ("in a container, run it with --cap-add SYS_PTRACE (and a seccomp profile that allows ptrace); "
-               "another debugger may also be attached")
+        fix = ("tfnative has CAP_SYS_PTRACE and no Yama restriction applies, so a security module (SELinux, "
+               "AppArmor, Landlock, a BPF LSM) or the process's own namespace protects it%s"
+               % (" (pid 1 is the system's init)" if pid == 1 else ""))
     return "%s: %s" % (why, fix)
 
 
@@ -600,6 +615,9 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
                         result["pid"] = pid
                         result["warnings"].append("the main thread %d has exited (pthread_exit): the live "
                                                   "threads are shown" % pid)
+                except ptrace.PtraceRefused as exc:
+                    # gdb's attach would be refused the same way, only slower
+                    raise TfnativeError(ptrace_refused_message(pid, str(exc)))
                 except snapshot.Unsupported as exc:
                     err.write("tfnative: taking the snapshot through gdb: %s\n" % exc)
                     result = None

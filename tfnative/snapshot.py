@@ -35,6 +35,7 @@ left out: frames there are named from the debug file's symbols.
 from __future__ import annotations
 
 import bisect
+import errno
 import mmap
 import os
 import re
@@ -48,7 +49,7 @@ from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, select_threads, th
 from . import procfs, vdso
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
 from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, display_names
-from .ptrace import Frozen, Memory, Unsupported
+from .ptrace import Frozen, Memory, PtraceRefused, Unsupported
 
 __all__ = ["Unsupported", "of_stopped", "stacks", "take"]
 
@@ -373,6 +374,8 @@ def take(pid: int, which: str = "python") -> Dict[str, Any]:
     try:
         memory = Memory(pid)
     except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise PtraceRefused("open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
         raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
     try:
         libs = _modules(pid)
