@@ -17,7 +17,7 @@ from tfnative_gdb import render
 
 from . import doctor
 from .errors import TfnativeError
-from .report import Document, op_lines, triage_phrases
+from .report import Document, op_lines, signal_title, triage_phrases
 from .tfinstall import tensorflow_libraries
 
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
@@ -92,7 +92,7 @@ def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries
         summary.append("never resolved: " + ", ".join("`%s`" % u for u in doc.unresolved))
     out += ["## What happened", ""] + ["- " + s for s in summary or ["nothing was caught"]] + [""]
     for i, e in enumerate(doc.events, 1):
-        what = {"breakpoint": "breakpoint `%s`" % e.get("location"), "signal": "fatal signal %s" % e.get("signal"),
+        what = {"breakpoint": "breakpoint `%s`" % e.get("location"), "signal": signal_title(e),
                 "numerics": "NaN/Inf made by op `%s`" % render.op_label(e.get("op") or {})}
         out += ["## Event %d: %s" % (i, what.get(e["kind"], e["kind"])), "", "```"]
         out += op_lines(e)

@@ -173,6 +173,16 @@ def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def signal_title(event: Dict[str, Any]) -> str:
+    """How a ``signal`` event is named: fatal only where the process died of it (or has no handler for it)."""
+    name = event.get("signal")
+    if event.get("fatal") is False:
+        return "signal %s (handled by the script)" % name
+    if event.get("fatal") is None and event.get("handler"):
+        return "signal %s (the script has a handler for it)" % name
+    return "fatal signal %s" % name
+
+
 def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
     """The triage as short phrases; ``code`` quotes names (a backtick for Markdown)."""
     def q(text: str) -> str:
@@ -181,6 +191,8 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
     parts = [", ".join("%s x%d" % (q(loc), n) for loc, n in t["breakpoints"].items()) or "no breakpoint hit"]
     if t["signal"]:
         parts.append("fatal %s" % t["signal"])
+    for name in t.get("handled_signals") or []:
+        parts.append("signal %s (handled by the script)" % name)
     if t.get("numerics"):
         parts.append("%d NaN/Inf event(s)" % t["numerics"])
     if t.get("op") and (t["op"].get("created_at") or "op %s" % t["op"]["type"] not in t["breakpoints"]):
@@ -240,6 +252,7 @@ class Document:
     dumps: List[str] = field(default_factory=list)
 
     def set_exit(self, returncode: int) -> None:
+        """The script's end; a ``signal`` event is fatal when the process died of that signal, else handled."""
         if returncode < 0:
             try:
                 name = signal.Signals(-returncode).name
@@ -248,6 +261,10 @@ class Document:
             self.exit = {"signal": name}
         else:
             self.exit = {"code": returncode}
+        signals = [e for e in self.events if e["kind"] == "signal"]
+        fatal = next((e for e in reversed(signals) if e.get("signal") == self.exit.get("signal")), None)
+        for e in signals:
+            e["fatal"] = e is fatal
 
     def triage(self) -> Dict[str, Any]:
         """What happened, in a few fields: hits per location, the signal, the user frame nearest each event."""
@@ -255,9 +272,11 @@ class Document:
         for e in self.events:
             if e["kind"] == "breakpoint":
                 hits[e.get("location", "?")] = hits.get(e.get("location", "?"), 0) + 1
-        signal_event = next((e for e in self.events if e["kind"] == "signal"), None)
+        signals = [e for e in self.events if e["kind"] == "signal"]
+        signal_event = next((e for e in signals if e.get("fatal") is not False), None)
         numerics = next((e for e in self.events if e["kind"] == "numerics"), None)
-        last = signal_event or numerics or (self.events[-1] if self.events else None)
+        last = signal_event or numerics or (signals[-1] if signals else None) or (
+            self.events[-1] if self.events else None)
         op = next((e["op"] for e in ([last] if last else []) + self.events if e.get("op")), None)
         nearest = None
         function = None
@@ -267,6 +286,7 @@ class Document:
             nearest = next((f for f in thread["frames"] + thread.get("python_frames", []) if f.get("user")), None)
             function = thread.get("tf_function")
         out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event["signal"] if signal_event else None,
+                               "handled_signals": [e["signal"] for e in signals if e.get("fatal") is False],
                                "numerics": sum(e["kind"] == "numerics" for e in self.events),
                                "nearest_user_frame": None, "tf_function": function, "dumps": len(self.dumps),
                                "op": {"type": op.get("type"), "name": op.get("name")} if op else None}
@@ -352,7 +372,7 @@ class Printer:
             if hit is not None:
                 title += " (hit %d of %d)" % (hit, max_hits or hit)
         elif kind == "signal":
-            title = "fatal signal %s" % event.get("signal")
+            title = signal_title(event)
         elif kind == "numerics":
             title = "NaN/Inf made by op %s" % render.op_label(event.get("op") or {})
         else:

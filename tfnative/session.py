@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, TextIO
 
 import psutil
+from tfnative_gdb.threads import SIGNAL_FRAME
 
 from . import bazelpaths, procfs, ptrace, report, snapshot, tfops
 from .breakpoints import Breakpoints
@@ -328,8 +329,17 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                     printer.event(event)
                 elif reason == "signal-received" and payload.get("signal-name") in FATAL_SIGNALS:
                     event = _event(gdb, opts, loader, "signal", signal=payload["signal-name"])
-                    doc.events.append(event)
-                    printer.event(event)
+                    event["handler"] = _has_handler(child.pid, payload["signal-name"])
+                    earlier = _reraised(doc.events, event)
+                    if earlier is not None:
+                        # faulthandler (pytest, -X faulthandler) dumps the traceback and raises
+                        # the same signal again from its handler: one fault, one event.
+                        earlier["reraised_by_handler"] = True
+                        printer.note("%s raised again by the script's handler: the same fault"
+                                     % event["signal"])
+                    else:
+                        doc.events.append(event)
+                        printer.event(event)
                     if opts.interactive:
                         # gdb must not hand the signal over on detach: the fault
                         # happens again, under the interactive gdb.
@@ -390,6 +400,31 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
         if keep is not None:
             keep.append(doc)
         return exit_status(returncode)
+
+
+def _has_handler(pid: int, signal_name: str) -> bool:
+    """Whether the script catches ``signal_name`` (``SigCgt`` of /proc/PID/status)."""
+    try:
+        caught = int(procfs.status(pid).get("SigCgt", "0"), 16)
+        return bool(caught >> (getattr(signal, signal_name) - 1) & 1)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _reraised(events: List[Dict[str, Any]], event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The earlier event of the same fault when ``event`` is its signal raised again from the script's handler.
+
+    That is: the same signal in the same thread, which had a handler then, and
+    a signal-handler frame on the thread's stack now (the handler is running).
+    """
+    earlier = next((e for e in reversed(events) if e["kind"] == "signal"), None)
+    if earlier is None or not earlier.get("handler") or earlier.get("signal") != event.get("signal"):
+        return None
+    if earlier.get("thread") != event.get("thread"):
+        return None
+    stopped = next((t for t in event.get("threads", []) if t.get("tid") == event.get("thread")), None)
+    frames = (stopped or {}).get("frames") or []
+    return earlier if any(f.get("function") == SIGNAL_FRAME for f in frames) else None
 
 
 def _park_stopped(gdb: Gdb, pid: int) -> None:
