@@ -68,3 +68,31 @@ def test_faulthandler_reraise_is_the_same_event(tmp_path, how):
     assert "kill" not in top and "raise" not in top, top  # the fault's own stack, not the handler's re-raise
     assert doc["triage"]["signal"] == "SIGSEGV"
     assert r.stderr.count("=== tfnative:") == 1
+
+
+CHILD_CRASH = """import ctypes, multiprocessing as mp, sys
+def crash():
+    ctypes.string_at(0)
+if __name__ == "__main__":
+    p = mp.get_context(sys.argv[1]).Process(target=crash)
+    p.start()
+    p.join()
+    print("child exit", p.exitcode, flush=True)
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_child_that_dies_of_a_signal_is_named(tmp_path, method):
+    """Field issue: a crash in a multiprocessing child was invisible; the parent reaps it at once (join)."""
+    prog = tmp_path / "mp.py"
+    prog.write_text(CHILD_CRASH)
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--json", str(out), str(prog), method])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "child exit -11\n"
+    doc = load_json(out)
+    (dead,) = doc["children_killed"]
+    assert dead["signal"] == "SIGSEGV" and dead["pid"] != doc["pid"]
+    assert "child process %d" % dead["pid"] in r.stderr and "died of SIGSEGV" in r.stderr
+    assert doc["triage"]["children_killed"] == ["%d SIGSEGV" % dead["pid"]]
+    assert doc["events"] == []  # the script itself was not stopped for it

@@ -50,6 +50,37 @@ def state(pid: int, tid: Optional[int] = None) -> Optional[str]:
         return None
 
 
+def exit_status(pid: int) -> Optional[int]:
+    """The wait status of a process that has exited and not been reaped yet (a zombie), as ``waitpid`` gives it.
+
+    None when the process runs, is gone, or the kernel does not say (field 52
+    of ``stat``, Linux 3.5+).
+    """
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "Z" or len(fields) < 50:
+        return None
+    return int(fields[49])
+
+
+def children(pid: int) -> List[int]:
+    """The pids of ``pid``'s children (every thread's), from ``/proc/PID/task/TID/children``."""
+    out: List[int] = []
+    try:
+        for tid in tids(pid):
+            try:
+                with open("/proc/%d/task/%d/children" % (pid, tid)) as f:
+                    out.extend(int(c) for c in f.read().split())
+            except OSError:
+                continue
+    except ProcessLookupError:
+        return []
+    return out
+
+
 def comm(pid: int, tid: Optional[int] = None) -> str:
     """The process's (or thread's) name as the kernel keeps it (15 characters at most); "" when gone."""
     try:

@@ -208,6 +208,8 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
         parts.append("in tf.function %s" % q(t["tf_function"]["name"]))
     if t["dumps"]:
         parts.append("%d dump file(s)" % t["dumps"])
+    if t.get("children_killed"):
+        parts.append("child %s" % ", ".join("%s" % q(c) for c in t["children_killed"]))
     return parts
 
 
@@ -250,6 +252,7 @@ class Document:
     unresolved: List[str] = field(default_factory=list)
     exit: Optional[Dict[str, Any]] = None
     dumps: List[str] = field(default_factory=list)
+    children: List[Dict[str, Any]] = field(default_factory=list)  # children that died of a signal
 
     def set_exit(self, returncode: int) -> None:
         """The script's end; a ``signal`` event is fatal when the process died of that signal, else handled."""
@@ -289,6 +292,7 @@ class Document:
                                "handled_signals": [e["signal"] for e in signals if e.get("fatal") is False],
                                "numerics": sum(e["kind"] == "numerics" for e in self.events),
                                "nearest_user_frame": None, "tf_function": function, "dumps": len(self.dumps),
+                               "children_killed": ["%d %s" % (c["pid"], c["signal"]) for c in self.children],
                                "op": {"type": op.get("type"), "name": op.get("name")} if op else None}
         if op and op.get("created_at"):
             created = next((f for f in reversed(op["created_at"]) if f.get("user")), None)
@@ -307,6 +311,8 @@ class Document:
             doc["exit"] = self.exit
         if self.dumps:
             doc["dumps"] = self.dumps
+        if self.children:
+            doc["children_killed"] = self.children
         if with_exit:
             doc["triage"] = self.triage()
         return doc

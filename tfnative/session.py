@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, TextIO
+from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 import psutil
 from tfnative_gdb.threads import SIGNAL_FRAME
@@ -27,6 +27,7 @@ from .errors import TfnativeError
 from .files import is_stdout
 from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
 from .launcher import PausedChild, exit_status, probe_python
+from .procwatch import ChildWatch
 from .symbolload import QUIET_S, WATCH_S, SymbolLoader
 from .tfenv import NUMERICS_SIGNAL, DebugSwitches
 
@@ -244,6 +245,7 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
         breaks = opts.breaks + opbreaks.dispatch_functions
         handoff = False
         loader: Optional[SymbolLoader] = None
+        watch: Optional[ChildWatch] = None
         try:
             _setup_signals(gdb, opts.switches.check_numerics)
             child = PausedChild(info.exe, opts.target_argv, gdb.pid, env=env)
@@ -264,6 +266,11 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                 gdb.command("-exec-continue")
                 running = True
             gdb.command("-break-delete")  # the exec catchpoint
+            # The script's descendants that die of a signal are named: from the kernel's process
+            # events where we may listen (root), else at the script's SIGCHLD stops (best effort).
+            watch = ChildWatch.start_for(child.pid)
+            if watch is None:
+                gdb.console_command("handle SIGCHLD stop print pass")
             _source_paths(gdb, opts.source_dirs, err)
             bps.arm(gdb, breaks, err, CAPTURE_TIMEOUT)
             loader = SymbolLoader(gdb, child.pid, breaks, opts.gdb.full_symbols, err, bps)
@@ -327,6 +334,8 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                     report.numerics_op(event)
                     doc.events.append(event)
                     printer.event(event)
+                elif reason == "signal-received" and payload.get("signal-name") == "SIGCHLD":
+                    _note_dead_children(gdb, child.pid, doc, printer)
                 elif reason == "signal-received" and payload.get("signal-name") in FATAL_SIGNALS:
                     event = _event(gdb, opts, loader, "signal", signal=payload["signal-name"])
                     event["handler"] = _has_handler(child.pid, payload["signal-name"])
@@ -373,6 +382,8 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
             # Setup failed (attach refused, bad gdb...): the script never ran; end it.
             if child is not None:
                 child.kill()
+            if watch is not None:
+                watch.stop()
             raise
         finally:
             if child is not None and child.poll() is None and running and not gdb.dead:
@@ -391,6 +402,9 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                 break
             except Interrupted:
                 child.kill()
+        if watch is not None:
+            for dead in watch.stop():
+                _note_child(dead, doc, printer)
         doc.set_exit(returncode)
         doc.unresolved = bps.unresolved()
         doc.dumps = opts.switches.produced(started)
@@ -400,6 +414,56 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
         if keep is not None:
             keep.append(doc)
         return exit_status(returncode)
+
+
+CLD_KILLED, CLD_DUMPED = 2, 3  # siginfo si_code of a SIGCHLD for a child killed by a signal
+
+
+def _sigchld_info(gdb: Gdb) -> Optional[Tuple[int, int, bool]]:
+    """(pid, signal, core dumped) of the child a SIGCHLD stop is about, when it was killed by a signal."""
+    try:
+        code = int(gdb.command("-data-evaluate-expression $_siginfo.si_code")["value"])
+        if code not in (CLD_KILLED, CLD_DUMPED):
+            return None
+        pid = int(gdb.command("-data-evaluate-expression $_siginfo._sifields._sigchld.si_pid")["value"])
+        sig = int(gdb.command("-data-evaluate-expression $_siginfo._sifields._sigchld.si_status")["value"])
+    except (GdbError, KeyError, ValueError):
+        return None
+    return pid, sig, code == CLD_DUMPED
+
+
+def _note_dead_children(gdb: Gdb, pid: int, doc: report.Document, printer: report.Printer) -> None:
+    """At a SIGCHLD of the script: the child that died of a signal, named once (pid, name, signal).
+
+    The signal's own siginfo says which child and how, even when the script
+    reaps it at once; where gdb cannot read it, the script's zombie children
+    (not reaped yet) are looked at instead.
+    """
+    found: List[Tuple[int, int, bool]] = []
+    info = _sigchld_info(gdb)
+    if info is not None:
+        found.append(info)
+    else:
+        for cpid in procfs.children(pid):
+            status = procfs.exit_status(cpid)
+            if status is not None and os.WIFSIGNALED(status):
+                found.append((cpid, os.WTERMSIG(status), os.WCOREDUMP(status)))
+    for cpid, sig, dumped in found:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = "SIG%d" % sig
+        _note_child({"pid": cpid, "name": procfs.comm(cpid), "signal": name, "core_dumped": dumped}, doc, printer)
+
+
+def _note_child(dead: Dict[str, Any], doc: report.Document, printer: report.Printer) -> None:
+    """Record and say, once, that a child of the script died of a signal."""
+    if any(c["pid"] == dead["pid"] for c in doc.children):
+        return
+    doc.children.append(dead)
+    name = " (%s)" % dead["name"] if dead["name"] else ""
+    printer.note("child process %d%s died of %s%s" % (dead["pid"], name, dead["signal"],
+                                                        " (core dumped)" if dead["core_dumped"] else ""))
 
 
 def _has_handler(pid: int, signal_name: str) -> bool:
