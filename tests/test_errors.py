@@ -140,3 +140,12 @@ def test_pid_1_says_what_failed():
         caps = int(next(ln for ln in f if ln.startswith("CapEff:")).split()[1], 16)
     if caps >> 19 & 1:  # tfnative has CAP_SYS_PTRACE: adding it cannot be the fix
         assert "--cap-add" not in line
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--break", "app.py:12", "x.py"], ["--break app.py:12 is a Python line", "breakpoint()", "--break-op"]),
+    (["--break", "a\nb", "x.py"], ["no newlines"]),
+    ([], ["missing SCRIPT (or -m MODULE)"]),
+])
+def test_attach_arguments_refused_in_one_line(args, words):
+    _one_line_error(run_tfnative(["attach", *args], timeout=60), *words)

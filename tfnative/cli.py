@@ -7,6 +7,7 @@ exit status; a traceback is shown only with ``TFNATIVE_DEBUG=1``.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Any, Callable, List, Optional
 
@@ -15,6 +16,7 @@ import click
 from . import __version__
 from .cli_build import register as register_build
 from .cliutil import gdb_options, run_command
+from .errors import TfnativeError
 from .files import is_stdout, write_output
 from .gdbmi import find_gdb
 from .session import AttachOptions, GdbOptions, run_attach, run_stack
@@ -106,12 +108,18 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
                  interactive: bool = False) -> AttachOptions:
     for text in list(breaks) + list(source_dirs) + list(break_ops):
         if "\n" in text or "\r" in text:
-            raise click.BadParameter("no newlines in --break or --source-dir values: %r" % text)
+            raise TfnativeError("no newlines in --break, --break-op or --source-dir values: %r" % text)
+    for loc in breaks:
+        if re.search(r"\.pyw?:\d+$", loc):
+            raise TfnativeError("--break %s is a Python line; --break takes native locations (a C/C++ function, "
+                                "FILE:LINE of C/C++ source, *ADDRESS). For a Python line use breakpoint() or pdb; "
+                                "to stop in the native code under it, --break the function it calls or --break-op "
+                                "the op it runs" % loc)
     if module is not None:
         args = ([script] if script is not None else []) + list(args)  # all of it is the module's
         script = None
     elif script is None:
-        raise click.UsageError("missing SCRIPT (or -m MODULE)")
+        raise TfnativeError("missing SCRIPT (or -m MODULE): what should tfnative run?")
     return AttachOptions(
         script=script, module=module, args=list(args), python=python, breaks=list(breaks), break_ops=list(break_ops),
         source_dirs=list(source_dirs),
@@ -135,8 +143,7 @@ def attach(interactive: bool, **kw: Any) -> None:
     Reports go to stderr; the script's own output is untouched.  tfnative's exit
     status is the script's (128+N when signal N killed it).
     """
-    opts = _attach_opts(interactive=interactive, **kw)
-    _run(lambda: run_attach(opts, sys.stderr))
+    _run(lambda: run_attach(_attach_opts(interactive=interactive, **kw), sys.stderr))
 
 
 @main.command(cls=ScriptCommand, context_settings=ATTACH_CONTEXT)
@@ -148,11 +155,10 @@ def report(output: str, **kw: Any) -> None:
 
     Ready to paste into a TensorFlow issue.  The exit status is the script's.
     """
-    opts = _attach_opts(**kw)
-
     def go() -> int:
         from . import bugreport  # the doctor's ELF readers: not on attach's path
 
+        opts = _attach_opts(**kw)
         docs: List[Any] = []
         code = run_attach(opts, sys.stderr, keep=docs)
         env = opts.switches.environment(dict(os.environ))
