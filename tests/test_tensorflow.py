@@ -152,5 +152,7 @@ def test_segfault_inside_a_py_function(tmp_path, autograph_files):
     assert "fatal signal SIGSEGV" in err
     assert doc["triage"]["signal"] == "SIGSEGV"
     assert doc["triage"]["nearest_user_frame"]["function"] == "bad_callback"
-    assert "triage: no breakpoint hit; fatal SIGSEGV; nearest user frame bad_callback at" in err
+    assert "triage: no breakpoint hit; fatal SIGSEGV; op EagerPyFunc" in err
+    assert "; nearest user frame bad_callback at" in err
+    assert doc["triage"]["op"]["type"] == "EagerPyFunc"  # the crashing kernel's op
     assert_gone(tree)

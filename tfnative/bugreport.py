@@ -94,7 +94,10 @@ def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries
     for i, e in enumerate(doc.events, 1):
         what = {"breakpoint": "breakpoint `%s`" % e.get("location"), "signal": signal_title(e),
                 "numerics": "NaN/Inf made by op `%s`" % render.op_label(e.get("op") or {})}
-        out += ["## Event %d: %s" % (i, what.get(e["kind"], e["kind"])), "", "```"]
+        out += ["## Event %d: %s" % (i, what.get(e["kind"], e["kind"])), ""]
+        if e.get("log"):
+            out += ["TensorFlow's log: `%s`" % e["log"], ""]
+        out += ["```"]
         out += op_lines(e)
         for thread in e["threads"]:
             out += render.thread_block(thread)

@@ -285,8 +285,16 @@ class Document:
         function = None
         if last is not None and last.get("threads"):
             thread = last["threads"][0]
-            # the merged stack, else the Python stack alone (a thread whose merge failed)
-            nearest = next((f for f in thread["frames"] + thread.get("python_frames", []) if f.get("user")), None)
+            if op is None or last.get("op") is None:
+                # a crash in a kernel: the op on the stopped thread's frames
+                op = next((f["op"] for f in thread["frames"] if f.get("op")), None) or op
+            # the merged stack, else the Python stack alone (a thread whose merge failed); an executor
+            # thread has no Python frame: then the thread that called its tf.function, which follows it
+            caller = (thread.get("tf_function") or {}).get("called_by")
+            for t in [thread] + [t for t in last["threads"][1:] if caller is not None and t["tid"] == caller]:
+                nearest = next((f for f in t["frames"] + t.get("python_frames", []) if f.get("user")), None)
+                if nearest is not None:
+                    break
             function = thread.get("tf_function")
         out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event["signal"] if signal_event else None,
                                "handled_signals": [e["signal"] for e in signals if e.get("fatal") is False],
@@ -299,6 +307,8 @@ class Document:
             if created is not None:
                 out["op"]["created_at"] = {"file": created["file"], "line": created["line"],
                                            "function": created["function"]}
+        if last is not None and last.get("log"):
+            out["log"] = last["log"]
         if nearest is not None:
             out["nearest_user_frame"] = {"function": nearest["function"], "file": nearest["file"],
                                          "line": nearest["line"]}
@@ -387,6 +397,8 @@ class Printer:
         lines = ["", "=== tfnative: %s%s ===" % (title, python)]
         for w in event.get("warnings", []):
             lines.append("warning: %s" % w)
+        if event.get("log"):
+            lines.append("TensorFlow's log: %s" % event["log"])
         lines.extend(op_lines(event, self.full))
         for t in event["threads"]:
             head = 'Thread %s "%s"' % (t["tid"], t.get("name", ""))

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 import psutil
 from tfnative_gdb.threads import SIGNAL_FRAME
 
-from . import bazelpaths, procfs, ptrace, report, snapshot, tfops
+from . import bazelpaths, procfs, ptrace, report, snapshot, tflog, tfops
 from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .files import is_stdout
@@ -566,9 +566,32 @@ def _event(gdb: Gdb, opts: AttachOptions, loader: Optional[SymbolLoader], kind: 
     result = _stacks(gdb, loader, "all" if opts.all_threads else "selected")
     in_flight = None
     if not opts.all_threads and report.runs_executor(result) and not report.in_flight_functions(result):
-        # An executor thread stopped: which tf.function do the Python threads wait for?
-        in_flight = report.in_flight_functions(_stacks(gdb, loader, "python"))
-    return report.make_event(kind, result, native_all=opts.native_all, in_flight=in_flight, **extra)
+        # An executor thread stopped: which tf.function do the Python threads wait for?  The thread
+        # that called it, when only one is in flight, comes with the event: the user's line is there.
+        python = _stacks(gdb, loader, "python")
+        in_flight = report.in_flight_functions(python)
+        if len({w["tf_function"]["name"] for w in in_flight}) == 1:
+            callers = {w["tid"] for w in in_flight}
+            result["threads"] = result["threads"] + [t for t in python["threads"] if t["tid"] in callers]
+    event = report.make_event(kind, result, native_all=opts.native_all, in_flight=in_flight, **extra)
+    sp = (result.get("stack_pointers") or {}).get(event.get("thread"))
+    if extra.get("signal") == "SIGABRT" and sp and result.get("pid"):
+        _add_fatal_log(event, result["pid"], sp)
+    return event
+
+
+def _add_fatal_log(event: Dict[str, Any], pid: int, sp: int) -> None:
+    """TensorFlow's own fatal log line (``Check failed: ...``) at an abort, from the process's memory."""
+    try:
+        memory = ptrace.Memory(pid)
+    except OSError:
+        return
+    try:
+        line = tflog.fatal_line(memory.read, sp)
+    finally:
+        memory.close()
+    if line:
+        event["log"] = line
 
 
 def _stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str) -> Dict[str, Any]:
@@ -584,7 +607,9 @@ def _stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str) -> Dict[str, A
             regs = json.loads(gdb.command("-tfnative-registers" + ("" if which == "selected" else " --all-threads"),
                                           timeout=CAPTURE_TIMEOUT)["json"])
             threads = [(t["tid"], t["name"], t["regs"]) for t in regs["threads"]]
-            return snapshot.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"))
+            result = snapshot.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"))
+            result["stack_pointers"] = {t["tid"]: t["regs"].get("rsp") for t in regs["threads"]}
+            return result
         except snapshot.Unsupported:
             pass
         except (GdbError, KeyError, ValueError, OSError, MemoryError) as exc:

@@ -38,8 +38,7 @@ CALLEE_SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
 # MatMul runs as ``_MklMatMul``, Conv2D as ``_MklNativeConv2D``, ``_FusedMatMul`` as
 # ``_MklFusedMatMul``.  The type a user asks for and reads is the op of the graph.
 _ONEDNN_PREFIXES = ("_MklNative", "_Mkl")
-_INTERNAL_FUSED = {"FusedMatMul", "FusedConv2D", "FusedConv3D", "FusedDepthwiseConv2dNative", "FusedBatchMatMulV2",
-                   "FusedPadConv2D"}
+_INTERNAL_FUSED = {"FusedMatMul", "FusedConv2D", "FusedConv3D", "FusedDepthwiseConv2dNative", "FusedBatchMatMulV2"}
 
 
 def graph_op_type(kernel_type: str) -> str:
