@@ -15,7 +15,12 @@ tfnative puts this directory first on ``PYTHONPATH``; Python imports
    ``TFNATIVE_NUMERICS_SIGNAL``.  gdb stops the thread there and swallows the
    signal (the process ignores it anyway, should gdb be gone); tfnative reads
    the op from the locals of ``_tfnative_numerics_stop``, then lets the error
-   go on as it would without tfnative.
+   go on as it would without tfnative.  An error built while that one is
+   being handled (Keras rebuilds it with more context) is the same failure:
+   no second stop;
+4. leaves functions that XLA compiles (``jit_compile=True``) as they are: XLA
+   has no kernel for the check ops, so instrumenting them would break the
+   script.  It says once, on stderr, which functions were left out.
 """
 
 import importlib.machinery
@@ -33,6 +38,7 @@ from typing import Any, List, Optional, Tuple
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SIGNAL = int(os.environ.pop("TFNATIVE_NUMERICS_SIGNAL", "0") or 0)
 _OPS = {}  # instrumented graph op: error message -> (type, node name, creation stack)
+_XLA_SKIPPED = set()  # names of the XLA-compiled functions left uninstrumented
 _NAN_RE = re.compile(r'Detected Infinity or NaN in output \d+ of (?:graph|eagerly-executing) op "([^"]+)"')
 
 
@@ -62,18 +68,32 @@ def _stack_text(frames: List[Tuple[str, int, str]]) -> str:
     return "\n".join("%s\t%d\t%s" % (f, line, fn) for f, line, fn in frames)
 
 
-def _on_error(message: str) -> None:
+def _reported(error: Optional[BaseException]) -> bool:
+    """Whether ``error`` or an error it was raised from or during has stopped the script already."""
+    seen = 0
+    while error is not None and seen < 32:
+        if getattr(error, "_tfnative_reported", False):
+            return True
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return False
+
+
+def _on_error(message: str) -> bool:
+    """Stop the script for a NaN/Inf error; whether it was one."""
     m = _NAN_RE.search(message or "")
     if m is None:
-        return
+        return False
     op_type, op_name, created = m.group(1), m.group(1), None
     for text, info in list(_OPS.items()):
         if text in message:
             op_type, op_name, created = info
             break
-    if created is None:  # an eager op is created where it runs
-        created = [(f.filename, f.lineno, f.name) for f in traceback.extract_stack()[:-2]]
+    if created is None:  # an eager op is created where it runs (this module's own frames left out)
+        created = [(f.filename, f.lineno, f.name) for f in traceback.extract_stack()
+                   if os.path.abspath(f.filename) != os.path.abspath(__file__)]
     _tfnative_numerics_stop(op_type, op_name, _stack_text(created))
+    return True
 
 
 def _enable(tf: ModuleType) -> None:
@@ -100,12 +120,59 @@ def _enable(tf: ModuleType) -> None:
     def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         try:
-            _on_error(self.message)
+            if _reported(sys.exc_info()[1]):
+                self._tfnative_reported = True  # rebuilt while the first is handled: the same failure
+            elif _on_error(self.message):
+                self._tfnative_reported = True
         except Exception:  # noqa: BLE001 - never change what the script sees
             pass
 
     errors_impl.InvalidArgumentError.__init__ = checked_init
+    _skip_xla(cnc)
     tf.debugging.enable_check_numerics()
+
+
+_XLA_FUNCTIONS = {}  # function name -> compiled by XLA
+
+
+def _xla_function(name: str) -> bool:
+    """Whether the eager context's function ``name`` carries ``_XlaMustCompile`` (``jit_compile=True``)."""
+    if name not in _XLA_FUNCTIONS:
+        from tensorflow.python.eager import context
+
+        fdef = context.context().get_function_def(name)
+        attr = fdef.attr.get("_XlaMustCompile")
+        _XLA_FUNCTIONS[name] = bool(attr is not None and attr.b)
+    return _XLA_FUNCTIONS[name]
+
+
+def _skip_xla(cnc: ModuleType) -> None:
+    """Functions compiled by XLA get no check ops (XLA has no kernel for them): say once which."""
+    from tensorflow.python.ops import control_flow_util
+
+    callback = cnc.CheckNumericsCallback.callback
+
+    def outside_xla(self: Any, op_type: Any, inputs: Any, attrs: Any, outputs: Any, op_name: Any = None,
+                    graph: Any = None) -> Any:
+        try:
+            if graph is not None:  # an op traced into a function: is the function compiled by XLA?
+                compiled = control_flow_util.GraphOrParentsInXlaContext(graph)
+                name = getattr(graph, "name", "?")
+            else:  # an eager op: the call of a function compiled by XLA, whose outputs are its own
+                function = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+                compiled = function.startswith("__inference_") and _xla_function(function)
+                name = re.sub(r"^__inference_(.*)_\d+$", r"\1", function)  # the Python function's name
+        except Exception:  # noqa: BLE001 - when in doubt, instrument as TensorFlow would
+            compiled = False
+        if not compiled:
+            return callback(self, op_type, inputs, attrs, outputs, op_name=op_name, graph=graph)
+        if name not in _XLA_SKIPPED:
+            _XLA_SKIPPED.add(name)
+            os.write(2, ("tfnative: --check-numerics: %s is compiled by XLA (jit_compile=True): not "
+                         "instrumented\n" % name).encode())
+        return None
+
+    cnc.CheckNumericsCallback.callback = outside_xla
 
 
 class _TensorFlowHook:

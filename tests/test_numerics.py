@@ -1,0 +1,39 @@
+"""--check-numerics on programs users run: XLA-compiled functions left as they are, one failure one event."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+
+pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
+
+
+def test_xla_function_is_not_instrumented_and_runs_as_without_tfnative(tmp_path):
+    prog = script("tf_xla_nan.py")
+    plain = subprocess.run([sys.executable, prog], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--check-numerics", "--json", str(out), prog], timeout=600)
+    assert plain.returncode == r.returncode == 0, r.stderr
+    assert plain.stdout == r.stdout == "loss nan\n"
+    assert "tfnative: --check-numerics: train_step is compiled by XLA (jit_compile=True): not instrumented" in r.stderr
+    assert r.stderr.count("not instrumented") == 1
+    assert "DebugNumericSummaryV2" not in r.stderr and "CheckNumerics" not in r.stderr
+    assert load_json(out)["events"] == []
+
+
+def test_eager_keras_failure_is_one_event(tmp_path):
+    prog = script("keras_eager_nan.py")
+    out = tmp_path / "s.json"
+    r = run_tfnative(["attach", "--check-numerics", "--json", str(out), prog], timeout=600)
+    assert r.returncode == 1, r.stderr
+    doc = load_json(out)
+    (event,) = doc["events"]
+    assert event["kind"] == "numerics" and event["op"]["type"] == "Log"
+    assert r.stderr.count("=== tfnative: NaN/Inf made by op Log") == 1
+    created = doc["triage"]["op"]["created_at"]
+    assert (created["file"], created["line"]) == (prog, line_of(prog, "keras.ops.log(x)"))
+    assert "sitecustomize" not in r.stderr.split("triage:")[-1]
