@@ -62,6 +62,9 @@ class EhFrame:
     def __init__(self, path: str, image: Optional[mmap.mmap] = None) -> None:
         """The CFI of the file ``path``, or of ``image``: an ELF image read from memory (the vDSO)."""
         self.path = path
+        # The unwind row (CFA rule, register rules, return-address column, signal frame) of each
+        # file address looked up so far: threads waiting in the same place share it.
+        self.rows: Dict[int, tuple] = {}
         if image is not None:
             self.mm = image
         else:
@@ -527,22 +530,25 @@ class Unwinder:
         cfi = module.cfi
         # A caller's pc is a return address: look up the call instruction before it.
         lookup = (frame.pc if innermost else frame.pc - 1) - module.bias
-        try:
-            start, _end, cie, program = cfi.find(lookup)
-        except CfiError:
-            if innermost:
-                at_clone = self._after_clone(frame)
-                if at_clone is not None:
-                    return at_clone or None
-            raise
-        code_align, data_align, ra_reg, _enc, _z, signal_frame, initial_program = cie
-        state = {"cfa": None, "rules": {}}
-        _run(initial_program, code_align, data_align, start, 1 << 64, state, None)
-        initial = dict(state["rules"])
-        _run(program, code_align, data_align, start, lookup, state, initial)
+        row = cfi.rows.get(lookup)
+        if row is None:
+            try:
+                start, _end, cie, program = cfi.find(lookup)
+            except CfiError:
+                if innermost:
+                    at_clone = self._after_clone(frame)
+                    if at_clone is not None:
+                        return at_clone or None
+                raise
+            code_align, data_align, ra_reg, _enc, _z, signal_frame, initial_program = cie
+            state = {"cfa": None, "rules": {}}
+            _run(initial_program, code_align, data_align, start, 1 << 64, state, None)
+            initial = dict(state["rules"])
+            _run(program, code_align, data_align, start, lookup, state, initial)
+            row = cfi.rows[lookup] = (state["cfa"], state["rules"], ra_reg, signal_frame)
+        cfa_rule, rules, ra_reg, signal_frame = row
         frame.signal = signal_frame
         regs = frame.regs
-        cfa_rule = state["cfa"]
         if cfa_rule is None:
             raise CfiError("no CFA rule at 0x%x" % frame.pc)
         if cfa_rule[0] == "reg":
@@ -551,7 +557,6 @@ class Unwinder:
             cfa = (regs[cfa_rule[1]] + cfa_rule[2]) & MASK
         else:
             cfa = _evaluate(cfa_rule[1], regs, self.read)
-        rules = state["rules"]
         ra_rule = rules.get(ra_reg)
         if ra_rule is None or ra_rule[0] == "undefined":
             return None  # the outermost frame

@@ -24,7 +24,7 @@ import os
 import platform
 import signal
 import struct
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set
 
 from . import procfs
 
@@ -69,15 +69,35 @@ def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
     return res
 
 
-class Memory:
-    """Reads of the target's memory through ``/proc/PID/mem``; ``MemoryError`` when unreadable."""
+PAGE = 4096
 
-    def __init__(self, pid: int) -> None:
+
+class Memory:
+    """Reads of the target's memory through ``/proc/PID/mem``; ``MemoryError`` when unreadable.
+
+    ``cache=True`` keeps each page read, for a process that stays stopped while
+    this object is used (a snapshot): the many small reads of an unwind and of
+    the Python readers then cost one ``pread`` per page.
+    """
+
+    def __init__(self, pid: int, cache: bool = False) -> None:
         self.fd = os.open("/proc/%d/mem" % pid, os.O_RDONLY | os.O_CLOEXEC)
+        self.pages: Optional[Dict[int, bytes]] = {} if cache else None
 
     def read(self, addr: int, size: int) -> bytes:
         if addr <= 0 or addr >= 1 << 47 or size < 0:
             raise MemoryError("bad address 0x%x" % addr)
+        if self.pages is not None and size <= PAGE and addr // PAGE == (addr + size - 1) // PAGE:
+            base = addr - addr % PAGE
+            page = self.pages.get(base)
+            if page is None:
+                try:
+                    page = os.pread(self.fd, PAGE, base)
+                except (OSError, OverflowError):
+                    page = b""
+                self.pages[base] = page
+            if len(page) == PAGE:
+                return page[addr - base: addr - base + size]
         try:
             data = os.pread(self.fd, size, addr)
         except (OSError, OverflowError) as exc:

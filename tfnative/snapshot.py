@@ -372,7 +372,7 @@ def take(pid: int, which: str = "python") -> Dict[str, Any]:
     from CFI alone or runs in a library with its own DWARF.
     """
     try:
-        memory = Memory(pid)
+        memory = Memory(pid, cache=True)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM):
             raise PtraceRefused("open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
@@ -394,7 +394,7 @@ def of_stopped(pid: int, threads: List[Tuple[int, str, Dict[str, int]]], which: 
     "selected" (only ``selected``, the thread that stopped).
     """
     try:
-        memory = Memory(pid)
+        memory = Memory(pid, cache=True)
     except OSError as exc:
         raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
     try:

@@ -84,6 +84,7 @@ class PythonReader:
         self.bytes_type = bytes_type
         self._strings: Dict[int, Optional[str]] = {}
         self._code: Dict[int, tuple] = {}
+        self._lines: Dict[tuple, Optional[int]] = {}  # (code object, instruction offset) -> line
 
     # -- primitive reads -------------------------------------------------
     def u64(self, addr: int) -> int:
@@ -181,7 +182,10 @@ class PythonReader:
 
     def _frame(self, code: int, addr_bytes: int, frame_addr: int) -> PyFrame:
         name, filename, first, table = self._code_info(code)
-        line = line_for(self.layout.version, table, first, addr_bytes)
+        key = (code, addr_bytes)
+        line = self._lines.get(key, -1)
+        if line == -1:
+            line = self._lines[key] = line_for(self.layout.version, table, first, addr_bytes)
         frame = PyFrame(name, filename, line, frame_addr)
         short = name.rsplit(".", 1)[-1]
         for (fn, suffix), wanted in WANTED_LOCALS.items():

@@ -8,6 +8,9 @@ from tfnative.cfi import RIP, RSP, CfiError, Module, Unwinder
 
 
 class _NoFde:
+    def __init__(self):
+        self.rows = {}  # the unwind rows cache every CFI object has
+
     def find(self, pc):
         raise CfiError("no FDE for 0x%x" % pc)
 
