@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from .conftest import (
+from ..conftest import (
     ROOT,
     assert_gone,
     descendants,

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from .conftest import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+from ..conftest import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 
@@ -152,12 +152,13 @@ def test_report_of_the_readme_triage_example(tmp_path):
     assert "op `Log` created at `%s:%d`" % (os.path.realpath(example), line_of(example, "tf.math.log(s)")) in text
 
 
+@pytest.mark.slow
 def test_tf_bt_in_a_plain_gdb_names_the_op(tmp_path):
     """gdb_scripts/tf-bt.py sourced into the user's own gdb (full symbols): kernel frames name their op."""
     import subprocess
     import sys
 
-    from .conftest import ROOT, wait_for_file
+    from ..conftest import ROOT, wait_for_file
 
     ready, release = tmp_path / "ready", tmp_path / "release"
     target = subprocess.Popen([sys.executable, script("tf_hang.py"), str(ready), str(release)],

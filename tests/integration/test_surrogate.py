@@ -31,7 +31,7 @@ from tests.conftest import ROOT, requires_gdb, requires_tf
 from tfnative.elfindex import ElfIndex, _Elf, demangle, load_base, mapped_libraries
 from tfnative.surrogate import build_surrogate, gdb_regex_escape, surrogate_path
 
-pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
+pytestmark = [requires_gdb, requires_tf, pytest.mark.tf, pytest.mark.slow]
 
 TARGET = r"""
 import sys, time

@@ -9,7 +9,7 @@ import subprocess
 import termios
 import time
 
-from .conftest import ROOT, TFNATIVE, line_of, requires_gdb, script
+from ..conftest import ROOT, TFNATIVE, line_of, requires_gdb, script
 
 pytestmark = requires_gdb
 

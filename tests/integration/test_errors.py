@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT, TFNATIVE, requires_gdb, run_tfnative, script, wait_for_file
+from ..conftest import ROOT, TFNATIVE, requires_gdb, run_tfnative, script, wait_for_file
 
 
 def _one_line_error(r, *words):
@@ -94,7 +94,7 @@ def test_pid_of_another_user(tmp_path):
             os.setuid(65534)
 
         site = os.path.join(os.path.dirname(os.path.dirname(sys.executable)), "lib", "python3.11", "site-packages")
-        gdb_scripts = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gdb_scripts")
+        gdb_scripts = os.path.join(ROOT, "gdb_scripts")
         env = dict(os.environ, HOME="/tmp", PYTHONDONTWRITEBYTECODE="1",
                    PYTHONPATH=os.pathsep.join([ROOT, gdb_scripts, site]))
         r = subprocess.run([SYSTEM_PYTHON, "-m", "tfnative", "stack", "--pid", str(target.pid)],

@@ -17,7 +17,7 @@ import subprocess
 import pytest
 from tfnative_gdb.pylayout import LAYOUTS
 
-from .conftest import pyenv_pythons
+from ..conftest import pyenv_pythons
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from .conftest import load_json, requires_gdb, requires_tf, run_tfnative, script, state_of, wait_for_file
+from ..conftest import load_json, requires_gdb, requires_tf, run_tfnative, script, state_of, wait_for_file
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 
@@ -31,6 +31,7 @@ def _stack_json(tmp_path, pid, name, *options):
     return load_json(out)["events"][0], r
 
 
+@pytest.mark.slow
 def test_stack_gdb_fast_symbols_equal_full_symbols(tmp_path):
     """Through gdb: surrogates + our symbolizer give exactly what gdb's full symbols give."""
     target = _hung_tf(tmp_path)
@@ -113,6 +114,7 @@ def _as_offsets(frames):
     return frames
 
 
+@pytest.mark.slow
 def test_attach_fast_equals_full_symbols(tmp_path):
     """At a hit, the stack tfnative unwinds itself (gdb gives only registers) is gdb's, with full symbols."""
     fast, slow = tmp_path / "fast.json", tmp_path / "slow.json"

@@ -5,7 +5,17 @@ import subprocess
 
 import pytest
 
-from .conftest import frames_of, line_of, load_json, pyenv_pythons, python_frames, requires_gdb, run_tfnative, script
+from ..conftest import (
+    ROOT,
+    frames_of,
+    line_of,
+    load_json,
+    pyenv_pythons,
+    python_frames,
+    requires_gdb,
+    run_tfnative,
+    script,
+)
 
 pytestmark = requires_gdb
 
@@ -59,8 +69,7 @@ def test_stripped_python_without_debug_info(tmp_path):
 def test_sourced_into_users_own_gdb(tmp_path):
     """gdb_scripts/tf-bt.py works in a plain gdb session: tf-bt prints the same stack."""
     python = pyenv_pythons().get("3.12") or STRIPPED
-    gdbscript = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gdb_scripts",
-                             "tf-bt.py")
+    gdbscript = os.path.join(ROOT, "gdb_scripts", "tf-bt.py")
     r = subprocess.run(
         ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off", "-ex", "source " + gdbscript,
          "-ex", "set breakpoint pending on", "-ex", "break uname", "-ex", "run", "-ex", "tf-bt",

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from .conftest import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+from ..conftest import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 SCRIPT = script("tf_check_failed.py")
