@@ -74,6 +74,9 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--check-numerics", is_flag=True,
                      help="tf.debugging.enable_check_numerics in the script: stop at the first NaN/Inf, "
                           "with the op and where it was created."),
+        click.option("--op-origins", is_flag=True,
+                     help="Record where each op traced into a graph is created (a hook in the script), so that a "
+                          "--break-op hit or a crash in a kernel says which of your lines made its op."),
         click.option("--source-dir", "source_dirs", multiple=True, type=click.Path(),
                      help="Add a gdb source directory (repeatable)."),
         click.option("--python", "python", default=sys.executable, show_default="the Python running tfnative",
@@ -100,7 +103,7 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], breaks: List[str],
-                 break_ops: List[str], check_numerics: bool,
+                 break_ops: List[str], check_numerics: bool, op_origins: bool,
                  source_dirs: List[str], python: str,
                  max_hits: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
                  vlog: Optional[int], vmodule: Optional[str], dump_graphs: Optional[str], dump_xla: Optional[str],
@@ -127,6 +130,7 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
         interactive=interactive, full=full,
         switches=DebugSwitches(vlog=vlog, vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla,
                                check_numerics=check_numerics),
+        op_origins=op_origins,
         gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols),
     )
 

@@ -79,16 +79,8 @@ def numerics_op(event: Dict[str, Any]) -> None:
     frames = thread["frames"]
     hook = next((f for f in frames if f["kind"] == "python" and f.get("function") == "_tfnative_numerics_stop"), None)
     locals_ = (hook or {}).get("locals") or {}
-    created = []
-    for row in (locals_.get("created_at") or "").splitlines():
-        parts = row.split("\t")
-        if len(parts) == 3 and parts[1].isdigit():
-            f = {"kind": "python", "function": parts[2], "file": parts[0], "line": int(parts[1])}
-            f["user"] = render.is_user_frame(f)
-            text = source_line(f["file"], f["line"])
-            if text is not None:
-                f["source"] = text
-            created.append(f)
+    rows = [row.split("\t") for row in (locals_.get("created_at") or "").splitlines()]
+    created = creation_frames([(r[0], int(r[1]), r[2]) for r in rows if len(r) == 3 and r[1].isdigit()])
     event["op"] = {"type": locals_.get("op_type"), "name": locals_.get("op_name"), "created_at": created}
     last = max((i for i, f in enumerate(frames) if INJECT_MARK in (f.get("file") or "")), default=-1)
     if last >= 0:
@@ -98,6 +90,89 @@ def numerics_op(event: Dict[str, Any]) -> None:
                 rest[0].get("file") or ""):
             rest = rest[1:]
         thread["frames"] = rest
+
+
+def creation_frames(stack: List[Any]) -> List[Dict[str, Any]]:
+    """FRAMEs (outermost first) of a Python creation stack given as (file, line, function) rows."""
+    out = []
+    for file, line, function in stack:
+        f = {"kind": "python", "function": function, "file": file, "line": int(line)}
+        f["user"] = render.is_user_frame(f)
+        text = source_line(f["file"], f["line"])
+        if text is not None:
+            f["source"] = text
+        out.append(f)
+    return out
+
+
+_GRAD_RE = re.compile(r"^(?:gradient_tape/|gradients(?:_\d+)?/)?(?P<forward>.+?)(?:_grad)?/[^/]+$")
+
+
+def add_op_origin(event: Dict[str, Any], origins_path: str) -> None:
+    """Where the event's op was created (``--op-origins``): ``created_at`` on the event's op.
+
+    The op is the event's (a ``--break-op`` hit) or the one on the stopped
+    thread's frames (a crash in a kernel).  It is looked up by node name in
+    the origins the script's hook wrote, preferring the graph of the
+    tf.function the thread works for.  A gradient op (``.../Sqrt_grad/SqrtGrad``)
+    also gets its forward op's origin (``"forward"``).
+    """
+    threads = event.get("threads") or []
+    op = event.get("op") or next((f["op"] for f in (threads[0]["frames"] if threads else []) if f.get("op")), None)
+    if not op or not op.get("name"):
+        return
+    origins: Dict[str, List[Dict[str, Any]]] = {}
+    try:
+        with open(origins_path) as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                origins.setdefault(row.get("node"), []).append(row)
+    except OSError:
+        return
+    graph = ((threads[0].get("tf_function") or {}).get("python_function") if threads else None)
+
+    def find(node: str) -> Optional[Dict[str, Any]]:
+        rows = origins.get(node) or []
+        return next((r for r in rows if r.get("graph") == graph), rows[-1] if rows else None)
+
+    found = find(op["name"])
+    if found is None:
+        return
+    event["op"] = dict({"type": op.get("type"), "name": op["name"]}, **(event.get("op") or {}))
+    event["op"]["created_at"] = creation_frames(found.get("stack") or [])
+    forward = _forward_of(op, found, origins)
+    if forward is not None:
+        event["op"]["forward"] = {"name": forward["node"], "type": forward.get("type"),
+                                  "created_at": creation_frames(forward.get("stack") or [])}
+
+
+def _forward_of(op: Dict[str, Any], found: Dict[str, Any], origins: Dict[str, List[Dict[str, Any]]]
+                ) -> Optional[Dict[str, Any]]:
+    """The forward op of a gradient op (``SqrtGrad`` -> its ``Sqrt``), by type and name scope in its graph.
+
+    ``gradients/a/Sqrt_grad/SqrtGrad`` names its forward op; a tape's
+    ``gradient_tape/a/SqrtGrad`` has its scope: the one op of the forward type
+    in that scope (or, failing that, in the graph) is taken; never a guess
+    between several.
+    """
+    kind, name = op.get("type") or "", op["name"]
+    if not kind.endswith("Grad") or len(kind) <= 4:
+        return None
+    m = _GRAD_RE.match(name)
+    if m and "_grad/" in name and origins.get(m.group("forward")):
+        return origins[m.group("forward")][-1]
+    forward_type = kind[:-4]
+    same = [r for rows in origins.values() for r in rows
+            if r.get("type") == forward_type and r.get("graph") == found.get("graph")]
+    scope = name[len("gradient_tape/"):].rpartition("/")[0] if name.startswith("gradient_tape/") else None
+    scoped = [r for r in same if scope is not None and r["node"].rpartition("/")[0] == scope]
+    for pool in (scoped, same):
+        if len(pool) == 1:
+            return pool[0]
+    return None
 
 
 _EXECUTOR_RE = re.compile(r"Executor(State|Impl)\b|ExecutorState<")
@@ -200,6 +275,10 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
         text = "op %s" % q(render.op_label(op))
         if op.get("created_at"):
             text += " created at %s" % q("%s:%s" % (op["created_at"]["file"], op["created_at"]["line"]))
+        if (op.get("forward") or {}).get("created_at"):
+            fwd = op["forward"]
+            text += ", forward op %s at %s" % (q(fwd.get("type") or "?"),
+                                               q("%s:%s" % (fwd["created_at"]["file"], fwd["created_at"]["line"])))
         parts.append(text)
     if t["nearest_user_frame"]:
         u = t["nearest_user_frame"]
@@ -302,11 +381,17 @@ class Document:
                                "nearest_user_frame": None, "tf_function": function, "dumps": len(self.dumps),
                                "children_killed": ["%d %s" % (c["pid"], c["signal"]) for c in self.children],
                                "op": {"type": op.get("type"), "name": op.get("name")} if op else None}
-        if op and op.get("created_at"):
-            created = next((f for f in reversed(op["created_at"]) if f.get("user")), None)
-            if created is not None:
-                out["op"]["created_at"] = {"file": created["file"], "line": created["line"],
-                                           "function": created["function"]}
+        for key, origin, into in (("op", op, out["op"]), ("forward", (op or {}).get("forward"), None)):
+            if not origin or not origin.get("created_at"):
+                continue
+            created = next((f for f in reversed(origin["created_at"]) if f.get("user")), None)
+            if created is None:
+                continue
+            where = {"file": created["file"], "line": created["line"], "function": created["function"]}
+            if key == "op":
+                into["created_at"] = where
+            else:
+                out["op"]["forward"] = {"type": origin.get("type"), "name": origin.get("name"), "created_at": where}
         if last is not None and last.get("log"):
             out["log"] = last["log"]
         if nearest is not None:
@@ -338,9 +423,12 @@ def op_lines(event: Dict[str, Any], full: bool = False) -> List[str]:
     lines: List[str] = []
     if event["kind"] == "breakpoint" and op:
         lines.append("Op: %s" % render.op_label(op))
-    if op.get("created_at"):
-        lines.append("Op created at (innermost last%s):" % ("" if full else "; --full for every frame"))
-        for f in _created_at_plan(op["created_at"], full):
+    for title, origin in (("Op", op), ("Its forward op %s" % render.op_label(op.get("forward") or {}),
+                                       op.get("forward") or {})):
+        if not origin.get("created_at"):
+            continue
+        lines.append("%s created at (innermost last%s):" % (title, "" if full else "; --full for every frame"))
+        for f in _created_at_plan(origin["created_at"], full):
             if f is None:
                 lines.append("    ...")
                 continue

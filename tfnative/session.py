@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, TextIO, Tuple
@@ -69,6 +71,7 @@ class AttachOptions:
     full: bool = False
     switches: DebugSwitches = field(default_factory=DebugSwitches)
     gdb: GdbOptions = field(default_factory=GdbOptions)
+    op_origins: bool = False  # --op-origins: the script's hook records where each graph op is created
 
     @property
     def target_argv(self) -> List[str]:
@@ -232,6 +235,18 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
             raise TfnativeError("--source-dir %s: no such directory" % d)
     doc = report.Document(argv=[info.exe, *opts.target_argv])
     printer = report.Printer(err, native_all=opts.native_all, full=opts.full)
+    origins_dir = tempfile.mkdtemp(prefix="tfnative-origins-") if opts.op_origins else None
+    try:
+        if origins_dir is not None:
+            opts.switches.op_origins = os.path.join(origins_dir, "ops.jsonl")
+        return _run_attach(opts, info, doc, printer, err, keep)
+    finally:
+        if origins_dir is not None:
+            shutil.rmtree(origins_dir, ignore_errors=True)
+
+
+def _run_attach(opts: AttachOptions, info: Any, doc: report.Document, printer: report.Printer, err: TextIO,
+                keep: Optional[List[report.Document]]) -> int:
     env = opts.switches.environment(dict(os.environ))
     tfops.check_op_types(opts.break_ops, info.exe, env)
     started = time.time()
@@ -320,6 +335,8 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                                    location=loc.text if loc else str(payload.get("bkptno")))
                     if loc is not None and loc.op:
                         _name_op_hit(event, bps)
+                    if opts.switches.op_origins:
+                        report.add_op_origin(event, opts.switches.op_origins)
                     doc.events.append(event)
                     printer.event(event, hit=hits, max_hits=opts.max_hits)
                     if opts.interactive:
@@ -339,6 +356,8 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
                 elif reason == "signal-received" and payload.get("signal-name") in FATAL_SIGNALS:
                     event = _event(gdb, opts, loader, "signal", signal=payload["signal-name"])
                     event["handler"] = _has_handler(child.pid, payload["signal-name"])
+                    if opts.switches.op_origins:
+                        report.add_op_origin(event, opts.switches.op_origins)
                     earlier = _reraised(doc.events, event)
                     if earlier is not None:
                         # faulthandler (pytest, -X faulthandler) dumps the traceback and raises

@@ -16,6 +16,10 @@ them the script's environment is exactly the user's.
   script imports TensorFlow, and signals a NaN/Inf to gdb
   (``TFNATIVE_NUMERICS_SIGNAL``); it restores ``PYTHONPATH`` for the script
   at once and runs any ``sitecustomize`` it shadows.
+* ``--op-origins``: the same ``sitecustomize``, which records where each op
+  traced into a graph was created (``TFNATIVE_OP_ORIGINS``: a file in a
+  private temporary directory of tfnative's, removed at the end), so that a
+  ``--break-op`` hit or a crash in a kernel says which line made its op.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class DebugSwitches:
     dump_graphs: Optional[str] = None
     dump_xla: Optional[str] = None
     check_numerics: bool = False
+    op_origins: Optional[str] = None  # the file the script's hook writes op origins to (--op-origins)
     dump_dirs: List[str] = field(default_factory=list)
 
     def environment(self, base: Dict[str, str]) -> Dict[str, str]:
@@ -58,11 +63,14 @@ class DebugSwitches:
             d = self._dir(self.dump_graphs)
             env["TF_DUMP_GRAPH_PREFIX"] = d
             env["TF_DUMP_GRAPH_NAME_FILTER"] = "*"
-        if self.check_numerics:
+        if self.check_numerics or self.op_origins:
             if "PYTHONPATH" in base:
                 env["TFNATIVE_SAVED_PYTHONPATH"] = base["PYTHONPATH"]
             env["PYTHONPATH"] = INJECT_DIR + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
+        if self.check_numerics:
             env["TFNATIVE_NUMERICS_SIGNAL"] = str(NUMERICS_SIGNAL)
+        if self.op_origins:
+            env["TFNATIVE_OP_ORIGINS"] = self.op_origins
         if self.dump_xla:
             d = self._dir(self.dump_xla)
             flags = env.get("XLA_FLAGS", "").strip()

@@ -18,6 +18,9 @@ tfnative puts this directory first on ``PYTHONPATH``; Python imports
    go on as it would without tfnative.  An error built while that one is
    being handled (Keras rebuilds it with more context) is the same failure:
    no second stop;
+5. with ``TFNATIVE_OP_ORIGINS`` (``--op-origins``), appends to that file one
+   JSON line per op traced into a graph: the graph, the node name, the op
+   type and the Python stack that created it (nothing else changes);
 4. leaves functions that XLA compiles (``jit_compile=True``) as they are: XLA
    has no kernel for the check ops, so instrumenting them would break the
    script.  It says once, on stderr, which functions were left out.
@@ -37,6 +40,7 @@ from typing import Any, List, Optional, Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SIGNAL = int(os.environ.pop("TFNATIVE_NUMERICS_SIGNAL", "0") or 0)
+_ORIGINS = os.environ.pop("TFNATIVE_OP_ORIGINS", "")
 _OPS = {}  # instrumented graph op: error message -> (type, node name, creation stack)
 _XLA_SKIPPED = set()  # names of the XLA-compiled functions left uninstrumented
 _NAN_RE = re.compile(r'Detected Infinity or NaN in output \d+ of (?:graph|eagerly-executing) op "([^"]+)"')
@@ -97,6 +101,40 @@ def _on_error(message: str) -> bool:
 
 
 def _enable(tf: ModuleType) -> None:
+    if _ORIGINS:
+        _record_origins(_ORIGINS)
+    if _SIGNAL:
+        _enable_numerics(tf)
+
+
+def _record_origins(path: str) -> None:
+    """Append (graph, node, type, creation stack) of every op traced into a graph to ``path``."""
+    import json
+
+    from tensorflow.python.framework import op_callbacks
+    from tensorflow.python.util import tf_stack  # maps AutoGraph's generated code back to the user's
+
+    out = open(path, "a", buffering=1)  # noqa: SIM115 - kept open for the process's life
+    here = os.path.abspath(__file__)
+
+    def origin(op_type: Any, inputs: Any, attrs: Any, outputs: Any, op_name: Any = None, graph: Any = None) -> None:
+        if graph is None:
+            return None
+        try:
+            stack = [[f.filename, f.lineno, f.name] for f in tf_stack.extract_stack()
+                     if os.path.abspath(f.filename) != here]
+            name = op_name.decode() if isinstance(op_name, bytes) else str(op_name)
+            kind = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+            out.write(json.dumps({"graph": getattr(graph, "name", None), "node": name, "type": kind,
+                                  "stack": stack}) + "\n")
+        except Exception:  # noqa: BLE001 - never change what the script sees
+            pass
+        return None
+
+    op_callbacks.add_op_callback(origin)
+
+
+def _enable_numerics(tf: ModuleType) -> None:
     from tensorflow.python.debug.lib import check_numerics_callback as cnc
     from tensorflow.python.framework import errors_impl
 
@@ -198,5 +236,6 @@ class _TensorFlowHook:
 _restore_path()
 if _SIGNAL:
     signal.signal(_SIGNAL, signal.SIG_IGN)
+if _SIGNAL or _ORIGINS:
     sys.meta_path.insert(0, _TensorFlowHook())
 _chain()
