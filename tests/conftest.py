@@ -29,6 +29,14 @@ def run_tfnative(args: List[str], timeout: float = 300, **kw) -> subprocess.Comp
                           **kw)
 
 
+def stack_event(tmp_path, pid: int, *options: str, name: str = "s") -> tuple:
+    """``tfnative stack --pid PID OPTIONS --json FILE``: (the completed run, its snapshot event); exit 0 checked."""
+    out = tmp_path / ("%s.json" % name)
+    r = run_tfnative(["stack", "--pid", str(pid), *options, "--json", str(out)], timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r, load_json(out)["events"][0]
+
+
 def load_json(path) -> dict:
     with open(path) as f:
         return json.load(f)

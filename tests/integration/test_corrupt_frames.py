@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from ..conftest import load_json, pyenv_pythons, run_tfnative, script, wait_for_file
+from ..conftest import pyenv_pythons, script, stack_event, wait_for_file
 
 PYTHONS = pyenv_pythons()
 CASES = [(v, m) for v in ("3.10", "3.12") for m in ("cycle", "unreadable")]
@@ -28,10 +28,7 @@ def test_corrupted_chain(version, mode, tmp_path):
     target = subprocess.Popen([PYTHONS[version], script("corrupt_frames.py"), mode, str(ready)])
     try:
         wait_for_file(str(ready), 60, target)
-        out = tmp_path / "s.json"
-        r = run_tfnative(["stack", "--pid", str(target.pid), "--json", str(out)], timeout=300)
-        assert r.returncode == 0, r.stderr
-        ev = load_json(out)["events"][0]
+        r, ev = stack_event(tmp_path, target.pid)
         (thread,) = ev["threads"]
         names = _python_names(thread)
         if mode == "cycle":

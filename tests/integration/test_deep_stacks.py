@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ..conftest import line_of, load_json, pyenv_pythons, run_tfnative, script, wait_for_file
+from ..conftest import line_of, pyenv_pythons, script, stack_event, wait_for_file
 
 PYTHONS = pyenv_pythons()
 CASES = [(v, mode, depth) for v in ("3.10", "3.12") for mode, depth in (("python", 5000), ("c", 600))]
@@ -24,10 +24,7 @@ def test_deep_recursion_whole_stack(version, mode, depth, tmp_path):
     target = subprocess.Popen([PYTHONS[version], script("deep_recursion.py"), str(depth), mode, str(ready)])
     try:
         wait_for_file(str(ready), 60, target)
-        out = tmp_path / "s.json"
-        r = run_tfnative(["stack", "--pid", str(target.pid), "--json", str(out)], timeout=300)
-        assert r.returncode == 0, r.stderr
-        ev = load_json(out)["events"][0]
+        r, ev = stack_event(tmp_path, target.pid)
         assert ev["via"] == "cfi"
         (thread,) = ev["threads"]
         assert thread["merge"] == "ok" and "error" not in thread, thread.get("merge_detail") or thread.get("error")

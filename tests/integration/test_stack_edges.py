@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from ..conftest import load_json, python_frames, run_tfnative, script, wait_for_file
+from ..conftest import load_json, python_frames, run_tfnative, script, stack_event, wait_for_file
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -28,13 +28,19 @@ def _start(tmp_path, argv):
 
 
 def _snapshot(tmp_path, pid, name="s"):
-    out = tmp_path / ("%s.json" % name)
-    r = run_tfnative(["stack", "--pid", str(pid), "--all-threads", "--native-all", "--json", str(out)], timeout=300)
-    assert r.returncode == 0, r.stderr
+    r, ev = stack_event(tmp_path, pid, "--all-threads", "--native-all", name=name)
     assert "through gdb" not in r.stderr, r.stderr
-    ev = load_json(out)["events"][0]
     assert ev["via"] == "cfi"
     return ev
+
+
+def _compiled(tmp_path, name, source, opt):
+    """A C program of the test, built with gcc ``opt``: its path."""
+    src = tmp_path / (name + ".c")
+    src.write_text(source)
+    exe = tmp_path / name
+    subprocess.run(["gcc", opt, "-o", str(exe), str(src)], check=True)
+    return exe
 
 
 def _complete(ev):
@@ -92,10 +98,7 @@ SPINNER_C = textwrap.dedent("""\
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_vdso_frames_unwound_from_the_vdso_image(tmp_path):
     """clock_gettime runs in the vDSO (no file): its CFI and name come from the image in memory."""
-    src = tmp_path / "spin.c"
-    src.write_text(SPINNER_C)
-    exe = tmp_path / "spin"
-    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    exe = _compiled(tmp_path, "spin", SPINNER_C, "-O1")
     target = _start(tmp_path, [str(exe)])
     try:
         in_vdso = 0
@@ -144,10 +147,7 @@ HANDLER_C = textwrap.dedent("""\
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_signal_trampoline_named_as_gdb_names_it(tmp_path):
     """A thread inside a signal handler: the trampoline frame is ``<signal handler called>``, then main."""
-    src = tmp_path / "handler.c"
-    src.write_text(HANDLER_C)
-    exe = tmp_path / "handler"
-    subprocess.run(["gcc", "-O0", "-o", str(exe), str(src)], check=True)
+    exe = _compiled(tmp_path, "handler", HANDLER_C, "-O0")
     target = _start(tmp_path, [str(exe)])
     try:
         ev = _snapshot(tmp_path, target.pid)
