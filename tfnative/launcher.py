@@ -47,10 +47,6 @@ class PythonInfo:
     exe: str
     version: tuple
 
-    @property
-    def version_text(self) -> str:
-        return "%d.%d" % self.version[:2]
-
 
 def probe_python(exe: str) -> PythonInfo:
     """Check that ``exe`` is a CPython 3.10..3.13 and return its version."""

@@ -26,6 +26,8 @@ import signal
 import struct
 from typing import Dict, List, Optional, Set
 
+from tfnative_gdb import USER_SPACE_END
+
 from . import procfs
 
 __all__ = ["Frozen", "Memory", "PtraceRefused", "Unsupported", "REGISTERS"]
@@ -85,7 +87,7 @@ class Memory:
         self.pages: Optional[Dict[int, bytes]] = {} if cache else None
 
     def read(self, addr: int, size: int) -> bytes:
-        if addr <= 0 or addr >= 1 << 47 or size < 0:
+        if addr <= 0 or addr >= USER_SPACE_END or size < 0:
             raise MemoryError("bad address 0x%x" % addr)
         if self.pages is not None and size <= PAGE and addr // PAGE == (addr + size - 1) // PAGE:
             base = addr - addr % PAGE

@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -546,7 +547,7 @@ def _interactive_gdb(opts: AttachOptions, pid: int) -> None:
             "-ex", "handle SIGSTOP nostop noprint nopass"]
     for d in opts.source_dirs:
         argv += ["-ex", "directory %s" % os.path.abspath(d)]
-    for old, new in bazelpaths.substitutions(opts.source_dirs):
+    for old, new in _substitutions(opts.source_dirs, sys.stderr):  # the same guard as the MI session's
         argv += ["-ex", "set substitute-path %s %s" % (old, new)]
     for loc in opts.breaks:
         argv += ["-ex", "break %s" % loc]
@@ -568,11 +569,19 @@ def _source_paths(gdb: Gdb, source_dirs: List[str], err: TextIO) -> None:
     """``directory`` for each --source-dir, and Bazel's relative paths mapped back to the tree."""
     for d in source_dirs:
         gdb.command("-environment-directory %s" % mi_quote(os.path.abspath(d)))
+    for old, new in _substitutions(source_dirs, err):
+        gdb.console_command("set substitute-path %s %s" % (old, new))
+
+
+def _substitutions(source_dirs: List[str], err: TextIO) -> List[tuple]:
+    """Bazel's path mappings that gdb's ``set substitute-path`` can carry (no blank or quote in them)."""
+    out = []
     for old, new in bazelpaths.substitutions(source_dirs):
         if any(c in old + new for c in " \t\"'\\"):
             err.write("tfnative: warning: cannot map %s to %s in gdb (blank or quote in the path)\n" % (old, new))
             continue
-        gdb.console_command("set substitute-path %s %s" % (old, new))
+        out.append((old, new))
+    return out
 
 
 def _gdb_tail(gdb: Gdb) -> str:

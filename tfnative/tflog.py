@@ -17,6 +17,8 @@ import re
 import struct
 from typing import Callable, Optional
 
+from tfnative_gdb import USER_SPACE_END
+
 STACK_BYTES = 64 * 1024
 POINTED_BYTES = 4096
 MAX_POINTERS = 1024
@@ -112,7 +114,7 @@ def fatal_line(read: Read, sp: int) -> Optional[str]:
     chunks = [stack]
     seen = set()
     for (word,) in struct.iter_unpack("<Q", stack[: len(stack) // 8 * 8]):
-        if word in seen or word % 8 or not 0x10000 <= word < 1 << 47 or sp <= word < sp + len(stack):
+        if word in seen or word % 8 or not 0x10000 <= word < USER_SPACE_END or sp <= word < sp + len(stack):
             continue
         seen.add(word)
         if len(seen) > MAX_POINTERS:

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 import gdb  # type: ignore
 
+from . import USER_SPACE_END
 from .opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from .pyframes import open_reader
 from .threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry
@@ -23,7 +24,7 @@ class GdbMemory:
         self.inferior = inferior
 
     def read(self, addr: int, size: int) -> bytes:
-        if addr <= 0 or addr >= 1 << 48:
+        if addr <= 0 or addr >= USER_SPACE_END:
             raise MemoryError("bad address 0x%x" % addr)
         try:
             return self.inferior.read_memory(addr, size).tobytes()

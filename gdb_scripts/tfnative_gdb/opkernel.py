@@ -25,6 +25,8 @@ import re
 import struct
 from typing import Dict, List, Optional, Tuple
 
+from . import USER_SPACE_END
+
 OBJECT_SCAN_BYTES = 512
 VTABLE_SLOTS = 24
 STACK_SCAN_BYTES = 16384
@@ -144,7 +146,7 @@ class OpKernelReader:
         """The first of ``candidates`` (pointer-sized values) that is an object running ``function``."""
         seen = set()
         for value in candidates:
-            if value in seen or value % 8 or not 0x1000 <= value < 1 << 47:
+            if value in seen or value % 8 or not 0x1000 <= value < USER_SPACE_END:
                 continue
             seen.add(value)
             if self.runs(value, function):

@@ -124,8 +124,6 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
     ),
 }
 
-SUPPORTED = sorted(LAYOUTS)
-
 DEBUG_OFFSETS_COOKIE = b"xdebugpy"
 
 

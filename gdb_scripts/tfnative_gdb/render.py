@@ -4,7 +4,6 @@ Shared by gdb's ``tf-bt`` and the ``tfnative`` CLI so that both print the
 same thing.  Frames are dicts of the JSON schema (see README).
 """
 
-import os
 import re
 from typing import Dict, Iterable, List, Optional
 
@@ -214,7 +213,3 @@ def _levels(frames: List[Dict]) -> List[int]:
         out.append(level)
         level += f.get("count", 1) if f.get("kind") == ELIDED else 1
     return out
-
-
-def basename(path: Optional[str]) -> Optional[str]:
-    return os.path.basename(path) if path else path
