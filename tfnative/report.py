@@ -64,6 +64,8 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
 
 
 INJECT_MARK = "/tfnative/inject/"
+# Text mark on a thread header line for its "gil" state.
+GIL_MARKS = {"held": "[holds the GIL]", "waiting": "[waiting for the GIL]"}
 
 
 def numerics_op(event: Dict[str, Any]) -> None:
@@ -501,6 +503,8 @@ class Printer:
                 head += " working for one of the tf.functions in flight: %s" % ", ".join(t["tf_functions_in_flight"])
             if t["tid"] == event.get("thread") and kind != "snapshot":
                 head += " (stopped here)"
+            if t.get("gil") in GIL_MARKS:
+                head += " " + GIL_MARKS[t["gil"]]
             lines.extend(render.thread_block(t, head, fold=not self.full))
             lines.append("")
         self.out.write("\n".join(lines) + "\n")

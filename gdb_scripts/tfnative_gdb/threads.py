@@ -8,6 +8,7 @@ not in how a thread's Python frames are found, merged and ordered.
 from typing import Callable, Dict, List, Optional
 
 from .autograph import annotate
+from .gil import gil_state_from_native
 from .mixed import merge
 from .pyframes import PythonReader, ThreadPy
 
@@ -56,13 +57,14 @@ def thread_entry(tid: int, name: str, native: List[Dict], reader: Optional[Pytho
             entry["error"] = py.error
     entry.update(merge(native, groups))
     entry["has_python"] = bool(groups and any(groups))
+    entry["gil"] = gil_state_from_native(native)
     return entry
 
 
 def select_threads(entries: List[Dict], which: str) -> List[Dict]:
     """"python": only threads with Python frames; "all": those first; else as they are."""
     if which == "python":
-        return [t for t in entries if t["has_python"]]
+        return [t for t in entries if t["has_python"] or t.get("gil") == "held"]
     if which == "all":
         return [t for t in entries if t["has_python"]] + [t for t in entries if not t["has_python"]]
     return entries

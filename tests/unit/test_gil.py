@@ -1,0 +1,31 @@
+from tfnative_gdb.gil import gil_state_from_native
+from tfnative_gdb.threads import select_threads
+
+
+def nat(*names):
+    return [{"kind": "native", "function": n} for n in names]
+
+
+def test_waiting_in_take_gil_below_condition_wait():
+    frames = nat("__futex_abstimed_wait_common", "pthread_cond_timedwait@@GLIBC_2.3.2", "take_gil",
+                 "PyEval_RestoreThread", "time_sleep", "_PyEval_EvalFrameDefault")
+    assert gil_state_from_native(frames) == "waiting"
+
+
+def test_stripped_interpreter_exported_caller_names_the_wait():
+    frames = nat("__futex_abstimed_wait_common", "pthread_cond_timedwait", "??", "PyEval_RestoreThread")
+    assert gil_state_from_native(frames) == "waiting"
+
+
+def test_running_thread_and_deep_caller_are_not_waiting():
+    assert gil_state_from_native(nat("sleep", "ffi_call", "_PyEval_EvalFrameDefault")) is None
+    deep = nat(*(["f%d" % i for i in range(20)] + ["take_gil"]))
+    assert gil_state_from_native(deep) is None
+    assert gil_state_from_native([{"kind": "python", "function": "take_gil"}]) is None
+    assert gil_state_from_native([]) is None
+
+
+def test_holder_always_selected():
+    entries = [{"tid": 1, "has_python": True, "gil": None}, {"tid": 2, "has_python": False, "gil": "held"},
+               {"tid": 3, "has_python": False, "gil": None}]
+    assert [t["tid"] for t in select_threads(entries, "python")] == [1, 2]
