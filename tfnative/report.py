@@ -36,7 +36,8 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
         if not native_all:
             frames = render.hide_glue(frames)
         frames = elide([_clean(f) for f in frames])
-        thread = {"tid": t["tid"], "name": t.get("name", ""), "frames": frames, "merge": t.get("merge")}
+        thread = {"tid": t["tid"], "name": t.get("name", ""), "frames": frames, "merge": t.get("merge"),
+                  "gil": t.get("gil")}
         fn = next((f["tf_function"] for f in frames if f.get("tf_function")), None)
         if fn:
             thread["tf_function"] = fn

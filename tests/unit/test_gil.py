@@ -29,3 +29,13 @@ def test_holder_always_selected():
     entries = [{"tid": 1, "has_python": True, "gil": None}, {"tid": 2, "has_python": False, "gil": "held"},
                {"tid": 3, "has_python": False, "gil": None}]
     assert [t["tid"] for t in select_threads(entries, "python")] == [1, 2]
+
+
+def test_stripped_eval_breaker_wait_is_a_cond_wait_from_the_interpreter():
+    frames = [{"kind": "native", "function": "__futex_abstimed_wait_common", "library": "libc.so.6"},
+              {"kind": "native", "function": "pthread_cond_timedwait", "library": "libc.so.6"},
+              {"kind": "native", "function": "??", "library": "/usr/bin/python3.11"},
+              {"kind": "python", "function": "wait"}]
+    assert gil_state_from_native(frames) == "waiting"
+    frames[2]["library"] = "libtensorflow_framework.so.2"
+    assert gil_state_from_native(frames) is None
