@@ -67,6 +67,7 @@ class ThreadPy:
         self.pthread_id = pthread_id
         self.groups: List[List[PyFrame]] = []  # innermost group first, frames innermost first
         self.error: Optional[str] = None
+        self.holds_gil = False  # set by whoever read the runtime's GIL holder
 
     @property
     def frames(self) -> List[PyFrame]:
@@ -147,6 +148,21 @@ class PythonReader:
                 ts = self.u64(ts + L.tstate_next)
             interp = self.u64(interp + L.interp_next)
         return out
+
+    def gil_holder(self) -> Optional[int]:
+        """The thread state that holds the GIL (``last_holder`` while ``locked`` is 1), or None when it is
+        free or the layout does not say where the GIL is."""
+        L = self.layout
+        if L.runtime_gil is not None:
+            gil = self.runtime + L.runtime_gil
+        elif L.interp_gil is not None:
+            interp = self.u64(self.runtime + L.runtime_interpreters_head)
+            gil = self.u64(interp + L.interp_gil) if interp else 0
+        else:
+            return None
+        if not gil or self.i32(gil + L.gil_locked) != 1:
+            return None
+        return self.u64(gil + L.gil_last_holder) or None
 
     def read_frames(self, thread: ThreadPy) -> ThreadPy:
         try:

@@ -27,6 +27,9 @@ class PythonThreads:
             result["python"] = "%d.%d" % reader.layout.version
             try:
                 states = reader.thread_states()
+                holder = reader.gil_holder()
+                for t in states:
+                    t.holds_gil = holder is not None and t.tstate == holder
             except MemoryError as exc:
                 result["warnings"].append("cannot read Python thread states: %s" % exc)
         self.states = states
@@ -57,7 +60,7 @@ def thread_entry(tid: int, name: str, native: List[Dict], reader: Optional[Pytho
             entry["error"] = py.error
     entry.update(merge(native, groups))
     entry["has_python"] = bool(groups and any(groups))
-    entry["gil"] = gil_state_from_native(native)
+    entry["gil"] = "held" if py is not None and py.holds_gil else gil_state_from_native(native)
     return entry
 
 
