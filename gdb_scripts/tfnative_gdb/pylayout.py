@@ -74,12 +74,12 @@ class Layout:
     # 3.12+ behind the pointer at interp_gil in the (main) interpreter.
     runtime_gil: Optional[int] = None
     interp_gil: Optional[int] = None
-    gil_last_holder: int = 0
-    gil_locked: int = 8
+    gil_last_holder: int = 8
+    gil_locked: int = 16
 
 
 LAYOUTS: Dict[Tuple[int, int], Layout] = {
-    (3, 10): Layout(runtime_gil=360,
+    (3, 10): Layout(runtime_gil=352,
         version=(3, 10), chain="frameobject",
         runtime_interpreters_head=32, interp_next=0, interp_threads_head=8,
         tstate_next=8, tstate_thread_id=176, tstate_native_thread_id=None,
@@ -90,7 +90,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_firstlineno=40, code_linetable=120, code_code=48,
         frame_localsplus=352, code_localsplusnames=72,
     ),
-    (3, 11): Layout(runtime_gil=368,
+    (3, 11): Layout(runtime_gil=360,
         version=(3, 11), chain="entry_flag",
         runtime_interpreters_head=40, interp_next=0, interp_threads_head=16,
         tstate_next=8, tstate_thread_id=152, tstate_native_thread_id=160,
@@ -101,7 +101,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_firstlineno=72, code_linetable=136, code_code=184,
         frame_localsplus=72, code_localsplusnames=96,
     ),
-    (3, 12): Layout(interp_gil=384, gil_last_holder=8, gil_locked=16,
+    (3, 12): Layout(interp_gil=384,
         version=(3, 12), chain="cstack_shim",
         runtime_interpreters_head=40, interp_next=0, interp_threads_head=72,
         tstate_next=8, tstate_thread_id=136, tstate_native_thread_id=144,
@@ -116,7 +116,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
     # 3.13 is read from _Py_DebugOffsets at run time (see debug_offsets_layout);
     # this entry is the fallback for a _PyRuntime whose cookie cannot be read
     # and documents the values we expect.
-    (3, 13): Layout(interp_gil=16, gil_last_holder=8, gil_locked=16,
+    (3, 13): Layout(interp_gil=16,
         version=(3, 13), chain="cstack_shim",
         runtime_interpreters_head=632, interp_next=7264, interp_threads_head=7344,
         tstate_next=8, tstate_thread_id=152, tstate_native_thread_id=160,
@@ -156,7 +156,7 @@ def debug_offsets_layout(blob: bytes) -> Optional[Layout]:
         return q[(off - 8) // 8]
 
     return Layout(
-        version=(3, 13), chain="cstack_shim", interp_gil=16, gil_last_holder=8, gil_locked=16,
+        version=(3, 13), chain="cstack_shim", interp_gil=16,
         runtime_interpreters_head=at(40), interp_next=at(64), interp_threads_head=at(72),
         tstate_next=at(168), tstate_thread_id=at(192), tstate_native_thread_id=at(200),
         tstate_frame=at(184), cframe_current_frame=None,

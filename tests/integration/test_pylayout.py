@@ -78,6 +78,14 @@ PER_VERSION[(3, 13)] = dict(PER_VERSION[(3, 12)], tstate_frame="&((PyThreadState
                             frame_code="&((%s*)0)->f_executable" % IFRAME,
                             frame_instr="&((%s*)0)->instr_ptr" % IFRAME)
 del PER_VERSION[(3, 13)]["cframe_current_frame"]
+GIL = {"gil_last_holder": "&((struct _gil_runtime_state*)0)->last_holder",
+       "gil_locked": "&((struct _gil_runtime_state*)0)->locked"}
+for _v in PER_VERSION:
+    PER_VERSION[_v].update(GIL)
+    if _v < (3, 12):
+        PER_VERSION[_v]["runtime_gil"] = "&((_PyRuntimeState*)0)->ceval.gil"
+    else:
+        PER_VERSION[_v]["interp_gil"] = "&((PyInterpreterState*)0)->ceval.gil"
 
 EVAL = r"""
 import gdb, json
