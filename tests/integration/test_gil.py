@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from .conftest import pyenv_pythons, requires_gdb, run_tfnative, script
+from ..conftest import pyenv_pythons, requires_gdb, run_tfnative, script
 
 pytestmark = requires_gdb
 
