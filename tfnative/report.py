@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, TextIO
 from tfnative_gdb import render
 from tfnative_gdb.elide import elide
 
+from . import kstate
 from .files import write_output
 
 SCHEMA = 1
@@ -38,6 +39,7 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
         frames = elide([_clean(f) for f in frames])
         thread = {"tid": t["tid"], "name": t.get("name", ""), "frames": frames, "merge": t.get("merge"),
                   "gil": t.get("gil")}
+        thread.update({k: t[k] for k in THREAD_STATE_KEYS if t.get(k) is not None})
         fn = next((f["tf_function"] for f in frames if f.get("tf_function")), None)
         if fn:
             thread["tf_function"] = fn
@@ -61,12 +63,32 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
         event["via"] = capture["via"]
     if capture.get("warnings"):
         event["warnings"] = capture["warnings"]
+    for key in ("pool", "samples"):
+        if capture.get(key):
+            event[key] = capture[key]
     return event
 
 
 INJECT_MARK = "/tfnative/inject/"
 # Text mark on a thread header line for its "gil" state.
 GIL_MARKS = {"held": "[holds the GIL]", "waiting": "[waiting for the GIL]"}
+# What a capture says of a thread's state besides "gil", kept as is in the event: inside a garbage
+# collection, its kernel state (kstate.py), and across samples moving or stuck (samples.py).
+THREAD_STATE_KEYS = ("gc", "kernel", "progress", "stuck_s")
+
+
+def state_marks(t: Dict[str, Any]) -> str:
+    """`` [holds the GIL] [gc] [S in futex] [stuck 2.0 s]``: a thread's states as its header shows them."""
+    marks = [GIL_MARKS[t["gil"]]] if t.get("gil") in GIL_MARKS else []
+    if t.get("gc"):
+        marks.append("[in a garbage collection]")
+    if t.get("kernel"):
+        marks.append("[%s]" % kstate.text(t["kernel"]))
+    if t.get("progress") == "stuck":
+        marks.append("[stuck %.1f s]" % (t.get("stuck_s") or 0.0))
+    elif t.get("progress") == "moving":
+        marks.append("[moving]")
+    return "".join(" " + m for m in marks)
 
 
 def numerics_op(event: Dict[str, Any]) -> None:
@@ -335,6 +357,7 @@ class Document:
     exit: Optional[Dict[str, Any]] = None
     dumps: List[str] = field(default_factory=list)
     children: List[Dict[str, Any]] = field(default_factory=list)  # children that died of a signal
+    hang: Optional[Dict[str, Any]] = None  # stack's verdict (verdict.py), the document's "triage" there
 
     def set_exit(self, returncode: int) -> None:
         """The script's end; a ``signal`` event is fatal when the process died of that signal, else handled."""
@@ -413,6 +436,8 @@ class Document:
             doc["children_killed"] = self.children
         if with_exit:
             doc["triage"] = self.triage()
+        elif self.hang is not None:
+            doc["triage"] = self.hang
         return doc
 
     def write(self, path: str, with_exit: bool = True) -> None:
@@ -504,8 +529,7 @@ class Printer:
                 head += " working for one of the tf.functions in flight: %s" % ", ".join(t["tf_functions_in_flight"])
             if t["tid"] == event.get("thread") and kind != "snapshot":
                 head += " (stopped here)"
-            if t.get("gil") in GIL_MARKS:
-                head += " " + GIL_MARKS[t["gil"]]
+            head += state_marks(t)
             lines.extend(render.thread_block(t, head, fold=not self.full))
             lines.append("")
         self.out.write("\n".join(lines) + "\n")

@@ -42,11 +42,12 @@ import re
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from tfnative_gdb.executors import pool_summary
 from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
-from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry
+from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
 
-from . import procfs, vdso
+from . import kstate, procfs, vdso
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
 from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, display_names
 from .ptrace import Frozen, Memory, PtraceRefused, Unsupported
@@ -379,11 +380,14 @@ def take(pid: int, which: str = "python") -> Dict[str, Any]:
         raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
     try:
         libs = _modules(pid)
+        letters = kstate.states(pid)  # before the hold, which makes every thread "t"
         with Frozen(pid) as frozen:
             threads = [(tid, frozen.thread_name(tid), frozen.regs[tid]) for tid in frozen.tids]
-            return stacks(pid, memory, libs, threads, which)
+            result = stacks(pid, memory, libs, threads, which)
     finally:
         memory.close()
+    kstate.annotate(result["threads"], letters, {tid: regs for tid, _name, regs in threads})
+    return result
 
 
 def of_stopped(pid: int, threads: List[Tuple[int, str, Dict[str, int]]], which: str,
@@ -424,7 +428,7 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
         if which == "selected" and tid != selected:
             continue
         py = pythreads.find(tid, lambda regs=regs: regs.get("fs_base"))
-        if which == "python" and py is None and pythreads.states:
+        if pythreads.states and not unwound(which, py is not None, name):
             continue
         try:
             frames = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
@@ -444,5 +448,7 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
             cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
             entry["error"] = "%s; %s" % (entry["error"], cut) if entry.get("error") else cut
         result["threads"].append(entry)
+    if which != "selected":
+        result["pool"] = pool_summary(result["threads"])
     result["threads"] = select_threads(result["threads"], which)
     return result

@@ -12,9 +12,10 @@ from typing import Dict, List, Optional, Tuple
 import gdb  # type: ignore
 
 from . import USER_SPACE_END
+from .executors import pool_summary
 from .opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from .pyframes import open_reader
-from .threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry
+from .threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
 
 MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot.py
 
@@ -153,7 +154,8 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
         if which == "python" and pythreads.states:
             # Unwind only the threads that have a Python thread state: the others
             # would be filtered out anyway, and unwinding them is most of the cost.
-            threads = [t for t in threads if pythreads.find(t.ptid[1], lambda t=t: _pthread_id(t)) is not None]
+            threads = [t for t in threads if unwound(which, pythreads.find(t.ptid[1], lambda t=t: _pthread_id(t))
+                                                     is not None, t.name or "")]
         if tids:
             threads = [t for t in threads if t.ptid[1] in tids]
         out = []
@@ -167,6 +169,8 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
             if err:
                 entry["error"] = (entry.get("error", "") + "; " if entry.get("error") else "") + err
             out.append(entry)
+    if which != "selected":
+        result["pool"] = pool_summary(out)
     result["threads"] = select_threads(out, which)
     return result
 

@@ -1,4 +1,7 @@
-"""GIL state of a thread derived from its native frames (no code run in the target).
+"""What the interpreter's lock and collector say about a thread: GIL held or awaited, inside a collection.
+
+The holder comes from memory (``PythonReader.gil_holder``); this module reads the rest from a thread's
+native frames (no code run in the target).
 
 A thread waits for the GIL when one of its innermost native frames is CPython's ``take_gil`` or an exported
 entry point that calls it (``PyEval_RestoreThread``, ``PyEval_AcquireThread``, ``PyGILState_Ensure``): the
@@ -7,7 +10,9 @@ Where ``take_gil`` is a static function with no symbol (stripped interpreter, ca
 breaker), the wait is recognised as a ``pthread_cond_timedwait``/``pthread_cond_wait`` called directly from an
 unnamed frame of the interpreter's own object (``python3.X`` or ``libpython3.X``): CPython 3.10-3.13 use a
 condition variable there only for the GIL (its thread locks use semaphores).
-Which thread *holds* the GIL (``_PyRuntime.ceval.gil`` / the interpreter's ``ceval.gil``) is not read yet.
+A thread is inside a garbage collection when it holds the GIL while the interpreter's ``gc.collecting`` flag
+is set, or when a frame of the interpreter's own object is one of the collector's functions (as pystack
+decides; the stripped interpreter names none of them, so there the flag decides).
 """
 
 from typing import Dict, List, Optional
@@ -46,3 +51,18 @@ def gil_state_from_native(native: List[Dict]) -> Optional[str]:
                     and _interpreter_object(caller.get("library"))):
                 return "waiting"
     return None
+
+
+# The collector's functions in CPython 3.10-3.13 (static ones only where the interpreter has a .symtab).
+GC_FUNCTIONS = frozenset(("collect", "collect_with_callback", "gc_collect_main", "gc_collect_with_callback",
+                          "gc_collect_impl", "gc_collect_region", "gc_collect_full", "gc_collect_young",
+                          "gc_collect_increment", "_PyGC_Collect", "PyGC_Collect", "_PyGC_CollectNoFail"))
+
+
+def in_collection(native: List[Dict], holds_gil: bool, collecting: bool) -> bool:
+    """Whether the thread runs a garbage collection: it holds the GIL while ``collecting`` is set, or one of
+    its native frames in the interpreter's object is a collector function."""
+    if holds_gil and collecting:
+        return True
+    return any(f.get("kind", "native") == "native" and _base(f.get("function") or "") in GC_FUNCTIONS
+               and _interpreter_object(f.get("library")) for f in native)

@@ -68,6 +68,7 @@ class ThreadPy:
         self.groups: List[List[PyFrame]] = []  # innermost group first, frames innermost first
         self.error: Optional[str] = None
         self.holds_gil = False  # set by whoever read the runtime's GIL holder
+        self.gc_collecting = False  # the same: the interpreter's collector runs (whoever holds the GIL runs it)
 
     @property
     def frames(self) -> List[PyFrame]:
@@ -163,6 +164,14 @@ class PythonReader:
         if not gil or self.i32(gil + L.gil_locked) != 1:
             return None
         return self.u64(gil + L.gil_last_holder) or None
+
+    def gc_collecting(self) -> bool:
+        """Whether the (main) interpreter's garbage collector is running a collection now."""
+        L = self.layout
+        if L.interp_gc_collecting is None:
+            return False
+        interp = self.u64(self.runtime + L.runtime_interpreters_head)
+        return bool(interp) and self.i32(interp + L.interp_gc_collecting) == 1
 
     def read_frames(self, thread: ThreadPy) -> ThreadPy:
         try:

@@ -76,10 +76,12 @@ class Layout:
     interp_gil: Optional[int] = None
     gil_last_holder: int = 8
     gil_locked: int = 16
+    # The collector's "collecting" flag (struct _gc_runtime_state), from the interpreter's start.
+    interp_gc_collecting: Optional[int] = None
 
 
 LAYOUTS: Dict[Tuple[int, int], Layout] = {
-    (3, 10): Layout(runtime_gil=352,
+    (3, 10): Layout(runtime_gil=352, interp_gc_collecting=816,
         version=(3, 10), chain="frameobject",
         runtime_interpreters_head=32, interp_next=0, interp_threads_head=8,
         tstate_next=8, tstate_thread_id=176, tstate_native_thread_id=None,
@@ -90,7 +92,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_firstlineno=40, code_linetable=120, code_code=48,
         frame_localsplus=352, code_localsplusnames=72,
     ),
-    (3, 11): Layout(runtime_gil=360,
+    (3, 11): Layout(runtime_gil=360, interp_gc_collecting=848,
         version=(3, 11), chain="entry_flag",
         runtime_interpreters_head=40, interp_next=0, interp_threads_head=16,
         tstate_next=8, tstate_thread_id=152, tstate_native_thread_id=160,
@@ -101,7 +103,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_firstlineno=72, code_linetable=136, code_code=184,
         frame_localsplus=72, code_localsplusnames=96,
     ),
-    (3, 12): Layout(interp_gil=384,
+    (3, 12): Layout(interp_gil=384, interp_gc_collecting=312,
         version=(3, 12), chain="cstack_shim",
         runtime_interpreters_head=40, interp_next=0, interp_threads_head=72,
         tstate_next=8, tstate_thread_id=136, tstate_native_thread_id=144,
@@ -116,7 +118,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
     # 3.13 is read from _Py_DebugOffsets at run time (see debug_offsets_layout);
     # this entry is the fallback for a _PyRuntime whose cookie cannot be read
     # and documents the values we expect.
-    (3, 13): Layout(interp_gil=16,
+    (3, 13): Layout(interp_gil=16, interp_gc_collecting=7600,
         version=(3, 13), chain="cstack_shim",
         runtime_interpreters_head=632, interp_next=7264, interp_threads_head=7344,
         tstate_next=8, tstate_thread_id=152, tstate_native_thread_id=160,
@@ -131,6 +133,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
 }
 
 DEBUG_OFFSETS_COOKIE = b"xdebugpy"
+GC_COLLECTING = 200  # offsetof(struct _gc_runtime_state, collecting) in 3.10-3.13
 
 
 def debug_offsets_layout(blob: bytes) -> Optional[Layout]:
@@ -155,8 +158,12 @@ def debug_offsets_layout(blob: bytes) -> Optional[Layout]:
     def at(off: int) -> int:
         return q[(off - 8) // 8]
 
+    # interpreter_state: gc at 80, ceval_gil (the pointer) at 112, then the GIL struct and its fields
+    # (gil_runtime_state 120, locked 136, holder 144); "collecting" is not published in 3.13.
     return Layout(
-        version=(3, 13), chain="cstack_shim", interp_gil=16,
+        version=(3, 13), chain="cstack_shim", interp_gil=at(112),
+        gil_locked=at(136) - at(120), gil_last_holder=at(144) - at(120),
+        interp_gc_collecting=at(80) + GC_COLLECTING,
         runtime_interpreters_head=at(40), interp_next=at(64), interp_threads_head=at(72),
         tstate_next=at(168), tstate_thread_id=at(192), tstate_native_thread_id=at(200),
         tstate_frame=at(184), cframe_current_frame=None,

@@ -8,7 +8,8 @@ not in how a thread's Python frames are found, merged and ordered.
 from typing import Callable, Dict, List, Optional
 
 from .autograph import annotate
-from .gil import gil_state_from_native
+from .executors import POOL_THREAD_NAMES, is_pool_worker, runs_kernel
+from .gil import gil_state_from_native, in_collection
 from .mixed import merge
 from .pyframes import PythonReader, ThreadPy
 
@@ -28,8 +29,10 @@ class PythonThreads:
             try:
                 states = reader.thread_states()
                 holder = reader.gil_holder()
+                collecting = holder is not None and reader.gc_collecting()
                 for t in states:
                     t.holds_gil = holder is not None and t.tstate == holder
+                    t.gc_collecting = collecting
             except MemoryError as exc:
                 result["warnings"].append("cannot read Python thread states: %s" % exc)
         self.states = states
@@ -60,14 +63,25 @@ def thread_entry(tid: int, name: str, native: List[Dict], reader: Optional[Pytho
             entry["error"] = py.error
     entry.update(merge(native, groups))
     entry["has_python"] = bool(groups and any(groups))
-    entry["gil"] = "held" if py is not None and py.holds_gil else gil_state_from_native(native)
+    holds = py is not None and py.holds_gil
+    entry["gil"] = "held" if holds else gil_state_from_native(native)
+    if in_collection(native, holds, py is not None and py.gc_collecting):
+        entry["gc"] = True
     return entry
 
 
+def unwound(which: str, has_state: bool, name: str) -> bool:
+    """Whether a thread is unwound for a capture of ``which`` threads: in "python" the threads with a
+    Python thread state, and the inter-op pool's (whose busy workers are shown, and all counted)."""
+    return which != "python" or has_state or name in POOL_THREAD_NAMES
+
+
 def select_threads(entries: List[Dict], which: str) -> List[Dict]:
-    """"python": only threads with Python frames; "all": those first; else as they are."""
+    """"python": threads with Python frames, the GIL holder, busy inter-op workers; "all": Python threads
+    first; else as they are."""
     if which == "python":
-        return [t for t in entries if t["has_python"] or t.get("gil") == "held"]
+        return [t for t in entries if t["has_python"] or t.get("gil") == "held"
+                or (is_pool_worker(t) and runs_kernel(t))]
     if which == "all":
         return [t for t in entries if t["has_python"]] + [t for t in entries if not t["has_python"]]
     return entries

@@ -86,6 +86,7 @@ for _v in PER_VERSION:
         PER_VERSION[_v]["runtime_gil"] = "&((_PyRuntimeState*)0)->ceval.gil"
     else:
         PER_VERSION[_v]["interp_gil"] = "&((PyInterpreterState*)0)->ceval.gil"
+    PER_VERSION[_v]["interp_gc_collecting"] = "&((PyInterpreterState*)0)->gc.collecting"
 
 EVAL = r"""
 import gdb, json
