@@ -187,14 +187,19 @@ def report(output: str, **kw: Any) -> None:
 @click.option("--with-gdb", is_flag=True,
               help="Take the snapshot through gdb (slower): source lines and inlined frames from every debug "
                    "file, libc's included. Implied by --gdb, --gdb-log and --full-symbols.")
+@click.option("--samples", default=1, show_default=True, type=click.IntRange(min=1, max=1000), metavar="N",
+              help="Take N snapshots and report the last, each thread marked moving or stuck.")
+@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0.0, max=3600.0),
+              metavar="S", help="Seconds between two samples.")
 @gdb_options
 def stack(pid: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str], with_gdb: bool,
+          samples: int, interval: float,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
-    """Print the mixed stacks of a running (hung?) process; it runs on afterwards."""
+    """Print the mixed stacks of a running (hung?) process and why it may not progress; it runs on afterwards."""
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
     with_gdb = with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod)
     _run(lambda: run_stack(pid, all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full,
-                           with_gdb=with_gdb))
+                           with_gdb=with_gdb, samples=samples, interval=interval))
 
 
 register_build(main)  # the build helpers (presets, bazelrc, doctor) live in cli_build.py

@@ -24,7 +24,8 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 import psutil
 from tfnative_gdb.threads import SIGNAL_FRAME
 
-from . import bazelpaths, procfs, ptrace, report, snapshot, tflog, tfops
+from . import bazelpaths, procfs, ptrace, report, snapshot, tflog, tfops, verdict
+from . import samples as sampling
 from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .files import is_stdout
@@ -743,63 +744,86 @@ def check_pid(pid: int) -> psutil.Process:
 
 
 def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str],
-              gdb_opts: GdbOptions, err: TextIO, out: TextIO, full: bool = False, with_gdb: bool = False) -> int:
+              gdb_opts: GdbOptions, err: TextIO, out: TextIO, full: bool = False, with_gdb: bool = False,
+              samples: int = 1, interval: float = 1.0) -> int:
     """``tfnative stack``: mixed stacks of a running process, which runs on afterwards.
 
     Without gdb when it can (``snapshot.py``: ptrace, CFI, our symbol index),
-    else through gdb; ``with_gdb`` asks for gdb.
+    else through gdb; ``with_gdb`` asks for gdb.  ``samples`` > 1: that many
+    snapshots ``interval`` seconds apart, the last one reported with each
+    thread moving or stuck (``samples.py``).  The verdict (``verdict.py``)
+    goes to ``err`` and into the JSON document as ``"triage"``.
     """
     proc = check_pid(pid)
     was_stopped = proc.status() == psutil.STATUS_STOPPED
     doc = report.Document(argv=_argv(proc), pid=pid)
     printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full)
-    result = None
+
+    def one() -> Dict[str, Any]:
+        return _take_snapshot(pid, all_threads, gdb_opts, was_stopped, with_gdb, err)
+
+    def say(i: int) -> None:
+        err.write("tfnative: sample %d of %d\n" % (i, samples))
+        err.flush()
+
     with _SignalGuard():
         try:
-            if not with_gdb:
-                try:
-                    task = _live_task(pid)  # the process's files, read through a live thread
-                    result = snapshot.take(task, "all" if all_threads else "python")
-                    if not result["threads"] and not all_threads:
-                        # No Python thread found: show every thread rather than nothing.
-                        result = snapshot.take(task, "all")
-                    if task != pid:
-                        result["pid"] = pid
-                        result["warnings"].append("the main thread %d has exited (pthread_exit): the live "
-                                                  "threads are shown" % pid)
-                except ptrace.PtraceRefused as exc:
-                    # gdb's attach would be refused the same way, only slower
-                    raise TfnativeError(ptrace_refused_message(pid, str(exc)))
-                except snapshot.Unsupported as exc:
-                    err.write("tfnative: taking the snapshot through gdb: %s\n" % exc)
-                    result = None
-                except Interrupted:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - a bug of ours must not cost the user the snapshot
-                    if os.environ.get("TFNATIVE_DEBUG"):
-                        raise
-                    err.write("tfnative: taking the snapshot through gdb: tfnative's unwinder failed (%s: %s)\n"
-                              % (type(exc).__name__, exc))
-                    result = None
-                finally:
-                    if not was_stopped:
-                        _ensure_not_stopped(pid)
-            if result is None:
-                _exited(pid)
-                try:
-                    result = _stack_with_gdb(pid, all_threads, gdb_opts, was_stopped, err)
-                except TfnativeError:
-                    _exited(pid)
-                    raise
+            result = sampling.take(samples, interval, one, on_sample=say) if samples > 1 else one()
         except Interrupted:
             printer.note("interrupted: detaching")
             return 130
         event = report.make_event("snapshot", result, native_all=native_all)
+    event["triage"] = verdict.triage(event)
     doc.events.append(event)
+    doc.hang = event["triage"]
     printer.event(event)
+    err.write("tfnative: verdict: %s\n" % event["triage"]["verdict"])
+    err.flush()
     if json_path:
         doc.write(json_path, with_exit=False)
     return 0
+
+
+def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool, with_gdb: bool,
+                   err: TextIO) -> Dict[str, Any]:
+    """One snapshot of ``pid``: without gdb when it can, else (or with ``with_gdb``) through gdb."""
+    result = None
+    if not with_gdb:
+        try:
+            task = _live_task(pid)  # the process's files, read through a live thread
+            result = snapshot.take(task, "all" if all_threads else "python")
+            if not result["threads"] and not all_threads:
+                # No Python thread found: show every thread rather than nothing.
+                result = snapshot.take(task, "all")
+            if task != pid:
+                result["pid"] = pid
+                result["warnings"].append("the main thread %d has exited (pthread_exit): the live "
+                                          "threads are shown" % pid)
+        except ptrace.PtraceRefused as exc:
+            # gdb's attach would be refused the same way, only slower
+            raise TfnativeError(ptrace_refused_message(pid, str(exc)))
+        except snapshot.Unsupported as exc:
+            err.write("tfnative: taking the snapshot through gdb: %s\n" % exc)
+            result = None
+        except Interrupted:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug of ours must not cost the user the snapshot
+            if os.environ.get("TFNATIVE_DEBUG"):
+                raise
+            err.write("tfnative: taking the snapshot through gdb: tfnative's unwinder failed (%s: %s)\n"
+                      % (type(exc).__name__, exc))
+            result = None
+        finally:
+            if not was_stopped:
+                _ensure_not_stopped(pid)
+    if result is None:
+        _exited(pid)
+        try:
+            result = _stack_with_gdb(pid, all_threads, gdb_opts, was_stopped, err)
+        except TfnativeError:
+            _exited(pid)
+            raise
+    return result
 
 
 def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool,

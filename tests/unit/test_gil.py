@@ -39,3 +39,37 @@ def test_stripped_eval_breaker_wait_is_a_cond_wait_from_the_interpreter():
     assert gil_state_from_native(frames) == "waiting"
     frames[2]["library"] = "libtensorflow_framework.so.2"
     assert gil_state_from_native(frames) is None
+
+
+def test_in_collection_by_flag_or_by_the_collectors_frames():
+    from tfnative_gdb.gil import in_collection
+
+    plain = [{"kind": "native", "function": "sleep", "library": "libc.so.6"}]
+    assert in_collection(plain, holds_gil=True, collecting=True)
+    assert not in_collection(plain, holds_gil=False, collecting=True)  # the collector runs on the holder
+    assert not in_collection(plain, holds_gil=True, collecting=False)
+    gc = plain + [{"kind": "native", "function": "gc_collect_main", "library": "libpython3.12.so.1.0"}]
+    assert in_collection(gc, holds_gil=False, collecting=False)
+    other = plain + [{"kind": "native", "function": "collect", "library": "libfoo.so"}]  # not the interpreter's
+    assert not in_collection(other, holds_gil=False, collecting=False)
+
+
+WORKER_LOOP = "Eigen::ThreadPoolTempl<tsl::thread::EigenEnvironment>::WorkerLoop(int)"
+
+
+def pool_thread(tid, *names, name="tf_Compute"):
+    return {"tid": tid, "name": name, "has_python": False, "gil": None,
+            "frames": [{"kind": "native", "function": n} for n in names + (WORKER_LOOP,)]}
+
+
+def test_pool_summary_and_busy_workers_selected():
+    from tfnative_gdb.executors import pool_summary
+
+    idle = pool_thread(1, "Eigen::EventCount::CommitWait(Eigen::EventCount::Waiter*)")
+    busy = pool_thread(2, "tensorflow::PyFuncOp::Compute(tensorflow::OpKernelContext*)")
+    child = {"tid": 3, "name": "tf_Compute", "has_python": False, "gil": None,  # started by a worker: no worker
+             "frames": [{"kind": "native", "function": "tensorflow::Foo::Compute(tensorflow::OpKernelContext*)"}]}
+    other = pool_thread(4, "tensorflow::Foo::Compute(tensorflow::OpKernelContext*)", name="tf_graph_runner")
+    entries = [idle, busy, child, other]
+    assert pool_summary(entries) == {"name": "tf_Compute", "threads": 2, "busy": [2], "idle": [1]}
+    assert [t["tid"] for t in select_threads(entries, "python")] == [2]

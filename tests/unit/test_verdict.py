@@ -1,0 +1,169 @@
+"""verdict.py on hand-made snapshot events: each pattern, what it names, and no guess where none fits.
+
+Frames are shaped as ``report.make_event`` gives them (glue hidden, ``user`` set), after the real stacks of
+``tests/scripts/tf_stuck.py`` and ``gil_holder.py``.
+"""
+
+from tfnative import verdict
+
+PID = 100
+APP = "/home/me/app.py"
+WORKER_LOOP = "Eigen::ThreadPoolTempl<tsl::thread::EigenEnvironment>::WorkerLoop(int)"
+PYFUNC = [{"kind": "native", "function": "tensorflow::PyFuncOp::Compute(tensorflow::OpKernelContext*)",
+           "library": "lib_pywrap_tensorflow_common.so", "op": {"type": "EagerPyFunc", "name": "EagerPyFunc"}},
+          {"kind": "native", "function": "tensorflow::(anonymous namespace)::ExecutorState<tensorflow::"
+           "SimplePropagatorState>::Process(tensorflow::SimplePropagatorState::TaggedNode const&, long)",
+           "library": "libtensorflow_framework.so.2"},
+          {"kind": "native", "function": WORKER_LOOP, "library": "libtensorflow_framework.so.2"}]
+
+
+def n(function, library="libc.so.6"):
+    return {"kind": "native", "function": function, "library": library}
+
+
+def py(function, line, file=APP):
+    return {"kind": "python", "function": function, "file": file, "line": line, "user": file == APP}
+
+
+CTYPES_SLEEP = [n("clock_nanosleep"), n("nanosleep"), n("sleep"), n("??", "libffi.so.8"), n("ffi_call", "libffi.so.8"),
+                n("_ctypes_callproc", "_ctypes.cpython-311-x86_64-linux-gnu.so"),
+                n("PyCFuncPtr_call", "_ctypes.cpython-311-x86_64-linux-gnu.so")]
+EVENT_WAIT = [n("__futex_abstimed_wait_common"), n("__new_sem_wait_slow64.constprop.0"),
+              n("PyThread_acquire_lock_timed", "libpython3.11.so.1.0"),
+              n("lock_PyThread_acquire_lock", "libpython3.11.so.1.0"),
+              py("Condition.wait", 327, "/usr/lib/python3.11/threading.py"),
+              py("Event.wait", 629, "/usr/lib/python3.11/threading.py")]
+TAKE_GIL = [n("__futex_abstimed_wait_common"), n("pthread_cond_timedwait"), n("take_gil", "libpython3.11.so.1.0")]
+TFE_WAIT = [n("syscall"), n("TFE_Execute", "libtensorflow_cc.so.2"),
+            dict(py("quick_execute", 53, "/site-packages/tensorflow/python/eager/execute.py"), user=False)]
+
+
+def caller(tid, fn, line, function="main", name="python"):
+    return {"tid": tid, "name": name, "frames": TFE_WAIT + [py(function, line)],
+            "tf_function": {"name": "__inference_%s_8" % fn, "python_function": fn},
+            "gil": None, "kernel": {"state": "S", "syscall": "futex"}}
+
+
+def worker(tid, inner, gil=None, state="S"):
+    return {"tid": tid, "name": "tf_Compute", "frames": inner + PYFUNC, "gil": gil,
+            "tf_function": {"name": "__inference_step_8", "python_function": "step",
+                            "how": "only tf.function in flight", "called_by": PID},
+            "kernel": {"state": state}}
+
+
+def spinner(tid):
+    return {"tid": tid, "name": "python", "frames": TAKE_GIL + [py("spin", 34)], "gil": "waiting",
+            "kernel": {"state": "S", "syscall": "futex"}}
+
+
+def event(*threads, pool=None):
+    return {"kind": "snapshot", "pid": PID, "threads": list(threads), "pool": pool}
+
+
+def test_native_code_holds_the_gil_while_others_wait():
+    holder = worker(7, CTYPES_SLEEP + [py("hold_gil", 42)], gil="held")
+    t = verdict.triage(event(caller(PID, "step", 91), holder, spinner(8), spinner(9),
+                             pool={"threads": 2, "busy": [7], "idle": [6]}))
+    assert t["pattern"] == "gil_held_blocked"
+    assert t["verdict"] == ("thread 7 tf_Compute holds the GIL in hold_gil at app.py:42, blocked in sleep(); "
+                            "2 threads wait for it (8, 9); the main thread waits for tf.function step at app.py:91")
+    assert t["gil_holder"] == {"tid": 7, "name": "tf_Compute", "blocked_in": "sleep", "function": "hold_gil",
+                               "file": APP, "line": 42}
+    assert t["waiting_for_gil"] == [8, 9]
+    assert t["stuck"] is None  # no samples taken
+    # running (R) rather than blocked, and stuck across samples
+    holder["kernel"] = {"state": "R"}
+    holder.update(progress="stuck", stuck_s=2.0)
+    t = verdict.triage(event(holder, spinner(8)))
+    assert t["verdict"].startswith("thread 7 tf_Compute holds the GIL in hold_gil at app.py:42, running sleep() "
+                                   "(stuck 2.0 s); 1 thread waits for it (8)")
+    assert t["stuck"] == [7] and t["moving"] == []
+
+
+def test_a_holder_running_python_or_without_waiters_is_no_gil_pattern():
+    runner = {"tid": PID, "name": "python", "frames": [py("loop", 3)], "gil": "held", "kernel": {"state": "R"}}
+    t = verdict.triage(event(runner, spinner(8)))
+    assert t["pattern"] is None
+    assert t["verdict"] == ("no known hang pattern fits: the main thread holds the GIL in loop at app.py:3, "
+                            "running Python; 1 thread(s) wait for it")
+    alone = {"tid": PID, "name": "python", "frames": CTYPES_SLEEP + [py("hold", 3)], "gil": "held"}
+    assert verdict.triage(event(alone))["pattern"] is None
+
+
+def test_inter_op_pool_exhausted():
+    w1, w2 = worker(6, EVENT_WAIT + [py("wait_for_event", 48)]), worker(7, EVENT_WAIT + [py("wait_for_event", 48)])
+    threads = [caller(PID, "set_step", 86), w1, w2, caller(11, "step", 72, "wait_step"),
+               caller(12, "step", 72, "wait_step")]
+    t = verdict.triage(event(*threads, pool={"name": "tf_Compute", "threads": 2, "busy": [6, 7], "idle": []}))
+    assert t["pattern"] == "pool_exhausted"
+    assert t["verdict"] == (
+        "TensorFlow's inter-op pool is exhausted: all 2 tf_Compute threads are inside tf.py_function callbacks or "
+        "wait for the GIL (threads 6, 7 in the tf.py_function callback wait_for_event at app.py:48, blocked in "
+        "lock.acquire() under Condition.wait); the main thread waits for tf.function set_step at app.py:86; "
+        "threads 11, 12 wait for tf.function step at app.py:72, and no pool thread is free to run their work")
+    assert [w["tid"] for w in t["waiting_for_function"]] == [PID, 11, 12]
+    # one idle worker: not exhausted (the chain pattern instead)
+    t = verdict.triage(event(*threads, pool={"name": "tf_Compute", "threads": 3, "busy": [6, 7], "idle": [5]}))
+    assert t["pattern"] == "waiting_on_executor"
+    # a busy worker in a native kernel (no callback): not this pattern either
+    kernel = dict(worker(7, [n("syscall")]), frames=[n("syscall")] + PYFUNC)
+    t = verdict.triage(event(caller(PID, "step", 86), w1, kernel,
+                             pool={"name": "tf_Compute", "threads": 2, "busy": [6, 7], "idle": []}))
+    assert t["pattern"] == "waiting_on_executor"
+
+
+def test_main_thread_waits_for_the_function_whose_work_is_on_an_executor_thread():
+    w = worker(7, EVENT_WAIT + [py("wait_for_event", 48)])
+    t = verdict.triage(event(caller(PID, "step", 89), w, pool={"name": "tf_Compute", "threads": 2, "busy": [7],
+                                                                 "idle": [6]}))
+    assert t["pattern"] == "waiting_on_executor"
+    assert t["verdict"] == ("the main thread waits for tf.function step at app.py:89; the work is on tf_Compute "
+                            "thread 7 in the tf.py_function callback wait_for_event at app.py:48, blocked in "
+                            "lock.acquire() under Condition.wait")
+    # a kernel with no Python: named by its op
+    k = dict(worker(7, []), frames=[n("syscall"), n("tensorflow::MyOp::Compute(tensorflow::OpKernelContext*)",
+                                                    "libmyop.so")] + PYFUNC[1:])
+    k["frames"][1]["op"] = {"type": "MyOp", "name": "model/my_op"}
+    t = verdict.triage(event(caller(PID, "step", 89), k, pool={"threads": 2, "busy": [7], "idle": [6]}))
+    assert t["verdict"].endswith('the work is on tf_Compute thread 7 in kernel MyOp "model/my_op", blocked in '
+                                 "syscall()")
+    # another Python thread busy (R): the wait is not the whole story
+    busy = {"tid": 20, "name": "python", "frames": [py("crunch", 5)], "gil": "held", "kernel": {"state": "R"}}
+    t = verdict.triage(event(caller(PID, "step", 89), w, busy, pool={"threads": 2, "busy": [7], "idle": [6]}))
+    assert t["pattern"] is None
+    assert "the main thread waits for tf.function step at app.py:89" in t["verdict"]
+
+
+def test_function_pending_with_no_thread_running_its_ops():
+    pool = {"name": "tf_Compute", "threads": 2, "busy": [], "idle": [5, 6]}
+    t = verdict.triage(dict(event(caller(PID, "train_step", 30), pool=pool),
+                            cluster={"task": "worker:1", "tasks": ["worker:0", "worker:1"]}))
+    assert t["pattern"] == "function_without_thread"
+    assert t["verdict"] == ("the main thread waits for tf.function train_step at app.py:30, and no thread runs its "
+                            "ops (all 2 tf_Compute threads wait for work): this process is task worker:1 of a 2-task "
+                            "cluster (TF_CONFIG), so a collective op waits for its peers")
+    t = verdict.triage(event(caller(PID, "train_step", 30), pool=pool))
+    assert t["verdict"].endswith("its ops wait for an event from outside this process's threads")
+    # without the pool's summary (a capture that did not count it) nothing is claimed
+    assert verdict.triage(event(caller(PID, "train_step", 30)))["pattern"] is None
+
+
+def test_nothing_fits():
+    idle = {"tid": PID, "name": "python", "frames": EVENT_WAIT + [py("main", 4)], "gil": None,
+            "kernel": {"state": "S"}, "progress": "stuck", "stuck_s": 1.0}
+    t = verdict.triage(event(idle))
+    assert t == {"verdict": "no known hang pattern fits: no thread holds the GIL; stuck: 100", "pattern": None,
+                 "gil_holder": None, "waiting_for_gil": [], "waiting_for_function": [], "stuck": [PID],
+                 "moving": [], "pool": None}
+    assert verdict.triage(event())["verdict"] == "no known hang pattern fits: no thread holds the GIL"
+
+
+def test_blocked_in():
+    assert verdict.blocked_in({"frames": CTYPES_SLEEP + [py("f", 1)]}) == "sleep"
+    assert verdict.blocked_in({"frames": EVENT_WAIT}) == "lock.acquire"
+    assert verdict.blocked_in({"frames": [py("f", 1)] + CTYPES_SLEEP}) is None  # runs Python
+    stripped = [n("__futex_abstimed_wait_common"), n("??", "python3.11"), py("f", 1)]
+    assert verdict.blocked_in({"frames": stripped}) == "a built-in function"
+    assert verdict.blocked_in({"frames": [n("??", "libfoo.so"), py("f", 1)]}) == "?? in libfoo.so"
+    assert verdict.blocked_in({"frames": [n("__futex_abstimed_wait_common"), n("worker_main", "libfoo.so")]}) \
+        == "__futex_abstimed_wait_common"
