@@ -773,6 +773,9 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
             printer.note("interrupted: detaching")
             return 130
         event = report.make_event("snapshot", result, native_all=native_all)
+    job = verdict.cluster(procfs.environ(pid).get("TF_CONFIG"))
+    if job:
+        event["cluster"] = job
     event["triage"] = verdict.triage(event)
     doc.events.append(event)
     doc.hang = event["triage"]

@@ -28,6 +28,7 @@ Pure: the event is a dict of the JSON schema.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any, Dict, List, Optional
@@ -190,6 +191,19 @@ def _stuck_note(t: Thread) -> str:
     if t.get("progress") == "moving":
         return " (moving between samples: slow, not stuck?)"
     return ""
+
+
+def cluster(tf_config: Optional[str]) -> Optional[Dict[str, Any]]:
+    """``{"task": "worker:1", "tasks": ["worker:0", ...]}`` from a process's ``TF_CONFIG`` (None: none, or not
+    a cluster TF_CONFIG)."""
+    try:
+        config = json.loads(tf_config or "")
+        tasks = ["%s:%d" % (kind, i) for kind, addresses in config["cluster"].items()
+                 for i in range(len(addresses))]
+        task = "%s:%d" % (config["task"]["type"], int(config["task"]["index"]))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return {"task": task, "tasks": tasks}
 
 
 class _Scene:

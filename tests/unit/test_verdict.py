@@ -167,3 +167,12 @@ def test_blocked_in():
     assert verdict.blocked_in({"frames": [n("??", "libfoo.so"), py("f", 1)]}) == "?? in libfoo.so"
     assert verdict.blocked_in({"frames": [n("__futex_abstimed_wait_common"), n("worker_main", "libfoo.so")]}) \
         == "__futex_abstimed_wait_common"
+
+
+def test_cluster_from_tf_config():
+    config = '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "chief": ["h:3"]}, ' \
+             '"task": {"type": "worker", "index": 1}}'
+    assert verdict.cluster(config) == {"task": "worker:1", "tasks": ["worker:0", "worker:1", "chief:0"]}
+    assert verdict.cluster(None) is None
+    assert verdict.cluster("not json") is None
+    assert verdict.cluster('{"cluster": []}') is None
