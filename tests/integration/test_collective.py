@@ -33,8 +33,8 @@ def job():
     workers = []
     try:
         for i in range(2):
-            env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster,
-                                                                      "task": {"type": "worker", "index": i}}))
+            config = {"cluster": cluster, "task": {"type": "worker", "index": i}}
+            env = dict(os.environ, TF_CONFIG=json.dumps(config))
             workers.append(subprocess.Popen([sys.executable, SCRIPT], stdout=subprocess.PIPE,
                                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env))
         for w in workers:
