@@ -63,9 +63,10 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
         event["via"] = capture["via"]
     if capture.get("warnings"):
         event["warnings"] = capture["warnings"]
-    for key in ("pool", "samples"):
-        if capture.get(key):
-            event[key] = capture[key]
+    if (capture.get("pool") or {}).get("threads"):  # a process with TensorFlow's inter-op pool
+        event["pool"] = capture["pool"]
+    if capture.get("samples"):
+        event["samples"] = capture["samples"]
     return event
 
 
