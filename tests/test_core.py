@@ -90,8 +90,8 @@ def test_small_core_matches_gdb_and_pystack(tmp_path, small_core):
     ps = subprocess.run([shutil.which("pystack") or os.path.join(os.path.dirname(sys.executable), "pystack"),
                          "core", small_core, PYTHON], capture_output=True, text=True, timeout=120)
     ps_funcs = re.findall(r'\(Python\) File "[^"]+", line (\d+), in (\S+)', ps.stdout)
-    assert [(fn, int(line)) for line, fn in ps_funcs][-3:][::-1] == [(f, ln) for f, _, ln in py[-3:]] or \
-        [(fn, int(line)) for line, fn in ps_funcs][:3] == [(f, ln) for f, _, ln in py[-3:]][::-1]
+    assert ps_funcs, ps.stdout + ps.stderr
+    assert [(fn, int(line)) for line, fn in reversed(ps_funcs)] == [(f, ln) for f, _, ln in py]
 
 
 def test_text_report_marks_the_crashed_thread(small_core):
@@ -164,4 +164,7 @@ def test_tf_truncated_core_gives_the_readable_threads(tmp_path, tf_core):
     res = run_tfnative(["core", str(cut), "--all-threads"])
     assert res.returncode == 0, res.stderr
     assert "truncated" in res.stdout
-    assert "bad_callback at" in res.stdout  # the executor thread's stack is not at the end of the core
+    # The executor thread's stack is not at the end of the core: it is still unwound and named;
+    # the main thread's stack (the highest addresses, the end of the core) is reported as missing.
+    assert "tensorflow::PyFuncOp::Compute(tensorflow::OpKernelContext*)" in res.stdout
+    assert "is not in the core (the core is truncated)" in res.stdout
