@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import load_json, run_tfnative, script
+from tests.conftest import line_of, load_json, run_tfnative, script
 
 PYTHON = os.path.realpath(sys.executable)
 
@@ -168,3 +168,24 @@ def test_tf_truncated_core_gives_the_readable_threads(tmp_path, tf_core):
     # the main thread's stack (the highest addresses, the end of the core) is reported as missing.
     assert "tensorflow::PyFuncOp::Compute(tensorflow::OpKernelContext*)" in res.stdout
     assert "is not in the core (the core is truncated)" in res.stdout
+
+
+@pytest.fixture(scope="module")
+def abort_core(tmp_path_factory) -> str:
+    return make_core(str(tmp_path_factory.mktemp("abort")), "tf_check_failed.py")
+
+
+def test_tf_check_failed_abort_names_the_kernel_op(tmp_path, abort_core):
+    doc = core_doc(tmp_path, abort_core)
+    ev = doc["events"][0]
+    assert (ev["signal"], ev["fault_address"]) == ("SIGABRT", None)
+    frames = ev["threads"][0]["frames"]
+    names = [f["function"] for f in frames]
+    assert names[:3] == ["__pthread_kill_implementation", "raise", "abort"]
+    kernel = next(f for f in frames if f["function"].startswith("tensorflow::FusedResizeConv2DUsingGemmOp<")
+                  and "::Compute(tensorflow::OpKernelContext*)" in f["function"])
+    assert kernel["op"]["type"] == "FusedPadConv2D"
+    main = next(t for t in ev["threads"] if t["tid"] == doc["pid"])
+    user = [(f["function"], f["line"]) for f in main["frames"] if f["kind"] == "python"
+            and f["file"].endswith("tf_check_failed.py")]
+    assert user == [("<module>", line_of(script("tf_check_failed.py"), "print(bad_pad_conv("))]
