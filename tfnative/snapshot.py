@@ -183,6 +183,7 @@ _KNOWN: Dict[tuple, _Lib] = {}
 def _modules(pid: int) -> List[_Lib]:
     """Each file mapped into ``pid`` with executable code: path, load bias, code ranges."""
     rows = []
+    root = file_root(pid)
     with open("/proc/%d/maps" % pid) as f:
         for line in f:
             parts = line.split(None, 5)
@@ -192,8 +193,22 @@ def _modules(pid: int) -> List[_Lib]:
             if path.endswith(" (deleted)"):
                 continue
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            rows.append((path, lo, hi, int(parts[2], 16), "x" in parts[1], parts[4]))
+            rows.append((root + path, lo, hi, int(parts[2], 16), "x" in parts[1], parts[4]))
     return modules_of(rows)
+
+
+def file_root(pid: int) -> str:
+    """``/proc/PID/root`` when ``pid`` lives in another mount namespace (a container), else ``""``.
+
+    The paths ``pid`` sees (its maps, its executable) are read on this host
+    under that prefix: the kernel resolves them in the target's own mounts.
+    """
+    try:
+        if os.readlink("/proc/%d/ns/mnt" % pid) != os.readlink("/proc/self/ns/mnt"):
+            return "/proc/%d/root" % pid
+    except OSError:
+        pass
+    return ""
 
 
 def modules_of(rows: List[Tuple[str, int, int, int, bool, str]]) -> List[_Lib]:
@@ -255,7 +270,7 @@ def _link_map_names(memory: Memory, libs: List[_Lib], pid: int, exe: Optional[st
     list is found through the executable's ``DT_DEBUG`` entry (``r_debug``).
     """
     try:
-        exe = exe or os.path.realpath("/proc/%d/exe" % pid)
+        exe = exe or file_root(pid) + os.path.realpath("/proc/%d/exe" % pid)
     except OSError:
         return
     main = next((lib for lib in libs if lib.path == exe), None)
