@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import load_json, run_tfnative, script
+from ..conftest import load_json, run_tfnative, script
 
 PYENV = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.11.*")))
 

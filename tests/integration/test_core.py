@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import line_of, load_json, run_tfnative, script
+from ..conftest import line_of, load_json, run_tfnative, script
 
 PYTHON = os.path.realpath(sys.executable)
 
