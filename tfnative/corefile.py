@@ -249,6 +249,11 @@ class Core:
             return self.segments[i]
         return None
 
+    def mapping_of(self, addr: int) -> Optional[Tuple[int, int]]:
+        """The [start, end) of the target's mapping that holds ``addr`` (None: unmapped)."""
+        seg = self._segment(addr)
+        return (seg.vaddr, seg.vaddr + seg.memsz) if seg is not None else None
+
     def _mapping(self, addr: int) -> Optional[Mapping]:
         for m in self.notes.files:
             if m.start <= addr < m.end:

@@ -15,6 +15,7 @@ import struct
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import snapshot
+from .cfi import CfiError
 from .corefile import PT_NOTE, Core
 from .elfindex import read_build_id
 
@@ -46,6 +47,13 @@ def _build_id_in_core(core: Core, start: int) -> Optional[str]:
     except (MemoryError, struct.error):
         return None
     return None
+
+
+class _Unread(snapshot._Anon):
+    """Code of a file that was not read (missing here, or another build): no CFI, no symbols, its name only."""
+
+    def open_cfi(self) -> Any:
+        raise CfiError("%s was not read (missing on this host or another build)" % self.name)
 
 
 class CoreSource:
@@ -102,11 +110,15 @@ class CoreSource:
 
     def libraries(self) -> List[snapshot._Lib]:
         rows: List[Tuple[str, int, int, int, bool, str]] = []
+        unread: Dict[str, List[Tuple[int, int]]] = {}
         for m in self.core.notes.files:
             host = self._host.get(m.path)
             if host:
                 rows.append((host, m.start, m.end, m.offset, m.executable, "core"))
-        return snapshot.modules_of(rows)
+            elif m.executable:
+                unread.setdefault(m.path, []).append((m.start, m.end))
+        libs: List[snapshot._Lib] = snapshot.modules_of(rows)
+        return libs + [_Unread(os.path.basename(path), ranges) for path, ranges in unread.items()]
 
     def threads(self) -> List[Tuple[int, str, Dict[str, int]]]:
         return [(t.tid, "", t.regs) for t in self.core.notes.threads]
@@ -126,6 +138,7 @@ class CoreSource:
             every = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
                                     self.threads(), "selected", crashed, exe=self.executable, live=False)
             result["threads"] = every["threads"] + result["threads"]
+        self._label_unread(result)
         result["warnings"] = self.warnings + result.get("warnings", [])
         if self.core.missing:
             lo, hi = self.core.missing[0]
@@ -136,6 +149,15 @@ class CoreSource:
             result["warnings"].append("the core is truncated (memory from 0x%x on is missing)"
                                       % self.core.truncated_at)
         return result
+
+    def _label_unread(self, result: Dict[str, Any]) -> None:
+        """Frames in a file that was not read (missing, other build-id) get its name as their library."""
+        for t in result["threads"]:
+            for f in t.get("frames", []):
+                if f.get("kind") == "native" and not f.get("library") and f.get("address"):
+                    m = self.core._mapping(int(f["address"], 16))
+                    if m is not None:
+                        f["library"] = os.path.basename(m.path)
 
     def _thread_by_thread(self, which: str) -> Dict[str, Any]:
         """Each thread on its own, so that the ones whose memory the core holds are still shown."""

@@ -441,7 +441,8 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     ``memory`` is any source with ``read(addr, size)`` raising ``MemoryError``
     (``/proc/PID/mem``, a core); ``exe``: the executable's path on this host
     (default: ``/proc/PID/exe``); ``live``: ``pid`` is a running process whose
-    ``/proc`` entries (maps, auxv) may be read (False for a core).
+    ``/proc`` entries (maps, auxv) may be read (False for a core: then
+    ``memory.mapping_of(addr)``, where the source has it, gives the mappings).
     """
     result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
     _link_map_names(memory, libs, pid, exe)
@@ -452,7 +453,8 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
         except OSError:
             rows = []
         libs = libs + _vdso(pid, memory) + _anonymous_code(rows)
-    unwinder = Unwinder(libs, memory.read, _mapping_of(rows))  # type: ignore[arg-type]
+    mapping = _mapping_of(rows) if live else getattr(memory, "mapping_of", _mapping_of(rows))
+    unwinder = Unwinder(libs, memory.read, mapping)  # type: ignore[arg-type]
     reader = _python_reader(memory, libs, result["warnings"])
     pythreads = PythonThreads(reader, result)
     found = []

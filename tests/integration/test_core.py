@@ -189,3 +189,15 @@ def test_tf_check_failed_abort_names_the_kernel_op(tmp_path, abort_core):
     user = [(f["function"], f["line"]) for f in main["frames"] if f["kind"] == "python"
             and f["file"].endswith("tf_check_failed.py")]
     assert user == [("<module>", line_of(script("tf_check_failed.py"), "print(bad_pad_conv("))]
+
+
+def test_wrong_executable_is_never_used_for_names(small_core):
+    """Another build of the executable is not read: the stack that runs through it cannot be
+    finished (no CFI for it), and the user is told which file, never given names from it."""
+    if not os.path.exists("/usr/bin/python3.11"):
+        pytest.skip("needs Debian's /usr/bin/python3.11 (another build than the core's)")
+    res = run_tfnative(["core", small_core, "/usr/bin/python3.11"])
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "python3.11 was not read (missing on this host or another build)" in lines[0]
+    assert "_start" not in res.stdout
