@@ -506,6 +506,8 @@ class Printer:
                 title += " (hit %d of %d)" % (hit, max_hits or hit)
         elif kind == "signal":
             title = signal_title(event)
+        elif kind == "core":
+            title = "core of pid %s, fatal signal %s" % (event.get("pid", ""), event.get("signal"))
         elif kind == "numerics":
             title = "NaN/Inf made by op %s" % render.op_label(event.get("op") or {})
         else:

@@ -183,7 +183,8 @@ _KNOWN: Dict[tuple, _Lib] = {}
 
 def _modules(pid: int) -> List[_Lib]:
     """Each file mapped into ``pid`` with executable code: path, load bias, code ranges."""
-    by_path: Dict[str, dict] = {}
+    rows = []
+    root = file_root(pid)
     with open("/proc/%d/maps" % pid) as f:
         for line in f:
             parts = line.split(None, 5)
@@ -193,11 +194,37 @@ def _modules(pid: int) -> List[_Lib]:
             if path.endswith(" (deleted)"):
                 continue
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            entry = by_path.setdefault(path, {"first": None, "ranges": [], "inode": parts[4]})
-            if int(parts[2], 16) == 0 and entry["first"] is None:
-                entry["first"] = lo
-            if "x" in parts[1]:
-                entry["ranges"].append((lo, hi))
+            rows.append((root + path, lo, hi, int(parts[2], 16), "x" in parts[1], parts[4]))
+    return modules_of(rows)
+
+
+def file_root(pid: int) -> str:
+    """``/proc/PID/root`` when ``pid`` lives in another mount namespace (a container), else ``""``.
+
+    The paths ``pid`` sees (its maps, its executable) are read on this host
+    under that prefix: the kernel resolves them in the target's own mounts.
+    """
+    try:
+        if os.readlink("/proc/%d/ns/mnt" % pid) != os.readlink("/proc/self/ns/mnt"):
+            return "/proc/%d/root" % pid
+    except OSError:
+        pass
+    return ""
+
+
+def modules_of(rows: List[Tuple[str, int, int, int, bool, str]]) -> List[_Lib]:
+    """Libraries from file mappings (path on this host, start, end, file offset, executable, identity).
+
+    The source of a snapshot (``/proc/PID/maps``, a core's ``NT_FILE``) gives
+    the rows; a library is a file with executable code mapped at offset 0.
+    """
+    by_path: Dict[str, dict] = {}
+    for path, lo, hi, offset, executable, inode in rows:
+        entry = by_path.setdefault(path, {"first": None, "ranges": [], "inode": inode})
+        if offset == 0 and entry["first"] is None:
+            entry["first"] = lo
+        if executable:
+            entry["ranges"].append((lo, hi))
     libs = []
     for path, e in by_path.items():
         if not e["ranges"] or e["first"] is None:
@@ -236,7 +263,7 @@ def _first_load_vaddr(path: str) -> int:
     return next((vaddr & ~0xFFF for p_type, vaddr in _segments(path) if p_type == 1), 0)
 
 
-def _link_map_names(memory: Memory, libs: List[_Lib], pid: int) -> None:
+def _link_map_names(memory: Memory, libs: List[_Lib], pid: int, exe: Optional[str] = None) -> None:
     """Name each library as the dynamic loader (and gdb) does: by its ``link_map`` path.
 
     ``/proc/PID/maps`` shows the file behind the link (``libstdc++.so.6.0.30``);
@@ -244,7 +271,7 @@ def _link_map_names(memory: Memory, libs: List[_Lib], pid: int) -> None:
     list is found through the executable's ``DT_DEBUG`` entry (``r_debug``).
     """
     try:
-        exe = os.path.realpath("/proc/%d/exe" % pid)
+        exe = exe or file_root(pid) + os.path.realpath("/proc/%d/exe" % pid)
     except OSError:
         return
     main = next((lib for lib in libs if lib.path == exe), None)
@@ -411,16 +438,27 @@ def of_stopped(pid: int, threads: List[Tuple[int, str, Dict[str, int]]], which: 
 
 
 def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, str, Dict[str, int]]],
-           which: str, selected: Optional[int] = None) -> Dict[str, Any]:
-    """Mixed stacks of stopped threads from their registers and the process's memory."""
+           which: str, selected: Optional[int] = None, exe: Optional[str] = None,
+           live: bool = True) -> Dict[str, Any]:
+    """Mixed stacks of stopped threads from their registers and the process's memory.
+
+    ``memory`` is any source with ``read(addr, size)`` raising ``MemoryError``
+    (``/proc/PID/mem``, a core); ``exe``: the executable's path on this host
+    (default: ``/proc/PID/exe``); ``live``: ``pid`` is a running process whose
+    ``/proc`` entries (maps, auxv) may be read (False for a core: then
+    ``memory.mapping_of(addr)``, where the source has it, gives the mappings).
+    """
     result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
-    _link_map_names(memory, libs, pid)
-    try:
-        rows = procfs.maps(pid)
-    except OSError:
-        rows = []
-    libs = libs + _vdso(pid, memory) + _anonymous_code(rows)
-    unwinder = Unwinder(libs, memory.read, _mapping_of(rows))  # type: ignore[arg-type]
+    _link_map_names(memory, libs, pid, exe)
+    rows: List[procfs.Mapping] = []
+    if live:
+        try:
+            rows = procfs.maps(pid)
+        except OSError:
+            rows = []
+        libs = libs + _vdso(pid, memory) + _anonymous_code(rows)
+    mapping = _mapping_of(rows) if live else getattr(memory, "mapping_of", _mapping_of(rows))
+    unwinder = Unwinder(libs, memory.read, mapping)  # type: ignore[arg-type]
     reader = _python_reader(memory, libs, result["warnings"])
     pythreads = PythonThreads(reader, result)
     found = []

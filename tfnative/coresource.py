@@ -1,0 +1,184 @@
+"""A core file as a snapshot source: memory, threads' registers and mapped files for ``snapshot.stacks``.
+
+Where each mapped file is on this host: ``--sysroot DIR`` prefixed to the
+path the target saw (gdb's ``set sysroot``), else the path itself; the
+executable may be given on the command line.  A file that is missing, or
+whose build-id differs from the one in the core's copy of its first page, is
+named in a warning and never read: its frames get an address and a library
+name, never a name from the wrong file.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import snapshot
+from .cfi import CfiError
+from .corefile import PT_NOTE, Core
+from .elfindex import read_build_id
+
+AT_PHDR = 3
+NT_GNU_BUILD_ID = 3
+
+
+def _build_id_in_core(core: Core, start: int) -> Optional[str]:
+    """The build-id of the ELF file mapped at ``start``, from its first page as the core holds it."""
+    try:
+        head = core.read(start, 64)
+        if head[:4] != b"\x7fELF":
+            return None
+        phoff, = struct.unpack_from("<Q", head, 32)
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
+        table = core.read(start + phoff, phentsize * min(phnum, 64))
+        for i in range(min(phnum, 64)):
+            p_type, _f, p_offset, _v, _p, p_filesz = struct.unpack_from("<IIQQQQ", table, i * phentsize)
+            if p_type != PT_NOTE or p_offset + p_filesz > 4096:
+                continue
+            buf = core.read(start + p_offset, p_filesz)
+            off = 0
+            while off + 12 <= len(buf):
+                namesz, descsz, ntype = struct.unpack_from("<III", buf, off)
+                desc = off + 12 + ((namesz + 3) & ~3)
+                if ntype == NT_GNU_BUILD_ID and buf[off + 12:off + 16] == b"GNU\0":
+                    return buf[desc:desc + descsz].hex()
+                off = desc + ((descsz + 3) & ~3)
+    except (MemoryError, struct.error):
+        return None
+    return None
+
+
+class _Unread(snapshot._Anon):
+    """Code of a file that was not read (missing here, or another build): no CFI, no symbols, its name only."""
+
+    def open_cfi(self) -> Any:
+        raise CfiError("%s was not read (missing on this host or another build)" % self.name)
+
+
+class CoreSource:
+    """Opens ``path`` and decides where each mapped file is read from; ``warnings`` says what is missing."""
+
+    def __init__(self, path: str, executable: Optional[str] = None, sysroot: Optional[str] = None) -> None:
+        self.core = Core(path)
+        self.sysroot = sysroot
+        self.warnings: List[str] = []
+        notes = self.core.notes
+        phdr = notes.auxv.get(AT_PHDR)
+        exe = next((m for m in notes.files if phdr is not None and m.start <= phdr < m.end), None)
+        self.exe_seen = exe.path if exe else None
+        self._host: Dict[str, Optional[str]] = {}
+        if executable and self.exe_seen:
+            self._host[self.exe_seen] = executable
+        self._check_files()
+        self.core.locate = self._host.get  # pages left out of the core come from the checked files only
+
+    def _candidate(self, seen: str) -> str:
+        if seen in self._host and self._host[seen]:
+            return self._host[seen]  # type: ignore[return-value]
+        return os.path.join(self.sysroot, seen.lstrip("/")) if self.sysroot else seen
+
+    def _check_files(self) -> None:
+        first: Dict[str, int] = {}
+        for m in self.core.notes.files:
+            if m.offset == 0:
+                first.setdefault(m.path, m.start)
+        for seen in dict.fromkeys(m.path for m in self.core.notes.files):
+            host = self._candidate(seen)
+            if not os.path.isfile(host):
+                self._host[seen] = None
+                if seen in first and any(m.executable for m in self.core.notes.files if m.path == seen):
+                    self.warnings.append("%s: missing on this host%s: its frames are shown by address only"
+                                         % (seen, " (under %s)" % self.sysroot if self.sysroot else ""))
+                continue
+            want = _build_id_in_core(self.core, first[seen]) if seen in first else None
+            if want is not None:
+                have = read_build_id(host)
+                if have != want:
+                    self._host[seen] = None
+                    self.warnings.append("%s: build-id %s, the core's is %s: not the file the process ran; "
+                                         "its frames are shown by address only" % (host, have, want))
+                    continue
+            self._host[seen] = host
+
+    @property
+    def executable(self) -> Optional[str]:
+        return self._host.get(self.exe_seen) if self.exe_seen else None
+
+    def argv(self) -> List[str]:
+        return self.core.notes.psargs.split() or [self.core.notes.fname]
+
+    def libraries(self) -> List[snapshot._Lib]:
+        rows: List[Tuple[str, int, int, int, bool, str]] = []
+        unread: Dict[str, List[Tuple[int, int]]] = {}
+        for m in self.core.notes.files:
+            host = self._host.get(m.path)
+            if host:
+                rows.append((host, m.start, m.end, m.offset, m.executable, "core"))
+            elif m.executable:
+                unread.setdefault(m.path, []).append((m.start, m.end))
+        libs: List[snapshot._Lib] = snapshot.modules_of(rows)
+        return libs + [_Unread(os.path.basename(path), ranges) for path, ranges in unread.items()]
+
+    def threads(self) -> List[Tuple[int, str, Dict[str, int]]]:
+        return [(t.tid, "", t.regs) for t in self.core.notes.threads]
+
+    def stacks(self, which: str) -> Dict[str, Any]:
+        """``snapshot.stacks`` on the core; the thread that took the signal is ``selected_tid``."""
+        notes = self.core.notes
+        crashed = notes.threads[0].tid
+        try:
+            result = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
+                                     self.threads(), which, crashed, exe=self.executable, live=False)
+        except snapshot.Unsupported:
+            result = self._thread_by_thread(which)
+        result["selected_tid"] = crashed
+        # The crashed thread is kept even when it runs no Python.
+        if not any(t["tid"] == crashed for t in result["threads"]) and which != "all":
+            every = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
+                                    self.threads(), "selected", crashed, exe=self.executable, live=False)
+            result["threads"] = every["threads"] + result["threads"]
+        self._label_unread(result)
+        result["warnings"] = self.warnings + result.get("warnings", [])
+        if self.core.missing:
+            lo, hi = self.core.missing[0]
+            result["warnings"].append("memory missing from the core (%d reads, first 0x%x-0x%x)%s"
+                                      % (len(self.core.missing), lo, hi,
+                                         ": the core is truncated" if self.core.truncated_at else ""))
+        elif self.core.truncated_at:
+            result["warnings"].append("the core is truncated (memory from 0x%x on is missing)"
+                                      % self.core.truncated_at)
+        return result
+
+    def _label_unread(self, result: Dict[str, Any]) -> None:
+        """Frames in a file that was not read (missing, other build-id) get its name as their library."""
+        for t in result["threads"]:
+            for f in t.get("frames", []):
+                if f.get("kind") == "native" and not f.get("library") and f.get("address"):
+                    m = self.core._mapping(int(f["address"], 16))
+                    if m is not None:
+                        f["library"] = os.path.basename(m.path)
+
+    def _thread_by_thread(self, which: str) -> Dict[str, Any]:
+        """Each thread on its own, so that the ones whose memory the core holds are still shown."""
+        notes = self.core.notes
+        pid = notes.pid or notes.threads[0].tid
+        merged: Dict[str, Any] = {}
+        readable = 0
+        for tid, name, regs in self.threads():
+            try:
+                one = snapshot.stacks(pid, self.core, self.libraries(), [(tid, name, regs)],  # type: ignore[arg-type]
+                                      which if tid != notes.threads[0].tid else "all", tid,
+                                      exe=self.executable, live=False)
+                readable += 1
+            except snapshot.Unsupported as exc:
+                one = {"pid": pid, "threads": [{"tid": tid, "name": name, "frames": [], "error": str(exc)}]}
+            threads = merged.get("threads", []) + one["threads"]
+            merged.update({k: v for k, v in one.items() if k not in merged})
+            merged["threads"] = threads
+        if not readable:
+            raise snapshot.Unsupported(merged["threads"][0]["error"])
+        return merged
+
+    def close(self) -> None:
+        self.core.close()
