@@ -16,6 +16,7 @@ import click
 from . import __version__
 from .cli_build import register as register_build
 from .cli_core import register as register_core
+from .cli_merge import register as register_merge
 from .cliutil import gdb_options, run_command
 from .errors import TfnativeError
 from .files import is_stdout, write_output
@@ -205,6 +206,7 @@ def stack(pid: int, all_threads: bool, native_all: bool, full: bool, json_path: 
 
 register_build(main)  # the build helpers (presets, bazelrc, doctor) live in cli_build.py
 register_core(main)  # tfnative core (post-mortem) lives in cli_core.py
+register_merge(main)  # tfnative merge lives in cli_merge.py
 
 if __name__ == "__main__":  # pragma: no cover
     main()
