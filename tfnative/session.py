@@ -153,7 +153,43 @@ def ptrace_refused_message(pid: int, failed: Optional[str] = None) -> str:
         fix = ("tfnative has CAP_SYS_PTRACE and no Yama restriction applies, so a security module (SELinux, "
                "AppArmor, Landlock, a BPF LSM) or the process's own namespace protects it%s"
                % (" (pid 1 is the system's init)" if pid == 1 else ""))
+    missing = missing_capabilities(pid) if scope not in (1, 2, 3) else []
+    if missing:
+        fix = ("process %d holds capabilities that tfnative lacks (%s), so the kernel denies reading and tracing it"
+               "; run tfnative with those capabilities"
+               % (pid, ", ".join(missing)))
     return "%s: %s" % (why, fix)
+
+
+_CAP_NAMES = ("CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP LINUX_IMMUTABLE "
+              "NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER SYS_MODULE SYS_RAWIO SYS_CHROOT "
+              "SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG MKNOD LEASE "
+              "AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ "
+              "PERFMON BPF CHECKPOINT_RESTORE").split()
+
+
+def _cap_eff(pid: str) -> Optional[int]:
+    try:
+        with open("/proc/%s/status" % pid) as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def missing_capabilities(pid: int) -> List[str]:
+    """Names (``CAP_...``) of effective capabilities of ``pid`` that this process lacks; [] if unknown.
+
+    The kernel refuses ptrace (and ``/proc/PID/mem``) on a target whose capabilities exceed the tracer's.
+    """
+    theirs, ours = _cap_eff(str(pid)), _cap_eff("self")
+    if theirs is None or ours is None:
+        return []
+    extra = theirs & ~ours
+    return ["CAP_" + _CAP_NAMES[b] if b < len(_CAP_NAMES) else "capability %d" % b
+            for b in range(64) if extra >> b & 1]
 
 
 def _setup_signals(gdb: Gdb, numerics: bool = False) -> None:
