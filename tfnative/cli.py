@@ -193,15 +193,17 @@ def report(output: str, **kw: Any) -> None:
               help="Take N snapshots and report the last, each thread marked moving or stuck.")
 @click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0.0, max=3600.0),
               metavar="S", help="Seconds between two samples.")
+@click.option("--locals", "variables", is_flag=True,
+              help="Show each Python frame's arguments and locals (short reprs read from memory; no code runs).")
 @gdb_options
 def stack(pid: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str], with_gdb: bool,
-          samples: int, interval: float,
+          samples: int, interval: float, variables: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Print the mixed stacks of a running (hung?) process and why it may not progress; it runs on afterwards."""
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
     with_gdb = with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod)
     _run(lambda: run_stack(pid, all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full,
-                           with_gdb=with_gdb, samples=samples, interval=interval))
+                           with_gdb=with_gdb, samples=samples, interval=interval, variables=variables))
 
 
 register_build(main)  # the build helpers (presets, bazelrc, doctor) live in cli_build.py

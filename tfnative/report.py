@@ -39,6 +39,8 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
         frames = elide([_clean(f) for f in frames])
         thread = {"tid": t["tid"], "name": t.get("name", ""), "frames": frames, "merge": t.get("merge"),
                   "gil": t.get("gil")}
+        if t.get("python_name") is not None:
+            thread["python_name"] = t["python_name"]
         thread.update({k: t[k] for k in THREAD_STATE_KEYS if t.get(k) is not None})
         fn = next((f["tf_function"] for f in frames if f.get("tf_function")), None)
         if fn:
@@ -76,6 +78,18 @@ GIL_MARKS = {"held": "[holds the GIL]", "waiting": "[waiting for the GIL]"}
 # What a capture says of a thread's state besides "gil", kept as is in the event: inside a garbage
 # collection, its kernel state (kstate.py), and across samples moving or stuck (samples.py).
 THREAD_STATE_KEYS = ("gc", "kernel", "progress", "stuck_s")
+
+
+def thread_display_name(t: Dict[str, Any], main_name: Optional[str]) -> str:
+    """The quoted name a thread is shown by: ``threading``'s name where the OS name is the one every
+    thread inherits (the main thread's, ``main_name``), else the OS name that native code gave it, with
+    the Python name beside it (``"tf_Compute" (Python "Dummy-1")``)."""
+    name, py = t.get("name") or "", t.get("python_name")
+    if py is None or py == name:
+        return '"%s"' % name
+    if main_name is None or name == main_name:
+        return '"%s"' % py
+    return '"%s" (Python "%s")' % (name, py)
 
 
 def state_marks(t: Dict[str, Any]) -> str:
@@ -262,6 +276,8 @@ def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
         out["user"] = render.is_user_frame(f)
         if f.get("locals"):
             out["locals"] = f["locals"]
+        if f.get("variables") is not None:
+            out["variables"] = f["variables"]
         fn = tf_function(f)
         if fn:
             out["tf_function"] = fn
@@ -519,8 +535,9 @@ class Printer:
         if event.get("log"):
             lines.append("TensorFlow's log: %s" % event["log"])
         lines.extend(op_lines(event, self.full))
+        main_name = next((t.get("name") for t in event["threads"] if t["tid"] == event.get("pid")), None)
         for t in event["threads"]:
-            head = 'Thread %s "%s"' % (t["tid"], t.get("name", ""))
+            head = "Thread %s %s" % (t["tid"], thread_display_name(t, main_name))
             if t.get("tf_function"):
                 fn = t["tf_function"]
                 if fn.get("how"):

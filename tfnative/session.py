@@ -204,8 +204,10 @@ def _setup_signals(gdb: Gdb, numerics: bool = False) -> None:
         gdb.console_command("handle %s stop print nopass" % NUMERICS_SIGNAL_NAME)
 
 
-def capture(gdb: Gdb, all_threads: bool, python_only: bool = False) -> Dict[str, Any]:
+def capture(gdb: Gdb, all_threads: bool, python_only: bool = False, variables: bool = False) -> Dict[str, Any]:
     arg = " --all-threads" if all_threads else (" --python-threads" if python_only else "")
+    if variables:
+        arg += " --locals"
     payload = gdb.command("-tfnative-capture" + arg, timeout=CAPTURE_TIMEOUT)
     return json.loads(payload["json"])
 
@@ -781,14 +783,15 @@ def check_pid(pid: int) -> psutil.Process:
 
 def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str],
               gdb_opts: GdbOptions, err: TextIO, out: TextIO, full: bool = False, with_gdb: bool = False,
-              samples: int = 1, interval: float = 1.0) -> int:
+              samples: int = 1, interval: float = 1.0, variables: bool = False) -> int:
     """``tfnative stack``: mixed stacks of a running process, which runs on afterwards.
 
     Without gdb when it can (``snapshot.py``: ptrace, CFI, our symbol index),
     else through gdb; ``with_gdb`` asks for gdb.  ``samples`` > 1: that many
     snapshots ``interval`` seconds apart, the last one reported with each
     thread moving or stuck (``samples.py``).  The verdict (``verdict.py``)
-    goes to ``err`` and into the JSON document as ``"triage"``.
+    goes to ``err`` and into the JSON document as ``"triage"``.  ``variables``
+    (``--locals``): each Python frame's arguments and locals.
     """
     proc = check_pid(pid)
     was_stopped = proc.status() == psutil.STATUS_STOPPED
@@ -796,7 +799,7 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
     printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full)
 
     def one() -> Dict[str, Any]:
-        return _take_snapshot(pid, all_threads, gdb_opts, was_stopped, with_gdb, err)
+        return _take_snapshot(pid, all_threads, gdb_opts, was_stopped, with_gdb, err, variables)
 
     def say(i: int) -> None:
         err.write("tfnative: sample %d of %d\n" % (i, samples))
@@ -824,16 +827,16 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
 
 
 def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool, with_gdb: bool,
-                   err: TextIO) -> Dict[str, Any]:
+                   err: TextIO, variables: bool = False) -> Dict[str, Any]:
     """One snapshot of ``pid``: without gdb when it can, else (or with ``with_gdb``) through gdb."""
     result = None
     if not with_gdb:
         try:
             task = _live_task(pid)  # the process's files, read through a live thread
-            result = snapshot.take(task, "all" if all_threads else "python")
+            result = snapshot.take(task, "all" if all_threads else "python", variables)
             if not result["threads"] and not all_threads:
                 # No Python thread found: show every thread rather than nothing.
-                result = snapshot.take(task, "all")
+                result = snapshot.take(task, "all", variables)
             if task != pid:
                 result["pid"] = pid
                 result["warnings"].append("the main thread %d has exited (pthread_exit): the live "
@@ -858,7 +861,7 @@ def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stoppe
     if result is None:
         _exited(pid)
         try:
-            result = _stack_with_gdb(pid, all_threads, gdb_opts, was_stopped, err)
+            result = _stack_with_gdb(pid, all_threads, gdb_opts, was_stopped, err, variables)
         except TfnativeError:
             _exited(pid)
             raise
@@ -866,7 +869,7 @@ def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stoppe
 
 
 def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool,
-                    err: TextIO) -> Dict[str, Any]:
+                    err: TextIO, variables: bool = False) -> Dict[str, Any]:
     gdb = start_gdb(gdb_opts)
     attached = False
     try:
@@ -874,12 +877,12 @@ def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopp
         attached = True
         loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
         skipped = loader.sync_for_snapshot()
-        result = _snapshot(gdb, all_threads)
+        result = _snapshot(gdb, all_threads, variables)
         if _meets(result, skipped):
             # A frame in a library left without symbols (its return address was
             # not on the stack as read): read them all and look again.
             loader.sync(full_list=True)
-            result = _snapshot(gdb, all_threads)
+            result = _snapshot(gdb, all_threads, variables)
         loader.symbolize(result)
         tfops.annotate(gdb, result)
         result["via"] = "gdb"
@@ -894,11 +897,11 @@ def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopp
             _ensure_not_stopped(pid)
 
 
-def _snapshot(gdb: Gdb, all_threads: bool) -> Dict[str, Any]:
-    result = capture(gdb, all_threads, python_only=not all_threads)
+def _snapshot(gdb: Gdb, all_threads: bool, variables: bool = False) -> Dict[str, Any]:
+    result = capture(gdb, all_threads, python_only=not all_threads, variables=variables)
     if not result["threads"] and not all_threads:
         # No Python thread found: show every thread rather than nothing.
-        result = capture(gdb, True)
+        result = capture(gdb, True, variables=variables)
     return result
 
 

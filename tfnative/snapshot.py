@@ -392,7 +392,7 @@ def _named(regs: Dict[int, int]) -> Dict[str, int]:
     return {DWARF_REGS[i]: v for i, v in regs.items() if i < len(DWARF_REGS)}
 
 
-def take(pid: int, which: str = "python") -> Dict[str, Any]:
+def take(pid: int, which: str = "python", variables: bool = False) -> Dict[str, Any]:
     """The mixed stacks of ``pid``'s threads (``which``: "python" or "all"), as ``-tfnative-capture``.
 
     The threads are held with ptrace while they are read.  Raises
@@ -410,7 +410,7 @@ def take(pid: int, which: str = "python") -> Dict[str, Any]:
         letters = kstate.states(pid)  # before the hold, which makes every thread "t"
         with Frozen(pid) as frozen:
             threads = [(tid, frozen.thread_name(tid), frozen.regs[tid]) for tid in frozen.tids]
-            result = stacks(pid, memory, libs, threads, which)
+            result = stacks(pid, memory, libs, threads, which, variables=variables)
     finally:
         memory.close()
     kstate.annotate(result["threads"], letters, {tid: regs for tid, _name, regs in threads})
@@ -439,14 +439,15 @@ def of_stopped(pid: int, threads: List[Tuple[int, str, Dict[str, int]]], which: 
 
 def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, str, Dict[str, int]]],
            which: str, selected: Optional[int] = None, exe: Optional[str] = None,
-           live: bool = True) -> Dict[str, Any]:
+           live: bool = True, variables: bool = False) -> Dict[str, Any]:
     """Mixed stacks of stopped threads from their registers and the process's memory.
 
     ``memory`` is any source with ``read(addr, size)`` raising ``MemoryError``
     (``/proc/PID/mem``, a core); ``exe``: the executable's path on this host
     (default: ``/proc/PID/exe``); ``live``: ``pid`` is a running process whose
     ``/proc`` entries (maps, auxv) may be read (False for a core: then
-    ``memory.mapping_of(addr)``, where the source has it, gives the mappings).
+    ``memory.mapping_of(addr)``, where the source has it, gives the mappings);
+    ``variables``: read each Python frame's arguments and locals (``--locals``).
     """
     result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
     _link_map_names(memory, libs, pid, exe)
@@ -460,6 +461,8 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     mapping = _mapping_of(rows) if live else getattr(memory, "mapping_of", _mapping_of(rows))
     unwinder = Unwinder(libs, memory.read, mapping)  # type: ignore[arg-type]
     reader = _python_reader(memory, libs, result["warnings"])
+    if reader is not None:
+        reader.want_variables = variables
     pythreads = PythonThreads(reader, result)
     found = []
     for tid, name, regs in threads:

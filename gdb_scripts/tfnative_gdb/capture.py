@@ -140,13 +140,15 @@ def frame_registers(frame, names: Tuple[str, ...]) -> Dict[str, int]:
     return {r: v for r, v in values.items() if v is not None}
 
 
-def capture(which: str = "selected", tids: Optional[List[int]] = None) -> Dict:
+def capture(which: str = "selected", tids: Optional[List[int]] = None, variables: bool = False) -> Dict:
     """Mixed stacks of threads: ``which`` is "selected", "python" or "all"."""
     inferior = gdb.selected_inferior()
     result: Dict = {"pid": inferior.pid, "threads": [], "warnings": []}
     reader, why = python_reader(inferior)
     if reader is None:
         result["warnings"].append(why)
+    if reader is not None:
+        reader.want_variables = variables
     pythreads = PythonThreads(reader, result)
 
     with _selection_kept() as original:

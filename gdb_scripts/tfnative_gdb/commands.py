@@ -11,7 +11,7 @@ from .render import hide_glue, thread_block
 
 
 def _parse(argv):
-    opts = {"which": "selected", "native_all": False, "json": False, "tids": [], "full": False}
+    opts = {"which": "selected", "native_all": False, "json": False, "tids": [], "full": False, "locals": False}
     for a in argv:
         if a in ("-a", "--all-threads", "all"):
             opts["which"] = "all"
@@ -23,20 +23,23 @@ def _parse(argv):
             opts["full"] = True
         elif a == "--json":
             opts["json"] = True
+        elif a == "--locals":
+            opts["locals"] = True
         elif a.startswith("--thread="):
             opts["which"] = "all"
             opts["tids"].append(int(a.split("=", 1)[1]))
         else:
-            raise gdb.GdbError("tf-bt: unknown argument %r (use -a, -p, --native-all, --json)" % a)
+            raise gdb.GdbError("tf-bt: unknown argument %r (use -a, -p, --native-all, --full, --locals, --json)" % a)
     return opts
 
 
 class TfBt(gdb.Command):
-    """Print mixed Python + native stacks: tf-bt [-a|--all-threads] [-p] [--native-all] [--full] [--json]
+    """Print mixed Python + native stacks: tf-bt [-a|--all-threads] [-p] [--native-all] [--full] [--locals] [--json]
 
 With no argument: the selected thread.  -a: every thread (Python ones first);
 -p: only threads that run Python.  --native-all keeps interpreter glue frames;
---full does not fold runs of TensorFlow-internal frames.
+--full does not fold runs of TensorFlow-internal frames; --locals shows each
+Python frame's arguments and locals (short reprs read from memory).
 Python frames are read from memory, so the interpreter needs no debug info."""
 
     def __init__(self):
@@ -44,7 +47,7 @@ Python frames are read from memory, so the interpreter needs no debug info."""
 
     def invoke(self, arg, from_tty):
         opts = _parse(gdb.string_to_argv(arg))
-        result = capture(opts["which"], opts["tids"] or None)
+        result = capture(opts["which"], opts["tids"] or None, opts["locals"])
         annotate_ops(result)
         if not opts["native_all"]:
             for t in result["threads"]:
@@ -61,14 +64,14 @@ Python frames are read from memory, so the interpreter needs no debug info."""
 if hasattr(gdb, "MICommand"):
 
     class MiCapture(gdb.MICommand):
-        """-tfnative-capture [--all-threads|--python-threads] [--thread=LWP]...: JSON of mixed stacks."""
+        """-tfnative-capture [--all-threads|--python-threads] [--locals] [--thread=LWP]...: JSON of mixed stacks."""
 
         def __init__(self):
             super().__init__("-tfnative-capture")
 
         def invoke(self, argv):
             opts = _parse(argv)
-            result = capture(opts["which"], opts["tids"] or None)
+            result = capture(opts["which"], opts["tids"] or None, opts["locals"])
             result["schema"] = SCHEMA_VERSION
             return {"json": json.dumps(result)}
 

@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .linetable import line_for
 from .pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS, Layout, debug_offsets_layout
+from .pyobjects import ObjectReader
 
 MAX_FRAMES = 1 << 17  # a bound on any walk; far more than a C stack holds
 MAX_THREADS = 4096
@@ -38,7 +39,7 @@ WANTED_OBJECTS = {
 
 
 class PyFrame:
-    __slots__ = ("function", "file", "line", "address", "locals", "objects", "converted")
+    __slots__ = ("function", "file", "line", "address", "locals", "objects", "converted", "variables")
 
     def __init__(self, function: str, file: Optional[str], line: Optional[int], address: int):
         self.function = function
@@ -48,6 +49,7 @@ class PyFrame:
         self.locals: Dict[str, str] = {}
         self.objects: Dict[str, int] = {}
         self.converted: Optional[dict] = None
+        self.variables: Optional[List[dict]] = None  # --locals: {"name", "repr", "arg"} in order
 
     def to_dict(self) -> dict:
         d = {"kind": "python", "function": self.function, "file": self.file, "line": self.line}
@@ -55,6 +57,8 @@ class PyFrame:
             d["locals"] = dict(self.locals)
         if self.converted:
             d["converted"] = dict(self.converted)
+        if self.variables is not None:
+            d["variables"] = list(self.variables)
         return d
 
 
@@ -67,6 +71,7 @@ class ThreadPy:
         self.pthread_id = pthread_id
         self.groups: List[List[PyFrame]] = []  # innermost group first, frames innermost first
         self.error: Optional[str] = None
+        self.name: Optional[str] = None  # threading's name for it, where the program imported threading
         self.holds_gil = False  # set by whoever read the runtime's GIL holder
         self.gc_collecting = False  # the same: the interpreter's collector runs (whoever holds the GIL runs it)
 
@@ -87,6 +92,8 @@ class PythonReader:
         self._strings: Dict[int, Optional[str]] = {}
         self._code: Dict[int, tuple] = {}
         self._lines: Dict[tuple, Optional[int]] = {}  # (code object, instruction offset) -> line
+        self.want_variables = False  # --locals: read each frame's arguments and locals
+        self.objects = ObjectReader(self)
 
     # -- primitive reads -------------------------------------------------
     def u64(self, addr: int) -> int:
@@ -212,6 +219,11 @@ class PythonReader:
         if line == -1:
             line = self._lines[key] = line_for(self.layout.version, table, first, addr_bytes)
         frame = PyFrame(name, filename, line, frame_addr)
+        if self.want_variables:
+            try:
+                frame.variables = self.objects.variables(code, frame_addr)
+            except MemoryError as exc:
+                frame.variables = [{"name": "?", "repr": "<cannot read the locals: %s>" % exc, "arg": False}]
         short = name.rsplit(".", 1)[-1]
         for (fn, suffix), wanted in WANTED_LOCALS.items():
             if short == fn and (filename or "").endswith(suffix):

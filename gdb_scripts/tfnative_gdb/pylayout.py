@@ -78,7 +78,26 @@ class Layout:
     gil_locked: int = 16
     # The collector's "collecting" flag (struct _gc_runtime_state), from the interpreter's start.
     interp_gc_collecting: Optional[int] = None
+    # Objects read by name (thread names, --locals): sys.modules (3.10/3.11 interp->modules, 3.12+
+    # interp->imports.modules), a module's md_dict, a heap type's shared instance keys, types' fields.
+    interp_modules: Optional[int] = None
+    module_dict: int = 16
+    type_name: int = 24
+    type_basicsize: int = 32
+    type_flags: int = 168
+    type_dictoffset: int = 288
+    heaptype_cached_keys: Optional[int] = None
+    code_argcount: Optional[int] = None
+    code_kwonlyargcount: Optional[int] = None
+    code_flags: Optional[int] = None
+    float_value: int = 16
+    list_items: int = 24
+    dict_used: int = 16
+    cell_ref: int = 16
 
+
+# 3.13 fields that _Py_DebugOffsets does not publish (from the DWARF, like the older versions').
+_UNPUBLISHED_313 = dict(heaptype_cached_keys=880, code_argcount=52, code_kwonlyargcount=60, code_flags=48)
 
 LAYOUTS: Dict[Tuple[int, int], Layout] = {
     (3, 10): Layout(runtime_gil=352, interp_gc_collecting=816,
@@ -91,6 +110,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_filename=104, code_name=112, code_qualname=None,
         code_firstlineno=40, code_linetable=120, code_code=48,
         frame_localsplus=352, code_localsplusnames=72,
+        interp_modules=856, heaptype_cached_keys=872, code_argcount=16, code_kwonlyargcount=24, code_flags=36,
     ),
     (3, 11): Layout(runtime_gil=360, interp_gc_collecting=848,
         version=(3, 11), chain="entry_flag",
@@ -102,6 +122,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_filename=112, code_name=120, code_qualname=128,
         code_firstlineno=72, code_linetable=136, code_code=184,
         frame_localsplus=72, code_localsplusnames=96,
+        interp_modules=888, heaptype_cached_keys=872, code_argcount=56, code_kwonlyargcount=64, code_flags=48,
     ),
     (3, 12): Layout(interp_gil=384, interp_gc_collecting=312,
         version=(3, 12), chain="cstack_shim",
@@ -114,6 +135,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_firstlineno=68, code_linetable=136, code_code=192,
         unicode_ascii_size=40, unicode_compact_size=56,
         frame_localsplus=72, code_localsplusnames=96, long_lv_tag=True,
+        interp_modules=944, heaptype_cached_keys=880, code_argcount=52, code_kwonlyargcount=60, code_flags=48,
     ),
     # 3.13 is read from _Py_DebugOffsets at run time (see debug_offsets_layout);
     # this entry is the fallback for a _PyRuntime whose cookie cannot be read
@@ -129,6 +151,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_firstlineno=68, code_linetable=136, code_code=200,
         unicode_ascii_size=40, unicode_compact_size=56,
         frame_localsplus=72, code_localsplusnames=96, long_lv_tag=True, dict_values_offset=8,
+        interp_modules=7656, **_UNPUBLISHED_313,
     ),
 }
 
@@ -158,8 +181,8 @@ def debug_offsets_layout(blob: bytes) -> Optional[Layout]:
     def at(off: int) -> int:
         return q[(off - 8) // 8]
 
-    # interpreter_state: gc at 80, ceval_gil (the pointer) at 112, then the GIL struct and its fields
-    # (gil_runtime_state 120, locked 136, holder 144); "collecting" is not published in 3.13.
+    # interpreter_state: gc at 80, imports_modules at 88, ceval_gil (the pointer) at 112, then the GIL
+    # struct and its fields (gil_runtime_state 120, locked 136, holder 144); "collecting" is not published in 3.13.
     return Layout(
         version=(3, 13), chain="cstack_shim", interp_gil=at(112),
         gil_locked=at(136) - at(120), gil_last_holder=at(144) - at(120),
@@ -173,4 +196,5 @@ def debug_offsets_layout(blob: bytes) -> Optional[Layout]:
         code_firstlineno=at(312), code_linetable=at(304), code_code=at(344),
         unicode_ascii_size=40, unicode_compact_size=56,
         frame_localsplus=at(256), code_localsplusnames=at(328), long_lv_tag=True, dict_values_offset=8,
+        interp_modules=at(88), **_UNPUBLISHED_313,
     )

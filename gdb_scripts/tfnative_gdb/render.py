@@ -193,6 +193,7 @@ def thread_block(thread: Dict, header: Optional[str] = None, fold: bool = True) 
             lines.append("       ... %d TensorFlow frames ..." % item[1])
         else:
             lines.append("  " + frame_line(levels[item], frames[item], verbose=not fold))
+            lines.extend(variable_lines(frames[item]))
     if not frames:
         lines.append("  (no frames)")
     if thread.get("merge") == "mismatch":
@@ -204,6 +205,12 @@ def thread_block(thread: Dict, header: Optional[str] = None, fold: bool = True) 
     if thread.get("error"):
         lines.append("  !! %s" % thread["error"])
     return lines
+
+
+def variable_lines(frame: Dict) -> List[str]:
+    """A Python frame's arguments and locals (``--locals``), one per line under the frame."""
+    return ["               %s = %s%s" % (v["name"], v["repr"], "  (argument)" if v.get("arg") else "")
+            for v in frame.get("variables") or []]
 
 
 def _levels(frames: List[Dict]) -> List[int]:

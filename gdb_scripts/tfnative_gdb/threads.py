@@ -35,6 +35,12 @@ class PythonThreads:
                     t.gc_collecting = collecting
             except MemoryError as exc:
                 result["warnings"].append("cannot read Python thread states: %s" % exc)
+            try:
+                names = reader.objects.thread_names()
+            except MemoryError:
+                names = {}  # a name is a nicety: the stacks do not wait for it
+            for t in states:
+                t.name = names.get(t.pthread_id)
         self.states = states
         self.by_native = {t.native_id: t for t in states if t.native_id}
         self.by_pthread = {t.pthread_id: t for t in states}
@@ -54,6 +60,8 @@ def thread_entry(tid: int, name: str, native: List[Dict], reader: Optional[Pytho
                  py: Optional[ThreadPy]) -> Dict:
     """One thread of a capture: ``native`` frames (innermost first) merged with the Python frames of ``py``."""
     entry: Dict = {"tid": tid, "name": name}
+    if py is not None and py.name is not None:
+        entry["python_name"] = py.name
     groups = None
     if py is not None and reader is not None:
         reader.read_frames(py)

@@ -43,6 +43,19 @@ COMMON = {
     "func_dict": "&((PyFunctionObject*)0)->func_dict",
     "dict_keys": "&((PyDictObject*)0)->ma_keys",
     "dict_values": "&((PyDictObject*)0)->ma_values",
+    "module_dict": "&((PyModuleObject*)0)->md_dict",
+    "type_name": "&((PyTypeObject*)0)->tp_name",
+    "type_basicsize": "&((PyTypeObject*)0)->tp_basicsize",
+    "type_flags": "&((PyTypeObject*)0)->tp_flags",
+    "type_dictoffset": "&((PyTypeObject*)0)->tp_dictoffset",
+    "heaptype_cached_keys": "&((PyHeapTypeObject*)0)->ht_cached_keys",
+    "code_argcount": "&((PyCodeObject*)0)->co_argcount",
+    "code_kwonlyargcount": "&((PyCodeObject*)0)->co_kwonlyargcount",
+    "code_flags": "&((PyCodeObject*)0)->co_flags",
+    "float_value": "&((PyFloatObject*)0)->ob_fval",
+    "list_items": "&((PyListObject*)0)->ob_item",
+    "dict_used": "&((PyDictObject*)0)->ma_used",
+    "cell_ref": "&((PyCellObject*)0)->ob_ref",
 }
 IFRAME = "_PyInterpreterFrame"
 PER_VERSION = {
@@ -87,6 +100,8 @@ for _v in PER_VERSION:
     else:
         PER_VERSION[_v]["interp_gil"] = "&((PyInterpreterState*)0)->ceval.gil"
     PER_VERSION[_v]["interp_gc_collecting"] = "&((PyInterpreterState*)0)->gc.collecting"
+    PER_VERSION[_v]["interp_modules"] = "&((PyInterpreterState*)0)->%s" % ("modules" if _v < (3, 12)
+                                                                          else "imports.modules")
 
 EVAL = r"""
 import gdb, json
