@@ -13,7 +13,7 @@ current frame -> ``previous``/``f_back`` links, cut into one group per
 import os
 import re
 import struct
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from .linetable import line_for
 from .pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS, Layout, debug_offsets_layout
@@ -302,6 +302,10 @@ class PythonReader:
 
     def dict_items(self, obj: int) -> List[tuple]:
         """(key, value) object addresses of a dict, in insertion order."""
+        return list(self.dict_entries(obj))
+
+    def dict_entries(self, obj: int) -> Iterator[tuple]:
+        """The same, read as they are asked for (a lookup stops at its key)."""
         L = self.layout
         keys = self.u64(obj + L.dict_keys)
         values = self.u64(obj + L.dict_values)
@@ -318,7 +322,6 @@ class PythonReader:
             entry_size, key_at, value_at = (24, 8, 16) if kind == 0 else (16, 0, 8)
         if not 0 <= nentries <= 1 << 20:
             raise MemoryError("implausible dict size")
-        out = []
         for i in range(nentries):
             key = self.u64(entries + i * entry_size + key_at)
             if not key:
@@ -328,8 +331,7 @@ class PythonReader:
             else:
                 value = self.u64(entries + i * entry_size + value_at)
             if value:
-                out.append((key, value))
-        return out
+                yield key, value
 
     def _read_310(self, thread: ThreadPy) -> None:
         L = self.layout

@@ -123,11 +123,11 @@ class ObjectReader:
         modules = r.u64(interp + L.interp_modules) if interp else 0
         if not modules:
             return None
-        mod = next((v for k, v in r.dict_items(modules) if self._is(k, module)), None)
+        mod = next((v for k, v in r.dict_entries(modules) if self._is(k, module)), None)
         if mod is None:
             return None
         md = r.u64(mod + L.module_dict)
-        return next((v for k, v in r.dict_items(md) if self._is(k, name)), None) if md else None
+        return next((v for k, v in r.dict_entries(md) if self._is(k, name)), None) if md else None
 
     def _is(self, key: int, name: str) -> bool:
         """Whether the str ``key`` is ``name``; its length is read first (most keys differ in it)."""
