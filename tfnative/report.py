@@ -41,6 +41,8 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
                   "gil": t.get("gil")}
         if t.get("python_name") is not None:
             thread["python_name"] = t["python_name"]
+        if t.get("daemon") is not None:
+            thread["daemon"] = t["daemon"]
         thread.update({k: t[k] for k in THREAD_STATE_KEYS if t.get(k) is not None})
         fn = next((f["tf_function"] for f in frames if f.get("tf_function")), None)
         if fn:
@@ -69,6 +71,8 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
         event["pool"] = capture["pool"]
     if capture.get("samples"):
         event["samples"] = capture["samples"]
+    if capture.get("finalizing"):
+        event["finalizing"] = True
     return event
 
 
@@ -532,6 +536,8 @@ class Printer:
         lines = ["", "=== tfnative: %s%s ===" % (title, python)]
         for w in event.get("warnings", []):
             lines.append("warning: %s" % w)
+        if event.get("finalizing"):
+            lines.append("The interpreter is shutting down (Py_FinalizeEx has begun).")
         if event.get("log"):
             lines.append("TensorFlow's log: %s" % event["log"])
         lines.extend(op_lines(event, self.full))

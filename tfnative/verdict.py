@@ -5,6 +5,14 @@ threads: ``gil``, ``kernel``, ``progress``, and the inter-op pool's summary),
 and names the thread, the user's line and the native frame it is blocked in.
 The known patterns, tried in this order:
 
+``exit_waits_for_threads``
+    the main thread is in ``threading._shutdown``: the program has ended and
+    waits for its non-daemon threads, which are named with where they are;
+``interpreter_finalizing``
+    the interpreter is shutting down (``Py_FinalizeEx`` has begun) and the
+    main thread is blocked there (a destructor, an ``atexit``-like handler, a
+    ``__del__``);
+
 ``gil_held_blocked``
     a thread holds the GIL inside native code (``ctypes.PyDLL``, an extension
     that does not release it) while other threads wait for the GIL;
@@ -239,7 +247,8 @@ def triage(event: Dict[str, Any]) -> Dict[str, Any]:
                              "blocked_in": blocked_in(s.holder),
                              "function": f.get("function") if f else None, "file": f.get("file") if f else None,
                              "line": f.get("line") if f else None}
-    for pattern in (_gil_held_blocked, _pool_exhausted, _waiting_on_executor, _function_without_thread):
+    for pattern in (_exit_waits_for_threads, _interpreter_finalizing, _gil_held_blocked, _pool_exhausted,
+                    _waiting_on_executor, _function_without_thread):
         text = pattern(s)
         if text:
             out["verdict"] = text
@@ -264,6 +273,39 @@ def _gil_held_blocked(s: _Scene) -> Optional[str]:
     if s.callers:
         text += "; " + _function_phrase(s.callers, s.pid)
     return text
+
+
+def _main(s: _Scene) -> Optional[Thread]:
+    return next((t for t in s.threads if t["tid"] == s.pid), None)
+
+
+def _exit_waits_for_threads(s: _Scene) -> Optional[str]:
+    main = _main(s)
+    if main is None or not any(f.get("function") in ("_shutdown", "threading._shutdown")
+                               and (f.get("file") or "").endswith("threading.py") for f in _python_frames(main)):
+        return None
+    others = [t for t in s.threads if t is not main and _python_frames(t) and t.get("daemon") is not True]
+    if not others:
+        return "the program has ended: the main thread waits in threading._shutdown for its non-daemon threads"
+    return "the program has ended: the main thread waits in threading._shutdown for %d non-daemon thread%s: %s" % (
+        len(others), "" if len(others) == 1 else "s",
+        "; ".join("%s in %s, %s%s" % (_named(t), where(_python_where(t)), _in_state(t), _stuck_note(t))
+                  for t in others))
+
+
+def _interpreter_finalizing(s: _Scene) -> Optional[str]:
+    main = _main(s)
+    if not s.event.get("finalizing") or main is None:
+        return None
+    py = _python_where(main)
+    at = " in %s," % where(py) if py else ""
+    return "the interpreter is shutting down (Py_FinalizeEx has begun) and the main thread is%s %s%s" % (
+        at, _in_state(main), _stuck_note(main))
+
+
+def _named(t: Thread) -> str:
+    """``thread 123 "loader-1"``: threading's name where there is one."""
+    return 'thread %s "%s"' % (t["tid"], t.get("python_name") or t.get("name") or "")
 
 
 def _workers(s: _Scene) -> List[Thread]:

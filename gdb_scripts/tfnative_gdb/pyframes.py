@@ -72,6 +72,7 @@ class ThreadPy:
         self.groups: List[List[PyFrame]] = []  # innermost group first, frames innermost first
         self.error: Optional[str] = None
         self.name: Optional[str] = None  # threading's name for it, where the program imported threading
+        self.daemon: Optional[bool] = None  # and whether it is a daemon thread
         self.holds_gil = False  # set by whoever read the runtime's GIL holder
         self.gc_collecting = False  # the same: the interpreter's collector runs (whoever holds the GIL runs it)
 
@@ -179,6 +180,11 @@ class PythonReader:
             return False
         interp = self.u64(self.runtime + L.runtime_interpreters_head)
         return bool(interp) and self.i32(interp + L.interp_gc_collecting) == 1
+
+    def finalizing(self) -> bool:
+        """Whether the interpreter is shutting down (``Py_FinalizeEx`` has set ``_PyRuntime._finalizing``)."""
+        L = self.layout
+        return L.runtime_finalizing is not None and bool(self.u64(self.runtime + L.runtime_finalizing))
 
     def read_frames(self, thread: ThreadPy) -> ThreadPy:
         try:

@@ -81,6 +81,7 @@ class Layout:
     # Objects read by name (thread names, --locals): sys.modules (3.10/3.11 interp->modules, 3.12+
     # interp->imports.modules), a module's md_dict, a heap type's shared instance keys, types' fields.
     interp_modules: Optional[int] = None
+    runtime_finalizing: Optional[int] = None  # _PyRuntime._finalizing: set once Py_FinalizeEx tears down
     module_dict: int = 16
     type_name: int = 24
     type_basicsize: int = 32
@@ -110,7 +111,8 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_filename=104, code_name=112, code_qualname=None,
         code_firstlineno=40, code_linetable=120, code_code=48,
         frame_localsplus=352, code_localsplusnames=72,
-        interp_modules=856, heaptype_cached_keys=872, code_argcount=16, code_kwonlyargcount=24, code_flags=36,
+        interp_modules=856, runtime_finalizing=16,
+        heaptype_cached_keys=872, code_argcount=16, code_kwonlyargcount=24, code_flags=36,
     ),
     (3, 11): Layout(runtime_gil=360, interp_gc_collecting=848,
         version=(3, 11), chain="entry_flag",
@@ -122,7 +124,8 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_filename=112, code_name=120, code_qualname=128,
         code_firstlineno=72, code_linetable=136, code_code=184,
         frame_localsplus=72, code_localsplusnames=96,
-        interp_modules=888, heaptype_cached_keys=872, code_argcount=56, code_kwonlyargcount=64, code_flags=48,
+        interp_modules=888, runtime_finalizing=24,
+        heaptype_cached_keys=872, code_argcount=56, code_kwonlyargcount=64, code_flags=48,
     ),
     (3, 12): Layout(interp_gil=384, interp_gc_collecting=312,
         version=(3, 12), chain="cstack_shim",
@@ -135,7 +138,8 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_firstlineno=68, code_linetable=136, code_code=192,
         unicode_ascii_size=40, unicode_compact_size=56,
         frame_localsplus=72, code_localsplusnames=96, long_lv_tag=True,
-        interp_modules=944, heaptype_cached_keys=880, code_argcount=52, code_kwonlyargcount=60, code_flags=48,
+        interp_modules=944, runtime_finalizing=24,
+        heaptype_cached_keys=880, code_argcount=52, code_kwonlyargcount=60, code_flags=48,
     ),
     # 3.13 is read from _Py_DebugOffsets at run time (see debug_offsets_layout);
     # this entry is the fallback for a _PyRuntime whose cookie cannot be read
@@ -151,7 +155,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         code_firstlineno=68, code_linetable=136, code_code=200,
         unicode_ascii_size=40, unicode_compact_size=56,
         frame_localsplus=72, code_localsplusnames=96, long_lv_tag=True, dict_values_offset=8,
-        interp_modules=7656, **_UNPUBLISHED_313,
+        interp_modules=7656, runtime_finalizing=608, **_UNPUBLISHED_313,
     ),
 }
 
@@ -196,5 +200,5 @@ def debug_offsets_layout(blob: bytes) -> Optional[Layout]:
         code_firstlineno=at(312), code_linetable=at(304), code_code=at(344),
         unicode_ascii_size=40, unicode_compact_size=56,
         frame_localsplus=at(256), code_localsplusnames=at(328), long_lv_tag=True, dict_values_offset=8,
-        interp_modules=at(88), **_UNPUBLISHED_313,
+        interp_modules=at(88), runtime_finalizing=at(32), **_UNPUBLISHED_313,
     )

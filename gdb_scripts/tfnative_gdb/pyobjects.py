@@ -133,18 +133,24 @@ class ObjectReader:
         """Whether the str ``key`` is ``name``; its length is read first (most keys differ in it)."""
         return self.r.i64(key + self.L.unicode_length) == len(name) and self.r.string(key) == name
 
-    def thread_names(self) -> Dict[int, str]:
-        """``threading``'s name of each thread it knows, by ident (the pthread id); {} where it is not imported."""
+    def thread_names(self) -> Dict[int, Tuple[str, Optional[bool]]]:
+        """``threading``'s (name, daemon) of each thread it knows, by ident (the pthread id); {} where the
+        program did not import ``threading``.  ``daemon`` is None where it cannot be read."""
         active = self.module_global("threading", "_active")
-        names: Dict[int, str] = {}
+        names: Dict[int, Tuple[str, Optional[bool]]] = {}
         if active is None:
             return names
         for key, thread in self.r.dict_items(active):
             try:
-                name = self.attribute(thread, "_name")
+                attrs = {self.r.string(k): v for k, v in self.attributes(thread)}
+                name = attrs.get("_name")
                 text = self.r.string(name) if name else None
+                daemonic = attrs.get("_daemonic")
+                daemon = None
+                if daemonic and self.type_name(daemonic) == "bool":
+                    daemon = bool(self.r.int_value(daemonic))
                 if text is not None:
-                    names[self.r.int_value(key)] = text
+                    names[self.r.int_value(key)] = (text, daemon)
             except MemoryError:
                 continue
         return names

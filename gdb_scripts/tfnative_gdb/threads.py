@@ -37,10 +37,12 @@ class PythonThreads:
                 result["warnings"].append("cannot read Python thread states: %s" % exc)
             try:
                 names = reader.objects.thread_names()
+                if reader.finalizing():
+                    result["finalizing"] = True
             except MemoryError:
                 names = {}  # a name is a nicety: the stacks do not wait for it
             for t in states:
-                t.name = names.get(t.pthread_id)
+                t.name, t.daemon = names.get(t.pthread_id, (None, None))
         self.states = states
         self.by_native = {t.native_id: t for t in states if t.native_id}
         self.by_pthread = {t.pthread_id: t for t in states}
@@ -62,6 +64,8 @@ def thread_entry(tid: int, name: str, native: List[Dict], reader: Optional[Pytho
     entry: Dict = {"tid": tid, "name": name}
     if py is not None and py.name is not None:
         entry["python_name"] = py.name
+        if py.daemon is not None:
+            entry["daemon"] = py.daemon
     groups = None
     if py is not None and reader is not None:
         reader.read_frames(py)

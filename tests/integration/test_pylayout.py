@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not 
 
 COMMON = {
     "runtime_interpreters_head": "&((_PyRuntimeState*)0)->interpreters.head",
+    "runtime_finalizing": "&((_PyRuntimeState*)0)->_finalizing",
     "interp_next": "&((PyInterpreterState*)0)->next",
     "tstate_next": "&((PyThreadState*)0)->next",
     "tstate_thread_id": "&((PyThreadState*)0)->thread_id",

@@ -176,3 +176,31 @@ def test_cluster_from_tf_config():
     assert verdict.cluster(None) is None
     assert verdict.cluster("not json") is None
     assert verdict.cluster('{"cluster": []}') is None
+
+
+SHUTDOWN = EVENT_WAIT[:4] + [py("_shutdown", 1623, "/usr/lib/python3.11/threading.py")]
+
+
+def test_exit_waits_for_its_non_daemon_threads():
+    main = {"tid": PID, "name": "python", "python_name": "MainThread", "frames": SHUTDOWN,
+            "kernel": {"state": "S"}}
+    uploader = {"tid": 101, "name": "python", "python_name": "uploader", "daemon": False,
+                "frames": EVENT_WAIT + [py("upload", 18)], "kernel": {"state": "S"}}
+    beat = {"tid": 102, "name": "python", "python_name": "heartbeat", "daemon": True,
+            "frames": EVENT_WAIT + [py("beat", 22)], "kernel": {"state": "S"}}
+    out = verdict.triage(event(main, uploader, beat))
+    assert out["pattern"] == "exit_waits_for_threads"
+    assert out["verdict"] == ('the program has ended: the main thread waits in threading._shutdown for 1 '
+                              'non-daemon thread: thread 101 "uploader" in upload at app.py:18, blocked in '
+                              'lock.acquire() under Condition.wait')
+
+
+def test_shutting_down_interpreter_blocked_in_a_destructor():
+    main = {"tid": PID, "name": "python", "frames": [n("clock_nanosleep"), n("time_sleep", "libpython3.12.so.1.0"),
+                                                     py("Blocks.__del__", 27)], "kernel": {"state": "S"}}
+    ev = dict(event(main), finalizing=True)
+    out = verdict.triage(ev)
+    assert out["pattern"] == "interpreter_finalizing"
+    assert out["verdict"] == ("the interpreter is shutting down (Py_FinalizeEx has begun) and the main thread is "
+                              "in Blocks.__del__ at app.py:27, blocked in time.sleep()")
+    assert verdict.triage(event(main))["pattern"] is None  # the same stack in a running interpreter: no guess
