@@ -36,3 +36,58 @@ class FakeMemory:
             if start <= addr and addr + size <= start + len(buf):
                 return bytes(buf[addr - start: addr - start + size])
         raise MemoryError("unmapped: 0x%x+%d" % (addr, size))
+
+
+class PyHeap:
+    """CPython objects of one layout built in fake memory, one after another: types named by ``tp_name``,
+    compact ASCII strs, bytes, lists (py-spy's way of testing its readers)."""
+
+    def __init__(self, layout, base: int = 0x10000, size: int = 1 << 16) -> None:  # noqa: ANN001
+        self.L = layout
+        self.mem = FakeMemory()
+        self.mem.map(base, size)
+        self.next = base
+        self.types: Dict[str, int] = {}
+
+    def alloc(self, size: int) -> int:
+        at = self.next
+        self.next += (size + 15) // 16 * 16
+        return at
+
+    def type(self, name: str) -> int:
+        if name not in self.types:
+            tp = self.alloc(400)
+            text = self.alloc(len(name) + 1)
+            self.mem.write(text, name.encode() + b"\0")
+            self.mem.u64(tp + self.L.type_name, text)
+            self.types[name] = tp
+        return self.types[name]
+
+    def obj(self, name: str, size: int = 64) -> int:
+        at = self.alloc(size)
+        self.mem.u64(at + self.L.ob_type, self.type(name))
+        return at
+
+    def str(self, text: str) -> int:
+        L = self.L
+        at = self.obj("str", L.unicode_ascii_size + len(text) + 1)
+        self.mem.write(at + L.unicode_length, struct.pack("<q", len(text)))
+        self.mem.write(at + L.unicode_state, struct.pack("<I", (1 << 2) | (1 << 5) | (1 << 6)))
+        self.mem.write(at + L.unicode_ascii_size, text.encode())
+        return at
+
+    def bytes(self, data: bytes) -> int:
+        L = self.L
+        at = self.obj("bytes", L.bytes_sval + len(data) + 1)
+        self.mem.write(at + L.bytes_size, struct.pack("<q", len(data)))
+        self.mem.write(at + L.bytes_sval, data)
+        return at
+
+    def list(self, items, size=None) -> int:  # noqa: ANN001
+        at = self.obj("list")
+        arr = self.alloc(8 * max(len(items), 1))
+        for i, item in enumerate(items):
+            self.mem.u64(arr + 8 * i, item)
+        self.mem.write(at + self.L.tuple_size, struct.pack("<q", len(items) if size is None else size))
+        self.mem.u64(at + self.L.list_items, arr)
+        return at
