@@ -23,17 +23,9 @@ import tempfile
 import time
 from typing import Dict, List
 
+from benchutil import longest_pause
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _pause(gaps_file: str, start: float, end: float) -> float:
-    worst = 0.0
-    with open(gaps_file) as f:
-        for line in f:
-            at, gap = (float(x) for x in line.split())
-            if start <= at - gap and at <= end + 0.5:
-                worst = max(worst, gap)
-    return worst
 
 
 def _fmt(xs: List[float]) -> str:
@@ -71,7 +63,7 @@ def main() -> None:
                     assert r.returncode == 0, r.stderr
                     wall.setdefault((target, name), []).append(t1 - t0)
                     if pid == idle.pid:
-                        pause.setdefault(name, []).append(_pause(gaps, t0, t1))
+                        pause.setdefault(name, []).append(longest_pause(gaps, t0, t1))
         print("| target | checkout | wall | pause of the target |")
         print("|---|---|---|---|")
         for (target, name), xs in wall.items():

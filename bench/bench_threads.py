@@ -24,6 +24,7 @@ import time
 from typing import Dict, List, Tuple
 
 import psutil
+from benchutil import longest_pause
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -54,16 +55,6 @@ def _run(cmd: List[str]) -> Tuple[float, float, int, float]:
             pass
         time.sleep(0.01)
     return start, time.monotonic() - start, proc.returncode, peak / 1e6
-
-
-def _pause(gaps_file: str, start: float, end: float) -> float:
-    worst = 0.0
-    with open(gaps_file) as f:
-        for line in f:
-            at, gap = (float(x) for x in line.split())
-            if start <= at - gap and at <= end + 0.5:
-                worst = max(worst, gap)
-    return worst
 
 
 def _fmt(values: List[float], unit: str = "s") -> str:
@@ -98,7 +89,7 @@ def main() -> None:
                     raise SystemExit("%s exited %d" % (name, code))
                 time.sleep(0.6)
                 results[name]["wall"].append(wall)
-                results[name]["pause"].append(_pause(gaps, start, start + wall))
+                results[name]["pause"].append(longest_pause(gaps, start, start + wall))
                 results[name]["rss"].append(rss)
                 print("run %d %-26s wall %.2f s pause %.2f s rss %.0f MB"
                       % (i + 1, name, wall, results[name]["pause"][-1], rss), flush=True)

@@ -1,0 +1,15 @@
+"""Helpers shared by the benchmarks (run as scripts: ``bench/`` is on their path)."""
+
+from __future__ import annotations
+
+
+def longest_pause(gaps_file: str, start: float, end: float) -> float:
+    """The longest gap a target's ticker wrote to ``gaps_file`` (lines ``AT GAP``, monotonic seconds)
+    that began at or after ``start`` and ended by ``end`` (plus half a second): how long a tool held it."""
+    worst = 0.0
+    with open(gaps_file) as f:
+        for line in f:
+            at, gap = (float(x) for x in line.split())
+            if start <= at - gap and at <= end + 0.5:
+                worst = max(worst, gap)
+    return worst
