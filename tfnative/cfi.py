@@ -30,7 +30,7 @@ import mmap
 import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .elfindex import ElfError, Section, _Elf
+from .elfindex import ElfError, ElfFile, Section
 from .elfindex import sleb128 as _sleb
 from .elfindex import uleb128 as _uleb
 from .jit import recover_caller
@@ -71,7 +71,7 @@ class EhFrame:
             with open(path, "rb") as f:
                 self.mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
-            elf = _Elf(self.mm, path)
+            elf = ElfFile(self.mm, path)
         except ElfError as exc:
             raise CfiError(str(exc)) from None
         hdr = elf.section(".eh_frame_hdr")

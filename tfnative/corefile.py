@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Tuple
 
-from .elfindex import ElfError, _Elf
+from .elfindex import ElfError, ElfFile, ElfTruncated
 from .errors import TfnativeError
 from .ptrace import REGISTERS
 
@@ -213,9 +213,12 @@ class Core:
 
     def _open(self) -> None:
         try:
-            elf = _Elf(self.mm, self.path)
-        except ElfError:
-            raise CoreError("%s: not an ELF core" % self.path) from None
+            elf = ElfFile(self.mm, self.path)
+        except ElfError as exc:
+            if not isinstance(exc, ElfTruncated):
+                raise CoreError("%s: not an ELF core" % self.path) from None
+            raise CoreError("%s: an ELF file cut short before the end of its headers (truncated core?)"
+                            % self.path) from None
         except struct.error:
             raise CoreError("%s: an ELF file cut short before its program headers (truncated core?)"
                             % self.path) from None

@@ -18,6 +18,7 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from .elfindex import ElfError, ElfFile, Section
 from .elfindex import sleb128 as _sleb
 from .elfindex import uleb128 as _uleb
 from .errors import TfnativeError
@@ -50,16 +51,6 @@ WANTED_ATTRS = (DW_AT_name, DW_AT_comp_dir, DW_AT_producer, DW_AT_str_offsets_ba
 # ---------------------------------------------------------------- ELF sections
 
 
-@dataclass
-class Section:
-    name: str
-    type: int
-    flags: int
-    offset: int
-    size: int
-    entsize: int
-
-
 class Elf:
     """Section headers of an ELF file, and their (lazily mapped, decompressed) contents."""
 
@@ -70,43 +61,22 @@ class Elf:
         except OSError as exc:
             raise TfnativeError("cannot read %s: %s" % (path, exc.strerror or exc))
         self.size = os.fstat(self._f.fileno()).st_size
-        if self.size < 64:
+        try:
+            self._m = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
+            elf = ElfFile(self._m, path)
+        except (ValueError, ElfError, struct.error) as exc:  # empty file, not ELF, cut short
             self.close()
-            raise TfnativeError("%s: not an ELF file (too short)" % path)
-        self._m = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
-        ident = self._m[:16]
-        if ident[:4] != b"\x7fELF":
-            self.close()
-            raise TfnativeError("%s: not an ELF file" % path)
-        self.is64 = ident[4] == 2
-        self.end = "<" if ident[5] == 1 else ">"
-        if self.is64:
-            (self.e_type, self.machine, _v, _entry, _phoff, shoff, _flags, _ehsize, _phentsize, _phnum,
-             shentsize, shnum, shstrndx) = struct.unpack_from(self.end + "HHIQQQIHHHHHH", self._m, 16)
-        else:
-            (self.e_type, self.machine, _v, _entry, _phoff, shoff, _flags, _ehsize, _phentsize, _phnum,
-             shentsize, shnum, shstrndx) = struct.unpack_from(self.end + "HHIIIIIHHHHHH", self._m, 16)
+            msg = str(exc) if isinstance(exc, ElfError) else "%s: not an ELF file (%s)" % (path, exc)
+            raise TfnativeError(msg) from None
+        self.is64 = elf.is64
+        self.end = elf.endian
+        self.e_type, self.machine = elf.e_type, elf.e_machine
         self.sections: Dict[str, Section] = {}
-        raw = []
-        for i in range(shnum):
-            off = shoff + i * shentsize
-            if off + shentsize > self.size:
-                break
-            if self.is64:
-                name, typ, flags, _addr, offset, size, _link, _info, _align, entsize = struct.unpack_from(
-                    self.end + "IIQQQQIIQQ", self._m, off)
-            else:
-                name, typ, flags, _addr, offset, size, _link, _info, _align, entsize = struct.unpack_from(
-                    self.end + "IIIIIIIIII", self._m, off)
-            raw.append((name, typ, flags, offset, size, entsize))
-        if raw and shstrndx < len(raw):
-            stroff = raw[shstrndx][3]
-            for name, typ, flags, offset, size, entsize in raw:
-                end = self._m.find(b"\0", stroff + name)
-                sname = self._m[stroff + name:end].decode("ascii", "replace")
-                # SHT_NOBITS (8) sections have no bytes in the file (a stripped debug file's .text)
-                self.sections.setdefault(sname, Section(sname, typ, flags, offset, 0 if typ == 8 else size,
-                                                        entsize))
+        for sec in elf.sections:
+            # SHT_NOBITS (8) sections have no bytes in the file (a stripped debug file's .text)
+            if sec.type == 8:
+                sec.size = 0
+            self.sections.setdefault(sec.name, sec)
         self._cache: Dict[str, bytes] = {}
 
     def close(self) -> None:

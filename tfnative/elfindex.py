@@ -72,6 +72,10 @@ class ElfError(Exception):
     """The file is not an ELF file this module can read."""
 
 
+class ElfTruncated(ElfError):
+    """An ELF file cut short: its header tables run past its end."""
+
+
 class Section:
     """One section header, with its name resolved."""
 
@@ -98,10 +102,15 @@ class Section:
 # ELF headers
 
 
-class _Elf:
-    """Headers of an mmapped ELF file (32/64-bit, little or big endian)."""
+class ElfFile:
+    """Headers of an mmapped ELF file (32/64-bit, little or big endian): the one ELF reader.
 
-    def __init__(self, mm: mmap.mmap, path: str) -> None:
+    ``sections=False`` reads the program headers only (``segments``), which is
+    all a process's memory map needs and skips most of the cost over the
+    libraries a TensorFlow process maps.
+    """
+
+    def __init__(self, mm: mmap.mmap, path: str, sections: bool = True) -> None:
         self.mm = mm
         self.path = path
         if len(mm) < 52 or mm[:4] != b"\x7fELF":
@@ -126,20 +135,10 @@ class _Elf:
         self.e_machine = _mach
         self.phoff, self.phentsize, self.phnum = phoff, phentsize, phnum
         self.shoff, self.shentsize, self.shnum, self.shstrndx = shoff, shentsize, shnum, shstrndx
-        if shoff and shnum == 0:  # more than 0xff00 sections: the count is in section 0
-            shnum = self._raw_section(0)[5]
-            self.shnum = shnum
-        if shoff + shnum * shentsize > len(mm):
-            raise ElfError(f"{path}: truncated section header table")
-        raw = [self._raw_section(i) for i in range(shnum)]
-        if shstrndx == 0xFFFF and raw:
-            shstrndx = raw[0][6]
-        names_off = raw[shstrndx][4] if 0 < shstrndx < len(raw) else 0
         self.sections: List[Section] = []
-        for r in raw:
-            name = self.cstr(names_off + r[0]).decode("utf-8", "replace") if names_off else ""
-            self.sections.append(Section(name, *r[1:]))
         self.segments: List[Tuple[int, int, int, int, int, int, int]] = []
+        if phoff + phnum * phentsize > len(mm):
+            raise ElfTruncated(f"{path}: truncated program header table")
         for i in range(phnum):
             p = struct.unpack_from(self.phdr_fmt, mm, phoff + i * phentsize)
             if self.is64:
@@ -147,6 +146,20 @@ class _Elf:
             else:
                 p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, p_flags, p_align = p
             self.segments.append((p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, p_align))
+        if not sections:
+            return
+        if shoff and shnum == 0:  # more than 0xff00 sections: the count is in section 0
+            shnum = self._raw_section(0)[5]
+            self.shnum = shnum
+        if shoff + shnum * shentsize > len(mm):
+            raise ElfTruncated(f"{path}: truncated section header table")
+        raw = [self._raw_section(i) for i in range(shnum)]
+        if shstrndx == 0xFFFF and raw:
+            shstrndx = raw[0][6]
+        names_off = raw[shstrndx][4] if 0 < shstrndx < len(raw) else 0
+        for r in raw:
+            name = self.cstr(names_off + r[0]).decode("utf-8", "replace") if names_off else ""
+            self.sections.append(Section(name, *r[1:]))
 
     def _raw_section(self, i: int) -> Tuple[int, ...]:
         # name, type, flags, addr, offset, size, link, info, addralign, entsize
@@ -212,7 +225,7 @@ def sleb128(buf: Union[bytes, memoryview, mmap.mmap], pos: int) -> Tuple[int, in
 def read_build_id(path: str) -> Optional[str]:
     """The GNU build-id of ``path`` as hex, or None."""
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        return _Elf(mm, path).build_id()
+        return ElfFile(mm, path).build_id()
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -250,7 +263,7 @@ class ElfIndex:
         finally:
             f.close()
         try:
-            elf = _Elf(mm, path)
+            elf = ElfFile(mm, path)
             build_id = elf.build_id()
             entry = _cache_path(path, build_id, elf)
             if use_cache:
@@ -619,7 +632,7 @@ def display_names(names: Sequence[str]) -> List[str]:
 # building and caching
 
 
-def _build(elf: _Elf, build_id: Optional[str], mm: mmap.mmap, path: str) -> ElfIndex:
+def _build(elf: ElfFile, build_id: Optional[str], mm: mmap.mmap, path: str) -> ElfIndex:
     symtab = None
     for want in (SHT_SYMTAB, SHT_DYNSYM):
         for s in elf.sections:
@@ -663,7 +676,7 @@ def _build(elf: _Elf, build_id: Optional[str], mm: mmap.mmap, path: str) -> ElfI
                     False)
 
 
-def _cache_path(path: str, build_id: Optional[str], elf: _Elf) -> str:
+def _cache_path(path: str, build_id: Optional[str], elf: ElfFile) -> str:
     if build_id:
         key = "bid-" + build_id
     else:
@@ -733,7 +746,7 @@ def data_symbols(path: str, names: Sequence[str]) -> Dict[str, int]:
     wanted = {n.encode(): n for n in names}
     found: Dict[str, int] = {}
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        elf = _Elf(mm, path)
+        elf = ElfFile(mm, path)
         if not elf.is64:
             return found
         entsize = struct.calcsize(elf.sym_fmt)
@@ -785,7 +798,7 @@ def load_base(pid: int, path: str) -> int:
     if start is None:
         raise LookupError(f"{path} is not mapped in process {pid}")
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        first = _Elf(mm, path).first_load_vaddr()
+        first = ElfFile(mm, path).first_load_vaddr()
     return start - first
 
 

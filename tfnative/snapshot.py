@@ -49,7 +49,7 @@ from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, select_threads, th
 
 from . import kstate, procfs, vdso
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
-from .elfindex import ElfError, ElfIndex, _Elf, data_symbols, display_names
+from .elfindex import ElfError, ElfFile, ElfIndex, data_symbols, display_names
 from .ptrace import Frozen, Memory, PtraceRefused, Unsupported
 
 __all__ = ["Unsupported", "of_stopped", "stacks", "take"]
@@ -92,7 +92,7 @@ class _Lib(Module):
             self._dwarf = False
             try:
                 with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                    sec = _Elf(mm, self.path).section(".debug_info")
+                    sec = ElfFile(mm, self.path).section(".debug_info")
                     self._dwarf = sec is not None and sec.size > 0 and sec.type != 8
             except (OSError, ElfError, ValueError):
                 pass
@@ -238,23 +238,11 @@ def modules_of(rows: List[Tuple[str, int, int, int, bool, str]]) -> List[_Lib]:
 
 
 def _segments(path: str) -> List[Tuple[int, int]]:
-    """(p_type, p_vaddr) of each program header of a 64-bit ELF file (empty if it is none).
-
-    Reads the ELF header and the program header table only: ``elfindex._Elf``
-    also parses every section header, ten times the cost over the ~150 files
-    a TensorFlow process maps.
-    """
+    """(p_type, p_vaddr) of each program header of an ELF file (empty if it is none or unreadable)."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-            if head[:4] != b"\x7fELF" or head[4] != 2:
-                return []
-            phoff, = struct.unpack_from("<Q", head, 32)
-            phentsize, phnum = struct.unpack_from("<HH", head, 54)
-            f.seek(phoff)
-            table = f.read(phentsize * phnum)
-        return [struct.unpack_from("<I4x8xQ", table, i * phentsize) for i in range(phnum)]
-    except (OSError, struct.error):
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return [(seg[0], seg[3]) for seg in ElfFile(mm, path, sections=False).segments]
+    except (OSError, ValueError, ElfError, struct.error):
         return []
 
 

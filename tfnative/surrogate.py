@@ -26,7 +26,7 @@ import os
 import struct
 from typing import Iterable, List, Optional, Tuple
 
-from .elfindex import SHT_NOBITS, ElfError, _Elf
+from .elfindex import SHT_NOBITS, ElfError, ElfFile
 from .files import atomic_write, cache_dir
 
 __all__ = ["SURROGATE_VERSION", "build_surrogate", "gdb_regex_escape", "surrogate_path"]
@@ -63,7 +63,7 @@ def build_surrogate(path: str) -> str:
     has no ``.eh_frame``.
     """
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        elf = _Elf(mm, path)
+        elf = ElfFile(mm, path)
         build_id = elf.build_id()
         out = surrogate_path(path, build_id)
         if os.path.exists(out):
@@ -76,7 +76,7 @@ def build_surrogate(path: str) -> str:
     return out
 
 
-def _image(elf: _Elf, mm: mmap.mmap) -> Iterable[bytes]:
+def _image(elf: ElfFile, mm: mmap.mmap) -> Iterable[bytes]:
     """The bytes of the surrogate, in order."""
     keep = []  # (name, type, flags, addr, data or None, size, addralign)
     for s in elf.sections:

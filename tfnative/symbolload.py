@@ -43,7 +43,7 @@ from typing import Any, Dict, List, Optional, TextIO
 
 from . import procfs
 from .breakpoints import Breakpoints
-from .elfindex import ElfError, ElfIndex, _Elf, display_names, load_base
+from .elfindex import ElfError, ElfFile, ElfIndex, display_names, load_base
 from .gdbmi import Gdb, GdbError
 from .surrogate import build_surrogate, gdb_regex_escape
 
@@ -63,7 +63,7 @@ def wants_surrogate(path: str) -> bool:
         return False
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            elf = _Elf(mm, path)
+            elf = ElfFile(mm, path)
             return elf.section(".debug_info") is None and elf.section(".gnu_debuglink") is None \
                 and elf.section(".gnu_debugdata") is None
     except (ElfError, OSError, ValueError):

@@ -14,7 +14,7 @@ import struct
 from typing import Callable, List, Optional
 
 from .cfi import EhFrame
-from .elfindex import ElfError, ElfIndex, _build, _Elf
+from .elfindex import ElfError, ElfFile, ElfIndex, _build
 
 __all__ = ["VDSO", "auxv_vdso_base", "cfi", "code_size", "image_of", "symbols"]
 
@@ -77,6 +77,6 @@ def cfi(image: mmap.mmap) -> EhFrame:
 def symbols(image: mmap.mmap) -> List[ElfIndex]:
     """The image's ``.dynsym`` as a symbol index (empty list if it has none)."""
     try:
-        return [_build(_Elf(image, VDSO), None, image, VDSO)]
+        return [_build(ElfFile(image, VDSO), None, image, VDSO)]
     except (ElfError, ValueError, struct.error):
         return []

@@ -16,7 +16,7 @@ from typing import Dict, Iterator, List, Tuple
 import pytest
 
 from tests.conftest import ROOT, has_tensorflow
-from tfnative.elfindex import ElfIndex, _Elf, cache_dir, demangle, load_base, read_build_id
+from tfnative.elfindex import ElfIndex, ElfFile, cache_dir, demangle, load_base, read_build_id
 
 requires_nm = pytest.mark.skipif(shutil.which("nm") is None, reason="binutils nm is not installed")
 requires_tf_libs = pytest.mark.skipif(not has_tensorflow(), reason="tensorflow is not installed")
@@ -45,7 +45,7 @@ def exec_ranges(path: str) -> List[Tuple[int, int]]:
     import mmap
 
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        return [(s.addr, s.addr + s.size) for s in _Elf(mm, path).sections if s.flags & 0x4]
+        return [(s.addr, s.addr + s.size) for s in ElfFile(mm, path).sections if s.flags & 0x4]
 
 
 def nm_functions(path: str, dynamic: bool) -> Dict[int, List[Tuple[str, int]]]:
@@ -201,7 +201,7 @@ def _patch_dynsym_value(path: str, name: str, delta: int) -> int:
     import mmap
 
     with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as mm:
-        elf = _Elf(mm, path)
+        elf = ElfFile(mm, path)
         dynsym = elf.section(".dynsym")
         dynstr = elf.sections[dynsym.link]
         for off in range(dynsym.offset, dynsym.offset + dynsym.size, 24):
@@ -244,10 +244,10 @@ def test_changed_file_is_reindexed(cache):
 CONCURRENT = r"""
 import os, sys, time
 sys.path.insert(0, %(root)r)
-from tfnative.elfindex import ElfIndex, _cache_path, _Elf, _load_cache, _store_cache
+from tfnative.elfindex import ElfIndex, _cache_path, ElfFile, _load_cache, _store_cache
 lib = %(lib)r
 idx = ElfIndex.open(lib, use_cache=False)
-entry = _cache_path(lib, idx.build_id, _Elf(idx._mm, lib))
+entry = _cache_path(lib, idx.build_id, ElfFile(idx._mm, lib))
 st = os.stat(lib)
 want = idx.find("TF_NewStatus")
 reads = 0

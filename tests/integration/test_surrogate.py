@@ -28,7 +28,7 @@ from typing import Dict, Iterator
 import pytest
 
 from tests.conftest import ROOT, requires_gdb, requires_tf
-from tfnative.elfindex import ElfIndex, _Elf, demangle, load_base, mapped_libraries
+from tfnative.elfindex import ElfIndex, ElfFile, demangle, load_base, mapped_libraries
 from tfnative.surrogate import build_surrogate, gdb_regex_escape, surrogate_path
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf, pytest.mark.slow]
@@ -232,7 +232,7 @@ def test_surrogate_layout_and_cache(runs):
 
     with open(lib, "rb") as f1, mmap.mmap(f1.fileno(), 0, access=mmap.ACCESS_READ) as m1, \
             open(surrogate, "rb") as f2, mmap.mmap(f2.fileno(), 0, access=mmap.ACCESS_READ) as m2:
-        orig, sur = _Elf(m1, lib), _Elf(m2, surrogate)
+        orig, sur = ElfFile(m1, lib), ElfFile(m2, surrogate)
         for name in (".eh_frame", ".eh_frame_hdr", ".text"):
             a, b = orig.section(name), sur.section(name)
             assert a is not None and b is not None
