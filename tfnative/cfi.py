@@ -509,11 +509,12 @@ class Unwinder:
             frame = frames[-1]
             try:
                 caller = self._step(frame, innermost=len(frames) == 1 or frames[-2].signal)
-            except CfiError:
+            except CfiError as exc:
                 # no CFI here (JIT code, a library built without it): recover the caller, a bounded number of times
                 found = recover_caller(frame.regs, self.read, lambda pc: self.module_of(pc) is not None, stack)
                 recovered += 1
                 if found is None or recovered > MAX_RECOVERED:
+                    exc.frames = frames  # type: ignore[attr-defined] # what was unwound before it
                     raise
                 regs, how = found
                 caller = Frame(regs[RIP], regs, self.module_of(regs[RIP]))

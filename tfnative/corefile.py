@@ -293,7 +293,7 @@ class Core:
                 n = min(n, seg.filesz - rel, self.size - seg.offset - rel)
                 out += self.mm[seg.offset + rel:seg.offset + rel + n]
                 continue
-            m = self._mapping(at)
+            m = self._mapping(at) if rel >= seg.filesz else None  # dumped pages cut off: the file's are stale
             if m is not None:
                 n = min(n, m.end - at)
                 data = self._from_file(m, at, n)

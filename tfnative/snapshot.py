@@ -459,22 +459,31 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
         py = pythreads.find(tid, lambda regs=regs: regs.get("fs_base"))
         if pythreads.states and not unwound(which, py is not None, name):
             continue
+        cut = None
         try:
             frames = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
         except CfiError as exc:
-            raise Unsupported("thread %d: %s" % (tid, exc)) from None
+            if live or py is None:
+                raise Unsupported("thread %d: %s" % (tid, exc)) from None
+            # a core lacking memory or files: the innermost frame and the Python frames still count
+            frames = getattr(exc, "frames", None) or unwinder.unwind(regs, 1)
+            cut = "native unwinding stopped at the last frame shown: %s" % exc
         for fr in frames:
             lib = fr.module
             if lib is not None and not _is_interpreter(lib) and lib.has_dwarf():
                 raise Unsupported("%s has debug info: gdb gives its source lines" % lib.path)
-        found.append((tid, name, frames, _native_dicts(frames), py))
+        found.append((tid, name, frames, _native_dicts(frames), py, cut))
     _name_frames([(s[2], s[3]) for s in found])
     kernels = OpKernelReader(memory)
-    for tid, name, frames, dicts, py in found:
+    for tid, name, frames, dicts, py, cut in found:
         _ops(memory, frames, dicts, kernels)
         entry = thread_entry(tid, name, dicts, reader, py)
         if len(frames) >= MAX_NATIVE_FRAMES:
             cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
+        if cut and entry.get("merge") == "mismatch":  # no eval-loop frames to put them in: after #0
+            entry.update(frames=entry["frames"] + entry.pop("python_frames"), merge="partial")
+            entry.pop("merge_detail", None)
+        if cut:
             entry["error"] = "%s; %s" % (entry["error"], cut) if entry.get("error") else cut
         result["threads"].append(entry)
     if which != "selected":

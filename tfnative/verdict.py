@@ -129,6 +129,8 @@ def _idle(t: Thread) -> bool:
 
 def _in_state(t: Thread) -> str:
     """"blocked in sleep()", "running sleep()" (kernel state R), "in sleep()" (state unknown)."""
+    if not t.get("frames"):
+        return "its stack unreadable"
     fn = blocked_in(t)
     if fn is None:
         return "running Python"
