@@ -39,6 +39,16 @@ def versions(python: str, gdb: str, env: Dict[str, str]) -> Dict[str, str]:
                       "    try:\n        print(d, m.version(d)); break\n"
                       "    except m.PackageNotFoundError:\n        pass\n"
                       "else:\n    print('not installed')"])
+    return {
+        "TensorFlow": tf,
+        "Python": _first_line([python, "-c", "import sys; print(sys.version.split()[0], sys.executable)"]),
+        "gdb": _first_line([gdb, "--version"]),
+        **host_facts(env),
+    }
+
+
+def host_facts(env: Dict[str, str]) -> Dict[str, str]:
+    """This machine's OS and CPU, and oneDNN's switch in ``env``."""
     os_name = "unknown"
     try:
         with open("/etc/os-release") as f:
@@ -61,9 +71,6 @@ def versions(python: str, gdb: str, env: Dict[str, str]) -> Dict[str, str]:
         pass
     onednn = env.get("TF_ENABLE_ONEDNN_OPTS")
     return {
-        "TensorFlow": tf,
-        "Python": _first_line([python, "-c", "import sys; print(sys.version.split()[0], sys.executable)"]),
-        "gdb": _first_line([gdb, "--version"]),
         "OS": "%s (kernel %s, %s)" % (os_name, platform.release(), platform.machine()),
         "CPU": "%s, %d cores; flags: %s" % (cpu, os.cpu_count() or 0, " ".join(flags) or "none of interest"),
         "oneDNN": ("off (TF_ENABLE_ONEDNN_OPTS=%s)" % onednn if onednn in ("0", "false", "False")
@@ -79,21 +86,24 @@ def library_verdicts(python: str) -> List[doctor.Report]:
 
 
 def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries: List[doctor.Report],
-             exit_status: Optional[int]) -> str:
+             exit_status: Optional[int], summary: Optional[List[str]] = None) -> str:
+    """The report; ``summary``: the "What happened" lines when the caller knows better (a core)."""
     out: List[str] = ["# Native debugging report (tfnative)", ""]
     out += ["## Versions", ""] + ["- **%s**: %s" % kv for kv in facts.items()] + [""]
     out += ["## Command", "", "```", " ".join(shlex.quote(a) for a in command), "```", ""]
-    summary = []
-    if doc.exit:
-        summary.append("exit: %s" % (("killed by " + doc.exit["signal"]) if "signal" in doc.exit
-                                     else "status %d" % doc.exit["code"]))
-    summary += triage_phrases(doc.triage(), code="`")
-    if doc.unresolved:
-        summary.append("never resolved: " + ", ".join("`%s`" % u for u in doc.unresolved))
+    if summary is None:
+        summary = []
+        if doc.exit:
+            summary.append("exit: %s" % (("killed by " + doc.exit["signal"]) if "signal" in doc.exit
+                                         else "status %d" % doc.exit["code"]))
+        summary += triage_phrases(doc.triage(), code="`")
+        if doc.unresolved:
+            summary.append("never resolved: " + ", ".join("`%s`" % u for u in doc.unresolved))
     out += ["## What happened", ""] + ["- " + s for s in summary or ["nothing was caught"]] + [""]
     for i, e in enumerate(doc.events, 1):
         what = {"breakpoint": "breakpoint `%s`" % e.get("location"), "signal": signal_title(e),
-                "numerics": "NaN/Inf made by op `%s`" % render.op_label(e.get("op") or {})}
+                "numerics": "NaN/Inf made by op `%s`" % render.op_label(e.get("op") or {}),
+                "core": "core dump" + (", " + signal_title(e) if e.get("signal") else "")}
         out += ["## Event %d: %s" % (i, what.get(e["kind"], e["kind"])), ""]
         if e.get("log"):
             out += ["TensorFlow's log: `%s`" % e["log"], ""]

@@ -156,12 +156,24 @@ def attach(interactive: bool, **kw: Any) -> None:
 @attach_options
 @click.option("--output", "-o", "output", default="tfnative-report.md", show_default=True, metavar="FILE",
               help="Where to write the Markdown report (- for stdout).")
-def report(output: str, **kw: Any) -> None:
+@click.option("--core", "core_path", metavar="CORE",
+              help="Report on a core dump instead of running SCRIPT (SCRIPT is then the executable, optional).")
+@click.option("--sysroot", metavar="DIR", help="With --core: prefix every mapped path with DIR.")
+def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: Any) -> None:
     """Like attach, then write a Markdown bug report (versions, command, stacks, dumps, libraries).
 
     Ready to paste into a TensorFlow issue.  The exit status is the script's.
+    With --core CORE [EXECUTABLE]: the report of a crashed process from its core dump.
     """
     def go() -> int:
+        if core_path is not None:
+            from .cli_core import run_core_report
+
+            code = run_core_report(core_path, kw.get("script"), sysroot, output)
+            if not is_stdout(output):
+                click.echo("tfnative: report written to %s" % output, err=True)
+            return code
+
         from . import bugreport  # the doctor's ELF readers: not on attach's path
 
         opts = _attach_opts(**kw)

@@ -2,50 +2,60 @@
 
 from __future__ import annotations
 
-import signal as signal_mod
 import sys
-from typing import Any, Dict, Optional, TextIO
+from typing import Optional, TextIO, Tuple
 
 import click
 
 from . import report, snapshot
 from .cliutil import run_command
 from .coresource import CoreSource
+from .coretriage import core_event, triage_lines
 from .errors import TfnativeError
+from .files import write_output
 
 
-def _signal_name(signo: Optional[int]) -> Optional[str]:
-    if not signo:
-        return None
-    try:
-        return signal_mod.Signals(signo).name
-    except ValueError:
-        return "SIG%d" % signo
-
-
-def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool, native_all: bool,
-             full: bool, json_path: Optional[str], out: TextIO) -> int:
-    """Print the core's event on ``out`` (and write schema v1 JSON to ``json_path``); 0 when done."""
+def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
+              native_all: bool) -> Tuple[CoreSource, report.Document]:
+    """The core's source (open: the caller closes it) and its document: one event of kind "core", the
+    process's end (the signal it died of) and, where the signal came from outside, the hang verdict."""
     source = CoreSource(path, executable, sysroot)
     try:
         try:
             result = source.stacks("all" if all_threads else "python")
         except snapshot.Unsupported as exc:
             raise TfnativeError("%s: cannot unwind: %s" % (path, exc)) from None
-        notes = source.core.notes
-        extra: Dict[str, Any] = {"signal": _signal_name(notes.signal or notes.threads[0].cursig),
-                                 "signal_code": notes.signal_code,
-                                 "fault_address": ("0x%x" % notes.fault_address
-                                                   if notes.fault_address is not None else None)}
-        event = report.make_event("core", result, native_all=native_all, **extra)
-        doc = report.Document(argv=source.argv(), pid=notes.pid)
-        doc.events.append(event)
-        report.Printer(out, native_all=native_all, full=full).event(event)
-        if json_path:
-            doc.write(json_path, with_exit=False)
-        return 0
+        return source, core_event(source.core.notes, source.argv(), result, native_all)
+    except BaseException:
+        source.close()
+        raise
+
+
+def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool, native_all: bool,
+             full: bool, json_path: Optional[str], out: TextIO, err: TextIO = sys.stderr) -> int:
+    """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``json_path``); 0."""
+    source, doc = read_core(path, executable, sysroot, all_threads, native_all)
+    source.close()
+    report.Printer(out, native_all=native_all, full=full).event(doc.events[0])
+    for line in triage_lines(doc):
+        err.write("tfnative: %s\n" % line)
+    err.flush()
+    if json_path:
+        doc.write(json_path, with_exit=doc.exit is not None)
+    return 0
+
+
+def run_core_report(path: str, executable: Optional[str], sysroot: Optional[str], output: str) -> int:
+    """``tfnative report --core``: the Markdown bug report of a core, written to ``output``; 0."""
+    from . import corereport  # the doctor's ELF readers: not on core's path
+
+    source, doc = read_core(path, executable, sysroot, all_threads=False, native_all=False)
+    try:
+        text = corereport.markdown(source, doc, path)
     finally:
         source.close()
+    write_output(output, text.encode())
+    return 0
 
 
 @click.command("core")

@@ -37,6 +37,7 @@ NT_PRPSINFO = 3
 NT_AUXV = 6
 NT_SIGINFO = 0x53494749
 NT_FILE = 0x46494C45
+SI_USER, SI_QUEUE, SI_TKILL = 0, -1, -6  # si_code of a signal a process sent (siginfo.h)
 PRSTATUS_REGS = 112  # offset of pr_reg in x86-64's elf_prstatus
 MAX_NOTES = 1 << 20
 MAX_READ = 1 << 26
@@ -88,6 +89,7 @@ class Notes:
     signal: Optional[int] = None
     signal_code: Optional[int] = None
     fault_address: Optional[int] = None
+    sender_pid: Optional[int] = None
     files: List[Mapping] = field(default_factory=list)
     auxv: Dict[int, int] = field(default_factory=dict)
     truncated: bool = False
@@ -126,6 +128,8 @@ def parse_notes(buf: bytes) -> Notes:
             notes.signal, notes.signal_code = signo, code
             if signo in (4, 5, 7, 8, 11):  # SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV carry si_addr
                 notes.fault_address, = struct.unpack_from("<Q", d, 16)
+            elif code in (SI_USER, SI_QUEUE, SI_TKILL):  # kill(), sigqueue(), tgkill(): si_pid, si_uid
+                notes.sender_pid, = struct.unpack_from("<i", d, 16)
         elif ntype == NT_FILE and len(d) >= 16:
             notes.files = _parse_nt_file(d)
         elif ntype == NT_AUXV:

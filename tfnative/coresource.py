@@ -20,6 +20,9 @@ from .corefile import PT_NOTE, Core
 from .elfindex import read_build_id
 
 AT_PHDR = 3
+AT_EXECFN = 31
+START_STRINGS_BYTES = 1 << 20  # how far below AT_EXECFN argc, argv and envp are looked for
+MAX_START_STRINGS = 1 << 16
 NT_GNU_BUILD_ID = 3
 
 
@@ -68,12 +71,14 @@ class CoreSource:
         exe = next((m for m in notes.files if phdr is not None and m.start <= phdr < m.end), None)
         self.exe_seen = exe.path if exe else None
         self._host: Dict[str, Optional[str]] = {}
+        self._strings: Optional[Tuple[List[str], List[str]]] = None
         if executable and self.exe_seen:
             self._host[self.exe_seen] = executable
         self._check_files()
         self.core.locate = self._host.get  # pages left out of the core come from the checked files only
 
-    def _candidate(self, seen: str) -> str:
+    def candidate(self, seen: str) -> str:
+        """Where a path the process saw is on this host (``--sysroot`` applied; not checked)."""
         if seen in self._host and self._host[seen]:
             return self._host[seen]  # type: ignore[return-value]
         return os.path.join(self.sysroot, seen.lstrip("/")) if self.sysroot else seen
@@ -84,7 +89,7 @@ class CoreSource:
             if m.offset == 0:
                 first.setdefault(m.path, m.start)
         for seen in dict.fromkeys(m.path for m in self.core.notes.files):
-            host = self._candidate(seen)
+            host = self.candidate(seen)
             if not os.path.isfile(host):
                 self._host[seen] = None
                 if seen in first and any(m.executable for m in self.core.notes.files if m.path == seen):
@@ -101,12 +106,81 @@ class CoreSource:
                     continue
             self._host[seen] = host
 
+    def host_of(self, seen: str) -> Optional[str]:
+        """The checked file on this host for a path the process mapped (None: missing or another build)."""
+        return self._host.get(seen)
+
     @property
     def executable(self) -> Optional[str]:
         return self._host.get(self.exe_seen) if self.exe_seen else None
 
     def argv(self) -> List[str]:
-        return self.core.notes.psargs.split() or [self.core.notes.fname]
+        """The process's arguments: in full from its stack where the core holds them, else ``NT_PRPSINFO``'s
+        (the first 80 characters, split at spaces)."""
+        return self._start_strings()[0] or self.core.notes.psargs.split() or [self.core.notes.fname]
+
+    def environment(self) -> Dict[str, str]:
+        """The environment the process started with (its stack's strings; {} where the core lacks them)."""
+        env: Dict[str, str] = {}
+        for entry in self._start_strings()[1]:
+            key, eq, value = entry.partition("=")
+            if eq:
+                env.setdefault(key, value)
+        return env
+
+    def _start_strings(self) -> Tuple[List[str], List[str]]:
+        """(argv, envp) as the kernel laid them out at the top of the main stack: ``argc``, the ``argv``
+        pointers, NULL, the ``envp`` pointers, NULL, then the auxiliary vector, whose copy ``NT_AUXV``
+        holds, so it is found by its bytes and the pointers are read backwards from it (bounded).
+        ([], []) where the core does not hold them."""
+        if self._strings is not None:
+            return self._strings
+        self._strings = ([], [])
+        notes = self.core.notes
+        execfn = notes.auxv.get(AT_EXECFN)
+        if not execfn or len(notes.auxv) < 2:
+            return self._strings
+        span = self.core.mapping_of(execfn)
+        lo = max(execfn - START_STRINGS_BYTES, span[0] if span else 0)
+        try:
+            raw = self.core.read(lo, execfn - lo)
+        except MemoryError:
+            return self._strings
+        pairs = list(notes.auxv.items())[:2]
+        at = raw.rfind(struct.pack("<4Q", pairs[0][0], pairs[0][1], pairs[1][0], pairs[1][1]))
+        if at < 16:
+            return self._strings
+
+        def word(off: int) -> Optional[int]:
+            return struct.unpack_from("<Q", raw, off)[0] if off >= 0 else None
+
+        def pointers(off: int) -> Tuple[List[int], int]:
+            """The pointers that end with the NULL at ``off``, read backwards, and the offset before them."""
+            out: List[int] = []
+            off -= 8
+            while len(out) < MAX_START_STRINGS:
+                v = word(off)
+                if v is None or not lo <= v < execfn:
+                    break
+                out.append(v)
+                off -= 8
+            return out[::-1], off
+
+        if word(at - 8) != 0:
+            return self._strings
+        envp, off = pointers(at - 8)
+        if word(off) != 0:
+            return self._strings
+        argv, off = pointers(off)
+        if word(off) != len(argv) or not argv:
+            return self._strings  # argc must count them
+
+        def text(ptr: int) -> str:
+            end = raw.find(b"\0", ptr - lo)
+            return raw[ptr - lo:end if end >= 0 else len(raw)].decode("utf-8", "replace")
+
+        self._strings = ([text(p) for p in argv], [text(p) for p in envp])
+        return self._strings
 
     def libraries(self) -> List[snapshot._Lib]:
         rows: List[Tuple[str, int, int, int, bool, str]] = []

@@ -401,7 +401,8 @@ class Document:
         for e in self.events:
             if e["kind"] == "breakpoint":
                 hits[e.get("location", "?")] = hits.get(e.get("location", "?"), 0) + 1
-        signals = [e for e in self.events if e["kind"] == "signal"]
+        # a core's event is the signal the process died of (kind "core")
+        signals = [e for e in self.events if e["kind"] == "signal" or (e["kind"] == "core" and e.get("signal"))]
         signal_event = next((e for e in signals if e.get("fatal") is not False), None)
         numerics = next((e for e in self.events if e["kind"] == "numerics"), None)
         last = signal_event or numerics or (signals[-1] if signals else None) or (
