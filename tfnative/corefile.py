@@ -281,6 +281,15 @@ class Core:
         data = f.read(size)
         return data + b"\0" * (size - len(data))  # past the file's end the page reads as zeros
 
+    def dumped(self, addr: int, size: int) -> Optional[bytes]:
+        """``size`` bytes at ``addr`` from the core itself (never from a mapped file); None where the core
+        does not hold them all (pages left out, or cut off)."""
+        seg = self._segment(addr)
+        if seg is None or size < 0 or addr + size > seg.vaddr + seg.filesz:
+            return None
+        at = seg.offset + addr - seg.vaddr
+        return self.mm[at:at + size] if at + size <= self.size else None
+
     def read(self, addr: int, size: int) -> bytes:
         """``size`` bytes at ``addr``; ``MemoryError`` where the core and the mapped files have none."""
         if addr <= 0 or size < 0 or size > MAX_READ or addr + size > 1 << 64:

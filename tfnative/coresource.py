@@ -1,11 +1,11 @@
 """A core file as a snapshot source: memory, threads' registers and mapped files for ``snapshot.stacks``.
 
-Where each mapped file is on this host: ``--sysroot DIR`` prefixed to the
-path the target saw (gdb's ``set sysroot``), else the path itself; the
-executable may be given on the command line.  A file that is missing, or
-whose build-id differs from the one in the core's copy of its first page, is
-named in a warning and never read: its frames get an address and a library
-name, never a name from the wrong file.
+Where each mapped file is on this host is ``corepaths.py``'s rules
+(``--sysroot``, the executable given, its interpreter prefix and venv);
+whether a file found there is the one the process ran is ``corecheck.py``'s
+(build-id, else headers, else size).  A file that is missing or another
+build is named in a warning and never read: its frames get an address and a
+library name, never a name from the wrong file.
 """
 
 from __future__ import annotations
@@ -16,40 +16,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import snapshot
 from .cfi import CfiError
-from .corefile import PT_NOTE, Core
-from .elfindex import read_build_id
+from .corecheck import mismatch
+from .corefile import Core, Mapping
+from .corepaths import PathRules
 
 AT_PHDR = 3
 AT_EXECFN = 31
 START_STRINGS_BYTES = 1 << 20  # how far below AT_EXECFN argc, argv and envp are looked for
 MAX_START_STRINGS = 1 << 16
-NT_GNU_BUILD_ID = 3
-
-
-def _build_id_in_core(core: Core, start: int) -> Optional[str]:
-    """The build-id of the ELF file mapped at ``start``, from its first page as the core holds it."""
-    try:
-        head = core.read(start, 64)
-        if head[:4] != b"\x7fELF":
-            return None
-        phoff, = struct.unpack_from("<Q", head, 32)
-        phentsize, phnum = struct.unpack_from("<HH", head, 54)
-        table = core.read(start + phoff, phentsize * min(phnum, 64))
-        for i in range(min(phnum, 64)):
-            p_type, _f, p_offset, _v, _p, p_filesz = struct.unpack_from("<IIQQQQ", table, i * phentsize)
-            if p_type != PT_NOTE or p_offset + p_filesz > 4096:
-                continue
-            buf = core.read(start + p_offset, p_filesz)
-            off = 0
-            while off + 12 <= len(buf):
-                namesz, descsz, ntype = struct.unpack_from("<III", buf, off)
-                desc = off + 12 + ((namesz + 3) & ~3)
-                if ntype == NT_GNU_BUILD_ID and buf[off + 12:off + 16] == b"GNU\0":
-                    return buf[desc:desc + descsz].hex()
-                off = desc + ((descsz + 3) & ~3)
-    except (MemoryError, struct.error):
-        return None
-    return None
 
 
 class _Unread(snapshot._Anon):
@@ -72,39 +46,39 @@ class CoreSource:
         self.exe_seen = exe.path if exe else None
         self._host: Dict[str, Optional[str]] = {}
         self._strings: Optional[Tuple[List[str], List[str]]] = None
-        if executable and self.exe_seen:
-            self._host[self.exe_seen] = executable
+        self.rules = PathRules(sysroot, self.exe_seen, executable, next(iter(self._start_strings()[0]), None))
         self._check_files()
         self.core.locate = self._host.get  # pages left out of the core come from the checked files only
 
     def candidate(self, seen: str) -> str:
-        """Where a path the process saw is on this host (``--sysroot`` applied; not checked)."""
-        if seen in self._host and self._host[seen]:
+        """Where a path the process saw is on this host (``corepaths.py``: the first that exists; not
+        checked)."""
+        if self._host.get(seen):
             return self._host[seen]  # type: ignore[return-value]
-        return os.path.join(self.sysroot, seen.lstrip("/")) if self.sysroot else seen
+        tries = self.rules.candidates(seen)
+        return next((p for p in tries if os.path.exists(p)), tries[0])
 
     def _check_files(self) -> None:
-        first: Dict[str, int] = {}
+        by_path: Dict[str, List[Mapping]] = {}
         for m in self.core.notes.files:
-            if m.offset == 0:
-                first.setdefault(m.path, m.start)
-        for seen in dict.fromkeys(m.path for m in self.core.notes.files):
-            host = self.candidate(seen)
-            if not os.path.isfile(host):
-                self._host[seen] = None
-                if seen in first and any(m.executable for m in self.core.notes.files if m.path == seen):
-                    self.warnings.append("%s: missing on this host%s: its frames are shown by address only"
-                                         % (seen, " (under %s)" % self.sysroot if self.sysroot else ""))
-                continue
-            want = _build_id_in_core(self.core, first[seen]) if seen in first else None
-            if want is not None:
-                have = read_build_id(host)
-                if have != want:
-                    self._host[seen] = None
-                    self.warnings.append("%s: build-id %s, the core's is %s: not the file the process ran; "
-                                         "its frames are shown by address only" % (host, have, want))
+            by_path.setdefault(m.path, []).append(m)
+        for seen, maps in by_path.items():
+            self._host[seen] = None
+            wrong = None
+            for host in self.rules.candidates(seen):
+                if not os.path.isfile(host):
                     continue
-            self._host[seen] = host
+                why = mismatch(self.core, maps, host)
+                if why is None:
+                    self._host[seen] = host
+                    break
+                wrong = wrong or "%s: %s: not the file the process ran; its frames are shown by address only" % (
+                    host, why)
+            if self._host[seen] is not None or not (any(m.offset == 0 for m in maps)
+                                                     and any(m.executable for m in maps)):
+                continue
+            self.warnings.append(wrong or "%s: missing on this host%s: its frames are shown by address only"
+                                 % (seen, " (under %s)" % self.sysroot if self.sysroot else ""))
 
     def host_of(self, seen: str) -> Optional[str]:
         """The checked file on this host for a path the process mapped (None: missing or another build)."""
