@@ -43,7 +43,7 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
             thread["python_name"] = t["python_name"]
         if t.get("daemon") is not None:
             thread["daemon"] = t["daemon"]
-        thread.update({k: t[k] for k in THREAD_STATE_KEYS if t.get(k) is not None})
+        thread.update({k: t[k] for k in THREAD_STATE_KEYS + ("ns_tid",) if t.get(k) is not None})
         fn = next((f["tf_function"] for f in frames if f.get("tf_function")), None)
         if fn:
             thread["tf_function"] = fn
@@ -60,6 +60,8 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
     event.update(extra)
     event["thread"] = selected
     event["pid"] = capture.get("pid")
+    if capture.get("ns_pid") is not None:  # the pid inside the process's own PID namespace
+        event["ns_pid"] = capture["ns_pid"]
     event["threads"] = threads
     if capture.get("python"):
         event["python"] = capture["python"]
@@ -533,6 +535,8 @@ class Printer:
             title = "NaN/Inf made by op %s" % render.op_label(event.get("op") or {})
         else:
             title = "snapshot of pid %s" % event.get("pid", "")
+        if event.get("ns_pid") is not None:
+            title += " (pid %s in its PID namespace)" % event["ns_pid"]
         python = ", Python %s" % event["python"] if event.get("python") else ", no Python found"
         lines = ["", "=== tfnative: %s%s ===" % (title, python)]
         for w in event.get("warnings", []):
@@ -544,7 +548,8 @@ class Printer:
         lines.extend(op_lines(event, self.full))
         main_name = next((t.get("name") for t in event["threads"] if t["tid"] == event.get("pid")), None)
         for t in event["threads"]:
-            head = "Thread %s %s" % (t["tid"], thread_display_name(t, main_name))
+            head = "Thread %s%s %s" % (t["tid"], " (%s inside)" % t["ns_tid"] if t.get("ns_tid") is not None else "",
+                                       thread_display_name(t, main_name))
             if t.get("tf_function"):
                 fn = t["tf_function"]
                 if fn.get("how"):

@@ -149,6 +149,10 @@ def ptrace_refused_message(pid: int, failed: Optional[str] = None) -> str:
     elif not _has_cap_sys_ptrace():
         fix = ("no Yama restriction applies: the process may be protected (not dumpable, setuid) or traced by "
                "another debugger; run tfnative as root")
+    elif procfs.status(os.getpid()).get("Seccomp") == "2":
+        fix = ("tfnative runs under a seccomp filter (Seccomp: 2 in /proc/self/status) that may deny ptrace, as "
+               "Docker's default profile does: run the container with --cap-add SYS_PTRACE (Docker then allows "
+               "ptrace) or --security-opt seccomp=unconfined")
     else:
         fix = ("tfnative has CAP_SYS_PTRACE and no Yama restriction applies, so a security module (SELinux, "
                "AppArmor, Landlock, a BPF LSM) or the process's own namespace protects it%s"

@@ -45,7 +45,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from tfnative_gdb.executors import pool_summary
 from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
-from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
+from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
 
 from . import kstate, procfs, vdso
 from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
@@ -451,7 +451,10 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     reader = _python_reader(memory, libs, result["warnings"])
     if reader is not None:
         reader.want_variables = variables
-    pythreads = PythonThreads(reader, result)
+    inner = namespace_tids(pid) if live else {}  # a process in another PID namespace (a container)
+    if inner:
+        result["ns_pid"] = inner.get(pid)
+    pythreads = PythonThreads(reader, result, inner)
     found = []
     for tid, name, regs in threads:
         if which == "selected" and tid != selected:
@@ -480,6 +483,8 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
         entry = thread_entry(tid, name, dicts, reader, py)
         if len(frames) >= MAX_NATIVE_FRAMES:
             cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
+        if tid in inner:
+            entry["ns_tid"] = inner[tid]
         if cut and entry.get("merge") == "mismatch":  # no eval-loop frames to put them in: after #0
             entry.update(frames=entry["frames"] + entry.pop("python_frames"), merge="partial")
             entry.pop("merge_detail", None)

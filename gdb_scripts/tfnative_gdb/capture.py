@@ -15,7 +15,7 @@ from . import USER_SPACE_END
 from .executors import pool_summary
 from .opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from .pyframes import open_reader
-from .threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
+from .threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
 
 MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot.py
 
@@ -149,7 +149,10 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
         result["warnings"].append(why)
     if reader is not None:
         reader.want_variables = variables
-    pythreads = PythonThreads(reader, result)
+    inner = namespace_tids(inferior.pid) if inferior.pid else {}
+    if inner:
+        result["ns_pid"] = inner.get(inferior.pid)
+    pythreads = PythonThreads(reader, result, inner)
 
     with _selection_kept() as original:
         threads = _threads(inferior, which, original, result)
@@ -168,6 +171,8 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
             native, err = native_frames()
             entry = thread_entry(lwp, th.name or "", native, reader, py)
             entry["gdb_thread"] = th.num
+            if lwp in inner:
+                entry["ns_tid"] = inner[lwp]
             if err:
                 entry["error"] = (entry.get("error", "") + "; " if entry.get("error") else "") + err
             out.append(entry)

@@ -5,6 +5,7 @@ Shared by gdb's capture (``capture.py``) and tfnative's own unwinder
 not in how a thread's Python frames are found, merged and ordered.
 """
 
+import os
 from typing import Callable, Dict, List, Optional
 
 from .autograph import annotate
@@ -15,14 +16,18 @@ from .pyframes import PythonReader, ThreadPy
 
 # The name gdb gives the frame of a signal trampoline (glibc's ``__restore_rt``).
 SIGNAL_FRAME = "<signal handler called>"
+MAX_NS_THREADS = 1 << 16
 
 
 class PythonThreads:
     """The interpreter's thread states, looked up by OS thread."""
 
-    def __init__(self, reader: Optional[PythonReader], result: Dict) -> None:
-        """Reads the thread states; ``result`` gets the Python version, or a warning."""
+    def __init__(self, reader: Optional[PythonReader], result: Dict, inner: Optional[Dict[int, int]] = None) -> None:
+        """Reads the thread states; ``result`` gets the Python version, or a warning.  ``inner``: the thread
+        ids inside the process's PID namespace by host thread id (``namespace_tids``); a thread state holds
+        the inner one."""
         self.reader = reader
+        self.inner = inner or {}
         states: List[ThreadPy] = []
         if reader is not None:
             result["python"] = "%d.%d" % reader.layout.version
@@ -54,8 +59,29 @@ class PythonThreads:
         thread's pthread id (``pthread_id()``, asked only then) finds it.
         """
         if self.by_native:
-            return self.by_native.get(tid)
+            return self.by_native.get(self.inner.get(tid, tid))
         return self.by_pthread.get(pthread_id()) if self.by_pthread else None
+
+
+def namespace_tids(pid: int) -> Dict[int, int]:
+    """{host thread id: thread id in its own PID namespace} for each thread of ``pid`` when it runs in
+    another PID namespace (``NSpid`` of ``/proc/PID/task/TID/status``, innermost last); {} when not."""
+    out: Dict[int, int] = {}
+    try:
+        if os.readlink("/proc/%d/ns/pid" % pid) == os.readlink("/proc/self/ns/pid"):
+            return out
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tids[:MAX_NS_THREADS]:
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                ids = next((line.split()[1:] for line in f if line.startswith("NSpid:")), [])
+        except OSError:
+            continue
+        if len(ids) > 1:
+            out[int(ids[0])] = int(ids[-1])
+    return out
 
 
 def thread_entry(tid: int, name: str, native: List[Dict], reader: Optional[PythonReader],
