@@ -16,13 +16,25 @@ from .files import write_output
 
 
 def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
-              native_all: bool) -> Tuple[CoreSource, report.Document]:
+              native_all: bool, with_gdb: bool = False, gdb_path: Optional[str] = None,
+              gdb_log: Optional[str] = None, err: TextIO = sys.stderr) -> Tuple[CoreSource, report.Document]:
     """The core's source (open: the caller closes it) and its document: one event of kind "core", the
-    process's end (the signal it died of) and, where the signal came from outside, the hang verdict."""
+    process's end (the signal it died of) and, where the signal came from outside, the hang verdict.
+    Through gdb (``coregdb.py``) with ``with_gdb``, or where a library on a stack has DWARF."""
     source = CoreSource(path, executable, sysroot)
+    which = "all" if all_threads else "python"
     try:
         try:
-            result = source.stacks("all" if all_threads else "python")
+            if with_gdb:
+                raise snapshot.HasDebugInfo("--with-gdb")
+            result = source.stacks(which)
+        except snapshot.HasDebugInfo as exc:
+            from . import coregdb  # gdb's machinery: only where it is used
+
+            if not with_gdb:
+                err.write("tfnative: reading the core through gdb: %s\n" % exc)
+            result = source.finish(coregdb.stacks_with_gdb(source, which, coregdb.gdb_options(gdb_path, gdb_log),
+                                                           err), which)
         except snapshot.Unsupported as exc:
             raise TfnativeError("%s: cannot unwind: %s" % (path, exc)) from None
         return source, core_event(source.core.notes, source.argv(), result, native_all)
@@ -32,9 +44,10 @@ def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_
 
 
 def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool, native_all: bool,
-             full: bool, json_path: Optional[str], out: TextIO, err: TextIO = sys.stderr) -> int:
+             full: bool, json_path: Optional[str], out: TextIO, err: TextIO = sys.stderr, with_gdb: bool = False,
+             gdb_path: Optional[str] = None, gdb_log: Optional[str] = None) -> int:
     """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``json_path``); 0."""
-    source, doc = read_core(path, executable, sysroot, all_threads, native_all)
+    source, doc = read_core(path, executable, sysroot, all_threads, native_all, with_gdb, gdb_path, gdb_log, err)
     source.close()
     report.Printer(out, native_all=native_all, full=full).event(doc.events[0])
     for line in triage_lines(doc):
@@ -66,10 +79,17 @@ def run_core_report(path: str, executable: Optional[str], sysroot: Optional[str]
 @click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
 @click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
 @click.option("--json", "json_path", metavar="FILE", help="Write the report as JSON (schema v1) to FILE.")
+@click.option("--with-gdb", is_flag=True,
+              help="Read the core through gdb (slower): source lines and inlined frames where a library has "
+                   "DWARF. Also done by itself where a library on a stack has DWARF.")
+@click.option("--gdb", "gdb_path", metavar="PATH", help="gdb executable (default: gdb on PATH).")
+@click.option("--gdb-log", metavar="FILE", help="Append the raw MI conversation to FILE.")
 def core_cmd(core_path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
-             native_all: bool, full: bool, json_path: Optional[str]) -> None:
+             native_all: bool, full: bool, json_path: Optional[str], with_gdb: bool, gdb_path: Optional[str],
+             gdb_log: Optional[str]) -> None:
     """Print the mixed stacks of a crashed process from its CORE dump (.zst, .lz4, .xz too)."""
-    run_command(lambda: run_core(core_path, executable, sysroot, all_threads, native_all, full, json_path, sys.stdout))
+    run_command(lambda: run_core(core_path, executable, sysroot, all_threads, native_all, full, json_path, sys.stdout,
+                                 with_gdb=with_gdb or bool(gdb_path or gdb_log), gdb_path=gdb_path, gdb_log=gdb_log))
 
 
 def register(main: click.Group) -> None:

@@ -172,20 +172,32 @@ class CoreSource:
         return [(t.tid, "", t.regs) for t in self.core.notes.threads]
 
     def stacks(self, which: str) -> Dict[str, Any]:
-        """``snapshot.stacks`` on the core; the thread that took the signal is ``selected_tid``."""
+        """``snapshot.stacks`` on the core; the thread that took the signal is ``selected_tid``.  Raises
+        ``snapshot.HasDebugInfo`` where a library on a stack has DWARF (``coregdb.py`` then)."""
         notes = self.core.notes
         crashed = notes.threads[0].tid
         try:
             result = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
                                      self.threads(), which, crashed, exe=self.executable, live=False)
+        except snapshot.HasDebugInfo:
+            raise
         except snapshot.Unsupported:
             result = self._thread_by_thread(which)
-        result["selected_tid"] = crashed
         # The crashed thread is kept even when it runs no Python.
         if not any(t["tid"] == crashed for t in result["threads"]) and which != "all":
             every = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
                                     self.threads(), "selected", crashed, exe=self.executable, live=False)
             result["threads"] = every["threads"] + result["threads"]
+        return self.finish(result)
+
+    def finish(self, result: Dict[str, Any], which: str = "all") -> Dict[str, Any]:
+        """What every capture of the core gets (ours, or gdb's keeping ``which`` threads): the crashed thread
+        selected, frames in unread files labelled, the warnings."""
+        crashed = self.core.notes.threads[0].tid
+        result["selected_tid"] = crashed
+        if which == "python":
+            result["threads"] = [t for t in result["threads"] if t["tid"] == crashed or t.get("gil") == "held"
+                                 or any(f.get("kind") == "python" for f in t.get("frames", []))]
         self._label_unread(result)
         result["warnings"] = self.warnings + result.get("warnings", [])
         if self.core.missing:

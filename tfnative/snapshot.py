@@ -52,7 +52,11 @@ from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
 from .elfindex import ElfError, ElfFile, ElfIndex, data_symbols, display_names
 from .ptrace import Frozen, Memory, PtraceRefused, Unsupported
 
-__all__ = ["Unsupported", "of_stopped", "stacks", "take"]
+__all__ = ["HasDebugInfo", "Unsupported", "of_stopped", "stacks", "take"]
+
+
+class HasDebugInfo(Unsupported):
+    """A library on a stack has its own DWARF: gdb gives its source lines and inlined frames."""
 
 MAX_NATIVE_FRAMES = 1 << 16  # a bound on the walk: more than an 8 MiB stack of small frames holds
 DEBUG_ROOT = "/usr/lib/debug/.build-id"
@@ -474,7 +478,7 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
         for fr in frames:
             lib = fr.module
             if lib is not None and not _is_interpreter(lib) and lib.has_dwarf():
-                raise Unsupported("%s has debug info: gdb gives its source lines" % lib.path)
+                raise HasDebugInfo("%s has debug info: gdb gives its source lines" % lib.path)
         found.append((tid, name, frames, _native_dicts(frames), py, cut))
     _name_frames([(s[2], s[3]) for s in found])
     kernels = OpKernelReader(memory)

@@ -132,3 +132,29 @@ def test_rebuilt_library_without_build_id_is_named_and_not_read(tmp_path):
            "process ran; its frames are shown by address only" % lib in warnings
     assert frames(other)[0] == ("native", "??", "libnoid.so")
     assert "crash_here" not in [f[1] for f in frames(other)]
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("gdb") is None, reason="needs gcc and gdb")
+def test_library_with_dwarf_is_read_through_gdb_with_its_source_line(tmp_path):
+    """A crash in a library built with -g: tfnative core hands the core to gdb by itself (its own unwinder
+    steps aside for DWARF), and the frame has its file:line; the Python frames are the same."""
+    src = tmp_path / "dw.c"
+    src.write_text("int crash_here(int *p) {\n  int x = 3;\n  return *p + x;\n}\n")
+    lib = tmp_path / "libdw.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O0", "-o", str(lib), str(src)], check=True, timeout=120)
+    app = tmp_path / "crash.py"
+    app.write_text("import ctypes\n\n\ndef call():\n    ctypes.CDLL(%r).crash_here(None)\n\n\ncall()\n" % str(lib))
+    proc = subprocess.run([sys.executable, str(app)], cwd=tmp_path, preexec_fn=_raise_core_limit,
+                          capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr
+    out = tmp_path / "g.json"
+    res = run_tfnative(["core", str(tmp_path / "core"), "--json", str(out)])
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.startswith("tfnative: reading the core through gdb: %s has debug info" % lib)
+    ev = load_json(out)["events"][0]
+    assert ev["via"] == "gdb"
+    top = ev["threads"][0]["frames"][0]
+    assert (top["function"], top["file"], top["line"], top["library"]) == ("crash_here", str(src), 3, "libdw.so")
+    assert [(f["function"], f["line"]) for f in ev["threads"][0]["frames"] if f["kind"] == "python"] == [
+        ("call", 5), ("<module>", 8)]
+    assert "return *p + x;" in res.stdout  # the source line, as stack --with-gdb shows it

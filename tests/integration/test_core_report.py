@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -210,3 +211,41 @@ def test_truncated_core_keeps_python_frames_of_threads_whose_stack_is_gone(tmp_p
         py = [(f["function"], f["line"]) for f in by_tid[tid]["frames"] if f["kind"] == "python"]
         assert py[0] == ("spin", line_of(GIL, "sum(range(1000))")), py
         assert by_tid[tid]["gil"] == "waiting"
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="needs gdb")
+def test_with_gdb_on_a_tf_core_agrees_with_the_own_unwinder(tmp_path, tf_core):
+    """--with-gdb: the same threads, Python frames and op; gdb adds source lines where a library has them."""
+    ours = load_json_of(tmp_path, ["core", tf_core], "ours")
+    res = run_tfnative(["core", tf_core, "--with-gdb", "--json", str(tmp_path / "gdb.json")], timeout=600)
+    assert res.returncode == 0, res.stderr
+    theirs = load_json(tmp_path / "gdb.json")["events"][0]
+    assert theirs["via"] == "gdb" and ours["via"] == "cfi"
+    assert [t["tid"] for t in theirs["threads"]] == [t["tid"] for t in ours["threads"]]
+    for a, b in zip(ours["threads"], theirs["threads"]):
+        assert [(f["function"], f["line"]) for f in a["frames"] if f["kind"] == "python"] == \
+            [(f["function"], f["line"]) for f in b["frames"] if f["kind"] == "python"]
+    crashed = theirs["threads"][0]["frames"]
+    compute = next(f for f in crashed if "PyFuncOp::Compute" in f["function"])
+    assert compute["op"]["type"] == "EagerPyFunc"
+    assert any(f.get("file") and f["kind"] == "native" for f in crashed)  # gdb's file:line (libc, _ctypes)
+
+
+def test_with_gdb_reads_a_compressed_core(tmp_path, small_core):
+    zstandard = pytest.importorskip("zstandard")
+    if shutil.which("gdb") is None:
+        pytest.skip("needs gdb")
+    packed = tmp_path / "core.zst"
+    with open(small_core, "rb") as src, open(packed, "wb") as dst:
+        zstandard.ZstdCompressor().copy_stream(src, dst)
+    ev = load_json_of(tmp_path, ["core", str(packed), "--with-gdb"], "z")
+    assert ev["via"] == "gdb"
+    assert [(f["function"], f["line"]) for f in ev["threads"][0]["frames"] if f["kind"] == "python"][-3:] == [
+        ("poke", 5), ("main", 9), ("<module>", 12)]
+
+
+def load_json_of(tmp_path, args, name):
+    out = tmp_path / ("%s.json" % name)
+    res = run_tfnative(args + ["--json", str(out)], timeout=600)
+    assert res.returncode == 0, res.stderr
+    return load_json(out)["events"][0]
