@@ -1,11 +1,12 @@
-"""tfnative core vs pystack core vs gdb's 'thread apply all bt' on the same core, side by side.
+"""tfnative core (own unwinder, and --with-gdb) vs pystack core vs gdb's 'thread apply all bt', side by side.
 
     .venv/bin/python bench/bench_core.py [--runs 5] [--gdb-runs 3] [--core CORE] [--out bench/results/core.md]
 
 Without --core it makes one: tests/scripts/tf_pyfunc_segv.py (a TF process that segfaults inside a
 tf.py_function) run in a temporary directory with RLIMIT_CORE raised.  Each tool runs --runs times
 (gdb --gdb-runs times: it takes tens of seconds per run on a TF core), one after another; the table
-gives the median wall time and the median peak RSS (ru_maxrss of the finished child, from wait4).
+gives the median wall time and the median peak RSS (ru_maxrss of the finished child, from wait4; for
+--with-gdb that is the larger of tfnative and its gdb).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def main() -> None:
         pystack = shutil.which("pystack") or os.path.join(os.path.dirname(sys.executable), "pystack")
         tools = [
             ("tfnative core", [sys.executable, "-m", "tfnative", "core", core], args.runs),
+            ("tfnative core --with-gdb", [sys.executable, "-m", "tfnative", "core", core, "--with-gdb"], args.runs),
             ("pystack core --native-all", [pystack, "core", core, PYTHON, "--native-all"], args.runs),
             ("gdb thread apply all bt", ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off",
                                          "-ex", "thread apply all bt", PYTHON, core], args.gdb_runs),
