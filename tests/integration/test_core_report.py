@@ -164,6 +164,16 @@ def test_hang_core_killed_from_outside_gets_the_hang_verdict(tmp_path, gil_core)
         "2 threads wait for it (%s)" % (hold, ", ".join(map(str, t["waiting_for_gil"])))]
 
 
+def test_report_of_a_hang_core_has_the_hang_verdict(gil_core):
+    core, pid, waiters = gil_core
+    res = run_tfnative(["report", "--core", core, "-o", "-"])
+    assert res.returncode == 0, res.stderr
+    happened = res.stdout.split("## What happened", 1)[1].split("##", 1)[0]
+    assert "- the process died of SIGABRT sent by pid %d (core dumped)" % os.getpid() in happened
+    assert "- hang verdict: the main thread holds the GIL in hold_gil at gil_holder.py:%d, in sleep(); " \
+           "2 threads wait for it" % line_of(GIL, "ctypes.PyDLL(None).sleep") in happened
+
+
 def _cut(src: str, dst, fraction: float) -> None:
     with open(src, "rb") as f:
         data = f.read()
