@@ -281,6 +281,14 @@ class Core:
         data = f.read(size)
         return data + b"\0" * (size - len(data))  # past the file's end the page reads as zeros
 
+    @property
+    def file_path(self) -> str:
+        """A path another process (gdb) can open for the core as read: the decompressed copy's through
+        ``/proc/PID/fd`` (it has no name)."""
+        if isinstance(self._file.name, str):
+            return self._file.name
+        return "/proc/%d/fd/%d" % (os.getpid(), self._file.fileno())
+
     def dumped(self, addr: int, size: int) -> Optional[bytes]:
         """``size`` bytes at ``addr`` from the core itself (never from a mapped file); None where the core
         does not hold them all (pages left out, or cut off)."""

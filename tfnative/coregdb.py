@@ -49,12 +49,11 @@ def stacks_with_gdb(source: CoreSource, which: str, opts: GdbOptions, err: TextI
     "gdb"``); ``source.finish`` keeps the threads asked for."""
     core = source.core
     notes = core.notes
-    core_file = core.path if core._file.name == core.path else "/proc/%d/fd/%d" % (os.getpid(), core._file.fileno())
     gdb = start_gdb(opts)
     try:
         if source.executable:
             gdb.console_command("file %s" % _gdb_path(source.executable), timeout=CAPTURE_TIMEOUT)
-        gdb.console_command("core-file %s" % _gdb_path(core_file), timeout=CAPTURE_TIMEOUT)
+        gdb.console_command("core-file %s" % _gdb_path(core.file_path), timeout=CAPTURE_TIMEOUT)
         # the libraries a stack meets: the code ranges that the pcs and stack words point into
         libs: List[tuple] = []  # (host path, load bias, code ranges)
         for m in notes.files:

@@ -149,7 +149,9 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
         result["warnings"].append(why)
     if reader is not None:
         reader.want_variables = variables
-    inner = namespace_tids(inferior.pid) if inferior.pid else {}
+    connection = getattr(inferior, "connection", None)
+    live = inferior.pid and (connection is None or connection.type == "native")  # a core's pid is not ours
+    inner = namespace_tids(inferior.pid) if live else {}
     if inner:
         result["ns_pid"] = inner.get(inferior.pid)
     pythreads = PythonThreads(reader, result, inner)
