@@ -45,6 +45,7 @@ from . import procfs
 from .breakpoints import Breakpoints
 from .elfindex import ElfError, ElfFile, ElfIndex, display_names, load_base
 from .gdbmi import Gdb, GdbError
+from .snapshot import file_root
 from .surrogate import build_surrogate, gdb_regex_escape
 
 HUGE_BYTES = 4 * 1024 * 1024
@@ -312,6 +313,7 @@ class SymbolLoader:
         """
         small: List[str] = []
         surrogated = {v.path for v in self.surrogates.values()}
+        root = file_root(self.pid)  # a process in another mount namespace: its files under /proc/PID/root
         for lib in libs:
             path = lib.get("target-name") or ""
             if not path:
@@ -319,20 +321,22 @@ class SymbolLoader:
             if path in self.seen:
                 # A full listing double-checks: a library whose symbols did not
                 # load (and has no surrogate) is tried again.
-                if not (full_list and lib.get("symbols-loaded") == "0" and path not in surrogated):
+                if not (full_list and lib.get("symbols-loaded") == "0" and root + path not in surrogated):
                     continue
+            host = root + path  # where we read the file; gdb reads it as the target sees it
             try:
-                size = os.path.getsize(path)
+                size = os.path.getsize(host)
             except OSError:
                 continue
-            if size >= HUGE_BYTES and wants_surrogate(path):
+            name = lib.get("host-name") or path  # what gdb matches "sharedlibrary" against ("target:/..." there)
+            if size >= HUGE_BYTES and wants_surrogate(host):
                 self.seen.add(path)
-                if not self._index(path) or (full_list and not self._surrogate(path)):
-                    small.append(path)
+                if not self._index(host) or (full_list and not self._surrogate(host)):
+                    small.append(name)
             elif lib.get("symbols-loaded") != "1":
-                if full_list or self._may_define_breakpoint(path):
+                if full_list or self._may_define_breakpoint(host):
                     self.seen.add(path)
-                    small.append(path)
+                    small.append(name)
             else:
                 self.seen.add(path)
         if small:
@@ -340,7 +344,7 @@ class SymbolLoader:
             try:
                 self.gdb.console_command("sharedlibrary %s" % regex, timeout=600)
             except GdbError:
-                self.seen.difference_update(small)  # not done: the next full sync retries them
+                self.seen.difference_update(p.split("target:", 1)[-1] for p in small)  # the next full sync retries
                 raise
 
     def _may_define_breakpoint(self, path: str) -> bool:
@@ -380,9 +384,10 @@ class SymbolLoader:
         libs = self._listing()
         paths = [lib.get("target-name") or "" for lib in libs]
         by_file: Dict[tuple, str] = {}
+        root = file_root(self.pid)
         for p in paths:
             try:
-                st = os.stat(p)
+                st = os.stat(root + p)
                 by_file[(st.st_dev, st.st_ino)] = p
             except OSError:
                 continue

@@ -106,13 +106,17 @@ needs_pid_ns = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare
 
 
 @needs_pid_ns
-def test_stack_of_a_process_in_another_pid_namespace(tmp_path, pid_ns_target):
+@pytest.mark.parametrize("via", ["cfi", "gdb"])
+def test_stack_of_a_process_in_another_pid_namespace(tmp_path, pid_ns_target, via):
+    """Both pids, every thread with both ids and its Python frames: tfnative's own unwinder, and gdb
+    (which reads the target's files as "target:" paths through its mount namespace)."""
     host, inside = pid_ns_target
     out = tmp_path / "s.json"
-    res = run_tfnative(["stack", "--pid", str(host), "--json", str(out)], timeout=120)
+    res = run_tfnative(["stack", "--pid", str(host), "--json", str(out)] + (["--with-gdb"] if via == "gdb" else []),
+                       timeout=300)
     assert res.returncode == 0, res.stderr
     ev = load_json(out)["events"][0]
-    assert (ev["pid"], ev["ns_pid"]) == (host, inside)
+    assert (ev["pid"], ev["ns_pid"], ev["via"]) == (host, inside, via)
     assert "=== tfnative: snapshot of pid %d (pid %d in its PID namespace), Python 3.11 ===" % (host, inside) \
         in res.stdout
     inner = _inner_ids(host)
