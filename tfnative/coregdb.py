@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, TextIO
 
 from . import tfops
 from .coresource import CoreSource
-from .elfindex import ElfError, ElfIndex, _Elf
+from .elfindex import ElfError, ElfFile, ElfIndex
 from .errors import TfnativeError
 from .gdbmi import GdbDied, GdbError
 from .session import CAPTURE_TIMEOUT, GdbOptions, capture, start_gdb
@@ -33,7 +33,7 @@ from .symbolload import HUGE_BYTES, IndexedLibrary, SymbolLoader, wants_surrogat
 
 def _first_vaddr(path: str) -> int:
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        return _Elf(mm, path).first_load_vaddr()
+        return ElfFile(mm, path, sections=False).first_load_vaddr()
 
 
 def _gdb_path(text: str) -> str:

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional
 from . import bugreport, doctor
 from .coresource import CoreSource
 from .coretriage import triage_phrases
-from .elfindex import ElfError, _Elf, data_symbols
+from .elfindex import ElfError, ElfFile, data_symbols
 from .report import Document
 
 TF_ENV_RE = re.compile(r"^(TF_[A-Z0-9_]*|XLA_FLAGS|CUDA_VISIBLE_DEVICES|OMP_NUM_THREADS|KMP_[A-Z_]+)$")
@@ -42,7 +42,7 @@ def python_version(source: CoreSource) -> Optional[str]:
             if "Py_Version" not in syms:
                 continue
             with open(host, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                bias = m.start - _Elf(mm, host).first_load_vaddr()
+                bias = m.start - ElfFile(mm, host, sections=False).first_load_vaddr()
             v, = struct.unpack("<I", source.core.read(bias + syms["Py_Version"], 4))
         except (OSError, ElfError, ValueError, MemoryError, struct.error):
             continue
