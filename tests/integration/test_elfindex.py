@@ -16,7 +16,7 @@ from typing import Dict, Iterator, List, Tuple
 import pytest
 
 from tests.conftest import ROOT, has_tensorflow
-from tfnative.elfindex import ElfIndex, ElfFile, cache_dir, demangle, load_base, read_build_id
+from tfnative.elfindex import ElfFile, ElfIndex, cache_dir, demangle, load_base, read_build_id
 
 requires_nm = pytest.mark.skipif(shutil.which("nm") is None, reason="binutils nm is not installed")
 requires_tf_libs = pytest.mark.skipif(not has_tensorflow(), reason="tensorflow is not installed")

@@ -28,7 +28,7 @@ from typing import Dict, Iterator
 import pytest
 
 from tests.conftest import ROOT, requires_gdb, requires_tf
-from tfnative.elfindex import ElfIndex, ElfFile, demangle, load_base, mapped_libraries
+from tfnative.elfindex import ElfFile, ElfIndex, demangle, load_base, mapped_libraries
 from tfnative.surrogate import build_surrogate, gdb_regex_escape, surrogate_path
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf, pytest.mark.slow]
