@@ -17,11 +17,14 @@ from .files import write_output
 
 def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
               native_all: bool, with_gdb: bool = False, gdb_path: Optional[str] = None,
-              gdb_log: Optional[str] = None, err: TextIO = sys.stderr) -> Tuple[CoreSource, report.Document]:
+              gdb_log: Optional[str] = None, err: TextIO = sys.stderr,
+              variables: bool = False) -> Tuple[CoreSource, report.Document]:
     """The core's source (open: the caller closes it) and its document: one event of kind "core", the
     process's end (the signal it died of) and, where the signal came from outside, the hang verdict.
-    Through gdb (``coregdb.py``) with ``with_gdb``, or where a library on a stack has DWARF."""
+    Through gdb (``coregdb.py``) with ``with_gdb``, or where a library on a stack has DWARF; ``variables``
+    (``--locals``): each Python frame's arguments and locals."""
     source = CoreSource(path, executable, sysroot)
+    source.variables = variables
     which = "all" if all_threads else "python"
     try:
         try:
@@ -45,9 +48,10 @@ def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_
 
 def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool, native_all: bool,
              full: bool, json_path: Optional[str], out: TextIO, err: TextIO = sys.stderr, with_gdb: bool = False,
-             gdb_path: Optional[str] = None, gdb_log: Optional[str] = None) -> int:
+             gdb_path: Optional[str] = None, gdb_log: Optional[str] = None, variables: bool = False) -> int:
     """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``json_path``); 0."""
-    source, doc = read_core(path, executable, sysroot, all_threads, native_all, with_gdb, gdb_path, gdb_log, err)
+    source, doc = read_core(path, executable, sysroot, all_threads, native_all, with_gdb, gdb_path, gdb_log, err,
+                            variables)
     source.close()
     report.Printer(out, native_all=native_all, full=full).event(doc.events[0])
     for line in triage_lines(doc):
@@ -84,12 +88,15 @@ def run_core_report(path: str, executable: Optional[str], sysroot: Optional[str]
                    "DWARF. Also done by itself where a library on a stack has DWARF.")
 @click.option("--gdb", "gdb_path", metavar="PATH", help="gdb executable (default: gdb on PATH).")
 @click.option("--gdb-log", metavar="FILE", help="Append the raw MI conversation to FILE.")
+@click.option("--locals", "variables", is_flag=True,
+              help="Show each Python frame's arguments and locals (short reprs read from the core).")
 def core_cmd(core_path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
              native_all: bool, full: bool, json_path: Optional[str], with_gdb: bool, gdb_path: Optional[str],
-             gdb_log: Optional[str]) -> None:
+             gdb_log: Optional[str], variables: bool) -> None:
     """Print the mixed stacks of a crashed process from its CORE dump (.zst, .lz4, .xz too)."""
     run_command(lambda: run_core(core_path, executable, sysroot, all_threads, native_all, full, json_path, sys.stdout,
-                                 with_gdb=with_gdb or bool(gdb_path or gdb_log), gdb_path=gdb_path, gdb_log=gdb_log))
+                                 with_gdb=with_gdb or bool(gdb_path or gdb_log), gdb_path=gdb_path, gdb_log=gdb_log,
+                                 variables=variables))
 
 
 def register(main: click.Group) -> None:

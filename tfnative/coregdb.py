@@ -94,7 +94,8 @@ def stacks_with_gdb(source: CoreSource, which: str, opts: GdbOptions, err: TextI
                 gdb.console_command("add-symbol-file %s -o 0x%x" % (_gdb_path(path), bias), timeout=CAPTURE_TIMEOUT)
             except GdbError as exc:
                 err.write("tfnative: warning: gdb refused the symbols of %s (%s)\n" % (host, exc))
-        result = capture(gdb, True)  # every thread: the crashed one is kept even when it runs no Python
+        # every thread: the crashed one is kept even when it runs no Python
+        result = capture(gdb, True, variables=source.variables)
         loader.symbolize(result)
         tfops.annotate(gdb, result)
         result["via"] = "gdb"

@@ -39,6 +39,7 @@ class CoreSource:
     def __init__(self, path: str, executable: Optional[str] = None, sysroot: Optional[str] = None) -> None:
         self.core = Core(path)
         self.sysroot = sysroot
+        self.variables = False  # --locals: each Python frame's arguments and locals
         self.warnings: List[str] = []
         notes = self.core.notes
         phdr = notes.auxv.get(AT_PHDR)
@@ -178,7 +179,8 @@ class CoreSource:
         crashed = notes.threads[0].tid
         try:
             result = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
-                                     self.threads(), which, crashed, exe=self.executable, live=False)
+                                     self.threads(), which, crashed, exe=self.executable, live=False,
+                                     variables=self.variables)
         except snapshot.HasDebugInfo:
             raise
         except snapshot.Unsupported:
@@ -186,7 +188,8 @@ class CoreSource:
         # The crashed thread is kept even when it runs no Python.
         if not any(t["tid"] == crashed for t in result["threads"]) and which != "all":
             every = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
-                                    self.threads(), "selected", crashed, exe=self.executable, live=False)
+                                    self.threads(), "selected", crashed, exe=self.executable, live=False,
+                                    variables=self.variables)
             result["threads"] = every["threads"] + result["threads"]
         return self.finish(result)
 
@@ -229,7 +232,7 @@ class CoreSource:
             try:
                 one = snapshot.stacks(pid, self.core, self.libraries(), [(tid, name, regs)],  # type: ignore[arg-type]
                                       which if tid != notes.threads[0].tid else "all", tid,
-                                      exe=self.executable, live=False)
+                                      exe=self.executable, live=False, variables=self.variables)
                 readable += 1
             except snapshot.Unsupported as exc:
                 one = {"pid": pid, "threads": [{"tid": tid, "name": name, "frames": [], "error": str(exc)}]}

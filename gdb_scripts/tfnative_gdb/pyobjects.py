@@ -13,7 +13,7 @@ value, never an error for the whole frame.
   the object, 3.13: inline after it), keyed by the class's shared keys.
 * Short reprs: ``None``, bools, ints, floats, str and bytes (cut), tuples
   and lists (their first items), small dicts (their items, else their size); anything else is
-  ``<TYPE at 0xADDR>``.  py-spy and pystack show locals the same way.
+  ``<TYPE at 0xADDR>`` (the type's own name, without its module).  py-spy and pystack show locals the same way.
 """
 
 import struct
@@ -211,7 +211,7 @@ class ObjectReader:
             pairs = ["%s: %s" % (self.short_repr(k, depth + 1), self.short_repr(v, depth + 1))
                      for k, v in r.dict_items(obj)[:MAX_ITEMS]]
             return "{" + ", ".join(pairs) + "}"
-        return "<%s at 0x%x>" % (kind, obj)
+        return "<%s at 0x%x>" % (kind.rsplit(".", 1)[-1], obj)  # EagerTensor, not tensorflow.python...
 
     def variables(self, code: int, frame_addr: int) -> List[Dict]:
         """The frame's arguments and locals in order: ``{"name", "repr", "arg"}``; unbound ones left out."""

@@ -207,3 +207,15 @@ def test_wrong_executable_is_never_used_for_names(tmp_path, small_core):
     assert in_exe and all(f["function"] == "??" for f in in_exe)
     assert "python3.11 was not read (missing on this host or another build)" in t["error"]
     assert "_start" not in [f["function"] for f in t["frames"]]  # the name in the core's python3.11
+
+
+def test_locals_of_the_crashing_callback(tmp_path, tf_core):
+    """core --locals: the arguments the crashing frames had, read from the core."""
+    doc = core_doc(tmp_path, tf_core, "--locals")
+    event = doc["events"][0]
+    crashed = next(t for t in event["threads"] if t["tid"] == event["thread"])
+    by_function = {f["function"]: f for f in crashed["frames"] if f["kind"] == "python"}
+    assert [(v["name"], v["repr"], v["arg"]) for v in by_function["string_at"]["variables"]] == [
+        ("ptr", "0", True), ("size", "-1", True)]
+    (x,) = by_function["bad_callback"]["variables"]
+    assert x["name"] == "x" and x["arg"] and re.fullmatch(r"<EagerTensor at 0x[0-9a-f]+>", x["repr"])
