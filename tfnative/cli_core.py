@@ -12,7 +12,7 @@ from .cliutil import run_command
 from .coresource import CoreSource
 from .coretriage import core_event, triage_lines
 from .errors import TfnativeError
-from .files import write_output
+from .files import is_stdout, write_output
 
 
 def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
@@ -53,7 +53,8 @@ def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_t
     source, doc = read_core(path, executable, sysroot, all_threads, native_all, with_gdb, gdb_path, gdb_log, err,
                             variables)
     source.close()
-    report.Printer(out, native_all=native_all, full=full).event(doc.events[0])
+    # --json -: the document is standard output, the text goes to standard error (as for stack)
+    report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full).event(doc.events[0])
     for line in triage_lines(doc):
         err.write("tfnative: %s\n" % line)
     err.flush()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -219,3 +220,12 @@ def test_locals_of_the_crashing_callback(tmp_path, tf_core):
         ("ptr", "0", True), ("size", "-1", True)]
     (x,) = by_function["bad_callback"]["variables"]
     assert x["name"] == "x" and x["arg"] and re.fullmatch(r"<EagerTensor at 0x[0-9a-f]+>", x["repr"])
+
+
+def test_json_to_stdout_is_only_the_document(small_core):
+    """--json -: standard output is one JSON document; the text report goes to standard error."""
+    res = run_tfnative(["core", small_core, "--json", "-"])
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["events"][0]["kind"] == "core"
+    assert "=== tfnative: core of pid" in res.stderr
