@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import click
 
@@ -21,6 +21,7 @@ from .cliutil import gdb_options, run_command
 from .errors import TfnativeError
 from .files import is_stdout, write_output
 from .gdbmi import find_gdb
+from .multistack import run_many
 from .session import AttachOptions, GdbOptions, run_attach, run_stack
 from .tfenv import DebugSwitches
 
@@ -192,12 +193,20 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
 
 
 @main.command()
-@click.option("--pid", "-p", required=True, type=int, help="Process to inspect.")
+@click.option("--pid", "-p", "pids", multiple=True, type=int, help="Process to inspect (repeatable).")
+@click.option("--children", multiple=True, type=int, metavar="PID",
+              help="Every descendant of PID that runs Python (repeatable).")
+@click.option("--match", "patterns", multiple=True, metavar="REGEX",
+              help="Every process running Python whose command line matches REGEX (repeatable).")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
+              help="Add to each document's \"labels\" (repeatable); merge names a process by it.")
 @click.option("--all-threads", "-a", is_flag=True, help="Also threads that run no Python.")
+@click.option("--no-group", is_flag=True, help="With --all-threads, print each thread even where stacks are identical.")
 @click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
 @click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
 @click.option("--json", "json_path", metavar="FILE",
-              help="Write the snapshot as JSON to FILE (- for stdout; the text then goes to stderr).")
+              help="Write the snapshot as JSON to FILE (- for stdout; the text then goes to stderr); "
+                   "several processes: JSON Lines, one document per process.")
 @click.option("--with-gdb", is_flag=True,
               help="Take the snapshot through gdb (slower): source lines and inlined frames from every debug "
                    "file, libc's included. Implied by --gdb, --gdb-log and --full-symbols.")
@@ -208,14 +217,26 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
 @click.option("--locals", "variables", is_flag=True,
               help="Show each Python frame's arguments and locals (short reprs read from memory; no code runs).")
 @gdb_options
-def stack(pid: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str], with_gdb: bool,
-          samples: int, interval: float, variables: bool,
+def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str, ...], labels: Tuple[str, ...],
+          all_threads: bool, no_group: bool, native_all: bool, full: bool, json_path: Optional[str],
+          with_gdb: bool, samples: int, interval: float, variables: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
-    """Print the mixed stacks of a running (hung?) process and why it may not progress; it runs on afterwards."""
+    """Print the mixed stacks of running (hung?) processes and why they may not progress; they run on afterwards.
+
+    One --pid: that process.  Several --pid, --children or --match: each process concurrently, a text
+    block each (JSON Lines with --json); exit status 0 when at least one could be read.
+    """
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
     with_gdb = with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod)
-    _run(lambda: run_stack(pid, all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full,
-                           with_gdb=with_gdb, samples=samples, interval=interval, variables=variables))
+    group = all_threads and not no_group
+    if len(pids) == 1 and not (children or patterns or labels):
+        _run(lambda: run_stack(pids[0], all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full,
+                               with_gdb=with_gdb, samples=samples, interval=interval, variables=variables,
+                               group=group))
+        return
+    _run(lambda: run_many(pids, children, patterns, labels, all_threads, native_all, json_path, gdb, sys.stderr,
+                          sys.stdout, full=full, with_gdb=with_gdb, samples=samples, interval=interval,
+                          variables=variables, group=group))
 
 
 register_build(main)  # the build helpers (presets, bazelrc, doctor) live in cli_build.py

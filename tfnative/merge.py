@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from tfnative_gdb import render
 
 from .errors import TfnativeError
+from .threadgroups import frame_text
 
 _PDSH = re.compile(r"^[A-Za-z0-9_.\-]+: ")
 
@@ -52,13 +53,15 @@ def parse_documents(texts: Iterable[Tuple[str, str]]) -> List[Dict[str, Any]]:
 
 
 def member_label(doc: Dict[str, Any]) -> str:
-    """``worker:2`` from ``task``, else the first ``labels`` value, else ``host:pid``."""
+    """``worker:2`` from ``task``, else ``KEY:VALUE`` of the first of ``labels`` (``rank:3``, so that ranks
+    compress to ranges), else ``host:pid``."""
     task = doc.get("task")
     if isinstance(task, dict) and task.get("type") is not None:
         return "%s:%s" % (task["type"], task.get("index", "?"))
     labels = doc.get("labels")
     if isinstance(labels, dict) and labels:
-        return str(next(iter(labels.values())))
+        key, value = next(iter(labels.items()))
+        return "%s:%s" % (key, value)
     return "%s:%s" % (doc.get("host") or "localhost", doc.get("pid", "?"))
 
 
@@ -82,17 +85,6 @@ def compress(labels: Iterable[str]) -> str:
                 start = b
         out.append("%s:%s" % (head, ",".join(parts)))
     return " ".join(out + others)
-
-
-def frame_text(frame: Dict[str, Any]) -> str:
-    """The frame as ``stack`` prints it, without its index, address or source line (they differ between
-    processes)."""
-    f = dict(frame)
-    f.pop("source", None)
-    f["address"] = "-"
-    text = render.frame_line(0, f).split("\n", 1)[0]
-    text = text[1:].lstrip("0123456789").lstrip() if text.startswith("#") else text.strip()
-    return text.replace(" [-]", "")
 
 
 def _threads(doc: Dict[str, Any]) -> Iterator[Dict[str, Any]]:

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, TextIO
 from tfnative_gdb import render
 from tfnative_gdb.elide import elide
 
-from . import kstate
+from . import kstate, threadgroups
 from .files import write_output
 
 SCHEMA = 1
@@ -381,6 +381,7 @@ class Document:
     dumps: List[str] = field(default_factory=list)
     children: List[Dict[str, Any]] = field(default_factory=list)  # children that died of a signal
     hang: Optional[Dict[str, Any]] = None  # stack's verdict (verdict.py), the document's "triage" there
+    meta: Dict[str, Any] = field(default_factory=dict)  # stack's "host", "task", "labels" (top-level keys)
 
     def set_exit(self, returncode: int) -> None:
         """The script's end; a ``signal`` event is fatal when the process died of that signal, else handled."""
@@ -452,6 +453,7 @@ class Document:
     def to_dict(self, with_exit: bool = True) -> Dict[str, Any]:
         doc: Dict[str, Any] = {"tfnative": SCHEMA, "pid": self.pid, "argv": self.argv, "events": self.events,
                                "unresolved": self.unresolved}
+        doc.update(self.meta)
         if with_exit:
             doc["exit"] = self.exit
         if self.dumps:
@@ -512,10 +514,12 @@ def _created_at_plan(frames: List[Dict[str, Any]], full: bool) -> List[Optional[
 class Printer:
     """Writes events as text, one line a frame, innermost first."""
 
-    def __init__(self, out: TextIO, native_all: bool = False, full: bool = False) -> None:
+    def __init__(self, out: TextIO, native_all: bool = False, full: bool = False, group: bool = False) -> None:
+        """``group``: threads with identical stacks are printed once, with their count and ids."""
         self.out = out
         self.native_all = native_all
         self.full = full
+        self.group = group
 
     def note(self, text: str) -> None:
         self.out.write("tfnative: %s\n" % text)
@@ -547,25 +551,35 @@ class Printer:
             lines.append("TensorFlow's log: %s" % event["log"])
         lines.extend(op_lines(event, self.full))
         main_name = next((t.get("name") for t in event["threads"] if t["tid"] == event.get("pid")), None)
-        for t in event["threads"]:
-            head = "Thread %s%s %s" % (t["tid"], " (%s inside)" % t["ns_tid"] if t.get("ns_tid") is not None else "",
-                                       thread_display_name(t, main_name))
-            if t.get("tf_function"):
-                fn = t["tf_function"]
-                if fn.get("how"):
-                    head += " working for tf.function %s (%s; %s, called by thread %s)" % (
-                        fn.get("python_function") or "?", fn["name"], fn["how"], fn.get("called_by"))
-                else:
-                    head += " in tf.function %s (%s)" % (fn.get("python_function") or "?", fn["name"])
-            elif t.get("tf_functions_in_flight"):
-                head += " working for one of the tf.functions in flight: %s" % ", ".join(t["tf_functions_in_flight"])
-            if t["tid"] == event.get("thread") and kind != "snapshot":
-                head += " (stopped here)"
-            head += state_marks(t)
-            lines.extend(render.thread_block(t, head, fold=not self.full))
+        headed = [(t, self._header(t, event)) for t in event["threads"]]
+        groups = threadgroups.group_threads(headed) if self.group else [[t] for t, _ in headed]
+        rest = {id(t): h for t, h in headed}
+        for members in groups:
+            t = members[0]
+            inside = " (%s inside)" % t["ns_tid"] if t.get("ns_tid") is not None else ""
+            title = ("Thread %s%s %s" % (t["tid"], inside, thread_display_name(t, main_name)) if len(members) == 1
+                     else threadgroups.group_title(members))
+            lines.extend(render.thread_block(t, title + rest[id(t)], fold=not self.full))
             lines.append("")
         self.out.write("\n".join(lines) + "\n")
         self.out.flush()
+
+    @staticmethod
+    def _header(t: Dict[str, Any], event: Dict[str, Any]) -> str:
+        """A thread's title after its id and name: its tf.function, "(stopped here)", its states."""
+        head = ""
+        if t.get("tf_function"):
+            fn = t["tf_function"]
+            if fn.get("how"):
+                head += " working for tf.function %s (%s; %s, called by thread %s)" % (
+                    fn.get("python_function") or "?", fn["name"], fn["how"], fn.get("called_by"))
+            else:
+                head += " in tf.function %s (%s)" % (fn.get("python_function") or "?", fn["name"])
+        elif t.get("tf_functions_in_flight"):
+            head += " working for one of the tf.functions in flight: %s" % ", ".join(t["tf_functions_in_flight"])
+        if t["tid"] == event.get("thread") and event["kind"] != "snapshot":
+            head += " (stopped here)"
+        return head + state_marks(t)
 
     def summary(self, notes: List[str], doc: Document) -> None:
         for line in notes:

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -787,7 +788,7 @@ def check_pid(pid: int) -> psutil.Process:
 
 def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str],
               gdb_opts: GdbOptions, err: TextIO, out: TextIO, full: bool = False, with_gdb: bool = False,
-              samples: int = 1, interval: float = 1.0, variables: bool = False) -> int:
+              samples: int = 1, interval: float = 1.0, variables: bool = False, group: bool = False) -> int:
     """``tfnative stack``: mixed stacks of a running process, which runs on afterwards.
 
     Without gdb when it can (``snapshot.py``: ptrace, CFI, our symbol index),
@@ -795,12 +796,43 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
     snapshots ``interval`` seconds apart, the last one reported with each
     thread moving or stuck (``samples.py``).  The verdict (``verdict.py``)
     goes to ``err`` and into the JSON document as ``"triage"``.  ``variables``
-    (``--locals``): each Python frame's arguments and locals.
+    (``--locals``): each Python frame's arguments and locals.  ``group``:
+    identical thread stacks are printed once (``threadgroups.py``).
+    """
+    printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full,
+                             group=group)
+    with _SignalGuard():
+        try:
+            doc = stack_document(pid, all_threads, native_all, gdb_opts, err, with_gdb, samples, interval,
+                                 variables=variables)
+        except Interrupted:
+            printer.note("interrupted: detaching")
+            return 130
+    event = doc.events[0]
+    printer.event(event)
+    err.write("tfnative: verdict: %s\n" % event["triage"]["verdict"])
+    err.flush()
+    if json_path:
+        doc.write(json_path, with_exit=False)
+    return 0
+
+
+def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbOptions, err: TextIO,
+                   with_gdb: bool = False, samples: int = 1, interval: float = 1.0,
+                   variables: bool = False) -> report.Document:
+    """The ``stack`` document of ``pid`` (one ``snapshot`` event with its triage; ``host``, ``task``).
+
+    Raises TfnativeError when ``pid`` cannot be read (gone, not ours), ``Interrupted`` on a signal.
+    Safe to call from several threads at once, each for another pid (``multistack.py``).
     """
     proc = check_pid(pid)
     was_stopped = proc.status() == psutil.STATUS_STOPPED
     doc = report.Document(argv=_argv(proc), pid=pid)
-    printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full)
+    tf_config = procfs.environ(pid).get("TF_CONFIG")
+    doc.meta["host"] = socket.gethostname()
+    task = verdict.task_of(tf_config)
+    if task is not None:
+        doc.meta["task"] = task
 
     def one() -> Dict[str, Any]:
         return _take_snapshot(pid, all_threads, gdb_opts, was_stopped, with_gdb, err, variables)
@@ -809,25 +841,15 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
         err.write("tfnative: sample %d of %d\n" % (i, samples))
         err.flush()
 
-    with _SignalGuard():
-        try:
-            result = sampling.take(samples, interval, one, on_sample=say) if samples > 1 else one()
-        except Interrupted:
-            printer.note("interrupted: detaching")
-            return 130
-        event = report.make_event("snapshot", result, native_all=native_all)
-    job = verdict.cluster(procfs.environ(pid).get("TF_CONFIG"))
+    result = sampling.take(samples, interval, one, on_sample=say) if samples > 1 else one()
+    event = report.make_event("snapshot", result, native_all=native_all)
+    job = verdict.cluster(tf_config)
     if job:
         event["cluster"] = job
     event["triage"] = verdict.triage(event)
     doc.events.append(event)
     doc.hang = event["triage"]
-    printer.event(event)
-    err.write("tfnative: verdict: %s\n" % event["triage"]["verdict"])
-    err.flush()
-    if json_path:
-        doc.write(json_path, with_exit=False)
-    return 0
+    return doc
 
 
 def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool, with_gdb: bool,

@@ -40,6 +40,7 @@ import mmap
 import os
 import re
 import struct
+import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tfnative_gdb.executors import pool_summary
@@ -75,32 +76,71 @@ class _Lib(Module):
     def indexes(self) -> List[ElfIndex]:
         """The symbol index of the file, then of its separate debug file when the file is stripped."""
         if self._index is None:
-            self._index = []
-            try:
-                idx = ElfIndex.open(self.path)
-            except (OSError, ElfError, ValueError):
-                return self._index
-            self._index.append(idx)
-            if idx.table != ".symtab" and idx.build_id:
-                debug = os.path.join(DEBUG_ROOT, idx.build_id[:2], idx.build_id[2:] + ".debug")
-                if os.path.exists(debug):
-                    try:
-                        self._index.insert(0, ElfIndex.open(debug))
-                    except (OSError, ElfError, ValueError):
-                        pass
+            self._index = _shared(self.path, "index", _open_indexes)
         return self._index
 
     def has_dwarf(self) -> bool:
         """Whether the file itself carries DWARF (not counting a separate debug file)."""
         if self._dwarf is None:
-            self._dwarf = False
+            self._dwarf = _shared(self.path, "dwarf", _file_has_dwarf)
+        return self._dwarf
+
+    def open_cfi(self) -> Any:
+        return _shared(self.path, "cfi", lambda path: Module.open_cfi(self))
+
+
+def _open_indexes(path: str) -> List[ElfIndex]:
+    out: List[ElfIndex] = []
+    try:
+        idx = ElfIndex.open(path)
+    except (OSError, ElfError, ValueError):
+        return out
+    out.append(idx)
+    if idx.table != ".symtab" and idx.build_id:
+        debug = os.path.join(DEBUG_ROOT, idx.build_id[:2], idx.build_id[2:] + ".debug")
+        if os.path.exists(debug):
             try:
-                with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                    sec = ElfFile(mm, self.path).section(".debug_info")
-                    self._dwarf = sec is not None and sec.size > 0 and sec.type != 8
+                out.insert(0, ElfIndex.open(debug))
             except (OSError, ElfError, ValueError):
                 pass
-        return self._dwarf
+    return out
+
+
+def _file_has_dwarf(path: str) -> bool:
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            sec = ElfFile(mm, path).section(".debug_info")
+            return sec is not None and sec.size > 0 and sec.type != 8
+    except (OSError, ElfError, ValueError):
+        return False
+
+
+# What a file gives regardless of where it is mapped (its symbol index, its CFI with the rows found so
+# far, whether it has DWARF), by (path, size, mtime, inode): the processes of one ``stack`` call, mapping
+# the same libraries at other addresses, share it.  One lock: threads snapshotting processes at the same
+# time open each file once.
+_FILES: Dict[tuple, Dict[str, Any]] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def _shared(path: str, what: str, make: Callable[[str], Any]) -> Any:
+    """``make(path)``, once per file and ``what``; an exception is raised again to every caller."""
+    try:
+        st = os.stat(path)
+        key: tuple = (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    except OSError:
+        key = (path,)
+    with _FILES_LOCK:
+        entry = _FILES.setdefault(key, {})
+        if what not in entry:
+            try:
+                entry[what] = (make(path), None)
+            except Exception as exc:  # noqa: BLE001 - kept and raised again, as a fresh open would
+                entry[what] = (None, exc)
+        value, exc = entry[what]
+    if exc is not None:
+        raise exc
+    return value
 
 
 class _Vdso(_Lib):

@@ -216,6 +216,16 @@ def cluster(tf_config: Optional[str]) -> Optional[Dict[str, Any]]:
     return {"task": task, "tasks": tasks}
 
 
+def task_of(tf_config: Optional[str]) -> Optional[Dict[str, Any]]:
+    """``{"type": "worker", "index": 2}``: the ``task`` of a ``TF_CONFIG`` (None: none, or not one)."""
+    try:
+        task = json.loads(tf_config or "")["task"]
+        kind, index = task["type"], int(task.get("index", 0))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return {"type": kind, "index": index} if isinstance(kind, str) and kind else None
+
+
 class _Scene:
     """What the patterns look at: the event's threads, the GIL's holder and waiters, the callers, the pool."""
 

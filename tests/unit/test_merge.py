@@ -83,7 +83,8 @@ def test_threads_vs_processes():
 
 def test_member_names_and_ranges():
     assert merge.member_label(doc(5, [], task=2)) == "worker:2"
-    assert merge.member_label(doc(5, [], labels={"rank": "rank:3"})) == "rank:3"
+    assert merge.member_label(doc(5, [], labels={"rank": "3", "node": "n1"})) == "rank:3"
+    assert merge.member_label(doc(5, [], task=2, labels={"rank": "3"})) == "worker:2"  # task first
     assert merge.member_label(doc(5, [], host="n1")) == "n1:5"
     assert merge.member_label(doc(5, [])) == "localhost:5"
     assert merge.compress(["worker:%d" % i for i in (0, 1, 2, 3, 4, 5, 6, 8)]) == "worker:0-6,8"

@@ -1,0 +1,224 @@
+"""``tfnative stack`` on many processes at once: which ones, taken concurrently, one document each.
+
+The processes are named by ``--pid`` (repeatable), ``--children PID`` (every descendant of PID that runs
+Python) or ``--match REGEX`` (every process running Python whose command line matches, tfnative itself
+and its ancestors excepted).  Each is snapshotted by ``session.stack_document`` (the one snapshot path)
+on a small pool of threads: a process is held only for its own snapshot, and what does not depend on
+where a library is mapped (symbol indexes, CFI, demangled names) is read once for all
+(``snapshot._shared``).  Output: JSON Lines (one schema-v1 document per process, with ``host``, ``pid``,
+``task`` from ``TF_CONFIG`` and the user's ``labels``), and a text block per process.
+
+A process that cannot be read (it exited meanwhile, it is not ours) is named in one line on stderr and
+the others are reported; the exit status is non-zero only when none could be read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, TextIO
+
+import psutil
+
+from . import merge, report
+from .errors import TfnativeError
+from .files import is_stdout, write_output
+from .session import GdbOptions, Interrupted, _SignalGuard, stack_document
+
+MAX_JOBS = 4  # snapshots at a time: threads share the GIL, more would only stretch each process's hold
+
+_PYTHON_EXE = re.compile(r"^python(\d+(\.\d+)?)?([dmu]*)$")
+
+
+def parse_labels(items: Sequence[str]) -> Dict[str, str]:
+    """``{"rank": "3"}`` from ``["rank=3"]``, in order.  Raises TfnativeError on an item without ``=``
+    or with an empty key."""
+    out: Dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise TfnativeError("--label takes KEY=VALUE (e.g. --label rank=3), not %r" % item)
+        out[key.strip()] = value
+    return out
+
+
+def runs_python(pid: int) -> bool:
+    """Whether ``pid`` runs a CPython interpreter: its executable is ``python*``, or it maps libpython."""
+    try:
+        if _PYTHON_EXE.match(os.path.basename(os.readlink("/proc/%d/exe" % pid))):
+            return True
+        with open("/proc/%d/maps" % pid) as f:
+            return any("/libpython3" in line for line in f)
+    except OSError:
+        return False
+
+
+def _is_tfnative(argv: List[str]) -> bool:
+    """A tfnative process (``tfnative ...``, ``python -m tfnative ...``): never a target of ``--match``."""
+    if argv and os.path.basename(argv[0]) == "tfnative":
+        return True
+    return any(a == "-m" and b == "tfnative" or os.path.basename(a) == "tfnative"
+               for a, b in zip(argv, argv[1:] + [""]))
+
+
+def _ancestors() -> List[int]:
+    out, proc = [], psutil.Process()
+    while proc is not None:
+        out.append(proc.pid)
+        try:
+            proc = proc.parent()
+        except psutil.Error:
+            break
+    return out
+
+
+def descendants(pid: int) -> List[int]:
+    """Every descendant of ``pid`` that runs Python, by pid.  Raises TfnativeError when ``pid`` is gone."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        raise TfnativeError("--children %d: no process with pid %d" % (pid, pid)) from None
+    return sorted(p.pid for p in kids if runs_python(p.pid))
+
+
+def matching(pattern: str) -> List[int]:
+    """Every process that runs Python whose command line (arguments joined by spaces) matches
+    ``pattern``, tfnative itself and its ancestors excepted."""
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise TfnativeError("--match %r is not a regular expression: %s" % (pattern, exc)) from None
+    skip = set(_ancestors())
+    out = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        argv = proc.info.get("cmdline") or []
+        if proc.info["pid"] in skip or not argv or _is_tfnative(argv):
+            continue
+        if regex.search(" ".join(argv)) and runs_python(proc.info["pid"]):
+            out.append(proc.info["pid"])
+    return sorted(out)
+
+
+def targets(pids: Sequence[int], children: Sequence[int], patterns: Sequence[str]) -> List[int]:
+    """The processes to snapshot, each once, in the order named.  Raises TfnativeError when none is."""
+    out: Dict[int, None] = {}
+    for pid in pids:
+        out[pid] = None
+    for pid in children:
+        found = descendants(pid)
+        if not found:
+            raise TfnativeError("--children %d: no descendant of process %d runs Python" % (pid, pid))
+        out.update(dict.fromkeys(found))
+    for pattern in patterns:
+        found = matching(pattern)
+        if not found:
+            raise TfnativeError("--match %r: no process running Python has a command line that matches"
+                                % pattern)
+        out.update(dict.fromkeys(found))
+    out.pop(os.getpid(), None)
+    if not out:
+        raise TfnativeError("no process to snapshot (give --pid, --children or --match)")
+    return list(out)
+
+
+@dataclass
+class Outcome:
+    """One process's result: its document, or why it could not be read."""
+
+    pid: int
+    doc: Optional[report.Document] = None
+    error: Optional[str] = None
+
+
+def snapshot_all(pids: Sequence[int], take: Callable[[int], report.Document],
+                 jobs: int = MAX_JOBS) -> List[Outcome]:
+    """``take(pid)`` of every pid on ``jobs`` threads, outcomes in the order of ``pids``.
+
+    A TfnativeError of one process is its outcome's ``error``; any other exception (``Interrupted``)
+    is raised after the snapshots under way have finished (and released their processes) and the
+    rest were cancelled.
+    """
+    outcomes = [Outcome(pid) for pid in pids]
+    pool = ThreadPoolExecutor(max_workers=max(1, min(jobs, len(pids))), thread_name_prefix="tfnative-stack")
+    try:
+        futures: List[Future] = [pool.submit(take, pid) for pid in pids]
+        for outcome, fut in zip(outcomes, futures):
+            try:
+                outcome.doc = fut.result()
+            except TfnativeError as exc:
+                outcome.error = str(exc)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return outcomes
+
+
+def process_title(doc: report.Document) -> str:
+    """``process 123 worker:2 on host1: python3 train.py ...``: what a text block is about."""
+    data = doc.to_dict(with_exit=False)
+    label = merge.member_label(data)
+    argv = " ".join(doc.argv)
+    if len(argv) > 200:
+        argv = argv[:197] + "..."
+    host = data.get("host") or "localhost"
+    name = "" if label == "%s:%s" % (host, doc.pid) else " %s" % label
+    return "process %s%s on %s: %s" % (doc.pid, name, host, argv)
+
+
+def json_lines(docs: Sequence[report.Document]) -> bytes:
+    """One compact schema-v1 document per line."""
+    return b"".join(json.dumps(d.to_dict(with_exit=False), separators=(",", ":")).encode() + b"\n"
+                    for d in docs)
+
+
+def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: Optional[str],
+               printer: report.Printer, err: TextIO) -> int:
+    """Print (or, with ``--json -``, summarise on ``err``) and write every document; the exit status."""
+    docs = [o.doc for o in outcomes if o.doc is not None]
+    for o in outcomes:
+        if o.doc is None:
+            err.write("tfnative: pid %d not reported: %s\n" % (o.pid, o.error))
+            continue
+        if labels:
+            o.doc.meta["labels"] = dict(labels)
+        event = o.doc.events[0]
+        verdict = event["triage"]["verdict"]
+        if is_stdout(json_path):
+            err.write("tfnative: %s\n  verdict: %s\n" % (process_title(o.doc), verdict))
+        else:
+            printer.out.write("\n##### %s\n" % process_title(o.doc))
+            printer.event(event)
+            printer.out.write("verdict: %s\n" % verdict)
+        printer.out.flush()
+    err.flush()
+    if json_path and docs:
+        write_output(json_path, json_lines(docs))
+    if not docs:
+        raise TfnativeError("none of the %d process(es) could be read" % len(outcomes))
+    if not is_stdout(json_path) and len(outcomes) > 1:
+        err.write("tfnative: %d of %d processes reported\n" % (len(docs), len(outcomes)))
+    return 0
+
+
+def run_many(pids: Sequence[int], children: Sequence[int], patterns: Sequence[str], labels: Sequence[str],
+             all_threads: bool, native_all: bool, json_path: Optional[str], gdb_opts: GdbOptions, err: TextIO,
+             out: TextIO, full: bool = False, with_gdb: bool = False, samples: int = 1, interval: float = 1.0,
+             variables: bool = False, group: bool = False) -> int:
+    """``tfnative stack`` on several processes (see the module's docstring); its exit status."""
+    tags = parse_labels(labels)
+    chosen = targets(pids, children, patterns)
+    printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full, group=group)
+
+    def take(pid: int) -> report.Document:
+        return stack_document(pid, all_threads, native_all, gdb_opts, err, with_gdb, samples, interval,
+                              variables=variables)
+
+    with _SignalGuard():
+        try:
+            outcomes = snapshot_all(chosen, take)
+        except Interrupted:
+            printer.note("interrupted: every process released")
+            return 130
+    return report_all(outcomes, tags, json_path, printer, err)
