@@ -65,6 +65,17 @@ def member_label(doc: Dict[str, Any]) -> str:
     return "%s:%s" % (doc.get("host") or "localhost", doc.get("pid", "?"))
 
 
+def member_names(docs: List[Dict[str, Any]]) -> List[str]:
+    """``member_label`` of each document, except that a name two processes share (one ``--label`` given
+    to several, the same task in two jobs) falls back to ``host:pid`` for each of them."""
+    names = [member_label(d) for d in docs]
+    owners: Dict[str, set] = {}
+    for name, d in zip(names, docs):
+        owners.setdefault(name, set()).add((d.get("host"), d.get("pid")))
+    return [n if len(owners[n]) == 1 else "%s:%s" % (d.get("host") or "localhost", d.get("pid", "?"))
+            for n, d in zip(names, docs)]
+
+
 def compress(labels: Iterable[str]) -> str:
     """``worker:0-6,8``: labels with the same prefix and integer suffixes as ranges."""
     groups: Dict[str, List[int]] = {}
@@ -113,8 +124,7 @@ class Node:
 def build_tree(docs: List[Dict[str, Any]], all_threads: bool = False) -> Node:
     """The prefix tree of every (Python, or with ``all_threads`` every) thread's stack, glue hidden."""
     root = Node(None, "")
-    for doc in docs:
-        label = member_label(doc)
+    for doc, label in zip(docs, member_names(docs)):
         for t in _threads(doc):
             if not all_threads and not _runs_python(t):
                 continue
@@ -178,5 +188,5 @@ def folded_lines(docs: List[Dict[str, Any]], all_threads: bool = False) -> List[
 
 
 def merge_json(docs: List[Dict[str, Any]], root: Node) -> Dict[str, Any]:
-    procs = [{"label": member_label(d), "pid": d.get("pid"), "host": d.get("host")} for d in docs]
+    procs = [{"label": n, "pid": d.get("pid"), "host": d.get("host")} for d, n in zip(docs, member_names(docs))]
     return {"tfnative_merge": 1, "processes": procs, "tree": root.to_json()}

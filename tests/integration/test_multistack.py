@@ -1,0 +1,153 @@
+"""``tfnative stack`` on several processes at once, on real Python processes (no TensorFlow here):
+``--pid`` repeated with a pid that is gone, ``--match``, JSON Lines into ``merge``, the same fanned out by
+``pdsh -R exec``, and identical thread stacks grouped by ``--all-threads``."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tfnative.merge import compress
+
+from ..conftest import TFNATIVE, assert_running_untraced, line_of, run_tfnative, script, wait_for_file
+
+WORKER = script("merge_worker.py")
+TFNATIVE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "tfnative")
+
+
+def start(tmp_path, modes, tag):
+    """merge_worker.py processes, one per mode, each with ``tag`` in its command line; ready on return."""
+    procs = []
+    for i, mode in enumerate(modes):
+        ready = tmp_path / ("%s-%d" % (tag, i))
+        procs.append(subprocess.Popen([sys.executable, WORKER, mode, str(ready)]))
+        wait_for_file(str(ready), proc=procs[-1])
+    return procs
+
+
+def stop(procs):
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def gone_pid():
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def check_merge(stdout, procs):
+    """``merge -`` of the documents: three processes, the odd one flagged at its line."""
+    r = subprocess.run(TFNATIVE + ["merge", "-"], input=stdout, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("3 processes"), r.stdout
+    flagged = [ln for ln in lines if "<== OUTLIER" in ln]
+    assert len(flagged) == 1, r.stdout
+    assert "[py] main at %s:%d" % (WORKER, line_of(WORKER, "stall_elsewhere(sys.argv[2])")) in flagged[0]
+    return lines, flagged[0]
+
+
+def test_several_pids_one_gone(tmp_path):
+    procs = start(tmp_path, ("peer", "peer", "odd"), "w")
+    try:
+        dead = gone_pid()
+        args = ["stack", "--json", "-", "--label", "rank=7"]
+        for p in procs[:2] + [type("P", (), {"pid": dead})] + procs[2:]:
+            args += ["--pid", str(p.pid)]
+        r = run_tfnative(args, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert "tfnative: pid %d not reported: no process with pid %d" % (dead, dead) in r.stderr
+        docs = [json.loads(line) for line in r.stdout.splitlines()]
+        assert [d["pid"] for d in docs] == [p.pid for p in procs]  # the order given, one line each
+        for d in docs:
+            assert d["tfnative"] == 1 and d["host"] == os.uname().nodename and d["labels"] == {"rank": "7"}
+            assert "task" not in d  # no TF_CONFIG
+        odd = docs[2]["events"][0]["threads"][0]["frames"]
+        assert any(f.get("function") == "stall_elsewhere" and f.get("line") == line_of(WORKER, "the odd one stalls")
+                   for f in odd)
+        for p in procs:
+            assert_running_untraced(p.pid)
+        # one label shared by all names none of them: merge falls back to host:pid
+        lines, flagged = check_merge(r.stdout, procs)
+        assert "[%s:%d] (1 thread)" % (os.uname().nodename, procs[2].pid) in flagged
+    finally:
+        stop(procs)
+
+
+def test_only_gone_pids_fail(tmp_path):
+    a, b = gone_pid(), gone_pid()
+    r = run_tfnative(["stack", "--pid", str(a), "--pid", str(b)])
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "tfnative: error: none of the 2 process(es) could be read"
+
+
+def test_match_into_merge(tmp_path):
+    procs = start(tmp_path, ("peer", "odd", "peer"), "matchme")
+    try:
+        r = run_tfnative(["stack", "--match", "merge_worker.py .*/matchme-", "--json", "-"])
+        assert r.returncode == 0, r.stderr
+        docs = [json.loads(line) for line in r.stdout.splitlines()]
+        assert sorted(d["pid"] for d in docs) == sorted(p.pid for p in procs)
+        lines, flagged = check_merge(r.stdout, procs)
+        host = os.uname().nodename
+        assert "[%s:%d]" % (host, procs[1].pid) in flagged
+        peers = [ln for ln in lines if "wait_for_peers at" in ln]
+        assert len(peers) == 1 and "[%s]" % compress("%s:%d" % (host, p.pid) for p in (procs[0], procs[2])) in peers[0]
+        # text: one block per process, each named
+        r = run_tfnative(["stack", "--match", "merge_worker.py .*/matchme-"])
+        assert r.returncode == 0, r.stderr
+        for p in procs:
+            assert "##### process %d on %s: %s %s" % (p.pid, host, sys.executable, WORKER) in r.stdout
+    finally:
+        stop(procs)
+
+
+@pytest.mark.skipif(shutil.which("pdsh") is None or not os.path.exists(TFNATIVE_SCRIPT),
+                    reason="pdsh (.ci/setup installs it) or the tfnative script is missing")
+def test_pdsh_fan_out(tmp_path):
+    """Two "hosts" through pdsh's exec module, each snapshotting its own processes (its name in their
+    command lines); pdsh prefixes each line with ``host: ``, merge reads it as it is."""
+    procs = start(tmp_path, ("peer", "odd"), "fan-localhost") + start(tmp_path, ("peer",), "fan-127.0.0.1")
+    try:
+        # the console script: pdsh execs its command by its base name, which loses python's venv
+        cmd = ["pdsh", "-S", "-R", "exec", "-w", "localhost,127.0.0.1", TFNATIVE_SCRIPT,
+               "stack", "--match", r"merge_worker.py .*/fan-%h-\d+$", "--json", "-"]
+        fan = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        assert fan.returncode == 0, fan.stderr
+        hosts = sorted(line.split(": ", 1)[0] for line in fan.stdout.splitlines())
+        assert hosts == ["127.0.0.1", "localhost", "localhost"], fan.stdout[:300]
+        lines, flagged = check_merge(fan.stdout, procs)
+        assert ":%d]" % procs[1].pid in flagged
+        peers = [ln for ln in lines if "wait_for_peers at" in ln]
+        assert len(peers) == 1 and "(2 threads)" in peers[0]
+    finally:
+        stop(procs)
+
+
+def test_identical_threads_grouped(tmp_path):
+    ready = tmp_path / "ready"
+    src = script("same_threads.py")
+    p = subprocess.Popen([sys.executable, src, str(ready)])
+    try:
+        six = sorted(int(t) for t in wait_for_file(str(ready), proc=p).split())
+        r = run_tfnative(["stack", "--pid", str(p.pid), "--all-threads"])
+        assert r.returncode == 0, r.stderr
+        heads = [ln for ln in r.stdout.splitlines() if ln.startswith(("Thread ", "6 threads"))]
+        group = [ln for ln in heads if ln.startswith("6 threads")]
+        assert group == ["6 threads (python %d-%d) [S in futex]" % (six[0], six[-1])] or \
+            group == ["6 threads (python %s) [S in futex]" % ",".join(map(str, six))], heads
+        block = r.stdout.split(group[0], 1)[1].split("\n\n", 1)[0]
+        assert "[py] pool_worker at %s:%d" % (src, line_of(src, "the six wait here")) in block
+        assert len(heads) == 3, heads  # main, the six, the loner
+        r = run_tfnative(["stack", "--pid", str(p.pid), "--all-threads", "--no-group"])
+        heads = [ln for ln in r.stdout.splitlines() if ln.startswith("Thread ")]
+        assert len(heads) == 8 and not any("threads (" in ln for ln in r.stdout.splitlines())
+    finally:
+        p.kill()
+        p.wait()
