@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import List, Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 import click
 
@@ -14,18 +14,19 @@ from .errors import TfnativeError
 from .files import write_output
 
 
-def _read(paths: Tuple[str, ...]) -> List[Tuple[str, str]]:
-    out = []
+def _read(paths: Tuple[str, ...]) -> Iterator[Tuple[str, str]]:
+    """(name, text) of each input, read when its turn comes (one file's text in memory at a time)."""
     for p in paths or ("-",):
         if p == "-":
-            out.append(("<stdin>", sys.stdin.read()))
+            yield ("<stdin>", sys.stdin.read())
             continue
         try:
             with open(p, encoding="utf-8", errors="replace") as f:
-                out.append((p, f.read()))
+                text = f.read()
         except OSError as exc:
             raise TfnativeError("cannot read %s: %s" % (p, exc.strerror or exc)) from None
-    return out
+        yield (p, text)
+        del text
 
 
 @click.command("merge")
@@ -39,14 +40,14 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
     accepted) into one prefix tree, outermost frame first; the odd branch is flagged."""
 
     def go() -> None:
-        docs = merge_mod.parse_documents(_read(files))
+        docs = merge_mod.iter_documents(_read(files))  # one at a time: none is kept
         if folded:
             for line in merge_mod.folded_lines(docs, all_threads):
                 click.echo(line)
             return
         root = merge_mod.build_tree(docs, all_threads)
         if json_path:
-            data = json.dumps(merge_mod.merge_json(docs, root), indent=1).encode() + b"\n"
+            data = json.dumps(merge_mod.merge_json(root), indent=1).encode() + b"\n"
             write_output(json_path, data)
             if json_path == "-":
                 return

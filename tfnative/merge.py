@@ -20,10 +20,9 @@ from .threadgroups import frame_text
 _PDSH = re.compile(r"^[A-Za-z0-9_.\-]+: ")
 
 
-def parse_documents(texts: Iterable[Tuple[str, str]]) -> List[Dict[str, Any]]:
-    """Every document in ``texts`` ((source name, text) pairs), in order.  Raises TfnativeError on an
-    empty input, garbage, or a document that is not tfnative schema v1."""
-    docs: List[Dict[str, Any]] = []
+def iter_documents(texts: Iterable[Tuple[str, str]]) -> Iterator[Dict[str, Any]]:
+    """Every document in ``texts`` ((source name, text) pairs), in order, one at a time.  Raises
+    TfnativeError on garbage or a document that is not tfnative schema v1 (an empty input yields none)."""
     dec = json.JSONDecoder()
     for name, text in texts:
         lines = []
@@ -33,6 +32,7 @@ def parse_documents(texts: Iterable[Tuple[str, str]]) -> List[Dict[str, Any]]:
             else:
                 lines.append(_PDSH.sub("", line, count=1))
         body = "\n".join(lines)
+        del lines
         pos = 0
         while True:
             while pos < len(body) and body[pos].isspace():
@@ -46,9 +46,17 @@ def parse_documents(texts: Iterable[Tuple[str, str]]) -> List[Dict[str, Any]]:
             if not isinstance(doc, dict) or doc.get("tfnative") != 1:
                 raise TfnativeError("%s: a document that is not tfnative schema 1 (from 'tfnative stack "
                                     "--json')" % name)
-            docs.append(doc)
+            yield doc
+
+
+NO_DOCUMENTS = "no documents in the input (expected 'tfnative stack --json' output)"
+
+
+def parse_documents(texts: Iterable[Tuple[str, str]]) -> List[Dict[str, Any]]:
+    """Every document in ``texts`` as a list (see ``iter_documents``); an empty input is an error."""
+    docs = list(iter_documents(texts))
     if not docs:
-        raise TfnativeError("no documents in the input (expected 'tfnative stack --json' output)")
+        raise TfnativeError(NO_DOCUMENTS)
     return docs
 
 
@@ -108,28 +116,35 @@ def _runs_python(thread: Dict[str, Any]) -> bool:
 
 
 class Node:
-    __slots__ = ("frame", "key", "members", "threads", "children")
+    __slots__ = ("frame", "key", "members", "threads", "children", "processes")
 
     def __init__(self, frame: Optional[Dict[str, Any]], key: str) -> None:
         self.frame, self.key = frame, key
-        self.members: Dict[str, None] = {}
+        self.members: Dict[Any, None] = {}  # member names (while the tree is built: document numbers)
         self.threads = 0
         self.children: Dict[str, Node] = {}
+        self.processes: List[Dict[str, Any]] = []  # the root's: label, pid, host of each document
 
     def to_json(self) -> Dict[str, Any]:
         return {"frame": self.frame, "members": sorted(self.members), "threads": self.threads,
                 "children": [c.to_json() for c in self.children.values()]}
 
 
-def build_tree(docs: List[Dict[str, Any]], all_threads: bool = False) -> Node:
-    """The prefix tree of every (Python, or with ``all_threads`` every) thread's stack, glue hidden."""
+def build_tree(docs: Iterable[Dict[str, Any]], all_threads: bool = False) -> Node:
+    """The prefix tree of every (Python, or with ``all_threads`` every) thread's stack, glue hidden.
+
+    ``docs`` is read once, one document at a time (none is kept: memory grows with the tree and the
+    number of processes, not with the documents).  Raises TfnativeError when there is none.
+    """
     root = Node(None, "")
-    for doc, label in zip(docs, member_names(docs)):
+    who: List[Dict[str, Any]] = []
+    for i, doc in enumerate(docs):
+        who.append({k: doc.get(k) for k in ("pid", "host", "task", "labels")})
         for t in _threads(doc):
             if not all_threads and not _runs_python(t):
                 continue
             node = root
-            node.members[label] = None
+            node.members[i] = None
             node.threads += 1
             for f in reversed(render.hide_glue(t.get("frames") or [])):
                 key = frame_text(f)
@@ -137,8 +152,17 @@ def build_tree(docs: List[Dict[str, Any]], all_threads: bool = False) -> Node:
                 if child is None:
                     child = node.children[key] = Node(_clean(f), key)
                 node = child
-                node.members[label] = None
+                node.members[i] = None
                 node.threads += 1
+    if not who:
+        raise TfnativeError(NO_DOCUMENTS)
+    names = member_names(who)
+    todo = [root]
+    while todo:  # numbers to names, without recursion (a stack may be deep)
+        node = todo.pop()
+        node.members = dict.fromkeys(names[i] for i in node.members)
+        todo.extend(node.children.values())
+    root.processes = [{"label": n, "pid": d["pid"], "host": d["host"]} for d, n in zip(who, names)]
     return root
 
 
@@ -174,19 +198,24 @@ def text_lines(root: Node) -> List[str]:
     return lines
 
 
-def folded_lines(docs: List[Dict[str, Any]], all_threads: bool = False) -> List[str]:
-    """Flamegraph "folded" stacks: ``outer;...;inner COUNT`` per distinct stack."""
+def folded_lines(docs: Iterable[Dict[str, Any]], all_threads: bool = False) -> List[str]:
+    """Flamegraph "folded" stacks: ``outer;...;inner COUNT`` per distinct stack.  Raises TfnativeError
+    when there is no document."""
     counts: Dict[str, int] = {}
+    seen = 0
     for doc in docs:
+        seen += 1
         for t in _threads(doc):
             if not all_threads and not _runs_python(t):
                 continue
             frames = reversed(render.hide_glue(t.get("frames") or []))
             key = ";".join(frame_text(f).replace(";", ",") for f in frames)
             counts[key] = counts.get(key, 0) + 1
+    if not seen:
+        raise TfnativeError(NO_DOCUMENTS)
     return ["%s %d" % (k, n) for k, n in counts.items()]
 
 
-def merge_json(docs: List[Dict[str, Any]], root: Node) -> Dict[str, Any]:
-    procs = [{"label": n, "pid": d.get("pid"), "host": d.get("host")} for d, n in zip(docs, member_names(docs))]
-    return {"tfnative_merge": 1, "processes": procs, "tree": root.to_json()}
+def merge_json(root: Node) -> Dict[str, Any]:
+    """``{"tfnative_merge": 1, "processes": [...], "tree": NODE}``."""
+    return {"tfnative_merge": 1, "processes": root.processes, "tree": root.to_json()}
