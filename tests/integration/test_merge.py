@@ -2,6 +2,7 @@
 `tfnative stack --pid P --json -` of each piped into `tfnative merge -` flags the odd one at its line."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -35,12 +36,13 @@ def test_merge_flags_the_odd_process(tmp_path):
         assert len(flagged) == 1, r.stdout
         # the odd one leaves the others where main calls a different function: flagged at that line
         assert "[py] main at %s:%d" % (src, line_of(src, "stall_elsewhere(sys.argv[2])")) in flagged[0]
-        assert "[localhost:%d]" % odd_pid in flagged[0]
+        host = os.uname().nodename  # each document names its host
+        assert "[%s:%d]" % (host, odd_pid) in flagged[0]
         below = lines[lines.index(flagged[0]) + 1]
         assert "[py] stall_elsewhere at %s:%d" % (src, odd_line) in below
         both = [ln for ln in lines if "[py] wait_for_peers at %s:%d" % (src, wait_line) in ln]
         assert len(both) == 1, r.stdout
-        assert "[%s]" % compress("localhost:%d" % p for p in peers) in both[0]
+        assert "[%s]" % compress("%s:%d" % (host, p) for p in peers) in both[0]
         assert "(2 threads)" in both[0]
         # the same documents as --json: the tree's root has all three
         r = subprocess.run(TFNATIVE + ["merge", "-", "--json", "-"], input=stdin, capture_output=True, text=True,
