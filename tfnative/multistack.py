@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, TextIO
@@ -133,13 +135,13 @@ class Outcome:
     error: Optional[str] = None
 
 
-def snapshot_all(pids: Sequence[int], take: Callable[[int], report.Document],
-                 jobs: int = MAX_JOBS) -> List[Outcome]:
+def snapshot_all(pids: Sequence[int], take: Callable[[int], report.Document], jobs: int = MAX_JOBS,
+                 stop: Optional[threading.Event] = None) -> List[Outcome]:
     """``take(pid)`` of every pid on ``jobs`` threads, outcomes in the order of ``pids``.
 
-    A TfnativeError of one process is its outcome's ``error``; any other exception (``Interrupted``)
-    is raised after the snapshots under way have finished (and released their processes) and the
-    rest were cancelled.
+    A TfnativeError of one process is its outcome's ``error``; any other exception (``Interrupted``
+    in the main thread) sets ``stop`` (which ``take`` should heed between samples), cancels what has
+    not started, and is raised once the snapshots under way have ended and released their processes.
     """
     outcomes = [Outcome(pid) for pid in pids]
     pool = ThreadPoolExecutor(max_workers=max(1, min(jobs, len(pids))), thread_name_prefix="tfnative-stack")
@@ -150,6 +152,10 @@ def snapshot_all(pids: Sequence[int], take: Callable[[int], report.Document],
                 outcome.doc = fut.result()
             except TfnativeError as exc:
                 outcome.error = str(exc)
+    except BaseException:
+        if stop is not None:
+            stop.set()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return outcomes
@@ -211,14 +217,20 @@ def run_many(pids: Sequence[int], children: Sequence[int], patterns: Sequence[st
     chosen = targets(pids, children, patterns)
     printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full, group=group)
 
+    stop = threading.Event()
+
+    def pause(seconds: float) -> None:  # between samples: a Ctrl-C ends every process's sampling
+        if stop.wait(seconds):
+            raise Interrupted(signal.SIGINT)
+
     def take(pid: int) -> report.Document:
         return stack_document(pid, all_threads, native_all, gdb_opts, err, with_gdb, samples, interval,
-                              variables=variables)
+                              variables=variables, sleep=pause)
 
     with _SignalGuard():
         try:
-            outcomes = snapshot_all(chosen, take)
+            outcomes = snapshot_all(chosen, take, stop=stop)
         except Interrupted:
-            printer.note("interrupted: every process released")
+            err.write("tfnative: interrupted: every process released\n")
             return 130
     return report_all(outcomes, tags, json_path, printer, err)

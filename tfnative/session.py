@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
 import psutil
 from tfnative_gdb.threads import SIGNAL_FRAME
@@ -819,11 +819,12 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
 
 def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbOptions, err: TextIO,
                    with_gdb: bool = False, samples: int = 1, interval: float = 1.0,
-                   variables: bool = False) -> report.Document:
+                   variables: bool = False, sleep: Callable[[float], None] = time.sleep) -> report.Document:
     """The ``stack`` document of ``pid`` (one ``snapshot`` event with its triage; ``host``, ``task``).
 
-    Raises TfnativeError when ``pid`` cannot be read (gone, not ours), ``Interrupted`` on a signal.
-    Safe to call from several threads at once, each for another pid (``multistack.py``).
+    Raises TfnativeError when ``pid`` cannot be read (gone, not ours), ``Interrupted`` on a signal
+    (or from ``sleep``, which waits between samples).  Safe to call from several threads at once, each
+    for another pid (``multistack.py``).
     """
     proc = check_pid(pid)
     was_stopped = proc.status() == psutil.STATUS_STOPPED
@@ -841,7 +842,7 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
         err.write("tfnative: sample %d of %d\n" % (i, samples))
         err.flush()
 
-    result = sampling.take(samples, interval, one, on_sample=say) if samples > 1 else one()
+    result = sampling.take(samples, interval, one, sleep=sleep, on_sample=say) if samples > 1 else one()
     event = report.make_event("snapshot", result, native_all=native_all)
     job = verdict.cluster(tf_config)
     if job:

@@ -5,6 +5,7 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -151,3 +152,61 @@ def test_identical_threads_grouped(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_process_that_vanishes_between_samples(tmp_path):
+    """Two processes sampled three times; one is killed once the second round of samples begins: the
+    other is still reported, the vanished one named in one line, exit status 0."""
+    procs = start(tmp_path, ("peer", "odd"), "v")
+    out = tmp_path / "out.jsonl"
+    cmd = TFNATIVE + ["stack", "--pid", str(procs[0].pid), "--pid", str(procs[1].pid), "--samples", "3",
+                      "--interval", "1", "--json", str(out)]
+    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        seen = []
+        for line in run.stderr:
+            seen.append(line)
+            if line.startswith("tfnative: sample 2 of 3"):
+                procs[1].kill()  # gone before its next sample at the latest
+                procs[1].wait()
+                break
+        stdout, rest = run.communicate(timeout=300)
+        err = "".join(seen) + rest
+        assert run.returncode == 0, err
+        assert "tfnative: pid %d not reported: process %d exited" % (procs[1].pid, procs[1].pid) in err \
+            or "tfnative: pid %d not reported: no process with pid %d" % (procs[1].pid, procs[1].pid) in err, err
+        assert "Traceback" not in err
+        docs = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [d["pid"] for d in docs] == [procs[0].pid]
+        assert docs[0]["events"][0]["samples"]["count"] == 3
+        assert "##### process %d " % procs[0].pid in stdout and "##### process %d " % procs[1].pid not in stdout
+        assert_running_untraced(procs[0].pid)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        stop(procs)
+
+
+def test_ctrl_c_releases_every_process(tmp_path):
+    procs = start(tmp_path, ("peer", "peer", "odd"), "c")
+    cmd = TFNATIVE + ["stack", "--samples", "20", "--interval", "0.2"]
+    for p in procs:
+        cmd += ["--pid", str(p.pid)]
+    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        for line in run.stderr:
+            if line.startswith("tfnative: sample 3 of 20"):
+                break
+        run.send_signal(signal.SIGINT)
+        stdout, err = run.communicate(timeout=120)
+        assert run.returncode == 130, err
+        assert "interrupted: every process released" in err and "Traceback" not in err
+        assert "#####" not in stdout
+        for p in procs:
+            assert_running_untraced(p.pid)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        stop(procs)
