@@ -210,3 +210,26 @@ def test_ctrl_c_releases_every_process(tmp_path):
             run.kill()
             run.wait()
         stop(procs)
+
+
+def test_libraries_read_once_for_all_processes(tmp_path):
+    """Two processes map libc at other addresses: each has its own library object (its own load bias),
+    and both share the file's symbol index and CFI, opened once."""
+    from tfnative import snapshot
+
+    procs = start(tmp_path, ("peer", "peer"), "share")
+    try:
+        for p in procs:
+            assert snapshot.take(p.pid)["threads"]
+        libs = [{lib.name: lib for lib in snapshot._modules(p.pid)} for p in procs]
+        name = next(n for n in libs[0] if n.startswith("libc.so"))
+        a, b = libs[0][name], libs[1][name]
+        if a.bias == b.bias:
+            pytest.skip("both processes mapped %s at the same address (no ASLR?)" % name)
+        assert a is not b
+        assert a.indexes() is b.indexes() and a.indexes()
+        assert a.cfi is b.cfi
+        for p in procs:
+            assert_running_untraced(p.pid)
+    finally:
+        stop(procs)
