@@ -346,7 +346,7 @@ def _python_reader(memory: Memory, libs: List[_Lib], warnings: List[str]) -> Opt
         if not re.match(r"(lib)?python\d", lib.name):
             continue
         try:
-            syms = data_symbols(lib.path, PY_SYMBOLS)
+            syms = _shared(lib.path, "pysyms", lambda path: data_symbols(path, PY_SYMBOLS))
         except (OSError, ElfError, ValueError):
             continue
         if "_PyRuntime" not in syms:

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from tfnative.merge import compress
+from tfnative.threadgroups import ranges
 
 from ..conftest import TFNATIVE, assert_running_untraced, line_of, run_tfnative, script, wait_for_file
 
@@ -137,12 +138,19 @@ def test_identical_threads_grouped(tmp_path):
     p = subprocess.Popen([sys.executable, src, str(ready)])
     try:
         six = sorted(int(t) for t in wait_for_file(str(ready), proc=p).split())
-        r = run_tfnative(["stack", "--pid", str(p.pid), "--all-threads"])
-        assert r.returncode == 0, r.stderr
+        wait_line = line_of(src, "the six wait here")
+        for _ in range(100):  # until the six threads have all reached their wait (the same snapshot's JSON)
+            out = tmp_path / "s.json"
+            r = run_tfnative(["stack", "--pid", str(p.pid), "--all-threads", "--json", str(out)])
+            assert r.returncode == 0, r.stderr
+            threads = json.loads(out.read_text())["events"][0]["threads"]
+            there = [t["tid"] for t in threads
+                     if any(f.get("function") == "pool_worker" and f.get("line") == wait_line for f in t["frames"])]
+            if sorted(there) == six:
+                break
         heads = [ln for ln in r.stdout.splitlines() if ln.startswith(("Thread ", "6 threads"))]
         group = [ln for ln in heads if ln.startswith("6 threads")]
-        assert group == ["6 threads (python %d-%d) [S in futex]" % (six[0], six[-1])] or \
-            group == ["6 threads (python %s) [S in futex]" % ",".join(map(str, six))], heads
+        assert group == ["6 threads (python %s) [S in futex]" % ranges(six)], heads
         block = r.stdout.split(group[0], 1)[1].split("\n\n", 1)[0]
         assert "[py] pool_worker at %s:%d" % (src, line_of(src, "the six wait here")) in block
         assert len(heads) == 3, heads  # main, the six, the loner
