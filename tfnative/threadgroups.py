@@ -1,8 +1,9 @@
 """Identical thread stacks, shown once: the equivalence ``stack --all-threads`` and ``merge`` share.
 
 Two threads are the same when every frame reads the same once addresses and source lines are dropped
-(``frame_text``) and their headers say the same besides the thread's id and name (GIL, kernel state,
-tf.function).  A group is titled by its count and members: ``14 threads (tf_Compute 101-114)``.
+(``frame_text``), their headers say the same besides the thread's id and name (GIL, kernel state,
+tf.function) and so do their ``--locals`` values.  A group is titled by its count and members:
+``14 threads (tf_Compute 101-114)``.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ def frame_text(frame: Dict[str, Any]) -> str:
 
 
 def thread_key(thread: Thread, header: str = "") -> Tuple[Any, ...]:
-    """What makes two threads the same: ``header`` (the title without id and name) and their frames."""
-    return (header, tuple(frame_text(f) for f in thread.get("frames") or []), thread.get("merge"),
-            thread.get("error"))
+    """What makes two threads the same: ``header`` (the title without id and name), their frames and,
+    with ``--locals``, the values shown under them."""
+    frames = thread.get("frames") or []
+    return (header, tuple(frame_text(f) for f in frames), thread.get("merge"), thread.get("error"),
+            repr([f.get("variables") for f in frames if f.get("variables")]))
 
 
 def group_threads(threads: Iterable[Tuple[Thread, str]]) -> List[List[Thread]]:

@@ -132,3 +132,11 @@ def test_member_names_fall_back_when_shared():
     docs.append({"tfnative": 1, "pid": 3, "host": "h", "labels": {"rank": "5"}})
     docs.append({"tfnative": 1, "pid": 3, "host": "h", "labels": {"rank": "5"}})  # the same process again
     assert merge.member_names(docs) == ["h:1", "h:2", "rank:5", "rank:5"]
+
+
+def test_threads_with_other_locals_are_not_grouped():
+    frame = {"kind": "python", "function": "work", "file": "/app/w.py", "line": 3}
+    a = {"tid": 1, "name": "python", "frames": [dict(frame, variables=[{"name": "i", "value": "1"}])]}
+    b = {"tid": 2, "name": "python", "frames": [dict(frame, variables=[{"name": "i", "value": "2"}])]}
+    c = {"tid": 3, "name": "python", "frames": [dict(frame, variables=[{"name": "i", "value": "2"}])]}
+    assert [[t["tid"] for t in g] for g in threadgroups.group_threads([(a, ""), (b, ""), (c, "")])] == [[1], [2, 3]]
