@@ -13,6 +13,9 @@ process's main thread waiting in ``TFE_Execute``, and pystack must succeed on ea
 (b) One ``tfnative stack --all-threads --json`` document of one of those processes, copied into 250, 500
 and 1,000 documents (each its own pid and task) as JSON Lines; ``tfnative merge --all-threads`` of each
 file: wall time (median of --runs) and peak RSS (``wait4``), to show that memory is linear in the input.
+
+(c) In this process, ``multistack.run_many`` on the same processes with one snapshot at a time and with
+the pool (``MAX_JOBS``): wall time and how long each process is held (``ptrace.Frozen``'s enter to exit).
 """
 
 from __future__ import annotations
@@ -144,6 +147,42 @@ def bench_merge(pid: int, runs: int, tmp: str) -> List[Tuple[int, int, List[floa
     return rows
 
 
+def bench_holds(pids: List[int], runs: int) -> Dict[int, List[Tuple[float, float, float]]]:
+    """(wall, longest hold, median hold) of ``multistack.run_many`` in this process, per pool size; a
+    hold is the time from ``ptrace.Frozen``'s enter to its exit (every thread of the process stopped)."""
+    import io
+
+    from tfnative import multistack, ptrace
+    from tfnative.session import GdbOptions
+
+    holds: List[float] = []
+    enter, leave = ptrace.Frozen.__enter__, ptrace.Frozen.__exit__
+
+    def timed_enter(self: ptrace.Frozen) -> ptrace.Frozen:
+        self._bench_t0 = time.perf_counter()  # type: ignore[attr-defined]
+        return enter(self)
+
+    def timed_exit(self: ptrace.Frozen, *exc: object) -> None:
+        leave(self, *exc)
+        holds.append(time.perf_counter() - self._bench_t0)  # type: ignore[attr-defined]
+
+    ptrace.Frozen.__enter__, ptrace.Frozen.__exit__ = timed_enter, timed_exit  # type: ignore[method-assign]
+    defaults = multistack.snapshot_all.__defaults__
+    out: Dict[int, List[Tuple[float, float, float]]] = {}
+    try:
+        for _ in range(runs + 1):  # the first round warms the caches
+            for jobs in (1, multistack.MAX_JOBS):
+                multistack.snapshot_all.__defaults__ = (jobs, None)
+                holds.clear()
+                t0 = time.perf_counter()
+                multistack.run_many(pids, [], [], [], False, False, None, GdbOptions(), io.StringIO(), io.StringIO())
+                out.setdefault(jobs, []).append((time.perf_counter() - t0, max(holds), statistics.median(holds)))
+    finally:
+        ptrace.Frozen.__enter__, ptrace.Frozen.__exit__ = enter, leave  # type: ignore[method-assign]
+        multistack.snapshot_all.__defaults__ = defaults
+    return {jobs: rows[1:] for jobs, rows in out.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -172,6 +211,16 @@ def main() -> None:
         print("|---|---|---|---|")
         for n, size, walls, rss, _threads in rows:
             print("| %d | %.1f MB | %s | %d MB |" % (n, size / 1e6, _fmt(walls), rss // 1024))
+        print()
+        holds = bench_holds([p.pid for p in procs], args.runs)
+        print("(c) how long each process is held, one stack call on the %d (in process, medians of %d)"
+              % (args.procs, args.runs))
+        print("| snapshots at a time | wall | longest hold | median hold |")
+        print("|---|---|---|---|")
+        for jobs, rows3 in holds.items():
+            wall, longest, median = (statistics.median(c) for c in zip(*rows3))
+            print("| %d | %.3f s | %.3f s | %.3f s |" % (jobs, wall, longest, median))
+        print()
     finally:
         for p in procs:
             p.kill()

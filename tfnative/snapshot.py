@@ -121,6 +121,10 @@ def _file_has_dwarf(path: str) -> bool:
 # time open each file once.
 _FILES: Dict[tuple, Dict[str, Any]] = {}
 _FILES_LOCK = threading.Lock()
+# One process held at a time: threads that snapshot several processes share the GIL, so holds that
+# overlap would each last as long as all of them; the rest of a snapshot (its /proc reads, the report,
+# the waits between samples, gdb) runs concurrently.
+_HOLD = threading.Lock()
 
 
 def _shared(path: str, what: str, make: Callable[[str], Any]) -> Any:
@@ -440,7 +444,7 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Dict[str, 
     try:
         libs = _modules(pid)
         letters = kstate.states(pid)  # before the hold, which makes every thread "t"
-        with Frozen(pid) as frozen:
+        with _HOLD, Frozen(pid) as frozen:
             threads = [(tid, frozen.thread_name(tid), frozen.regs[tid]) for tid in frozen.tids]
             result = stacks(pid, memory, libs, threads, which, variables=variables)
     finally:
