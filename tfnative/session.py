@@ -872,6 +872,7 @@ def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stoppe
             # gdb's attach would be refused the same way, only slower
             raise TfnativeError(ptrace_refused_message(pid, str(exc)))
         except snapshot.Unsupported as exc:
+            _exited(pid)  # gone meanwhile (stack on many processes): say so, not "through gdb"
             err.write("tfnative: taking the snapshot through gdb: %s\n" % exc)
             result = None
         except Interrupted:
@@ -879,6 +880,7 @@ def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stoppe
         except Exception as exc:  # noqa: BLE001 - a bug of ours must not cost the user the snapshot
             if os.environ.get("TFNATIVE_DEBUG"):
                 raise
+            _exited(pid)  # its /proc files vanished with it: no bug of ours
             err.write("tfnative: taking the snapshot through gdb: tfnative's unwinder failed (%s: %s)\n"
                       % (type(exc).__name__, exc))
             result = None
