@@ -1,7 +1,9 @@
 """What every tfnative command shares: the error contract and gdb's options.
 
 A command's body runs under ``run_command``: a ``TfnativeError`` becomes one
-line on stderr and its exit status, Ctrl-C exits 130, and any other exception
+line on stderr and its exit status, Ctrl-C exits 130, a reader that closed
+standard output (``tfnative merge ... | head``) ends the command quietly with
+141 (128 + SIGPIPE, what a shell shows for ``cat`` there), and any other exception
 one line naming it (the traceback only with ``TFNATIVE_DEBUG=1``).  The
 command modules (``cli.py``, ``cli_build.py``...) import this one and nothing
 imports them back.
@@ -28,6 +30,11 @@ def run_command(fn: Callable[[], Optional[int]]) -> None:
     except KeyboardInterrupt:
         click.echo("tfnative: interrupted", err=True)
         sys.exit(130)
+    except BrokenPipeError:
+        # Nothing more can be written; the interpreter's own flush at exit must not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(141)
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         if os.environ.get("TFNATIVE_DEBUG"):
             raise

@@ -49,6 +49,12 @@ def test_merge_flags_the_odd_process(tmp_path):
                            timeout=120)
         tree = json.loads(r.stdout)
         assert len(tree["tree"]["members"]) == 3 and tree["tree"]["frame"] is None
+        # a reader that has gone (``| head``, here ``| true``, gone before merge writes): quiet, 141 like cat
+        docs_file = tmp_path / "docs.jsonl"
+        docs_file.write_text(stdin)
+        r = subprocess.run(["bash", "-c", '"$@" | true; echo "status ${PIPESTATUS[0]}"', "pipe",
+                            *TFNATIVE, "merge", str(docs_file)], capture_output=True, text=True, timeout=120)
+        assert r.stdout.strip() == "status 141" and r.stderr == "", r.stderr
     finally:
         for p in procs:
             p.kill()
