@@ -14,6 +14,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import click
 
 from . import __version__
+from .attachloop import run_attach
 from .cli_build import register as register_build
 from .cli_core import register as register_core
 from .cli_merge import register as register_merge
@@ -22,7 +23,7 @@ from .errors import TfnativeError
 from .files import is_stdout, write_output
 from .gdbmi import find_gdb
 from .multistack import run_many
-from .session import AttachOptions, GdbOptions, run_attach, run_stack
+from .session import AttachOptions, GdbOptions, run_stack
 from .tfenv import DebugSwitches
 
 _run = run_command  # the error contract (cliutil.py)

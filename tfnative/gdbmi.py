@@ -7,7 +7,8 @@ result record with that token; ``*stopped`` and the other asynchronous records
 are queued for ``wait_stopped()``.
 
 gdb runs in its own session (a Ctrl-C on the terminal is the target's and
-ours, never gdb's) and dies with us (``PR_SET_PDEATHSIG``).
+ours, never gdb's) and dies with us (``PR_SET_PDEATHSIG``), or, for a process
+it attached to, outlives us just long enough to detach from it.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class Gdb:
     """One gdb process in MI mode."""
 
     def __init__(self, gdb_path: str, early: List[str], debug_log: Optional[str] = None,
-                 cwd: Optional[str] = None) -> None:
+                 cwd: Optional[str] = None, die_with_parent: bool = True) -> None:
+        """``die_with_parent`` False: gdb outlives us and, reading the end of its input, detaches and quits."""
         argv = [gdb_path, "--interpreter=mi3", "-nx", "-q"]
         for cmd in early:
             argv += ["-iex", cmd]
@@ -92,7 +94,7 @@ class Gdb:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with_parent if die_with_parent else None,
             close_fds=True,
             cwd=cwd,
         )

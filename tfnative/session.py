@@ -1,39 +1,30 @@
-"""A debugging session: one gdb, one target, from launch or attach to report.
+"""gdb for a session, and ``tfnative stack``: what every mode that drives gdb shares.
 
-Read top to bottom, ``run_attach`` is the whole story of ``tfnative attach``:
-start gdb, start the script paused, attach, catch its ``exec``, arm the
-breakpoints, resume, and at every stop capture the mixed stacks with one MI
-command (``-tfnative-capture``, see ``gdb_scripts/tfnative_gdb/capture.py``)
-and hand them to ``report``.  ``run_stack`` is the same capture once, for a
-process someone else started.
+Starting gdb (``start_gdb``), attaching it (``_attach``, with why the kernel
+refused), the signal dispositions of a session, the capture command, turning
+our own SIGINT/SIGTERM into ``Interrupted``, detaching.  ``tfnative attach``
+(a launched script or a running pid) is the loop in ``attachloop.py``;
+``run_stack`` is one snapshot of a process someone else started.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Callable, Dict, List, Optional, TextIO
 
 import psutil
-from tfnative_gdb.threads import SIGNAL_FRAME
 
-from . import bazelpaths, procfs, ptrace, report, snapshot, tflog, tfops, verdict
+from . import bazelpaths, procfs, ptrace, report, snapshot, tfops, verdict
 from . import samples as sampling
-from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .files import is_stdout
-from .gdbmi import Gdb, GdbDied, GdbError, _die_with_parent, find_gdb, mi_quote
-from .launcher import PausedChild, exit_status, probe_python
-from .procwatch import ChildWatch
-from .symbolload import QUIET_S, WATCH_S, SymbolLoader
+from .gdbmi import Gdb, GdbDied, GdbError, find_gdb, mi_quote
+from .symbolload import SymbolLoader
 from .tfenv import NUMERICS_SIGNAL, DebugSwitches
 
 FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
@@ -75,6 +66,8 @@ class AttachOptions:
     switches: DebugSwitches = field(default_factory=DebugSwitches)
     gdb: GdbOptions = field(default_factory=GdbOptions)
     op_origins: bool = False  # --op-origins: the script's hook records where each graph op is created
+    pid: Optional[int] = None  # --pid: attach to this running process instead of starting a script
+    timeout: Optional[float] = None  # --timeout S: a ``timeout`` snapshot after S seconds, then end (exit 124)
 
     @property
     def target_argv(self) -> List[str]:
@@ -84,7 +77,7 @@ class AttachOptions:
         return [self.script or "", *self.args]
 
 
-def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None) -> Gdb:
+def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None, die_with_parent: bool = True) -> Gdb:
     exe = find_gdb(opts.gdb_path)
     early = [
         "set debuginfod enabled %s" % ("on" if opts.debuginfod else "off"),
@@ -103,7 +96,8 @@ def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None) -> Gdb:
     ] + SymbolLoader.early_commands(opts.full_symbols)
     # gcc under Bazel records DW_AT_comp_dir=/proc/self/cwd, and gdb looks for
     # split-DWARF .dwo files relative to its own cwd: run it in the execroot.
-    gdb = Gdb(exe, early, debug_log=opts.log, cwd=bazelpaths.gdb_cwd(source_dirs or []))
+    gdb = Gdb(exe, early, debug_log=opts.log, cwd=bazelpaths.gdb_cwd(source_dirs or []),
+              die_with_parent=die_with_parent)
     gdb.command("-gdb-set mi-async on")
     gdb.console_command("source %s" % GDBINIT)
     return gdb
@@ -270,345 +264,6 @@ def _detach(gdb: Gdb, running: bool, pid: Optional[int] = None) -> None:
         pass
 
 
-def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Document]] = None) -> int:
-    """``tfnative attach``: returns tfnative's exit status (the script's); ``keep`` receives the document."""
-    if opts.module is None and not os.path.isfile(opts.script or ""):
-        raise TfnativeError("script not found: %s" % opts.script)
-    info = probe_python(opts.python)
-    for d in opts.source_dirs:
-        if not os.path.isdir(d):
-            raise TfnativeError("--source-dir %s: no such directory" % d)
-    doc = report.Document(argv=[info.exe, *opts.target_argv])
-    printer = report.Printer(err, native_all=opts.native_all, full=opts.full)
-    origins_dir = tempfile.mkdtemp(prefix="tfnative-origins-") if opts.op_origins else None
-    try:
-        if origins_dir is not None:
-            opts.switches.op_origins = os.path.join(origins_dir, "ops.jsonl")
-        return _run_attach(opts, info, doc, printer, err, keep)
-    finally:
-        if origins_dir is not None:
-            shutil.rmtree(origins_dir, ignore_errors=True)
-
-
-def _run_attach(opts: AttachOptions, info: Any, doc: report.Document, printer: report.Printer, err: TextIO,
-                keep: Optional[List[report.Document]]) -> int:
-    env = opts.switches.environment(dict(os.environ))
-    tfops.check_op_types(opts.break_ops, info.exe, env)
-    started = time.time()
-
-    with _SignalGuard():
-        gdb = start_gdb(opts.gdb, opts.source_dirs)
-        child: Optional[PausedChild] = None
-        running = False
-        bps = Breakpoints()
-        opbreaks = tfops.OpBreaks(opts.break_ops, bps)
-        breaks = opts.breaks + opbreaks.dispatch_functions
-        handoff = False
-        loader: Optional[SymbolLoader] = None
-        watch: Optional[ChildWatch] = None
-        try:
-            _setup_signals(gdb, opts.switches.check_numerics)
-            child = PausedChild(info.exe, opts.target_argv, gdb.pid, env=env)
-            doc.pid = child.pid
-            child.wait_paused()
-            _attach(gdb, child.pid)
-            child.end_job_stop()
-            gdb.console_command("catch exec")
-            gdb.command("-exec-continue")
-            running = True
-            while True:
-                stop = gdb.wait_event("stopped", None)
-                running = False
-                if stop.get("reason") == "exec":
-                    break
-                if stop.get("reason", "").startswith("exited"):
-                    raise TfnativeError("the script's launcher exited before running %s" % info.exe)
-                gdb.command("-exec-continue")
-                running = True
-            gdb.command("-break-delete")  # the exec catchpoint
-            # The script's descendants that die of a signal are named: from the kernel's process
-            # events where we may listen (root), else at the script's SIGCHLD stops (best effort).
-            watch = ChildWatch.start_for(child.pid)
-            if watch is None:
-                gdb.console_command("handle SIGCHLD stop print pass")
-            _source_paths(gdb, opts.source_dirs, err)
-            bps.arm(gdb, breaks, err, CAPTURE_TIMEOUT)
-            loader = SymbolLoader(gdb, child.pid, breaks, opts.gdb.full_symbols, err, bps)
-            loader.after_exec()
-            loader.sync()
-            if bps.all_resolved():
-                loader.settle()
-            gdb.command("-exec-continue")
-            running = True
-            hits = 0
-            while True:
-                assert loader is not None
-                rec = gdb.next_event(QUIET_S if running and loader.pending
-                                     else WATCH_S if running and loader.released else None)
-                if running:
-                    loader.watch(due_only=True)  # also when gdb's records keep coming (thread events)
-                if rec is None:
-                    loader.quiet_sync()
-                    continue
-                msg = rec.get("message")
-                payload = rec.get("payload") or {}
-                if msg in ("breakpoint-modified", "breakpoint-created"):
-                    bps.note(payload.get("bkpt") or {})
-                    continue
-                if msg == "library-loaded":
-                    assert loader is not None
-                    loader.note_library(payload)
-                    continue
-                if msg != "stopped":
-                    continue
-                running = False
-                reason = payload.get("reason", "")
-                if reason.startswith("exited"):
-                    break
-                if reason == "solib-event":
-                    assert loader is not None
-                    loader.sync()
-                    if bps.all_resolved():
-                        loader.settle()
-                if reason == "breakpoint-hit" and opbreaks.is_dispatch(payload.get("bkptno")):
-                    assert loader is not None
-                    opbreaks.on_dispatch(gdb, loader.name_of, err)
-                elif reason == "breakpoint-hit":
-                    hits += 1
-                    loc = bps.hit(payload.get("bkptno"))
-                    event = _event(gdb, opts, loader, "breakpoint",
-                                   location=loc.text if loc else str(payload.get("bkptno")))
-                    if loc is not None and loc.op:
-                        _name_op_hit(event, bps)
-                    if opts.switches.op_origins:
-                        report.add_op_origin(event, opts.switches.op_origins)
-                    doc.events.append(event)
-                    printer.event(event, hit=hits, max_hits=opts.max_hits)
-                    if opts.interactive:
-                        handoff = True
-                        break
-                    if hits >= opts.max_hits and bps.locations:
-                        bps.delete_all(gdb)
-                        printer.note("%d hit(s): breakpoints removed, the script runs on at full speed"
-                                     % hits)
-                elif reason == "signal-received" and payload.get("signal-name") == NUMERICS_SIGNAL_NAME:
-                    event = _event(gdb, opts, loader, "numerics")
-                    report.numerics_op(event)
-                    doc.events.append(event)
-                    printer.event(event)
-                elif reason == "signal-received" and payload.get("signal-name") == "SIGCHLD":
-                    _note_dead_children(gdb, child.pid, doc, printer)
-                elif reason == "signal-received" and payload.get("signal-name") in FATAL_SIGNALS:
-                    event = _event(gdb, opts, loader, "signal", signal=payload["signal-name"])
-                    event["handler"] = _has_handler(child.pid, payload["signal-name"])
-                    if opts.switches.op_origins:
-                        report.add_op_origin(event, opts.switches.op_origins)
-                    earlier = _reraised(doc.events, event)
-                    if earlier is not None:
-                        # faulthandler (pytest, -X faulthandler) dumps the traceback and raises
-                        # the same signal again from its handler: one fault, one event.
-                        earlier["reraised_by_handler"] = True
-                        printer.note("%s raised again by the script's handler: the same fault"
-                                     % event["signal"])
-                    else:
-                        doc.events.append(event)
-                        printer.event(event)
-                    if opts.interactive:
-                        # gdb must not hand the signal over on detach: the fault
-                        # happens again, under the interactive gdb.
-                        gdb.console_command("handle %s nopass" % payload["signal-name"])
-                        handoff = True
-                        break
-                loader.watch()  # before gdb puts its traps back: none where a library went away
-                gdb.command("-exec-continue")
-                running = True
-            bps.refresh(gdb)
-            if handoff:
-                assert child is not None
-                _park_stopped(gdb, child.pid)
-        except Interrupted as exc:
-            printer.note("interrupted by %s: detaching" % exc)
-            if child is not None and child.poll() is None:
-                _detach(gdb, running, child.pid)
-                child.resume_if_stopped()
-                if exc.signum != signal.SIGINT:  # the terminal's SIGINT reached the script already
-                    try:
-                        os.kill(child.pid, exc.signum)
-                    except ProcessLookupError:
-                        pass
-            running = False
-        except GdbDied:
-            printer.note("gdb died; the script cannot run on safely with breakpoint traps in it: killing it")
-            if child is not None:
-                child.kill()
-            raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)
-        except BaseException:
-            # Setup failed (attach refused, bad gdb...): the script never ran; end it.
-            if child is not None:
-                child.kill()
-            if watch is not None:
-                watch.stop()
-            raise
-        finally:
-            if child is not None and child.poll() is None and running and not gdb.dead:
-                _detach(gdb, running, child.pid)
-            gdb.close()
-            if child is not None and child.poll() is None and not handoff:
-                child.resume_if_stopped()
-        assert child is not None
-        if handoff:
-            printer.note("handing the stopped script to an interactive gdb (tf-bt prints the mixed stack)")
-            _interactive_gdb(opts, child.pid)
-        # Wait for the script; a second Ctrl-C / SIGTERM ends it for good.
-        while True:
-            try:
-                returncode = child.wait()
-                break
-            except Interrupted:
-                child.kill()
-        if watch is not None:
-            for dead in watch.stop():
-                _note_child(dead, doc, printer)
-        doc.set_exit(returncode)
-        doc.unresolved = bps.unresolved()
-        doc.dumps = opts.switches.produced(started)
-        printer.summary(bps.summary(), doc)
-        if opts.json_path:
-            doc.write(opts.json_path)
-        if keep is not None:
-            keep.append(doc)
-        return exit_status(returncode)
-
-
-CLD_KILLED, CLD_DUMPED = 2, 3  # siginfo si_code of a SIGCHLD for a child killed by a signal
-
-
-def _sigchld_info(gdb: Gdb) -> Optional[Tuple[int, int, bool]]:
-    """(pid, signal, core dumped) of the child a SIGCHLD stop is about, when it was killed by a signal."""
-    try:
-        code = int(gdb.command("-data-evaluate-expression $_siginfo.si_code")["value"])
-        if code not in (CLD_KILLED, CLD_DUMPED):
-            return None
-        pid = int(gdb.command("-data-evaluate-expression $_siginfo._sifields._sigchld.si_pid")["value"])
-        sig = int(gdb.command("-data-evaluate-expression $_siginfo._sifields._sigchld.si_status")["value"])
-    except (GdbError, KeyError, ValueError):
-        return None
-    return pid, sig, code == CLD_DUMPED
-
-
-def _note_dead_children(gdb: Gdb, pid: int, doc: report.Document, printer: report.Printer) -> None:
-    """At a SIGCHLD of the script: the child that died of a signal, named once (pid, name, signal).
-
-    The signal's own siginfo says which child and how, even when the script
-    reaps it at once; where gdb cannot read it, the script's zombie children
-    (not reaped yet) are looked at instead.
-    """
-    found: List[Tuple[int, int, bool]] = []
-    info = _sigchld_info(gdb)
-    if info is not None:
-        found.append(info)
-    else:
-        for cpid in procfs.children(pid):
-            status = procfs.exit_status(cpid)
-            if status is not None and os.WIFSIGNALED(status):
-                found.append((cpid, os.WTERMSIG(status), os.WCOREDUMP(status)))
-    for cpid, sig, dumped in found:
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = "SIG%d" % sig
-        _note_child({"pid": cpid, "name": procfs.comm(cpid), "signal": name, "core_dumped": dumped}, doc, printer)
-
-
-def _note_child(dead: Dict[str, Any], doc: report.Document, printer: report.Printer) -> None:
-    """Record and say, once, that a child of the script died of a signal."""
-    if any(c["pid"] == dead["pid"] for c in doc.children):
-        return
-    doc.children.append(dead)
-    name = " (%s)" % dead["name"] if dead["name"] else ""
-    printer.note("child process %d%s died of %s%s" % (dead["pid"], name, dead["signal"],
-                                                        " (core dumped)" if dead["core_dumped"] else ""))
-
-
-def _has_handler(pid: int, signal_name: str) -> bool:
-    """Whether the script catches ``signal_name`` (``SigCgt`` of /proc/PID/status)."""
-    try:
-        caught = int(procfs.status(pid).get("SigCgt", "0"), 16)
-        return bool(caught >> (getattr(signal, signal_name) - 1) & 1)
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _reraised(events: List[Dict[str, Any]], event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """The earlier event of the same fault when ``event`` is its signal raised again from the script's handler.
-
-    That is: the same signal in the same thread, which had a handler then, and
-    a signal-handler frame on the thread's stack now (the handler is running).
-    """
-    earlier = next((e for e in reversed(events) if e["kind"] == "signal"), None)
-    if earlier is None or not earlier.get("handler") or earlier.get("signal") != event.get("signal"):
-        return None
-    if earlier.get("thread") != event.get("thread"):
-        return None
-    stopped = next((t for t in event.get("threads", []) if t.get("tid") == event.get("thread")), None)
-    frames = (stopped or {}).get("frames") or []
-    return earlier if any(f.get("function") == SIGNAL_FRAME for f in frames) else None
-
-
-def _park_stopped(gdb: Gdb, pid: int) -> None:
-    """Detach, leaving the target stopped for the next gdb.
-
-    A SIGSTOP sent with kill() is swallowed by gdb's own stop/detach dance;
-    ``queue-signal`` makes gdb hand SIGSTOP to the thread as it detaches it.
-    """
-    gdb.console_command("handle SIGSTOP nostop noprint pass")
-    gdb.console_command("queue-signal SIGSTOP")
-    gdb.command("-target-detach", timeout=30)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                    return
-        except OSError:
-            return
-        time.sleep(0.01)
-
-
-def _interactive_gdb(opts: AttachOptions, pid: int) -> None:
-    """Run gdb on the terminal, attached to the parked target, with tf-bt loaded.
-
-    gdb shares our terminal and process group, so Ctrl-C reaches it as in any
-    ``gdb -p``; tfnative ignores SIGINT meanwhile.  The user's own gdbinit is
-    read.  When gdb quits it detaches and the script runs on.
-    """
-    exe = find_gdb(opts.gdb.gdb_path)
-    argv = [exe, "-q",
-            "-iex", "set debuginfod enabled %s" % ("on" if opts.gdb.debuginfod else "off"),
-            "-ex", "source %s" % TF_BT_SCRIPT,
-            "-ex", "set breakpoint pending on",
-            # The SIGSTOP that parked the script is still pending: drop it silently.
-            "-ex", "handle SIGSTOP nostop noprint nopass"]
-    for d in opts.source_dirs:
-        argv += ["-ex", "directory %s" % os.path.abspath(d)]
-    for old, new in _substitutions(opts.source_dirs, sys.stderr):  # the same guard as the MI session's
-        argv += ["-ex", "set substitute-path %s %s" % (old, new)]
-    for loc in opts.breaks:
-        argv += ["-ex", "break %s" % loc]
-    argv += ["-ex", "tf-bt", "-p", str(pid)]
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        subprocess.call(argv, preexec_fn=_default_sigint, cwd=bazelpaths.gdb_cwd(opts.source_dirs))
-    finally:
-        signal.signal(signal.SIGINT, old)
-    _ensure_not_stopped(pid)
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    _die_with_parent()
-
-
 def _source_paths(gdb: Gdb, source_dirs: List[str], err: TextIO) -> None:
     """``directory`` for each --source-dir, and Bazel's relative paths mapped back to the tree."""
     for d in source_dirs:
@@ -631,85 +286,6 @@ def _substitutions(source_dirs: List[str], err: TextIO) -> List[tuple]:
 def _gdb_tail(gdb: Gdb) -> str:
     lines = [ln.strip() for ln in list(gdb.console)[-3:] if ln.strip()]
     return (": " + " | ".join(lines)) if lines else ""
-
-
-def _event(gdb: Gdb, opts: AttachOptions, loader: Optional[SymbolLoader], kind: str,
-           **extra: Any) -> Dict[str, Any]:
-    result = _stacks(gdb, loader, "all" if opts.all_threads else "selected")
-    in_flight = None
-    if not opts.all_threads and report.runs_executor(result) and not report.in_flight_functions(result):
-        # An executor thread stopped: which tf.function do the Python threads wait for?  The thread
-        # that called it, when only one is in flight, comes with the event: the user's line is there.
-        python = _stacks(gdb, loader, "python")
-        in_flight = report.in_flight_functions(python)
-        if len({w["tf_function"]["name"] for w in in_flight}) == 1:
-            callers = {w["tid"] for w in in_flight}
-            result["threads"] = result["threads"] + [t for t in python["threads"] if t["tid"] in callers]
-    event = report.make_event(kind, result, native_all=opts.native_all, in_flight=in_flight, **extra)
-    sp = (result.get("stack_pointers") or {}).get(event.get("thread"))
-    if extra.get("signal") == "SIGABRT" and sp and result.get("pid"):
-        _add_fatal_log(event, result["pid"], sp)
-    return event
-
-
-def _add_fatal_log(event: Dict[str, Any], pid: int, sp: int) -> None:
-    """TensorFlow's own fatal log line (``Check failed: ...``) at an abort, from the process's memory."""
-    try:
-        memory = ptrace.Memory(pid)
-    except OSError:
-        return
-    try:
-        line = tflog.fatal_line(memory.read, sp)
-    finally:
-        memory.close()
-    if line:
-        event["log"] = line
-
-
-def _stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str) -> Dict[str, Any]:
-    """Mixed stacks of the stopped target (``which``: "selected", "python" or "all").
-
-    gdb gives the registers and tfnative unwinds from CFI (``snapshot.py``):
-    nothing waits for gdb to read symbols.  Where that path steps aside (a
-    library with its own DWARF, code without CFI) or ``--full-symbols`` asks
-    for gdb, gdb reads the new libraries' symbols and captures.
-    """
-    if loader is not None and not loader.full:
-        try:
-            regs = json.loads(gdb.command("-tfnative-registers" + ("" if which == "selected" else " --all-threads"),
-                                          timeout=CAPTURE_TIMEOUT)["json"])
-            threads = [(t["tid"], t["name"], t["regs"]) for t in regs["threads"]]
-            result = snapshot.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"))
-            result["stack_pointers"] = {t["tid"]: t["regs"].get("rsp") for t in regs["threads"]}
-            return result
-        except snapshot.Unsupported:
-            pass
-        except (GdbError, KeyError, ValueError, OSError, MemoryError) as exc:
-            if os.environ.get("TFNATIVE_DEBUG"):
-                raise
-            loader.err.write("tfnative: warning: capturing through gdb: tfnative's unwinder failed (%s: %s)\n"
-                             % (type(exc).__name__, exc))
-    if loader is not None:
-        loader.sync(full_list=True)
-    result = capture(gdb, which == "all", python_only=which == "python")
-    if loader is not None:
-        loader.symbolize(result)
-    tfops.annotate(gdb, result)
-    result["via"] = "gdb"
-    return result
-
-
-def _name_op_hit(event: Dict[str, Any], bps: Breakpoints) -> None:
-    """A ``--break-op`` hit: the op is the one on the stopped kernel frame; count it under its type."""
-    frames = event["threads"][0]["frames"] if event.get("threads") else []
-    op = next((f["op"] for f in frames if f.get("op")), None)
-    if op is None:
-        return
-    event["op"] = {"type": op["type"], "name": op["name"]}
-    where = tfops.op_location(op["type"])
-    if where != event.get("location"):
-        bps.recount(event.get("location", ""), where)
-        event["location"] = where
 
 
 def _live_threads(pid: int) -> int:
@@ -959,4 +535,4 @@ def _ensure_not_stopped(pid: int) -> None:
         pass
 
 
-__all__ = ["AttachOptions", "GdbOptions", "run_attach", "run_stack", "subprocess"]
+__all__ = ["AttachOptions", "GdbOptions", "run_stack"]

@@ -126,6 +126,11 @@ class SymbolLoader:
         self.pinned.clear()
         self.set_eager(bool(self.breaks_total))
 
+    def after_attach(self) -> None:
+        """Attached to a running process: as after an exec, with the program's own libraries in already."""
+        self.after_exec()
+        self.started = True
+
     def set_eager(self, eager: bool) -> None:
         if self.full or eager == self.eager:
             return
