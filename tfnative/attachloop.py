@@ -82,12 +82,12 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
     if opts.pid is not None:
         pid_target = PidTarget(opts.pid)
         pid_target.check()
+        python = pid_target.executable()
         try:
             argv = _argv(psutil.Process(opts.pid))
         except psutil.Error:
             argv = []
         doc = report.Document(argv=argv, pid=opts.pid)
-        python = os.path.realpath("/proc/%d/exe" % opts.pid)
     else:
         if opts.module is None and not os.path.isfile(opts.script or ""):
             raise TfnativeError("script not found: %s" % opts.script)

@@ -71,6 +71,11 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.argument("script", type=click.Path(dir_okay=False), required=False),
         click.argument("args", nargs=-1, type=click.UNPROCESSED),
         click.option("--module", "module", hidden=True),  # what ScriptCommand makes of -m MODULE
+        click.option("--pid", "pid", type=int, metavar="PID",
+                     help="Attach to this running process instead of starting SCRIPT; it runs on afterwards."),
+        click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), metavar="S",
+                     help="After S seconds, an all-threads snapshot; then end the script (exit 124) or, "
+                          "with --pid, detach."),
         click.option("--break", "breaks", multiple=True, metavar="LOCATION",
                      help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded)."),
         click.option("--break-op", "break_ops", multiple=True, metavar="TYPE",
@@ -112,7 +117,8 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
                  max_hits: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
                  vlog: Optional[int], vmodule: Optional[str], dump_graphs: Optional[str], dump_xla: Optional[str],
                  gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool,
-                 interactive: bool = False) -> AttachOptions:
+                 interactive: bool = False, pid: Optional[int] = None, timeout: Optional[float] = None
+                 ) -> AttachOptions:
     for text in list(breaks) + list(source_dirs) + list(break_ops):
         if "\n" in text or "\r" in text:
             raise TfnativeError("no newlines in --break, --break-op or --source-dir values: %r" % text)
@@ -122,7 +128,10 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
                                 "FILE:LINE of C/C++ source, *ADDRESS). For a Python line use breakpoint() or pdb; "
                                 "to stop in the native code under it, --break the function it calls or --break-op "
                                 "the op it runs" % loc)
-    if module is not None:
+    if pid is not None:
+        _check_pid_options(script, module, args, check_numerics=check_numerics, op_origins=op_origins, vlog=vlog,
+                           vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla)
+    elif module is not None:
         args = ([script] if script is not None else []) + list(args)  # all of it is the module's
         script = None
     elif script is None:
@@ -134,9 +143,19 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
         interactive=interactive, full=full,
         switches=DebugSwitches(vlog=vlog, vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla,
                                check_numerics=check_numerics),
-        op_origins=op_origins,
+        op_origins=op_origins, pid=pid, timeout=timeout,
         gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols),
     )
+
+
+def _check_pid_options(script: Optional[str], module: Optional[str], args: List[str], **launch_only: Any) -> None:
+    """``--pid`` takes a running process: no script, and none of the options that set up a launch."""
+    if script is not None or module is not None or args:
+        raise TfnativeError("--pid attaches to a running process: give it no SCRIPT, -m MODULE or arguments")
+    given = [name for name, value in launch_only.items() if value]
+    if given:
+        raise TfnativeError("--%s sets up a script that tfnative starts; a running process (--pid) has started"
+                            % given[0].replace("_", "-"))
 
 
 @main.command(cls=ScriptCommand, context_settings=ATTACH_CONTEXT)
@@ -144,7 +163,7 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
 @click.option("--interactive", is_flag=True,
               help="At the first hit (or fatal signal) hand the stopped script to gdb on this terminal, with tf-bt.")
 def attach(interactive: bool, **kw: Any) -> None:
-    """Run SCRIPT [ARGS] under gdb and print a mixed stack at each breakpoint hit or fatal signal.
+    """Run SCRIPT [ARGS] (or attach to --pid PID) under gdb; a mixed stack at each breakpoint hit or fatal signal.
 
     tfnative's options may come before or after SCRIPT; the script gets every
     argument tfnative does not know, and everything after "--" verbatim.

@@ -537,6 +537,8 @@ class Printer:
             title = "core of pid %s, fatal signal %s" % (event.get("pid", ""), event.get("signal"))
         elif kind == "numerics":
             title = "NaN/Inf made by op %s" % render.op_label(event.get("op") or {})
+        elif kind == "timeout":
+            title = "timeout: pid %s still runs after %g s" % (event.get("pid", ""), event.get("timeout") or 0)
         else:
             title = "snapshot of pid %s" % event.get("pid", "")
         if event.get("ns_pid") is not None:
@@ -577,7 +579,7 @@ class Printer:
                 head += " in tf.function %s (%s)" % (fn.get("python_function") or "?", fn["name"])
         elif t.get("tf_functions_in_flight"):
             head += " working for one of the tf.functions in flight: %s" % ", ".join(t["tf_functions_in_flight"])
-        if t["tid"] == event.get("thread") and event["kind"] != "snapshot":
+        if t["tid"] == event.get("thread") and event["kind"] not in ("snapshot", "timeout"):
             head += " (stopped here)"
         return head + state_marks(t)
 

@@ -25,7 +25,7 @@ from .gdbmi import Gdb
 from .launcher import PausedChild
 from .procwatch import ChildWatch
 from .report import Document, Printer
-from .session import _attach, _detach, _ensure_not_stopped, check_pid
+from .session import _attach, _detach, _ensure_not_stopped, check_pid, ptrace_refused_message
 from .symbolload import SymbolLoader
 
 TERM_GRACE_S = 5.0  # --timeout: SIGTERM, then SIGKILL after this long
@@ -173,6 +173,15 @@ class PidTarget:
         if why:
             raise TfnativeError(why)
         self.was_stopped = procfs.state(self.pid) in ("T", "t")
+
+    def executable(self) -> str:
+        """The process's executable; where the kernel denies even that, it denies ptrace too: say why."""
+        try:
+            return os.readlink("/proc/%d/exe" % self.pid)
+        except PermissionError:
+            raise TfnativeError(ptrace_refused_message(self.pid, "reading /proc/%d/exe" % self.pid)) from None
+        except OSError as exc:
+            raise TfnativeError("process %d: cannot read its executable (%s)" % (self.pid, exc.strerror)) from None
 
     def start(self, gdb: Gdb, doc: Document, running: Callable[[bool], None]) -> None:
         """Attach: the process stops where it is, its libraries already loaded."""
