@@ -39,6 +39,7 @@ from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbDied, GdbError
 from .handoff import interactive_gdb, park
+from .keepcore import write_core
 from .launcher import exit_status, probe_python
 from .session import (
     CAPTURE_TIMEOUT,
@@ -378,12 +379,22 @@ class Session:
         else:
             self.doc.events.append(event)
             self.printer.event(event)
+            if self.opts.core and self.doc.core is None:
+                self._keep_core(payload.get("thread-id"))
         if self.opts.interactive:
             # gdb must not hand the signal over on detach: the fault
             # happens again, under the interactive gdb.
             self.gdb.console_command("handle %s nopass" % name)
             return Next.HANDOFF
         return Next.RESUME
+
+    def _keep_core(self, thread: Optional[str]) -> None:
+        """``--core FILE``: the core of the process, at its first fatal signal, before it dies of it."""
+        assert self.opts.core is not None
+        self.printer.note("writing the core to %s" % self.opts.core)
+        self.doc.core = write_core(self.gdb, self.loader, self.opts.core, self.err, thread)
+        if self.doc.core:
+            self.printer.note("core written: read it again with 'tfnative core %s'" % self.doc.core)
 
     def on_other(self, payload: Dict[str, Any]) -> Next:
         return Next.RESUME

@@ -115,6 +115,9 @@ def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries
         out += ["```", ""]
     if doc.dumps:
         out += ["## Dumps", ""] + ["- `%s`" % p for p in doc.dumps] + [""]
+    if doc.core:
+        out += ["## Core file", "", "The process's core at the fatal signal: `%s` (attach it, or read it again with "
+                "`tfnative core %s`)." % (doc.core, shlex.quote(doc.core)), ""]
     if libraries:
         out += ["## What the TensorFlow libraries carry (`tfnative doctor`)", ""]
         for rep in libraries:

@@ -76,6 +76,9 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), metavar="S",
                      help="After S seconds, an all-threads snapshot; then end the script (exit 124) or, "
                           "with --pid, detach."),
+        click.option("--core", "core", metavar="FILE",
+                     help="At a fatal signal, before the process dies, write its core to FILE (tfnative core FILE "
+                          "reads it)."),
         click.option("--break", "breaks", multiple=True, metavar="LOCATION",
                      help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded)."),
         click.option("--break-op", "break_ops", multiple=True, metavar="TYPE",
@@ -117,8 +120,8 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
                  max_hits: int, all_threads: bool, native_all: bool, full: bool, json_path: Optional[str],
                  vlog: Optional[int], vmodule: Optional[str], dump_graphs: Optional[str], dump_xla: Optional[str],
                  gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool,
-                 interactive: bool = False, pid: Optional[int] = None, timeout: Optional[float] = None
-                 ) -> AttachOptions:
+                 interactive: bool = False, pid: Optional[int] = None, timeout: Optional[float] = None,
+                 core: Optional[str] = None) -> AttachOptions:
     for text in list(breaks) + list(source_dirs) + list(break_ops):
         if "\n" in text or "\r" in text:
             raise TfnativeError("no newlines in --break, --break-op or --source-dir values: %r" % text)
@@ -128,6 +131,8 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
                                 "FILE:LINE of C/C++ source, *ADDRESS). For a Python line use breakpoint() or pdb; "
                                 "to stop in the native code under it, --break the function it calls or --break-op "
                                 "the op it runs" % loc)
+    if core is not None and (is_stdout(core) or not core.strip() or "\n" in core):
+        raise TfnativeError("--core needs a file name (not '-': a core is binary)")
     if pid is not None:
         _check_pid_options(script, module, args, check_numerics=check_numerics, op_origins=op_origins, vlog=vlog,
                            vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla)
@@ -143,7 +148,7 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
         interactive=interactive, full=full,
         switches=DebugSwitches(vlog=vlog, vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla,
                                check_numerics=check_numerics),
-        op_origins=op_origins, pid=pid, timeout=timeout,
+        op_origins=op_origins, pid=pid, timeout=timeout, core=core,
         gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols),
     )
 

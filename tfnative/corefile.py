@@ -56,6 +56,7 @@ class Mapping:
     offset: int
     path: str
     executable: bool = False
+    has_header: bool = True  # a PT_LOAD covers it (gdb's gcore writes none for the file mappings it leaves out)
 
 
 @dataclass
@@ -123,7 +124,9 @@ def parse_notes(buf: bytes) -> Notes:
         elif ntype == NT_PRPSINFO and len(d) >= 136:
             notes.pid, = struct.unpack_from("<I", d, 24)
             notes.fname, notes.psargs = _cstr(d[40:56]), _cstr(d[56:136])
-        elif ntype == NT_SIGINFO and len(d) >= 24:
+        elif ntype == NT_SIGINFO and len(d) >= 24 and notes.signal is None:
+            # The first one: the kernel writes one, for the thread that took the signal; gdb's gcore
+            # writes one per thread, the signalled thread's first.
             signo, _errno, code = struct.unpack_from("<iii", d, 0)
             notes.signal, notes.signal_code = signo, code
             if signo in (4, 5, 7, 8, 11):  # SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV carry si_addr
@@ -249,6 +252,7 @@ class Core:
         for m in self.notes.files:
             seg = self._segment(m.start)
             m.executable = bool(seg is not None and seg.flags & PF_X)
+            m.has_header = seg is not None
 
     def _segment(self, addr: int) -> Optional[Segment]:
         i = bisect.bisect_right(self._starts, addr) - 1

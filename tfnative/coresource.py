@@ -10,6 +10,7 @@ library name, never a name from the wrong file.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from typing import Any, Dict, List, Optional, Tuple
@@ -17,13 +18,25 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import snapshot
 from .cfi import CfiError
 from .corecheck import mismatch
-from .corefile import Core, Mapping
+from .corefile import PF_X, PT_LOAD, Core, Mapping
 from .corepaths import PathRules
+from .elfindex import ElfError, _Elf
 
 AT_PHDR = 3
 AT_EXECFN = 31
 START_STRINGS_BYTES = 1 << 20  # how far below AT_EXECFN argc, argv and envp are looked for
 MAX_START_STRINGS = 1 << 16
+
+
+def _executable_in_file(path: str, offset: int) -> bool:
+    """Whether the file's own program headers map ``offset`` executable (a mapping the core has no header for)."""
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            elf = _Elf(mm, path)
+            return any(p_type == PT_LOAD and p_flags & PF_X and p_off - p_off % 4096 <= offset < p_off + p_filesz
+                       for p_type, p_flags, p_off, _v, p_filesz, _m, _a in elf.segments)
+    except (ElfError, OSError, ValueError, struct.error):
+        return False
 
 
 class _Unread(snapshot._Anon):
@@ -163,7 +176,8 @@ class CoreSource:
         for m in self.core.notes.files:
             host = self._host.get(m.path)
             if host:
-                rows.append((host, m.start, m.end, m.offset, m.executable, "core"))
+                executable = m.executable if m.has_header else _executable_in_file(host, m.offset)
+                rows.append((host, m.start, m.end, m.offset, executable, "core"))
             elif m.executable:
                 unread.setdefault(m.path, []).append((m.start, m.end))
         libs: List[snapshot._Lib] = snapshot.modules_of(rows)

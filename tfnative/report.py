@@ -382,6 +382,7 @@ class Document:
     children: List[Dict[str, Any]] = field(default_factory=list)  # children that died of a signal
     hang: Optional[Dict[str, Any]] = None  # stack's verdict (verdict.py), the document's "triage" there
     meta: Dict[str, Any] = field(default_factory=dict)  # stack's "host", "task", "labels" (top-level keys)
+    core: Optional[str] = None  # attach --core: where the core written at the fatal signal is
 
     def set_exit(self, returncode: int) -> None:
         """The script's end; a ``signal`` event is fatal when the process died of that signal, else handled."""
@@ -460,6 +461,8 @@ class Document:
             doc["dumps"] = self.dumps
         if self.children:
             doc["children_killed"] = self.children
+        if self.core:
+            doc["core"] = self.core
         if with_exit:
             doc["triage"] = self.triage()
         elif self.hang is not None:

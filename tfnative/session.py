@@ -68,6 +68,7 @@ class AttachOptions:
     op_origins: bool = False  # --op-origins: the script's hook records where each graph op is created
     pid: Optional[int] = None  # --pid: attach to this running process instead of starting a script
     timeout: Optional[float] = None  # --timeout S: a ``timeout`` snapshot after S seconds, then end (exit 124)
+    core: Optional[str] = None  # --core FILE: the core at the first fatal signal
 
     @property
     def target_argv(self) -> List[str]:

@@ -226,6 +226,10 @@ class SymbolLoader:
         self.gdb.console_command("set osabi auto")
         self.released = False
 
+    def reacquire_abi(self) -> None:
+        """gdb is about to read the whole process (``gcore``): its GNU/Linux ABI back, no symbols needed."""
+        self._reacquire()
+
     @staticmethod
     def _starts(rows: List[tuple]) -> Dict[str, int]:
         """path -> start of its first executable mapping: which load of a library this is."""

@@ -167,10 +167,12 @@ def test_watched_job_exit_code_is_tfnative_s(job, tmp_path):
 
 
 def test_segfault_in_watched_job(tmp_path):
+    """Caught with --pid: the event, the job dies of SIGSEGV as it would have, its core kept and read back."""
     job = Job(tmp_path, "segv")
     try:
         out = tmp_path / "s.json"
-        proc, err = start_attach(tmp_path, "--pid", str(job.pid), "--json", str(out))
+        core = tmp_path / "job.core"
+        proc, err = start_attach(tmp_path, "--pid", str(job.pid), "--json", str(out), "--core", str(core))
         job.go()
         assert proc.wait(300) == 128 + signal.SIGSEGV, err.read_text()
         assert job.proc.wait(60) == -signal.SIGSEGV  # it died of the signal, as without tfnative
@@ -180,8 +182,26 @@ def test_segfault_in_watched_job(tmp_path):
         assert ev["kind"] == "signal" and ev["signal"] == "SIGSEGV" and ev["fatal"] is True
         assert ("bad_callback", "tf_live_job.py", line_of(JOB, "ctypes.string_at(0)")) in \
             python_frames(ev["threads"][0]["frames"])
+        assert doc["core"] == str(core)
+        again = tmp_path / "again.json"
+        r = run_tfnative(["core", str(core), "--json", str(again)], timeout=300)
+        assert r.returncode == 0, r.stderr
+        back = load_json(again)["events"][0]
+        assert back["kind"] == "core" and back["signal"] == "SIGSEGV" and back["thread"] == ev["thread"]
+        assert python_frames(back["threads"][0]["frames"]) == python_frames(ev["threads"][0]["frames"])
     finally:
         job.stop()
+
+
+def test_core_of_launched_script_named_by_report(tmp_path):
+    """--core on a launched script, through 'tfnative report': the Markdown names the core."""
+    core, md = tmp_path / "segv.core", tmp_path / "r.md"
+    r = run_tfnative(["report", "--core", str(core), "-o", str(md), script("segv.py")], timeout=300)
+    assert r.returncode == 128 + signal.SIGSEGV, r.stderr
+    assert "## Core file" in md.read_text() and "tfnative core %s" % core in md.read_text()
+    again = run_tfnative(["core", str(core)], timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "poke at %s:%d" % (script("segv.py"), line_of(script("segv.py"), "ctypes.string_at(0)")) in again.stdout
 
 
 def test_timeout_on_launched_hang(tmp_path, autograph_files):

@@ -58,3 +58,14 @@ def test_nt_file_count_larger_than_the_note_is_bounded():
     files = struct.pack("<QQ", 1 << 40, 4096) + struct.pack("<QQQ", 0x1000, 0x2000, 0) + b"/x\0"
     n = parse_notes(note(NT_FILE, files))
     assert [(m.start, m.path) for m in n.files] == [(0x1000, "/x")]
+
+
+def test_gcore_siginfo_per_thread_first_wins():
+    """gdb's gcore writes an NT_SIGINFO per thread, the signalled thread first: its signal is the core's."""
+    segv = struct.pack("<iiiiQ", 11, 0, 1, 0, 0xbad) + bytes(112)
+    stop = struct.pack("<iiiiQ", 19, 0, -6, 0, 0) + bytes(112)
+    buf = (note(NT_PRSTATUS, prstatus(10, 0x401000, 0, 11)) + note(NT_SIGINFO, segv)
+           + note(NT_PRSTATUS, prstatus(11, 0x402000, 0, 19)) + note(NT_SIGINFO, stop))
+    n = parse_notes(buf)
+    assert (n.signal, n.signal_code, n.fault_address) == (11, 1, 0xbad)
+    assert [t.tid for t in n.threads] == [10, 11]
