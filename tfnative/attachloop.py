@@ -59,6 +59,7 @@ from .symbolload import QUIET_S, WATCH_S, SymbolLoader
 from .targets import LaunchedTarget, PidTarget, describe, note_child
 
 TIMEOUT_EXIT = 124  # as coreutils timeout
+SNAPSHOT_REQUEST = "tfnative-snapshot"  # the record our SIGQUIT handler queues (see ``_SnapshotOnQuit``)
 
 
 class Next(enum.Enum):
@@ -166,6 +167,7 @@ class Session:
         target, printer = self.target, self.printer
         with _SignalGuard():
             self.gdb = gdb = start_gdb(self.opts.gdb, self.opts.source_dirs, die_with_parent=target.owned)
+            quit_guard = _SnapshotOnQuit(gdb)
             try:
                 self._setup()
                 self._loop()
@@ -184,6 +186,7 @@ class Session:
                 target.setup_failed()
                 raise
             finally:
+                quit_guard.restore()
                 target.release(gdb, self.running, self.handoff)
             if self.timed_out:
                 target.end(printer)
@@ -198,6 +201,9 @@ class Session:
         """Signals, the target under gdb, the breakpoints armed, the target resumed."""
         gdb, opts = self.gdb, self.opts
         _setup_signals(gdb, opts.switches.check_numerics)
+        if self.target.owned:
+            # Ctrl-\ on the terminal reaches the script too (our process group): it is ours, for a snapshot.
+            gdb.console_command("handle SIGQUIT nostop noprint nopass")
         self.target.start(gdb, self.doc, self._set_running)
         _source_paths(gdb, opts.source_dirs, self.err)
         self.bps.arm(gdb, self.breaks, self.err, CAPTURE_TIMEOUT)
@@ -306,7 +312,22 @@ class Session:
         self.loader.quiet_sync()
         return Next.WAIT
 
+    def on_snapshot_request(self, payload: Dict[str, Any]) -> Next:
+        """Ctrl-\\ (our SIGQUIT): every thread as a ``snapshot`` event; the target runs on."""
+        stopped_here = self.running
+        if stopped_here:
+            _stop_target_for_detach(self.gdb, self.target.pid)
+            self.gdb.console_command("handle SIGSTOP nostop noprint pass")  # as before: the target's own
+            self.running = False
+        event = self._event("snapshot", all_threads=True)
+        event["triage"] = verdict.triage(event)
+        self.doc.events.append(event)
+        self.printer.event(event)
+        self.printer.note("verdict: %s" % event["triage"]["verdict"])
+        return Next.RESUME if stopped_here else Next.WAIT
+
     RECORDS: Dict[str, Callable[[Session, Dict[str, Any]], Next]] = {
+        SNAPSHOT_REQUEST: on_snapshot_request,
         "breakpoint-modified": on_breakpoint_note,
         "breakpoint-created": on_breakpoint_note,
         "library-loaded": on_library_loaded,
@@ -426,6 +447,17 @@ class Session:
     def _event(self, kind: str, all_threads: Optional[bool] = None, **extra: Any) -> Dict[str, Any]:
         return stopevent.make(self.gdb, self.opts.all_threads if all_threads is None else all_threads,
                               self.opts.native_all, self.loader, kind, **extra)
+
+
+class _SnapshotOnQuit:
+    """While a session runs, our SIGQUIT (Ctrl-\\) queues a snapshot request for the loop; ``restore`` ends it."""
+
+    def __init__(self, gdb: Gdb) -> None:
+        self.old = signal.getsignal(signal.SIGQUIT)
+        signal.signal(signal.SIGQUIT, lambda signum, frame: gdb.post(SNAPSHOT_REQUEST))
+
+    def restore(self) -> None:
+        signal.signal(signal.SIGQUIT, self.old)
 
 
 CLD_KILLED, CLD_DUMPED = 2, 3  # siginfo si_code of a SIGCHLD for a child killed by a signal

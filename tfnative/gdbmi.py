@@ -182,6 +182,12 @@ class Gdb:
     def console_command(self, text: str, timeout: float = 60.0) -> Dict[str, Any]:
         return self.command("-interpreter-exec console %s" % mi_quote(text), timeout)
 
+    def post(self, message: str) -> None:
+        """Queue an event of our own (``{"message": message}``) after gdb's; safe from a signal handler."""
+        with self._lock:
+            self._events.append({"type": "notify", "message": message, "payload": {}})
+            self._lock.notify_all()
+
     def next_event(self, timeout: Optional[float]) -> Optional[Dict[str, Any]]:
         """The next asynchronous record (``*stopped``, ``=breakpoint-modified``...), or None."""
         deadline = None if timeout is None else time.monotonic() + timeout

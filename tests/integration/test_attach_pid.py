@@ -155,6 +155,25 @@ def test_timeout_on_pid_detaches_and_leaves_it_running(job, tmp_path):
     assert_runs_untraced(job.pid)
 
 
+def test_ctrl_backslash_snapshot_of_pid(job, tmp_path):
+    """SIGQUIT to tfnative (Ctrl-\\): a snapshot of every thread, and the job runs on under it."""
+    out = tmp_path / "q.json"
+    proc, err = start_attach(tmp_path, "--pid", str(job.pid), "--json", str(out))
+    proc.send_signal(signal.SIGQUIT)
+    deadline = time.monotonic() + 120
+    while "tfnative: verdict:" not in err.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.1)
+    assert tracer_of(job.pid) != 0 and state_of(job.pid) in ("S", "R")  # still watched, running
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(120) == 143, err.read_text()
+    ev = load_json(out)["events"][0]
+    assert ev["kind"] == "snapshot"
+    main = next(t for t in ev["threads"] if t["tid"] == job.pid)
+    assert ("wait_for_go", "tf_live_job.py", line_of(JOB, "time.sleep(0.02)")) in python_frames(main["frames"])
+    assert_runs_untraced(job.pid)
+
+
 def test_watched_job_exit_code_is_tfnative_s(job, tmp_path):
     """The last test on the job: it runs one more session, then exits 7 while watched."""
     job.go()
@@ -208,7 +227,7 @@ def test_timeout_on_launched_hang(tmp_path, autograph_files):
     """A tf.function stuck in its py_function callback: a snapshot of every thread, the script ended, 124."""
     out = tmp_path / "t.json"
     stuck = script("tf_stuck.py")
-    proc = subprocess.Popen(TFNATIVE + ["attach", "--timeout", "25", "--json", str(out), stuck, "executor"],
+    proc = subprocess.Popen(TFNATIVE + ["attach", "--timeout", "40", "--json", str(out), stuck, "executor"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
     try:
@@ -227,6 +246,37 @@ def test_timeout_on_launched_hang(tmp_path, autograph_files):
     callback = [f for fs in frames.values() for f in fs if f[0] == "wait_for_event"]
     assert callback == [("wait_for_event", "tf_stuck.py", line_of(stuck, "EVENT.wait()"))]
     assert "ending the script: SIGTERM" in stderr
+
+
+def test_ctrl_backslash_on_the_terminal_snapshots_a_launched_hang(tmp_path):
+    """Ctrl-\\ on the terminal (SIGQUIT to the whole process group): a snapshot, and the script is not killed."""
+    out, ready, release = tmp_path / "q.json", tmp_path / "ready", tmp_path / "release"
+    hang = script("tf_hang.py")
+    proc = subprocess.Popen(TFNATIVE + ["attach", "--json", str(out), hang, str(ready), str(release)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, start_new_session=True)
+    try:
+        wait_for_file(str(ready), 300, proc)  # the py_function callback runs, and waits for RELEASE
+        os.killpg(proc.pid, signal.SIGQUIT)
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith("tfnative: verdict:"):
+                break
+        release.write_text("")
+        stdout, _ = proc.communicate(timeout=120)
+    finally:
+        kids = descendants(proc.pid)
+        proc.kill()
+        proc.wait()
+    assert_gone(kids)
+    assert proc.returncode == 0 and stdout == "result 3.0\n"  # the script lived on, and finished
+    doc = load_json(out)
+    assert doc["exit"] == {"code": 0}
+    ev = doc["events"][0]
+    assert ev["kind"] == "snapshot"
+    frames = [f for t in ev["threads"] for f in python_frames(t["frames"])]
+    assert ("slow_callback", "tf_hang.py", line_of(hang, "time.sleep(0.05)")) in frames
+    assert ("main", "tf_hang.py", line_of(hang, 'print("result"')) in frames
 
 
 def _one_line_error(r, *needles: str) -> None:
