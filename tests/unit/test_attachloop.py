@@ -1,0 +1,52 @@
+"""The attach loop's pure parts: which handler a gdb stop record goes to, a target's return code."""
+
+import signal
+
+import pytest
+
+from tfnative.attachloop import Session, stop_kind
+from tfnative.breakpoints import Breakpoints
+from tfnative.session import NUMERICS_SIGNAL_NAME
+from tfnative.targets import return_code
+from tfnative.tfops import OpBreaks
+
+
+@pytest.fixture
+def opbreaks():
+    return OpBreaks([], Breakpoints())
+
+
+@pytest.mark.parametrize("record, kind", [
+    ({"reason": "exited-normally"}, "exit"),
+    ({"reason": "exited", "exit-code": "07"}, "exit"),
+    ({"reason": "exited-signalled", "signal-name": "SIGSEGV"}, "exit"),
+    ({"reason": "solib-event"}, "library"),
+    ({"reason": "breakpoint-hit", "bkptno": "1"}, "breakpoint"),
+    ({"reason": "signal-received", "signal-name": "SIGSEGV"}, "fatal-signal"),
+    ({"reason": "signal-received", "signal-name": "SIGABRT"}, "fatal-signal"),
+    ({"reason": "signal-received", "signal-name": "SIGCHLD"}, "child"),
+    ({"reason": "signal-received", "signal-name": NUMERICS_SIGNAL_NAME}, "numerics"),
+    ({"reason": "signal-received", "signal-name": "SIGSTOP"}, "other"),
+    ({"reason": "end-stepping-range"}, "other"),
+    ({}, "other"),
+])
+def test_stop_kind(opbreaks, record, kind):
+    assert stop_kind(record, opbreaks) == kind
+    assert kind in Session.STOPS  # every kind has its handler
+
+
+def test_every_record_has_a_handler():
+    assert {"stopped", "library-loaded", "breakpoint-modified", "breakpoint-created",
+            "tfnative-snapshot"} <= set(Session.RECORDS)
+
+
+@pytest.mark.parametrize("record, code", [
+    (None, None),
+    ({"reason": "exited-normally"}, 0),
+    ({"reason": "exited", "exit-code": "07"}, 7),
+    ({"reason": "exited", "exit-code": "010"}, 8),  # gdb writes it in octal
+    ({"reason": "exited-signalled", "signal-name": "SIGSEGV"}, -signal.SIGSEGV),
+    ({"reason": "signal-received", "signal-name": "SIGSEGV"}, None),
+])
+def test_return_code(record, code):
+    assert return_code(record) == code
