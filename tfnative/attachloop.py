@@ -52,7 +52,6 @@ from .session import (
     _setup_signals,
     _SignalGuard,
     _source_paths,
-    _stop_target_for_detach,
     start_gdb,
 )
 from .symbolload import QUIET_S, WATCH_S, SymbolLoader
@@ -316,7 +315,7 @@ class Session:
         """Ctrl-\\ (our SIGQUIT): every thread as a ``snapshot`` event; the target runs on."""
         stopped_here = self.running
         if stopped_here:
-            _stop_target_for_detach(self.gdb, self.target.pid)
+            self.target.halt(self.gdb)
             self.gdb.console_command("handle SIGSTOP nostop noprint pass")  # as before: the target's own
             self.running = False
         event = self._event("snapshot", all_threads=True)
@@ -422,7 +421,7 @@ class Session:
 
     def on_timeout(self) -> Next:
         """``--timeout``: the target still runs: stop it, an all-threads ``timeout`` event, and let go of it."""
-        _stop_target_for_detach(self.gdb, self.target.pid)
+        self.target.halt(self.gdb)
         self.running = False
         event = self._event("timeout", all_threads=True, timeout=self.opts.timeout)
         event["triage"] = verdict.triage(event)

@@ -21,14 +21,22 @@ from typing import Any, Callable, Dict, List, Optional
 
 from . import procfs
 from .errors import TfnativeError
-from .gdbmi import Gdb
+from .gdbmi import Gdb, GdbDied, GdbError
 from .launcher import PausedChild
 from .procwatch import ChildWatch
 from .report import Document, Printer
-from .session import _attach, _detach, _ensure_not_stopped, check_pid, ptrace_refused_message
+from .session import (
+    _attach,
+    _detach,
+    _ensure_not_stopped,
+    _stop_target_for_detach,
+    check_pid,
+    ptrace_refused_message,
+)
 from .symbolload import SymbolLoader
 
 TERM_GRACE_S = 5.0  # --timeout: SIGTERM, then SIGKILL after this long
+HALT_S = 60.0  # how long an attached process may take to stop for us (every thread, under load)
 
 
 class LaunchedTarget:
@@ -82,6 +90,10 @@ class LaunchedTarget:
 
     def alive(self) -> bool:
         return self.child is not None and self.child.poll() is None
+
+    def halt(self, gdb: Gdb) -> None:
+        """Bring the running script to a stop under gdb (a SIGSTOP gdb swallows)."""
+        _stop_target_for_detach(gdb, self.pid)
 
     def let_go(self, gdb: Gdb) -> None:
         """Detach now (the script is stopped under gdb); it runs on until ``end``."""
@@ -188,10 +200,31 @@ class PidTarget:
         _attach(gdb, self.pid)
         self.attached = True
 
+    def halt(self, gdb: Gdb) -> None:
+        """Bring the running process to a stop under gdb: a SIGSTOP that gdb swallows, however long it takes.
+
+        Never gdb's ``-exec-interrupt``, which would send SIGINT to the process's group: not ours to interrupt.
+        """
+        gdb.console_command("handle SIGSTOP stop print nopass", timeout=30)
+        os.kill(self.pid, signal.SIGSTOP)
+        if gdb.wait_event("stopped", HALT_S) is None:
+            raise TfnativeError("process %d did not stop within %.0f s" % (self.pid, HALT_S))
+
+    def _detach(self, gdb: Gdb, running: bool) -> None:
+        """Detach (halting the process first if it runs); nothing of gdb's is left in it."""
+        if gdb.dead:
+            return
+        try:
+            if running:
+                self.halt(gdb)
+            gdb.command("-target-detach", timeout=30)
+        except (GdbError, GdbDied, ProcessLookupError, TfnativeError):
+            pass  # gdb closing detaches it too (it reads the end of its input)
+        self.attached = False
+
     def let_go(self, gdb: Gdb) -> None:
         """Detach now (the process is stopped under gdb); it runs on."""
-        _detach(gdb, False, self.pid)
-        self.attached = False
+        self._detach(gdb, False)
 
     def begin_symbols(self, loader: SymbolLoader) -> None:
         loader.after_attach()
@@ -206,7 +239,7 @@ class PidTarget:
     def interrupted(self, gdb: Gdb, running: bool, signum: int) -> None:
         """Our Ctrl-C / SIGTERM: detach; the signal was ours, not the process's."""
         if self.attached and self.alive():
-            _detach(gdb, running, self.pid)
+            self._detach(gdb, running)
         self.attached = False
 
     def gdb_died(self, printer: Printer) -> None:
@@ -219,7 +252,7 @@ class PidTarget:
     def release(self, gdb: Gdb, running: bool, handed_off: bool) -> None:
         """Detach (if still attached) and leave the process as it was: running, or stopped."""
         if self.attached and self.alive() and not gdb.dead and not handed_off:
-            _detach(gdb, running, self.pid)
+            self._detach(gdb, running)
         self.attached = False
         gdb.close()
         if handed_off or not self.alive():
