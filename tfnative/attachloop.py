@@ -55,7 +55,7 @@ from .session import (
     start_gdb,
 )
 from .symbolload import QUIET_S, WATCH_S, SymbolLoader
-from .targets import LaunchedTarget, PidTarget, describe, note_child
+from .targets import LaunchedTarget, PidTarget, Target, describe, note_child
 
 TIMEOUT_EXIT = 124  # as coreutils timeout
 SNAPSHOT_REQUEST = "tfnative-snapshot"  # the record our SIGQUIT handler queues (see ``_SnapshotOnQuit``)
@@ -102,8 +102,9 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
     try:
         if origins_dir is not None:
             opts.switches.op_origins = os.path.join(origins_dir, "ops.jsonl")
-        target: Any = pid_target
+        target: Target
         if pid_target is not None:
+            target = pid_target
             env = procfs.environ(pid_target.pid)
         else:
             env = opts.switches.environment(dict(os.environ))
@@ -138,7 +139,7 @@ def stop_kind(payload: Dict[str, Any], opbreaks: tfops.OpBreaks) -> str:
 class Session:
     """One ``attach`` session: gdb, the target, the breakpoints, the document; ``run`` is the whole story."""
 
-    def __init__(self, opts: AttachOptions, target: Any, doc: report.Document, printer: report.Printer,
+    def __init__(self, opts: AttachOptions, target: Target, doc: report.Document, printer: report.Printer,
                  err: TextIO) -> None:
         self.opts = opts
         self.target = target

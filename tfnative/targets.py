@@ -17,7 +17,7 @@ import re
 import signal
 import subprocess
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Protocol
 
 from . import procfs
 from .errors import TfnativeError
@@ -37,6 +37,49 @@ from .symbolload import SymbolLoader
 
 TERM_GRACE_S = 5.0  # --timeout: SIGTERM, then SIGKILL after this long
 HALT_S = 60.0  # how long an attached process may take to stop for us (every thread, under load)
+
+
+class Target(Protocol):
+    """What the loop needs of a target, in the order a session uses it."""
+
+    owned: bool  # our child: it runs to its end and dies with us (gdb too); else we detach and it runs on
+
+    @property
+    def pid(self) -> int: ...
+
+    def start(self, gdb: Gdb, doc: Document, running: Callable[[bool], None]) -> None:
+        """Get the process under gdb, stopped where breakpoints can be armed."""
+
+    def begin_symbols(self, loader: SymbolLoader) -> None:
+        """Tell the symbol loader where the process stands (after its exec, or attached with libraries in)."""
+
+    def alive(self) -> bool: ...
+
+    def halt(self, gdb: Gdb) -> None:
+        """Bring the running process to a stop under gdb."""
+
+    def keeps_watch_after_hits(self) -> bool:
+        """After ``--max-hits``: go on watching (True) or let go of the process (False)."""
+
+    def let_go(self, gdb: Gdb) -> None:
+        """Detach now; the process is stopped under gdb."""
+
+    def interrupted(self, gdb: Gdb, running: bool, signum: int) -> None:
+        """Our SIGINT/SIGTERM/SIGHUP: let go of the process as its kind requires."""
+
+    def gdb_died(self, printer: Printer) -> None: ...
+
+    def setup_failed(self) -> None: ...
+
+    def release(self, gdb: Gdb, running: bool, handed_off: bool) -> None:
+        """The loop is over: gdb lets go of the process and closes."""
+
+    def end(self, printer: Printer) -> None:
+        """After ``--timeout``: end the process (ours) or leave it running (not ours)."""
+
+    def wait(self, interrupted: type, doc: Document, printer: Printer, exit_payload: Optional[Dict[str, Any]]
+             ) -> Optional[int]:
+        """The process's return code (-N: signal N), or None when it runs on."""
 
 
 class LaunchedTarget:
@@ -373,4 +416,4 @@ def note_child(dead: Dict[str, Any], doc: Document, printer: Printer) -> None:
                                                         " (core dumped)" if dead["core_dumped"] else ""))
 
 
-__all__ = ["LaunchedTarget", "PidTarget", "describe", "refusal", "return_code"]
+__all__ = ["LaunchedTarget", "PidTarget", "Target", "describe", "refusal", "return_code"]
