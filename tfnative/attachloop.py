@@ -180,7 +180,7 @@ class Session:
                 self.interrupted = exc.signum
                 self.running = False
             except GdbDied:
-                target.gdb_died(printer)
+                target.gdb_died(printer, sorted(self.bps.traps))
                 raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)
             except BaseException:
                 target.setup_failed()

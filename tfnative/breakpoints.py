@@ -37,6 +37,7 @@ class Breakpoints:
         self.locations: Dict[str, Location] = {}
         self._by_number: Dict[str, Location] = {}
         self.retired = False  # deleted for good (--max-hits reached): nothing is armed any more
+        self.traps: set = set()  # every code address gdb was told of for a breakpoint of ours (see traps.py)
 
     def arm(self, gdb: Gdb, locations: List[str], err: TextIO, timeout: float) -> None:
         """A pending (``-f``) gdb breakpoint for each location."""
@@ -59,6 +60,7 @@ class Breakpoints:
         loc = self.locations.get(text)
         if loc is None or self.retired:
             return None
+        self.traps.add(address)
         res = gdb.command(self._insert(loc, "*0x%x" % address), timeout=60)
         number = str((res.get("bkpt") or {}).get("number") or res.get("number"))
         self._add(loc, number)
@@ -149,6 +151,9 @@ class Breakpoints:
         if loc is None:
             return
         addr = bp.get("addr", "")
+        for a in [addr] + [sub.get("addr", "") for sub in bp.get("locations") or []]:
+            if a.startswith("0x"):
+                self.traps.add(int(a, 16))
         if (addr and addr != "<PENDING>" and not bp.get("pending")) or bp.get("locations"):
             self._resolved(loc)
 

@@ -34,6 +34,7 @@ from .session import (
     ptrace_refused_message,
 )
 from .symbolload import SymbolLoader
+from .traps import restore as restore_traps
 
 TERM_GRACE_S = 5.0  # --timeout: SIGTERM, then SIGKILL after this long
 HALT_S = 60.0  # how long an attached process may take to stop for us (every thread, under load)
@@ -67,7 +68,8 @@ class Target(Protocol):
     def interrupted(self, gdb: Gdb, running: bool, signum: int) -> None:
         """Our SIGINT/SIGTERM/SIGHUP: let go of the process as its kind requires."""
 
-    def gdb_died(self, printer: Printer) -> None: ...
+    def gdb_died(self, printer: Printer, traps: List[int]) -> None:
+        """gdb is gone; ``traps``: the addresses where it may have left a breakpoint's ``int3``."""
 
     def setup_failed(self) -> None: ...
 
@@ -158,7 +160,7 @@ class LaunchedTarget:
                 except ProcessLookupError:
                     pass
 
-    def gdb_died(self, printer: Printer) -> None:
+    def gdb_died(self, printer: Printer, traps: List[int]) -> None:
         printer.note("gdb died; the script cannot run on safely with breakpoint traps in it: killing it")
         if self.child is not None:
             self.child.kill()
@@ -285,9 +287,13 @@ class PidTarget:
             self._detach(gdb, running)
         self.attached = False
 
-    def gdb_died(self, printer: Printer) -> None:
-        printer.note("gdb died: if it held a breakpoint trap in process %d, the process dies of SIGTRAP "
-                     "when it next reaches it" % self.pid)
+    def gdb_died(self, printer: Printer, traps: List[int]) -> None:
+        """Put back the instructions gdb's traps covered (``traps.py``); the process is not ours to kill."""
+        self.attached = False
+        restored = restore_traps(self.pid, traps) if traps and self.alive() else 0
+        printer.note("gdb died: %d breakpoint trap(s) it left in process %d put back%s"
+                     % (restored, self.pid, "" if not traps else
+                        " (a thread that reached one before that dies of SIGTRAP)"))
 
     def setup_failed(self) -> None:
         pass

@@ -6,6 +6,7 @@ untraced, for the next one.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -87,7 +88,7 @@ def start_attach(tmp, *args: str) -> tuple:
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     """One TensorFlow job for the checks below, in this order of steps."""
-    j = Job(tmp_path_factory.mktemp("job"), "session,session,session,exit")
+    j = Job(tmp_path_factory.mktemp("job"), "session,session,session,session,exit")
     yield j
     j.stop()
 
@@ -171,6 +172,24 @@ def test_ctrl_backslash_snapshot_of_pid(job, tmp_path):
     assert ev["kind"] == "snapshot"
     main = next(t for t in ev["threads"] if t["tid"] == job.pid)
     assert ("wait_for_go", "tf_live_job.py", line_of(JOB, "time.sleep(0.02)")) in python_frames(main["frames"])
+    assert_runs_untraced(job.pid)
+
+
+def test_kill_9_of_gdb_traps_put_back(job, tmp_path):
+    """gdb killed while its trap is in TF_NewSession: tfnative puts the instruction back, the job lives on."""
+    proc, err = start_attach(tmp_path, "--pid", str(job.pid), "--break", "TF_NewSession")
+    gdb = [p for p in descendants(proc.pid) if p.name() == "gdb"]
+    assert gdb and tracer_of(job.pid) == gdb[0].pid
+    gdb[0].kill()
+    assert proc.wait(120) == 3, err.read_text()
+    put_back = re.search(r"gdb died: (\d+) breakpoint trap\(s\) it left in process %d put back" % job.pid,
+                         err.read_text())
+    assert put_back and int(put_back.group(1)) >= 1, err.read_text()
+    assert_runs_untraced(job.pid)
+    job.go()  # TF_NewSession runs: with the trap left in it, the job would die of SIGTRAP
+    job.step_taken()
+    time.sleep(1)
+    assert job.proc.poll() is None
     assert_runs_untraced(job.pid)
 
 
