@@ -88,7 +88,7 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
             argv = _argv(psutil.Process(opts.pid))
         except psutil.Error:
             argv = []
-        doc = report.Document(argv=argv, pid=opts.pid)
+        doc = report.Document(argv=argv, pid=opts.pid, attached=True)
     else:
         if opts.module is None and not os.path.isfile(opts.script or ""):
             raise TfnativeError("script not found: %s" % opts.script)

@@ -383,6 +383,11 @@ class Document:
     hang: Optional[Dict[str, Any]] = None  # stack's verdict (verdict.py), the document's "triage" there
     meta: Dict[str, Any] = field(default_factory=dict)  # stack's "host", "task", "labels" (top-level keys)
     core: Optional[str] = None  # attach --core: where the core written at the fatal signal is
+    attached: bool = False  # attach --pid: a process tfnative did not start
+
+    def target_name(self) -> str:
+        """How the text names the target: "the script", or "process N" for one tfnative attached to."""
+        return "process %s" % self.pid if self.attached else "the script"
 
     def set_exit(self, returncode: int) -> None:
         """The script's end; a ``signal`` event is fatal when the process died of that signal, else handled."""
@@ -594,8 +599,8 @@ class Printer:
                                                   + (" ..." if len(doc.dumps) > 5 else "")))
         if doc.exit is not None:
             if "signal" in doc.exit:
-                self.note("the script was killed by %s" % doc.exit["signal"])
+                self.note("%s was killed by %s" % (doc.target_name(), doc.exit["signal"]))
             elif doc.exit["code"] != 0:
-                self.note("the script exited with status %d" % doc.exit["code"])
+                self.note("%s exited with status %d" % (doc.target_name(), doc.exit["code"]))
         parts = triage_phrases(doc.triage())
         self.note("triage: " + "; ".join(parts))

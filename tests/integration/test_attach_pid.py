@@ -200,6 +200,7 @@ def test_watched_job_exit_code_is_tfnative_s(job, tmp_path):
     proc, err = start_attach(tmp_path, "--pid", str(job.pid), "--json", str(tmp_path / "e.json"))
     job.go()
     assert proc.wait(300) == 7, err.read_text()
+    assert "tfnative: process %d exited with status 7" % job.pid in err.read_text()
     assert load_json(tmp_path / "e.json")["exit"] == {"code": 7}
     assert job.proc.wait(60) == 7
 
@@ -214,6 +215,7 @@ def test_segfault_in_watched_job(tmp_path):
         job.go()
         assert proc.wait(300) == 128 + signal.SIGSEGV, err.read_text()
         assert job.proc.wait(60) == -signal.SIGSEGV  # it died of the signal, as without tfnative
+        assert "tfnative: process %d was killed by SIGSEGV" % job.pid in err.read_text()
         doc = load_json(out)
         assert doc["exit"] == {"signal": "SIGSEGV"}
         ev = doc["events"][0]
