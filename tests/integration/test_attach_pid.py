@@ -72,6 +72,14 @@ def assert_runs_untraced(pid: int) -> None:
     assert state_of(pid) in ("S", "R")
 
 
+def assert_stopped_untraced(pid: int) -> None:
+    """``pid`` is in a job-control stop (``T``), and nobody traces it."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (tracer_of(pid) != 0 or state_of(pid) != "T"):
+        time.sleep(0.05)
+    assert state_of(pid) == "T" and tracer_of(pid) == 0
+
+
 def start_attach(tmp, *args: str) -> tuple:
     """``tfnative attach ARGS`` in the background; returns (Popen, stderr path) once it says "attached"."""
     err = tmp / ("attach-%d.err" % time.monotonic_ns())
@@ -364,6 +372,29 @@ def test_process_without_python(tmp_path):
         frames = load_json(out)["events"][0]["threads"][0]["frames"]
         assert [f["kind"] for f in frames] == ["native"] * len(frames)
         assert any("nanosleep" in (f["function"] or "") for f in frames)
+        assert_runs_untraced(target.pid)
+    finally:
+        target.kill()
+        target.wait()
+
+
+def test_stopped_process_stays_stopped(tmp_path):
+    """A process stopped (T) before tfnative came is stopped again when tfnative lets go, by --timeout or SIGTERM."""
+    ready = tmp_path / "pid"
+    target = subprocess.Popen([sys.executable, script("sleeper.py"), str(ready)])
+    try:
+        wait_for_file(str(ready), 60, target)
+        os.kill(target.pid, signal.SIGSTOP)
+        while state_of(target.pid) != "T":
+            time.sleep(0.02)
+        r = run_tfnative(["attach", "--pid", str(target.pid), "--timeout", "1"], timeout=300)
+        assert r.returncode == 124, r.stderr
+        assert_stopped_untraced(target.pid)
+        proc, err = start_attach(tmp_path, "--pid", str(target.pid))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 143, err.read_text()
+        assert_stopped_untraced(target.pid)
+        os.kill(target.pid, signal.SIGCONT)
         assert_runs_untraced(target.pid)
     finally:
         target.kill()
