@@ -20,7 +20,7 @@ from .cfi import CfiError
 from .corecheck import mismatch
 from .corefile import PF_X, PT_LOAD, Core, Mapping
 from .corepaths import PathRules
-from .elfindex import ElfError, _Elf
+from .elfindex import ElfError, ElfFile
 
 AT_PHDR = 3
 AT_EXECFN = 31
@@ -32,7 +32,7 @@ def _executable_in_file(path: str, offset: int) -> bool:
     """Whether the file's own program headers map ``offset`` executable (a mapping the core has no header for)."""
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            elf = _Elf(mm, path)
+            elf = ElfFile(mm, path, sections=False)
             return any(p_type == PT_LOAD and p_flags & PF_X and p_off - p_off % 4096 <= offset < p_off + p_filesz
                        for p_type, p_flags, p_off, _v, p_filesz, _m, _a in elf.segments)
     except (ElfError, OSError, ValueError, struct.error):
