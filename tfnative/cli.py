@@ -76,9 +76,6 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), metavar="S",
                      help="After S seconds, an all-threads snapshot; then end the script (exit 124) or, "
                           "with --pid, detach."),
-        click.option("--core", "core", metavar="FILE",
-                     help="At a fatal signal, before the process dies, write its core to FILE (tfnative core FILE "
-                          "reads it)."),
         click.option("--break", "breaks", multiple=True, metavar="LOCATION",
                      help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded)."),
         click.option("--break-op", "break_ops", multiple=True, metavar="TYPE",
@@ -167,6 +164,8 @@ def _check_pid_options(script: Optional[str], module: Optional[str], args: List[
 @attach_options
 @click.option("--interactive", is_flag=True,
               help="At the first hit (or fatal signal) hand the stopped script to gdb on this terminal, with tf-bt.")
+@click.option("--core", "core", metavar="FILE",
+              help="At a fatal signal, before the process dies, write its core to FILE (tfnative core FILE reads it).")
 def attach(interactive: bool, **kw: Any) -> None:
     """Run SCRIPT [ARGS] (or attach to --pid PID) under gdb; a mixed stack at each breakpoint hit or fatal signal.
 
@@ -185,6 +184,8 @@ def attach(interactive: bool, **kw: Any) -> None:
 @click.option("--core", "core_path", metavar="CORE",
               help="Report on a core dump instead of running SCRIPT (SCRIPT is then the executable, optional).")
 @click.option("--sysroot", metavar="DIR", help="With --core: prefix every mapped path with DIR.")
+@click.option("--save-core", "core", metavar="FILE",
+              help="At a fatal signal of the session, write the process's core to FILE (the report names it).")
 def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: Any) -> None:
     """Like attach, then write a Markdown bug report (versions, command, stacks, dumps, libraries).
 

@@ -242,9 +242,9 @@ def test_segfault_in_watched_job(tmp_path):
 
 
 def test_core_of_launched_script_named_by_report(tmp_path):
-    """--core on a launched script, through 'tfnative report': the Markdown names the core."""
+    """The core of a launched script, through 'tfnative report --save-core': the Markdown names the core."""
     core, md = tmp_path / "segv.core", tmp_path / "r.md"
-    r = run_tfnative(["report", "--core", str(core), "-o", str(md), script("segv.py")], timeout=300)
+    r = run_tfnative(["report", "--save-core", str(core), "-o", str(md), script("segv.py")], timeout=300)
     assert r.returncode == 128 + signal.SIGSEGV, r.stderr
     assert "## Core file" in md.read_text() and "tfnative core %s" % core in md.read_text()
     again = run_tfnative(["core", str(core)], timeout=300)
