@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 import psutil
 from tfnative_gdb.threads import SIGNAL_FRAME
 
-from . import procfs, report, stopevent, tfops, verdict
+from . import procfs, report, sessionsock, stopevent, tfops, verdict
 from .breakpoints import Breakpoints
 from .errors import TfnativeError
 from .gdbmi import Gdb, GdbDied, GdbError
@@ -59,6 +59,7 @@ from .targets import LaunchedTarget, PidTarget, Target, describe, note_child
 
 TIMEOUT_EXIT = 124  # as coreutils timeout
 SNAPSHOT_REQUEST = "tfnative-snapshot"  # the record our SIGQUIT handler queues (see ``_SnapshotOnQuit``)
+STACK_REQUEST = "tfnative-stack"  # the record a ``tfnative stack --pid`` request queues (``sessionsock.py``)
 
 
 class Next(enum.Enum):
@@ -168,8 +169,10 @@ class Session:
         with _SignalGuard():
             self.gdb = gdb = start_gdb(self.opts.gdb, self.opts.source_dirs, die_with_parent=target.owned)
             quit_guard = _SnapshotOnQuit(gdb)
+            server = None
             try:
                 self._setup()
+                server = self._listen()
                 self._loop()
                 self.bps.refresh(gdb)
                 if self.handoff:
@@ -186,6 +189,8 @@ class Session:
                 target.setup_failed()
                 raise
             finally:
+                if server is not None:
+                    server.close()
                 quit_guard.restore()
                 target.release(gdb, self.running, self.handoff)
             if self.timed_out:
@@ -216,6 +221,14 @@ class Session:
         if not self.target.owned:
             self._say_attached()
         self._resume()
+
+    def _listen(self) -> Optional[sessionsock.Server]:
+        """Answer ``tfnative stack --pid`` for the target from now on (``sessionsock.py``)."""
+        try:
+            return sessionsock.Server(self.target.pid, lambda request: self.gdb.post(STACK_REQUEST, request))
+        except OSError as exc:
+            self.printer.note("warning: tfnative stack --pid %d cannot ask this session: %s" % (self.target.pid, exc))
+            return None
 
     def _say_attached(self) -> None:
         """``tfnative: attached to PID (python3.11, TF 2.21): armed LOCATIONS`` (or: watching)."""
@@ -326,8 +339,25 @@ class Session:
         self.printer.note("verdict: %s" % event["triage"]["verdict"])
         return Next.RESUME if stopped_here else Next.WAIT
 
+    def on_stack_request(self, payload: Dict[str, Any]) -> Next:
+        """``tfnative stack --pid`` asks for the target's stacks: taken as for an event, sent back, not
+        reported here; the target runs on."""
+        stopped_here = self.running
+        try:
+            if stopped_here:
+                self.target.halt(self.gdb)
+                self.gdb.console_command("handle SIGSTOP nostop noprint pass")  # as before: the target's own
+                self.running = False
+            result = stopevent.stacks(self.gdb, self.loader, payload["which"], payload["locals"])
+        except (GdbError, TfnativeError) as exc:
+            result = {"error": str(exc)}
+        payload["reply"](result)
+        self.printer.note("answered tfnative stack --pid %d" % self.target.pid)
+        return Next.RESUME if stopped_here else Next.WAIT
+
     RECORDS: Dict[str, Callable[[Session, Dict[str, Any]], Next]] = {
         SNAPSHOT_REQUEST: on_snapshot_request,
+        STACK_REQUEST: on_stack_request,
         "breakpoint-modified": on_breakpoint_note,
         "breakpoint-created": on_breakpoint_note,
         "library-loaded": on_library_loaded,

@@ -182,10 +182,11 @@ class Gdb:
     def console_command(self, text: str, timeout: float = 60.0) -> Dict[str, Any]:
         return self.command("-interpreter-exec console %s" % mi_quote(text), timeout)
 
-    def post(self, message: str) -> None:
-        """Queue an event of our own (``{"message": message}``) after gdb's; safe from a signal handler."""
+    def post(self, message: str, payload: Optional[Dict[str, Any]] = None) -> None:
+        """Queue an event of our own (``{"message": message, "payload": payload}``) after gdb's; safe from a
+        signal handler and from another thread."""
         with self._lock:
-            self._events.append({"type": "notify", "message": message, "payload": {}})
+            self._events.append({"type": "notify", "message": message, "payload": payload or {}})
             self._lock.notify_all()
 
     def next_event(self, timeout: Optional[float]) -> Optional[Dict[str, Any]]:

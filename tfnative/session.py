@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO
 
 import psutil
 
-from . import bazelpaths, procfs, ptrace, report, snapshot, tfops, verdict
+from . import bazelpaths, procfs, ptrace, report, sessionsock, snapshot, tfops, verdict
 from . import samples as sampling
 from .errors import TfnativeError
 from .files import is_stdout
@@ -355,7 +355,7 @@ def check_pid(pid: int) -> psutil.Process:
             raise TfnativeError("process %d belongs to another user: run tfnative as that user or root" % pid)
         with open("/proc/%d/status" % pid) as f:
             for line in f:
-                if line.startswith("TracerPid:") and int(line.split()[1]) != 0:
+                if line.startswith("TracerPid:") and int(line.split()[1]) != 0 and not sessionsock.serves(pid):
                     raise TfnativeError("process %d is already being traced by pid %s (another debugger?)"
                                         % (pid, line.split()[1]))
     except (psutil.AccessDenied, OSError):
@@ -432,7 +432,11 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
 
 def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool, with_gdb: bool,
                    err: TextIO, variables: bool = False) -> Dict[str, Any]:
-    """One snapshot of ``pid``: without gdb when it can, else (or with ``with_gdb``) through gdb."""
+    """One snapshot of ``pid``: without gdb when it can, else (or with ``with_gdb``) through gdb; from the
+    ``attach`` session that holds it, where one does (``sessionsock.py``)."""
+    if sessionsock.serves(pid):
+        err.write("tfnative: process %d is held by a tfnative attach session: the snapshot comes from it\n" % pid)
+        return sessionsock.ask(pid, "all" if all_threads else "python", variables)
     result = None
     if not with_gdb:
         try:

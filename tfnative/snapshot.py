@@ -454,7 +454,7 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Dict[str, 
 
 
 def of_stopped(pid: int, threads: List[Tuple[int, str, Dict[str, int]]], which: str,
-               selected: Optional[int] = None) -> Dict[str, Any]:
+               selected: Optional[int] = None, variables: bool = False) -> Dict[str, Any]:
     """The same, for a process that gdb holds stopped: gdb gives the registers, we do the rest.
 
     ``threads``: (tid, name, registers) of each thread; ``which`` may also be
@@ -465,7 +465,7 @@ def of_stopped(pid: int, threads: List[Tuple[int, str, Dict[str, int]]], which: 
     except OSError as exc:
         raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
     try:
-        result = stacks(pid, memory, _modules(pid), threads, which, selected)
+        result = stacks(pid, memory, _modules(pid), threads, which, selected, variables=variables)
     finally:
         memory.close()
     if selected is not None:

@@ -59,7 +59,7 @@ def _add_fatal_log(event: Dict[str, Any], pid: int, sp: int) -> None:
         event["log"] = line
 
 
-def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str) -> Dict[str, Any]:
+def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool = False) -> Dict[str, Any]:
     """Mixed stacks of the stopped target (``which``: "selected", "python" or "all").
 
     gdb gives the registers and tfnative unwinds from CFI (``snapshot.py``):
@@ -72,7 +72,7 @@ def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str) -> Dict[str, An
             regs = json.loads(gdb.command("-tfnative-registers" + ("" if which == "selected" else " --all-threads"),
                                           timeout=CAPTURE_TIMEOUT)["json"])
             threads = [(t["tid"], t["name"], t["regs"]) for t in regs["threads"]]
-            result = snapshot.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"))
+            result = snapshot.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"), variables)
             result["stack_pointers"] = {t["tid"]: t["regs"].get("rsp") for t in regs["threads"]}
             return result
         except snapshot.Unsupported:
@@ -84,7 +84,7 @@ def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str) -> Dict[str, An
                              % (type(exc).__name__, exc))
     if loader is not None:
         loader.sync(full_list=True)
-    result = capture(gdb, which == "all", python_only=which == "python")
+    result = capture(gdb, which == "all", python_only=which == "python", variables=variables)
     if loader is not None:
         loader.symbolize(result)
     tfops.annotate(gdb, result)
