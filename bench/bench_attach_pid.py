@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Callable, List
 
+from benchutil import publish
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WAITER = os.path.join(ROOT, "bench", "scripts", "open_session_stdin.py")
 TRAIN = os.path.join(ROOT, "bench", "scripts", "train_loop.py")
@@ -131,11 +133,7 @@ def main() -> None:
                                                   ", ".join("%.3f" % t for t in times)))
         rows.append("")
         rows.append("slowdown: %+.1f %%" % (100 * (statistics.median(watched) / statistics.median(plain) - 1)))
-    text = "\n".join(rows) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    publish(rows, args.out)
 
 
 if __name__ == "__main__":

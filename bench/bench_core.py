@@ -22,6 +22,8 @@ import tempfile
 import time
 from typing import List, Tuple
 
+from benchutil import publish
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = os.path.realpath(sys.executable)
 
@@ -77,11 +79,7 @@ def main() -> None:
     lines = ["core: %.0f MB (tf.py_function segfault); medians" % size, "",
              "| tool | runs | wall s | peak RSS MB |", "|---|---|---|---|"]
     lines += ["| %s | %d | %.2f | %.0f |" % r for r in rows]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

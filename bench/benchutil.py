@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import List, Optional
+
 
 def longest_pause(gaps_file: str, start: float, end: float) -> float:
     """The longest gap a target's ticker wrote to ``gaps_file`` (lines ``AT GAP``, monotonic seconds)
@@ -13,3 +15,12 @@ def longest_pause(gaps_file: str, start: float, end: float) -> float:
             if start <= at - gap and at <= end + 0.5:
                 worst = max(worst, gap)
     return worst
+
+
+def publish(lines: List[str], out: Optional[str]) -> None:
+    """Print a result table, and write it to ``out`` (a results file under ``bench/results/``) when given."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
