@@ -147,3 +147,22 @@ def test_pid_namespace_refusals_name_the_fix(pid_ns_target):
         assert lines[0].startswith("tfnative: error: ") and str(host) in lines[0] and words in lines[0], lines
     assert "seccomp filter" in seccomp.stderr and "--cap-add SYS_PTRACE" in seccomp.stderr
     assert_running_untraced(host)
+
+
+@needs_pid_ns
+def test_attach_pid_in_another_pid_namespace(tmp_path, pid_ns_target):
+    """attach --pid on a process in its own PID and mount namespaces: armed from the files it sees through
+    /proc/PID/root, the hit shows its Python frames at its own paths, and it runs on untraced."""
+    host, inside = pid_ns_target
+    out = tmp_path / "a.json"
+    res = run_tfnative(["attach", "--pid", str(host), "--break", "time_sleep", "--max-hits", "1", "--json", str(out)],
+                       timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "tfnative: attached to %d (python3.11): armed time_sleep" % host in res.stderr
+    ev = load_json(out)["events"][0]
+    assert (ev["kind"], ev["pid"], ev["ns_pid"]) == ("breakpoint", host, inside)
+    (thread,) = [t for t in ev["threads"] if t["tid"] == ev["thread"]]
+    assert thread["frames"][0]["function"] == "time_sleep"
+    assert [(f["function"], f["file"]) for f in thread["frames"] if f["kind"] == "python"] == [
+        ("main", "/mnt/tfnx/app/ns_threads.py"), ("<module>", "/mnt/tfnx/app/ns_threads.py")]
+    assert_running_untraced(host)
