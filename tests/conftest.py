@@ -146,6 +146,23 @@ def state_of(pid: int) -> Optional[str]:
         return None
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _autograph_leftovers():
+    """Every TensorFlow process a test kills (SIGKILL, a crash, a core) skips TensorFlow's atexit, which
+    deletes AutoGraph's generated files in the temporary directory: those of this session go at its end."""
+    import glob
+    import tempfile
+
+    pattern = os.path.join(tempfile.gettempdir(), "__autograph_generated_file*.py")
+    before = set(glob.glob(pattern))
+    yield
+    for path in set(glob.glob(pattern)) - before:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 @pytest.fixture
 def autograph_files():
     """A segfault skips TensorFlow's atexit, which deletes AutoGraph's generated files: clean them up."""
