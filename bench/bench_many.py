@@ -152,8 +152,9 @@ def bench_holds(pids: List[int], runs: int) -> Dict[int, List[Tuple[float, float
     hold is the time from ``ptrace.Frozen``'s enter to its exit (every thread of the process stopped)."""
     import io
 
-    from tfnative import multistack, ptrace
-    from tfnative.session import GdbOptions
+    from tfnative import multistack
+    from tfnative.attach.session import GdbOptions
+    from tfnative.sources import ptrace
 
     holds: List[float] = []
     enter, leave = ptrace.Frozen.__enter__, ptrace.Frozen.__exit__

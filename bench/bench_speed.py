@@ -472,8 +472,8 @@ def section_e(n: int, tmp: str, res: Dict) -> None:
     code = """
 import json, os, sys, time
 sys.path.insert(0, %r)
-from tfnative.elfindex import ElfIndex
-from tfnative.surrogate import build_surrogate
+from tfnative.core.elfindex import ElfIndex
+from tfnative.attach.surrogate import build_surrogate
 import tensorflow
 lib = os.path.join(os.path.dirname(tensorflow.__file__), "libtensorflow_cc.so.2")
 t0 = time.perf_counter(); idx = ElfIndex.open(lib); t1 = time.perf_counter()

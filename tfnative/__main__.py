@@ -10,7 +10,7 @@ import sys
 def run() -> None:
     """Load the command line and run it."""
     try:
-        from tfnative.cli import main
+        from .cli import main
     except KeyboardInterrupt:
         sys.stderr.write("tfnative: interrupted\n")
         sys.exit(130)

@@ -25,10 +25,10 @@ from typing import Callable, Dict, List, Optional, Sequence, TextIO
 
 import psutil
 
-from . import merge, report
+from .attach.session import GdbOptions, Interrupted, _SignalGuard, stack_document
 from .errors import TfnativeError
 from .files import is_stdout, write_output
-from .session import GdbOptions, Interrupted, _SignalGuard, stack_document
+from .output import merge, report
 
 MAX_JOBS = 4  # snapshots at a time: threads share the GIL, more would only stretch each process's hold
 

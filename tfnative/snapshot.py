@@ -11,10 +11,10 @@ about a second; everything a stack needs is cheaper to read directly:
   (``cfi.py``), a binary search per frame instead of gdb's parse of the whole
   37 MB ``.eh_frame`` of ``libtensorflow_cc.so.2``;
 * the Python frames come from the same reader gdb runs
-  (``tfnative_gdb.pyframes``), merged the same way (``tfnative_gdb.mixed``);
+  (``tfnative.core.pyframes``), merged the same way (``tfnative.core.mixed``);
 * frames are named from the cached symbol index (``elfindex.py``), with the
   separate debug file (``/usr/lib/debug/.build-id``) where a library is
-  stripped, and kernel frames get their op (``tfnative_gdb.opkernel``).
+  stripped, and kernel frames get their op (``tfnative.core.opkernel``).
 
 The result has the shape of ``-tfnative-capture``'s, so the report is the
 same.  What this path does not do, it refuses with ``Unsupported``, and the
@@ -43,15 +43,14 @@ import struct
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from tfnative_gdb.executors import pool_summary
-from tfnative_gdb.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
-from tfnative_gdb.pyframes import NO_RUNTIME, PythonReader, open_reader
-from tfnative_gdb.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
-
-from . import kstate, procfs, vdso
-from .cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
-from .elfindex import ElfError, ElfFile, ElfIndex, data_symbols, display_names
-from .ptrace import Frozen, Memory, PtraceRefused, Unsupported
+from .core import kstate, procfs, vdso
+from .core.cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
+from .core.elfindex import ElfError, ElfFile, ElfIndex, data_symbols, display_names
+from .core.executors import pool_summary
+from .core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
+from .core.pyframes import NO_RUNTIME, PythonReader, open_reader
+from .core.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
+from .sources.ptrace import Frozen, Memory, PtraceRefused, Unsupported
 
 __all__ = ["HasDebugInfo", "Unsupported", "of_stopped", "stacks", "take"]
 

@@ -1,18 +1,16 @@
-"""The readers tfnative shares between gdb's embedded Python and its own process.
+"""The gdb adapters: tfnative's code that runs inside gdb's embedded Python.
 
-The modules that import ``gdb`` (``capture``, ``commands``, ``opbreak``,
-``gdbinit``) run inside gdb only; the others are pure (no gdb, no subprocess)
-and are what ``tfnative`` itself uses to read a target's memory: Python frames
-(``pyframes``, ``pylayout``, ``linetable``), the merge (``mixed``,
-``threads``), ops (``opkernel``), AutoGraph (``autograph``), elision and text
-(``elide``, ``render``).
+``capture`` (mixed stacks at a stop, ``GdbMemory``: the target's memory as
+gdb's inferior gives it), ``commands`` (``tf-bt`` for people,
+``-tfnative-capture`` and ``-tfnative-registers`` for tfnative), ``opbreak``
+(``--break-op``'s breakpoints) and ``gdbinit`` (loads this package and
+``tfnative``'s pure core beside it without touching gdb's ``sys.path``).
+The readers themselves (Python frames, ops, the merge, text) are
+``tfnative.core`` and ``tfnative.output.render``, shared with tfnative's own
+process.
 
 ``gdb_scripts/tf-bt.py`` is the file to ``source`` in gdb; it registers the
 ``tf-bt`` command and the ``-tfnative-capture`` MI command.
 """
 
 SCHEMA_VERSION = 1
-
-# The end of x86-64 Linux user space as processes get it (4-level paging; the kernel maps higher only
-# when asked with a hint above it): every reader of target memory takes no address at or above it.
-USER_SPACE_END = 1 << 47

@@ -11,11 +11,11 @@ from typing import Dict, List, Optional, Tuple
 
 import gdb  # type: ignore
 
-from . import USER_SPACE_END
-from .executors import pool_summary
-from .opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
-from .pyframes import open_reader
-from .threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
+from tfnative.core.executors import pool_summary
+from tfnative.core.memory import USER_SPACE_END
+from tfnative.core.opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
+from tfnative.core.pyframes import open_reader
+from tfnative.core.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
 
 MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot.py
 

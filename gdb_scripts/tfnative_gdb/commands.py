@@ -4,10 +4,11 @@ import json
 
 import gdb  # type: ignore
 
+from tfnative.core.opkernel import OpKernelReader
+from tfnative.output.render import hide_glue, thread_block
+
 from . import SCHEMA_VERSION, opbreak
 from .capture import GdbMemory, annotate_ops, capture, code_on_stacks, op_context, registers
-from .opkernel import OpKernelReader
-from .render import hide_glue, thread_block
 
 
 def _parse(argv):

@@ -4,14 +4,27 @@ import importlib.util
 import os
 import sys
 
+_dir = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load(name, init):
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[os.path.dirname(init)])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+
+
+if "tfnative" not in sys.modules:
+    # The pure core (tfnative.core, tfnative.output.render) beside this package: in the
+    # source tree it is ../../tfnative, in an installed tree ../tfnative.
+    for _root in (os.path.dirname(_dir), os.path.dirname(os.path.dirname(_dir))):
+        _init = os.path.join(_root, "tfnative", "__init__.py")
+        if os.path.exists(_init):
+            _load("tfnative", _init)
+            break
+
 if "tfnative_gdb" not in sys.modules:
-    _dir = os.path.dirname(os.path.abspath(__file__))
-    _spec = importlib.util.spec_from_file_location(
-        "tfnative_gdb", os.path.join(_dir, "__init__.py"), submodule_search_locations=[_dir]
-    )
-    _mod = importlib.util.module_from_spec(_spec)
-    sys.modules["tfnative_gdb"] = _mod
-    _spec.loader.exec_module(_mod)
+    _load("tfnative_gdb", os.path.join(_dir, "__init__.py"))
 
 import tfnative_gdb.commands  # noqa: E402
 

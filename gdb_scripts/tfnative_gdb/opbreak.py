@@ -20,8 +20,9 @@ from typing import Dict, List, Optional
 
 import gdb  # type: ignore
 
+from tfnative.core.opkernel import VTABLE_SLOTS, OpKernelReader
+
 from .capture import GdbMemory, info_symbol, register_value
-from .opkernel import VTABLE_SLOTS, OpKernelReader
 
 _reader: Optional[OpKernelReader] = None
 

@@ -123,8 +123,8 @@ def test_split_preset_keeps_dwarf_in_dwo_files(built):
 
 
 def test_gdb_finds_split_dwarf_and_sources_through_bazelpaths(built):
-    """The pure functions of tfnative.bazelpaths, given to a real gdb on the split build."""
-    from tfnative import bazelpaths
+    """The pure functions of tfnative.toolchain.bazelpaths, given to a real gdb on the split build."""
+    from tfnative.toolchain import bazelpaths
 
     cwd = bazelpaths.gdb_cwd([built.workspace])
     assert cwd and os.path.isdir(os.path.join(cwd, "bazel-out"))
@@ -143,7 +143,7 @@ def test_gdb_finds_split_dwarf_and_sources_through_bazelpaths(built):
 
 def test_substitute_path_alone_resolves_sources(built):
     """Without --source-dir directories, /proc/self/cwd -> workspace is what finds the file."""
-    from tfnative import bazelpaths
+    from tfnative.toolchain import bazelpaths
 
     cmds = ["-iex", "set debuginfod enabled off"]
     for c in bazelpaths.gdb_commands([built.workspace]):

@@ -1,11 +1,11 @@
-"""tfnative presets / bazelrc and tfnative.bazelpaths: no Bazel needed."""
+"""tfnative presets / bazelrc and tfnative.toolchain.bazelpaths: no Bazel needed."""
 
 import json
 import os
 
 import pytest
 
-from tfnative import bazelpaths, presets
+from tfnative.toolchain import bazelpaths, presets
 
 from ..conftest import ROOT, run_tfnative
 

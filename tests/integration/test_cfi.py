@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tfnative.cfi import RIP, RSP, CfiError, EhFrame, _evaluate, _run
+from tfnative.core.cfi import RIP, RSP, CfiError, EhFrame, _evaluate, _run
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 

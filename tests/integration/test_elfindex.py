@@ -16,7 +16,7 @@ from typing import Dict, Iterator, List, Tuple
 import pytest
 
 from tests.conftest import ROOT, has_tensorflow
-from tfnative.elfindex import ElfFile, ElfIndex, cache_dir, demangle, load_base, read_build_id
+from tfnative.core.elfindex import ElfFile, ElfIndex, cache_dir, demangle, load_base, read_build_id
 
 requires_nm = pytest.mark.skipif(shutil.which("nm") is None, reason="binutils nm is not installed")
 requires_tf_libs = pytest.mark.skipif(not has_tensorflow(), reason="tensorflow is not installed")
@@ -244,7 +244,7 @@ def test_changed_file_is_reindexed(cache):
 CONCURRENT = r"""
 import os, sys, time
 sys.path.insert(0, %(root)r)
-from tfnative.elfindex import ElfIndex, _cache_path, ElfFile, _load_cache, _store_cache
+from tfnative.core.elfindex import ElfIndex, _cache_path, ElfFile, _load_cache, _store_cache
 lib = %(lib)r
 idx = ElfIndex.open(lib, use_cache=False)
 entry = _cache_path(lib, idx.build_id, ElfFile(idx._mm, lib))

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tfnative.merge import compress
+from tfnative.output.merge import compress
 
 from ..conftest import TFNATIVE, line_of, run_tfnative, script, wait_for_file
 

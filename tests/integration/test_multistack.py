@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from tfnative.merge import compress
-from tfnative.threadgroups import ranges
+from tfnative.output.merge import compress
+from tfnative.output.threadgroups import ranges
 
 from ..conftest import TFNATIVE, assert_running_untraced, line_of, run_tfnative, script, wait_for_file
 

@@ -15,7 +15,8 @@ import shutil
 import subprocess
 
 import pytest
-from tfnative_gdb.pylayout import LAYOUTS
+
+from tfnative.core.pylayout import LAYOUTS
 
 from ..conftest import pyenv_pythons
 

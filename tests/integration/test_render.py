@@ -2,9 +2,9 @@
 
 import sys
 
-from tfnative_gdb import render
-from tfnative_gdb.linetable import line_for
-from tfnative_gdb.mixed import merge
+from tfnative.core.linetable import line_for
+from tfnative.core.mixed import merge
+from tfnative.output import render
 
 
 def nat(name, lib="libtensorflow_cc.so.2"):

@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 
-from tfnative import sessionsock
+from tfnative.sources import sessionsock
 
 from ..conftest import TFNATIVE, line_of, run_tfnative, script, tracer_of, wait_for_file
 

@@ -4,11 +4,11 @@ import signal
 
 import pytest
 
-from tfnative.attachloop import Session, stop_kind
-from tfnative.breakpoints import Breakpoints
-from tfnative.session import NUMERICS_SIGNAL_NAME
-from tfnative.targets import return_code
-from tfnative.tfops import OpBreaks
+from tfnative.attach.attachloop import Session, stop_kind
+from tfnative.attach.breakpoints import Breakpoints
+from tfnative.attach.session import NUMERICS_SIGNAL_NAME
+from tfnative.attach.targets import return_code
+from tfnative.attach.tfops import OpBreaks
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from tfnative.cfi import RIP, RSP, CfiError, Module, Unwinder
+from tfnative.core.cfi import RIP, RSP, CfiError, Module, Unwinder
 
 
 class _NoFde:

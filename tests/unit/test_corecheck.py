@@ -10,9 +10,9 @@ import struct
 
 import pytest
 
-from tfnative.corecheck import mismatch
-from tfnative.corefile import NT_FILE, NT_PRSTATUS, Core
-from tfnative.coresource import CoreSource
+from tfnative.sources.corecheck import mismatch
+from tfnative.sources.corefile import NT_FILE, NT_PRSTATUS, Core
+from tfnative.sources.coresource import CoreSource
 
 from .test_corefile_notes import note, prstatus
 

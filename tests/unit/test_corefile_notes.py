@@ -2,8 +2,8 @@
 
 import struct
 
-from tfnative.corefile import NT_FILE, NT_PRPSINFO, NT_PRSTATUS, NT_SIGINFO, PRSTATUS_REGS, parse_notes
-from tfnative.ptrace import REGISTERS
+from tfnative.sources.corefile import NT_FILE, NT_PRPSINFO, NT_PRSTATUS, NT_SIGINFO, PRSTATUS_REGS, parse_notes
+from tfnative.sources.ptrace import REGISTERS
 
 
 def note(ntype: int, desc: bytes, name: bytes = b"CORE\0") -> bytes:

@@ -1,7 +1,7 @@
 """Eliding the middle of deep stacks, and how the text numbers the frames around the cut."""
 
-from tfnative_gdb.elide import elide, elided_text
-from tfnative_gdb.render import thread_block
+from tfnative.output.elide import elide, elided_text
+from tfnative.output.render import thread_block
 
 
 def _py(name, line):
@@ -39,7 +39,7 @@ def test_text_numbers_frames_by_their_depth():
 
 
 def test_long_names_cut_in_the_middle():
-    from tfnative_gdb.render import frame_line
+    from tfnative.output.render import frame_line
 
     name = "std::_Function_handler<void (int, int), dnnl::impl::cpu::x64::" + "x" * 200 + ">::_M_invoke(int, int)"
     line = frame_line(3, {"kind": "native", "function": name, "library": "libtensorflow_cc.so.2",
@@ -49,7 +49,7 @@ def test_long_names_cut_in_the_middle():
 
 
 def test_source_line_under_the_frame_line():
-    from tfnative_gdb.render import frame_line
+    from tfnative.output.render import frame_line
 
     line = frame_line(0, {"kind": "native", "function": "tfn_block", "file": "block.cc", "line": 4,
                           "source": "    usleep(20000);", "library": "libblock_g.so", "address": "0x10"})

@@ -1,5 +1,5 @@
-from tfnative_gdb.gil import gil_state_from_native
-from tfnative_gdb.threads import select_threads
+from tfnative.core.gil import gil_state_from_native
+from tfnative.core.threads import select_threads
 
 
 def nat(*names):
@@ -42,7 +42,7 @@ def test_stripped_eval_breaker_wait_is_a_cond_wait_from_the_interpreter():
 
 
 def test_in_collection_by_flag_or_by_the_collectors_frames():
-    from tfnative_gdb.gil import in_collection
+    from tfnative.core.gil import in_collection
 
     plain = [{"kind": "native", "function": "sleep", "library": "libc.so.6"}]
     assert in_collection(plain, holds_gil=True, collecting=True)
@@ -63,7 +63,7 @@ def pool_thread(tid, *names, name="tf_Compute"):
 
 
 def test_pool_summary_and_busy_workers_selected():
-    from tfnative_gdb.executors import pool_summary
+    from tfnative.core.executors import pool_summary
 
     idle = pool_thread(1, "Eigen::EventCount::CommitWait(Eigen::EventCount::Waiter*)")
     busy = pool_thread(2, "tensorflow::PyFuncOp::Compute(tensorflow::OpKernelContext*)")

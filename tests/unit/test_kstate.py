@@ -1,6 +1,6 @@
 """kstate.py: the system call from orig_rax, and the text a thread header shows."""
 
-from tfnative import kstate
+from tfnative.core import kstate
 
 
 def test_syscall_from_orig_rax():

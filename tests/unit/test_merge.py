@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from tfnative import merge
 from tfnative.errors import TfnativeError
+from tfnative.output import merge
 
 
 def py(fn, line, file="/app/train.py"):

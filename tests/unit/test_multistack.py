@@ -6,9 +6,10 @@ import threading
 
 import pytest
 
-from tfnative import merge, multistack, report, threadgroups
+from tfnative import multistack
 from tfnative.errors import TfnativeError
-from tfnative.verdict import task_of
+from tfnative.output import merge, report, threadgroups
+from tfnative.output.verdict import task_of
 
 
 def test_task_of_tf_config():

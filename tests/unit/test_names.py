@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from tfnative import elfindex
-from tfnative.elfindex import demangle, display_names
+from tfnative.core import elfindex
+from tfnative.core.elfindex import demangle, display_names
 
 
 def test_c_names_and_cached_names_start_no_process(monkeypatch):

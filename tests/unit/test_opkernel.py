@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from tfnative_gdb.opkernel import OpKernelReader, graph_op_type, inherit_device_ops, op_frames, op_of_frame
+from tfnative.core.opkernel import OpKernelReader, graph_op_type, inherit_device_ops, op_frames, op_of_frame
 
 from .fakemem import FakeMemory
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tfnative import procfs
+from tfnative.core import procfs
 
 
 def test_maps_of_this_process_name_its_interpreter_and_anonymous_memory():

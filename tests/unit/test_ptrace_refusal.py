@@ -1,7 +1,7 @@
 """The ptrace refusal names the capabilities the target holds beyond ours (no gdb, no TF)."""
 import os
 
-from tfnative import session
+from tfnative.attach import session
 
 
 def test_no_capability_missing_for_ourselves():

@@ -13,8 +13,9 @@ import struct
 import sys
 
 import pytest
-from tfnative_gdb.pyframes import PythonReader
-from tfnative_gdb.pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS
+
+from tfnative.core.pyframes import PythonReader
+from tfnative.core.pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS
 
 from .fakemem import PyHeap
 

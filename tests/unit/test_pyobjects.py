@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import struct
 
-from tfnative_gdb.pyframes import PythonReader
-from tfnative_gdb.pylayout import LAYOUTS
-from tfnative_gdb.pyobjects import MAX_REPR, ObjectReader
+from tfnative.core.pyframes import PythonReader
+from tfnative.core.pylayout import LAYOUTS
+from tfnative.core.pyobjects import MAX_REPR, ObjectReader
 
 from .fakemem import PyHeap
 

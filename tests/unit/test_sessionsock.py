@@ -14,8 +14,8 @@ import threading
 
 import pytest
 
-from tfnative import sessionsock
 from tfnative.errors import TfnativeError
+from tfnative.sources import sessionsock
 
 PID = os.getpid()  # a process nobody traces
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from tfnative.tflog import fatal_line
+from tfnative.core.tflog import fatal_line
 
 from .fakemem import FakeMemory
 

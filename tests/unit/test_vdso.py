@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from tfnative import vdso
-from tfnative.ptrace import Memory
+from tfnative.core import vdso
+from tfnative.sources.ptrace import Memory
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

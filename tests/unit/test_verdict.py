@@ -4,7 +4,7 @@ Frames are shaped as ``report.make_event`` gives them (glue hidden, ``user`` set
 ``tests/scripts/tf_stuck.py`` and ``gil_holder.py``.
 """
 
-from tfnative import verdict
+from tfnative.output import verdict
 
 PID = 100
 APP = "/home/me/app.py"

@@ -1,0 +1,558 @@
+"""``tfnative attach``: one loop over a target, one small handler per kind of stop.
+
+Follow one event from the command line to the report:
+
+1. ``cli.attach`` builds ``AttachOptions`` and calls ``run_attach`` here, which
+   picks the target (``targets.py``: a script it launches, or ``--pid``).
+2. ``Session.run`` starts gdb, lets the target ``start`` (attach; for a
+   script, catch its ``exec``), arms the breakpoints (``breakpoints.py``;
+   ``symbolload.py`` resolves them from our index), and resumes the target.
+3. ``Session._loop`` reads gdb's asynchronous records one at a time.  Each
+   goes to its record handler (``RECORDS``); a ``*stopped`` record goes to
+   the stop handler for its kind (``stop_kind`` and ``STOPS``: breakpoint,
+   op dispatch, numerics, child, fatal signal, library event, exit,
+   other); a quiet moment goes to ``on_idle`` (library symbols, ``--timeout``).
+4. A handler that reports makes the event at the stop (``stopevent.make``:
+   tfnative's unwinder, Python frames, ops), appends it to the document and
+   prints it (``report.py``), and says what the loop does next (``Next``).
+5. ``Session.run`` lets the target go (detach, hand-off, end), waits for its
+   end where it is ours, and writes the summary and the JSON document.
+
+A new mode is a new target or a new handler in the tables, not a branch in the loop.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import shutil
+import signal
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
+
+import psutil
+
+from ..core import procfs
+from ..core.threads import SIGNAL_FRAME
+from ..errors import TfnativeError
+from ..output import report, verdict
+from ..sources import sessionsock
+from . import stopevent, tfops
+from .breakpoints import Breakpoints
+from .gdbmi import Gdb, GdbDied, GdbError
+from .handoff import interactive_gdb, park
+from .keepcore import write_core
+from .launcher import exit_status, probe_python
+from .session import (
+    CAPTURE_TIMEOUT,
+    FATAL_SIGNALS,
+    NUMERICS_SIGNAL_NAME,
+    AttachOptions,
+    Interrupted,
+    _argv,
+    _gdb_tail,
+    _setup_signals,
+    _SignalGuard,
+    _source_paths,
+    start_gdb,
+)
+from .symbolload import QUIET_S, WATCH_S, SymbolLoader
+from .targets import LaunchedTarget, PidTarget, Target, describe, note_child
+
+TIMEOUT_EXIT = 124  # as coreutils timeout
+SNAPSHOT_REQUEST = "tfnative-snapshot"  # the record our SIGQUIT handler queues (see ``_SnapshotOnQuit``)
+STACK_REQUEST = "tfnative-stack"  # the record a ``tfnative stack --pid`` request queues (``sessionsock.py``)
+
+
+class Next(enum.Enum):
+    """What the loop does after a handler."""
+
+    WAIT = "wait"  # nothing stopped: read the next record
+    RESUME = "resume"  # the target stopped: let it go on
+    END = "end"  # the session is over (the target exited, or we let go of it)
+    HANDOFF = "handoff"  # the stopped target goes to an interactive gdb
+
+
+def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Document]] = None) -> int:
+    """``tfnative attach``: returns tfnative's exit status; ``keep`` receives the document.
+
+    The status is the script's (128+N when signal N killed it); with
+    ``--pid``, the process's when it ended while watched, 0 when tfnative
+    let go of it after its hits, 128+N when our signal N interrupted us;
+    ``--timeout`` gives 124.
+    """
+    printer = report.Printer(err, native_all=opts.native_all, full=opts.full)
+    pid_target: Optional[PidTarget] = None
+    if opts.pid is not None:
+        pid_target = PidTarget(opts.pid)
+        pid_target.check()
+        python = pid_target.executable()
+        try:
+            argv = _argv(psutil.Process(opts.pid))
+        except psutil.Error:
+            argv = []
+        doc = report.Document(argv=argv, pid=opts.pid, attached=True)
+    else:
+        if opts.module is None and not os.path.isfile(opts.script or ""):
+            raise TfnativeError("script not found: %s" % opts.script)
+        info = probe_python(opts.python)
+        doc = report.Document(argv=[info.exe, *opts.target_argv])
+        python = info.exe
+    for d in opts.source_dirs:
+        if not os.path.isdir(d):
+            raise TfnativeError("--source-dir %s: no such directory" % d)
+    origins_dir = tempfile.mkdtemp(prefix="tfnative-origins-") if opts.op_origins else None
+    try:
+        if origins_dir is not None:
+            opts.switches.op_origins = os.path.join(origins_dir, "ops.jsonl")
+        target: Target
+        if pid_target is not None:
+            target = pid_target
+            env = procfs.environ(pid_target.pid)
+        else:
+            env = opts.switches.environment(dict(os.environ))
+            target = LaunchedTarget(python, opts.target_argv, env)
+        tfops.check_op_types(opts.break_ops, python, env)
+        return Session(opts, target, doc, printer, err).run(keep)
+    finally:
+        if origins_dir is not None:
+            shutil.rmtree(origins_dir, ignore_errors=True)
+
+
+def stop_kind(payload: Dict[str, Any], opbreaks: tfops.OpBreaks) -> str:
+    """Which handler a ``*stopped`` record goes to (a key of ``Session.STOPS``)."""
+    reason = payload.get("reason", "")
+    if reason.startswith("exited"):
+        return "exit"
+    if reason == "solib-event":
+        return "library"
+    if reason == "breakpoint-hit":
+        return "op-dispatch" if opbreaks.is_dispatch(payload.get("bkptno")) else "breakpoint"
+    if reason == "signal-received":
+        name = payload.get("signal-name")
+        if name == NUMERICS_SIGNAL_NAME:
+            return "numerics"
+        if name == "SIGCHLD":
+            return "child"
+        if name in FATAL_SIGNALS:
+            return "fatal-signal"
+    return "other"
+
+
+class Session:
+    """One ``attach`` session: gdb, the target, the breakpoints, the document; ``run`` is the whole story."""
+
+    def __init__(self, opts: AttachOptions, target: Target, doc: report.Document, printer: report.Printer,
+                 err: TextIO) -> None:
+        self.opts = opts
+        self.target = target
+        self.doc = doc
+        self.printer = printer
+        self.err = err
+        self.bps = Breakpoints()
+        self.opbreaks = tfops.OpBreaks(opts.break_ops, self.bps)
+        self.breaks = opts.breaks + self.opbreaks.dispatch_functions
+        self.gdb: Gdb
+        self.loader: Optional[SymbolLoader] = None
+        self.running = False
+        self.handoff = False
+        self.hits = 0
+        self.exit_stop: Optional[Dict[str, Any]] = None  # gdb's record of the target's end
+        self.interrupted: Optional[int] = None  # our own signal that ended the session
+        self.timed_out = False
+        self.deadline: Optional[float] = None
+
+    # -- the story ---------------------------------------------------------
+    def run(self, keep: Optional[List[report.Document]] = None) -> int:
+        started = time.time()
+        if self.opts.timeout is not None:
+            self.deadline = time.monotonic() + self.opts.timeout
+        target, printer = self.target, self.printer
+        with _SignalGuard():
+            self.gdb = gdb = start_gdb(self.opts.gdb, self.opts.source_dirs, die_with_parent=target.owned)
+            quit_guard = _SnapshotOnQuit(gdb)
+            server = None
+            try:
+                self._setup()
+                server = self._listen()
+                self._loop()
+                self.bps.refresh(gdb)
+                if self.handoff:
+                    park(gdb, target.pid)
+            except Interrupted as exc:
+                printer.note("interrupted by %s: detaching" % exc)
+                target.interrupted(gdb, self.running, exc.signum)
+                self.interrupted = exc.signum
+                self.running = False
+            except GdbDied:
+                target.gdb_died(printer, sorted(self.bps.traps))
+                raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)
+            except BaseException:
+                target.setup_failed()
+                raise
+            finally:
+                if server is not None:
+                    server.close()
+                quit_guard.restore()
+                target.release(gdb, self.running, self.handoff)
+            if self.timed_out:
+                target.end(printer)
+            if self.handoff:
+                printer.note("handing the stopped %s to an interactive gdb (tf-bt prints the mixed stack)"
+                             % ("script" if target.owned else "process"))
+                interactive_gdb(self.opts, target.pid)
+            returncode = target.wait(Interrupted, self.doc, printer, self.exit_stop)
+            return self._finish(returncode, started, keep)
+
+    def _setup(self) -> None:
+        """Signals, the target under gdb, the breakpoints armed, the target resumed."""
+        gdb, opts = self.gdb, self.opts
+        _setup_signals(gdb, opts.switches.check_numerics)
+        if self.target.owned:
+            # Ctrl-\ on the terminal reaches the script too (our process group): it is ours, for a snapshot.
+            gdb.console_command("handle SIGQUIT nostop noprint nopass")
+        self.target.start(gdb, self.doc, self._set_running)
+        _source_paths(gdb, opts.source_dirs, self.err)
+        self.bps.arm(gdb, self.breaks, self.err, CAPTURE_TIMEOUT)
+        self.loader = loader = SymbolLoader(gdb, self.target.pid, self.breaks, opts.gdb.full_symbols, self.err,
+                                            self.bps)
+        self.target.begin_symbols(loader)
+        loader.sync()
+        if self.bps.all_resolved():
+            loader.settle()
+        if not self.target.owned:
+            self._say_attached()
+        self._resume()
+
+    def _listen(self) -> Optional[sessionsock.Server]:
+        """Answer ``tfnative stack --pid`` for the target from now on (``sessionsock.py``)."""
+        try:
+            return sessionsock.Server(self.target.pid, lambda request: self.gdb.post(STACK_REQUEST, request))
+        except OSError as exc:
+            self.printer.note("warning: tfnative stack --pid %d cannot ask this session: %s" % (self.target.pid, exc))
+            return None
+
+    def _say_attached(self) -> None:
+        """``tfnative: attached to PID (python3.11, TF 2.21): armed LOCATIONS`` (or: watching)."""
+        what = describe(self.target.pid)
+        parts = [what["python"] or "no Python"] + (["TF %s" % what["tensorflow"]] if what["tensorflow"] else [])
+        armed = [loc.text for loc in self.bps.locations.values() if not loc.internal]
+        doing = "armed %s" % ", ".join(armed) if armed else "watching for a fatal signal or its exit"
+        if self.deadline is not None:
+            doing += " (timeout %gs)" % self.opts.timeout
+        self.printer.note("attached to %d (%s): %s" % (self.target.pid, ", ".join(parts), doing))
+        if what["python"] is None:
+            self.printer.note("note: process %d runs no Python that tfnative can see: native stacks only"
+                              % self.target.pid)
+
+    def _set_running(self, running: bool) -> None:
+        self.running = running
+
+    def _resume(self) -> None:
+        self.gdb.command("-exec-continue")
+        self.running = True
+
+    def _loop(self) -> None:
+        """Read gdb's records and hand each to its handler until one ends the session."""
+        gdb, loader = self.gdb, self.loader
+        assert loader is not None
+        while True:
+            rec = gdb.next_event(self._wait_s())
+            if self.running:
+                loader.watch(due_only=True)  # also when gdb's records keep coming (thread events)
+            if rec is None:
+                step = self.on_idle()
+            else:
+                handler = self.RECORDS.get(rec.get("message") or "")
+                if handler is None:
+                    continue
+                step = handler(self, rec.get("payload") or {})
+            if step is Next.WAIT:
+                continue
+            if step is Next.HANDOFF:
+                self.handoff = True
+            if step is not Next.RESUME:
+                return
+            loader.watch()  # before gdb puts its traps back: none where a library went away
+            self._resume()
+
+    def _wait_s(self) -> Optional[float]:
+        """How long the loop may wait for gdb's next record before ``on_idle``."""
+        loader = self.loader
+        assert loader is not None
+        if not self.running:
+            return None
+        wait = QUIET_S if loader.pending else WATCH_S if loader.released else None
+        if self.deadline is not None:
+            left = max(0.0, self.deadline - time.monotonic())
+            wait = left if wait is None else min(wait, left)
+        return wait
+
+    def _finish(self, returncode: Optional[int], started: float, keep: Optional[List[report.Document]]) -> int:
+        doc = self.doc
+        if returncode is not None:
+            doc.set_exit(returncode)
+        doc.unresolved = self.bps.unresolved()
+        doc.dumps = self.opts.switches.produced(started)
+        self.printer.summary(self.bps.summary(), doc)
+        if self.opts.json_path:
+            doc.write(self.opts.json_path)
+        if keep is not None:
+            keep.append(doc)
+        if self.timed_out:
+            return TIMEOUT_EXIT
+        if returncode is not None:
+            return exit_status(returncode)
+        return 128 + self.interrupted if self.interrupted else 0
+
+    # -- record handlers: the target runs on -------------------------------
+    def on_breakpoint_note(self, payload: Dict[str, Any]) -> Next:
+        self.bps.note(payload.get("bkpt") or {})
+        return Next.WAIT
+
+    def on_library_loaded(self, payload: Dict[str, Any]) -> Next:
+        assert self.loader is not None
+        self.loader.note_library(payload)
+        return Next.WAIT
+
+    def on_stopped(self, payload: Dict[str, Any]) -> Next:
+        self.running = False
+        return self.STOPS[stop_kind(payload, self.opbreaks)](self, payload)
+
+    def on_idle(self) -> Next:
+        """No record for a moment: ``--timeout`` when it is due, else the new libraries' symbols."""
+        if self.deadline is not None and self.running and time.monotonic() >= self.deadline:
+            return self.on_timeout()
+        assert self.loader is not None
+        self.loader.quiet_sync()
+        return Next.WAIT
+
+    def on_snapshot_request(self, payload: Dict[str, Any]) -> Next:
+        """Ctrl-\\ (our SIGQUIT): every thread as a ``snapshot`` event; the target runs on."""
+        stopped_here = self.running
+        if stopped_here:
+            self.target.halt(self.gdb)
+            self.gdb.console_command("handle SIGSTOP nostop noprint pass")  # as before: the target's own
+            self.running = False
+        event = self._event("snapshot", all_threads=True)
+        event["triage"] = verdict.triage(event)
+        self.doc.events.append(event)
+        self.printer.event(event)
+        self.printer.note("verdict: %s" % event["triage"]["verdict"])
+        return Next.RESUME if stopped_here else Next.WAIT
+
+    def on_stack_request(self, payload: Dict[str, Any]) -> Next:
+        """``tfnative stack --pid`` asks for the target's stacks: taken as for an event, sent back, not
+        reported here; the target runs on."""
+        stopped_here = self.running
+        try:
+            if stopped_here:
+                self.target.halt(self.gdb)
+                self.gdb.console_command("handle SIGSTOP nostop noprint pass")  # as before: the target's own
+                self.running = False
+            result = stopevent.stacks(self.gdb, self.loader, payload["which"], payload["locals"])
+        except (GdbError, TfnativeError) as exc:
+            result = {"error": str(exc)}
+        payload["reply"](result)
+        self.printer.note("answered tfnative stack --pid %d" % self.target.pid)
+        return Next.RESUME if stopped_here else Next.WAIT
+
+    RECORDS: Dict[str, Callable[[Session, Dict[str, Any]], Next]] = {
+        SNAPSHOT_REQUEST: on_snapshot_request,
+        STACK_REQUEST: on_stack_request,
+        "breakpoint-modified": on_breakpoint_note,
+        "breakpoint-created": on_breakpoint_note,
+        "library-loaded": on_library_loaded,
+        "stopped": on_stopped,
+    }
+
+    # -- stop handlers: the target is stopped ------------------------------
+    def on_exit(self, payload: Dict[str, Any]) -> Next:
+        self.exit_stop = payload
+        return Next.END
+
+    def on_library_event(self, payload: Dict[str, Any]) -> Next:
+        assert self.loader is not None
+        self.loader.sync()
+        if self.bps.all_resolved():
+            self.loader.settle()
+        return Next.RESUME
+
+    def on_op_dispatch(self, payload: Dict[str, Any]) -> Next:
+        assert self.loader is not None
+        self.opbreaks.on_dispatch(self.gdb, self.loader.name_of, self.err)
+        return Next.RESUME
+
+    def on_breakpoint(self, payload: Dict[str, Any]) -> Next:
+        opts = self.opts
+        self.hits += 1
+        loc = self.bps.hit(payload.get("bkptno"))
+        event = self._event("breakpoint", location=loc.text if loc else str(payload.get("bkptno")))
+        if loc is not None and loc.op:
+            stopevent.name_op_hit(event, self.bps)
+        if opts.switches.op_origins:
+            report.add_op_origin(event, opts.switches.op_origins)
+        self.doc.events.append(event)
+        self.printer.event(event, hit=self.hits, max_hits=opts.max_hits)
+        if opts.interactive:
+            return Next.HANDOFF
+        if self.hits >= opts.max_hits and self.bps.locations:
+            self.bps.delete_all(self.gdb)
+            if not self.target.keeps_watch_after_hits():
+                self.printer.note("%d hit(s): breakpoints removed; detaching, process %d runs on at full speed"
+                                  % (self.hits, self.target.pid))
+                return Next.END
+            self.printer.note("%d hit(s): breakpoints removed, the script runs on at full speed" % self.hits)
+        return Next.RESUME
+
+    def on_numerics(self, payload: Dict[str, Any]) -> Next:
+        event = self._event("numerics")
+        report.numerics_op(event)
+        self.doc.events.append(event)
+        self.printer.event(event)
+        return Next.RESUME
+
+    def on_child(self, payload: Dict[str, Any]) -> Next:
+        _note_dead_children(self.gdb, self.target.pid, self.doc, self.printer)
+        return Next.RESUME
+
+    def on_fatal_signal(self, payload: Dict[str, Any]) -> Next:
+        """A fatal signal: reported once (a handler that raises it again is the same fault), then passed on."""
+        name = payload["signal-name"]
+        event = self._event("signal", signal=name)
+        event["handler"] = _has_handler(self.target.pid, name)
+        if self.opts.switches.op_origins:
+            report.add_op_origin(event, self.opts.switches.op_origins)
+        earlier = _reraised(self.doc.events, event)
+        if earlier is not None:
+            # faulthandler (pytest, -X faulthandler) dumps the traceback and raises
+            # the same signal again from its handler: one fault, one event.
+            earlier["reraised_by_handler"] = True
+            self.printer.note("%s raised again by the script's handler: the same fault" % event["signal"])
+        else:
+            self.doc.events.append(event)
+            self.printer.event(event)
+            if self.opts.core and self.doc.core is None:
+                self._keep_core(payload.get("thread-id"))
+        if self.opts.interactive:
+            # gdb must not hand the signal over on detach: the fault
+            # happens again, under the interactive gdb.
+            self.gdb.console_command("handle %s nopass" % name)
+            return Next.HANDOFF
+        return Next.RESUME
+
+    def _keep_core(self, thread: Optional[str]) -> None:
+        """``--core FILE``: the core of the process, at its first fatal signal, before it dies of it."""
+        assert self.opts.core is not None
+        self.printer.note("writing the core to %s" % self.opts.core)
+        self.doc.core = write_core(self.gdb, self.loader, self.opts.core, self.err, thread)
+        if self.doc.core:
+            self.printer.note("core written: read it again with 'tfnative core %s'" % self.doc.core)
+
+    def on_other(self, payload: Dict[str, Any]) -> Next:
+        return Next.RESUME
+
+    def on_timeout(self) -> Next:
+        """``--timeout``: the target still runs: stop it, an all-threads ``timeout`` event, and let go of it."""
+        self.target.halt(self.gdb)
+        self.running = False
+        event = self._event("timeout", all_threads=True, timeout=self.opts.timeout)
+        event["triage"] = verdict.triage(event)
+        self.doc.events.append(event)
+        self.printer.event(event)
+        self.printer.note("verdict: %s" % event["triage"]["verdict"])
+        self.target.let_go(self.gdb)
+        self.timed_out = True
+        return Next.END
+
+    STOPS: Dict[str, Callable[[Session, Dict[str, Any]], Next]] = {
+        "exit": on_exit,
+        "library": on_library_event,
+        "op-dispatch": on_op_dispatch,
+        "breakpoint": on_breakpoint,
+        "numerics": on_numerics,
+        "child": on_child,
+        "fatal-signal": on_fatal_signal,
+        "other": on_other,
+    }
+
+    def _event(self, kind: str, all_threads: Optional[bool] = None, **extra: Any) -> Dict[str, Any]:
+        return stopevent.make(self.gdb, self.opts.all_threads if all_threads is None else all_threads,
+                              self.opts.native_all, self.loader, kind, **extra)
+
+
+class _SnapshotOnQuit:
+    """While a session runs, our SIGQUIT (Ctrl-\\) queues a snapshot request for the loop; ``restore`` ends it."""
+
+    def __init__(self, gdb: Gdb) -> None:
+        self.old = signal.getsignal(signal.SIGQUIT)
+        signal.signal(signal.SIGQUIT, lambda signum, frame: gdb.post(SNAPSHOT_REQUEST))
+
+    def restore(self) -> None:
+        signal.signal(signal.SIGQUIT, self.old)
+
+
+CLD_KILLED, CLD_DUMPED = 2, 3  # siginfo si_code of a SIGCHLD for a child killed by a signal
+
+
+def _sigchld_info(gdb: Gdb) -> Optional[Tuple[int, int, bool]]:
+    """(pid, signal, core dumped) of the child a SIGCHLD stop is about, when it was killed by a signal."""
+    try:
+        code = int(gdb.command("-data-evaluate-expression $_siginfo.si_code")["value"])
+        if code not in (CLD_KILLED, CLD_DUMPED):
+            return None
+        pid = int(gdb.command("-data-evaluate-expression $_siginfo._sifields._sigchld.si_pid")["value"])
+        sig = int(gdb.command("-data-evaluate-expression $_siginfo._sifields._sigchld.si_status")["value"])
+    except (GdbError, KeyError, ValueError):
+        return None
+    return pid, sig, code == CLD_DUMPED
+
+
+def _note_dead_children(gdb: Gdb, pid: int, doc: report.Document, printer: report.Printer) -> None:
+    """At a SIGCHLD of the script: the child that died of a signal, named once (pid, name, signal).
+
+    The signal's own siginfo says which child and how, even when the script
+    reaps it at once; where gdb cannot read it, the script's zombie children
+    (not reaped yet) are looked at instead.
+    """
+    found: List[Tuple[int, int, bool]] = []
+    info = _sigchld_info(gdb)
+    if info is not None:
+        found.append(info)
+    else:
+        for cpid in procfs.children(pid):
+            status = procfs.exit_status(cpid)
+            if status is not None and os.WIFSIGNALED(status):
+                found.append((cpid, os.WTERMSIG(status), os.WCOREDUMP(status)))
+    for cpid, sig, dumped in found:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = "SIG%d" % sig
+        note_child({"pid": cpid, "name": procfs.comm(cpid), "signal": name, "core_dumped": dumped}, doc, printer)
+
+
+def _has_handler(pid: int, signal_name: str) -> bool:
+    """Whether the script catches ``signal_name`` (``SigCgt`` of /proc/PID/status)."""
+    try:
+        caught = int(procfs.status(pid).get("SigCgt", "0"), 16)
+        return bool(caught >> (getattr(signal, signal_name) - 1) & 1)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _reraised(events: List[Dict[str, Any]], event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The earlier event of the same fault when ``event`` is its signal raised again from the script's handler.
+
+    That is: the same signal in the same thread, which had a handler then, and
+    a signal-handler frame on the thread's stack now (the handler is running).
+    """
+    earlier = next((e for e in reversed(events) if e["kind"] == "signal"), None)
+    if earlier is None or not earlier.get("handler") or earlier.get("signal") != event.get("signal"):
+        return None
+    if earlier.get("thread") != event.get("thread"):
+        return None
+    stopped = next((t for t in event.get("threads", []) if t.get("tid") == event.get("thread")), None)
+    frames = (stopped or {}).get("frames") or []
+    return earlier if any(f.get("function") == SIGNAL_FRAME for f in frames) else None

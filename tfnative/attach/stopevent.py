@@ -1,0 +1,109 @@
+"""The event at one stop of an ``attach`` session: the stopped target's mixed stacks as a schema EVENT.
+
+The loop (``attachloop.py``) calls ``make`` from its stop handlers; the
+stacks come from tfnative's own unwinder (``snapshot.py``) with the
+registers gdb gives, or from gdb's capture where that path steps aside, and
+``report.make_event`` turns them into the event the printer and the JSON
+document share.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Optional
+
+from .. import snapshot
+from ..core import tflog
+from ..output import report
+from ..sources import ptrace
+from . import tfops
+from .breakpoints import Breakpoints
+from .gdbmi import Gdb, GdbError
+from .session import CAPTURE_TIMEOUT, capture
+from .symbolload import SymbolLoader
+
+
+def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolLoader], kind: str,
+         **extra: Any) -> Dict[str, Any]:
+    """An EVENT of ``kind`` for the stopped target: the thread that stopped (``all_threads``: every thread).
+
+    An executor thread that stopped comes with the Python thread that called
+    its tf.function, when only one is in flight.  ``extra`` goes into the
+    event as is (``location``, ``signal``...).
+    """
+    result = stacks(gdb, loader, "all" if all_threads else "selected")
+    in_flight = None
+    if not all_threads and report.runs_executor(result) and not report.in_flight_functions(result):
+        # An executor thread stopped: which tf.function do the Python threads wait for?  The thread
+        # that called it, when only one is in flight, comes with the event: the user's line is there.
+        python = stacks(gdb, loader, "python")
+        in_flight = report.in_flight_functions(python)
+        if len({w["tf_function"]["name"] for w in in_flight}) == 1:
+            callers = {w["tid"] for w in in_flight}
+            result["threads"] = result["threads"] + [t for t in python["threads"] if t["tid"] in callers]
+    event = report.make_event(kind, result, native_all=native_all, in_flight=in_flight, **extra)
+    sp = (result.get("stack_pointers") or {}).get(event.get("thread"))
+    if extra.get("signal") == "SIGABRT" and sp and result.get("pid"):
+        _add_fatal_log(event, result["pid"], sp)
+    return event
+
+
+def _add_fatal_log(event: Dict[str, Any], pid: int, sp: int) -> None:
+    """TensorFlow's own fatal log line (``Check failed: ...``) at an abort, from the process's memory."""
+    try:
+        memory = ptrace.Memory(pid)
+    except OSError:
+        return
+    try:
+        line = tflog.fatal_line(memory.read, sp)
+    finally:
+        memory.close()
+    if line:
+        event["log"] = line
+
+
+def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool = False) -> Dict[str, Any]:
+    """Mixed stacks of the stopped target (``which``: "selected", "python" or "all").
+
+    gdb gives the registers and tfnative unwinds from CFI (``snapshot.py``):
+    nothing waits for gdb to read symbols.  Where that path steps aside (a
+    library with its own DWARF, code without CFI) or ``--full-symbols`` asks
+    for gdb, gdb reads the new libraries' symbols and captures.
+    """
+    if loader is not None and not loader.full:
+        try:
+            regs = json.loads(gdb.command("-tfnative-registers" + ("" if which == "selected" else " --all-threads"),
+                                          timeout=CAPTURE_TIMEOUT)["json"])
+            threads = [(t["tid"], t["name"], t["regs"]) for t in regs["threads"]]
+            result = snapshot.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"), variables)
+            result["stack_pointers"] = {t["tid"]: t["regs"].get("rsp") for t in regs["threads"]}
+            return result
+        except snapshot.Unsupported:
+            pass
+        except (GdbError, KeyError, ValueError, OSError, MemoryError) as exc:
+            if os.environ.get("TFNATIVE_DEBUG"):
+                raise
+            loader.err.write("tfnative: warning: capturing through gdb: tfnative's unwinder failed (%s: %s)\n"
+                             % (type(exc).__name__, exc))
+    if loader is not None:
+        loader.sync(full_list=True)
+    result = capture(gdb, which == "all", python_only=which == "python", variables=variables)
+    if loader is not None:
+        loader.symbolize(result)
+    tfops.annotate(gdb, result)
+    result["via"] = "gdb"
+    return result
+
+
+def name_op_hit(event: Dict[str, Any], bps: Breakpoints) -> None:
+    """A ``--break-op`` hit: the op is the one on the stopped kernel frame; count it under its type."""
+    frames = event["threads"][0]["frames"] if event.get("threads") else []
+    op = next((f["op"] for f in frames if f.get("op")), None)
+    if op is None:
+        return
+    event["op"] = {"type": op["type"], "name": op["name"]}
+    where = tfops.op_location(op["type"])
+    if where != event.get("location"):
+        bps.recount(event.get("location", ""), where)
+        event["location"] = where

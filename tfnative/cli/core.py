@@ -1,0 +1,106 @@
+"""``tfnative core``: the mixed stacks of a crashed process from its core dump (one event of kind "core")."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional, TextIO, Tuple
+
+import click
+
+from .. import snapshot
+from ..errors import TfnativeError
+from ..files import is_stdout, write_output
+from ..output import report
+from ..output.coretriage import core_event, triage_lines
+from ..sources.coresource import CoreSource
+from .util import run_command
+
+
+def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
+              native_all: bool, with_gdb: bool = False, gdb_path: Optional[str] = None,
+              gdb_log: Optional[str] = None, err: TextIO = sys.stderr,
+              variables: bool = False) -> Tuple[CoreSource, report.Document]:
+    """The core's source (open: the caller closes it) and its document: one event of kind "core", the
+    process's end (the signal it died of) and, where the signal came from outside, the hang verdict.
+    Through gdb (``coregdb.py``) with ``with_gdb``, or where a library on a stack has DWARF; ``variables``
+    (``--locals``): each Python frame's arguments and locals."""
+    source = CoreSource(path, executable, sysroot)
+    source.variables = variables
+    which = "all" if all_threads else "python"
+    try:
+        try:
+            if with_gdb:
+                raise snapshot.HasDebugInfo("--with-gdb")
+            result = source.stacks(which)
+        except snapshot.HasDebugInfo as exc:
+            from ..sources import coregdb  # gdb's machinery: only where it is used
+
+            if not with_gdb:
+                err.write("tfnative: reading the core through gdb: %s\n" % exc)
+            result = source.finish(coregdb.stacks_with_gdb(source, which, coregdb.gdb_options(gdb_path, gdb_log),
+                                                           err), which)
+        except snapshot.Unsupported as exc:
+            raise TfnativeError("%s: cannot unwind: %s" % (path, exc)) from None
+        return source, core_event(source.core.notes, source.argv(), result, native_all)
+    except BaseException:
+        source.close()
+        raise
+
+
+def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool, native_all: bool,
+             full: bool, json_path: Optional[str], out: TextIO, err: TextIO = sys.stderr, with_gdb: bool = False,
+             gdb_path: Optional[str] = None, gdb_log: Optional[str] = None, variables: bool = False) -> int:
+    """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``json_path``); 0."""
+    source, doc = read_core(path, executable, sysroot, all_threads, native_all, with_gdb, gdb_path, gdb_log, err,
+                            variables)
+    source.close()
+    # --json -: the document is standard output, the text goes to standard error (as for stack)
+    report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full).event(doc.events[0])
+    for line in triage_lines(doc):
+        err.write("tfnative: %s\n" % line)
+    err.flush()
+    if json_path:
+        doc.write(json_path, with_exit=doc.exit is not None)
+    return 0
+
+
+def run_core_report(path: str, executable: Optional[str], sysroot: Optional[str], output: str) -> int:
+    """``tfnative report --core``: the Markdown bug report of a core, written to ``output``; 0."""
+    from ..output import corereport  # the doctor's ELF readers: not on core's path
+
+    source, doc = read_core(path, executable, sysroot, all_threads=False, native_all=False)
+    try:
+        text = corereport.markdown(source, doc, path)
+    finally:
+        source.close()
+    write_output(output, text.encode())
+    return 0
+
+
+@click.command("core")
+@click.argument("core_path", metavar="CORE")
+@click.argument("executable", required=False)
+@click.option("--sysroot", metavar="DIR", help="Prefix every mapped path with DIR (a core from another machine).")
+@click.option("--all-threads", "-a", is_flag=True, help="Also threads that run no Python.")
+@click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
+@click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
+@click.option("--json", "json_path", metavar="FILE", help="Write the report as JSON (schema v1) to FILE.")
+@click.option("--with-gdb", is_flag=True,
+              help="Read the core through gdb (slower): source lines and inlined frames where a library has "
+                   "DWARF. Also done by itself where a library on a stack has DWARF.")
+@click.option("--gdb", "gdb_path", metavar="PATH", help="gdb executable (default: gdb on PATH).")
+@click.option("--gdb-log", metavar="FILE", help="Append the raw MI conversation to FILE.")
+@click.option("--locals", "variables", is_flag=True,
+              help="Show each Python frame's arguments and locals (short reprs read from the core).")
+def core_cmd(core_path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
+             native_all: bool, full: bool, json_path: Optional[str], with_gdb: bool, gdb_path: Optional[str],
+             gdb_log: Optional[str], variables: bool) -> None:
+    """Print the mixed stacks of a crashed process from its CORE dump (.zst, .lz4, .xz too)."""
+    run_command(lambda: run_core(core_path, executable, sysroot, all_threads, native_all, full, json_path, sys.stdout,
+                                 with_gdb=with_gdb or bool(gdb_path or gdb_log), gdb_path=gdb_path, gdb_log=gdb_log,
+                                 variables=variables))
+
+
+def register(main: click.Group) -> None:
+    """Add ``tfnative core`` to the command group."""
+    main.add_command(core_cmd)

@@ -1,0 +1,87 @@
+"""What a core says happened: its event of kind "core", the signal's origin, and which triage applies.
+
+A core's signal is either the process's own crash (a fault: ``SIGSEGV``
+with an address; or raised by the process itself: ``abort()`` after a
+``Check failed``), or was sent from outside (``kill -ABRT``/``-QUIT`` on a
+hung job, the habit for getting a core of a hang), or there is none (a core
+written by ``gcore``).  The fatal-signal triage (``report.Document.triage``:
+the signal, the op, the nearest user frame, the tf.function) applies to every
+core with a signal; the hang verdict (``verdict.py``) only where the signal
+came from outside or there is none, since a crash is no hang.  A core holds
+no kernel state and no samples, so the verdict says nothing about either.
+"""
+
+from __future__ import annotations
+
+import signal as signal_mod
+from typing import Any, Dict, List, Optional
+
+from ..sources.corefile import Notes
+from . import report, verdict
+
+
+def signal_name(signo: Optional[int]) -> Optional[str]:
+    """``SIGSEGV`` for 11; None for no signal."""
+    if not signo:
+        return None
+    try:
+        return signal_mod.Signals(signo).name
+    except ValueError:
+        return "SIG%d" % signo
+
+
+def sent_by(notes: Notes) -> Optional[int]:
+    """The pid of the process that sent the core's signal (``kill``), None when the process raised it or
+    it is a fault; a thread of the process itself (``abort()``'s ``tgkill``) is not "from outside"."""
+    if notes.sender_pid is None or notes.sender_pid <= 0:
+        return None
+    own = {notes.pid} | {t.tid for t in notes.threads}
+    return None if notes.sender_pid in own else notes.sender_pid
+
+
+def core_event(notes: Notes, argv: List[str], result: Dict[str, Any], native_all: bool) -> report.Document:
+    """The document of a core: one event of kind "core" (``signal``, ``signal_code``, ``fault_address``,
+    ``sent_by`` where another process sent it, ``triage``: the hang verdict where it applies) and the exit
+    (``{"signal": NAME}``: the process died of it; None without a signal)."""
+    signo = notes.signal or notes.threads[0].cursig
+    extra: Dict[str, Any] = {"signal": signal_name(signo), "signal_code": notes.signal_code,
+                             "fault_address": ("0x%x" % notes.fault_address
+                                               if notes.fault_address is not None else None)}
+    sender = sent_by(notes)
+    if sender is not None:
+        extra["sent_by"] = sender
+    event = report.make_event("core", result, native_all=native_all, **extra)
+    if not signo or sender is not None:
+        event["triage"] = verdict.triage(event)
+    doc = report.Document(argv=argv, pid=notes.pid)
+    doc.events.append(event)
+    if signo:
+        doc.exit = {"signal": event["signal"]}
+    return doc
+
+
+def triage_phrases(doc: report.Document, code: str = "") -> List[str]:
+    """The fatal-signal triage of a core as short phrases (nothing about breakpoints: a core has none)."""
+    event = doc.events[0]
+    if not event.get("signal"):
+        return []
+    t = doc.triage()
+    parts = report.triage_phrases(t, code)
+    if not t["breakpoints"]:
+        parts = parts[1:]  # "no breakpoint hit": true of every core, so nothing to say
+    if event.get("sent_by") is not None:
+        parts = [p + (" (sent by pid %d)" % event["sent_by"] if p == "fatal %s" % event["signal"] else "")
+                 for p in parts]
+    return parts
+
+
+def triage_lines(doc: report.Document) -> List[str]:
+    """The lines ``tfnative core`` writes on stderr: ``triage: ...`` and, where it applies, ``verdict: ...``."""
+    lines = []
+    parts = triage_phrases(doc)
+    if parts:
+        lines.append("triage: " + "; ".join(parts))
+    hang = doc.events[0].get("triage")
+    if hang is not None:
+        lines.append("verdict: %s" % hang["verdict"])
+    return lines

@@ -1,0 +1,605 @@
+"""What the user sees: the text report on stderr and the JSON document.
+
+JSON schema version 1 (documented in README.md)::
+
+    {"tfnative": 1, "pid": int, "argv": [...], "events": [EVENT...],
+     "unresolved": [str...], "exit": {"code": int} | {"signal": "SIGSEGV"}}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, TextIO
+
+from ..core import kstate
+from ..files import write_output
+from . import render, threadgroups
+from .elide import elide
+
+SCHEMA = 1
+
+
+def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
+               in_flight: Optional[List[Dict[str, Any]]] = None, **extra: Any) -> Dict[str, Any]:
+    """Turn one ``-tfnative-capture`` result into an EVENT of the schema.
+
+    ``in_flight``: ``{"tid", "tf_function"}`` of Python threads outside the
+    capture that wait for a tf.function (for executor threads' context).
+    """
+    selected = capture.get("selected_tid")
+    threads = []
+    for t in capture.get("threads", []):
+        frames = t.get("frames", [])
+        if not native_all:
+            frames = render.hide_glue(frames)
+        frames = elide([_clean(f) for f in frames])
+        thread = {"tid": t["tid"], "name": t.get("name", ""), "frames": frames, "merge": t.get("merge"),
+                  "gil": t.get("gil")}
+        if t.get("python_name") is not None:
+            thread["python_name"] = t["python_name"]
+        if t.get("daemon") is not None:
+            thread["daemon"] = t["daemon"]
+        thread.update({k: t[k] for k in THREAD_STATE_KEYS + ("ns_tid",) if t.get(k) is not None})
+        fn = next((f["tf_function"] for f in frames if f.get("tf_function")), None)
+        if fn:
+            thread["tf_function"] = fn
+        if t.get("merge") == "mismatch":
+            thread["merge_detail"] = t.get("merge_detail")
+            thread["python_frames"] = elide([_clean(f) for f in t.get("python_frames", [])])
+        if t.get("error"):
+            thread["error"] = t["error"]
+        threads.append(thread)
+    _attribute_executors(threads, in_flight or [])
+    # The thread that stopped comes first.
+    threads.sort(key=lambda t: t["tid"] != selected)
+    event: Dict[str, Any] = {"kind": kind}
+    event.update(extra)
+    event["thread"] = selected
+    event["pid"] = capture.get("pid")
+    if capture.get("ns_pid") is not None:  # the pid inside the process's own PID namespace
+        event["ns_pid"] = capture["ns_pid"]
+    event["threads"] = threads
+    if capture.get("python"):
+        event["python"] = capture["python"]
+    if capture.get("via"):
+        event["via"] = capture["via"]
+    if capture.get("warnings"):
+        event["warnings"] = capture["warnings"]
+    if (capture.get("pool") or {}).get("threads"):  # a process with TensorFlow's inter-op pool
+        event["pool"] = capture["pool"]
+    if capture.get("samples"):
+        event["samples"] = capture["samples"]
+    if capture.get("finalizing"):
+        event["finalizing"] = True
+    return event
+
+
+INJECT_MARK = "/tfnative/inject/"
+# Text mark on a thread header line for its "gil" state.
+GIL_MARKS = {"held": "[holds the GIL]", "waiting": "[waiting for the GIL]"}
+# What a capture says of a thread's state besides "gil", kept as is in the event: inside a garbage
+# collection, its kernel state (kstate.py), and across samples moving or stuck (samples.py).
+THREAD_STATE_KEYS = ("gc", "kernel", "progress", "stuck_s")
+
+
+def thread_display_name(t: Dict[str, Any], main_name: Optional[str]) -> str:
+    """The quoted name a thread is shown by: ``threading``'s name where the OS name is the one every
+    thread inherits (the main thread's, ``main_name``), else the OS name that native code gave it, with
+    the Python name beside it (``"tf_Compute" (Python "Dummy-1")``)."""
+    name, py = t.get("name") or "", t.get("python_name")
+    if py is None or py == name:
+        return '"%s"' % name
+    if main_name is None or name == main_name:
+        return '"%s"' % py
+    return '"%s" (Python "%s")' % (name, py)
+
+
+def state_marks(t: Dict[str, Any]) -> str:
+    """`` [holds the GIL] [gc] [S in futex] [stuck 2.0 s]``: a thread's states as its header shows them."""
+    marks = [GIL_MARKS[t["gil"]]] if t.get("gil") in GIL_MARKS else []
+    if t.get("gc"):
+        marks.append("[in a garbage collection]")
+    if t.get("kernel"):
+        marks.append("[%s]" % kstate.text(t["kernel"]))
+    if t.get("progress") == "stuck":
+        marks.append("[stuck %.1f s]" % (t.get("stuck_s") or 0.0))
+    elif t.get("progress") == "moving":
+        marks.append("[moving]")
+    return "".join(" " + m for m in marks)
+
+
+def numerics_op(event: Dict[str, Any]) -> None:
+    """A ``numerics`` event (``--check-numerics``): the op from the hook's locals; the hook's frames cut off.
+
+    The stopped thread's frames down to tfnative's hook are tfnative's own
+    (the signal it sends itself, the error constructor it wraps): the stack
+    starts at the code that was running when TensorFlow reported the NaN/Inf.
+    """
+    if not event.get("threads"):
+        return
+    thread = event["threads"][0]
+    frames = thread["frames"]
+    hook = next((f for f in frames if f["kind"] == "python" and f.get("function") == "_tfnative_numerics_stop"), None)
+    locals_ = (hook or {}).get("locals") or {}
+    rows = [row.split("\t") for row in (locals_.get("created_at") or "").splitlines()]
+    created = creation_frames([(r[0], int(r[1]), r[2]) for r in rows if len(r) == 3 and r[1].isdigit()])
+    event["op"] = {"type": locals_.get("op_type"), "name": locals_.get("op_name"), "created_at": created}
+    last = max((i for i, f in enumerate(frames) if INJECT_MARK in (f.get("file") or "")), default=-1)
+    if last >= 0:
+        # Drop the hook and TensorFlow's error plumbing above the first frame that is not.
+        rest = frames[last + 1:]
+        while rest and rest[0]["kind"] == "python" and "/tensorflow/python/framework/errors_impl.py" in (
+                rest[0].get("file") or ""):
+            rest = rest[1:]
+        thread["frames"] = rest
+
+
+def creation_frames(stack: List[Any]) -> List[Dict[str, Any]]:
+    """FRAMEs (outermost first) of a Python creation stack given as (file, line, function) rows."""
+    out = []
+    for file, line, function in stack:
+        f = {"kind": "python", "function": function, "file": file, "line": int(line)}
+        f["user"] = render.is_user_frame(f)
+        text = source_line(f["file"], f["line"])
+        if text is not None:
+            f["source"] = text
+        out.append(f)
+    return out
+
+
+_GRAD_RE = re.compile(r"^(?:gradient_tape/|gradients(?:_\d+)?/)?(?P<forward>.+?)(?:_grad)?/[^/]+$")
+
+
+def add_op_origin(event: Dict[str, Any], origins_path: str) -> None:
+    """Where the event's op was created (``--op-origins``): ``created_at`` on the event's op.
+
+    The op is the event's (a ``--break-op`` hit) or the one on the stopped
+    thread's frames (a crash in a kernel).  It is looked up by node name in
+    the origins the script's hook wrote, preferring the graph of the
+    tf.function the thread works for.  A gradient op (``.../Sqrt_grad/SqrtGrad``)
+    also gets its forward op's origin (``"forward"``).
+    """
+    threads = event.get("threads") or []
+    op = event.get("op") or next((f["op"] for f in (threads[0]["frames"] if threads else []) if f.get("op")), None)
+    if not op or not op.get("name"):
+        return
+    origins: Dict[str, List[Dict[str, Any]]] = {}
+    try:
+        with open(origins_path) as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                origins.setdefault(row.get("node"), []).append(row)
+    except OSError:
+        return
+    graph = ((threads[0].get("tf_function") or {}).get("python_function") if threads else None)
+
+    def find(node: str) -> Optional[Dict[str, Any]]:
+        rows = origins.get(node) or []
+        return next((r for r in rows if r.get("graph") == graph), rows[-1] if rows else None)
+
+    found = find(op["name"])
+    if found is None:
+        return
+    event["op"] = dict({"type": op.get("type"), "name": op["name"]}, **(event.get("op") or {}))
+    event["op"]["created_at"] = creation_frames(found.get("stack") or [])
+    forward = _forward_of(op, found, origins)
+    if forward is not None:
+        event["op"]["forward"] = {"name": forward["node"], "type": forward.get("type"),
+                                  "created_at": creation_frames(forward.get("stack") or [])}
+
+
+def _forward_of(op: Dict[str, Any], found: Dict[str, Any], origins: Dict[str, List[Dict[str, Any]]]
+                ) -> Optional[Dict[str, Any]]:
+    """The forward op of a gradient op (``SqrtGrad`` -> its ``Sqrt``), by type and name scope in its graph.
+
+    ``gradients/a/Sqrt_grad/SqrtGrad`` names its forward op; a tape's
+    ``gradient_tape/a/SqrtGrad`` has its scope: the one op of the forward type
+    in that scope (or, failing that, in the graph) is taken; never a guess
+    between several.
+    """
+    kind, name = op.get("type") or "", op["name"]
+    if not kind.endswith("Grad") or len(kind) <= 4:
+        return None
+    m = _GRAD_RE.match(name)
+    if m and "_grad/" in name and origins.get(m.group("forward")):
+        return origins[m.group("forward")][-1]
+    forward_type = kind[:-4]
+    same = [r for rows in origins.values() for r in rows
+            if r.get("type") == forward_type and r.get("graph") == found.get("graph")]
+    scope = name[len("gradient_tape/"):].rpartition("/")[0] if name.startswith("gradient_tape/") else None
+    scoped = [r for r in same if scope is not None and r["node"].rpartition("/")[0] == scope]
+    for pool in (scoped, same):
+        if len(pool) == 1:
+            return pool[0]
+    return None
+
+
+_EXECUTOR_RE = re.compile(r"Executor(State|Impl)\b|ExecutorState<")
+
+
+def in_flight_functions(capture: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """``{"tid", "tf_function"}`` for each thread of a capture that waits for a tf.function."""
+    out = []
+    for t in capture.get("threads", []):
+        fn = next((tf_function(f) for f in t.get("frames", []) if tf_function(f)), None)
+        if fn:
+            out.append({"tid": t["tid"], "tf_function": fn})
+    return out
+
+
+def runs_executor(capture: Dict[str, Any]) -> bool:
+    """Whether a thread of the capture runs a TensorFlow executor (kernels of a graph or function)."""
+    return any(_EXECUTOR_RE.search(f.get("function") or "") for t in capture.get("threads", [])
+               for f in t.get("frames", []) if f.get("kind") == "native")
+
+
+def _attribute_executors(threads: List[Dict[str, Any]], extra: List[Dict[str, Any]]) -> None:
+    """Executor threads running kernels say which tf.function, when only one is in flight.
+
+    An executor thread holds no ``quick_execute`` frame that would name its
+    function (a ``tf.py_function`` callback runs Python there, but not that);
+    when Python threads wait for exactly one tf.function, that is the one
+    (JSON ``"tf_function"`` with ``"how": "only tf.function in flight"`` and
+    the waiting thread); with several, ``"tf_functions_in_flight"`` lists them.
+    """
+    waiting = {w["tid"]: w["tf_function"] for w in extra}
+    waiting.update({t["tid"]: t["tf_function"] for t in threads if t.get("tf_function")})
+    names: Dict[str, Dict[str, Any]] = {}
+    for tid, fn in waiting.items():
+        names.setdefault(fn["name"], dict(fn, called_by=tid))
+    for t in threads:
+        if t.get("tf_function"):
+            continue
+        if not any(_EXECUTOR_RE.search(f.get("function") or "") for f in t["frames"]):
+            continue
+        if len(names) == 1:
+            t["tf_function"] = dict(next(iter(names.values())), how="only tf.function in flight")
+        elif names:
+            t["tf_functions_in_flight"] = sorted(names)
+
+
+def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
+    out = {"kind": f["kind"], "function": f.get("function"), "file": f.get("file"), "line": f.get("line")}
+    if f["kind"] == "native":
+        out["library"] = f.get("library")
+        out["address"] = f.get("address")
+        if f.get("inline"):
+            out["inline"] = True
+        if f.get("tailcall"):
+            out["tailcall"] = True
+        if f.get("op"):
+            out["op"] = f["op"]
+        if f.get("recovered"):
+            out["recovered"] = f["recovered"]
+    else:
+        out["user"] = render.is_user_frame(f)
+        if f.get("locals"):
+            out["locals"] = f["locals"]
+        if f.get("variables") is not None:
+            out["variables"] = f["variables"]
+        fn = tf_function(f)
+        if fn:
+            out["tf_function"] = fn
+        if f.get("converted"):
+            out["converted"] = f["converted"]
+    out["class"] = render.frame_class(f)
+    text = f.get("source") or source_line(out["file"], out["line"])
+    if text is not None:
+        out["source"] = text
+    return out
+
+
+def signal_title(event: Dict[str, Any]) -> str:
+    """How a ``signal`` event is named: fatal only where the process died of it (or has no handler for it)."""
+    name = event.get("signal")
+    if event.get("fatal") is False:
+        return "signal %s (handled by the script)" % name
+    if event.get("fatal") is None and event.get("handler"):
+        return "signal %s (the script has a handler for it)" % name
+    return "fatal signal %s" % name
+
+
+def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
+    """The triage as short phrases; ``code`` quotes names (a backtick for Markdown)."""
+    def q(text: str) -> str:
+        return "%s%s%s" % (code, text, code)
+
+    parts = [", ".join("%s x%d" % (q(loc), n) for loc, n in t["breakpoints"].items()) or "no breakpoint hit"]
+    if t["signal"]:
+        parts.append("fatal %s" % t["signal"])
+    for name in t.get("handled_signals") or []:
+        parts.append("signal %s (handled by the script)" % name)
+    if t.get("numerics"):
+        parts.append("%d NaN/Inf event(s)" % t["numerics"])
+    if t.get("op") and (t["op"].get("created_at") or "op %s" % t["op"]["type"] not in t["breakpoints"]):
+        op = t["op"]
+        text = "op %s" % q(render.op_label(op))
+        if op.get("created_at"):
+            text += " created at %s" % q("%s:%s" % (op["created_at"]["file"], op["created_at"]["line"]))
+        if (op.get("forward") or {}).get("created_at"):
+            fwd = op["forward"]
+            text += ", forward op %s at %s" % (q(fwd.get("type") or "?"),
+                                               q("%s:%s" % (fwd["created_at"]["file"], fwd["created_at"]["line"])))
+        parts.append(text)
+    if t["nearest_user_frame"]:
+        u = t["nearest_user_frame"]
+        parts.append("nearest user frame %s at %s" % (q(u["function"]), q("%s:%s" % (u["file"], u["line"]))))
+    if t["tf_function"]:
+        parts.append("in tf.function %s" % q(t["tf_function"]["name"]))
+    if t["dumps"]:
+        parts.append("%d dump file(s)" % t["dumps"])
+    if t.get("children_killed"):
+        parts.append("child %s" % ", ".join("%s" % q(c) for c in t["children_killed"]))
+    return parts
+
+
+_INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_(.+)_(\d+)$")
+
+
+def tf_function(frame: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The tf.function a ``quick_execute`` frame runs: its graph function name and Python name."""
+    name = (frame.get("locals") or {}).get("op_name")
+    if not name or not (frame.get("function") or "").endswith("quick_execute"):
+        return None
+    m = _INFERENCE_RE.match(name)
+    return {"name": name, "python_function": m.group(1) if m else None}
+
+
+_SOURCE_CACHE: Dict[str, Optional[List[str]]] = {}
+
+
+def source_line(path: Optional[str], line: Optional[int]) -> Optional[str]:
+    """The text of ``path:line`` (stripped), when the file is there to read."""
+    if not path or not line or line < 1:
+        return None
+    if path not in _SOURCE_CACHE:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                _SOURCE_CACHE[path] = f.read().splitlines()
+        except OSError:
+            _SOURCE_CACHE[path] = None
+    lines = _SOURCE_CACHE[path]
+    if lines is None or line > len(lines):
+        return None
+    return lines[line - 1].strip()
+
+
+@dataclass
+class Document:
+    argv: List[str]
+    pid: Optional[int] = None
+    events: List[Dict[str, Any]] = field(default_factory=list)
+    unresolved: List[str] = field(default_factory=list)
+    exit: Optional[Dict[str, Any]] = None
+    dumps: List[str] = field(default_factory=list)
+    children: List[Dict[str, Any]] = field(default_factory=list)  # children that died of a signal
+    hang: Optional[Dict[str, Any]] = None  # stack's verdict (verdict.py), the document's "triage" there
+    meta: Dict[str, Any] = field(default_factory=dict)  # stack's "host", "task", "labels" (top-level keys)
+    core: Optional[str] = None  # attach --core: where the core written at the fatal signal is
+    attached: bool = False  # attach --pid: a process tfnative did not start
+
+    def target_name(self) -> str:
+        """How the text names the target: "the script", or "process N" for one tfnative attached to."""
+        return "process %s" % self.pid if self.attached else "the script"
+
+    def set_exit(self, returncode: int) -> None:
+        """The script's end; a ``signal`` event is fatal when the process died of that signal, else handled."""
+        if returncode < 0:
+            try:
+                name = signal.Signals(-returncode).name
+            except ValueError:
+                name = "SIG%d" % -returncode
+            self.exit = {"signal": name}
+        else:
+            self.exit = {"code": returncode}
+        signals = [e for e in self.events if e["kind"] == "signal"]
+        fatal = next((e for e in reversed(signals) if e.get("signal") == self.exit.get("signal")), None)
+        for e in signals:
+            e["fatal"] = e is fatal
+
+    def triage(self) -> Dict[str, Any]:
+        """What happened, in a few fields: hits per location, the signal, the user frame nearest each event."""
+        hits: Dict[str, int] = {}
+        for e in self.events:
+            if e["kind"] == "breakpoint":
+                hits[e.get("location", "?")] = hits.get(e.get("location", "?"), 0) + 1
+        # a core's event is the signal the process died of (kind "core")
+        signals = [e for e in self.events if e["kind"] == "signal" or (e["kind"] == "core" and e.get("signal"))]
+        signal_event = next((e for e in signals if e.get("fatal") is not False), None)
+        numerics = next((e for e in self.events if e["kind"] == "numerics"), None)
+        last = signal_event or numerics or (signals[-1] if signals else None) or (
+            self.events[-1] if self.events else None)
+        op = next((e["op"] for e in ([last] if last else []) + self.events if e.get("op")), None)
+        nearest = None
+        function = None
+        if last is not None and last.get("threads"):
+            thread = last["threads"][0]
+            if op is None or last.get("op") is None:
+                # a crash in a kernel: the op on the stopped thread's frames
+                op = next((f["op"] for f in thread["frames"] if f.get("op")), None) or op
+            # the merged stack, else the Python stack alone (a thread whose merge failed); an executor
+            # thread has no Python frame: then the thread that called its tf.function, which follows it
+            caller = (thread.get("tf_function") or {}).get("called_by")
+            for t in [thread] + [t for t in last["threads"][1:] if caller is not None and t["tid"] == caller]:
+                nearest = next((f for f in t["frames"] + t.get("python_frames", []) if f.get("user")), None)
+                if nearest is not None:
+                    break
+            function = thread.get("tf_function")
+        out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event["signal"] if signal_event else None,
+                               "handled_signals": [e["signal"] for e in signals if e.get("fatal") is False],
+                               "numerics": sum(e["kind"] == "numerics" for e in self.events),
+                               "nearest_user_frame": None, "tf_function": function, "dumps": len(self.dumps),
+                               "children_killed": ["%d %s" % (c["pid"], c["signal"]) for c in self.children],
+                               "op": {"type": op.get("type"), "name": op.get("name")} if op else None}
+        for key, origin, into in (("op", op, out["op"]), ("forward", (op or {}).get("forward"), None)):
+            if not origin or not origin.get("created_at"):
+                continue
+            created = next((f for f in reversed(origin["created_at"]) if f.get("user")), None)
+            if created is None:
+                continue
+            where = {"file": created["file"], "line": created["line"], "function": created["function"]}
+            if key == "op":
+                into["created_at"] = where
+            else:
+                out["op"]["forward"] = {"type": origin.get("type"), "name": origin.get("name"), "created_at": where}
+        if last is not None and last.get("log"):
+            out["log"] = last["log"]
+        if nearest is not None:
+            out["nearest_user_frame"] = {"function": nearest["function"], "file": nearest["file"],
+                                         "line": nearest["line"]}
+        return out
+
+    def to_dict(self, with_exit: bool = True) -> Dict[str, Any]:
+        doc: Dict[str, Any] = {"tfnative": SCHEMA, "pid": self.pid, "argv": self.argv, "events": self.events,
+                               "unresolved": self.unresolved}
+        doc.update(self.meta)
+        if with_exit:
+            doc["exit"] = self.exit
+        if self.dumps:
+            doc["dumps"] = self.dumps
+        if self.children:
+            doc["children_killed"] = self.children
+        if self.core:
+            doc["core"] = self.core
+        if with_exit:
+            doc["triage"] = self.triage()
+        elif self.hang is not None:
+            doc["triage"] = self.hang
+        return doc
+
+    def write(self, path: str, with_exit: bool = True) -> None:
+        """Write the document to the output ``path`` (``-``: stdout; see ``files.open_output`` for the rules)."""
+        write_output(path, (json.dumps(self.to_dict(with_exit), indent=1) + "\n").encode())
+
+
+def op_lines(event: Dict[str, Any], full: bool = False) -> List[str]:
+    """The op of a ``--break-op`` or ``numerics`` event, and where it was created, as text lines."""
+    op = event.get("op") or {}
+    lines: List[str] = []
+    if event["kind"] == "breakpoint" and op:
+        lines.append("Op: %s" % render.op_label(op))
+    for title, origin in (("Op", op), ("Its forward op %s" % render.op_label(op.get("forward") or {}),
+                                       op.get("forward") or {})):
+        if not origin.get("created_at"):
+            continue
+        lines.append("%s created at (innermost last%s):" % (title, "" if full else "; --full for every frame"))
+        for f in _created_at_plan(origin["created_at"], full):
+            if f is None:
+                lines.append("    ...")
+                continue
+            mark = "  <-- your code" if f.get("user") else ""
+            lines.append("    %s:%s in %s%s" % (f["file"], f["line"], f["function"], mark))
+            if f.get("user") and f.get("source"):
+                lines.append("      | %s" % f["source"])
+        lines.append("")
+    return lines
+
+
+def _created_at_plan(frames: List[Dict[str, Any]], full: bool) -> List[Optional[Dict[str, Any]]]:
+    """The frames of an op's creation stack worth printing: the user's, and the TF call each makes."""
+    if full:
+        return list(frames)
+    keep = set()
+    for i, f in enumerate(frames):
+        if f.get("user"):
+            keep.update((i, i + 1))
+    out: List[Optional[Dict[str, Any]]] = []
+    for i, f in enumerate(frames):
+        if i in keep:
+            out.append(f)
+        elif out and out[-1] is not None or not out:
+            out.append(None)
+    return out
+
+
+class Printer:
+    """Writes events as text, one line a frame, innermost first."""
+
+    def __init__(self, out: TextIO, native_all: bool = False, full: bool = False, group: bool = False) -> None:
+        """``group``: threads with identical stacks are printed once, with their count and ids."""
+        self.out = out
+        self.native_all = native_all
+        self.full = full
+        self.group = group
+
+    def note(self, text: str) -> None:
+        self.out.write("tfnative: %s\n" % text)
+        self.out.flush()
+
+    def event(self, event: Dict[str, Any], hit: Optional[int] = None, max_hits: Optional[int] = None) -> None:
+        kind = event["kind"]
+        if kind == "breakpoint":
+            title = "breakpoint %s hit" % event.get("location")
+            if hit is not None:
+                title += " (hit %d of %d)" % (hit, max_hits or hit)
+        elif kind == "signal":
+            title = signal_title(event)
+        elif kind == "core":
+            title = "core of pid %s, fatal signal %s" % (event.get("pid", ""), event.get("signal"))
+        elif kind == "numerics":
+            title = "NaN/Inf made by op %s" % render.op_label(event.get("op") or {})
+        elif kind == "timeout":
+            title = "timeout: pid %s still runs after %g s" % (event.get("pid", ""), event.get("timeout") or 0)
+        else:
+            title = "snapshot of pid %s" % event.get("pid", "")
+        if event.get("ns_pid") is not None:
+            title += " (pid %s in its PID namespace)" % event["ns_pid"]
+        python = ", Python %s" % event["python"] if event.get("python") else ", no Python found"
+        lines = ["", "=== tfnative: %s%s ===" % (title, python)]
+        for w in event.get("warnings", []):
+            lines.append("warning: %s" % w)
+        if event.get("finalizing"):
+            lines.append("The interpreter is shutting down (Py_FinalizeEx has begun).")
+        if event.get("log"):
+            lines.append("TensorFlow's log: %s" % event["log"])
+        lines.extend(op_lines(event, self.full))
+        main_name = next((t.get("name") for t in event["threads"] if t["tid"] == event.get("pid")), None)
+        headed = [(t, self._header(t, event)) for t in event["threads"]]
+        groups = threadgroups.group_threads(headed) if self.group else [[t] for t, _ in headed]
+        rest = {id(t): h for t, h in headed}
+        for members in groups:
+            t = members[0]
+            inside = " (%s inside)" % t["ns_tid"] if t.get("ns_tid") is not None else ""
+            title = ("Thread %s%s %s" % (t["tid"], inside, thread_display_name(t, main_name)) if len(members) == 1
+                     else threadgroups.group_title(members))
+            lines.extend(render.thread_block(t, title + rest[id(t)], fold=not self.full))
+            lines.append("")
+        self.out.write("\n".join(lines) + "\n")
+        self.out.flush()
+
+    @staticmethod
+    def _header(t: Dict[str, Any], event: Dict[str, Any]) -> str:
+        """A thread's title after its id and name: its tf.function, "(stopped here)", its states."""
+        head = ""
+        if t.get("tf_function"):
+            fn = t["tf_function"]
+            if fn.get("how"):
+                head += " working for tf.function %s (%s; %s, called by thread %s)" % (
+                    fn.get("python_function") or "?", fn["name"], fn["how"], fn.get("called_by"))
+            else:
+                head += " in tf.function %s (%s)" % (fn.get("python_function") or "?", fn["name"])
+        elif t.get("tf_functions_in_flight"):
+            head += " working for one of the tf.functions in flight: %s" % ", ".join(t["tf_functions_in_flight"])
+        if t["tid"] == event.get("thread") and event["kind"] not in ("snapshot", "timeout"):
+            head += " (stopped here)"
+        return head + state_marks(t)
+
+    def summary(self, notes: List[str], doc: Document) -> None:
+        for line in notes:
+            self.note(line)
+        if doc.dumps:
+            self.note("%d file(s) dumped: %s" % (len(doc.dumps), ", ".join(doc.dumps[:5])
+                                                  + (" ..." if len(doc.dumps) > 5 else "")))
+        if doc.exit is not None:
+            if "signal" in doc.exit:
+                self.note("%s was killed by %s" % (doc.target_name(), doc.exit["signal"]))
+            elif doc.exit["code"] != 0:
+                self.note("%s exited with status %d" % (doc.target_name(), doc.exit["code"]))
+        parts = triage_phrases(doc.triage())
+        self.note("triage: " + "; ".join(parts))

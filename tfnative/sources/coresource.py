@@ -1,0 +1,261 @@
+"""A core file as a snapshot source: memory, threads' registers and mapped files for ``snapshot.stacks``.
+
+Where each mapped file is on this host is ``corepaths.py``'s rules
+(``--sysroot``, the executable given, its interpreter prefix and venv);
+whether a file found there is the one the process ran is ``corecheck.py``'s
+(build-id, else headers, else size).  A file that is missing or another
+build is named in a warning and never read: its frames get an address and a
+library name, never a name from the wrong file.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import Any, Dict, List, Optional, Tuple
+
+from .. import snapshot
+from ..core.cfi import CfiError
+from ..core.elfindex import ElfError, ElfFile
+from .corecheck import mismatch
+from .corefile import PF_X, PT_LOAD, Core, Mapping
+from .corepaths import PathRules
+
+AT_PHDR = 3
+AT_EXECFN = 31
+START_STRINGS_BYTES = 1 << 20  # how far below AT_EXECFN argc, argv and envp are looked for
+MAX_START_STRINGS = 1 << 16
+
+
+def _executable_in_file(path: str, offset: int) -> bool:
+    """Whether the file's own program headers map ``offset`` executable (a mapping the core has no header for)."""
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            elf = ElfFile(mm, path, sections=False)
+            return any(p_type == PT_LOAD and p_flags & PF_X and p_off - p_off % 4096 <= offset < p_off + p_filesz
+                       for p_type, p_flags, p_off, _v, p_filesz, _m, _a in elf.segments)
+    except (ElfError, OSError, ValueError, struct.error):
+        return False
+
+
+class _Unread(snapshot._Anon):
+    """Code of a file that was not read (missing here, or another build): no CFI, no symbols, its name only."""
+
+    def open_cfi(self) -> Any:
+        raise CfiError("%s was not read (missing on this host or another build)" % self.name)
+
+
+class CoreSource:
+    """Opens ``path`` and decides where each mapped file is read from; ``warnings`` says what is missing."""
+
+    def __init__(self, path: str, executable: Optional[str] = None, sysroot: Optional[str] = None) -> None:
+        self.core = Core(path)
+        self.sysroot = sysroot
+        self.variables = False  # --locals: each Python frame's arguments and locals
+        self.warnings: List[str] = []
+        notes = self.core.notes
+        phdr = notes.auxv.get(AT_PHDR)
+        exe = next((m for m in notes.files if phdr is not None and m.start <= phdr < m.end), None)
+        self.exe_seen = exe.path if exe else None
+        self._host: Dict[str, Optional[str]] = {}
+        self._strings: Optional[Tuple[List[str], List[str]]] = None
+        self.rules = PathRules(sysroot, self.exe_seen, executable, next(iter(self._start_strings()[0]), None))
+        self._check_files()
+        self.core.locate = self._host.get  # pages left out of the core come from the checked files only
+
+    def candidate(self, seen: str) -> str:
+        """Where a path the process saw is on this host (``corepaths.py``: the first that exists; not
+        checked)."""
+        if self._host.get(seen):
+            return self._host[seen]  # type: ignore[return-value]
+        tries = self.rules.candidates(seen)
+        return next((p for p in tries if os.path.exists(p)), tries[0])
+
+    def _check_files(self) -> None:
+        by_path: Dict[str, List[Mapping]] = {}
+        for m in self.core.notes.files:
+            by_path.setdefault(m.path, []).append(m)
+        for seen, maps in by_path.items():
+            self._host[seen] = None
+            wrong = None
+            for host in self.rules.candidates(seen):
+                if not os.path.isfile(host):
+                    continue
+                why = mismatch(self.core, maps, host)
+                if why is None:
+                    self._host[seen] = host
+                    break
+                wrong = wrong or "%s: %s: not the file the process ran; its frames are shown by address only" % (
+                    host, why)
+            if self._host[seen] is not None or not (any(m.offset == 0 for m in maps)
+                                                     and any(m.executable for m in maps)):
+                continue
+            self.warnings.append(wrong or "%s: missing on this host%s: its frames are shown by address only"
+                                 % (seen, " (under %s)" % self.sysroot if self.sysroot else ""))
+
+    def host_of(self, seen: str) -> Optional[str]:
+        """The checked file on this host for a path the process mapped (None: missing or another build)."""
+        return self._host.get(seen)
+
+    @property
+    def executable(self) -> Optional[str]:
+        return self._host.get(self.exe_seen) if self.exe_seen else None
+
+    def argv(self) -> List[str]:
+        """The process's arguments: in full from its stack where the core holds them, else ``NT_PRPSINFO``'s
+        (the first 80 characters, split at spaces)."""
+        return self._start_strings()[0] or self.core.notes.psargs.split() or [self.core.notes.fname]
+
+    def environment(self) -> Dict[str, str]:
+        """The environment the process started with (its stack's strings; {} where the core lacks them)."""
+        env: Dict[str, str] = {}
+        for entry in self._start_strings()[1]:
+            key, eq, value = entry.partition("=")
+            if eq:
+                env.setdefault(key, value)
+        return env
+
+    def _start_strings(self) -> Tuple[List[str], List[str]]:
+        """(argv, envp) as the kernel laid them out at the top of the main stack: ``argc``, the ``argv``
+        pointers, NULL, the ``envp`` pointers, NULL, then the auxiliary vector, whose copy ``NT_AUXV``
+        holds, so it is found by its bytes and the pointers are read backwards from it (bounded).
+        ([], []) where the core does not hold them."""
+        if self._strings is not None:
+            return self._strings
+        self._strings = ([], [])
+        notes = self.core.notes
+        execfn = notes.auxv.get(AT_EXECFN)
+        if not execfn or len(notes.auxv) < 2:
+            return self._strings
+        span = self.core.mapping_of(execfn)
+        lo = max(execfn - START_STRINGS_BYTES, span[0] if span else 0)
+        try:
+            raw = self.core.read(lo, execfn - lo)
+        except MemoryError:
+            return self._strings
+        pairs = list(notes.auxv.items())[:2]
+        at = raw.rfind(struct.pack("<4Q", pairs[0][0], pairs[0][1], pairs[1][0], pairs[1][1]))
+        if at < 16:
+            return self._strings
+
+        def word(off: int) -> Optional[int]:
+            return struct.unpack_from("<Q", raw, off)[0] if off >= 0 else None
+
+        def pointers(off: int) -> Tuple[List[int], int]:
+            """The pointers that end with the NULL at ``off``, read backwards, and the offset before them."""
+            out: List[int] = []
+            off -= 8
+            while len(out) < MAX_START_STRINGS:
+                v = word(off)
+                if v is None or not lo <= v < execfn:
+                    break
+                out.append(v)
+                off -= 8
+            return out[::-1], off
+
+        if word(at - 8) != 0:
+            return self._strings
+        envp, off = pointers(at - 8)
+        if word(off) != 0:
+            return self._strings
+        argv, off = pointers(off)
+        if word(off) != len(argv) or not argv:
+            return self._strings  # argc must count them
+
+        def text(ptr: int) -> str:
+            end = raw.find(b"\0", ptr - lo)
+            return raw[ptr - lo:end if end >= 0 else len(raw)].decode("utf-8", "replace")
+
+        self._strings = ([text(p) for p in argv], [text(p) for p in envp])
+        return self._strings
+
+    def libraries(self) -> List[snapshot._Lib]:
+        rows: List[Tuple[str, int, int, int, bool, str]] = []
+        unread: Dict[str, List[Tuple[int, int]]] = {}
+        for m in self.core.notes.files:
+            host = self._host.get(m.path)
+            if host:
+                executable = m.executable if m.has_header else _executable_in_file(host, m.offset)
+                rows.append((host, m.start, m.end, m.offset, executable, "core"))
+            elif m.executable:
+                unread.setdefault(m.path, []).append((m.start, m.end))
+        libs: List[snapshot._Lib] = snapshot.modules_of(rows)
+        return libs + [_Unread(os.path.basename(path), ranges) for path, ranges in unread.items()]
+
+    def threads(self) -> List[Tuple[int, str, Dict[str, int]]]:
+        return [(t.tid, "", t.regs) for t in self.core.notes.threads]
+
+    def stacks(self, which: str) -> Dict[str, Any]:
+        """``snapshot.stacks`` on the core; the thread that took the signal is ``selected_tid``.  Raises
+        ``snapshot.HasDebugInfo`` where a library on a stack has DWARF (``coregdb.py`` then)."""
+        notes = self.core.notes
+        crashed = notes.threads[0].tid
+        try:
+            result = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
+                                     self.threads(), which, crashed, exe=self.executable, live=False,
+                                     variables=self.variables)
+        except snapshot.HasDebugInfo:
+            raise
+        except snapshot.Unsupported:
+            result = self._thread_by_thread(which)
+        # The crashed thread is kept even when it runs no Python.
+        if not any(t["tid"] == crashed for t in result["threads"]) and which != "all":
+            every = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
+                                    self.threads(), "selected", crashed, exe=self.executable, live=False,
+                                    variables=self.variables)
+            result["threads"] = every["threads"] + result["threads"]
+        return self.finish(result)
+
+    def finish(self, result: Dict[str, Any], which: str = "all") -> Dict[str, Any]:
+        """What every capture of the core gets (ours, or gdb's keeping ``which`` threads): the crashed thread
+        selected, frames in unread files labelled, the warnings."""
+        crashed = self.core.notes.threads[0].tid
+        result["selected_tid"] = crashed
+        if which == "python":
+            result["threads"] = [t for t in result["threads"] if t["tid"] == crashed or t.get("gil") == "held"
+                                 or any(f.get("kind") == "python" for f in t.get("frames", []))]
+        self._label_unread(result)
+        result["warnings"] = self.warnings + result.get("warnings", [])
+        if self.core.missing:
+            lo, hi = self.core.missing[0]
+            result["warnings"].append("memory missing from the core (%d reads, first 0x%x-0x%x)%s"
+                                      % (len(self.core.missing), lo, hi,
+                                         ": the core is truncated" if self.core.truncated_at else ""))
+        elif self.core.truncated_at:
+            result["warnings"].append("the core is truncated (memory from 0x%x on is missing)"
+                                      % self.core.truncated_at)
+        return result
+
+    def _label_unread(self, result: Dict[str, Any]) -> None:
+        """Frames in a file that was not read (missing, other build-id) get its name as their library."""
+        for t in result["threads"]:
+            for f in t.get("frames", []):
+                if f.get("kind") == "native" and not f.get("library") and f.get("address"):
+                    m = self.core._mapping(int(f["address"], 16))
+                    if m is not None:
+                        f["library"] = os.path.basename(m.path)
+
+    def _thread_by_thread(self, which: str) -> Dict[str, Any]:
+        """Each thread on its own, so that the ones whose memory the core holds are still shown."""
+        notes = self.core.notes
+        pid = notes.pid or notes.threads[0].tid
+        merged: Dict[str, Any] = {}
+        readable = 0
+        for tid, name, regs in self.threads():
+            try:
+                one = snapshot.stacks(pid, self.core, self.libraries(), [(tid, name, regs)],  # type: ignore[arg-type]
+                                      which if tid != notes.threads[0].tid else "all", tid,
+                                      exe=self.executable, live=False, variables=self.variables)
+                readable += 1
+            except snapshot.Unsupported as exc:
+                one = {"pid": pid, "threads": [{"tid": tid, "name": name, "frames": [], "error": str(exc)}]}
+            threads = merged.get("threads", []) + one["threads"]
+            merged.update({k: v for k, v in one.items() if k not in merged})
+            merged["threads"] = threads
+        if not readable:
+            raise snapshot.Unsupported(merged["threads"][0]["error"])
+        return merged
+
+    def close(self) -> None:
+        self.core.close()

@@ -1,0 +1,223 @@
+"""Freeze every thread of a process with ptrace, read its registers and memory, let it go.
+
+This is what ``tfnative stack`` needs when it does not start gdb (see
+``snapshot.py``): the threads stopped for a few hundred milliseconds, the
+registers of each, and reads of the target's memory.
+
+* Threads are taken with ``PTRACE_SEIZE`` + ``PTRACE_INTERRUPT``, never with a
+  SIGSTOP: should tfnative die (even ``kill -9``) while it holds them, the
+  kernel detaches them and they run on, with no signal left pending.
+* A signal that arrives while a thread is held is handed back to it at the
+  detach, so the target loses nothing.
+* A process that was stopped (job control) stays stopped after the detach.
+* ``/proc/PID/task`` is listed again until no new thread shows up: a thread
+  created while the others were being seized is seized too.
+
+Linux on x86-64 only: ``Unsupported`` elsewhere, and the caller uses gdb.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import signal
+import struct
+from typing import Dict, List, Optional, Set
+
+from ..core import procfs
+from ..core.memory import USER_SPACE_END
+
+__all__ = ["Frozen", "Memory", "PtraceRefused", "Unsupported", "REGISTERS"]
+
+PTRACE_GETREGS = 12
+PTRACE_DETACH = 17
+PTRACE_SEIZE = 0x4206
+PTRACE_INTERRUPT = 0x4207
+PTRACE_EVENT_STOP = 128
+WALL = 0x40000000
+
+# struct user_regs_struct (x86-64), in order.
+REGISTERS = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx",
+             "rsi", "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base",
+             "ds", "es", "fs", "gs")
+
+
+class Unsupported(Exception):
+    """The gdb-free path cannot take this snapshot: the caller falls back to gdb."""
+
+
+class PtraceRefused(Unsupported):
+    """ptrace was refused (permissions, Yama, another tracer)."""
+
+
+_libc = None
+
+
+def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.ptrace.restype = ctypes.c_long
+        _libc.ptrace.argtypes = (ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p)
+    ctypes.set_errno(0)
+    res = _libc.ptrace(request, tid, ctypes.c_void_p(addr), ctypes.c_void_p(data))
+    if res == -1:
+        err = ctypes.get_errno()
+        if err:
+            raise OSError(err, os.strerror(err))
+    return res
+
+
+PAGE = 4096
+
+
+class Memory:
+    """Reads of the target's memory through ``/proc/PID/mem``; ``MemoryError`` when unreadable.
+
+    ``cache=True`` keeps each page read, for a process that stays stopped while
+    this object is used (a snapshot): the many small reads of an unwind and of
+    the Python readers then cost one ``pread`` per page.
+    """
+
+    def __init__(self, pid: int, cache: bool = False) -> None:
+        self.fd = os.open("/proc/%d/mem" % pid, os.O_RDONLY | os.O_CLOEXEC)
+        self.pages: Optional[Dict[int, bytes]] = {} if cache else None
+
+    def read(self, addr: int, size: int) -> bytes:
+        if addr <= 0 or addr >= USER_SPACE_END or size < 0:
+            raise MemoryError("bad address 0x%x" % addr)
+        if self.pages is not None and size <= PAGE and addr // PAGE == (addr + size - 1) // PAGE:
+            base = addr - addr % PAGE
+            page = self.pages.get(base)
+            if page is None:
+                try:
+                    page = os.pread(self.fd, PAGE, base)
+                except (OSError, OverflowError):
+                    page = b""
+                self.pages[base] = page
+            if len(page) == PAGE:
+                return page[addr - base: addr - base + size]
+        try:
+            data = os.pread(self.fd, size, addr)
+        except (OSError, OverflowError) as exc:
+            raise MemoryError("cannot read 0x%x: %s" % (addr, exc)) from None
+        if len(data) != size:
+            raise MemoryError("cannot read 0x%x: short read" % addr)
+        return data
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _zombie(pid: int, tid: int) -> bool:
+    """Whether thread ``tid`` of ``pid`` has exited and waits to be reaped (state Z)."""
+    return procfs.state(pid, tid) == "Z"
+
+
+class Frozen:
+    """``with Frozen(pid) as f:`` every thread of ``pid`` is stopped; ``f.regs[tid]`` holds its registers."""
+
+    def __init__(self, pid: int) -> None:
+        if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+            raise Unsupported("the gdb-free snapshot reads x86-64 Linux registers only")
+        self.pid = pid
+        self.held: Dict[int, int] = {}  # tid -> signal to hand back at the detach (0: none)
+        self.regs: Dict[int, Dict[str, int]] = {}
+        self.exited: Set[int] = set()  # zombie threads: the leader after pthread_exit
+
+    def __enter__(self) -> Frozen:
+        try:
+            self._seize_all()
+            for tid in list(self.held):
+                try:
+                    self.regs[tid] = self._getregs(tid)
+                except OSError as exc:
+                    if exc.errno != errno.ESRCH:
+                        raise Unsupported("ptrace(PTRACE_GETREGS, %d): %s" % (tid, exc.strerror)) from None
+                    self.held.pop(tid, None)  # it exited meanwhile
+        except BaseException:
+            self.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    @property
+    def tids(self) -> List[int]:
+        return sorted(self.regs, key=lambda t: (t != self.pid, t))
+
+    def _list(self) -> List[int]:
+        try:
+            return procfs.tids(self.pid)
+        except ProcessLookupError:
+            raise Unsupported("process %d is gone" % self.pid) from None
+
+    def _seize_all(self) -> None:
+        for _round in range(100):
+            new = [t for t in self._list() if t not in self.held and t not in self.exited]
+            if not new:
+                return
+            taken = []
+            for tid in new:
+                try:
+                    _ptrace(PTRACE_SEIZE, tid)
+                except OSError as exc:
+                    if exc.errno == errno.ESRCH:  # it exited meanwhile
+                        continue
+                    if exc.errno == errno.EPERM and _zombie(self.pid, tid):
+                        self.exited.add(tid)  # a leader gone by pthread_exit: its threads live on
+                        continue
+                    raise PtraceRefused("ptrace(PTRACE_SEIZE, %d): %s" % (tid, exc.strerror)) from None
+                self.held[tid] = 0
+                taken.append(tid)
+                try:
+                    _ptrace(PTRACE_INTERRUPT, tid)
+                except OSError:
+                    pass
+            for tid in taken:
+                self._wait_stop(tid)
+        raise Unsupported("the threads of process %d keep changing" % self.pid)
+
+    def _wait_stop(self, tid: int) -> None:
+        while True:
+            try:
+                _pid, status = os.waitpid(tid, WALL)
+            except ChildProcessError:
+                self.held.pop(tid, None)
+                return
+            if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+                self.held.pop(tid, None)
+                return
+            if not os.WIFSTOPPED(status):
+                continue
+            sig = os.WSTOPSIG(status)
+            if status >> 16 == PTRACE_EVENT_STOP:
+                return  # the interrupt (or a group stop): the thread is held
+            # A signal on its way to the thread: keep it for the detach.  The
+            # thread is stopped now, which is all we need.
+            if sig != signal.SIGTRAP:
+                self.held[tid] = sig
+            return
+
+    def _getregs(self, tid: int) -> Dict[str, int]:
+        buf = ctypes.create_string_buffer(8 * len(REGISTERS))
+        _ptrace(PTRACE_GETREGS, tid, 0, ctypes.addressof(buf))
+        return dict(zip(REGISTERS, struct.unpack("<%dQ" % len(REGISTERS), buf.raw)))
+
+    def release(self) -> None:
+        """Detach every held thread (idempotent); a held signal goes back to its thread."""
+        for tid, sig in list(self.held.items()):
+            try:
+                _ptrace(PTRACE_DETACH, tid, 0, sig)
+            except OSError:
+                pass
+            self.held.pop(tid, None)
+
+    def thread_name(self, tid: int) -> str:
+        return procfs.comm(self.pid, tid)
+

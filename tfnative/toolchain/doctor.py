@@ -1,0 +1,767 @@
+"""``tfnative doctor``: what debug info does a shared object carry, and what can gdb do with it?
+
+Fast by construction: it reads the ELF section headers, the build-id note, the
+``.gnu_debuglink`` section, and for DWARF only the unit headers and the first DIE
+of each compile unit (``DW_TAG_compile_unit`` / ``DW_TAG_skeleton_unit``: its
+name, compilation directory, producer, ``.dwo`` name) plus that unit's abbreviation
+table.  No line table, no DIE tree, no symbol table is parsed, so the cost does
+not grow with the amount of DWARF (timings: README, "Build presets and the symbol doctor").
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from ..core.elfindex import ElfError, ElfFile, Section
+from ..core.elfindex import sleb128 as _sleb
+from ..core.elfindex import uleb128 as _uleb
+from ..errors import TfnativeError
+
+SHF_COMPRESSED = 0x800
+ELFCOMPRESS_ZLIB = 1
+ELFCOMPRESS_ZSTD = 2
+MAX_DECOMPRESS = 1 << 30  # decompress .debug_info up to 1 GiB to walk its units
+MAX_ABBREV_SCANS = 400  # unit abbreviation tables scanned for local-variable entries
+MAX_DWO_PROBES = 20
+
+# DWARF constants (DWARF 5, section 7)
+DW_TAG_formal_parameter = 0x05
+DW_TAG_compile_unit = 0x11
+DW_TAG_variable = 0x34
+DW_TAG_skeleton_unit = 0x4A
+DW_AT_location = 0x02
+DW_AT_name = 0x03
+DW_AT_language = 0x13
+DW_AT_comp_dir = 0x1B
+DW_AT_producer = 0x25
+DW_AT_str_offsets_base = 0x72
+DW_AT_dwo_name = 0x76
+DW_AT_GNU_dwo_name = 0x2130
+DW_UT_compile, DW_UT_type, DW_UT_partial, DW_UT_skeleton, DW_UT_split_compile, DW_UT_split_type = 1, 2, 3, 4, 5, 6
+WANTED_ATTRS = (DW_AT_name, DW_AT_comp_dir, DW_AT_producer, DW_AT_str_offsets_base, DW_AT_dwo_name,
+                DW_AT_GNU_dwo_name)
+
+
+# ---------------------------------------------------------------- ELF sections
+
+
+class Elf:
+    """Section headers of an ELF file, and their (lazily mapped, decompressed) contents."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._f = open(path, "rb")
+        except OSError as exc:
+            raise TfnativeError("cannot read %s: %s" % (path, exc.strerror or exc))
+        self.size = os.fstat(self._f.fileno()).st_size
+        try:
+            self._m = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
+            elf = ElfFile(self._m, path)
+        except (ValueError, ElfError, struct.error) as exc:  # empty file, not ELF, cut short
+            self.close()
+            msg = str(exc) if isinstance(exc, ElfError) else "%s: not an ELF file (%s)" % (path, exc)
+            raise TfnativeError(msg) from None
+        self.is64 = elf.is64
+        self.end = elf.endian
+        self.e_type, self.machine = elf.e_type, elf.e_machine
+        self.sections: Dict[str, Section] = {}
+        for sec in elf.sections:
+            # SHT_NOBITS (8) sections have no bytes in the file (a stripped debug file's .text)
+            if sec.type == 8:
+                sec.size = 0
+            self.sections.setdefault(sec.name, sec)
+        self._cache: Dict[str, bytes] = {}
+
+    def close(self) -> None:
+        m = getattr(self, "_m", None)
+        self._cache = {}
+        if m is not None:
+            try:
+                m.close()
+            except BufferError:  # a memoryview of it is still alive: the map goes with the last one
+                pass
+        self._f.close()
+
+    def __enter__(self) -> Elf:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def has(self, name: str) -> bool:
+        s = self.sections.get(name)
+        return s is not None and s.size > 0
+
+    def raw(self, name: str) -> memoryview:
+        s = self.sections[name]
+        return memoryview(self._m)[s.offset:s.offset + s.size]
+
+    def compression(self, name: str) -> Optional[str]:
+        s = self.sections.get(name)
+        if s is None:
+            zs = self.sections.get(".z" + name[1:])
+            return "zlib (.zdebug, legacy)" if zs is not None else None
+        if not s.flags & SHF_COMPRESSED:
+            return None
+        ch_type = struct.unpack_from(self.end + "I", self._m, s.offset)[0]
+        return {ELFCOMPRESS_ZLIB: "zlib", ELFCOMPRESS_ZSTD: "zstd"}.get(ch_type, "type %d" % ch_type)
+
+    def uncompressed_size(self, name: str) -> int:
+        s = self.sections.get(name)
+        if s is None:
+            zs = self.sections.get(".z" + name[1:])
+            if zs is None:
+                return 0
+            return struct.unpack_from(">Q", self._m, zs.offset + 4)[0]
+        if s.flags & SHF_COMPRESSED:
+            fmt = "IIQQ" if self.is64 else "III"
+            return struct.unpack_from(self.end + fmt, self._m, s.offset)[2 if self.is64 else 1]
+        return s.size
+
+    def data(self, name: str) -> Optional[memoryview]:
+        """A section's bytes (decompressed); None when absent, or compressed in a way we cannot read."""
+        if name in self._cache:
+            return memoryview(self._cache[name])
+        s = self.sections.get(name)
+        if s is None:
+            zs = self.sections.get(".z" + name[1:])
+            if zs is None or zs.size < 12 or bytes(self._m[zs.offset:zs.offset + 4]) != b"ZLIB":
+                return None
+            if self.uncompressed_size(name) > MAX_DECOMPRESS:
+                return None
+            out = zlib.decompress(self._m[zs.offset + 12:zs.offset + zs.size])
+            self._cache[name] = out
+            return memoryview(out)
+        if s.flags & SHF_COMPRESSED:
+            hdr = 24 if self.is64 else 12
+            ch_type = struct.unpack_from(self.end + "I", self._m, s.offset)[0]
+            if ch_type != ELFCOMPRESS_ZLIB or self.uncompressed_size(name) > MAX_DECOMPRESS:
+                return None
+            out = zlib.decompress(self._m[s.offset + hdr:s.offset + s.size])
+            self._cache[name] = out
+            return memoryview(out)
+        return self.raw(name)
+
+    def symbols(self, name: str) -> int:
+        s = self.sections.get(name)
+        if s is None or not s.size:
+            return 0
+        entsize = s.entsize or (24 if self.is64 else 16)
+        return max(0, s.size // entsize - 1)  # entry 0 is the null symbol
+
+    def build_id(self) -> Optional[str]:
+        for sname in (".note.gnu.build-id",):
+            if not self.has(sname):
+                continue
+            d = self.raw(sname)
+            pos = 0
+            while pos + 12 <= len(d):
+                namesz, descsz, ntype = struct.unpack_from(self.end + "III", d, pos)
+                pos += 12
+                name = bytes(d[pos:pos + namesz]).rstrip(b"\0")
+                pos += (namesz + 3) & ~3
+                desc = bytes(d[pos:pos + descsz])
+                pos += (descsz + 3) & ~3
+                if ntype == 3 and name == b"GNU":
+                    return desc.hex()
+        return None
+
+    def debuglink(self) -> Optional[Tuple[str, int]]:
+        if not self.has(".gnu_debuglink"):
+            return None
+        d = bytes(self.raw(".gnu_debuglink"))
+        name = d.split(b"\0", 1)[0]
+        off = (len(name) + 1 + 3) & ~3
+        crc = struct.unpack_from(self.end + "I", d, off)[0] if off + 4 <= len(d) else 0
+        return name.decode("utf-8", "replace"), crc
+
+
+# ---------------------------------------------------------------- DWARF unit headers
+
+
+_FIXED = {0x05: 2, 0x06: 4, 0x07: 8, 0x0B: 1, 0x0C: 1, 0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8, 0x19: 0,
+          0x1C: 4, 0x1E: 16, 0x20: 8, 0x21: 0, 0x24: 8, 0x25: 1, 0x26: 2, 0x27: 3, 0x28: 4, 0x29: 1,
+          0x2A: 2, 0x2B: 3, 0x2C: 4}
+_ULEB_FORMS = {0x0F, 0x15, 0x1A, 0x1B, 0x22, 0x23, 0x1F01, 0x1F02}
+_OFFSET_FORMS = {0x0E, 0x17, 0x1D, 0x1F, 0x1F20, 0x1F21}
+_STRX_FORMS = {0x1A, 0x25, 0x26, 0x27, 0x28, 0x1F02}
+
+
+@dataclass
+class Abbrev:
+    tag: int
+    attrs: List[Tuple[int, int, int]]  # (attribute, form, implicit_const)
+
+
+class AbbrevReader:
+    def __init__(self, data: memoryview) -> None:
+        self.data = data
+        self.cache: Dict[int, Dict[int, Abbrev]] = {}
+        self.pos: Dict[int, int] = {}
+        self.tags_cache: Dict[int, set] = {}
+
+    def find(self, table: int, code: int) -> Optional[Abbrev]:
+        entries = self.cache.setdefault(table, {})
+        if code in entries:
+            return entries[code]
+        pos = self.pos.get(table, table)
+        d = self.data
+        while pos is not None and pos < len(d):
+            c, pos = _uleb(d, pos)
+            if c == 0:
+                pos = None
+                break
+            tag, pos = _uleb(d, pos)
+            pos += 1  # has_children
+            attrs = []
+            while True:
+                at, pos = _uleb(d, pos)
+                form, pos = _uleb(d, pos)
+                const = 0
+                if form == 0x21:
+                    const, pos = _sleb(d, pos)
+                if at == 0 and form == 0:
+                    break
+                attrs.append((at, form, const))
+            entries[c] = Abbrev(tag, attrs)
+            if c == code:
+                self.pos[table] = pos
+                return entries[c]
+        self.pos[table] = len(d) if pos is None else pos
+        return None
+
+    def all_location_tags(self) -> set:
+        """DW_TAG values with a DW_AT_location anywhere in the section (every table, end to end)."""
+        tags: set = set()
+        pos = 0
+        while pos < len(self.data):
+            self.find(pos, -1)
+            tags |= self.tags(pos)
+            end = self.pos.get(pos, len(self.data))
+            pos = end if end > pos else len(self.data)
+        return tags
+
+    def tags(self, table: int) -> set:
+        """The DW_TAG values with a DW_AT_location attribute in one abbreviation table."""
+        if table in self.tags_cache:
+            return self.tags_cache[table]
+        self.find(table, -1)  # reads to the end of the table
+        tags = {a.tag for a in self.cache.get(table, {}).values()
+                if any(at == DW_AT_location for at, _f, _c in a.attrs)}
+        self.tags_cache[table] = tags
+        return tags
+
+
+@dataclass
+class Unit:
+    offset: int
+    version: int
+    unit_type: int
+    offset_size: int
+    name: Optional[str] = None
+    comp_dir: Optional[str] = None
+    producer: Optional[str] = None
+    dwo_name: Optional[str] = None
+    locals: Optional[bool] = None
+
+
+class DwarfReader:
+    """Walk the unit headers of ``.debug_info`` (or ``.debug_info.dwo``)."""
+
+    def __init__(self, elf: Elf, suffix: str = "") -> None:
+        self.elf = elf
+        self.suffix = suffix
+        self.info = elf.data(".debug_info" + suffix)
+        abbrev = elf.data(".debug_abbrev" + suffix)
+        self.abbrevs = AbbrevReader(abbrev) if abbrev is not None else None
+        self._str = None
+        self._line_str = None
+        self._str_offsets = None
+
+    def _section(self, attr: str, name: str) -> Optional[memoryview]:
+        if getattr(self, attr) is None:
+            setattr(self, attr, self.elf.data(name) if self.elf.sections.get(name) or
+                    self.elf.sections.get(".z" + name[1:]) else memoryview(b""))
+        return getattr(self, attr)
+
+    @staticmethod
+    def _cstr(d: Optional[memoryview], off: int) -> Optional[str]:
+        if d is None or off >= len(d):
+            return None
+        raw = bytes(d[off:off + 4096])
+        return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+    def units(self, scan_locals: int = MAX_ABBREV_SCANS) -> Iterator[Unit]:
+        d = self.info
+        if d is None or self.abbrevs is None:
+            return
+        end = self.elf.end
+        pos = 0
+        scanned = 0
+        while pos + 11 <= len(d):
+            start = pos
+            length = struct.unpack_from(end + "I", d, pos)[0]
+            pos += 4
+            osz = 4
+            if length == 0xFFFFFFFF:
+                length = struct.unpack_from(end + "Q", d, pos)[0]
+                pos += 8
+                osz = 8
+            elif length >= 0xFFFFFFF0:
+                return
+            unit_end = pos + length
+            version = struct.unpack_from(end + "H", d, pos)[0]
+            pos += 2
+            ofmt = end + ("Q" if osz == 8 else "I")
+            if version >= 5:
+                unit_type, addr_size = d[pos], d[pos + 1]
+                pos += 2
+                abbrev_off = struct.unpack_from(ofmt, d, pos)[0]
+                pos += osz
+                if unit_type in (DW_UT_skeleton, DW_UT_split_compile):
+                    pos += 8
+                elif unit_type in (DW_UT_type, DW_UT_split_type):
+                    pos += 8 + osz
+            elif 2 <= version <= 4:
+                unit_type = DW_UT_compile
+                abbrev_off = struct.unpack_from(ofmt, d, pos)[0]
+                pos += osz
+                addr_size = d[pos]
+                pos += 1
+            else:
+                return
+            if unit_type in (DW_UT_compile, DW_UT_partial, DW_UT_skeleton, DW_UT_split_compile):
+                unit = Unit(start, version, unit_type, osz)
+                try:
+                    self._first_die(unit, d, pos, min(unit_end, len(d)), abbrev_off, addr_size)
+                    if scanned < scan_locals:
+                        tags = self.abbrevs.tags(abbrev_off)
+                        unit.locals = DW_TAG_formal_parameter in tags or DW_TAG_variable in tags
+                        scanned += 1
+                except (IndexError, struct.error):
+                    pass
+                yield unit
+            pos = unit_end
+
+    def _first_die(self, unit: Unit, d: memoryview, pos: int, end: int, table: int, addr_size: int) -> None:
+        assert self.abbrevs is not None
+        code, pos = _uleb(d, pos)
+        ab = self.abbrevs.find(table, code)
+        if ab is None or ab.tag not in (DW_TAG_compile_unit, DW_TAG_skeleton_unit, 0x3C):
+            return
+        osz = unit.offset_size
+        e = self.elf.end
+        vals: Dict[int, Tuple[int, Any]] = {}
+        for at, form, _const in ab.attrs:
+            if pos >= end:
+                break
+            while form == 0x16:  # DW_FORM_indirect
+                form, pos = _uleb(d, pos)
+            val: Any = None
+            if form == 0x08:  # string
+                stop = bytes(d[pos:min(end, pos + 4096)]).find(b"\0")
+                val = bytes(d[pos:pos + stop]).decode("utf-8", "replace")
+                pos += stop + 1
+            elif form in _OFFSET_FORMS or (form == 0x10 and unit.version >= 3):
+                val = struct.unpack_from(e + ("Q" if osz == 8 else "I"), d, pos)[0]
+                pos += osz
+            elif form in (0x01, 0x10):
+                pos += addr_size
+            elif form in _ULEB_FORMS:
+                val, pos = _uleb(d, pos)
+            elif form == 0x0D:
+                val, pos = _sleb(d, pos)
+            elif form in _FIXED:
+                n = _FIXED[form]
+                val = int.from_bytes(bytes(d[pos:pos + n]), "little" if e == "<" else "big")
+                pos += n
+            elif form in (0x03, 0x04, 0x09, 0x0A, 0x18):  # blocks
+                if form == 0x03:
+                    n = struct.unpack_from(e + "H", d, pos)[0]
+                    pos += 2
+                elif form == 0x04:
+                    n = struct.unpack_from(e + "I", d, pos)[0]
+                    pos += 4
+                elif form == 0x0A:
+                    n = d[pos]
+                    pos += 1
+                else:
+                    n, pos = _uleb(d, pos)
+                pos += n
+            else:
+                return  # a form we do not know: stop reading this DIE
+            if at in WANTED_ATTRS:
+                vals[at] = (form, val)
+        base = vals.get(DW_AT_str_offsets_base, (0, None))[1]
+        unit.name = self._string(vals.get(DW_AT_name), base, osz)
+        unit.comp_dir = self._string(vals.get(DW_AT_comp_dir), base, osz)
+        unit.producer = self._string(vals.get(DW_AT_producer), base, osz)
+        unit.dwo_name = self._string(vals.get(DW_AT_dwo_name) or vals.get(DW_AT_GNU_dwo_name), base, osz)
+
+    def _string(self, fv: Optional[Tuple[int, Any]], base: Optional[int], osz: int) -> Optional[str]:
+        if fv is None:
+            return None
+        form, val = fv
+        if form == 0x08:
+            return val
+        suffix = self.suffix
+        if form == 0x0E:
+            return self._cstr(self._section("_str", ".debug_str" + suffix), val)
+        if form == 0x1F:
+            return self._cstr(self._section("_line_str", ".debug_line_str"), val)
+        if form in _STRX_FORMS:
+            offs = self._section("_str_offsets", ".debug_str_offsets" + suffix)
+            if not offs:
+                return None
+            start = base if base is not None else (8 if osz == 4 else 16)
+            at = start + val * osz
+            if at + osz > len(offs):
+                return None
+            off = struct.unpack_from(self.elf.end + ("Q" if osz == 8 else "I"), offs, at)[0]
+            return self._cstr(self._section("_str", ".debug_str" + suffix), off)
+        if form in (0x1D, 0x1F21):
+            return "<string in the supplementary (dwz) file>"
+        return None
+
+
+# ---------------------------------------------------------------- the report
+
+
+@dataclass
+class Report:
+    path: str
+    size: int
+    build_id: Optional[str]
+    symtab: bool
+    symtab_symbols: int
+    dynsym_symbols: int
+    dwarf_units: int = 0
+    dwarf_tensorflow_units: int = 0
+    dwarf_versions: List[int] = field(default_factory=list)
+    dwarf64: bool = False
+    dwarf_files: List[str] = field(default_factory=list)
+    dwarf_size: int = 0
+    compressed: Optional[str] = None
+    line_tables: bool = False
+    locals_units: Optional[int] = None
+    producers: List[str] = field(default_factory=list)
+    split_units: int = 0
+    dwo_found: int = 0
+    dwo_missing: List[str] = field(default_factory=list)
+    dwp: Optional[str] = None
+    debuglink: Optional[str] = None
+    debuglink_found: Optional[str] = None
+    index: Optional[str] = None
+    can_break_functions: bool = False
+    can_see_lines: bool = False
+    can_see_locals: bool = False
+    next_preset: Optional[str] = None
+    verdict: str = ""
+    notes: List[str] = field(default_factory=list)
+
+    def to_json(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def _debug_file_dirs() -> List[str]:
+    return ["/usr/lib/debug"]
+
+
+def find_debuglink(path: str, name: str, build_id: Optional[str]) -> Optional[str]:
+    """Where gdb would find the separate debug file (same order as gdb's default search)."""
+    d = os.path.dirname(os.path.abspath(path))
+    cands = []
+    if build_id and len(build_id) > 2:
+        for root in _debug_file_dirs():
+            cands.append(os.path.join(root, ".build-id", build_id[:2], build_id[2:] + ".debug"))
+    cands += [os.path.join(d, name), os.path.join(d, ".debug", name)]
+    for root in _debug_file_dirs():
+        cands.append(os.path.join(root, d.lstrip("/"), name))
+    for c in cands:
+        if os.path.isfile(c) and os.path.realpath(c) != os.path.realpath(path):
+            return c
+    return None
+
+
+def _substitute(path: str, subs: List[Tuple[str, str]]) -> List[str]:
+    out = []
+    for frm, to in subs:
+        if path == frm or path.startswith(frm.rstrip("/") + "/"):
+            out.append(to + path[len(frm.rstrip("/")):])
+    return out
+
+
+def _dwo_candidates(unit: Unit, obj_dir: str, subs: List[Tuple[str, str]]) -> List[str]:
+    name = unit.dwo_name or ""
+    if os.path.isabs(name):
+        full = [name]
+    else:
+        full = [os.path.join(unit.comp_dir or "", name)] if unit.comp_dir else []
+        full.append(name)
+    cands = []
+    for f in full:
+        cands += _substitute(f, subs)
+        if not f.startswith("/proc/self/cwd"):
+            cands.append(f)
+    cands.append(os.path.join(obj_dir, os.path.basename(name)))
+    return cands
+
+
+_GFLAG = re.compile(r"(?:^|\s)(-g(?:0|1|2|3|line-tables-only|line-directives-only)?)(?=\s|$)")
+
+
+def _last_g(producer: Optional[str]) -> Optional[str]:
+    if not producer:
+        return None
+    flags = _GFLAG.findall(producer)
+    return flags[-1] if flags else None
+
+
+def _is_tensorflow(name: str) -> bool:
+    return name.startswith("tensorflow/") or "/tensorflow/" in name
+
+
+def inspect(path: str, source_dirs: Optional[List[str]] = None, _follow: bool = True) -> Report:
+    """Everything ``tfnative doctor`` says about one ELF file."""
+    from .bazelpaths import substitutions
+
+    subs = substitutions(list(source_dirs or []))
+    with Elf(path) as elf:
+        rep = Report(path=path, size=elf.size, build_id=elf.build_id(), symtab=elf.has(".symtab"),
+                     symtab_symbols=elf.symbols(".symtab"), dynsym_symbols=elf.symbols(".dynsym"))
+        link = elf.debuglink()
+        if link is not None:
+            rep.debuglink = link[0]
+            rep.debuglink_found = find_debuglink(path, link[0], rep.build_id)
+        if elf.has(".gdb_index"):
+            rep.index = ".gdb_index"
+        elif elf.has(".debug_names"):
+            rep.index = ".debug_names"
+        rep.dwarf_size = sum(elf.uncompressed_size(s.name) for s in elf.sections.values()
+                             if s.name.startswith((".debug_", ".zdebug_")))
+        rep.compressed = elf.compression(".debug_info")
+        rep.line_tables = bool(elf.sections.get(".debug_line") or elf.sections.get(".zdebug_line"))
+        if elf.sections.get(".debug_info") or elf.sections.get(".zdebug_info"):
+            if elf.data(".debug_info") is None:
+                rep.notes.append(".debug_info is %s-compressed (%d bytes uncompressed): units not counted"
+                                 % (rep.compressed, elf.uncompressed_size(".debug_info")))
+            _read_units(rep, DwarfReader(elf), path, subs)
+    if rep.debuglink_found and _follow:
+        try:
+            other = inspect(rep.debuglink_found, source_dirs, _follow=False)
+        except TfnativeError:
+            other = None
+        if other is not None and other.dwarf_units > rep.dwarf_units:
+            for k in ("dwarf_units", "dwarf_tensorflow_units", "dwarf_versions", "dwarf64", "dwarf_files",
+                      "compressed", "line_tables", "locals_units", "producers", "split_units", "dwo_found",
+                      "dwo_missing", "index"):
+                setattr(rep, k, getattr(other, k))
+            rep.notes.append("DWARF read from the separate debug file %s" % rep.debuglink_found)
+    _verdict(rep)
+    return rep
+
+
+def _read_units(rep: Report, reader: DwarfReader, path: str, subs: List[Tuple[str, str]]) -> None:
+    versions = set()
+    producers: Dict[str, int] = {}
+    locals_units = 0
+    scanned = 0
+    split: List[Unit] = []
+    for u in reader.units():
+        rep.dwarf_units += 1
+        versions.add(u.version)
+        rep.dwarf64 = rep.dwarf64 or u.offset_size == 8
+        name = u.name or u.dwo_name or "?"  # a skeleton unit's name is in its .dwo
+        rep.dwarf_files.append(name)
+        if _is_tensorflow(name):
+            rep.dwarf_tensorflow_units += 1
+        g = _last_g(u.producer)
+        if u.producer:
+            key = u.producer.split(" -", 1)[0] + (" " + g if g else "")
+            producers[key] = producers.get(key, 0) + 1
+        if u.dwo_name or u.unit_type == DW_UT_skeleton:
+            split.append(u)
+        elif u.locals is not None:
+            scanned += 1
+            locals_units += bool(u.locals)
+    rep.dwarf_versions = sorted(versions)
+    rep.producers = ["%s (%d units)" % (k, n) for k, n in sorted(producers.items())]
+    if split:
+        rep.split_units = len(split)
+        _check_split(rep, split, path, subs)
+    elif scanned:
+        # the scanned share, scaled to every unit
+        rep.locals_units = round(locals_units * rep.dwarf_units / scanned)
+
+
+def _check_split(rep: Report, split: List[Unit], path: str, subs: List[Tuple[str, str]]) -> None:
+    obj_dir = os.path.dirname(os.path.abspath(path))
+    for cand in (path + ".dwp", os.path.join(obj_dir, os.path.basename(os.path.realpath(path)) + ".dwp")):
+        if os.path.isfile(cand):
+            rep.dwp = cand
+            break
+    locals_units = 0
+    probed = 0
+    names = {f: i for i, f in enumerate(rep.dwarf_files)}
+    for u in split:
+        found = None
+        for c in _dwo_candidates(u, obj_dir, subs):
+            if os.path.isfile(c):
+                found = c
+                break
+        if found is not None and not u.name:
+            try:
+                with Elf(found) as dwo:
+                    for du in DwarfReader(dwo, ".dwo").units(scan_locals=0):
+                        if du.name and u.dwo_name in names:
+                            rep.dwarf_files[names[u.dwo_name]] = du.name
+                            if _is_tensorflow(du.name):
+                                rep.dwarf_tensorflow_units += 1
+                        break
+            except TfnativeError:
+                pass
+        if found is None:
+            if rep.dwp is None:
+                rep.dwo_missing.append(u.dwo_name or "?")
+            continue
+        rep.dwo_found += 1
+        if probed < MAX_DWO_PROBES:
+            probed += 1
+            try:
+                with Elf(found) as dwo:
+                    for du in DwarfReader(dwo, ".dwo").units():
+                        locals_units += bool(du.locals)
+                        break
+            except TfnativeError:
+                pass
+    if rep.dwp is not None:
+        # a .dwp shares one .debug_abbrev.dwo (units find theirs through .debug_cu_index): look at all of it
+        try:
+            with Elf(rep.dwp) as dwp:
+                abbrev = dwp.data(".debug_abbrev.dwo")
+                tags = AbbrevReader(abbrev).all_location_tags() if abbrev is not None else set()
+            has = DW_TAG_formal_parameter in tags or DW_TAG_variable in tags
+            rep.locals_units = len(split) if has else 0
+        except TfnativeError:
+            pass
+    elif probed:
+        rep.locals_units = round(locals_units * len(split) / probed)
+
+
+def _verdict(rep: Report) -> None:
+    rep.can_break_functions = rep.symtab_symbols > 0 or rep.dynsym_symbols > 0
+    has_units = rep.dwarf_units > 0
+    split_ok = rep.split_units == 0 or rep.dwp is not None or not rep.dwo_missing
+    rep.can_see_lines = has_units and rep.line_tables and split_ok
+    rep.can_see_locals = rep.can_see_lines and bool(rep.locals_units)
+    parts = []
+    if rep.symtab:
+        parts.append("break on any function (%d symbols in .symtab)" % rep.symtab_symbols)
+    elif rep.dynsym_symbols:
+        parts.append("break only on exported functions (%d in .dynsym; no .symtab: internal functions "
+                     "and static ones show as ??)" % rep.dynsym_symbols)
+    else:
+        parts.append("no symbols at all: frames show as ??")
+    if rep.can_see_lines:
+        where = "in %d of its %d compile units" % (rep.locals_units or 0, rep.dwarf_units)
+        if rep.can_see_locals and rep.locals_units and rep.locals_units >= rep.dwarf_units:
+            parts.append("see file:line and break on FILE:LINE, see locals and arguments")
+        elif rep.can_see_locals:
+            parts.append("see file:line and break on FILE:LINE in %d files; locals only %s"
+                         % (rep.dwarf_units, where))
+        else:
+            parts.append("see file:line and break on FILE:LINE (%d files) but no locals (line tables only)"
+                         % rep.dwarf_units)
+    elif has_units and not split_ok:
+        parts.append("the DWARF is split and %d of %d .dwo files are missing: no lines or locals for those "
+                     "units (pass --source-dir WORKSPACE, or build and ship the .dwp)"
+                     % (len(rep.dwo_missing), rep.split_units))
+    else:
+        parts.append("no DWARF: no file:line, no locals")
+    # what gets you further
+    if rep.debuglink and not rep.debuglink_found:
+        rep.next_preset = None
+        nxt = ("install the separate debug file %s (the distribution's -dbgsym/-dbg package, or debuginfod)"
+               % rep.debuglink)
+    elif not rep.symtab:
+        rep.next_preset = "tfn_lines"
+        nxt = "rebuild with --config=tfn_lines (or at least --strip=never to keep .symtab)"
+    elif not has_units:
+        rep.next_preset = "tfn_lines"
+        nxt = ("rebuild with --config=tfn_lines for file:line everywhere, or --config=tfn_targeted "
+               "(tfnative bazelrc tfn_targeted --files REGEX) for locals in the files you care about")
+    elif not split_ok:
+        rep.next_preset = "tfn_split"
+        nxt = "keep the build tree, or 'bazel build TARGET.dwp' and put the .dwp next to the library"
+    elif not rep.can_see_locals:
+        rep.next_preset = "tfn_targeted"
+        nxt = "add --config=tfn_targeted with --files REGEX for the files whose locals you need"
+    elif rep.index is None and rep.dwarf_size > 256 * 1024 * 1024:
+        rep.next_preset = "tfn_index"
+        nxt = ("add --config=tfn_index: %d MB of DWARF without an index takes gdb minutes to load"
+               % (rep.dwarf_size >> 20))
+    elif rep.locals_units is not None and rep.locals_units < rep.dwarf_units:
+        rep.next_preset = "tfn_targeted"
+        nxt = "widen the --files regexes of tfn_targeted (or tfn_symbols) to see locals elsewhere"
+    else:
+        rep.next_preset = None
+        nxt = "nothing to add"
+    rep.verdict = "you can %s. Next: %s." % ("; ".join(parts), nxt)
+
+
+# ---------------------------------------------------------------- text output
+
+
+def _mb(n: int) -> str:
+    return "%.1f MB" % (n / 1e6) if n >= 1e6 else "%.1f kB" % (n / 1e3)
+
+
+def render(rep: Report, max_files: int = 8) -> str:
+    lines = [rep.path]
+    lines.append("  size        %s, build-id %s" % (_mb(rep.size), rep.build_id or "none"))
+    lines.append("  symbols     .symtab: %s, .dynsym: %d"
+                 % ("%d" % rep.symtab_symbols if rep.symtab else "absent", rep.dynsym_symbols))
+    if rep.dwarf_units:
+        extra = []
+        if rep.dwarf64:
+            extra.append("DWARF64")
+        if rep.compressed:
+            extra.append("compressed: %s" % rep.compressed)
+        if rep.split_units:
+            extra.append("split: %d skeleton units" % rep.split_units)
+        lines.append("  DWARF       %d compile units (%d under tensorflow/), version %s, %s of debug sections%s"
+                     % (rep.dwarf_units, rep.dwarf_tensorflow_units,
+                        "/".join(str(v) for v in rep.dwarf_versions), _mb(rep.dwarf_size),
+                        (", " + ", ".join(extra)) if extra else ""))
+        shown = rep.dwarf_files[:max_files]
+        more = len(rep.dwarf_files) - len(shown)
+        lines.append("  units       %s%s" % (", ".join(shown), " (+%d more)" % more if more else ""))
+        if rep.locals_units is not None:
+            lines.append("  locals      %d of %d units describe variables%s"
+                         % (rep.locals_units, rep.dwarf_units,
+                            "" if rep.locals_units >= rep.dwarf_units else " (the rest: line tables only)"))
+        for p in rep.producers[:3]:
+            lines.append("  producer    %s" % p)
+        if rep.split_units:
+            if rep.dwp:
+                lines.append("  .dwp        %s" % rep.dwp)
+            lines.append("  .dwo        %d found, %d missing%s" % (
+                rep.dwo_found, len(rep.dwo_missing),
+                (" (e.g. %s)" % rep.dwo_missing[0]) if rep.dwo_missing else ""))
+    else:
+        lines.append("  DWARF       none%s" % (" (only %s of debug sections)" % _mb(rep.dwarf_size)
+                                               if rep.dwarf_size else ""))
+    if rep.debuglink:
+        lines.append("  debuglink   %s -> %s" % (rep.debuglink, rep.debuglink_found or "NOT FOUND"))
+    lines.append("  index       %s" % (rep.index or "none (gdb indexes the DWARF itself at load time)"))
+    for n in rep.notes:
+        lines.append("  note        %s" % n)
+    lines.append("  verdict     %s" % rep.verdict)
+    return "\n".join(lines)
