@@ -3,13 +3,13 @@
 ``tfnative stack`` (``take``) holds the threads itself; at a breakpoint hit
 (``of_stopped``) gdb holds them and gives their registers.  Starting gdb,
 attaching and giving it CFI and symbols for TensorFlow's libraries costs
-about a second; everything a stack needs is cheaper to read directly:
+more than everything a stack needs, read directly (README, "Speed and memory"):
 
 * the threads are held with ptrace (``ptrace.py``): registers of each, and
   ``/proc/PID/mem`` for the rest;
 * each thread is unwound from ``.eh_frame`` through ``.eh_frame_hdr``
   (``cfi.py``), a binary search per frame instead of gdb's parse of the whole
-  37 MB ``.eh_frame`` of ``libtensorflow_cc.so.2``;
+  ``.eh_frame`` of ``libtensorflow_cc.so.2``;
 * the Python frames come from the same reader gdb runs
   (``tfnative.core.pyframes``), merged the same way (``tfnative.core.mixed``);
 * frames are named from the cached symbol index (``elfindex.py``), with the

@@ -97,8 +97,9 @@ def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None, die_wit
         "set print asm-demangle on",
         # No auto-loaded scripts (pretty-printers, python-gdb.py, libthread_db):
         # the capture needs none of them, and looking for them in every one of a
-        # TensorFlow process's ~150 libraries costs about 0.5 s.  Stricter, not
-        # looser, than gdb's default: safe-path is untouched.
+        # TensorFlow process's libraries is a measurable part of the attach
+        # (README, "Fast attach").  Stricter, not looser, than gdb's default:
+        # safe-path is untouched.
         "set auto-load off",
     ] + SymbolLoader.early_commands(opts.full_symbols)
     # gcc under Bazel records DW_AT_comp_dir=/proc/self/cwd, and gdb looks for
