@@ -32,7 +32,7 @@ from typing import Dict, List, Optional
 
 from ..errors import TfnativeError
 
-INJECT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
+INJECT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "inject")  # tfnative/inject
 # A real-time signal no library of ours uses; gdb stops on it and drops it.
 NUMERICS_SIGNAL = int(signal.SIGRTMAX) - 2
 
@@ -64,6 +64,8 @@ class DebugSwitches:
             env["TF_DUMP_GRAPH_PREFIX"] = d
             env["TF_DUMP_GRAPH_NAME_FILTER"] = "*"
         if self.check_numerics or self.op_origins:
+            if not os.path.isfile(os.path.join(INJECT_DIR, "sitecustomize.py")):
+                raise TfnativeError("%s/sitecustomize.py is missing: reinstall tfnative" % INJECT_DIR)
             if "PYTHONPATH" in base:
                 env["TFNATIVE_SAVED_PYTHONPATH"] = base["PYTHONPATH"]
             env["PYTHONPATH"] = INJECT_DIR + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
