@@ -9,11 +9,11 @@ import io
 
 import pytest
 
-from tfnative.attachloop import Session, stop_kind
-from tfnative.breakpoints import Breakpoints
-from tfnative.session import NUMERICS_SIGNAL_NAME
-from tfnative.targets import return_code
-from tfnative.tfops import DISPATCH_FUNCTIONS, OpBreaks
+from tfnative.attach.attachloop import Session, stop_kind
+from tfnative.attach.breakpoints import Breakpoints
+from tfnative.attach.session import NUMERICS_SIGNAL_NAME
+from tfnative.attach.targets import return_code
+from tfnative.attach.tfops import DISPATCH_FUNCTIONS, OpBreaks
 
 from . import mireplay
 from .transcripts import scenarios

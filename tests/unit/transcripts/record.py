@@ -25,10 +25,11 @@ import tempfile
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional
 
-from tfnative import procfs, session
-from tfnative.gdbmi import Gdb, parse_line
-from tfnative.report import Document
-from tfnative.targets import LaunchedTarget
+from tfnative.attach import session
+from tfnative.attach.gdbmi import Gdb, parse_line
+from tfnative.attach.targets import LaunchedTarget
+from tfnative.core import procfs
+from tfnative.output.report import Document
 
 from . import scenarios
 
