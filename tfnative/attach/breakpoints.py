@@ -10,14 +10,31 @@ says, at the end, which locations never resolved or never fired.
 and *dispatch locations* (internal: the device's Compute, see
 ``tfops.py``); their gdb breakpoints are made by ``tfnative_gdb.opbreak``
 and stop only for the op types asked for.
+
+Once gdb no longer follows the target's library loads (``symbolload``'s
+RELEASED phase), the breakpoints are *pinned*: address breakpoints, each
+remembered with the library load it is in (``pin``).  ``symbolload`` says
+which libraries came and went; ``loaded`` arms the functions a new one
+defines and ``unloaded`` deletes the breakpoints of one that went.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
 from .gdbmi import Gdb, GdbDied, GdbError, mi_quote
+
+CodeRows = List[Tuple[int, int, str]]  # (start, end, path) of a process's executable file mappings
+LibraryLoad = Tuple[str, int]  # (path, start of its first executable mapping): one load of a library
+
+
+def library_starts(code: CodeRows) -> Dict[str, int]:
+    """path -> start of its first executable mapping: which load of a library this is."""
+    out: Dict[str, int] = {}
+    for lo, _hi, name in code:
+        out.setdefault(name, lo)
+    return out
 
 
 @dataclass
@@ -38,6 +55,7 @@ class Breakpoints:
         self._by_number: Dict[str, Location] = {}
         self.retired = False  # deleted for good (--max-hits reached): nothing is armed any more
         self.traps: set = set()  # every code address gdb was told of for a breakpoint of ours (see traps.py)
+        self.pinned: Dict[str, LibraryLoad] = {}  # address breakpoint's gdb number -> the library load it is in
 
     def arm(self, gdb: Gdb, locations: List[str], err: TextIO, timeout: float) -> None:
         """A pending (``-f``) gdb breakpoint for each location."""
@@ -117,17 +135,66 @@ class Breakpoints:
         order = {text: i for i, text in enumerate(self.locations)}
         return sorted(set(out), key=lambda pair: (order[pair[0]], pair[1]))
 
-    def pin(self, gdb: Gdb, addresses: List[Tuple[str, int]]) -> Dict[str, int]:
+    def pin(self, gdb: Gdb, addresses: List[Tuple[str, int]], code: CodeRows) -> Dict[str, int]:
         """Address breakpoints at ``addresses`` (from ``addresses()``, gdb's deleted meanwhile).
 
-        Hits counted so far stay with their locations.  Returns gdb number -> address.
+        Each is remembered with the library load of ``code`` (the process's
+        executable mappings now) it is in, for ``unloaded``.  Hits counted so
+        far stay with their locations.  Returns gdb number -> address.
         """
         out: Dict[str, int] = {}
         for text, address in addresses:
             number = self.add_address(gdb, text, address)
             if number is not None:
                 out[number] = address
+                self._note_pinned(code, number, address)
         return out
+
+    def arm_addresses(self, gdb: Gdb, found: List[Tuple[str, int]]) -> None:
+        """A library came while gdb stops at each load: address breakpoints at ``found``.
+
+        ``found``: (location, address) of each breakpoint function the library
+        defines, resolved by ``symbolload`` from its index.  gdb's refusal
+        raises ``GdbError``.
+        """
+        for text, address in found:
+            self.add_address(gdb, text, address)
+
+    def loaded(self, gdb: Gdb, found: List[Tuple[str, int]], code: CodeRows, err: TextIO, library: str) -> None:
+        """After release, a library came: as ``arm_addresses``, each breakpoint pinned to its load.
+
+        A breakpoint gdb refuses is a warning on ``err``: the others stay armed.
+        """
+        for text, address in found:
+            try:
+                self._note_pinned(code, self.add_address(gdb, text, address), address)
+            except GdbError as exc:
+                err.write("tfnative: warning: cannot break at %s in %s: %s\n" % (text, library, exc))
+
+    def unloaded(self, gdb: Gdb, gone: Set[LibraryLoad]) -> None:
+        """After release, libraries went: delete the breakpoints pinned in them.
+
+        gdb puts its traps back at every resume: it must not write one where
+        the loader may map other code next.
+        """
+        numbers = [n for n, load in self.pinned.items() if load in gone]
+        if numbers:
+            self.delete(gdb, numbers)
+            for n in numbers:
+                del self.pinned[n]
+
+    def forget_libraries(self) -> None:
+        """A new process image: no breakpoint is pinned to a library load any more."""
+        self.pinned.clear()
+
+    def _note_pinned(self, code: CodeRows, number: Optional[str], address: int) -> None:
+        """Remember which library (and which load of it) breakpoint ``number`` is in."""
+        if number is None:
+            return
+        for lo, hi, name in code:
+            if lo <= address < hi:
+                self.pinned[number] = (name, library_starts(code)[name])
+                return
 
     def delete(self, gdb: Gdb, numbers: Optional[List[str]] = None) -> None:
         """Delete some (default: all) of gdb's breakpoints; their locations stay (resolved, hits)."""

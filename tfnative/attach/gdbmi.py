@@ -68,6 +68,21 @@ class GdbDied(TfnativeError):
     """gdb exited or crashed under us."""
 
 
+def parse_line(line: str) -> Dict[str, Any]:
+    """One MI line as pygdbmi parses it; a line it cannot parse is console text."""
+    try:
+        return parse_response(line)
+    except Exception:
+        return {"type": "output", "payload": line, "token": None}
+
+
+def result_payload(rec: Dict[str, Any]) -> Dict[str, Any]:
+    """A result record's payload; ``^error`` raises ``GdbError`` with gdb's message."""
+    if rec.get("message") == "error":
+        raise GdbError((rec.get("payload") or {}).get("msg", "unknown gdb error"))
+    return rec.get("payload") or {}
+
+
 def find_gdb(path: Optional[str] = None) -> str:
     exe = shutil.which(path or "gdb")
     if exe is None:
@@ -124,21 +139,22 @@ class Gdb:
             if self._log:
                 self._log.write("%.3f <- %s\n" % (time.monotonic(), line[:2000]))
                 self._log.flush()
-            try:
-                rec = parse_response(line)
-            except Exception:  # a line pygdbmi cannot parse: keep it as console text
-                rec = {"type": "output", "payload": line, "token": None}
-            with self._lock:
-                if rec.get("type") == "result" and rec.get("token") is not None:
-                    self._results[int(rec["token"])] = rec
-                elif rec.get("type") in ("console", "log", "output", "target"):
-                    if isinstance(rec.get("payload"), str):
-                        self.console.append(rec["payload"])
-                elif rec.get("type") == "notify":
-                    self._events.append(rec)
-                self._lock.notify_all()
+            self._take(line)
         with self._lock:
             self.dead = True
+            self._lock.notify_all()
+
+    def _take(self, line: str) -> None:
+        """One line gdb wrote: a result for ``command``, console text, or an event for ``next_event``."""
+        rec = parse_line(line)
+        with self._lock:
+            if rec.get("type") == "result" and rec.get("token") is not None:
+                self._results[int(rec["token"])] = rec
+            elif rec.get("type") in ("console", "log", "output", "target"):
+                if isinstance(rec.get("payload"), str):
+                    self.console.append(rec["payload"])
+            elif rec.get("type") == "notify":
+                self._events.append(rec)
             self._lock.notify_all()
 
     def _drain_stderr(self) -> None:
@@ -174,10 +190,7 @@ class Gdb:
                     raise GdbError("gdb did not answer %s within %.0f s" % (cmd.split()[0], timeout))
                 self._lock.wait(min(left, 0.5))
             rec = self._results.pop(token)
-        if rec.get("message") == "error":
-            msg = (rec.get("payload") or {}).get("msg", "unknown gdb error")
-            raise GdbError(msg)
-        return rec.get("payload") or {}
+        return result_payload(rec)
 
     def console_command(self, text: str, timeout: float = 60.0) -> Dict[str, Any]:
         return self.command("-interpreter-exec console %s" % mi_quote(text), timeout)

@@ -33,18 +33,19 @@ Stacks at stops need none of this: tfnative unwinds them itself
 
 from __future__ import annotations
 
+import enum
 import json
 import mmap
 import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, TextIO
+from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..core import procfs
 from ..core.elfindex import ElfError, ElfFile, ElfIndex, display_names, load_base
 from ..snapshot import file_root
-from .breakpoints import Breakpoints
+from .breakpoints import Breakpoints, CodeRows, library_starts
 from .gdbmi import Gdb, GdbError
 from .surrogate import build_surrogate, gdb_regex_escape
 
@@ -79,7 +80,62 @@ class IndexedLibrary:
     size: int = 0  # the file's size: its vaddrs span about as much
 
 
+class Phase(enum.Enum):
+    """Where gdb stands with the target's library loads (see ``SymbolLoader``)."""
+
+    IDLE = "idle"  # no process image followed: a loader for one look (``stack``, a core)
+    EXEC = "exec"  # exec caught, breakpoints to resolve: gdb stops at each load; the program's libraries not in yet
+    STARTED = "started"  # gdb stops at each load; the program's own (DT_NEEDED) libraries are in
+    SETTLED = "settled"  # gdb follows loads without stopping; new libraries get symbols in batches
+    RELEASED = "released"  # gdb no longer follows loads; tfnative watches /proc/PID/maps
+
+
+# (from, to) -> what makes it; every phase change goes through ``SymbolLoader._enter``.
+TRANSITIONS: Dict[Tuple[Phase, Phase], str] = {
+    **{(p, Phase.EXEC): "after_exec: a new image, breakpoints to resolve" for p in Phase},
+    **{(p, Phase.SETTLED): "after_exec: a new image, no breakpoint (or --full-symbols)" for p in Phase},
+    (Phase.EXEC, Phase.STARTED): "a library event brought libraries, or after_attach",
+    (Phase.EXEC, Phase.SETTLED): "settle with no breakpoint location to wait for",
+    (Phase.STARTED, Phase.SETTLED): "settle: every breakpoint resolved",
+    (Phase.SETTLED, Phase.RELEASED): "release: breakpoints pinned, gdb forgets the libraries",
+    (Phase.RELEASED, Phase.SETTLED): "a full sync or reacquire_abi: gdb must unwind or dump",
+}
+
+
 class SymbolLoader:
+    """Gives gdb the symbols of the target's libraries, phase by phase (``Phase``).
+
+    ===========  ==========  ===================================================
+    from         to          when
+    ===========  ==========  ===================================================
+    any          EXEC        ``after_exec`` with breakpoints: gdb stops at each
+                             library load (``stop-on-solib-events 1``)
+    any          SETTLED     ``after_exec`` with no breakpoint, or with
+                             ``--full-symbols`` (gdb then follows loads itself)
+    EXEC         STARTED     ``sync`` of a library event that brought libraries
+                             (the program's DT_NEEDED ones); ``after_attach``
+    EXEC         SETTLED     ``settle`` with no breakpoint table to wait for
+    STARTED      SETTLED     ``settle``: every breakpoint resolved; gdb stops at
+                             loads no more (``stop-on-solib-events 0``)
+    SETTLED      RELEASED    ``release``: breakpoints pinned to their addresses
+                             (``Breakpoints.pin``), ``nosharedlibrary``,
+                             ``set osabi none``
+    RELEASED     SETTLED     ``sync(full_list=True)`` or ``reacquire_abi``: gdb
+                             must unwind or dump, its GNU/Linux ABI comes back
+    ===========  ==========  ===================================================
+
+    ``_enter`` makes every change and refuses any other (a bug: ``RuntimeError``).
+    Orthogonal to the phase, ``listed`` says whether gdb's whole library list
+    was read since the exec (the first ``sync`` of an image lists it; later
+    ones take the ``=library-loaded`` records).  With ``--full-symbols`` the
+    loader never leaves SETTLED and sends gdb nothing.
+
+    In RELEASED, ``watch`` says which libraries came and went
+    (``/proc/PID/maps``) and ``Breakpoints`` acts: it arms the breakpoint
+    functions a new library defines and deletes the breakpoints of one that
+    was unloaded.
+    """
+
     def __init__(self, gdb: Gdb, pid: int, breaks: List[str], full_symbols: bool, err: TextIO,
                  breakpoints: Optional[Breakpoints] = None) -> None:
         self.gdb = gdb
@@ -97,13 +153,36 @@ class SymbolLoader:
         self.surrogates: Dict[str, IndexedLibrary] = {}  # big libraries gdb has a surrogate for
         self.indexed: Dict[str, IndexedLibrary] = {}  # big libraries our index knows (with or without one)
         self.pending: List[Dict[str, Any]] = []
-        self.eager = False
-        self.released = False  # gdb no longer follows library loads (see ``release``)
-        self.started = False  # the program's own libraries (its DT_NEEDED ones) are loaded
+        self.phase = Phase.IDLE
         self.listed = False  # gdb's whole library list was read since the exec
         self.mapped: Dict[str, int] = {}  # after release: library -> where it was mapped at the last look
-        self.pinned: Dict[str, tuple] = {}  # after release: gdb breakpoint number -> (library, where mapped)
         self.watched = 0.0  # monotonic time of the last look (``watch``)
+
+    @property
+    def eager(self) -> bool:
+        """gdb stops at each library load (``stop-on-solib-events``)."""
+        return self.phase in (Phase.EXEC, Phase.STARTED)
+
+    @property
+    def released(self) -> bool:
+        """gdb no longer follows library loads (see ``release``)."""
+        return self.phase is Phase.RELEASED
+
+    def _enter(self, phase: Phase) -> None:
+        """The one place the phase changes: refuses a change ``TRANSITIONS`` does not have.
+
+        Whether gdb stops at library loads follows the phase: entering or
+        leaving EXEC/STARTED sets ``stop-on-solib-events`` (never with
+        ``--full-symbols``).
+        """
+        if phase is self.phase:
+            return
+        if (self.phase, phase) not in TRANSITIONS:
+            raise RuntimeError("symbol loader: no transition from %s to %s" % (self.phase.name, phase.name))
+        eager = phase in (Phase.EXEC, Phase.STARTED)
+        if eager != self.eager and not self.full:
+            self.gdb.console_command("set stop-on-solib-events %d" % int(eager))
+        self.phase = phase
 
     @staticmethod
     def early_commands(full_symbols: bool) -> List[str]:
@@ -120,22 +199,16 @@ class SymbolLoader:
         self.surrogates.clear()
         self.indexed.clear()
         self.pending.clear()
-        self.released = False
-        self.started = False
         self.listed = False
-        self.pinned.clear()
-        self.set_eager(bool(self.breaks_total))
+        if self.breakpoints is not None:
+            self.breakpoints.forget_libraries()
+        self._enter(Phase.EXEC if self.breaks_total and not self.full else Phase.SETTLED)
 
     def after_attach(self) -> None:
         """Attached to a running process: as after an exec, with the program's own libraries in already."""
         self.after_exec()
-        self.started = True
-
-    def set_eager(self, eager: bool) -> None:
-        if self.full or eager == self.eager:
-            return
-        self.gdb.console_command("set stop-on-solib-events %d" % int(eager))
-        self.eager = eager
+        if self.phase is Phase.EXEC:
+            self._enter(Phase.STARTED)
 
     def note_library(self, payload: Dict[str, Any]) -> None:
         """A ``=library-loaded`` record: the library gets its symbols at the next sync."""
@@ -163,9 +236,10 @@ class SymbolLoader:
         ``uname`` resolves in the loader first, and libc, loaded next, must
         add its location before any of the program's code runs.
         """
-        if self.breakpoints is not None and self.breakpoints.locations and not self.started:
+        if self.breakpoints is not None and self.breakpoints.locations and self.phase is Phase.EXEC:
             return
-        self.set_eager(False)
+        if self.eager:
+            self._enter(Phase.SETTLED)
         self.release()
 
     def release(self) -> bool:
@@ -178,7 +252,7 @@ class SymbolLoader:
         breakpoints: gdb forgets the libraries they are in.
         """
         bps = self.breakpoints
-        if self.full or self.released or self.eager or bps is None or not bps.all_resolved():
+        if self.full or self.phase is not Phase.SETTLED or bps is None or not bps.all_resolved():
             return False
         if any(":" in b.replace("::", "") for b in bps.locations):
             return False
@@ -189,20 +263,18 @@ class SymbolLoader:
         try:
             self.gdb.console_command("nosharedlibrary")
             self.gdb.console_command("set osabi none")
-            self.released = True
+            self._enter(Phase.RELEASED)
         finally:
-            if not self.released:  # gdb refused: it keeps following the loads, as before
+            if self.phase is not Phase.RELEASED:  # gdb refused: it keeps following the loads, as before
                 self.gdb.console_command("set osabi auto")
-            numbers = bps.pin(self.gdb, addresses)
+            rows = self._code_rows()
+            bps.pin(self.gdb, addresses, rows)
         self.seen = {lib.path for lib in self.surrogates.values()}
         self.pending.clear()
-        rows = self._code_rows()
-        self.mapped = self._starts(rows)
-        for number, address in numbers.items():
-            self._note_pinned(rows, number, address)
+        self.mapped = library_starts(rows)
         return True
 
-    def _code_rows(self) -> List[tuple]:
+    def _code_rows(self) -> CodeRows:
         """(start, end, path) of the target's executable file mappings."""
         try:
             return [(lo, hi, name) for lo, hi, perms, _o, _d, inode, name in procfs.maps(self.pid)
@@ -210,74 +282,56 @@ class SymbolLoader:
         except OSError:
             return []
 
-    def _note_pinned(self, rows: List[tuple], number: Optional[str], address: int) -> None:
-        """Remember which library (and which load of it) breakpoint ``number`` is in."""
-        if number is None:
-            return
-        for lo, hi, name in rows:
-            if lo <= address < hi:
-                self.pinned[number] = (name, self.mapped.get(name))
-                return
-
     def _reacquire(self) -> None:
         """gdb must unwind: its GNU/Linux ABI (signal frames, threads) and the library list, back."""
-        if not self.released:
+        if self.phase is not Phase.RELEASED:
             return
         self.gdb.console_command("set osabi auto")
-        self.released = False
+        self._enter(Phase.SETTLED)
 
     def reacquire_abi(self) -> None:
         """gdb is about to read the whole process (``gcore``): its GNU/Linux ABI back, no symbols needed."""
         self._reacquire()
 
-    @staticmethod
-    def _starts(rows: List[tuple]) -> Dict[str, int]:
-        """path -> start of its first executable mapping: which load of a library this is."""
-        out: Dict[str, int] = {}
-        for lo, _hi, name in rows:
-            out.setdefault(name, lo)
-        return out
-
     def watch(self, due_only: bool = False) -> None:
-        """After release: follow the libraries loaded and unloaded since the last look.
+        """After release: say which libraries were loaded and unloaded since the last look.
 
         What gdb would do at the library events, a moment later (every
         ``WATCH_S`` while the target runs, and at each stop before it goes
-        on): a library that holds a breakpoint's name (see
-        ``_holds_breakpoint_name``) is looked up in our index, and each
-        function it defines under that name gets an address breakpoint; the
-        breakpoints in a library that was unloaded are deleted, so that gdb
-        never writes a trap where other code may now be mapped.  ``due_only``:
-        only if the last look is ``WATCH_S`` old.
+        on): the breakpoints in a library that was unloaded go
+        (``Breakpoints.unloaded``), so that gdb never writes a trap where
+        other code may now be mapped; a new library that holds a breakpoint's
+        name (see ``_holds_breakpoint_name``) is looked up in our index, and
+        each function it defines under that name gets an address breakpoint
+        (``Breakpoints.loaded``).  ``due_only``: only if the last look is
+        ``WATCH_S`` old.
         """
-        if not self.released or self.breakpoints is None or self.breakpoints.retired:
+        bps = self.breakpoints
+        if self.phase is not Phase.RELEASED or bps is None or bps.retired:
             return
         if due_only and time.monotonic() - self.watched < WATCH_S:
             return
         self.watched = time.monotonic()
         rows = self._code_rows()
-        now = self._starts(rows)
-        gone = [n for n, (path, start) in self.pinned.items() if now.get(path) != start]
-        if gone:
-            self.breakpoints.delete(self.gdb, gone)
-            for n in gone:
-                del self.pinned[n]
-        new = [p for p in now if self.mapped.get(p) != now[p]]
+        now = library_starts(rows)
+        bps.unloaded(self.gdb, {(path, start) for path, start in self.mapped.items() if now.get(path) != start})
+        came = [p for p in now if self.mapped.get(p) != now[p]]
         self.mapped = now
-        for path in new:
-            if not self._holds_breakpoint_name(path):
-                continue
-            try:
-                index = ElfIndex.open(path)
-                base = load_base(self.pid, path)
-            except (ElfError, OSError, LookupError):
-                continue
-            for loc, vaddr in self._functions(index):
-                try:
-                    self._note_pinned(rows, self.breakpoints.add_address(self.gdb, loc, base + vaddr), base + vaddr)
-                except GdbError as exc:
-                    self.err.write("tfnative: warning: cannot break at %s in %s: %s\n"
-                                   % (loc, os.path.basename(path), exc))
+        for path in came:
+            found = self._defined_breakpoints(path)
+            if found:
+                bps.loaded(self.gdb, found, rows, self.err, os.path.basename(path))
+
+    def _defined_breakpoints(self, path: str) -> List[Tuple[str, int]]:
+        """(location, address) of each breakpoint function the mapped library ``path`` defines, from our index."""
+        if not self._holds_breakpoint_name(path):
+            return []
+        try:
+            index = ElfIndex.open(path)
+            base = load_base(self.pid, path)
+        except (ElfError, OSError, LookupError):
+            return []
+        return [(loc, base + vaddr) for loc, vaddr in self._functions(index)]
 
     def _functions(self, index: ElfIndex) -> List[tuple]:
         """(location, vaddr) of each function ``index``'s library defines for a function breakpoint."""
@@ -289,10 +343,10 @@ class SymbolLoader:
             return
         if full_list:
             self._reacquire()
-        elif self.released:
+        elif self.phase is Phase.RELEASED:
             return
-        if self.pending:
-            self.started = True
+        if self.pending and self.phase is Phase.EXEC:
+            self._enter(Phase.STARTED)
         if full_list or not self.listed:
             # The whole list once per process image; after that, the
             # =library-loaded records say what is new (a library event with
@@ -444,8 +498,7 @@ class SymbolLoader:
             return False
         self.indexed[name] = IndexedLibrary(path, base, index, os.path.getsize(path))
         if self.breakpoints is not None:
-            for loc, vaddr in found:
-                self.breakpoints.add_address(self.gdb, loc, base + vaddr)
+            self.breakpoints.arm_addresses(self.gdb, [(loc, base + vaddr) for loc, vaddr in found])
         return True
 
     def _surrogate(self, path: str) -> bool:
