@@ -94,7 +94,9 @@ def test_hung_tf_function_in_py_function(tmp_path):
         i_pyfunc = _index(wf, lambda f: "PyFuncOp::Compute" in f["function"])
         i_device = _index(wf, lambda f: "ThreadPoolDevice::Compute" in f["function"])
         assert i_cb < i_pyfunc < i_device
-        assert wf[i_cb]["line"] == line_of(script("tf_hang.py"), "time.sleep(0.05)")
+        # the wait loop: asleep, or, rarely, between two sleeps
+        assert wf[i_cb]["line"] in {line_of(script("tf_hang.py"), "time.sleep(0.05)"),
+                                    line_of(script("tf_hang.py"), "while RELEASE")}
         # op context: the kernel frame and the device frame name the op they run
         assert wf[i_pyfunc]["op"]["type"] == "EagerPyFunc" and wf[i_device]["op"] == wf[i_pyfunc]["op"]
         assert "<-- op EagerPyFunc" in r.stdout
