@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import struct
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .elfindex import ElfError, ElfFile, Section
 from .elfindex import sleb128 as _sleb
@@ -50,6 +50,36 @@ class CfiError(Exception):
     """This pc cannot be unwound from CFI alone."""
 
 
+class Cie(NamedTuple):
+    """A Common Information Entry: what every FDE pointing at it shares."""
+
+    code_align: int
+    data_align: int
+    ra_reg: int  # the return-address column
+    fde_enc: int  # DW_EH_PE encoding of its FDEs' addresses
+    aug_z: bool  # "z" augmentation: FDEs carry an augmentation length
+    signal_frame: bool  # "S": the frames of a signal trampoline
+    initial: bytes  # the initial CFA instructions
+
+
+class Fde(NamedTuple):
+    """A Frame Description Entry: the file addresses ``[start, end)`` it covers, its CIE, its program."""
+
+    start: int
+    end: int
+    cie: Cie
+    program: bytes
+
+
+class Row(NamedTuple):
+    """The unwind row at one address: the CFA rule, the register rules, the return-address column."""
+
+    cfa: Optional[tuple]  # ("reg", reg, offset) | ("expr", bytes) | None
+    rules: Dict[int, tuple]  # DWARF register -> ("offset", n) | ("register", r) | ("expr", bytes) | ...
+    ra_reg: int
+    signal_frame: bool
+
+
 # ------------------------------------------------------------------------------------------ decoding
 
 
@@ -64,7 +94,7 @@ class EhFrame:
         self.path = path
         # The unwind row (CFA rule, register rules, return-address column, signal frame) of each
         # file address looked up so far: threads waiting in the same place share it.
-        self.rows: Dict[int, tuple] = {}
+        self.rows: Dict[int, Row] = {}
         if image is not None:
             self.mm = image
         else:
@@ -90,8 +120,8 @@ class EhFrame:
         _eh_ptr, pos = self._encoded(_ptr_enc, pos, hdr)
         self.count, pos = self._encoded(count_enc, pos, hdr)
         self.table = pos
-        self._cies: Dict[int, tuple] = {}
-        self._fdes: Dict[int, tuple] = {}
+        self._cies: Dict[int, Cie] = {}
+        self._fdes: Dict[int, Fde] = {}
 
     def _encoded(self, enc: int, pos: int, sec: Section) -> Tuple[int, int]:
         """A DW_EH_PE-encoded value at file offset ``pos`` of section ``sec``."""
@@ -124,8 +154,8 @@ class EhFrame:
             raise CfiError("%s: FDE outside .eh_frame" % self.path)
         return off
 
-    def find(self, pc: int) -> tuple:
-        """``(start, end, cie, instructions)`` of the FDE covering file address ``pc``."""
+    def find(self, pc: int) -> Fde:
+        """The FDE covering file address ``pc``."""
         lo, hi = 0, self.count
         base = self.table
         unpack = struct.unpack_from
@@ -141,11 +171,11 @@ class EhFrame:
         fde = self._fdes.get(fde_addr)
         if fde is None:
             fde = self._fdes[fde_addr] = self._parse_fde(self._eh_pos(fde_addr))
-        if not fde[0] <= pc < fde[1]:
+        if not fde.start <= pc < fde.end:
             raise CfiError("no FDE for 0x%x in %s" % (pc, self.path))
         return fde
 
-    def _parse_fde(self, pos: int) -> tuple:
+    def _parse_fde(self, pos: int) -> Fde:
         mm = self.mm
         length = struct.unpack_from("<I", mm, pos)[0]
         if length == 0xFFFFFFFF:
@@ -153,15 +183,14 @@ class EhFrame:
         end = pos + 4 + length
         cie_ptr = struct.unpack_from("<I", mm, pos + 4)[0]
         cie = self._cie(pos + 4 - cie_ptr)
-        code_align, data_align, ra_reg, fde_enc, aug_z, signal_frame, initial = cie
-        start, p = self._encoded(fde_enc, pos + 8, self.eh)
-        size, p = self._encoded(fde_enc & 0x0F, p, self.eh)
-        if aug_z:
+        start, p = self._encoded(cie.fde_enc, pos + 8, self.eh)
+        size, p = self._encoded(cie.fde_enc & 0x0F, p, self.eh)
+        if cie.aug_z:
             aug_len, p = _uleb(mm, p)
             p += aug_len
-        return (start, start + size, cie, bytes(mm[p:end]))
+        return Fde(start, start + size, cie, bytes(mm[p:end]))
 
-    def _cie(self, pos: int) -> tuple:
+    def _cie(self, pos: int) -> Cie:
         cie = self._cies.get(pos)
         if cie is not None:
             return cie
@@ -208,7 +237,7 @@ class EhFrame:
             p = data_end
         elif aug:
             raise CfiError("%s: CIE augmentation %r" % (self.path, aug))
-        cie = (code_align, data_align, ra_reg, fde_enc, aug_z, signal_frame, bytes(mm[p:end]))
+        cie = Cie(code_align, data_align, ra_reg, fde_enc, aug_z, signal_frame, bytes(mm[p:end]))
         self._cies[pos] = cie
         return cie
 
@@ -541,12 +570,11 @@ class Unwinder:
                     if at_clone is not None:
                         return at_clone or None
                 raise
-            code_align, data_align, ra_reg, _enc, _z, signal_frame, initial_program = cie
             state = {"cfa": None, "rules": {}}
-            _run(initial_program, code_align, data_align, start, 1 << 64, state, None)
+            _run(cie.initial, cie.code_align, cie.data_align, start, 1 << 64, state, None)
             initial = dict(state["rules"])
-            _run(program, code_align, data_align, start, lookup, state, initial)
-            row = cfi.rows[lookup] = (state["cfa"], state["rules"], ra_reg, signal_frame)
+            _run(program, cie.code_align, cie.data_align, start, lookup, state, initial)
+            row = cfi.rows[lookup] = Row(state["cfa"], state["rules"], cie.ra_reg, cie.signal_frame)
         cfa_rule, rules, ra_reg, signal_frame = row
         frame.signal = signal_frame
         regs = frame.regs
