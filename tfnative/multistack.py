@@ -163,12 +163,11 @@ def snapshot_all(pids: Sequence[int], take: Callable[[int], report.Document], jo
 
 def process_title(doc: report.Document) -> str:
     """``process 123 worker:2 on host1: python3 train.py ...``: what a text block is about."""
-    data = doc.to_dict(with_exit=False)
-    label = merge.member_label(data)
+    label = merge.member_label(doc.to_model(with_exit=False))
     argv = " ".join(doc.argv)
     if len(argv) > 200:
         argv = argv[:197] + "..."
-    host = data.get("host") or "localhost"
+    host = doc.meta.get("host") or "localhost"
     name = "" if label == "%s:%s" % (host, doc.pid) else " %s" % label
     return "process %s%s on %s: %s" % (doc.pid, name, host, argv)
 
@@ -190,7 +189,7 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
         if labels:
             o.doc.meta["labels"] = dict(labels)
         event = o.doc.events[0]
-        verdict = event["triage"]["verdict"]
+        verdict = event.triage["verdict"]
         if is_stdout(json_path):
             err.write("tfnative: %s\n  verdict: %s\n" % (process_title(o.doc), verdict))
         else:

@@ -4,8 +4,9 @@ import json
 
 import gdb  # type: ignore
 
+from tfnative.core.model import Thread, frame_from_json
 from tfnative.core.opkernel import OpKernelReader
-from tfnative.output.render import hide_glue, thread_block
+from tfnative.output.render import is_glue, thread_block
 
 from . import SCHEMA_VERSION, opbreak
 from .capture import GdbMemory, annotate_ops, capture, code_on_stacks, op_context, registers
@@ -52,14 +53,14 @@ Python frames are read from memory, so the interpreter needs no debug info."""
         annotate_ops(result)
         if not opts["native_all"]:
             for t in result["threads"]:
-                t["frames"] = hide_glue(t["frames"])
+                t["frames"] = [f for f in t["frames"] if not is_glue(frame_from_json(f))]
         if opts["json"]:
             gdb.write(json.dumps(result, indent=1) + "\n")
             return
         for w in result["warnings"]:
             gdb.write("warning: %s\n" % w)
         for t in result["threads"]:
-            gdb.write("\n".join(thread_block(t, fold=not opts["full"])) + "\n\n")
+            gdb.write("\n".join(thread_block(Thread.from_json(t), fold=not opts["full"])) + "\n\n")
 
 
 if hasattr(gdb, "MICommand"):

@@ -4,6 +4,7 @@ import sys
 
 from tfnative.core.linetable import line_for
 from tfnative.core.mixed import merge
+from tfnative.core.model import Thread, frames_from_json
 from tfnative.output import render
 
 
@@ -15,27 +16,36 @@ def py(name, path):
     return {"kind": "python", "function": name, "file": path, "line": 1}
 
 
+def typed(*frames):
+    """Frames as the renderer takes them (the model's), from their JSON."""
+    return frames_from_json(list(frames))
+
+
 def test_classes():
-    assert render.frame_class(py("f", "/home/me/train.py")) == "user"
-    assert render.frame_class(py("f", "/v/lib/python3.11/site-packages/tensorflow/python/x.py")) == \
-        "tensorflow-python"
-    assert render.frame_class(py("f", "/usr/lib/python3.11/threading.py")) == "system"
-    assert render.frame_class(nat("tensorflow::Foo()")) == "tensorflow-native"
-    assert render.frame_class(nat("_PyEval_Vector", "libpython3.11.so.1.0")) == "interpreter"
-    assert render.frame_class(nat("start_thread", "libc.so.6")) == "system"
+    def cls(frame):
+        (f,) = typed(frame)
+        return render.frame_class(f)
+
+    assert cls(py("f", "/home/me/train.py")) == "user"
+    assert cls(py("f", "/v/lib/python3.11/site-packages/tensorflow/python/x.py")) == "tensorflow-python"
+    assert cls(py("f", "/usr/lib/python3.11/threading.py")) == "system"
+    assert cls(nat("tensorflow::Foo()")) == "tensorflow-native"
+    assert cls(nat("_PyEval_Vector", "libpython3.11.so.1.0")) == "interpreter"
+    assert cls(nat("start_thread", "libc.so.6")) == "system"
 
 
 def test_fold_keeps_landmarks_and_ends():
     frames = [nat("syscall", "libc.so.6")] + [nat("absl::Wait%d()" % i) for i in range(12)] + [
         nat("TFE_Execute")] + [nat("pybind11::x%d" % i) for i in range(10)] + [py("main", "/home/me/t.py")]
+    frames = typed(*frames)
     plan = render.fold_plan(frames)
-    shown = [frames[i]["function"] for i in plan if not isinstance(i, tuple)]
+    shown = [frames[i].function for i in plan if not isinstance(i, tuple)]
     folds = [i[1] for i in plan if isinstance(i, tuple)]
     assert shown[0] == "syscall" and "TFE_Execute" in shown and shown[-1] == "main"
     assert folds == [8, 6]
-    text = render.thread_block({"tid": 1, "name": "t", "frames": frames})
+    text = render.thread_block(Thread(tid=1, name="t", frames=frames))
     assert any("... 8 TensorFlow frames ..." in ln for ln in text)
-    assert len(render.thread_block({"tid": 1, "frames": frames}, fold=False)) == len(frames) + 1
+    assert len(render.thread_block(Thread(tid=1, frames=frames), fold=False)) == len(frames) + 1
 
 
 def test_merge_mismatch_never_guesses():
@@ -51,7 +61,7 @@ def test_merge_mismatch_never_guesses():
 def test_glue_hidden():
     frames = [nat("cfunction_call", "libpython3.11.so.1.0"), nat("_PyEval_Vector", "libpython3.11.so.1.0"),
               nat("TF_NewSession")]
-    assert [f["function"] for f in render.hide_glue(frames)] == ["TF_NewSession"]
+    assert [f.function for f in render.hide_glue(typed(*frames))] == ["TF_NewSession"]
 
 
 def test_linetable_matches_this_interpreter():

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import merge
 
@@ -29,6 +30,10 @@ def doc(pid, threads, task=None, labels=None, host=None):
     return d
 
 
+def typed(docs):
+    return [Document.from_json(d) for d in docs]
+
+
 def th(tid, frames, name="python"):
     return {"tid": tid, "name": name, "frames": frames}  # frames innermost first
 
@@ -40,7 +45,7 @@ ODD = [nat("poll"), py("load", 9), py("main", 28)]
 
 def test_identical_stacks_one_branch_all_members():
     docs = [doc(100 + i, [th(1, WAIT)], task=i) for i in range(3)]
-    root = merge.build_tree(docs)
+    root = merge.build_tree(typed(docs))
     assert [k for k in root.children] == ["[py] main at /app/train.py:30  <-- your code"]
     node = root.children["[py] main at /app/train.py:30  <-- your code"]
     chain = []
@@ -56,7 +61,7 @@ def test_identical_stacks_one_branch_all_members():
 def test_common_prefix_and_outlier():
     same_main = [nat("poll"), py("load", 9), py("main", 30)]
     docs = [doc(100 + i, [th(1, WAIT)], task=i) for i in range(4)] + [doc(200, [th(1, same_main)], task=4)]
-    root = merge.build_tree(docs)
+    root = merge.build_tree(typed(docs))
     (top,) = root.children.values()
     assert len(top.members) == 5
     odd = merge.outlier(top)
@@ -69,24 +74,24 @@ def test_common_prefix_and_outlier():
 
 def test_no_outlier_when_tied():
     docs = [doc(1, [th(1, WAIT)], task=0), doc(2, [th(1, ODD)], task=1)]
-    root = merge.build_tree(docs)
+    root = merge.build_tree(typed(docs))
     assert merge.outlier(root) is None
 
 
 def test_threads_vs_processes():
     docs = [doc(10, [th(1, WAIT), th(2, WAIT), th(3, [nat("epoll_wait")])], host="h1")]
-    root = merge.build_tree(docs)
+    root = merge.build_tree(typed(docs))
     (top,) = root.children.values()
     assert top.threads == 2 and list(top.members) == ["h1:10"]
-    assert merge.build_tree(docs, all_threads=True).threads == 3
+    assert merge.build_tree(typed(docs), all_threads=True).threads == 3
 
 
 def test_member_names_and_ranges():
-    assert merge.member_label(doc(5, [], task=2)) == "worker:2"
-    assert merge.member_label(doc(5, [], labels={"rank": "3", "node": "n1"})) == "rank:3"
-    assert merge.member_label(doc(5, [], task=2, labels={"rank": "3"})) == "worker:2"  # task first
-    assert merge.member_label(doc(5, [], host="n1")) == "n1:5"
-    assert merge.member_label(doc(5, [])) == "localhost:5"
+    assert merge.member_label(Document.from_json(doc(5, [], task=2))) == "worker:2"
+    assert merge.member_label(Document.from_json(doc(5, [], labels={"rank": "3", "node": "n1"}))) == "rank:3"
+    assert merge.member_label(Document.from_json(doc(5, [], task=2, labels={"rank": "3"}))) == "worker:2"  # task first
+    assert merge.member_label(Document.from_json(doc(5, [], host="n1"))) == "n1:5"
+    assert merge.member_label(Document.from_json(doc(5, []))) == "localhost:5"
     assert merge.compress(["worker:%d" % i for i in (0, 1, 2, 3, 4, 5, 6, 8)]) == "worker:0-6,8"
     assert merge.compress(["ps:0", "worker:1", "worker:2", "chief"]) == "ps:0 worker:1-2 chief"
 
@@ -98,7 +103,7 @@ def test_input_forms_jsonl_concatenated_pretty_and_pdsh():
     pdsh = "node1: " + json.dumps(a) + "\nnode2: " + json.dumps(b) + "\n"
     for text in (jsonl, pretty, pdsh):
         docs = merge.parse_documents([("x", text)])
-        assert [d["pid"] for d in docs] == [1, 2]
+        assert [d.pid for d in docs] == [1, 2]
 
 
 @pytest.mark.parametrize("text,msg", [("", "no documents"), ("   \n", "no documents"),
@@ -111,7 +116,7 @@ def test_bad_input(text, msg):
 
 def test_folded():
     docs = [doc(1, [th(1, WAIT), th(2, WAIT)]), doc(2, [th(1, ODD)])]
-    lines = merge.folded_lines(docs)
+    lines = merge.folded_lines(typed(docs))
     assert ("[py] main at /app/train.py:30  <-- your code;[py] step at /app/train.py:20  <-- your code;"
             "futex_wait in libc.so.6 2") in lines
     assert len(lines) == 2
@@ -139,3 +144,4 @@ def test_thousand_documents_linear():
     text = "\n".join(json.dumps(d) for d in big)
     root = merge.build_tree(merge.parse_documents([("x", text)]), all_threads=True)
     assert root.threads == 40000 and len(root.members) == 1000
+

@@ -104,9 +104,10 @@ def test_mismatch_thread_keeps_both_stacks():
 
 def test_elided_frames_round_trip():
     frames = load("doc_stack_a.json")["events"][0]["threads"][0]["frames"]
-    cut = elide(frames, inner=2, outer=2)
+    cut = [f.to_json() for f in elide(model.frames_from_json(frames), inner=2, outer=2)]
     marker = model.frame_from_json(cut[2])
     assert isinstance(marker, ElidedFrame) and marker.count == len(frames) - 4
+    assert cut[:2] + cut[3:] == frames[:2] + frames[-2:]
     assert [model.frame_from_json(f).to_json() for f in cut] == cut
 
 

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from tfnative import multistack
+from tfnative.core.model import Document, Thread
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, report, threadgroups
 from tfnative.output.verdict import task_of
@@ -97,7 +98,7 @@ def test_json_lines_one_document_per_line():
     assert first["tfnative"] == 1 and first["pid"] == 1 and first["host"] == "h"
     assert first["task"] == {"type": "worker", "index": 0} and first["labels"] == {"rank": "0"}
     assert "task" not in json.loads(lines[1])
-    assert merge.parse_documents([("x", text)])[0]["pid"] == 1
+    assert merge.parse_documents([("x", text)])[0].pid == 1
 
 
 def test_process_title():
@@ -120,11 +121,11 @@ def test_thread_groups_and_titles():
     threads.insert(3, {"tid": 99, "name": "python", "frames": [nat("epoll_wait")]})
     threads.append({"tid": 200, "name": "tf_Compute", "frames": list(wait)})  # same stack, other state
     threads.append({"tid": 120, "name": "Eigen", "frames": list(wait)})
-    headed = [(t, " [S in futex]" if t["tid"] != 200 else " [R running]") for t in threads]
+    headed = [(Thread.from_json(t), " [S in futex]" if t["tid"] != 200 else " [R running]") for t in threads]
     groups = threadgroups.group_threads(headed)
     assert [len(g) for g in groups] == [15, 1, 1]  # addresses do not matter, headers do; first-seen order
     assert threadgroups.group_title(groups[0]) == "15 threads (tf_Compute 101-114, Eigen 120)"
-    assert groups[1][0]["tid"] == 99 and groups[2][0]["tid"] == 200
+    assert groups[1][0].tid == 99 and groups[2][0].tid == 200
     assert threadgroups.ranges([5, 1, 2, 3, 9, 7, 8, 3]) == "1-3,5,7-9"
 
 
@@ -132,7 +133,7 @@ def test_member_names_fall_back_when_shared():
     docs = [{"tfnative": 1, "pid": p, "host": "h", "labels": {"node": "n1"}} for p in (1, 2)]
     docs.append({"tfnative": 1, "pid": 3, "host": "h", "labels": {"rank": "5"}})
     docs.append({"tfnative": 1, "pid": 3, "host": "h", "labels": {"rank": "5"}})  # the same process again
-    assert merge.member_names(docs) == ["h:1", "h:2", "rank:5", "rank:5"]
+    assert merge.member_names([Document.from_json(d) for d in docs]) == ["h:1", "h:2", "rank:5", "rank:5"]
 
 
 def test_threads_with_other_locals_are_not_grouped():
@@ -140,4 +141,5 @@ def test_threads_with_other_locals_are_not_grouped():
     a = {"tid": 1, "name": "python", "frames": [dict(frame, variables=[{"name": "i", "value": "1"}])]}
     b = {"tid": 2, "name": "python", "frames": [dict(frame, variables=[{"name": "i", "value": "2"}])]}
     c = {"tid": 3, "name": "python", "frames": [dict(frame, variables=[{"name": "i", "value": "2"}])]}
-    assert [[t["tid"] for t in g] for g in threadgroups.group_threads([(a, ""), (b, ""), (c, "")])] == [[1], [2, 3]]
+    a, b, c = (Thread.from_json(t) for t in (a, b, c))
+    assert [[t.tid for t in g] for g in threadgroups.group_threads([(a, ""), (b, ""), (c, "")])] == [[1], [2, 3]]

@@ -4,6 +4,7 @@ Frames are shaped as ``report.make_event`` gives them (glue hidden, ``user`` set
 ``tests/scripts/tf_stuck.py`` and ``gil_holder.py``.
 """
 
+from tfnative.core.model import Event, Thread
 from tfnative.output import verdict
 
 PID = 100
@@ -60,9 +61,18 @@ def event(*threads, pool=None):
     return {"kind": "snapshot", "pid": PID, "threads": list(threads), "pool": pool}
 
 
+def triage(event):
+    """The verdict on an event given as its JSON, read into the model as ``report.make_event`` gives it."""
+    return verdict.triage(Event.from_json(event))
+
+
+def blocked_in(frames):
+    return verdict.blocked_in(Thread.from_json({"tid": 1, "frames": frames}))
+
+
 def test_native_code_holds_the_gil_while_others_wait():
     holder = worker(7, CTYPES_SLEEP + [py("hold_gil", 42)], gil="held")
-    t = verdict.triage(event(caller(PID, "step", 91), holder, spinner(8), spinner(9),
+    t = triage(event(caller(PID, "step", 91), holder, spinner(8), spinner(9),
                              pool={"threads": 2, "busy": [7], "idle": [6]}))
     assert t["pattern"] == "gil_held_blocked"
     assert t["verdict"] == ("thread 7 tf_Compute holds the GIL in hold_gil at app.py:42, blocked in sleep(); "
@@ -74,7 +84,7 @@ def test_native_code_holds_the_gil_while_others_wait():
     # running (R) rather than blocked, and stuck across samples
     holder["kernel"] = {"state": "R"}
     holder.update(progress="stuck", stuck_s=2.0)
-    t = verdict.triage(event(holder, spinner(8)))
+    t = triage(event(holder, spinner(8)))
     assert t["verdict"].startswith("thread 7 tf_Compute holds the GIL in hold_gil at app.py:42, running sleep() "
                                    "(stuck 2.0 s); 1 thread waits for it (8)")
     assert t["stuck"] == [7] and t["moving"] == []
@@ -82,19 +92,19 @@ def test_native_code_holds_the_gil_while_others_wait():
 
 def test_a_holder_running_python_or_without_waiters_is_no_gil_pattern():
     runner = {"tid": PID, "name": "python", "frames": [py("loop", 3)], "gil": "held", "kernel": {"state": "R"}}
-    t = verdict.triage(event(runner, spinner(8)))
+    t = triage(event(runner, spinner(8)))
     assert t["pattern"] is None
     assert t["verdict"] == ("no known hang pattern fits: the main thread holds the GIL in loop at app.py:3, "
                             "running Python; 1 thread(s) wait for it")
     alone = {"tid": PID, "name": "python", "frames": CTYPES_SLEEP + [py("hold", 3)], "gil": "held"}
-    assert verdict.triage(event(alone))["pattern"] is None
+    assert triage(event(alone))["pattern"] is None
 
 
 def test_inter_op_pool_exhausted():
     w1, w2 = worker(6, EVENT_WAIT + [py("wait_for_event", 48)]), worker(7, EVENT_WAIT + [py("wait_for_event", 48)])
     threads = [caller(PID, "set_step", 86), w1, w2, caller(11, "step", 72, "wait_step"),
                caller(12, "step", 72, "wait_step")]
-    t = verdict.triage(event(*threads, pool={"name": "tf_Compute", "threads": 2, "busy": [6, 7], "idle": []}))
+    t = triage(event(*threads, pool={"name": "tf_Compute", "threads": 2, "busy": [6, 7], "idle": []}))
     assert t["pattern"] == "pool_exhausted"
     assert t["verdict"] == (
         "TensorFlow's inter-op pool is exhausted: all 2 tf_Compute threads are inside tf.py_function callbacks or "
@@ -103,18 +113,18 @@ def test_inter_op_pool_exhausted():
         "threads 11, 12 wait for tf.function step at app.py:72, and no pool thread is free to run their work")
     assert [w["tid"] for w in t["waiting_for_function"]] == [PID, 11, 12]
     # one idle worker: not exhausted (the chain pattern instead)
-    t = verdict.triage(event(*threads, pool={"name": "tf_Compute", "threads": 3, "busy": [6, 7], "idle": [5]}))
+    t = triage(event(*threads, pool={"name": "tf_Compute", "threads": 3, "busy": [6, 7], "idle": [5]}))
     assert t["pattern"] == "waiting_on_executor"
     # a busy worker in a native kernel (no callback): not this pattern either
     kernel = dict(worker(7, [n("syscall")]), frames=[n("syscall")] + PYFUNC)
-    t = verdict.triage(event(caller(PID, "step", 86), w1, kernel,
+    t = triage(event(caller(PID, "step", 86), w1, kernel,
                              pool={"name": "tf_Compute", "threads": 2, "busy": [6, 7], "idle": []}))
     assert t["pattern"] == "waiting_on_executor"
 
 
 def test_main_thread_waits_for_the_function_whose_work_is_on_an_executor_thread():
     w = worker(7, EVENT_WAIT + [py("wait_for_event", 48)])
-    t = verdict.triage(event(caller(PID, "step", 89), w, pool={"name": "tf_Compute", "threads": 2, "busy": [7],
+    t = triage(event(caller(PID, "step", 89), w, pool={"name": "tf_Compute", "threads": 2, "busy": [7],
                                                                  "idle": [6]}))
     assert t["pattern"] == "waiting_on_executor"
     assert t["verdict"] == ("the main thread waits for tf.function step at app.py:89; the work is on tf_Compute "
@@ -124,48 +134,48 @@ def test_main_thread_waits_for_the_function_whose_work_is_on_an_executor_thread(
     k = dict(worker(7, []), frames=[n("syscall"), n("tensorflow::MyOp::Compute(tensorflow::OpKernelContext*)",
                                                     "libmyop.so")] + PYFUNC[1:])
     k["frames"][1]["op"] = {"type": "MyOp", "name": "model/my_op"}
-    t = verdict.triage(event(caller(PID, "step", 89), k, pool={"threads": 2, "busy": [7], "idle": [6]}))
+    t = triage(event(caller(PID, "step", 89), k, pool={"threads": 2, "busy": [7], "idle": [6]}))
     assert t["verdict"].endswith('the work is on tf_Compute thread 7 in kernel MyOp "model/my_op", blocked in '
                                  "syscall()")
     # another Python thread busy (R): the wait is not the whole story
     busy = {"tid": 20, "name": "python", "frames": [py("crunch", 5)], "gil": "held", "kernel": {"state": "R"}}
-    t = verdict.triage(event(caller(PID, "step", 89), w, busy, pool={"threads": 2, "busy": [7], "idle": [6]}))
+    t = triage(event(caller(PID, "step", 89), w, busy, pool={"threads": 2, "busy": [7], "idle": [6]}))
     assert t["pattern"] is None
     assert "the main thread waits for tf.function step at app.py:89" in t["verdict"]
 
 
 def test_function_pending_with_no_thread_running_its_ops():
     pool = {"name": "tf_Compute", "threads": 2, "busy": [], "idle": [5, 6]}
-    t = verdict.triage(dict(event(caller(PID, "train_step", 30), pool=pool),
+    t = triage(dict(event(caller(PID, "train_step", 30), pool=pool),
                             cluster={"task": "worker:1", "tasks": ["worker:0", "worker:1"]}))
     assert t["pattern"] == "function_without_thread"
     assert t["verdict"] == ("the main thread waits for tf.function train_step at app.py:30, and no thread runs its "
                             "ops (all 2 tf_Compute threads wait for work): this process is task worker:1 of a 2-task "
                             "cluster (TF_CONFIG), so a collective op waits for its peers")
-    t = verdict.triage(event(caller(PID, "train_step", 30), pool=pool))
+    t = triage(event(caller(PID, "train_step", 30), pool=pool))
     assert t["verdict"].endswith("its ops wait for an event from outside this process's threads")
     # without the pool's summary (a capture that did not count it) nothing is claimed
-    assert verdict.triage(event(caller(PID, "train_step", 30)))["pattern"] is None
+    assert triage(event(caller(PID, "train_step", 30)))["pattern"] is None
 
 
 def test_nothing_fits():
     idle = {"tid": PID, "name": "python", "frames": EVENT_WAIT + [py("main", 4)], "gil": None,
             "kernel": {"state": "S"}, "progress": "stuck", "stuck_s": 1.0}
-    t = verdict.triage(event(idle))
+    t = triage(event(idle))
     assert t == {"verdict": "no known hang pattern fits: no thread holds the GIL; stuck: 100", "pattern": None,
                  "gil_holder": None, "waiting_for_gil": [], "waiting_for_function": [], "stuck": [PID],
                  "moving": [], "pool": None}
-    assert verdict.triage(event())["verdict"] == "no known hang pattern fits: no thread holds the GIL"
+    assert triage(event())["verdict"] == "no known hang pattern fits: no thread holds the GIL"
 
 
 def test_blocked_in():
-    assert verdict.blocked_in({"frames": CTYPES_SLEEP + [py("f", 1)]}) == "sleep"
-    assert verdict.blocked_in({"frames": EVENT_WAIT}) == "lock.acquire"
-    assert verdict.blocked_in({"frames": [py("f", 1)] + CTYPES_SLEEP}) is None  # runs Python
+    assert blocked_in(CTYPES_SLEEP + [py("f", 1)]) == "sleep"
+    assert blocked_in(EVENT_WAIT) == "lock.acquire"
+    assert blocked_in([py("f", 1)] + CTYPES_SLEEP) is None  # runs Python
     stripped = [n("__futex_abstimed_wait_common"), n("??", "python3.11"), py("f", 1)]
-    assert verdict.blocked_in({"frames": stripped}) == "a built-in function"
-    assert verdict.blocked_in({"frames": [n("??", "libfoo.so"), py("f", 1)]}) == "?? in libfoo.so"
-    assert verdict.blocked_in({"frames": [n("__futex_abstimed_wait_common"), n("worker_main", "libfoo.so")]}) \
+    assert blocked_in(stripped) == "a built-in function"
+    assert blocked_in([n("??", "libfoo.so"), py("f", 1)]) == "?? in libfoo.so"
+    assert blocked_in([n("__futex_abstimed_wait_common"), n("worker_main", "libfoo.so")]) \
         == "__futex_abstimed_wait_common"
 
 
@@ -188,7 +198,7 @@ def test_exit_waits_for_its_non_daemon_threads():
                 "frames": EVENT_WAIT + [py("upload", 18)], "kernel": {"state": "S"}}
     beat = {"tid": 102, "name": "python", "python_name": "heartbeat", "daemon": True,
             "frames": EVENT_WAIT + [py("beat", 22)], "kernel": {"state": "S"}}
-    out = verdict.triage(event(main, uploader, beat))
+    out = triage(event(main, uploader, beat))
     assert out["pattern"] == "exit_waits_for_threads"
     assert out["verdict"] == ('the program has ended: the main thread waits in threading._shutdown for 1 '
                               'non-daemon thread: thread 101 "uploader" in upload at app.py:18, blocked in '
@@ -199,8 +209,8 @@ def test_shutting_down_interpreter_blocked_in_a_destructor():
     main = {"tid": PID, "name": "python", "frames": [n("clock_nanosleep"), n("time_sleep", "libpython3.12.so.1.0"),
                                                      py("Blocks.__del__", 27)], "kernel": {"state": "S"}}
     ev = dict(event(main), finalizing=True)
-    out = verdict.triage(ev)
+    out = triage(ev)
     assert out["pattern"] == "interpreter_finalizing"
     assert out["verdict"] == ("the interpreter is shutting down (Py_FinalizeEx has begun) and the main thread is "
                               "in Blocks.__del__ at app.py:27, blocked in time.sleep()")
-    assert verdict.triage(event(main))["pattern"] is None  # the same stack in a running interpreter: no guess
+    assert triage(event(main))["pattern"] is None  # the same stack in a running interpreter: no guess

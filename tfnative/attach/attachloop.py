@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 import psutil
 
 from ..core import procfs
+from ..core.model import Event
 from ..core.threads import SIGNAL_FRAME
 from ..errors import TfnativeError
 from ..output import report, verdict
@@ -336,10 +337,10 @@ class Session:
             self.gdb.console_command("handle SIGSTOP nostop noprint pass")  # as before: the target's own
             self.running = False
         event = self._event("snapshot", all_threads=True)
-        event["triage"] = verdict.triage(event)
+        event.triage = verdict.triage(event)
         self.doc.events.append(event)
         self.printer.event(event)
-        self.printer.note("verdict: %s" % event["triage"]["verdict"])
+        self.printer.note("verdict: %s" % event.triage["verdict"])
         return Next.RESUME if stopped_here else Next.WAIT
 
     def on_stack_request(self, payload: Dict[str, Any]) -> Next:
@@ -421,15 +422,15 @@ class Session:
         """A fatal signal: reported once (a handler that raises it again is the same fault), then passed on."""
         name = payload["signal-name"]
         event = self._event("signal", signal=name)
-        event["handler"] = _has_handler(self.target.pid, name)
+        event.handler = _has_handler(self.target.pid, name)
         if self.opts.switches.op_origins:
             report.add_op_origin(event, self.opts.switches.op_origins)
         earlier = _reraised(self.doc.events, event)
         if earlier is not None:
             # faulthandler (pytest, -X faulthandler) dumps the traceback and raises
             # the same signal again from its handler: one fault, one event.
-            earlier["reraised_by_handler"] = True
-            self.printer.note("%s raised again by the script's handler: the same fault" % event["signal"])
+            earlier.reraised_by_handler = True
+            self.printer.note("%s raised again by the script's handler: the same fault" % event.signal)
         else:
             self.doc.events.append(event)
             self.printer.event(event)
@@ -458,10 +459,10 @@ class Session:
         self.target.halt(self.gdb)
         self.running = False
         event = self._event("timeout", all_threads=True, timeout=self.opts.timeout)
-        event["triage"] = verdict.triage(event)
+        event.triage = verdict.triage(event)
         self.doc.events.append(event)
         self.printer.event(event)
-        self.printer.note("verdict: %s" % event["triage"]["verdict"])
+        self.printer.note("verdict: %s" % event.triage["verdict"])
         self.target.let_go(self.gdb)
         self.timed_out = True
         return Next.END
@@ -477,7 +478,7 @@ class Session:
         "other": on_other,
     }
 
-    def _event(self, kind: str, all_threads: Optional[bool] = None, **extra: Any) -> Dict[str, Any]:
+    def _event(self, kind: str, all_threads: Optional[bool] = None, **extra: Any) -> Event:
         return stopevent.make(self.gdb, self.opts.all_threads if all_threads is None else all_threads,
                               self.opts.native_all, self.loader, kind, **extra)
 
@@ -542,17 +543,17 @@ def _has_handler(pid: int, signal_name: str) -> bool:
         return False
 
 
-def _reraised(events: List[Dict[str, Any]], event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def _reraised(events: List[Event], event: Event) -> Optional[Event]:
     """The earlier event of the same fault when ``event`` is its signal raised again from the script's handler.
 
     That is: the same signal in the same thread, which had a handler then, and
     a signal-handler frame on the thread's stack now (the handler is running).
     """
-    earlier = next((e for e in reversed(events) if e["kind"] == "signal"), None)
-    if earlier is None or not earlier.get("handler") or earlier.get("signal") != event.get("signal"):
+    earlier = next((e for e in reversed(events) if e.kind == "signal"), None)
+    if earlier is None or not earlier.handler or earlier.signal != event.signal:
         return None
-    if earlier.get("thread") != event.get("thread"):
+    if earlier.thread != event.thread:
         return None
-    stopped = next((t for t in event.get("threads", []) if t.get("tid") == event.get("thread")), None)
-    frames = (stopped or {}).get("frames") or []
-    return earlier if any(f.get("function") == SIGNAL_FRAME for f in frames) else None
+    stopped = next((t for t in event.threads if t.tid == event.thread), None)
+    frames = stopped.frames if stopped is not None else []
+    return earlier if any(f.function == SIGNAL_FRAME for f in frames) else None

@@ -394,7 +394,7 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
             return 130
     event = doc.events[0]
     printer.event(event)
-    err.write("tfnative: verdict: %s\n" % event["triage"]["verdict"])
+    err.write("tfnative: verdict: %s\n" % event.triage["verdict"])
     err.flush()
     if json_path:
         doc.write(json_path, with_exit=False)
@@ -430,10 +430,10 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
     event = report.make_event("snapshot", result, native_all=native_all)
     job = verdict.cluster(tf_config)
     if job:
-        event["cluster"] = job
-    event["triage"] = verdict.triage(event)
+        event.cluster = job
+    event.triage = verdict.triage(event)
     doc.events.append(event)
-    doc.hang = event["triage"]
+    doc.hang = event.triage
     return doc
 
 

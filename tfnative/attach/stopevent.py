@@ -3,8 +3,8 @@
 The loop (``attachloop.py``) calls ``make`` from its stop handlers; the
 stacks come from tfnative's own unwinder (``snapshot.py``) with the
 registers gdb gives, or from gdb's capture where that path steps aside, and
-``report.make_event`` turns them into the event the printer and the JSON
-document share.
+``report.make_event`` turns them into the event (``model.Event``) the printer
+and the JSON document share.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 
 from .. import snapshot
 from ..core import tflog
+from ..core.model import Event, NativeFrame
 from ..output import report
 from ..sources import ptrace
 from . import tfops
@@ -25,7 +26,7 @@ from .symbolload import SymbolLoader
 
 
 def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolLoader], kind: str,
-         **extra: Any) -> Dict[str, Any]:
+         **extra: Any) -> Event:
     """An EVENT of ``kind`` for the stopped target: the thread that stopped (``all_threads``: every thread).
 
     An executor thread that stopped comes with the Python thread that called
@@ -43,13 +44,13 @@ def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolL
             callers = {w["tid"] for w in in_flight}
             result["threads"] = result["threads"] + [t for t in python["threads"] if t["tid"] in callers]
     event = report.make_event(kind, result, native_all=native_all, in_flight=in_flight, **extra)
-    sp = (result.get("stack_pointers") or {}).get(event.get("thread"))
+    sp = (result.get("stack_pointers") or {}).get(event.thread)
     if extra.get("signal") == "SIGABRT" and sp and result.get("pid"):
         _add_fatal_log(event, result["pid"], sp)
     return event
 
 
-def _add_fatal_log(event: Dict[str, Any], pid: int, sp: int) -> None:
+def _add_fatal_log(event: Event, pid: int, sp: int) -> None:
     """TensorFlow's own fatal log line (``Check failed: ...``) at an abort, from the process's memory."""
     try:
         memory = ptrace.Memory(pid)
@@ -60,7 +61,7 @@ def _add_fatal_log(event: Dict[str, Any], pid: int, sp: int) -> None:
     finally:
         memory.close()
     if line:
-        event["log"] = line
+        event.log = line
 
 
 def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool = False) -> Dict[str, Any]:
@@ -96,14 +97,14 @@ def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool
     return result
 
 
-def name_op_hit(event: Dict[str, Any], bps: Breakpoints) -> None:
+def name_op_hit(event: Event, bps: Breakpoints) -> None:
     """A ``--break-op`` hit: the op is the one on the stopped kernel frame; count it under its type."""
-    frames = event["threads"][0]["frames"] if event.get("threads") else []
-    op = next((f["op"] for f in frames if f.get("op")), None)
+    frames = event.threads[0].frames if event.threads else []
+    op = next((f.op for f in frames if isinstance(f, NativeFrame) and f.op), None)
     if op is None:
         return
-    event["op"] = {"type": op["type"], "name": op["name"]}
+    event.op = {"type": op["type"], "name": op["name"]}
     where = tfops.op_location(op["type"])
-    if where != event.get("location"):
-        bps.recount(event.get("location", ""), where)
-        event["location"] = where
+    if where != event.location:
+        bps.recount(event.location or "", where)
+        event.location = where

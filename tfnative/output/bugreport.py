@@ -100,15 +100,15 @@ def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries
             summary.append("never resolved: " + ", ".join("`%s`" % u for u in doc.unresolved))
     out += ["## What happened", ""] + ["- " + s for s in summary or ["nothing was caught"]] + [""]
     for i, e in enumerate(doc.events, 1):
-        what = {"breakpoint": "breakpoint `%s`" % e.get("location"), "signal": signal_title(e),
-                "numerics": "NaN/Inf made by op `%s`" % render.op_label(e.get("op") or {}),
-                "core": "core dump" + (", " + signal_title(e) if e.get("signal") else "")}
-        out += ["## Event %d: %s" % (i, what.get(e["kind"], e["kind"])), ""]
-        if e.get("log"):
-            out += ["TensorFlow's log: `%s`" % e["log"], ""]
+        what = {"breakpoint": "breakpoint `%s`" % e.location, "signal": signal_title(e),
+                "numerics": "NaN/Inf made by op `%s`" % render.op_label(e.op or {}),
+                "core": "core dump" + (", " + signal_title(e) if e.signal else "")}
+        out += ["## Event %d: %s" % (i, what.get(e.kind, e.kind)), ""]
+        if e.log:
+            out += ["TensorFlow's log: `%s`" % e.log, ""]
         out += ["```"]
         out += op_lines(e)
-        for thread in e["threads"]:
+        for thread in e.threads:
             out += render.thread_block(thread)
             out.append("")
         out += ["```", ""]

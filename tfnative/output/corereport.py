@@ -79,7 +79,7 @@ def facts(source: CoreSource, doc: Document, core_path: str) -> Dict[str, str]:
     """The Versions section: the crashed process's, then this host's (labelled)."""
     event = doc.events[0]
     exe = source.exe_seen or "?"
-    py = python_version(source) or event.get("python") or "not found in the core"
+    py = python_version(source) or event.python or "not found in the core"
     env = {k: v for k, v in source.environment().items() if TF_ENV_RE.match(k)}
     onednn = env.get("TF_ENABLE_ONEDNN_OPTS")
     out = {
@@ -120,15 +120,15 @@ def summary(source: CoreSource, doc: Document) -> List[str]:
     """The "What happened" lines: the triage, the hang verdict where it applies, what could not be read."""
     event = doc.events[0]
     lines = []
-    if event.get("signal"):
+    if event.signal:
         lines.append("the process died of %s%s (core dumped)" % (
-            event["signal"], " sent by pid %d" % event["sent_by"] if event.get("sent_by") is not None else ""))
+            event.signal, " sent by pid %d" % event.sent_by if event.sent_by is not None else ""))
     else:
         lines.append("no signal in the core (written by gcore?)")
     lines += [p for p in triage_phrases(doc, code="`") if not p.startswith("fatal ")]
-    if event.get("triage"):
-        lines.append("hang verdict: %s" % event["triage"]["verdict"])
-    lines += ["warning: %s" % w for w in event.get("warnings", [])]
+    if event.triage:
+        lines.append("hang verdict: %s" % event.triage["verdict"])
+    lines += ["warning: %s" % w for w in event.warnings]
     return lines
 
 

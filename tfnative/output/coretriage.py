@@ -52,25 +52,25 @@ def core_event(notes: Notes, argv: List[str], result: Dict[str, Any], native_all
         extra["sent_by"] = sender
     event = report.make_event("core", result, native_all=native_all, **extra)
     if not signo or sender is not None:
-        event["triage"] = verdict.triage(event)
+        event.triage = verdict.triage(event)
     doc = report.Document(argv=argv, pid=notes.pid)
     doc.events.append(event)
     if signo:
-        doc.exit = {"signal": event["signal"]}
+        doc.exit = {"signal": event.signal}
     return doc
 
 
 def triage_phrases(doc: report.Document, code: str = "") -> List[str]:
     """The fatal-signal triage of a core as short phrases (nothing about breakpoints: a core has none)."""
     event = doc.events[0]
-    if not event.get("signal"):
+    if not event.signal:
         return []
     t = doc.triage()
     parts = report.triage_phrases(t, code)
     if not t["breakpoints"]:
         parts = parts[1:]  # "no breakpoint hit": true of every core, so nothing to say
-    if event.get("sent_by") is not None:
-        parts = [p + (" (sent by pid %d)" % event["sent_by"] if p == "fatal %s" % event["signal"] else "")
+    if event.sent_by is not None:
+        parts = [p + (" (sent by pid %d)" % event.sent_by if p == "fatal %s" % event.signal else "")
                  for p in parts]
     return parts
 
@@ -81,7 +81,7 @@ def triage_lines(doc: report.Document) -> List[str]:
     parts = triage_phrases(doc)
     if parts:
         lines.append("triage: " + "; ".join(parts))
-    hang = doc.events[0].get("triage")
+    hang = doc.events[0].triage
     if hang is not None:
         lines.append("verdict: %s" % hang["verdict"])
     return lines

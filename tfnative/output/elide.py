@@ -2,13 +2,15 @@
 
 A 5000-deep recursion is read whole; what is shown keeps the innermost
 frames (where the thread is) and the outermost ones (``<module>``, ``main``,
-``_start``: how it got there), and puts one ``{"kind": "elided"}`` entry in
+``_start``: how it got there), and puts one ``ElidedFrame`` (kind "elided") in
 between: how many frames it stands for and which functions they run
 (``... 4000 frames of recurse() ...``).
 """
 
 from collections import Counter
-from typing import Dict, List
+from typing import List
+
+from ..core.model import ElidedFrame, Frame
 
 __all__ = ["ELIDED", "KEEP_INNER", "KEEP_OUTER", "elide", "elided_text"]
 
@@ -17,7 +19,7 @@ KEEP_INNER = 500
 KEEP_OUTER = 500
 
 
-def elide(frames: List[Dict], inner: int = KEEP_INNER, outer: int = KEEP_OUTER) -> List[Dict]:
+def elide(frames: List[Frame], inner: int = KEEP_INNER, outer: int = KEEP_OUTER) -> List[Frame]:
     """``frames`` (innermost first) as they are when there are at most ``inner + outer`` + 1, else elided.
 
     The entry standing for the cut frames has ``kind`` "elided", ``count``,
@@ -27,15 +29,14 @@ def elide(frames: List[Dict], inner: int = KEEP_INNER, outer: int = KEEP_OUTER) 
     if len(frames) <= inner + outer + 1:
         return list(frames)
     middle = frames[inner:len(frames) - outer]
-    counts = Counter(f.get("function") or "??" for f in middle)
+    counts = Counter(f.function or "??" for f in middle)
     names = [name for name, _ in counts.most_common(3)]
-    marker = {"kind": ELIDED, "count": len(middle), "functions": names, "function": ", ".join(names),
-              "file": None, "line": None}
+    marker = ElidedFrame(count=len(middle), functions=names)
     return list(frames[:inner]) + [marker] + list(frames[len(frames) - outer:])
 
 
-def elided_text(frame: Dict) -> str:
+def elided_text(frame: ElidedFrame) -> str:
     """``... 4000 frames of recurse() ...`` (``recurse(), main() and others`` when they differ)."""
-    names = ["%s()" % n if "(" not in n else n for n in frame.get("functions") or ["??"]]
+    names = ["%s()" % n if "(" not in n else n for n in frame.functions or ["??"]]
     more = len(names) > 1
-    return "... %d frames of %s%s ..." % (frame.get("count", 0), ", ".join(names), " and others" if more else "")
+    return "... %d frames of %s%s ..." % (frame.count, ", ".join(names), " and others" if more else "")

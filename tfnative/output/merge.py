@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from ..core.model import Document, Frame, Thread
 from ..errors import TfnativeError
 from . import render
 from .threadgroups import frame_text
@@ -19,7 +20,7 @@ from .threadgroups import frame_text
 _PDSH = re.compile(r"^[A-Za-z0-9_.\-]+: ")
 
 
-def iter_documents(texts: Iterable[Tuple[str, str]]) -> Iterator[Dict[str, Any]]:
+def iter_documents(texts: Iterable[Tuple[str, str]]) -> Iterator[Document]:
     """Every document in ``texts`` ((source name, text) pairs), in order, one at a time.  Raises
     TfnativeError on garbage or a document that is not tfnative schema v1 (an empty input yields none)."""
     dec = json.JSONDecoder()
@@ -45,13 +46,16 @@ def iter_documents(texts: Iterable[Tuple[str, str]]) -> Iterator[Dict[str, Any]]
             if not isinstance(doc, dict) or doc.get("tfnative") != 1:
                 raise TfnativeError("%s: a document that is not tfnative schema 1 (from 'tfnative stack "
                                     "--json')" % name)
-            yield doc
+            try:
+                yield Document.from_json(doc)
+            except ValueError as e:
+                raise TfnativeError("%s: %s" % (name, e)) from None
 
 
 NO_DOCUMENTS = "no documents in the input (expected 'tfnative stack --json' output)"
 
 
-def parse_documents(texts: Iterable[Tuple[str, str]]) -> List[Dict[str, Any]]:
+def parse_documents(texts: Iterable[Tuple[str, str]]) -> List[Document]:
     """Every document in ``texts`` as a list (see ``iter_documents``); an empty input is an error."""
     docs = list(iter_documents(texts))
     if not docs:
@@ -59,28 +63,31 @@ def parse_documents(texts: Iterable[Tuple[str, str]]) -> List[Dict[str, Any]]:
     return docs
 
 
-def member_label(doc: Dict[str, Any]) -> str:
+def member_label(doc: Document) -> str:
     """``worker:2`` from ``task``, else ``KEY:VALUE`` of the first of ``labels`` (``rank:3``, so that ranks
     compress to ranges), else ``host:pid``."""
-    task = doc.get("task")
+    task = doc.task
     if isinstance(task, dict) and task.get("type") is not None:
         return "%s:%s" % (task["type"], task.get("index", "?"))
-    labels = doc.get("labels")
+    labels = doc.labels
     if isinstance(labels, dict) and labels:
         key, value = next(iter(labels.items()))
         return "%s:%s" % (key, value)
-    return "%s:%s" % (doc.get("host") or "localhost", doc.get("pid", "?"))
+    return _host_pid(doc)
 
 
-def member_names(docs: List[Dict[str, Any]]) -> List[str]:
+def _host_pid(doc: Document) -> str:
+    return "%s:%s" % (doc.host or "localhost", doc.pid if doc.pid is not None else "?")
+
+
+def member_names(docs: List[Document]) -> List[str]:
     """``member_label`` of each document, except that a name two processes share (one ``--label`` given
     to several, the same task in two jobs) falls back to ``host:pid`` for each of them."""
     names = [member_label(d) for d in docs]
     owners: Dict[str, set] = {}
     for name, d in zip(names, docs):
-        owners.setdefault(name, set()).add((d.get("host"), d.get("pid")))
-    return [n if len(owners[n]) == 1 else "%s:%s" % (d.get("host") or "localhost", d.get("pid", "?"))
-            for n, d in zip(names, docs)]
+        owners.setdefault(name, set()).add((d.host, d.pid))
+    return [n if len(owners[n]) == 1 else _host_pid(d) for n, d in zip(names, docs)]
 
 
 def compress(labels: Iterable[str]) -> str:
@@ -105,19 +112,17 @@ def compress(labels: Iterable[str]) -> str:
     return " ".join(out + others)
 
 
-def _threads(doc: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
-    for ev in doc.get("events") or []:
-        yield from ev.get("threads") or []
-
-
-def _runs_python(thread: Dict[str, Any]) -> bool:
-    return any(f.get("kind") == "python" for f in thread.get("frames") or [])
+def _stacks(doc: Document, all_threads: bool) -> Iterator[Thread]:
+    """The threads of a document that go in the tree (those that run Python, or ``all_threads``)."""
+    return (t for t in doc.threads() if all_threads or t.runs_python())
 
 
 class Node:
+    """A frame of the tree: the processes (members) and threads whose stacks go through it."""
+
     __slots__ = ("frame", "key", "members", "threads", "children", "processes")
 
-    def __init__(self, frame: Optional[Dict[str, Any]], key: str) -> None:
+    def __init__(self, frame: Optional[Frame], key: str) -> None:
         self.frame, self.key = frame, key
         self.members: Dict[Any, None] = {}  # member names (while the tree is built: document numbers)
         self.threads = 0
@@ -125,31 +130,32 @@ class Node:
         self.processes: List[Dict[str, Any]] = []  # the root's: label, pid, host of each document
 
     def to_json(self) -> Dict[str, Any]:
-        return {"frame": self.frame, "members": sorted(self.members), "threads": self.threads,
+        """The node as ``merge --json`` writes it: its FRAME without ``address`` and ``source``."""
+        frame = None if self.frame is None else {k: v for k, v in self.frame.to_json().items()
+                                                 if k not in ("address", "source")}
+        return {"frame": frame, "members": sorted(self.members), "threads": self.threads,
                 "children": [c.to_json() for c in self.children.values()]}
 
 
-def build_tree(docs: Iterable[Dict[str, Any]], all_threads: bool = False) -> Node:
+def build_tree(docs: Iterable[Document], all_threads: bool = False) -> Node:
     """The prefix tree of every (Python, or with ``all_threads`` every) thread's stack, glue hidden.
 
     ``docs`` is read once, one document at a time (none is kept: memory grows with the tree and the
     number of processes, not with the documents).  Raises TfnativeError when there is none.
     """
     root = Node(None, "")
-    who: List[Dict[str, Any]] = []
+    who: List[Document] = []
     for i, doc in enumerate(docs):
-        who.append({k: doc.get(k) for k in ("pid", "host", "task", "labels")})
-        for t in _threads(doc):
-            if not all_threads and not _runs_python(t):
-                continue
+        who.append(Document(pid=doc.pid, host=doc.host, task=doc.task, labels=doc.labels))
+        for t in _stacks(doc, all_threads):
             node = root
             node.members[i] = None
             node.threads += 1
-            for f in reversed(render.hide_glue(t.get("frames") or [])):
+            for f in reversed(render.hide_glue(t.frames)):
                 key = frame_text(f)
                 child = node.children.get(key)
                 if child is None:
-                    child = node.children[key] = Node(_clean(f), key)
+                    child = node.children[key] = Node(f, key)
                 node = child
                 node.members[i] = None
                 node.threads += 1
@@ -161,12 +167,8 @@ def build_tree(docs: Iterable[Dict[str, Any]], all_threads: bool = False) -> Nod
         node = todo.pop()
         node.members = dict.fromkeys(names[i] for i in node.members)
         todo.extend(node.children.values())
-    root.processes = [{"label": n, "pid": d["pid"], "host": d["host"]} for d, n in zip(who, names)]
+    root.processes = [{"label": n, "pid": d.pid, "host": d.host} for d, n in zip(who, names)]
     return root
-
-
-def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: v for k, v in f.items() if k not in ("address", "source")}
 
 
 def outlier(node: Node) -> Optional[Node]:
@@ -197,17 +199,15 @@ def text_lines(root: Node) -> List[str]:
     return lines
 
 
-def folded_lines(docs: Iterable[Dict[str, Any]], all_threads: bool = False) -> List[str]:
+def folded_lines(docs: Iterable[Document], all_threads: bool = False) -> List[str]:
     """Flamegraph "folded" stacks: ``outer;...;inner COUNT`` per distinct stack.  Raises TfnativeError
     when there is no document."""
     counts: Dict[str, int] = {}
     seen = 0
     for doc in docs:
         seen += 1
-        for t in _threads(doc):
-            if not all_threads and not _runs_python(t):
-                continue
-            frames = reversed(render.hide_glue(t.get("frames") or []))
+        for t in _stacks(doc, all_threads):
+            frames = reversed(render.hide_glue(t.frames))
             key = ";".join(frame_text(f).replace(";", ",") for f in frames)
             counts[key] = counts.get(key, 0) + 1
     if not seen:

@@ -1,13 +1,14 @@
 """Text form of mixed stacks, and the frame filters it applies (pure).
 
 Shared by gdb's ``tf-bt`` and the ``tfnative`` CLI so that both print the
-same thing.  Frames are dicts of the JSON schema (see README).
+same thing.  Frames and threads are those of the typed model (``model.py``).
 """
 
 import re
 from typing import Dict, Iterable, List, Optional
 
-from .elide import ELIDED, elided_text
+from ..core.model import ElidedFrame, Frame, NativeFrame, PythonFrame, Thread
+from .elide import elided_text
 
 # Native frames of the interpreter that only move a call along: hidden by
 # default (``--native-all`` shows them).  Exact names or prefixes.
@@ -44,23 +45,23 @@ _SYSTEM_PARTS = ("/site-packages/", "/dist-packages/")
 _STDLIB_RE = re.compile(r"/lib(64)?/python3\.\d+/")
 
 
-def is_glue(frame: Dict) -> bool:
-    if frame.get("kind") != "native":
+def is_glue(frame: Frame) -> bool:
+    if not isinstance(frame, NativeFrame):
         return False
-    name = frame.get("function") or ""
+    name = frame.function or ""
     base = name.split("(", 1)[0]
     return base in GLUE_EXACT or base.startswith(GLUE_PREFIXES)
 
 
-def hide_glue(frames: Iterable[Dict]) -> List[Dict]:
+def hide_glue(frames: Iterable[Frame]) -> List[Frame]:
     return [f for f in frames if not is_glue(f)]
 
 
-def is_user_frame(frame: Dict) -> bool:
+def is_user_frame(frame: Frame) -> bool:
     """A Python frame of the user's own code: not the stdlib, not an installed package."""
-    if frame.get("kind") != "python":
+    if not isinstance(frame, PythonFrame):
         return False
-    path = frame.get("file") or ""
+    path = frame.file or ""
     if not path or path.startswith("<"):
         return False
     if any(p in path for p in _SYSTEM_PARTS):
@@ -75,17 +76,17 @@ _TF_NATIVE_NAMES = ("tensorflow::", "tsl::", "Eigen::", "xla::", "mlir::", "TFE_
 _INTERPRETER_LIB_RE = re.compile(r"^(libpython3\.\d+|python3(\.\d+)?$|python$)")
 
 
-def frame_class(frame: Dict) -> str:
+def frame_class(frame: Frame) -> str:
     """user, tensorflow-python, tensorflow-native, interpreter or system."""
-    if frame.get("kind") == "python":
+    if isinstance(frame, PythonFrame):
         if is_user_frame(frame):
             return "user"
-        path = frame.get("file") or ""
+        path = frame.file or ""
         if "/tensorflow/" in path or "/keras/" in path or "/tf_keras/" in path:
             return "tensorflow-python"
         return "system"
-    lib = frame.get("library") or ""
-    name = frame.get("function") or ""
+    lib = (frame.library if isinstance(frame, NativeFrame) else None) or ""
+    name = frame.function or ""
     if _TF_LIB_RE.match(lib):
         return "tensorflow-native"
     if _INTERPRETER_LIB_RE.match(lib):
@@ -98,12 +99,12 @@ def frame_class(frame: Dict) -> str:
 _LANDMARK_RE = re.compile(r"^(TFE?_\w+$|.*::Compute(Async)?\()")
 
 
-def is_landmark(frame: Dict) -> bool:
+def is_landmark(frame: Frame) -> bool:
     """Frames never folded: TensorFlow's C API entry points and kernel/device Compute calls."""
-    return frame.get("kind") == "native" and bool(_LANDMARK_RE.match(frame.get("function") or ""))
+    return isinstance(frame, NativeFrame) and bool(_LANDMARK_RE.match(frame.function or ""))
 
 
-def fold_plan(frames: List[Dict], keep_head: int = 2, keep_tail: int = 2, min_run: int = 8) -> List:
+def fold_plan(frames: List[Frame], keep_head: int = 2, keep_tail: int = 2, min_run: int = 8) -> List:
     """Indices to print, with ``("fold", n)`` markers for runs of TensorFlow-internal frames.
 
     Runs shorter than ``min_run`` are shown whole; of a longer run, the first
@@ -148,28 +149,28 @@ def _short(name: str, width: int) -> str:
     return name[:head] + "..." + name[len(name) - (width - head - 3):]
 
 
-def frame_line(index: int, f: Dict, name_width: int = 160, verbose: bool = False) -> str:
-    if f.get("kind") == ELIDED:
+def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = False) -> str:
+    if isinstance(f, ElidedFrame):
         return "       %s" % elided_text(f)
-    if f.get("kind") == "python":
-        where = "%s:%s" % (f.get("file") or "?", f.get("line") if f.get("line") is not None else "?")
-        mark = "  <-- your code" if f.get("user") or is_user_frame(f) else ""
-        conv = f.get("converted")
+    if isinstance(f, PythonFrame):
+        where = "%s:%s" % (f.file or "?", f.line if f.line is not None else "?")
+        mark = "  <-- your code" if f.user or is_user_frame(f) else ""
+        conv = f.converted
         if conv:
             mark += "  [AutoGraph" + (": ran as %s at %s:%s]" % (conv.get("function"), conv.get("file"),
                                                                 conv.get("line")) if verbose else "]")
-        return "#%-3d [py] %s at %s%s" % (index, _short(f.get("function") or "?", name_width), where, mark)
-    text = "#%-3d      %s" % (index, _short(f.get("function") or "??", name_width))
-    if f.get("file"):
-        text += " at %s:%s" % (f["file"], f.get("line"))
-    text += " in %s" % (f.get("library") or "??")
-    text += " [%s]" % f.get("address", "?")
-    if f.get("recovered"):
-        text += " (recovered by %s: no CFI below)" % f["recovered"]
-    if f.get("op"):
-        text += "  <-- op %s" % op_label(f["op"])
-    if f.get("file") and f.get("source"):
-        text += "\n           | %s" % f["source"].strip()  # under the frame's line, not inside it
+        return "#%-3d [py] %s at %s%s" % (index, _short(f.function or "?", name_width), where, mark)
+    text = "#%-3d      %s" % (index, _short(f.function or "??", name_width))
+    if f.file:
+        text += " at %s:%s" % (f.file, f.line)
+    text += " in %s" % (f.library or "??")
+    text += " [%s]" % (f.address if f.address is not None else "?")
+    if f.recovered:
+        text += " (recovered by %s: no CFI below)" % f.recovered
+    if f.op:
+        text += "  <-- op %s" % op_label(f.op)
+    if f.file and f.source:
+        text += "\n           | %s" % f.source.strip()  # under the frame's line, not inside it
     return text
 
 
@@ -181,11 +182,11 @@ def op_label(op: Dict) -> str:
     return label
 
 
-def thread_block(thread: Dict, header: Optional[str] = None, fold: bool = True) -> List[str]:
+def thread_block(thread: Thread, header: Optional[str] = None, fold: bool = True) -> List[str]:
     lines = []
-    title = header or 'Thread %s "%s"' % (thread.get("tid"), thread.get("name") or "")
+    title = header or 'Thread %s "%s"' % (thread.tid, thread.name or "")
     lines.append(title)
-    frames = thread.get("frames") or []
+    frames = thread.frames
     plan = fold_plan(frames) if fold else list(range(len(frames)))
     levels = _levels(frames)
     for item in plan:
@@ -196,27 +197,28 @@ def thread_block(thread: Dict, header: Optional[str] = None, fold: bool = True) 
             lines.extend(variable_lines(frames[item]))
     if not frames:
         lines.append("  (no frames)")
-    if thread.get("merge") == "mismatch":
+    if thread.merge == "mismatch":
         lines.append("  !! Python and native stacks could not be matched (%s); the Python stack alone:"
-                     % thread.get("merge_detail", ""))
-        python = thread.get("python_frames") or []
+                     % (thread.merge_detail if thread.python_frames is not None else ""))
+        python = thread.python_frames or []
         for level, f in zip(_levels(python), python):
             lines.append("  " + frame_line(level, f))
-    if thread.get("error"):
-        lines.append("  !! %s" % thread["error"])
+    if thread.error:
+        lines.append("  !! %s" % thread.error)
     return lines
 
 
-def variable_lines(frame: Dict) -> List[str]:
+def variable_lines(frame: Frame) -> List[str]:
     """A Python frame's arguments and locals (``--locals``), one per line under the frame."""
+    variables = frame.variables if isinstance(frame, PythonFrame) else None
     return ["               %s = %s%s" % (v["name"], v["repr"], "  (argument)" if v.get("arg") else "")
-            for v in frame.get("variables") or []]
+            for v in variables or []]
 
 
-def _levels(frames: List[Dict]) -> List[int]:
+def _levels(frames: List[Frame]) -> List[int]:
     """Each frame's depth in the thread's stack, counting the frames an elided entry stands for."""
     out, level = [], 0
     for f in frames:
         out.append(level)
-        level += f.get("count", 1) if f.get("kind") == ELIDED else 1
+        level += f.count if isinstance(f, ElidedFrame) else 1
     return out

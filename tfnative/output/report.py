@@ -1,9 +1,9 @@
 """What the user sees: the text report on stderr and the JSON document.
 
-JSON schema version 1 (documented in README.md)::
-
-    {"tfnative": 1, "pid": int, "argv": [...], "events": [EVENT...],
-     "unresolved": [str...], "exit": {"code": int} | {"signal": "SIGSEGV"}}
+A capture (the dicts the gdb side sends over MI, or ``snapshot.py``'s) becomes
+a typed ``model.Event`` here (``make_event``); events stay typed until the
+document is written (``Document.write``: JSON schema version 1, see
+docs/json-schema.md).
 """
 
 from __future__ import annotations
@@ -14,82 +14,63 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, TextIO
 
-from ..core import kstate
+from ..core import kstate, model
+from ..core.model import Event, Frame, NativeFrame, PythonFrame, Thread
 from ..files import write_output
 from . import render, threadgroups
 from .elide import elide
 
-SCHEMA = 1
+SCHEMA = model.SCHEMA
 
 
 def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
-               in_flight: Optional[List[Dict[str, Any]]] = None, **extra: Any) -> Dict[str, Any]:
-    """Turn one ``-tfnative-capture`` result into an EVENT of the schema.
+               in_flight: Optional[List[Dict[str, Any]]] = None, **extra: Any) -> Event:
+    """Turn one ``-tfnative-capture`` result into an event (EVENT of the schema).
 
+    The capture's threads and frames are read into the model here (their
+    internal keys kept as attributes); frames get their ``class``, ``user``
+    and source line, glue frames are hidden (unless ``native_all``) and deep
+    stacks elided.  ``extra``: the event's fields of its kind (``location``,
+    ``signal``, ``signal_code``, ``fault_address``, ``sent_by``, ``timeout``).
     ``in_flight``: ``{"tid", "tf_function"}`` of Python threads outside the
     capture that wait for a tf.function (for executor threads' context).
     """
     selected = capture.get("selected_tid")
     threads = []
-    for t in capture.get("threads", []):
-        frames = t.get("frames", [])
-        if not native_all:
-            frames = render.hide_glue(frames)
-        frames = elide([_clean(f) for f in frames])
-        thread = {"tid": t["tid"], "name": t.get("name", ""), "frames": frames, "merge": t.get("merge"),
-                  "gil": t.get("gil")}
-        if t.get("python_name") is not None:
-            thread["python_name"] = t["python_name"]
-        if t.get("daemon") is not None:
-            thread["daemon"] = t["daemon"]
-        thread.update({k: t[k] for k in THREAD_STATE_KEYS + ("ns_tid",) if t.get(k) is not None})
-        fn = next((f["tf_function"] for f in frames if f.get("tf_function")), None)
-        if fn:
-            thread["tf_function"] = fn
-        if t.get("merge") == "mismatch":
-            thread["merge_detail"] = t.get("merge_detail")
-            thread["python_frames"] = elide([_clean(f) for f in t.get("python_frames", [])])
-        if t.get("error"):
-            thread["error"] = t["error"]
-        threads.append(thread)
+    for raw in capture.get("threads", []):
+        t = Thread.from_json(raw)
+        frames = t.frames if native_all else render.hide_glue(t.frames)
+        t.frames = elide([_clean(f) for f in frames])
+        t.tf_function = next((f.tf_function for f in t.frames if isinstance(f, PythonFrame) and f.tf_function),
+                             None)
+        if t.merge == "mismatch":
+            t.python_frames = elide([_clean(f) for f in t.python_frames or []])
+        else:
+            t.python_frames = None
+        t.tf_functions_in_flight = None
+        threads.append(t)
     _attribute_executors(threads, in_flight or [])
     # The thread that stopped comes first.
-    threads.sort(key=lambda t: t["tid"] != selected)
-    event: Dict[str, Any] = {"kind": kind}
-    event.update(extra)
-    event["thread"] = selected
-    event["pid"] = capture.get("pid")
-    if capture.get("ns_pid") is not None:  # the pid inside the process's own PID namespace
-        event["ns_pid"] = capture["ns_pid"]
-    event["threads"] = threads
-    if capture.get("python"):
-        event["python"] = capture["python"]
-    if capture.get("via"):
-        event["via"] = capture["via"]
-    if capture.get("warnings"):
-        event["warnings"] = capture["warnings"]
-    if (capture.get("pool") or {}).get("threads"):  # a process with TensorFlow's inter-op pool
-        event["pool"] = capture["pool"]
-    if capture.get("samples"):
-        event["samples"] = capture["samples"]
-    if capture.get("finalizing"):
-        event["finalizing"] = True
-    return event
+    threads.sort(key=lambda t: t.tid != selected)
+    pool = capture.get("pool") or {}
+    return Event(kind=kind, **extra, thread=selected, pid=capture.get("pid"),
+                 ns_pid=capture.get("ns_pid"),  # the pid inside the process's own PID namespace
+                 threads=threads, python=capture.get("python"), via=capture.get("via"),
+                 warnings=list(capture.get("warnings") or []),
+                 pool=pool if pool.get("threads") else None,  # a process with TensorFlow's inter-op pool
+                 samples=capture.get("samples"), finalizing=bool(capture.get("finalizing")))
 
 
 INJECT_MARK = "/tfnative/inject/"
 # Text mark on a thread header line for its "gil" state.
 GIL_MARKS = {"held": "[holds the GIL]", "waiting": "[waiting for the GIL]"}
-# What a capture says of a thread's state besides "gil", kept as is in the event: inside a garbage
-# collection, its kernel state (kstate.py), and across samples moving or stuck (samples.py).
-THREAD_STATE_KEYS = ("gc", "kernel", "progress", "stuck_s")
 
 
-def thread_display_name(t: Dict[str, Any], main_name: Optional[str]) -> str:
+def thread_display_name(t: Thread, main_name: Optional[str]) -> str:
     """The quoted name a thread is shown by: ``threading``'s name where the OS name is the one every
     thread inherits (the main thread's, ``main_name``), else the OS name that native code gave it, with
     the Python name beside it (``"tf_Compute" (Python "Dummy-1")``)."""
-    name, py = t.get("name") or "", t.get("python_name")
+    name, py = t.name or "", t.python_name
     if py is None or py == name:
         return '"%s"' % name
     if main_name is None or name == main_name:
@@ -97,63 +78,63 @@ def thread_display_name(t: Dict[str, Any], main_name: Optional[str]) -> str:
     return '"%s" (Python "%s")' % (name, py)
 
 
-def state_marks(t: Dict[str, Any]) -> str:
+def state_marks(t: Thread) -> str:
     """`` [holds the GIL] [gc] [S in futex] [stuck 2.0 s]``: a thread's states as its header shows them."""
-    marks = [GIL_MARKS[t["gil"]]] if t.get("gil") in GIL_MARKS else []
-    if t.get("gc"):
+    marks = [GIL_MARKS[t.gil]] if t.gil in GIL_MARKS else []
+    if t.gc:
         marks.append("[in a garbage collection]")
-    if t.get("kernel"):
-        marks.append("[%s]" % kstate.text(t["kernel"]))
-    if t.get("progress") == "stuck":
-        marks.append("[stuck %.1f s]" % (t.get("stuck_s") or 0.0))
-    elif t.get("progress") == "moving":
+    if t.kernel:
+        marks.append("[%s]" % kstate.text(t.kernel))
+    if t.progress == "stuck":
+        marks.append("[stuck %.1f s]" % (t.stuck_s or 0.0))
+    elif t.progress == "moving":
         marks.append("[moving]")
     return "".join(" " + m for m in marks)
 
 
-def numerics_op(event: Dict[str, Any]) -> None:
+def numerics_op(event: Event) -> None:
     """A ``numerics`` event (``--check-numerics``): the op from the hook's locals; the hook's frames cut off.
 
     The stopped thread's frames down to tfnative's hook are tfnative's own
     (the signal it sends itself, the error constructor it wraps): the stack
     starts at the code that was running when TensorFlow reported the NaN/Inf.
     """
-    if not event.get("threads"):
+    if not event.threads:
         return
-    thread = event["threads"][0]
-    frames = thread["frames"]
-    hook = next((f for f in frames if f["kind"] == "python" and f.get("function") == "_tfnative_numerics_stop"), None)
-    locals_ = (hook or {}).get("locals") or {}
+    thread = event.threads[0]
+    frames = thread.frames
+    hook = next((f for f in frames if isinstance(f, PythonFrame) and f.function == "_tfnative_numerics_stop"),
+                None)
+    locals_ = (hook.locals if hook else None) or {}
     rows = [row.split("\t") for row in (locals_.get("created_at") or "").splitlines()]
     created = creation_frames([(r[0], int(r[1]), r[2]) for r in rows if len(r) == 3 and r[1].isdigit()])
-    event["op"] = {"type": locals_.get("op_type"), "name": locals_.get("op_name"), "created_at": created}
-    last = max((i for i, f in enumerate(frames) if INJECT_MARK in (f.get("file") or "")), default=-1)
+    event.op = {"type": locals_.get("op_type"), "name": locals_.get("op_name"), "created_at": created}
+    last = max((i for i, f in enumerate(frames) if INJECT_MARK in (f.file or "")), default=-1)
     if last >= 0:
         # Drop the hook and TensorFlow's error plumbing above the first frame that is not.
         rest = frames[last + 1:]
-        while rest and rest[0]["kind"] == "python" and "/tensorflow/python/framework/errors_impl.py" in (
-                rest[0].get("file") or ""):
+        while rest and isinstance(rest[0], PythonFrame) and "/tensorflow/python/framework/errors_impl.py" in (
+                rest[0].file or ""):
             rest = rest[1:]
-        thread["frames"] = rest
+        thread.frames = rest
 
 
 def creation_frames(stack: List[Any]) -> List[Dict[str, Any]]:
-    """FRAMEs (outermost first) of a Python creation stack given as (file, line, function) rows."""
+    """FRAMEs (outermost first, as JSON: they go in an op's ``created_at``) of a Python creation stack given
+    as (file, line, function) rows."""
     out = []
     for file, line, function in stack:
-        f = {"kind": "python", "function": function, "file": file, "line": int(line)}
-        f["user"] = render.is_user_frame(f)
-        text = source_line(f["file"], f["line"])
-        if text is not None:
-            f["source"] = text
-        out.append(f)
+        f = PythonFrame(function=function, file=file, line=int(line))
+        f.user = render.is_user_frame(f)
+        f.source = source_line(f.file, f.line)
+        out.append(f.to_json())
     return out
 
 
 _GRAD_RE = re.compile(r"^(?:gradient_tape/|gradients(?:_\d+)?/)?(?P<forward>.+?)(?:_grad)?/[^/]+$")
 
 
-def add_op_origin(event: Dict[str, Any], origins_path: str) -> None:
+def add_op_origin(event: Event, origins_path: str) -> None:
     """Where the event's op was created (``--op-origins``): ``created_at`` on the event's op.
 
     The op is the event's (a ``--break-op`` hit) or the one on the stopped
@@ -162,8 +143,8 @@ def add_op_origin(event: Dict[str, Any], origins_path: str) -> None:
     tf.function the thread works for.  A gradient op (``.../Sqrt_grad/SqrtGrad``)
     also gets its forward op's origin (``"forward"``).
     """
-    threads = event.get("threads") or []
-    op = event.get("op") or next((f["op"] for f in (threads[0]["frames"] if threads else []) if f.get("op")), None)
+    threads = event.threads
+    op = event.op or _frames_op(threads[0].frames if threads else [])
     if not op or not op.get("name"):
         return
     origins: Dict[str, List[Dict[str, Any]]] = {}
@@ -177,7 +158,7 @@ def add_op_origin(event: Dict[str, Any], origins_path: str) -> None:
                 origins.setdefault(row.get("node"), []).append(row)
     except OSError:
         return
-    graph = ((threads[0].get("tf_function") or {}).get("python_function") if threads else None)
+    graph = ((threads[0].tf_function or {}).get("python_function") if threads else None)
 
     def find(node: str) -> Optional[Dict[str, Any]]:
         rows = origins.get(node) or []
@@ -186,12 +167,17 @@ def add_op_origin(event: Dict[str, Any], origins_path: str) -> None:
     found = find(op["name"])
     if found is None:
         return
-    event["op"] = dict({"type": op.get("type"), "name": op["name"]}, **(event.get("op") or {}))
-    event["op"]["created_at"] = creation_frames(found.get("stack") or [])
+    event.op = dict({"type": op.get("type"), "name": op["name"]}, **(event.op or {}))
+    event.op["created_at"] = creation_frames(found.get("stack") or [])
     forward = _forward_of(op, found, origins)
     if forward is not None:
-        event["op"]["forward"] = {"name": forward["node"], "type": forward.get("type"),
-                                  "created_at": creation_frames(forward.get("stack") or [])}
+        event.op["forward"] = {"name": forward["node"], "type": forward.get("type"),
+                               "created_at": creation_frames(forward.get("stack") or [])}
+
+
+def _frames_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
+    """The op of the first kernel frame (a native frame with its op read) among ``frames``."""
+    return next((f.op for f in frames if isinstance(f, NativeFrame) and f.op), None)
 
 
 def _forward_of(op: Dict[str, Any], found: Dict[str, Any], origins: Dict[str, List[Dict[str, Any]]]
@@ -226,20 +212,21 @@ _EXECUTOR_RE = re.compile(r"Executor(State|Impl)\b|ExecutorState<")
 def in_flight_functions(capture: Dict[str, Any]) -> List[Dict[str, Any]]:
     """``{"tid", "tf_function"}`` for each thread of a capture that waits for a tf.function."""
     out = []
-    for t in capture.get("threads", []):
-        fn = next((tf_function(f) for f in t.get("frames", []) if tf_function(f)), None)
+    for raw in capture.get("threads", []):
+        t = Thread.from_json(raw)
+        fn = next((fn for fn in map(tf_function, t.frames) if fn), None)
         if fn:
-            out.append({"tid": t["tid"], "tf_function": fn})
+            out.append({"tid": t.tid, "tf_function": fn})
     return out
 
 
 def runs_executor(capture: Dict[str, Any]) -> bool:
     """Whether a thread of the capture runs a TensorFlow executor (kernels of a graph or function)."""
-    return any(_EXECUTOR_RE.search(f.get("function") or "") for t in capture.get("threads", [])
-               for f in t.get("frames", []) if f.get("kind") == "native")
+    return any(isinstance(f, NativeFrame) and _EXECUTOR_RE.search(f.function or "")
+               for t in capture.get("threads", []) for f in Thread.from_json(t).frames)
 
 
-def _attribute_executors(threads: List[Dict[str, Any]], extra: List[Dict[str, Any]]) -> None:
+def _attribute_executors(threads: List[Thread], extra: List[Dict[str, Any]]) -> None:
     """Executor threads running kernels say which tf.function, when only one is in flight.
 
     An executor thread holds no ``quick_execute`` frame that would name its
@@ -249,58 +236,39 @@ def _attribute_executors(threads: List[Dict[str, Any]], extra: List[Dict[str, An
     the waiting thread); with several, ``"tf_functions_in_flight"`` lists them.
     """
     waiting = {w["tid"]: w["tf_function"] for w in extra}
-    waiting.update({t["tid"]: t["tf_function"] for t in threads if t.get("tf_function")})
+    waiting.update({t.tid: t.tf_function for t in threads if t.tf_function})
     names: Dict[str, Dict[str, Any]] = {}
     for tid, fn in waiting.items():
         names.setdefault(fn["name"], dict(fn, called_by=tid))
     for t in threads:
-        if t.get("tf_function"):
+        if t.tf_function:
             continue
-        if not any(_EXECUTOR_RE.search(f.get("function") or "") for f in t["frames"]):
+        if not any(_EXECUTOR_RE.search(f.function or "") for f in t.frames):
             continue
         if len(names) == 1:
-            t["tf_function"] = dict(next(iter(names.values())), how="only tf.function in flight")
+            t.tf_function = dict(next(iter(names.values())), how="only tf.function in flight")
         elif names:
-            t["tf_functions_in_flight"] = sorted(names)
+            t.tf_functions_in_flight = sorted(names)
 
 
-def _clean(f: Dict[str, Any]) -> Dict[str, Any]:
-    out = {"kind": f["kind"], "function": f.get("function"), "file": f.get("file"), "line": f.get("line")}
-    if f["kind"] == "native":
-        out["library"] = f.get("library")
-        out["address"] = f.get("address")
-        if f.get("inline"):
-            out["inline"] = True
-        if f.get("tailcall"):
-            out["tailcall"] = True
-        if f.get("op"):
-            out["op"] = f["op"]
-        if f.get("recovered"):
-            out["recovered"] = f["recovered"]
-    else:
-        out["user"] = render.is_user_frame(f)
-        if f.get("locals"):
-            out["locals"] = f["locals"]
-        if f.get("variables") is not None:
-            out["variables"] = f["variables"]
-        fn = tf_function(f)
-        if fn:
-            out["tf_function"] = fn
-        if f.get("converted"):
-            out["converted"] = f["converted"]
-    out["class"] = render.frame_class(f)
-    text = f.get("source") or source_line(out["file"], out["line"])
-    if text is not None:
-        out["source"] = text
-    return out
+def _clean(f: Frame) -> Frame:
+    """A captured frame as the event shows it: its ``class``, its source line, and (Python) ``user`` and the
+    tf.function of a ``quick_execute`` frame."""
+    if isinstance(f, PythonFrame):
+        f.user = render.is_user_frame(f)
+        f.tf_function = tf_function(f)
+    f.frame_class = render.frame_class(f)
+    if isinstance(f, (NativeFrame, PythonFrame)):
+        f.source = f.source or source_line(f.file, f.line)
+    return f
 
 
-def signal_title(event: Dict[str, Any]) -> str:
+def signal_title(event: Event) -> str:
     """How a ``signal`` event is named: fatal only where the process died of it (or has no handler for it)."""
-    name = event.get("signal")
-    if event.get("fatal") is False:
+    name = event.signal
+    if event.fatal is False:
         return "signal %s (handled by the script)" % name
-    if event.get("fatal") is None and event.get("handler"):
+    if event.fatal is None and event.handler:
         return "signal %s (the script has a handler for it)" % name
     return "fatal signal %s" % name
 
@@ -342,10 +310,12 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
 _INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_(.+)_(\d+)$")
 
 
-def tf_function(frame: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def tf_function(frame: Frame) -> Optional[Dict[str, Any]]:
     """The tf.function a ``quick_execute`` frame runs: its graph function name and Python name."""
-    name = (frame.get("locals") or {}).get("op_name")
-    if not name or not (frame.get("function") or "").endswith("quick_execute"):
+    if not isinstance(frame, PythonFrame):
+        return None
+    name = (frame.locals or {}).get("op_name")
+    if not name or not (frame.function or "").endswith("quick_execute"):
         return None
     m = _INFERENCE_RE.match(name)
     return {"name": name, "python_function": m.group(1) if m else None}
@@ -374,7 +344,7 @@ def source_line(path: Optional[str], line: Optional[int]) -> Optional[str]:
 class Document:
     argv: List[str]
     pid: Optional[int] = None
-    events: List[Dict[str, Any]] = field(default_factory=list)
+    events: List[Event] = field(default_factory=list)
     unresolved: List[str] = field(default_factory=list)
     exit: Optional[Dict[str, Any]] = None
     dumps: List[str] = field(default_factory=list)
@@ -398,42 +368,44 @@ class Document:
             self.exit = {"signal": name}
         else:
             self.exit = {"code": returncode}
-        signals = [e for e in self.events if e["kind"] == "signal"]
-        fatal = next((e for e in reversed(signals) if e.get("signal") == self.exit.get("signal")), None)
+        signals = [e for e in self.events if e.kind == "signal"]
+        fatal = next((e for e in reversed(signals) if e.signal == self.exit.get("signal")), None)
         for e in signals:
-            e["fatal"] = e is fatal
+            e.fatal = e is fatal
 
     def triage(self) -> Dict[str, Any]:
         """What happened, in a few fields: hits per location, the signal, the user frame nearest each event."""
         hits: Dict[str, int] = {}
         for e in self.events:
-            if e["kind"] == "breakpoint":
-                hits[e.get("location", "?")] = hits.get(e.get("location", "?"), 0) + 1
+            if e.kind == "breakpoint":
+                where = e.location if e.location is not None else "?"
+                hits[where] = hits.get(where, 0) + 1
         # a core's event is the signal the process died of (kind "core")
-        signals = [e for e in self.events if e["kind"] == "signal" or (e["kind"] == "core" and e.get("signal"))]
-        signal_event = next((e for e in signals if e.get("fatal") is not False), None)
-        numerics = next((e for e in self.events if e["kind"] == "numerics"), None)
+        signals = [e for e in self.events if e.kind == "signal" or (e.kind == "core" and e.signal)]
+        signal_event = next((e for e in signals if e.fatal is not False), None)
+        numerics = next((e for e in self.events if e.kind == "numerics"), None)
         last = signal_event or numerics or (signals[-1] if signals else None) or (
             self.events[-1] if self.events else None)
-        op = next((e["op"] for e in ([last] if last else []) + self.events if e.get("op")), None)
-        nearest = None
+        op = next((e.op for e in ([last] if last else []) + self.events if e.op), None)
+        nearest: Optional[PythonFrame] = None
         function = None
-        if last is not None and last.get("threads"):
-            thread = last["threads"][0]
-            if op is None or last.get("op") is None:
+        if last is not None and last.threads:
+            thread = last.threads[0]
+            if op is None or last.op is None:
                 # a crash in a kernel: the op on the stopped thread's frames
-                op = next((f["op"] for f in thread["frames"] if f.get("op")), None) or op
+                op = _frames_op(thread.frames) or op
             # the merged stack, else the Python stack alone (a thread whose merge failed); an executor
             # thread has no Python frame: then the thread that called its tf.function, which follows it
-            caller = (thread.get("tf_function") or {}).get("called_by")
-            for t in [thread] + [t for t in last["threads"][1:] if caller is not None and t["tid"] == caller]:
-                nearest = next((f for f in t["frames"] + t.get("python_frames", []) if f.get("user")), None)
+            caller = (thread.tf_function or {}).get("called_by")
+            for t in [thread] + [t for t in last.threads[1:] if caller is not None and t.tid == caller]:
+                nearest = next((f for f in t.frames + (t.python_frames or [])
+                                if isinstance(f, PythonFrame) and f.user), None)
                 if nearest is not None:
                     break
-            function = thread.get("tf_function")
-        out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event["signal"] if signal_event else None,
-                               "handled_signals": [e["signal"] for e in signals if e.get("fatal") is False],
-                               "numerics": sum(e["kind"] == "numerics" for e in self.events),
+            function = thread.tf_function
+        out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event.signal if signal_event else None,
+                               "handled_signals": [e.signal for e in signals if e.fatal is False],
+                               "numerics": sum(e.kind == "numerics" for e in self.events),
                                "nearest_user_frame": None, "tf_function": function, "dumps": len(self.dumps),
                                "children_killed": ["%d %s" % (c["pid"], c["signal"]) for c in self.children],
                                "op": {"type": op.get("type"), "name": op.get("name")} if op else None}
@@ -448,41 +420,34 @@ class Document:
                 into["created_at"] = where
             else:
                 out["op"]["forward"] = {"type": origin.get("type"), "name": origin.get("name"), "created_at": where}
-        if last is not None and last.get("log"):
-            out["log"] = last["log"]
+        if last is not None and last.log:
+            out["log"] = last.log
         if nearest is not None:
-            out["nearest_user_frame"] = {"function": nearest["function"], "file": nearest["file"],
-                                         "line": nearest["line"]}
+            out["nearest_user_frame"] = {"function": nearest.function, "file": nearest.file, "line": nearest.line}
         return out
 
+    def to_model(self, with_exit: bool = True) -> model.Document:
+        """The document as the model's (``with_exit``: it says how the process ended, and its triage is the
+        events'; without, a ``stack`` document, whose triage is the hang verdict)."""
+        return model.Document(argv=self.argv, pid=self.pid, events=self.events, unresolved=self.unresolved,
+                              host=self.meta.get("host"), task=self.meta.get("task"), labels=self.meta.get("labels"),
+                              has_exit=with_exit, exit=self.exit, dumps=self.dumps, children_killed=self.children,
+                              core=self.core, triage=self.triage() if with_exit else self.hang)
+
     def to_dict(self, with_exit: bool = True) -> Dict[str, Any]:
-        doc: Dict[str, Any] = {"tfnative": SCHEMA, "pid": self.pid, "argv": self.argv, "events": self.events,
-                               "unresolved": self.unresolved}
-        doc.update(self.meta)
-        if with_exit:
-            doc["exit"] = self.exit
-        if self.dumps:
-            doc["dumps"] = self.dumps
-        if self.children:
-            doc["children_killed"] = self.children
-        if self.core:
-            doc["core"] = self.core
-        if with_exit:
-            doc["triage"] = self.triage()
-        elif self.hang is not None:
-            doc["triage"] = self.hang
-        return doc
+        """The JSON document (schema 1)."""
+        return self.to_model(with_exit).to_json()
 
     def write(self, path: str, with_exit: bool = True) -> None:
         """Write the document to the output ``path`` (``-``: stdout; see ``files.open_output`` for the rules)."""
         write_output(path, (json.dumps(self.to_dict(with_exit), indent=1) + "\n").encode())
 
 
-def op_lines(event: Dict[str, Any], full: bool = False) -> List[str]:
+def op_lines(event: Event, full: bool = False) -> List[str]:
     """The op of a ``--break-op`` or ``numerics`` event, and where it was created, as text lines."""
-    op = event.get("op") or {}
+    op = event.op or {}
     lines: List[str] = []
-    if event["kind"] == "breakpoint" and op:
+    if event.kind == "breakpoint" and op:
         lines.append("Op: %s" % render.op_label(op))
     for title, origin in (("Op", op), ("Its forward op %s" % render.op_label(op.get("forward") or {}),
                                        op.get("forward") or {})):
@@ -532,41 +497,41 @@ class Printer:
         self.out.write("tfnative: %s\n" % text)
         self.out.flush()
 
-    def event(self, event: Dict[str, Any], hit: Optional[int] = None, max_hits: Optional[int] = None) -> None:
-        kind = event["kind"]
+    def event(self, event: Event, hit: Optional[int] = None, max_hits: Optional[int] = None) -> None:
+        kind = event.kind
         if kind == "breakpoint":
-            title = "breakpoint %s hit" % event.get("location")
+            title = "breakpoint %s hit" % event.location
             if hit is not None:
                 title += " (hit %d of %d)" % (hit, max_hits or hit)
         elif kind == "signal":
             title = signal_title(event)
         elif kind == "core":
-            title = "core of pid %s, fatal signal %s" % (event.get("pid", ""), event.get("signal"))
+            title = "core of pid %s, fatal signal %s" % (event.pid, event.signal)
         elif kind == "numerics":
-            title = "NaN/Inf made by op %s" % render.op_label(event.get("op") or {})
+            title = "NaN/Inf made by op %s" % render.op_label(event.op or {})
         elif kind == "timeout":
-            title = "timeout: pid %s still runs after %g s" % (event.get("pid", ""), event.get("timeout") or 0)
+            title = "timeout: pid %s still runs after %g s" % (event.pid, event.timeout or 0)
         else:
-            title = "snapshot of pid %s" % event.get("pid", "")
-        if event.get("ns_pid") is not None:
-            title += " (pid %s in its PID namespace)" % event["ns_pid"]
-        python = ", Python %s" % event["python"] if event.get("python") else ", no Python found"
+            title = "snapshot of pid %s" % event.pid
+        if event.ns_pid is not None:
+            title += " (pid %s in its PID namespace)" % event.ns_pid
+        python = ", Python %s" % event.python if event.python else ", no Python found"
         lines = ["", "=== tfnative: %s%s ===" % (title, python)]
-        for w in event.get("warnings", []):
+        for w in event.warnings:
             lines.append("warning: %s" % w)
-        if event.get("finalizing"):
+        if event.finalizing:
             lines.append("The interpreter is shutting down (Py_FinalizeEx has begun).")
-        if event.get("log"):
-            lines.append("TensorFlow's log: %s" % event["log"])
+        if event.log:
+            lines.append("TensorFlow's log: %s" % event.log)
         lines.extend(op_lines(event, self.full))
-        main_name = next((t.get("name") for t in event["threads"] if t["tid"] == event.get("pid")), None)
-        headed = [(t, self._header(t, event)) for t in event["threads"]]
+        main_name = next((t.name for t in event.threads if t.tid == event.pid), None)
+        headed = [(t, self._header(t, event)) for t in event.threads]
         groups = threadgroups.group_threads(headed) if self.group else [[t] for t, _ in headed]
         rest = {id(t): h for t, h in headed}
         for members in groups:
             t = members[0]
-            inside = " (%s inside)" % t["ns_tid"] if t.get("ns_tid") is not None else ""
-            title = ("Thread %s%s %s" % (t["tid"], inside, thread_display_name(t, main_name)) if len(members) == 1
+            inside = " (%s inside)" % t.ns_tid if t.ns_tid is not None else ""
+            title = ("Thread %s%s %s" % (t.tid, inside, thread_display_name(t, main_name)) if len(members) == 1
                      else threadgroups.group_title(members))
             lines.extend(render.thread_block(t, title + rest[id(t)], fold=not self.full))
             lines.append("")
@@ -574,19 +539,19 @@ class Printer:
         self.out.flush()
 
     @staticmethod
-    def _header(t: Dict[str, Any], event: Dict[str, Any]) -> str:
+    def _header(t: Thread, event: Event) -> str:
         """A thread's title after its id and name: its tf.function, "(stopped here)", its states."""
         head = ""
-        if t.get("tf_function"):
-            fn = t["tf_function"]
+        if t.tf_function:
+            fn = t.tf_function
             if fn.get("how"):
                 head += " working for tf.function %s (%s; %s, called by thread %s)" % (
                     fn.get("python_function") or "?", fn["name"], fn["how"], fn.get("called_by"))
             else:
                 head += " in tf.function %s (%s)" % (fn.get("python_function") or "?", fn["name"])
-        elif t.get("tf_functions_in_flight"):
-            head += " working for one of the tf.functions in flight: %s" % ", ".join(t["tf_functions_in_flight"])
-        if t["tid"] == event.get("thread") and event["kind"] not in ("snapshot", "timeout"):
+        elif t.tf_functions_in_flight:
+            head += " working for one of the tf.functions in flight: %s" % ", ".join(t.tf_functions_in_flight)
+        if t.tid == event.thread and event.kind not in ("snapshot", "timeout"):
             head += " (stopped here)"
         return head + state_marks(t)
 

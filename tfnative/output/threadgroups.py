@@ -8,19 +8,17 @@ tf.function) and so do their ``--locals`` values.  A group is titled by its coun
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, Iterable, List, Tuple
 
+from ..core.model import Frame, NativeFrame, PythonFrame, Thread
 from . import render
 
-Thread = Dict[str, Any]
 
-
-def frame_text(frame: Dict[str, Any]) -> str:
+def frame_text(frame: Frame) -> str:
     """The frame as ``stack`` prints it, without its index, address or source line (they differ between
     processes, and between threads at the same place)."""
-    f = dict(frame)
-    f.pop("source", None)
-    f["address"] = "-"
+    f = dataclasses.replace(frame, source=None, address="-") if isinstance(frame, NativeFrame) else frame
     text = render.frame_line(0, f).split("\n", 1)[0]
     text = text[1:].lstrip("0123456789").lstrip() if text.startswith("#") else text.strip()
     return text.replace(" [-]", "")
@@ -29,9 +27,9 @@ def frame_text(frame: Dict[str, Any]) -> str:
 def thread_key(thread: Thread, header: str = "") -> Tuple[Any, ...]:
     """What makes two threads the same: ``header`` (the title without id and name), their frames and,
     with ``--locals``, the values shown under them."""
-    frames = thread.get("frames") or []
-    return (header, tuple(frame_text(f) for f in frames), thread.get("merge"), thread.get("error"),
-            repr([f.get("variables") for f in frames if f.get("variables")]))
+    frames = thread.frames
+    return (header, tuple(frame_text(f) for f in frames), thread.merge, thread.error,
+            repr([f.variables for f in frames if isinstance(f, PythonFrame) and f.variables]))
 
 
 def group_threads(threads: Iterable[Tuple[Thread, str]]) -> List[List[Thread]]:
@@ -60,6 +58,6 @@ def group_title(members: List[Thread]) -> str:
     """``14 threads (tf_Compute 101-114)``; names in the order first seen, each with its thread ids."""
     by_name: Dict[str, List[int]] = {}
     for t in members:
-        by_name.setdefault(t.get("name") or "?", []).append(int(t.get("tid") or 0))
+        by_name.setdefault(t.name or "?", []).append(int(t.tid or 0))
     names = ", ".join("%s %s" % (name, ranges(tids)) for name, tids in by_name.items())
     return "%d threads (%s)" % (len(members), names)

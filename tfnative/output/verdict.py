@@ -31,7 +31,7 @@ The known patterns, tried in this order:
     a collective op waiting for its peers.
 
 When none fits, the verdict says so and lists what it saw; it never guesses.
-Pure: the event is a dict of the JSON schema.
+Pure: the event is a ``model.Event``; the verdict a TRIAGE dict of the JSON schema.
 """
 
 from __future__ import annotations
@@ -42,9 +42,8 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ..core.executors import POOL_THREAD_NAMES
+from ..core.model import Event, Frame, NativeFrame, PythonFrame, Thread
 from . import render
-
-Thread = Dict[str, Any]
 
 # Native frames that only carry a call from Python to a C function (ctypes, libffi), and the interpreter's.
 _CALL_LIB_RE = re.compile(r"^(libffi|_ctypes)")
@@ -63,65 +62,64 @@ def _base(name: str) -> str:
     return name.split("(", 1)[0].split("@", 1)[0].strip()
 
 
-def _python_frames(t: Thread) -> List[Dict[str, Any]]:
-    return [f for f in t.get("frames", []) if f.get("kind") == "python"]
+def _python_frames(t: Thread) -> List[PythonFrame]:
+    return [f for f in t.frames if isinstance(f, PythonFrame)]
 
 
-def user_frame(t: Thread) -> Optional[Dict[str, Any]]:
+def user_frame(t: Thread) -> Optional[PythonFrame]:
     """The thread's innermost frame of the user's own code."""
-    return next((f for f in _python_frames(t) if f.get("user")), None)
+    return next((f for f in _python_frames(t) if f.user), None)
 
 
-def where(f: Optional[Dict[str, Any]]) -> str:
+def where(f: Optional[Frame]) -> str:
     """``hold_gil at app.py:15``."""
     if f is None:
         return "?"
-    return "%s at %s:%s" % (f.get("function") or "?", os.path.basename(f.get("file") or "?"), f.get("line"))
+    return "%s at %s:%s" % (f.function or "?", os.path.basename(f.file or "?"), f.line)
 
 
 def blocked_in(t: Thread) -> Optional[str]:
     """The native call a thread is in: ``sleep()`` (a C function its innermost Python frame called, through
     ctypes or an extension), ``lock.acquire()`` (a built-in of the interpreter), or its innermost named
     frame when it runs no Python; None when it runs Python itself (its innermost frame is a Python frame)."""
-    frames = t.get("frames", [])
-    if not frames or frames[0].get("kind") == "python":
+    frames = t.frames
+    if not frames or isinstance(frames[0], PythonFrame):
         return None
-    inner = []
+    inner: List[NativeFrame] = []
     for f in frames:
-        if f.get("kind") == "python":
+        if isinstance(f, PythonFrame):
             break
-        if f.get("kind") == "native" and not render.is_glue(f):
+        if isinstance(f, NativeFrame) and not render.is_glue(f):
             inner.append(f)
     if not _python_frames(t):
-        named = [f for f in inner if (f.get("function") or "??") != "??"]
-        return _base(named[0]["function"]) if named else None
+        named = [f for f in inner if (f.function or "??") != "??"]
+        return _base(named[0].function or "") if named else None
     for f in reversed(inner):  # from the call the Python frame made, inwards
-        lib = f.get("library") or ""
+        lib = f.library or ""
         if _CALL_LIB_RE.match(lib):
             continue  # ctypes and libffi carry the call to the function
-        name = _base(f.get("function") or "??")
+        name = _base(f.function or "??")
         if _INTERPRETER_LIB_RE.match(lib):  # a built-in function of the interpreter
             return BUILTINS.get(name, name) if name != "??" else "a built-in function"
         return name if name != "??" else "?? in %s" % lib
     return None
 
 
-def kernel_frame(t: Thread) -> Optional[Dict[str, Any]]:
+def kernel_frame(t: Thread) -> Optional[NativeFrame]:
     """The innermost kernel frame (an op's ``Compute``) of a thread, preferring one with its op known."""
-    kernels = [f for f in t.get("frames", []) if f.get("kind") == "native"
-               and _KERNEL_RE.search(f.get("function") or "")]
-    return next((f for f in kernels if f.get("op")), kernels[0] if kernels else None)
+    kernels = [f for f in t.frames if isinstance(f, NativeFrame) and _KERNEL_RE.search(f.function or "")]
+    return next((f for f in kernels if f.op), kernels[0] if kernels else None)
 
 
 def who(t: Thread, pid: Optional[int]) -> str:
-    if pid is not None and t["tid"] == pid:
+    if pid is not None and t.tid == pid:
         return "the main thread"
-    return "thread %s %s" % (t["tid"], t.get("name") or "")
+    return "thread %s %s" % (t.tid, t.name or "")
 
 
 def _idle(t: Thread) -> bool:
     """The thread waits (sleeping in the kernel, or its innermost frame native when the state is unknown)."""
-    state = (t.get("kernel") or {}).get("state")
+    state = (t.kernel or {}).get("state")
     if state is not None:
         return state in _WAITING_STATES
     return blocked_in(t) is not None
@@ -129,22 +127,22 @@ def _idle(t: Thread) -> bool:
 
 def _in_state(t: Thread) -> str:
     """"blocked in sleep()", "running sleep()" (kernel state R), "in sleep()" (state unknown)."""
-    if not t.get("frames"):
+    if not t.frames:
         return "its stack unreadable"
     fn = blocked_in(t)
     if fn is None:
         return "running Python"
-    state = (t.get("kernel") or {}).get("state")
+    state = (t.kernel or {}).get("state")
     verb = "blocked in" if state in _WAITING_STATES else "running" if state == "R" else "in"
     py = next(iter(_python_frames(t)), None)
-    under = "" if py is None or py.get("user") else " under %s" % (py.get("function") or "?")
+    under = "" if py is None or py.user else " under %s" % (py.function or "?")
     return "%s %s%s" % (verb, fn if " " in fn else fn + "()", under)
 
 
 def _callers(threads: List[Thread]) -> List[Thread]:
     """Threads that wait for a tf.function they called (not executor threads working for one)."""
-    return [t for t in threads if t.get("tf_function") and not t["tf_function"].get("how")
-            and t.get("name") not in POOL_THREAD_NAMES]
+    return [t for t in threads if t.tf_function and not t.tf_function.get("how")
+            and t.name not in POOL_THREAD_NAMES]
 
 
 def _function_phrase(callers: List[Thread], pid: Optional[int]) -> str:
@@ -152,11 +150,11 @@ def _function_phrase(callers: List[Thread], pid: Optional[int]) -> str:
     line grouped ("threads 12, 13 wait for tf.function step at app.py:31")."""
     groups: Dict[tuple, List[Thread]] = {}
     for t in callers:
-        fn = t["tf_function"]
+        fn = t.tf_function or {}
         groups.setdefault((fn.get("python_function") or fn.get("name"), _user_where(t)), []).append(t)
     parts = []
     for (name, at), ts in groups.items():
-        subject = who(ts[0], pid) if len(ts) == 1 else "threads %s" % ", ".join(str(t["tid"]) for t in ts)
+        subject = who(ts[0], pid) if len(ts) == 1 else "threads %s" % ", ".join(str(t.tid) for t in ts)
         parts.append("%s wait%s for tf.function %s at %s" % (subject, "s" if len(ts) == 1 else "", name, at))
     return "; ".join(parts)
 
@@ -168,18 +166,18 @@ def _grouped(workers: List[Thread], label: str = "") -> str:
     for t in workers:
         groups.setdefault(_work_of(t) + _stuck_note(t), []).append(t)
     return "; ".join("%s%s %s %s" % (label, "thread" if len(ts) == 1 else "threads",
-                                     ", ".join(str(t["tid"]) for t in ts), text) for text, ts in groups.items())
+                                     ", ".join(str(t.tid) for t in ts), text) for text, ts in groups.items())
 
 
 def _user_where(t: Thread) -> str:
     f = _python_where(t)
-    return "%s:%s" % (os.path.basename(f.get("file") or "?"), f.get("line")) if f else "?"
+    return "%s:%s" % (os.path.basename(f.file or "?"), f.line) if f else "?"
 
 
 def _work_of(t: Thread) -> str:
     """What a busy inter-op thread does: the callback (user line) or the kernel, and where it is blocked."""
     py = _python_where(t)
-    if t.get("gil") == "waiting":
+    if t.gil == "waiting":
         state = "waiting for the GIL"
     else:
         state = _in_state(t)
@@ -187,8 +185,8 @@ def _work_of(t: Thread) -> str:
         return "in the tf.py_function callback %s, %s" % (where(py), state)
     k = kernel_frame(t)
     if k is not None:
-        op = k.get("op") or {}
-        label = op.get("type") or _base(k.get("function") or "?")
+        op = k.op or {}
+        label = op.get("type") or _base(k.function or "?")
         if op.get("name") and op["name"] != op.get("type"):
             label += ' "%s"' % op["name"]
         return "in kernel %s, %s" % (label, state)
@@ -196,9 +194,9 @@ def _work_of(t: Thread) -> str:
 
 
 def _stuck_note(t: Thread) -> str:
-    if t.get("progress") == "stuck":
-        return " (stuck %.1f s)" % (t.get("stuck_s") or 0.0)
-    if t.get("progress") == "moving":
+    if t.progress == "stuck":
+        return " (stuck %.1f s)" % (t.stuck_s or 0.0)
+    if t.progress == "moving":
         return " (moving between samples: slow, not stuck?)"
     return ""
 
@@ -229,36 +227,36 @@ def task_of(tf_config: Optional[str]) -> Optional[Dict[str, Any]]:
 class _Scene:
     """What the patterns look at: the event's threads, the GIL's holder and waiters, the callers, the pool."""
 
-    def __init__(self, event: Dict[str, Any]) -> None:
+    def __init__(self, event: Event) -> None:
         self.event = event
-        self.threads: List[Thread] = event.get("threads", [])
-        self.pid: Optional[int] = event.get("pid")
-        self.holder = next((t for t in self.threads if t.get("gil") == "held"), None)
-        self.waiters = [t for t in self.threads if t.get("gil") == "waiting"]
+        self.threads: List[Thread] = event.threads
+        self.pid: Optional[int] = event.pid
+        self.holder = next((t for t in self.threads if t.gil == "held"), None)
+        self.waiters = [t for t in self.threads if t.gil == "waiting"]
         self.callers = _callers(self.threads)
-        self.pool: Dict[str, Any] = event.get("pool") or {}
+        self.pool: Dict[str, Any] = event.pool or {}
 
 
-def triage(event: Dict[str, Any]) -> Dict[str, Any]:
+def triage(event: Event) -> Dict[str, Any]:
     """``{"verdict": str, "pattern": str|None, "gil_holder", "waiting_for_gil", "waiting_for_function",
     "stuck", "moving", "pool"}`` for a snapshot event (threads as ``report.make_event`` gives them)."""
     s = _Scene(event)
-    sampled = any(t.get("progress") for t in s.threads)
+    sampled = any(t.progress for t in s.threads)
     out: Dict[str, Any] = {
         "verdict": "", "pattern": None,
-        "gil_holder": None, "waiting_for_gil": [t["tid"] for t in s.waiters],
-        "waiting_for_function": [{"tid": t["tid"], "tf_function": t["tf_function"].get("name"),
+        "gil_holder": None, "waiting_for_gil": [t.tid for t in s.waiters],
+        "waiting_for_function": [{"tid": t.tid, "tf_function": (t.tf_function or {}).get("name"),
                                   "at": _user_where(t)} for t in s.callers],
-        "stuck": [t["tid"] for t in s.threads if t.get("progress") == "stuck"] if sampled else None,
-        "moving": [t["tid"] for t in s.threads if t.get("progress") == "moving"] if sampled else None,
+        "stuck": [t.tid for t in s.threads if t.progress == "stuck"] if sampled else None,
+        "moving": [t.tid for t in s.threads if t.progress == "moving"] if sampled else None,
         "pool": s.pool or None,
     }
     if s.holder is not None:
         f = _python_where(s.holder)
-        out["gil_holder"] = {"tid": s.holder["tid"], "name": s.holder.get("name"),
+        out["gil_holder"] = {"tid": s.holder.tid, "name": s.holder.name,
                              "blocked_in": blocked_in(s.holder),
-                             "function": f.get("function") if f else None, "file": f.get("file") if f else None,
-                             "line": f.get("line") if f else None}
+                             "function": f.function if f else None, "file": f.file if f else None,
+                             "line": f.line if f else None}
     for pattern in (_exit_waits_for_threads, _interpreter_finalizing, _gil_held_blocked, _pool_exhausted,
                     _waiting_on_executor, _function_without_thread):
         text = pattern(s)
@@ -270,7 +268,7 @@ def triage(event: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _python_where(t: Thread) -> Optional[Dict[str, Any]]:
+def _python_where(t: Thread) -> Optional[PythonFrame]:
     """The user's innermost frame, else the innermost Python frame."""
     return user_frame(t) or next(iter(_python_frames(t)), None)
 
@@ -281,22 +279,22 @@ def _gil_held_blocked(s: _Scene) -> Optional[str]:
     n = len(s.waiters)
     text = "%s holds the GIL in %s, %s%s; %d thread%s wait%s for it (%s)" % (
         who(s.holder, s.pid), where(_python_where(s.holder)), _in_state(s.holder), _stuck_note(s.holder), n,
-        "" if n == 1 else "s", "s" if n == 1 else "", ", ".join(str(t["tid"]) for t in s.waiters))
+        "" if n == 1 else "s", "s" if n == 1 else "", ", ".join(str(t.tid) for t in s.waiters))
     if s.callers:
         text += "; " + _function_phrase(s.callers, s.pid)
     return text
 
 
 def _main(s: _Scene) -> Optional[Thread]:
-    return next((t for t in s.threads if t["tid"] == s.pid), None)
+    return next((t for t in s.threads if t.tid == s.pid), None)
 
 
 def _exit_waits_for_threads(s: _Scene) -> Optional[str]:
     main = _main(s)
-    if main is None or not any(f.get("function") in ("_shutdown", "threading._shutdown")
-                               and (f.get("file") or "").endswith("threading.py") for f in _python_frames(main)):
+    if main is None or not any(f.function in ("_shutdown", "threading._shutdown")
+                               and (f.file or "").endswith("threading.py") for f in _python_frames(main)):
         return None
-    others = [t for t in s.threads if t is not main and _python_frames(t) and t.get("daemon") is not True]
+    others = [t for t in s.threads if t is not main and _python_frames(t) and t.daemon is not True]
     if not others:
         return "the program has ended: the main thread waits in threading._shutdown for its non-daemon threads"
     return "the program has ended: the main thread waits in threading._shutdown for %d non-daemon thread%s: %s" % (
@@ -307,7 +305,7 @@ def _exit_waits_for_threads(s: _Scene) -> Optional[str]:
 
 def _interpreter_finalizing(s: _Scene) -> Optional[str]:
     main = _main(s)
-    if not s.event.get("finalizing") or main is None:
+    if not s.event.finalizing or main is None:
         return None
     py = _python_where(main)
     at = " in %s," % where(py) if py else ""
@@ -317,12 +315,12 @@ def _interpreter_finalizing(s: _Scene) -> Optional[str]:
 
 def _named(t: Thread) -> str:
     """``thread 123 "loader-1"``: threading's name where there is one."""
-    return 'thread %s "%s"' % (t["tid"], t.get("python_name") or t.get("name") or "")
+    return 'thread %s "%s"' % (t.tid, t.python_name or t.name or "")
 
 
 def _workers(s: _Scene) -> List[Thread]:
     busy = set(s.pool.get("busy") or [])
-    return [t for t in s.threads if t["tid"] in busy]
+    return [t for t in s.threads if t.tid in busy]
 
 
 def _pool_exhausted(s: _Scene) -> Optional[str]:
@@ -331,7 +329,7 @@ def _pool_exhausted(s: _Scene) -> Optional[str]:
     workers = _workers(s)
     if len(workers) != s.pool["threads"]:
         return None
-    if not all(_python_frames(t) or t.get("gil") == "waiting" for t in workers):
+    if not all(_python_frames(t) or t.gil == "waiting" for t in workers):
         return None
     return ("TensorFlow's inter-op pool is exhausted: all %d %s threads are inside tf.py_function callbacks "
             "or wait for the GIL (%s); %s, and no pool thread is free to run their work" % (
@@ -344,13 +342,13 @@ def _waiting_on_executor(s: _Scene) -> Optional[str]:
     if not s.callers or not s.pool.get("busy"):
         return None
     busy = set(s.pool["busy"])
-    if not all(_idle(t) for t in s.threads if _python_frames(t) and t["tid"] not in busy):
+    if not all(_idle(t) for t in s.threads if _python_frames(t) and t.tid not in busy):
         return None
     workers = _workers(s)
     if not workers:
         return None
     return "%s; the work is on %s" % (_function_phrase(s.callers, s.pid),
-                                      _grouped(workers, (workers[0].get("name") or "") + " "))
+                                      _grouped(workers, (workers[0].name or "") + " "))
 
 
 def _function_without_thread(s: _Scene) -> Optional[str]:
@@ -360,7 +358,7 @@ def _function_without_thread(s: _Scene) -> Optional[str]:
         return None
     text = "%s, and no thread runs its ops (all %d %s threads wait for work)" % (
         _function_phrase(s.callers, s.pid), s.pool["threads"], s.pool.get("name", "tf_Compute"))
-    cluster = s.event.get("cluster") or {}
+    cluster = s.event.cluster or {}
     if len(cluster.get("tasks") or []) > 1:
         text += (": this process is task %s of a %d-task cluster (TF_CONFIG), so a collective op waits for "
                  "its peers" % (cluster.get("task") or "?", len(cluster["tasks"])))
@@ -379,7 +377,7 @@ def _facts(s: _Scene) -> str:
         parts.append("%d thread(s) wait for it" % len(s.waiters))
     if s.callers:
         parts.append(_function_phrase(s.callers, s.pid))
-    stuck = [t for t in s.threads if t.get("progress") == "stuck"]
+    stuck = [t for t in s.threads if t.progress == "stuck"]
     if stuck:
-        parts.append("stuck: %s" % ", ".join(str(t["tid"]) for t in stuck))
+        parts.append("stuck: %s" % ", ".join(str(t.tid) for t in stuck))
     return "; ".join(parts)
