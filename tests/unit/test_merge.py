@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,25 @@ def test_thousand_documents_linear():
     root = merge.build_tree(merge.parse_documents([("x", text)]), all_threads=True)
     assert root.threads == 40000 and len(root.members) == 1000
 
+
+def test_real_documents_merge():
+    """Two real ``stack --json`` documents of tests/scripts/tf_hang.py (tfnative's unwinder, and gdb's, which
+    names libc's frames with their source lines: those branches differ)."""
+    data = Path(__file__).parent / "data"
+    texts = [(p.name, p.read_text()) for p in (data / "doc_stack_a.json", data / "doc_stack_gdb.json")]
+    root = merge.build_tree(merge.iter_documents(texts))
+    assert root.threads == 4 and len(root.members) == 1  # the same process twice: its host:pid
+    start = root.children["_start in python3.11"]
+    assert start.threads == 2 and len(start.children) == 2
+    for branch in start.children.values():
+        keys, node = [], branch
+        while node.children:
+            (node,) = node.children.values()
+            keys.append(node.key)
+        assert keys[1].startswith("[py] <module> at ") and keys[1].endswith("tf_hang.py:31  <-- your code")
+        assert keys[2].startswith("[py] main at ") and keys[2].endswith("tf_hang.py:28  <-- your code")
+    workers = [c for k, c in root.children.items() if k.startswith("clone3")]
+    assert sum(c.threads for c in workers) == 2
+    frame = merge.merge_json(root)["tree"]["children"][0]["frame"]
+    assert frame == {"kind": "native", "function": "_start", "file": None, "line": None, "library": "python3.11",
+                     "class": "interpreter"}  # no address, no source
