@@ -149,7 +149,8 @@ def _short(name: str, width: int) -> str:
     return name[:head] + "..." + name[len(name) - (width - head - 3):]
 
 
-def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = False) -> str:
+def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = False, bare: bool = False) -> str:
+    """The frame as ``stack`` prints it (``bare``: without a native frame's address and source line)."""
     if isinstance(f, ElidedFrame):
         return "       %s" % elided_text(f)
     if isinstance(f, PythonFrame):
@@ -164,12 +165,13 @@ def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = Fals
     if f.file:
         text += " at %s:%s" % (f.file, f.line)
     text += " in %s" % (f.library or "??")
-    text += " [%s]" % (f.address if f.address is not None else "?")
+    if not bare:
+        text += " [%s]" % (f.address if f.address is not None else "?")
     if f.recovered:
         text += " (recovered by %s: no CFI below)" % f.recovered
     if f.op:
         text += "  <-- op %s" % op_label(f.op)
-    if f.file and f.source:
+    if f.file and f.source and not bare:
         text += "\n           | %s" % f.source.strip()  # under the frame's line, not inside it
     return text
 

@@ -8,20 +8,17 @@ tf.function) and so do their ``--locals`` values.  A group is titled by its coun
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Dict, Iterable, List, Tuple
 
-from ..core.model import Frame, NativeFrame, PythonFrame, Thread
+from ..core.model import Frame, PythonFrame, Thread
 from . import render
 
 
 def frame_text(frame: Frame) -> str:
     """The frame as ``stack`` prints it, without its index, address or source line (they differ between
     processes, and between threads at the same place)."""
-    f = dataclasses.replace(frame, source=None, address="-") if isinstance(frame, NativeFrame) else frame
-    text = render.frame_line(0, f).split("\n", 1)[0]
-    text = text[1:].lstrip("0123456789").lstrip() if text.startswith("#") else text.strip()
-    return text.replace(" [-]", "")
+    text = render.frame_line(0, frame, bare=True)
+    return text[1:].lstrip("0123456789").lstrip() if text.startswith("#") else text.strip()
 
 
 def thread_key(thread: Thread, header: str = "") -> Tuple[Any, ...]:
