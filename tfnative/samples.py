@@ -23,17 +23,17 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-Capture = Dict[str, Any]
+from .core.model import Capture, PythonFrame, Thread
 
 
-def signature(thread: Dict[str, Any]) -> Tuple:
+def signature(thread: Thread) -> Tuple:
     """What must be equal for a thread to count as not having moved: each frame, innermost first."""
     out = []
-    for f in thread.get("frames", []):
-        if f.get("kind") == "python":
-            out.append(("py", f.get("file"), f.get("line"), f.get("function")))
+    for f in thread.frames:
+        if isinstance(f, PythonFrame):
+            out.append(("py", f.file, f.line, f.function))
         else:
-            out.append(("native", f.get("library"), f.get("address") or f.get("function")))
+            out.append(("native", getattr(f, "library", None), getattr(f, "address", None) or f.function))
     return tuple(out)
 
 
@@ -47,14 +47,14 @@ def progress(samples: List[Tuple[float, Capture]]) -> Dict[int, Dict[str, Any]]:
         return {}
     t_last, last = samples[-1]
     t_first = samples[0][0]
-    earlier = [{t["tid"]: signature(t) for t in capture.get("threads", [])} for _, capture in samples[:-1]]
+    earlier = [{t.tid: signature(t) for t in capture.threads} for _, capture in samples[:-1]]
     out: Dict[int, Dict[str, Any]] = {}
-    for thread in last.get("threads", []):
+    for thread in last.threads:
         sig = signature(thread)
-        if all(seen.get(thread["tid"]) == sig for seen in earlier):
-            out[thread["tid"]] = {"progress": "stuck", "stuck_s": round(t_last - t_first, 3)}
+        if all(seen.get(thread.tid) == sig for seen in earlier):
+            out[thread.tid] = {"progress": "stuck", "stuck_s": round(t_last - t_first, 3)}
         else:
-            out[thread["tid"]] = {"progress": "moving"}
+            out[thread.tid] = {"progress": "moving"}
     return out
 
 
@@ -62,7 +62,8 @@ def take(count: int, interval: float, snapshot: Callable[[], Capture],
          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
          on_sample: Optional[Callable[[int], None]] = None) -> Capture:
     """``count`` snapshots ``interval`` seconds apart (from the start of one to the start of the next, at
-    least); the last capture, its threads marked, with ``"samples": {"count", "interval_s", "span_s"}``.
+    least); the last capture, its threads marked (``progress``, ``stuck_s``), with ``samples``:
+    ``{"count", "interval_s", "span_s"}``.
 
     ``on_sample(i)`` is called before the i-th snapshot (from 1), e.g. for a progress line.
     """
@@ -80,7 +81,9 @@ def take(count: int, interval: float, snapshot: Callable[[], Capture],
         samples.append((started, snapshot()))
     last = samples[-1][1]
     marks = progress(samples)
-    for thread in last.get("threads", []):
-        thread.update(marks.get(thread["tid"], {}))
-    last["samples"] = {"count": count, "interval_s": interval, "span_s": round(samples[-1][0] - samples[0][0], 3)}
+    for thread in last.threads:
+        mark = marks.get(thread.tid, {})
+        thread.progress = mark.get("progress", thread.progress)
+        thread.stuck_s = mark.get("stuck_s", thread.stuck_s)
+    last.samples = {"count": count, "interval_s": interval, "span_s": round(samples[-1][0] - samples[0][0], 3)}
     return last

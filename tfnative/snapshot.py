@@ -16,8 +16,8 @@ more than everything a stack needs, read directly (README, "Speed and memory"):
   separate debug file (``/usr/lib/debug/.build-id``) where a library is
   stripped, and kernel frames get their op (``tfnative.core.opkernel``).
 
-The result has the shape of ``-tfnative-capture``'s, so the report is the
-same.  What this path does not do, it refuses with ``Unsupported``, and the
+The result is a ``model.Capture``, as ``-tfnative-capture``'s, so the report is
+the same.  What this path does not do, it refuses with ``Unsupported``, and the
 caller asks gdb instead:
 
 * a frame without CFI whose caller cannot be recovered (``jit.py`` finds
@@ -47,6 +47,7 @@ from .core import kstate, procfs, vdso
 from .core.cfi import DWARF_REGS, CfiError, Frame, Module, Unwinder
 from .core.elfindex import ElfError, ElfFile, ElfIndex, data_symbols, display_names
 from .core.executors import pool_summary
+from .core.model import Capture, NativeFrame
 from .core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from .core.pyframes import NO_RUNTIME, PythonReader, open_reader
 from .core.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
@@ -372,25 +373,23 @@ def _is_interpreter(lib: _Lib) -> bool:
     return bool(re.match(r"(lib)?python\d", lib.name)) or "/lib-dynload/" in lib.path
 
 
-def _native_dicts(frames: List[Frame]) -> List[Dict[str, Any]]:
+def _native_frames(frames: List[Frame]) -> List[NativeFrame]:
     out = []
     for level, fr in enumerate(frames):
         lib: Optional[_Lib] = fr.module  # type: ignore[assignment]
-        out.append({"kind": "native", "function": "??", "file": None, "line": None,
-                    "library": lib.name if lib else None, "address": "0x%016x" % fr.pc, "level": level})
-        if fr.recovered:
-            out[-1]["recovered"] = fr.recovered
+        out.append(NativeFrame(function="??", library=lib.name if lib else None, address="0x%016x" % fr.pc,
+                               level=level, recovered=fr.recovered or None))
     return out
 
 
-def _name_frames(threads: List[Tuple[List[Frame], List[Dict[str, Any]]]]) -> None:
-    """Name every native frame from the symbol indexes (one c++filt run for all)."""
-    todo: List[Tuple[Dict[str, Any], str]] = []
-    for frames, dicts in threads:
-        for level, (fr, d) in enumerate(zip(frames, dicts)):
+def _name_frames(threads: List[Tuple[List[Frame], List[NativeFrame]]]) -> None:
+    """Name every native frame from the symbol indexes (one demangling pass for all)."""
+    todo: List[Tuple[NativeFrame, str]] = []
+    for frames, named in threads:
+        for level, (fr, d) in enumerate(zip(frames, named)):
             lib: Optional[_Lib] = fr.module  # type: ignore[assignment]
             if fr.signal:
-                d["function"] = SIGNAL_FRAME  # as gdb names it
+                d.function = SIGNAL_FRAME  # as gdb names it
                 continue
             if lib is None:
                 continue
@@ -400,34 +399,34 @@ def _name_frames(threads: List[Tuple[List[Frame], List[Dict[str, Any]]]]) -> Non
             for idx in lib.indexes():
                 hit = idx.symbolize(look - lib.bias)
                 if hit is not None:
-                    d["start"] = look - hit[1]
+                    d.start = look - hit[1]
                     todo.append((d, hit[0]))
                     break
     for (d, _), name in zip(todo, display_names([m for _, m in todo])):
-        d["function"] = name
+        d.function = name
 
 
-def _ops(memory: Memory, frames: List[Frame], dicts: List[Dict[str, Any]], kernels: OpKernelReader) -> None:
-    for d, device in op_frames(dicts):
-        level = d["level"]
+def _ops(memory: Memory, frames: List[Frame], named: List[NativeFrame], kernels: OpKernelReader) -> None:
+    for d, device in op_frames(named):
+        level = d.level or 0
         regs = _named(frames[level].regs)
         caller = _named(frames[level + 1].regs) if level + 1 < len(frames) else {}
         high = 0
         for k in (level + 2, level + 1):
             if not high and k < len(frames):
                 high = frames[k].regs.get(7, 0)
-        op = op_of_frame(kernels, d.get("start") or 0, frames[level].pc, level, regs, caller,
+        op = op_of_frame(kernels, d.start or 0, frames[level].pc, level, regs, caller,
                          regs.get("rsp") or 0, high, device=device)
         if op:
-            d["op"] = op
-    inherit_device_ops(dicts)
+            d.op = op
+    inherit_device_ops(named)
 
 
 def _named(regs: Dict[int, int]) -> Dict[str, int]:
     return {DWARF_REGS[i]: v for i, v in regs.items() if i < len(DWARF_REGS)}
 
 
-def take(pid: int, which: str = "python", variables: bool = False) -> Dict[str, Any]:
+def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
     """The mixed stacks of ``pid``'s threads (``which``: "python" or "all"), as ``-tfnative-capture``.
 
     The threads are held with ptrace while they are read.  Raises
@@ -448,12 +447,12 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Dict[str, 
             result = stacks(pid, memory, libs, threads, which, variables=variables)
     finally:
         memory.close()
-    kstate.annotate(result["threads"], letters, {tid: regs for tid, _name, regs in threads})
+    kstate.annotate(result.threads, letters, {tid: regs for tid, _name, regs in threads})
     return result
 
 
 def of_stopped(pid: int, threads: List[Tuple[int, str, Dict[str, int]]], which: str,
-               selected: Optional[int] = None, variables: bool = False) -> Dict[str, Any]:
+               selected: Optional[int] = None, variables: bool = False) -> Capture:
     """The same, for a process that gdb holds stopped: gdb gives the registers, we do the rest.
 
     ``threads``: (tid, name, registers) of each thread; ``which`` may also be
@@ -468,13 +467,13 @@ def of_stopped(pid: int, threads: List[Tuple[int, str, Dict[str, int]]], which: 
     finally:
         memory.close()
     if selected is not None:
-        result["selected_tid"] = selected
+        result.selected_tid = selected
     return result
 
 
 def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, str, Dict[str, int]]],
            which: str, selected: Optional[int] = None, exe: Optional[str] = None,
-           live: bool = True, variables: bool = False) -> Dict[str, Any]:
+           live: bool = True, variables: bool = False) -> Capture:
     """Mixed stacks of stopped threads from their registers and the process's memory.
 
     ``memory`` is any source with ``read(addr, size)`` raising ``MemoryError``
@@ -484,7 +483,7 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
     ``memory.mapping_of(addr)``, where the source has it, gives the mappings);
     ``variables``: read each Python frame's arguments and locals (``--locals``).
     """
-    result: Dict[str, Any] = {"pid": pid, "threads": [], "warnings": [], "via": "cfi"}
+    result = Capture(pid=pid, via="cfi")
     _link_map_names(memory, libs, pid, exe)
     rows: List[procfs.Mapping] = []
     if live:
@@ -495,12 +494,12 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
         libs = libs + _vdso(pid, memory) + _anonymous_code(rows)
     mapping = _mapping_of(rows) if live else getattr(memory, "mapping_of", _mapping_of(rows))
     unwinder = Unwinder(libs, memory.read, mapping)  # type: ignore[arg-type]
-    reader = _python_reader(memory, libs, result["warnings"])
+    reader = _python_reader(memory, libs, result.warnings)
     if reader is not None:
         reader.want_variables = variables
     inner = namespace_tids(pid) if live else {}  # a process in another PID namespace (a container)
     if inner:
-        result["ns_pid"] = inner.get(pid)
+        result.ns_pid = inner.get(pid)
     pythreads = PythonThreads(reader, result, inner)
     found = []
     for tid, name, regs in threads:
@@ -522,23 +521,23 @@ def stacks(pid: int, memory: Memory, libs: List[_Lib], threads: List[Tuple[int, 
             lib = fr.module
             if lib is not None and not _is_interpreter(lib) and lib.has_dwarf():
                 raise HasDebugInfo("%s has debug info: gdb gives its source lines" % lib.path)
-        found.append((tid, name, frames, _native_dicts(frames), py, cut))
+        found.append((tid, name, frames, _native_frames(frames), py, cut))
     _name_frames([(s[2], s[3]) for s in found])
     kernels = OpKernelReader(memory)
-    for tid, name, frames, dicts, py, cut in found:
-        _ops(memory, frames, dicts, kernels)
-        entry = thread_entry(tid, name, dicts, reader, py)
+    for tid, name, frames, named, py, cut in found:
+        _ops(memory, frames, named, kernels)
+        thread = thread_entry(tid, name, named, reader, py)
         if len(frames) >= MAX_NATIVE_FRAMES:
             cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
         if tid in inner:
-            entry["ns_tid"] = inner[tid]
-        if cut and entry.get("merge") == "mismatch":  # no eval-loop frames to put them in: after #0
-            entry.update(frames=entry["frames"] + entry.pop("python_frames"), merge="partial")
-            entry.pop("merge_detail", None)
+            thread.ns_tid = inner[tid]
+        if cut and thread.merge == "mismatch":  # no eval-loop frames to put them in: after #0
+            thread.frames = thread.frames + (thread.python_frames or [])
+            thread.merge, thread.python_frames, thread.merge_detail = "partial", None, None
         if cut:
-            entry["error"] = "%s; %s" % (entry["error"], cut) if entry.get("error") else cut
-        result["threads"].append(entry)
+            thread.error = "%s; %s" % (thread.error, cut) if thread.error else cut
+        result.threads.append(thread)
     if which != "selected":
-        result["pool"] = pool_summary(result["threads"])
-    result["threads"] = select_threads(result["threads"], which)
+        result.pool = pool_summary(result.threads)
+    result.threads = select_threads(result.threads, which)
     return result

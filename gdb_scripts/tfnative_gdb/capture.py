@@ -1,7 +1,8 @@
 """Capture mixed stacks inside gdb: native unwind + Python frames, merged.
 
 This is the one place where gdb is asked for frames.  ``capture()`` returns a
-JSON-ready dict; ``-tfnative-capture`` (MI) and ``tf-bt`` (CLI) call it.
+``model.Capture``; ``-tfnative-capture`` (MI) sends its JSON, ``tf-bt`` (CLI)
+prints it.
 """
 
 import os
@@ -13,6 +14,7 @@ import gdb  # type: ignore
 
 from tfnative.core.executors import pool_summary
 from tfnative.core.memory import USER_SPACE_END
+from tfnative.core.model import Capture, NativeFrame
 from tfnative.core.opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from tfnative.core.pyframes import open_reader
 from tfnative.core.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
@@ -65,8 +67,8 @@ def _library(pc: int) -> Optional[str]:
     return os.path.basename(lib) if lib else None
 
 
-def native_frames(limit: int = MAX_NATIVE_FRAMES) -> (List[Dict], Optional[str]):
-    frames: List[Dict] = []
+def native_frames(limit: int = MAX_NATIVE_FRAMES) -> (List[NativeFrame], Optional[str]):
+    frames: List[NativeFrame] = []
     error = None
     try:
         f = gdb.newest_frame()
@@ -77,22 +79,21 @@ def native_frames(limit: int = MAX_NATIVE_FRAMES) -> (List[Dict], Optional[str])
         pc = f.pc()
         if pc == 0 and frames:
             break  # gdb's "frame" at address 0 below a thread's first one (clone3): the stack ends there
-        entry = {"kind": "native", "function": f.name() or "??", "file": None, "line": None,
-                 "library": _library(pc), "address": "0x%016x" % pc, "level": level}
+        entry = NativeFrame(function=f.name() or "??", library=_library(pc), address="0x%016x" % pc, level=level)
         level += 1
         if f.type() == gdb.SIGTRAMP_FRAME:
-            entry["function"] = SIGNAL_FRAME
+            entry.function = SIGNAL_FRAME
         elif f.type() == gdb.INLINE_FRAME:
-            entry["inline"] = True
+            entry.inline = True
         elif f.type() == gdb.TAILCALL_FRAME:
             # not on the stack: gdb infers the function that tail-called the
             # next frame from DWARF call-site information
-            entry["tailcall"] = True
+            entry.tailcall = True
         try:
             sal = f.find_sal()
             if sal.symtab is not None and sal.line:
-                entry["file"] = sal.symtab.fullname() or sal.symtab.filename
-                entry["line"] = sal.line
+                entry.file = sal.symtab.fullname() or sal.symtab.filename
+                entry.line = sal.line
         except gdb.error:
             pass
         frames.append(entry)
@@ -140,20 +141,20 @@ def frame_registers(frame, names: Tuple[str, ...]) -> Dict[str, int]:
     return {r: v for r, v in values.items() if v is not None}
 
 
-def capture(which: str = "selected", tids: Optional[List[int]] = None, variables: bool = False) -> Dict:
+def capture(which: str = "selected", tids: Optional[List[int]] = None, variables: bool = False) -> Capture:
     """Mixed stacks of threads: ``which`` is "selected", "python" or "all"."""
     inferior = gdb.selected_inferior()
-    result: Dict = {"pid": inferior.pid, "threads": [], "warnings": []}
+    result = Capture(pid=inferior.pid)
     reader, why = python_reader(inferior)
     if reader is None:
-        result["warnings"].append(why)
+        result.warnings.append(why)
     if reader is not None:
         reader.want_variables = variables
     connection = getattr(inferior, "connection", None)
     live = inferior.pid and (connection is None or connection.type == "native")  # a core's pid is not ours
     inner = namespace_tids(inferior.pid) if live else {}
     if inner:
-        result["ns_pid"] = inner.get(inferior.pid)
+        result.ns_pid = inner.get(inferior.pid)
     pythreads = PythonThreads(reader, result, inner)
 
     with _selection_kept() as original:
@@ -172,25 +173,25 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
             py = pythreads.find(lwp, lambda th=th: _pthread_id(th))
             native, err = native_frames()
             entry = thread_entry(lwp, th.name or "", native, reader, py)
-            entry["gdb_thread"] = th.num
+            entry.gdb_thread = th.num
             if lwp in inner:
-                entry["ns_tid"] = inner[lwp]
+                entry.ns_tid = inner[lwp]
             if err:
-                entry["error"] = (entry.get("error", "") + "; " if entry.get("error") else "") + err
+                entry.error = (entry.error + "; " if entry.error else "") + err
             out.append(entry)
     if which != "selected":
-        result["pool"] = pool_summary(out)
-    result["threads"] = select_threads(out, which)
+        result.pool = pool_summary(out)
+    result.threads = select_threads(out, which)
     return result
 
 
-def _threads(inferior, which: str, original, result: Dict) -> List:
+def _threads(inferior, which: str, original, result: Optional[Capture]) -> List:
     """The threads to look at, in gdb's order (only the user's selected one for "selected").
 
-    Notes the selected thread's LWP in ``result`` (``selected_tid``).
+    Notes the selected thread's LWP in ``result`` (``selected_tid``), where one is given.
     """
-    if original is not None:
-        result["selected_tid"] = original.ptid[1]
+    if original is not None and result is not None:
+        result.selected_tid = original.ptid[1]
     if which == "selected" and original is not None:
         return [original]
     return sorted(inferior.threads(), key=lambda t: t.num)
@@ -205,7 +206,9 @@ def registers(which: str = "selected") -> Dict:
     inferior = gdb.selected_inferior()
     result: Dict = {"pid": inferior.pid, "threads": []}
     with _selection_kept() as original:
-        for th in _threads(inferior, which, original, result):
+        if original is not None:
+            result["selected_tid"] = original.ptid[1]
+        for th in _threads(inferior, which, original, None):
             th.switch()
             result["threads"].append({"tid": th.ptid[1], "name": th.name or "",
                                       "regs": frame_registers(gdb.newest_frame(), REGISTERS)})
@@ -288,15 +291,15 @@ def _op_of(kernels: OpKernelReader, level: int, start: int, device: bool) -> Opt
         return None
 
 
-def annotate_ops(result: Dict) -> None:
-    """Add ``"op"`` to the kernel and device frames of a capture whose names gdb knows (tf-bt)."""
+def annotate_ops(result: Capture) -> None:
+    """Set ``op`` on the kernel and device frames of a capture whose names gdb knows (tf-bt)."""
     kernels = OpKernelReader(GdbMemory(gdb.selected_inferior()))
-    for t in result.get("threads", []):
-        for f, device in op_frames(t.get("frames", [])):
-            op = op_context(t["tid"], f["level"], 0, device=device, kernels=kernels)
+    for t in result.threads:
+        for f, device in op_frames(t.frames):
+            op = op_context(t.tid, f.level, 0, device=device, kernels=kernels)
             if op:
-                f["op"] = op
-        inherit_device_ops(t.get("frames", []))
+                f.op = op
+        inherit_device_ops(t.frames)
 
 
 STACK_SCAN_LIMIT = 4 << 20

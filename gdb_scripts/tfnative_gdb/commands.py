@@ -4,7 +4,6 @@ import json
 
 import gdb  # type: ignore
 
-from tfnative.core.model import Thread, frame_from_json
 from tfnative.core.opkernel import OpKernelReader
 from tfnative.output.render import is_glue, thread_block
 
@@ -52,15 +51,15 @@ Python frames are read from memory, so the interpreter needs no debug info."""
         result = capture(opts["which"], opts["tids"] or None, opts["locals"])
         annotate_ops(result)
         if not opts["native_all"]:
-            for t in result["threads"]:
-                t["frames"] = [f for f in t["frames"] if not is_glue(frame_from_json(f))]
+            for t in result.threads:
+                t.frames = [f for f in t.frames if not is_glue(f)]
         if opts["json"]:
-            gdb.write(json.dumps(result, indent=1) + "\n")
+            gdb.write(json.dumps(result.to_json(), indent=1) + "\n")
             return
-        for w in result["warnings"]:
+        for w in result.warnings:
             gdb.write("warning: %s\n" % w)
-        for t in result["threads"]:
-            gdb.write("\n".join(thread_block(Thread.from_json(t), fold=not opts["full"])) + "\n\n")
+        for t in result.threads:
+            gdb.write("\n".join(thread_block(t, fold=not opts["full"])) + "\n\n")
 
 
 if hasattr(gdb, "MICommand"):
@@ -73,7 +72,7 @@ if hasattr(gdb, "MICommand"):
 
         def invoke(self, argv):
             opts = _parse(argv)
-            result = capture(opts["which"], opts["tids"] or None, opts["locals"])
+            result = capture(opts["which"], opts["tids"] or None, opts["locals"]).to_json()
             result["schema"] = SCHEMA_VERSION
             return {"json": json.dumps(result)}
 

@@ -228,7 +228,7 @@ def test_libraries_read_once_for_all_processes(tmp_path):
     procs = start(tmp_path, ("peer", "peer"), "share")
     try:
         for p in procs:
-            assert snapshot.take(p.pid)["threads"]
+            assert snapshot.take(p.pid).threads
         libs = [{lib.name: lib for lib in snapshot._modules(p.pid)} for p in procs]
         name = next(n for n in libs[0] if n.startswith("libc.so"))
         a, b = libs[0][name], libs[1][name]

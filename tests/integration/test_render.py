@@ -49,13 +49,19 @@ def test_fold_keeps_landmarks_and_ends():
 
 
 def test_merge_mismatch_never_guesses():
-    native = [nat("f", "libc.so.6"), nat("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0")]
-    groups = [[py("a", "/x.py")], [py("b", "/x.py")]]
-    out = merge(native, groups)
-    assert out["merge"] == "mismatch" and out["frames"] == native
-    assert [f["function"] for f in out["python_frames"]] == ["a", "b"]
-    ok = merge(native, groups[:1])
-    assert [f["function"] for f in ok["frames"]] == ["f", "a"]
+    native = typed(nat("f", "libc.so.6"), nat("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0"))
+    out = Thread(tid=1)
+    merge(out, native, [typed(py("a", "/x.py")), typed(py("b", "/x.py"))])
+    assert out.merge == "mismatch" and out.frames == native and "2 Python eval group(s)" in out.merge_detail
+    assert [f.function for f in out.python_frames] == ["a", "b"]
+    assert not any(f.eval_address for f in out.python_frames)
+    ok = Thread(tid=1)
+    merge(ok, native, [typed(py("a", "/x.py"))])
+    assert ok.merge == "ok" and [f.function for f in ok.frames] == ["f", "a"]
+    assert ok.frames[1].eval_address == "0x1"  # the eval frame it replaced
+    none = Thread(tid=1)
+    merge(none, native, None)
+    assert none.merge == "no-thread-state" and none.frames == native
 
 
 def test_glue_hidden():

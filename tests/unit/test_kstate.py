@@ -1,6 +1,7 @@
 """kstate.py: the system call from orig_rax, and the text a thread header shows."""
 
 from tfnative.core import kstate
+from tfnative.core.model import Thread
 
 
 def test_syscall_from_orig_rax():
@@ -18,6 +19,6 @@ def test_kernel_state_and_text():
     assert kstate.text({"state": "S", "syscall": "futex"}) == "S in futex"
     assert kstate.text({"state": "R"}) == "R"
     assert kstate.text(None) == ""
-    threads = [{"tid": 1}, {"tid": 2}]
+    threads = [Thread(tid=1), Thread(tid=2)]
     kstate.annotate(threads, {1: "D"}, {1: {"orig_rax": 0}, 2: {"orig_rax": (1 << 64) - 1}})
-    assert threads == [{"tid": 1, "kernel": {"state": "D", "syscall": "read"}}, {"tid": 2}]
+    assert [t.kernel for t in threads] == [{"state": "D", "syscall": "read"}, None]

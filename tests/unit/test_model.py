@@ -2,7 +2,9 @@
 
 The documents under data/ were written by tfnative itself on a real TensorFlow process
 (tests/scripts/tf_hang.py: ``stack --pid -a``, ``stack --pid -a --with-gdb``, ``stack --pid --locals
---samples 2``) and on a real crash (``attach --op-origins tests/scripts/tf_segv.py``).
+--samples 2``) and on a real crash (``attach --op-origins tests/scripts/tf_segv.py``).  The captures
+there are the wire form of the same process: ``tf-bt -a --json`` in gdb (``-tfnative-capture``'s JSON)
+and ``snapshot.take(pid, "python", variables=True)``'s.
 """
 
 import json
@@ -11,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from tfnative.core import model
-from tfnative.core.model import Document, ElidedFrame, Event, NativeFrame, PythonFrame, Thread
+from tfnative.core.model import Capture, Document, ElidedFrame, Event, NativeFrame, PythonFrame, Thread
 from tfnative.output.elide import elide
 
 DATA = Path(__file__).parent / "data"
 DOCS = sorted(DATA.glob("doc_*.json"))
+CAPTURES = sorted(DATA.glob("capture_*.json"))
 
 
 def load(name):
@@ -28,6 +31,33 @@ def test_round_trip_is_byte_identical(path):
     doc = Document.from_json(json.loads(text))
     # written as report.Document.write writes a document
     assert json.dumps(doc.to_json(), indent=1) + "\n" == text
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[p.stem for p in CAPTURES])
+def test_capture_round_trip_is_byte_identical(path):
+    text = path.read_text()
+    capture = Capture.from_json(json.loads(text))
+    assert json.dumps(capture.to_json(), indent=1) + "\n" == text
+
+
+def test_capture_typed_with_its_internal_fields():
+    gdb = Capture.from_json(load("capture_gdb.json"))
+    assert gdb.via is None and gdb.python == "3.11" and gdb.pool["threads"] >= 1
+    main = gdb.threads[0]
+    assert main.tid == gdb.pid and main.merge == "ok" and main.gdb_thread == 1 and main.has_python()
+    native = [f for f in main.frames if isinstance(f, NativeFrame)]
+    assert [f.level for f in native] == sorted(f.level for f in native)  # gdb's frame numbers, kept
+    merged = [f for f in main.frames if isinstance(f, PythonFrame)]
+    assert merged and all(f.eval_address for f in merged)
+    assert all(f.frame_class is None and f.source is None for f in main.frames)  # the report sets those
+    worker = next(t for t in gdb.threads if not t.has_python())
+    assert "has_python" in worker.capture_json() and not worker.capture_json()["has_python"]
+    snap = Capture.from_json(load("capture_snapshot.json"))
+    assert snap.via == "cfi" and all(t.kernel for t in snap.threads)
+    assert any(isinstance(f, NativeFrame) and f.start and f.op for t in snap.threads for f in t.frames)
+    assert any(isinstance(f, PythonFrame) and f.variables for t in snap.threads for f in t.frames)
+    with pytest.raises(ValueError):
+        Capture.from_json({"threads": [{"name": "no tid"}]})
 
 
 def test_stack_document_typed():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+from tfnative.core.model import frames_from_json
 from tfnative.core.opkernel import OpKernelReader, graph_op_type, inherit_device_ops, op_frames, op_of_frame
 
 from .fakemem import FakeMemory
@@ -81,17 +82,17 @@ def test_garbage_and_unmapped_pointers_are_refused_in_bounded_reads():
 
 
 def test_op_frames_and_device_inheritance():
-    frames = [
+    frames = frames_from_json([
         {"kind": "native", "level": 0,
          "function": "tensorflow::UnaryOp<Eigen::ThreadPoolDevice, tensorflow::functor::log<float> >"
                      "::Compute(tensorflow::OpKernelContext*)", "op": {"type": "Log", "name": "Log"}},
         {"kind": "native", "level": 1,
          "function": "tensorflow::ThreadPoolDevice::Compute(tensorflow::OpKernel*, tensorflow::OpKernelContext*)"},
         {"kind": "python", "function": "f"},
-    ]
+    ])
     assert [device for _, device in op_frames(frames)] == [False, True]
     inherit_device_ops(frames)
-    assert frames[1]["op"] == {"type": "Log", "name": "Log"}
+    assert frames[1].op == {"type": "Log", "name": "Log"}
 
 
 def test_onednn_kernels_are_named_by_the_graphs_op_type():

@@ -3,6 +3,7 @@
 import pytest
 
 from tfnative import samples
+from tfnative.core.model import Capture
 
 
 def thread(tid, *frames):
@@ -16,7 +17,7 @@ def thread(tid, *frames):
 
 
 def capture(*threads):
-    return {"threads": [dict(t, frames=list(t["frames"])) for t in threads]}
+    return Capture.from_json({"threads": [dict(t, frames=list(t["frames"])) for t in threads]})
 
 
 def test_same_stack_in_every_sample_is_stuck_with_the_span():
@@ -62,8 +63,8 @@ def test_take_spaces_samples_from_start_to_start_and_marks_the_last():
     last = samples.take(3, 0.5, snap, sleep=sleep, clock=clock, on_sample=lambda i: None)
     assert taken == [100.0, 100.5, 101.0]
     assert slept == [0.3, 0.3]
-    assert last["samples"] == {"count": 3, "interval_s": 0.5, "span_s": 1.0}
-    assert {t["tid"]: t["progress"] for t in last["threads"]} == {1: "stuck", 2: "moving"}
-    assert last["threads"][0]["stuck_s"] == 1.0
+    assert last.samples == {"count": 3, "interval_s": 0.5, "span_s": 1.0}
+    assert {t.tid: t.progress for t in last.threads} == {1: "stuck", 2: "moving"}
+    assert last.threads[0].stuck_s == 1.0 and last.threads[1].stuck_s is None
     with pytest.raises(ValueError):
         samples.take(0, 1.0, snap)

@@ -15,7 +15,7 @@ import signal
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, TextIO
+from typing import Any, Callable, List, Optional, TextIO
 
 import psutil
 import tfnative_gdb
@@ -23,6 +23,7 @@ import tfnative_gdb
 from .. import samples as sampling
 from .. import snapshot
 from ..core import procfs
+from ..core.model import Capture, NativeFrame
 from ..errors import TfnativeError
 from ..files import is_stdout
 from ..output import report, verdict
@@ -211,12 +212,14 @@ def _setup_signals(gdb: Gdb, numerics: bool = False) -> None:
         gdb.console_command("handle %s stop print nopass" % NUMERICS_SIGNAL_NAME)
 
 
-def capture(gdb: Gdb, all_threads: bool, python_only: bool = False, variables: bool = False) -> Dict[str, Any]:
+def capture(gdb: Gdb, all_threads: bool, python_only: bool = False, variables: bool = False) -> Capture:
+    """The stopped target's mixed stacks as gdb's ``-tfnative-capture`` gives them (read from its JSON).
+    Raises GdbError on gdb's error, KeyError/ValueError on an answer that is no capture."""
     arg = " --all-threads" if all_threads else (" --python-threads" if python_only else "")
     if variables:
         arg += " --locals"
     payload = gdb.command("-tfnative-capture" + arg, timeout=CAPTURE_TIMEOUT)
-    return json.loads(payload["json"])
+    return Capture.from_json(json.loads(payload["json"]))
 
 
 class _SignalGuard:
@@ -419,7 +422,7 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
     if task is not None:
         doc.meta["task"] = task
 
-    def one() -> Dict[str, Any]:
+    def one() -> Capture:
         return _take_snapshot(pid, all_threads, gdb_opts, was_stopped, with_gdb, err, variables)
 
     def say(i: int) -> None:
@@ -438,7 +441,7 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
 
 
 def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool, with_gdb: bool,
-                   err: TextIO, variables: bool = False) -> Dict[str, Any]:
+                   err: TextIO, variables: bool = False) -> Capture:
     """One snapshot of ``pid``: without gdb when it can, else (or with ``with_gdb``) through gdb; from the
     ``attach`` session that holds it, where one does (``sessionsock.py``)."""
     if sessionsock.serves(pid):
@@ -449,12 +452,12 @@ def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stoppe
         try:
             task = _live_task(pid)  # the process's files, read through a live thread
             result = snapshot.take(task, "all" if all_threads else "python", variables)
-            if not result["threads"] and not all_threads:
+            if not result.threads and not all_threads:
                 # No Python thread found: show every thread rather than nothing.
                 result = snapshot.take(task, "all", variables)
             if task != pid:
-                result["pid"] = pid
-                result["warnings"].append("the main thread %d has exited (pthread_exit): the live "
+                result.pid = pid
+                result.warnings.append("the main thread %d has exited (pthread_exit): the live "
                                           "threads are shown" % pid)
         except ptrace.PtraceRefused as exc:
             # gdb's attach would be refused the same way, only slower
@@ -486,7 +489,7 @@ def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stoppe
 
 
 def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool,
-                    err: TextIO, variables: bool = False) -> Dict[str, Any]:
+                    err: TextIO, variables: bool = False) -> Capture:
     gdb = start_gdb(gdb_opts)
     attached = False
     try:
@@ -502,7 +505,7 @@ def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopp
             result = _snapshot(gdb, all_threads, variables)
         loader.symbolize(result)
         tfops.annotate(gdb, result)
-        result["via"] = "gdb"
+        result.via = "gdb"
         return result
     except GdbDied:
         raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)
@@ -514,19 +517,18 @@ def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopp
             _ensure_not_stopped(pid)
 
 
-def _snapshot(gdb: Gdb, all_threads: bool, variables: bool = False) -> Dict[str, Any]:
+def _snapshot(gdb: Gdb, all_threads: bool, variables: bool = False) -> Capture:
     result = capture(gdb, all_threads, python_only=not all_threads, variables=variables)
-    if not result["threads"] and not all_threads:
+    if not result.threads and not all_threads:
         # No Python thread found: show every thread rather than nothing.
         result = capture(gdb, True, variables=variables)
     return result
 
 
-def _meets(result: Dict[str, Any], paths: List[str]) -> bool:
+def _meets(result: Capture, paths: List[str]) -> bool:
     """Whether a frame of the capture is in one of the libraries ``paths``."""
     names = {os.path.basename(p) for p in paths}
-    return any(f.get("library") in names for t in result["threads"] for f in t.get("frames", [])
-               if f.get("kind") == "native")
+    return any(isinstance(f, NativeFrame) and f.library in names for t in result.threads for f in t.frames)
 
 
 def _ensure_not_stopped(pid: int) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 from .. import snapshot
 from ..core import tflog
-from ..core.model import Event, NativeFrame
+from ..core.model import Capture, Event, NativeFrame
 from ..output import report
 from ..sources import ptrace
 from . import tfops
@@ -42,11 +42,11 @@ def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolL
         in_flight = report.in_flight_functions(python)
         if len({w["tf_function"]["name"] for w in in_flight}) == 1:
             callers = {w["tid"] for w in in_flight}
-            result["threads"] = result["threads"] + [t for t in python["threads"] if t["tid"] in callers]
+            result.threads = result.threads + [t for t in python.threads if t.tid in callers]
     event = report.make_event(kind, result, native_all=native_all, in_flight=in_flight, **extra)
-    sp = (result.get("stack_pointers") or {}).get(event.thread)
-    if extra.get("signal") == "SIGABRT" and sp and result.get("pid"):
-        _add_fatal_log(event, result["pid"], sp)
+    sp = result.stack_pointers.get(event.thread) if event.thread is not None else None
+    if extra.get("signal") == "SIGABRT" and sp and result.pid:
+        _add_fatal_log(event, result.pid, sp)
     return event
 
 
@@ -64,7 +64,7 @@ def _add_fatal_log(event: Event, pid: int, sp: int) -> None:
         event.log = line
 
 
-def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool = False) -> Dict[str, Any]:
+def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool = False) -> Capture:
     """Mixed stacks of the stopped target (``which``: "selected", "python" or "all").
 
     gdb gives the registers and tfnative unwinds from CFI (``snapshot.py``):
@@ -78,7 +78,7 @@ def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool
                                           timeout=CAPTURE_TIMEOUT)["json"])
             threads = [(t["tid"], t["name"], t["regs"]) for t in regs["threads"]]
             result = snapshot.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"), variables)
-            result["stack_pointers"] = {t["tid"]: t["regs"].get("rsp") for t in regs["threads"]}
+            result.stack_pointers = {t["tid"]: t["regs"].get("rsp") for t in regs["threads"]}
             return result
         except snapshot.Unsupported:
             pass
@@ -93,7 +93,7 @@ def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool
     if loader is not None:
         loader.symbolize(result)
     tfops.annotate(gdb, result)
-    result["via"] = "gdb"
+    result.via = "gdb"
     return result
 
 

@@ -44,6 +44,7 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..core import procfs
 from ..core.elfindex import ElfError, ElfFile, ElfIndex, display_names, load_base
+from ..core.model import Capture, NativeFrame
 from ..snapshot import file_root
 from .breakpoints import Breakpoints, CodeRows, library_starts
 from .gdbmi import Gdb, GdbError
@@ -520,24 +521,25 @@ class SymbolLoader:
         self.surrogates[os.path.basename(path)] = lib
         return True
 
-    def symbolize(self, capture: Dict[str, Any]) -> None:
+    def symbolize(self, capture: Capture) -> None:
         """Name the frames of surrogate libraries from our index, in place."""
         if not self.indexed:
             return
         todo = []
-        for thread in capture.get("threads", []):
-            for key in ("frames", "python_frames"):
-                for f in thread.get(key) or []:
-                    lib = self.indexed.get(f.get("library") or "")
-                    if f.get("kind") != "native" or lib is None:
-                        continue
-                    hit = lib.index.symbolize(int(f["address"], 16) - lib.base)
-                    if hit is not None:
-                        todo.append((f, hit[0]))
-                        f["start"] = int(f["address"], 16) - hit[1]
+        for thread in capture.threads:
+            for f in thread.frames + (thread.python_frames or []):
+                if not isinstance(f, NativeFrame) or not f.address:
+                    continue
+                lib = self.indexed.get(f.library or "")
+                if lib is None:
+                    continue
+                hit = lib.index.symbolize(int(f.address, 16) - lib.base)
+                if hit is not None:
+                    todo.append((f, hit[0]))
+                    f.start = int(f.address, 16) - hit[1]
         names = display_names([m for _, m in todo])
         for (f, _), name in zip(todo, names):
-            f["function"] = name
+            f.function = name
 
     def name_of(self, address: int) -> Optional[str]:
         """The demangled name of the function at ``address`` in an indexed library, or None."""

@@ -30,6 +30,7 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Optional, Set, TextIO
 
+from ..core.model import Capture
 from ..core.opkernel import KERNEL_RE, inherit_device_ops, op_frames
 from ..errors import TfnativeError
 from ..toolchain.tfinstall import tensorflow_package_dirs
@@ -105,17 +106,17 @@ def check_op_types(requested: List[str], python: str, env: Optional[Dict[str, st
 # ---------------------------------------------------------------- op context
 
 
-def annotate(gdb: Gdb, capture: Dict[str, Any]) -> None:
-    """Add ``"op"`` to the kernel and device frames of a capture (names already symbolized).
+def annotate(gdb: Gdb, capture: Capture) -> None:
+    """Set ``op`` on the kernel and device frames of a capture (names already symbolized).
 
-    A frame's ``"start"`` (its function's entry) is known where tfnative named
+    A frame's ``start`` (its function's entry) is known where tfnative named
     it (surrogate libraries); gdb finds the others.
     """
     requests: List[tuple] = []
-    for t in capture.get("threads", []):
-        for f, device in op_frames(t.get("frames") or []):
-            start = f.get("start") or 0
-            requests.append((f, "%d:%d:0x%x%s" % (t["tid"], f["level"], start, ":device" if device else "")))
+    for t in capture.threads:
+        for f, device in op_frames(t.frames):
+            start = f.start or 0
+            requests.append((f, "%d:%d:0x%x%s" % (t.tid, f.level, start, ":device" if device else "")))
     if not requests:
         return
     try:
@@ -125,9 +126,9 @@ def annotate(gdb: Gdb, capture: Dict[str, Any]) -> None:
         return
     for (f, _req), op in zip(requests, ops):
         if op:
-            f["op"] = op
-    for t in capture.get("threads", []):
-        inherit_device_ops(t.get("frames") or [])
+            f.op = op
+    for t in capture.threads:
+        inherit_device_ops(t.frames)
 
 
 # ---------------------------------------------------------------- --break-op

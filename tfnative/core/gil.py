@@ -15,7 +15,9 @@ is set, or when a frame of the interpreter's own object is one of the collector'
 decides; the stripped interpreter names none of them, so there the flag decides).
 """
 
-from typing import Dict, List, Optional
+from typing import List, Optional
+
+from .model import NativeFrame
 
 WAIT_FUNCTIONS = ("take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread", "PyGILState_Ensure",
                   "PyEval_AcquireLock")
@@ -35,20 +37,19 @@ def _interpreter_object(library: Optional[str]) -> bool:
     return base.startswith("python3") or base.startswith("libpython3")
 
 
-def gil_state_from_native(native: List[Dict]) -> Optional[str]:
+def gil_state_from_native(native: List[NativeFrame]) -> Optional[str]:
     """``"waiting"`` when one of the ``INNERMOST_SCAN`` innermost native frames (innermost first) is a GIL
-    acquisition, else ``None``. Only ``kind == "native"`` frames (or frames with no kind) are considered."""
-    for f in native[:INNERMOST_SCAN]:
-        if f.get("kind", "native") != "native":
+    acquisition, else ``None``.  Only native frames are considered."""
+    for i, f in enumerate(native[:INNERMOST_SCAN]):
+        if not isinstance(f, NativeFrame):
             continue
-        name = _base(f.get("function") or "")
+        name = _base(f.function or "")
         if name in WAIT_FUNCTIONS:
             return "waiting"
         if name in COND_WAITS:
-            i = native.index(f)
             caller = native[i + 1] if i + 1 < len(native) else None
-            if (caller is not None and (caller.get("function") or "??") == "??"
-                    and _interpreter_object(caller.get("library"))):
+            if (caller is not None and (caller.function or "??") == "??"
+                    and _interpreter_object(caller.library)):
                 return "waiting"
     return None
 
@@ -59,10 +60,10 @@ GC_FUNCTIONS = frozenset(("collect", "collect_with_callback", "gc_collect_main",
                           "gc_collect_increment", "_PyGC_Collect", "PyGC_Collect", "_PyGC_CollectNoFail"))
 
 
-def in_collection(native: List[Dict], holds_gil: bool, collecting: bool) -> bool:
+def in_collection(native: List[NativeFrame], holds_gil: bool, collecting: bool) -> bool:
     """Whether the thread runs a garbage collection: it holds the GIL while ``collecting`` is set, or one of
     its native frames in the interpreter's object is a collector function."""
     if holds_gil and collecting:
         return True
-    return any(f.get("kind", "native") == "native" and _base(f.get("function") or "") in GC_FUNCTIONS
-               and _interpreter_object(f.get("library")) for f in native)
+    return any(isinstance(f, NativeFrame) and _base(f.function or "") in GC_FUNCTIONS
+               and _interpreter_object(f.library) for f in native)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional
 
 from . import procfs
+from .model import Thread
 
 # x86-64 system call numbers a thread is commonly blocked in (or found in); others read "syscall N".
 SYSCALLS = {
@@ -65,13 +66,12 @@ def kernel_state(letter: Optional[str], regs: Optional[Mapping[str, int]]) -> Op
     return out or None
 
 
-def annotate(threads: List[Dict[str, Any]], letters: Mapping[int, str],
-             regs: Mapping[int, Mapping[str, int]]) -> None:
-    """Put ``"kernel"`` on each thread entry of a capture that has a known state."""
+def annotate(threads: List[Thread], letters: Mapping[int, str], regs: Mapping[int, Mapping[str, int]]) -> None:
+    """Set ``kernel`` on each thread of a capture that has a known state."""
     for t in threads:
-        k = kernel_state(letters.get(t["tid"]), regs.get(t["tid"]))
+        k = kernel_state(letters.get(t.tid), regs.get(t.tid))
         if k:
-            t["kernel"] = k
+            t.kernel = k
 
 
 def text(kernel: Optional[Mapping[str, Any]]) -> str:

@@ -7,46 +7,49 @@ cut short, a thread caught while entering or leaving the eval loop) we never
 guess: the thread is marked ``"merge": "mismatch"`` and both stacks are kept.
 """
 
-from typing import Dict, List, Optional
+from typing import List, Optional
+
+from .model import NativeFrame, PythonFrame, Thread
 
 EVAL_FUNCTION = "_PyEval_EvalFrameDefault"
 
 
-def is_eval_frame(frame: Dict) -> bool:
-    if frame.get("kind") != "native" or frame.get("inline"):
+def is_eval_frame(frame: object) -> bool:
+    if not isinstance(frame, NativeFrame) or frame.inline:
         return False
-    name = frame.get("function") or ""
+    name = frame.function or ""
     return name == EVAL_FUNCTION or name.startswith(EVAL_FUNCTION + ".")
 
 
-def merge(native: List[Dict], groups: Optional[List[List[Dict]]]) -> Dict:
-    """Return ``{"frames": [...], "merge": status, ...}`` for one thread.
+def merge(thread: Thread, native: List[NativeFrame], groups: Optional[List[List[PythonFrame]]]) -> None:
+    """Set ``thread``'s ``frames`` and ``merge`` (and, on a mismatch, ``merge_detail`` and
+    ``python_frames``) from its ``native`` frames and Python ``groups``.
 
     ``native`` and each group are innermost first; ``groups`` is None for a
-    thread that has no Python thread state.
+    thread that has no Python thread state.  The Python frames merged get the
+    address of their eval frame (``eval_address``).
     """
     evals = [i for i, f in enumerate(native) if is_eval_frame(f)]
     if groups is None:
-        status = "native" if not evals else "no-thread-state"
-        return {"frames": list(native), "merge": status}
+        thread.frames = list(native)
+        thread.merge = "native" if not evals else "no-thread-state"
+        return
     if len(evals) != len(groups):
-        python = [f for g in groups for f in g]
-        return {
-            "frames": list(native),
-            "merge": "mismatch",
-            "merge_detail": "%d _PyEval_EvalFrameDefault native frame(s) but %d Python "
-            "eval group(s)" % (len(evals), len(groups)),
-            "python_frames": python,
-        }
-    out: List[Dict] = []
+        thread.frames = list(native)
+        thread.merge = "mismatch"
+        thread.merge_detail = "%d _PyEval_EvalFrameDefault native frame(s) but %d Python eval group(s)" % (
+            len(evals), len(groups))
+        thread.python_frames = [f for g in groups for f in g]
+        return
+    out: List = []
     gi = 0
     for f in native:
         if is_eval_frame(f):
             for p in groups[gi]:
-                q = dict(p)
-                q["eval_address"] = f.get("address")
-                out.append(q)
+                p.eval_address = f.address
+                out.append(p)
             gi += 1
         else:
             out.append(f)
-    return {"frames": out, "merge": "ok"}
+    thread.frames = out
+    thread.merge = "ok"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional, Union
 
-__all__ = ["SCHEMA", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Event", "Document",
+__all__ = ["SCHEMA", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event", "Document",
            "frame_from_json", "frames_from_json"]
 
 SCHEMA = 1
@@ -43,6 +43,26 @@ class NativeFrame:
     frame_class: Optional[str] = None  # "class": user, tensorflow-native, interpreter, system...
     source: Optional[str] = None  # the text of file:line
     level: Optional[int] = None  # internal: the frame's number in gdb's/the unwinder's stack
+    start: Optional[int] = None  # internal: its function's entry address, where tfnative named it
+
+    def capture_json(self) -> Json:
+        """The frame as a capture carries it (MI, the session socket, ``tf-bt --json``): the internal
+        attributes too, nothing of the report's (``class``, ``source``)."""
+        out: Json = {"kind": "native", "function": self.function, "file": self.file, "line": self.line,
+                     "library": self.library, "address": self.address}
+        if self.level is not None:
+            out["level"] = self.level
+        if self.inline:
+            out["inline"] = True
+        if self.tailcall:
+            out["tailcall"] = True
+        if self.recovered:
+            out["recovered"] = self.recovered
+        if self.start is not None:
+            out["start"] = self.start
+        if self.op:
+            out["op"] = self.op
+        return out
 
     def to_json(self) -> Json:
         out: Json = {"kind": "native", "function": self.function, "file": self.file, "line": self.line,
@@ -66,7 +86,7 @@ class NativeFrame:
         return cls(function=d.get("function"), file=d.get("file"), line=d.get("line"), library=d.get("library"),
                    address=d.get("address"), inline=bool(d.get("inline")), tailcall=bool(d.get("tailcall")),
                    op=d.get("op"), recovered=d.get("recovered"), frame_class=d.get("class"),
-                   source=d.get("source"), level=d.get("level"))
+                   source=d.get("source"), level=d.get("level"), start=d.get("start"))
 
 
 @dataclass(slots=True)
@@ -85,6 +105,19 @@ class PythonFrame:
     frame_class: Optional[str] = None
     source: Optional[str] = None
     eval_address: Optional[str] = None  # internal: the _PyEval_EvalFrameDefault frame it was merged at
+
+    def capture_json(self) -> Json:
+        """The frame as a capture carries it (see ``NativeFrame.capture_json``)."""
+        out: Json = {"kind": "python", "function": self.function, "file": self.file, "line": self.line}
+        if self.locals:
+            out["locals"] = self.locals
+        if self.converted:
+            out["converted"] = self.converted
+        if self.variables is not None:
+            out["variables"] = self.variables
+        if self.eval_address is not None:
+            out["eval_address"] = self.eval_address
+        return out
 
     def to_json(self) -> Json:
         out: Json = {"kind": "python", "function": self.function, "file": self.file, "line": self.line}
@@ -132,6 +165,9 @@ class ElidedFrame:
     @property
     def line(self) -> None:
         return None
+
+    def capture_json(self) -> Json:
+        return self.to_json()
 
     def to_json(self) -> Json:
         return {"kind": "elided", "count": self.count, "functions": self.functions, "function": self.function,
@@ -229,6 +265,80 @@ class Thread:
     def runs_python(self) -> bool:
         """Whether a Python frame is on its merged stack."""
         return any(isinstance(f, PythonFrame) for f in self.frames)
+
+    def has_python(self) -> bool:
+        """Whether the capture found Python frames for it: on its merged stack, or beside it (a mismatch)."""
+        return bool(self.python_frames) or self.runs_python()
+
+    def capture_json(self) -> Json:
+        """The thread as a capture carries it (see ``NativeFrame.capture_json``)."""
+        out: Json = {"tid": self.tid, "name": self.name}
+        if self.python_name is not None:
+            out["python_name"] = self.python_name
+        if self.daemon is not None:
+            out["daemon"] = self.daemon
+        out["frames"] = [f.capture_json() for f in self.frames]
+        out["merge"] = self.merge
+        if self.python_frames is not None:
+            out["merge_detail"] = self.merge_detail
+            out["python_frames"] = [f.capture_json() for f in self.python_frames]
+        out["has_python"] = self.has_python()
+        out["gil"] = self.gil
+        if self.gc:
+            out["gc"] = True
+        for key in ("gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+@dataclass(slots=True)
+class Capture:
+    """One capture of a process's threads, before the report: what ``-tfnative-capture`` answers over MI,
+    what ``snapshot.py`` and a core give, what an ``attach`` session sends ``stack --pid`` over its socket.
+
+    ``report.make_event`` makes the EVENT of it.  Its JSON (``to_json``/``from_json``) is the wire form
+    of those edges, internal attributes included; it is no part of the document's schema.
+    """
+
+    pid: Optional[int] = None
+    threads: List[Thread] = field(default_factory=list)  # innermost frame first, in the capture's order
+    warnings: List[str] = field(default_factory=list)
+    ns_pid: Optional[int] = None  # the pid inside the process's own PID namespace
+    python: Optional[str] = None  # "3.11": the interpreter found
+    finalizing: bool = False  # Py_FinalizeEx has begun
+    selected_tid: Optional[int] = None  # the thread that stopped (the crashed one of a core)
+    pool: Optional[Json] = None  # executors.pool_summary: TensorFlow's inter-op pool
+    via: Optional[str] = None  # "cfi" (tfnative's unwinder) | "gdb"
+    samples: Optional[Json] = None  # stack --samples: {"count", "interval_s", "span_s"}
+    stack_pointers: Dict[int, int] = field(default_factory=dict)  # internal: each thread's rsp at the stop
+
+    def to_json(self) -> Json:
+        out: Json = {"pid": self.pid, "threads": [t.capture_json() for t in self.threads],
+                     "warnings": self.warnings}
+        if self.ns_pid is not None:
+            out["ns_pid"] = self.ns_pid
+        if self.python is not None:
+            out["python"] = self.python
+        if self.finalizing:
+            out["finalizing"] = True
+        for key in ("selected_tid", "pool", "via", "samples"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+    @classmethod
+    def from_json(cls, d: Json) -> Capture:
+        """The capture ``d`` stands for.  Raises ValueError where ``d`` is no capture."""
+        try:
+            return cls(pid=d.get("pid"), threads=[Thread.from_json(t) for t in d.get("threads") or []],
+                       warnings=list(d.get("warnings") or []), ns_pid=d.get("ns_pid"), python=d.get("python"),
+                       finalizing=bool(d.get("finalizing")), selected_tid=d.get("selected_tid"),
+                       pool=d.get("pool"), via=d.get("via"), samples=d.get("samples"))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError("a malformed capture (%s: %s)" % (type(exc).__name__, exc)) from None
 
 
 @dataclass(slots=True)

@@ -23,9 +23,10 @@ Only memory is read: no call into the target, no lock taken.
 
 import re
 import struct
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .memory import USER_SPACE_END, Memory
+from .model import Frame, NativeFrame
 
 OBJECT_SCAN_BYTES = 512
 VTABLE_SLOTS = 24
@@ -200,13 +201,14 @@ KERNEL_RE = re.compile(r"::Compute(?:Async)?\((?:tensorflow::)?OpKernelContext\*
 DEVICE_RE = re.compile(r"Device::Compute(?:Async)?\((?:tensorflow::)?(?:Async)?OpKernel\*")
 
 
-def op_frames(frames: List[Dict]) -> List[Tuple[Dict, bool]]:
-    """The native frames of a stack that run an op, each with whether it is the device's call."""
+def op_frames(frames: Sequence[Frame]) -> List[Tuple[NativeFrame, bool]]:
+    """The native frames of a stack that run an op (those with a ``level``), each with whether it is the
+    device's call."""
     out = []
     for f in frames:
-        if f.get("kind") != "native" or "level" not in f:
+        if not isinstance(f, NativeFrame) or f.level is None:
             continue
-        name = f.get("function") or ""
+        name = f.function or ""
         if DEVICE_RE.search(name):
             out.append((f, True))
         elif KERNEL_RE.search(name):
@@ -214,16 +216,16 @@ def op_frames(frames: List[Dict]) -> List[Tuple[Dict, bool]]:
     return out
 
 
-def inherit_device_ops(frames: List[Dict]) -> None:
+def inherit_device_ops(frames: Sequence[Frame]) -> None:
     """A device frame whose own argument is gone names the op of the kernel it called (just inside it)."""
     below = None
     for f in frames:
-        if f.get("kind") != "native":
+        if not isinstance(f, NativeFrame):
             continue
-        name = f.get("function") or ""
+        name = f.function or ""
         if KERNEL_RE.search(name):
-            below = f.get("op")
+            below = f.op
         elif DEVICE_RE.search(name):
-            if not f.get("op") and below:
-                f["op"] = below
+            if not f.op and below:
+                f.op = below
             below = None

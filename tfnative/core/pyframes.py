@@ -17,6 +17,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from .linetable import line_for
 from .memory import Memory
+from .model import PythonFrame
 from .pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS, Layout, debug_offsets_layout
 from .pyobjects import ObjectReader
 
@@ -52,15 +53,12 @@ class PyFrame:
         self.converted: Optional[dict] = None
         self.variables: Optional[List[dict]] = None  # --locals: {"name", "repr", "arg"} in order
 
-    def to_dict(self) -> dict:
-        d = {"kind": "python", "function": self.function, "file": self.file, "line": self.line}
-        if self.locals:
-            d["locals"] = dict(self.locals)
-        if self.converted:
-            d["converted"] = dict(self.converted)
-        if self.variables is not None:
-            d["variables"] = list(self.variables)
-        return d
+    def to_frame(self) -> PythonFrame:
+        """The frame as the model's (a capture's Python frame: no ``class``, ``user`` or source yet)."""
+        return PythonFrame(function=self.function, file=self.file, line=self.line,
+                           locals=dict(self.locals) if self.locals else None,
+                           converted=dict(self.converted) if self.converted else None,
+                           variables=list(self.variables) if self.variables is not None else None)
 
 
 class ThreadPy:

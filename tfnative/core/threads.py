@@ -12,6 +12,7 @@ from .autograph import annotate
 from .executors import POOL_THREAD_NAMES, is_pool_worker, runs_kernel
 from .gil import gil_state_from_native, in_collection
 from .mixed import merge
+from .model import Capture, NativeFrame, Thread
 from .pyframes import PythonReader, ThreadPy
 
 # The name gdb gives the frame of a signal trampoline (glibc's ``__restore_rt``).
@@ -22,7 +23,8 @@ MAX_NS_THREADS = 1 << 16
 class PythonThreads:
     """The interpreter's thread states, looked up by OS thread."""
 
-    def __init__(self, reader: Optional[PythonReader], result: Dict, inner: Optional[Dict[int, int]] = None) -> None:
+    def __init__(self, reader: Optional[PythonReader], result: Capture,
+                 inner: Optional[Dict[int, int]] = None) -> None:
         """Reads the thread states; ``result`` gets the Python version, or a warning.  ``inner``: the thread
         ids inside the process's PID namespace by host thread id (``namespace_tids``); a thread state holds
         the inner one."""
@@ -30,7 +32,7 @@ class PythonThreads:
         self.inner = inner or {}
         states: List[ThreadPy] = []
         if reader is not None:
-            result["python"] = "%d.%d" % reader.layout.version
+            result.python = "%d.%d" % reader.layout.version
             try:
                 states = reader.thread_states()
                 holder = reader.gil_holder()
@@ -39,11 +41,11 @@ class PythonThreads:
                     t.holds_gil = holder is not None and t.tstate == holder
                     t.gc_collecting = collecting
             except MemoryError as exc:
-                result["warnings"].append("cannot read Python thread states: %s" % exc)
+                result.warnings.append("cannot read Python thread states: %s" % exc)
             try:
                 names = reader.objects.thread_names()
                 if reader.finalizing():
-                    result["finalizing"] = True
+                    result.finalizing = True
             except MemoryError:
                 names = {}  # a name is a nicety: the stacks do not wait for it
             for t in states:
@@ -84,28 +86,26 @@ def namespace_tids(pid: int) -> Dict[int, int]:
     return out
 
 
-def thread_entry(tid: int, name: str, native: List[Dict], reader: Optional[PythonReader],
-                 py: Optional[ThreadPy]) -> Dict:
+def thread_entry(tid: int, name: str, native: List[NativeFrame], reader: Optional[PythonReader],
+                 py: Optional[ThreadPy]) -> Thread:
     """One thread of a capture: ``native`` frames (innermost first) merged with the Python frames of ``py``."""
-    entry: Dict = {"tid": tid, "name": name}
+    thread = Thread(tid=tid, name=name)
     if py is not None and py.name is not None:
-        entry["python_name"] = py.name
+        thread.python_name = py.name
         if py.daemon is not None:
-            entry["daemon"] = py.daemon
+            thread.daemon = py.daemon
     groups = None
     if py is not None and reader is not None:
         reader.read_frames(py)
         annotate(reader, [f for g in py.groups for f in g])
-        groups = [[f.to_dict() for f in g] for g in py.groups]
+        groups = [[f.to_frame() for f in g] for g in py.groups]
         if py.error:
-            entry["error"] = py.error
-    entry.update(merge(native, groups))
-    entry["has_python"] = bool(groups and any(groups))
+            thread.error = py.error
+    merge(thread, native, groups)
     holds = py is not None and py.holds_gil
-    entry["gil"] = "held" if holds else gil_state_from_native(native)
-    if in_collection(native, holds, py is not None and py.gc_collecting):
-        entry["gc"] = True
-    return entry
+    thread.gil = "held" if holds else gil_state_from_native(native)
+    thread.gc = in_collection(native, holds, py is not None and py.gc_collecting)
+    return thread
 
 
 def unwound(which: str, has_state: bool, name: str) -> bool:
@@ -114,12 +114,11 @@ def unwound(which: str, has_state: bool, name: str) -> bool:
     return which != "python" or has_state or name in POOL_THREAD_NAMES
 
 
-def select_threads(entries: List[Dict], which: str) -> List[Dict]:
+def select_threads(threads: List[Thread], which: str) -> List[Thread]:
     """"python": threads with Python frames, the GIL holder, busy inter-op workers; "all": Python threads
     first; else as they are."""
     if which == "python":
-        return [t for t in entries if t["has_python"] or t.get("gil") == "held"
-                or (is_pool_worker(t) and runs_kernel(t))]
+        return [t for t in threads if t.has_python() or t.gil == "held" or (is_pool_worker(t) and runs_kernel(t))]
     if which == "all":
-        return [t for t in entries if t["has_python"]] + [t for t in entries if not t["has_python"]]
-    return entries
+        return [t for t in threads if t.has_python()] + [t for t in threads if not t.has_python()]
+    return threads

@@ -16,6 +16,7 @@ from __future__ import annotations
 import signal as signal_mod
 from typing import Any, Dict, List, Optional
 
+from ..core.model import Capture
 from ..sources.corefile import Notes
 from . import report, verdict
 
@@ -39,7 +40,7 @@ def sent_by(notes: Notes) -> Optional[int]:
     return None if notes.sender_pid in own else notes.sender_pid
 
 
-def core_event(notes: Notes, argv: List[str], result: Dict[str, Any], native_all: bool) -> report.Document:
+def core_event(notes: Notes, argv: List[str], result: Capture, native_all: bool) -> report.Document:
     """The document of a core: one event of kind "core" (``signal``, ``signal_code``, ``fault_address``,
     ``sent_by`` where another process sent it, ``triage``: the hang verdict where it applies) and the exit
     (``{"signal": NAME}``: the process died of it; None without a signal)."""

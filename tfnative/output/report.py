@@ -1,8 +1,8 @@
 """What the user sees: the text report on stderr and the JSON document.
 
-A capture (the dicts the gdb side sends over MI, or ``snapshot.py``'s) becomes
-a typed ``model.Event`` here (``make_event``); events stay typed until the
-document is written (``Document.write``: JSON schema version 1, see
+A capture (``model.Capture``: the gdb side's over MI, ``snapshot.py``'s, a
+core's) becomes a ``model.Event`` here (``make_event``); events stay typed
+until the document is written (``Document.write``: JSON schema version 1, see
 docs/json-schema.md).
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, TextIO
 
 from ..core import kstate, model
-from ..core.model import Event, Frame, NativeFrame, PythonFrame, Thread
+from ..core.model import Capture, Event, Frame, NativeFrame, PythonFrame, Thread
 from ..files import write_output
 from . import render, threadgroups
 from .elide import elide
@@ -23,22 +23,19 @@ from .elide import elide
 SCHEMA = model.SCHEMA
 
 
-def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
+def make_event(kind: str, capture: Capture, native_all: bool = False,
                in_flight: Optional[List[Dict[str, Any]]] = None, **extra: Any) -> Event:
-    """Turn one ``-tfnative-capture`` result into an event (EVENT of the schema).
+    """Turn one capture into an event (EVENT of the schema); the event takes over its threads and frames.
 
-    The capture's threads and frames are read into the model here (their
-    internal keys kept as attributes); frames get their ``class``, ``user``
-    and source line, glue frames are hidden (unless ``native_all``) and deep
-    stacks elided.  ``extra``: the event's fields of its kind (``location``,
+    Frames get their ``class``, ``user`` and source line, glue frames are
+    hidden (unless ``native_all``) and deep stacks elided.  ``extra``: the event's fields of its kind (``location``,
     ``signal``, ``signal_code``, ``fault_address``, ``sent_by``, ``timeout``).
     ``in_flight``: ``{"tid", "tf_function"}`` of Python threads outside the
     capture that wait for a tf.function (for executor threads' context).
     """
-    selected = capture.get("selected_tid")
+    selected = capture.selected_tid
     threads = []
-    for raw in capture.get("threads", []):
-        t = Thread.from_json(raw)
+    for t in capture.threads:
         frames = t.frames if native_all else render.hide_glue(t.frames)
         t.frames = elide([_clean(f) for f in frames])
         t.tf_function = next((f.tf_function for f in t.frames if isinstance(f, PythonFrame) and f.tf_function),
@@ -52,13 +49,12 @@ def make_event(kind: str, capture: Dict[str, Any], native_all: bool = False,
     _attribute_executors(threads, in_flight or [])
     # The thread that stopped comes first.
     threads.sort(key=lambda t: t.tid != selected)
-    pool = capture.get("pool") or {}
-    return Event(kind=kind, **extra, thread=selected, pid=capture.get("pid"),
-                 ns_pid=capture.get("ns_pid"),  # the pid inside the process's own PID namespace
-                 threads=threads, python=capture.get("python"), via=capture.get("via"),
-                 warnings=list(capture.get("warnings") or []),
+    pool = capture.pool or {}
+    return Event(kind=kind, **extra, thread=selected, pid=capture.pid,
+                 ns_pid=capture.ns_pid,  # the pid inside the process's own PID namespace
+                 threads=threads, python=capture.python, via=capture.via, warnings=list(capture.warnings),
                  pool=pool if pool.get("threads") else None,  # a process with TensorFlow's inter-op pool
-                 samples=capture.get("samples"), finalizing=bool(capture.get("finalizing")))
+                 samples=capture.samples, finalizing=capture.finalizing)
 
 
 INJECT_MARK = "/tfnative/inject/"
@@ -209,21 +205,20 @@ def _forward_of(op: Dict[str, Any], found: Dict[str, Any], origins: Dict[str, Li
 _EXECUTOR_RE = re.compile(r"Executor(State|Impl)\b|ExecutorState<")
 
 
-def in_flight_functions(capture: Dict[str, Any]) -> List[Dict[str, Any]]:
+def in_flight_functions(capture: Capture) -> List[Dict[str, Any]]:
     """``{"tid", "tf_function"}`` for each thread of a capture that waits for a tf.function."""
     out = []
-    for raw in capture.get("threads", []):
-        t = Thread.from_json(raw)
+    for t in capture.threads:
         fn = next((fn for fn in map(tf_function, t.frames) if fn), None)
         if fn:
             out.append({"tid": t.tid, "tf_function": fn})
     return out
 
 
-def runs_executor(capture: Dict[str, Any]) -> bool:
+def runs_executor(capture: Capture) -> bool:
     """Whether a thread of the capture runs a TensorFlow executor (kernels of a graph or function)."""
     return any(isinstance(f, NativeFrame) and _EXECUTOR_RE.search(f.function or "")
-               for t in capture.get("threads", []) for f in Thread.from_json(t).frames)
+               for t in capture.threads for f in t.frames)
 
 
 def _attribute_executors(threads: List[Thread], extra: List[Dict[str, Any]]) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
-from typing import Any, Dict, List, Optional, TextIO
+from typing import List, Optional, TextIO
 
 from ..attach import tfops
 from ..attach.gdbmi import GdbDied, GdbError
@@ -27,6 +27,7 @@ from ..attach.session import CAPTURE_TIMEOUT, GdbOptions, capture, start_gdb
 from ..attach.surrogate import build_surrogate
 from ..attach.symbolload import HUGE_BYTES, IndexedLibrary, SymbolLoader, wants_surrogate
 from ..core.elfindex import ElfError, ElfFile, ElfIndex
+from ..core.model import Capture
 from ..errors import TfnativeError
 from .coresource import CoreSource
 
@@ -44,7 +45,7 @@ def _gdb_path(text: str) -> str:
     return text
 
 
-def stacks_with_gdb(source: CoreSource, which: str, opts: GdbOptions, err: TextIO) -> Dict[str, Any]:
+def stacks_with_gdb(source: CoreSource, which: str, opts: GdbOptions, err: TextIO) -> Capture:
     """``snapshot.stacks``'s result for every thread of the core of ``source``, taken by gdb (``"via":
     "gdb"``); ``source.finish`` keeps the threads asked for."""
     core = source.core
@@ -98,7 +99,7 @@ def stacks_with_gdb(source: CoreSource, which: str, opts: GdbOptions, err: TextI
         result = capture(gdb, True, variables=source.variables)
         loader.symbolize(result)
         tfops.annotate(gdb, result)
-        result["via"] = "gdb"
+        result.via = "gdb"
         return result
     except GdbDied:
         raise TfnativeError("gdb exited unexpectedly while reading %s" % core.path, exit_code=3) from None

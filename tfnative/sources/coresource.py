@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .. import snapshot
 from ..core.cfi import CfiError
 from ..core.elfindex import ElfError, ElfFile
+from ..core.model import Capture, NativeFrame, Thread
 from .corecheck import mismatch
 from .corefile import PF_X, PT_LOAD, Core, Mapping
 from .corepaths import PathRules
@@ -186,7 +187,7 @@ class CoreSource:
     def threads(self) -> List[Tuple[int, str, Dict[str, int]]]:
         return [(t.tid, "", t.regs) for t in self.core.notes.threads]
 
-    def stacks(self, which: str) -> Dict[str, Any]:
+    def stacks(self, which: str) -> Capture:
         """``snapshot.stacks`` on the core; the thread that took the signal is ``selected_tid``.  Raises
         ``snapshot.HasDebugInfo`` where a library on a stack has DWARF (``coregdb.py`` then)."""
         notes = self.core.notes
@@ -200,61 +201,61 @@ class CoreSource:
         except snapshot.Unsupported:
             result = self._thread_by_thread(which)
         # The crashed thread is kept even when it runs no Python.
-        if not any(t["tid"] == crashed for t in result["threads"]) and which != "all":
+        if not any(t.tid == crashed for t in result.threads) and which != "all":
             every = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
                                     self.threads(), "selected", crashed, exe=self.executable, live=False,
                                     variables=self.variables)
-            result["threads"] = every["threads"] + result["threads"]
+            result.threads = every.threads + result.threads
         return self.finish(result)
 
-    def finish(self, result: Dict[str, Any], which: str = "all") -> Dict[str, Any]:
+    def finish(self, result: Capture, which: str = "all") -> Capture:
         """What every capture of the core gets (ours, or gdb's keeping ``which`` threads): the crashed thread
         selected, frames in unread files labelled, the warnings."""
         crashed = self.core.notes.threads[0].tid
-        result["selected_tid"] = crashed
+        result.selected_tid = crashed
         if which == "python":
-            result["threads"] = [t for t in result["threads"] if t["tid"] == crashed or t.get("gil") == "held"
-                                 or any(f.get("kind") == "python" for f in t.get("frames", []))]
+            result.threads = [t for t in result.threads if t.tid == crashed or t.gil == "held" or t.runs_python()]
         self._label_unread(result)
-        result["warnings"] = self.warnings + result.get("warnings", [])
+        result.warnings = self.warnings + result.warnings
         if self.core.missing:
             lo, hi = self.core.missing[0]
-            result["warnings"].append("memory missing from the core (%d reads, first 0x%x-0x%x)%s"
+            result.warnings.append("memory missing from the core (%d reads, first 0x%x-0x%x)%s"
                                       % (len(self.core.missing), lo, hi,
                                          ": the core is truncated" if self.core.truncated_at else ""))
         elif self.core.truncated_at:
-            result["warnings"].append("the core is truncated (memory from 0x%x on is missing)"
+            result.warnings.append("the core is truncated (memory from 0x%x on is missing)"
                                       % self.core.truncated_at)
         return result
 
-    def _label_unread(self, result: Dict[str, Any]) -> None:
+    def _label_unread(self, result: Capture) -> None:
         """Frames in a file that was not read (missing, other build-id) get its name as their library."""
-        for t in result["threads"]:
-            for f in t.get("frames", []):
-                if f.get("kind") == "native" and not f.get("library") and f.get("address"):
-                    m = self.core._mapping(int(f["address"], 16))
+        for t in result.threads:
+            for f in t.frames:
+                if isinstance(f, NativeFrame) and not f.library and f.address:
+                    m = self.core._mapping(int(f.address, 16))
                     if m is not None:
-                        f["library"] = os.path.basename(m.path)
+                        f.library = os.path.basename(m.path)
 
-    def _thread_by_thread(self, which: str) -> Dict[str, Any]:
+    def _thread_by_thread(self, which: str) -> Capture:
         """Each thread on its own, so that the ones whose memory the core holds are still shown."""
         notes = self.core.notes
         pid = notes.pid or notes.threads[0].tid
-        merged: Dict[str, Any] = {}
-        readable = 0
+        merged: Optional[Capture] = None
+        threads: List[Thread] = []
         for tid, name, regs in self.threads():
             try:
                 one = snapshot.stacks(pid, self.core, self.libraries(), [(tid, name, regs)],  # type: ignore[arg-type]
                                       which if tid != notes.threads[0].tid else "all", tid,
                                       exe=self.executable, live=False, variables=self.variables)
-                readable += 1
             except snapshot.Unsupported as exc:
-                one = {"pid": pid, "threads": [{"tid": tid, "name": name, "frames": [], "error": str(exc)}]}
-            threads = merged.get("threads", []) + one["threads"]
-            merged.update({k: v for k, v in one.items() if k not in merged})
-            merged["threads"] = threads
-        if not readable:
-            raise snapshot.Unsupported(merged["threads"][0]["error"])
+                threads.append(Thread(tid=tid, name=name, error=str(exc)))
+                continue
+            threads += one.threads
+            if merged is None:
+                merged = one  # the process's fields (python, warnings, pool...): the first readable thread's
+        if merged is None:
+            raise snapshot.Unsupported(threads[0].error)
+        merged.threads = threads
         return merged
 
     def close(self) -> None:

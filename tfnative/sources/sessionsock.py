@@ -19,9 +19,10 @@ import os
 import socket
 import struct
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from ..core import procfs
+from ..core.model import Capture
 from ..errors import TfnativeError
 
 REQUEST_LIMIT = 4096  # bytes of one request line
@@ -80,8 +81,8 @@ def serves(pid: int) -> bool:
     return True
 
 
-def ask(pid: int, which: str, variables: bool, timeout: float = ANSWER_TIMEOUT) -> Dict[str, Any]:
-    """The session's snapshot of ``pid`` (a capture result, as ``snapshot.take`` gives one)."""
+def ask(pid: int, which: str, variables: bool, timeout: float = ANSWER_TIMEOUT) -> Capture:
+    """The session's snapshot of ``pid`` (a capture, as ``snapshot.take`` gives one)."""
     sock = _connect(pid, timeout)
     if sock is None:
         raise TfnativeError("process %d: no tfnative attach session answers for it" % pid)
@@ -102,11 +103,14 @@ def ask(pid: int, which: str, variables: bool, timeout: float = ANSWER_TIMEOUT) 
                                 % (pid, exc.strerror or exc)) from None
     if not data:
         raise TfnativeError("process %d: its tfnative attach session ended before it answered" % pid)
-    reply = json.loads(data)
-    if "error" in reply:
-        raise TfnativeError("process %d: its tfnative attach session could not take the snapshot: %s"
-                            % (pid, reply["error"]))
-    return reply
+    try:
+        reply = json.loads(data)
+        if "error" in reply:
+            raise TfnativeError("process %d: its tfnative attach session could not take the snapshot: %s"
+                                % (pid, reply["error"]))
+        return Capture.from_json(reply)
+    except (ValueError, TypeError) as exc:
+        raise TfnativeError("process %d: its tfnative attach session answered no snapshot (%s)" % (pid, exc)) from None
 
 
 class Server:
@@ -158,8 +162,9 @@ class Server:
             done = threading.Event()
             answer: Dict[str, Any] = {}
 
-            def reply(result: Dict[str, Any]) -> None:
-                answer.update(result)
+            def reply(result: Union[Capture, Dict[str, Any]]) -> None:
+                """The session's answer: its capture (sent as its JSON), or ``{"error": text}``."""
+                answer.update(result.to_json() if isinstance(result, Capture) else result)
                 done.set()
 
             self.post({"which": which, "locals": bool(request.get("locals")), "reply": reply})
