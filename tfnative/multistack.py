@@ -163,18 +163,18 @@ def snapshot_all(pids: Sequence[int], take: Callable[[int], report.Document], jo
 
 def process_title(doc: report.Document) -> str:
     """``process 123 worker:2 on host1: python3 train.py ...``: what a text block is about."""
-    label = merge.member_label(doc.to_model(with_exit=False))
+    label = merge.member_label(doc)
     argv = " ".join(doc.argv)
     if len(argv) > 200:
         argv = argv[:197] + "..."
-    host = doc.meta.get("host") or "localhost"
+    host = doc.host or "localhost"
     name = "" if label == "%s:%s" % (host, doc.pid) else " %s" % label
     return "process %s%s on %s: %s" % (doc.pid, name, host, argv)
 
 
 def json_lines(docs: Sequence[report.Document]) -> bytes:
     """One compact schema-v1 document per line."""
-    return b"".join(json.dumps(d.to_dict(with_exit=False), separators=(",", ":")).encode() + b"\n"
+    return b"".join(json.dumps(d.to_json(), separators=(",", ":")).encode() + b"\n"
                     for d in docs)
 
 
@@ -187,7 +187,7 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
             err.write("tfnative: pid %d not reported: %s\n" % (o.pid, o.error))
             continue
         if labels:
-            o.doc.meta["labels"] = dict(labels)
+            o.doc.labels = dict(labels)
         event = o.doc.events[0]
         verdict = event.triage["verdict"]
         if is_stdout(json_path):

@@ -156,3 +156,23 @@ def test_bad_input():
         Document.from_json({"tfnative": 2})
     with pytest.raises(ValueError):
         Document.from_json({"tfnative": 1, "events": [{"threads": []}]})  # an event without a kind
+
+
+def test_one_document_type_from_the_session_to_the_file(tmp_path):
+    """An attach document read back gives its own triage again; the exit marks the fatal signal event."""
+    from tfnative.output import report
+
+    d = load("doc_attach_segv.json")
+    doc = Document.from_json(d)
+    assert doc.has_exit and report.document_triage(doc) == d["triage"]
+    out = tmp_path / "again.json"
+    report.write(doc, str(out))
+    assert out.read_text() == (DATA / "doc_attach_segv.json").read_text()
+    fresh = Document(argv=["python", "x.py"], pid=3, events=[Event(kind="signal", signal="SIGUSR1"),
+                                                             Event(kind="signal", signal="SIGSEGV")])
+    assert not fresh.has_exit and "exit" not in fresh.to_json() and fresh.target_name() == "the script"
+    fresh.set_exit(-11)
+    assert fresh.has_exit and fresh.exit == {"signal": "SIGSEGV"}
+    assert [e.fatal for e in fresh.events] == [False, True]
+    assert Document(pid=4, attached=True).target_name() == "process 4"
+    assert "attached" not in Document(attached=True).to_json()

@@ -90,7 +90,7 @@ def test_report_all_none_read_is_an_error(capsys):
 
 def test_json_lines_one_document_per_line():
     a, b = _doc(1), _doc(2)
-    a.meta.update(host="h", task={"type": "worker", "index": 0}, labels={"rank": "0"})
+    a.host, a.task, a.labels = "h", {"type": "worker", "index": 0}, {"rank": "0"}
     text = multistack.json_lines([a, b]).decode()
     lines = text.splitlines()
     assert len(lines) == 2 and text.endswith("\n")
@@ -103,10 +103,10 @@ def test_json_lines_one_document_per_line():
 
 def test_process_title():
     d = _doc(7)
-    d.meta.update(host="n1", task={"type": "worker", "index": 2})
+    d.host, d.task = "n1", {"type": "worker", "index": 2}
     assert multistack.process_title(d) == "process 7 worker:2 on n1: python w.py"
     d = _doc(8)
-    d.meta["host"] = "n1"
+    d.host = "n1"
     assert multistack.process_title(d) == "process 8 on n1: python w.py"
 
 

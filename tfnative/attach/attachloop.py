@@ -93,12 +93,12 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
             argv = _argv(psutil.Process(opts.pid))
         except psutil.Error:
             argv = []
-        doc = report.Document(argv=argv, pid=opts.pid, attached=True)
+        doc = report.Document(argv=argv, pid=opts.pid, attached=True, has_exit=True)
     else:
         if opts.module is None and not os.path.isfile(opts.script or ""):
             raise TfnativeError("script not found: %s" % opts.script)
         info = probe_python(opts.python)
-        doc = report.Document(argv=[info.exe, *opts.target_argv])
+        doc = report.Document(argv=[info.exe, *opts.target_argv], has_exit=True)
         python = info.exe
     for d in opts.source_dirs:
         if not os.path.isdir(d):
@@ -298,7 +298,7 @@ class Session:
         doc.dumps = self.opts.switches.produced(started)
         self.printer.summary(self.bps.summary(), doc)
         if self.opts.json_path:
-            doc.write(self.opts.json_path)
+            report.write(doc, self.opts.json_path)
         if keep is not None:
             keep.append(doc)
         if self.timed_out:

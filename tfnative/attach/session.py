@@ -400,7 +400,7 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
     err.write("tfnative: verdict: %s\n" % event.triage["verdict"])
     err.flush()
     if json_path:
-        doc.write(json_path, with_exit=False)
+        report.write(doc, json_path)
     return 0
 
 
@@ -417,10 +417,8 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
     was_stopped = proc.status() == psutil.STATUS_STOPPED
     doc = report.Document(argv=_argv(proc), pid=pid)
     tf_config = procfs.environ(pid).get("TF_CONFIG")
-    doc.meta["host"] = socket.gethostname()
-    task = verdict.task_of(tf_config)
-    if task is not None:
-        doc.meta["task"] = task
+    doc.host = socket.gethostname()
+    doc.task = verdict.task_of(tf_config)
 
     def one() -> Capture:
         return _take_snapshot(pid, all_threads, gdb_opts, was_stopped, with_gdb, err, variables)
@@ -436,7 +434,7 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
         event.cluster = job
     event.triage = verdict.triage(event)
     doc.events.append(event)
-    doc.hang = event.triage
+    doc.triage = event.triage
     return doc
 
 

@@ -407,9 +407,9 @@ def describe(pid: int) -> Dict[str, Optional[str]]:
 
 def note_child(dead: Dict[str, Any], doc: Document, printer: Printer) -> None:
     """Record and say, once, that a child of the script died of a signal."""
-    if any(c["pid"] == dead["pid"] for c in doc.children):
+    if any(c["pid"] == dead["pid"] for c in doc.children_killed):
         return
-    doc.children.append(dead)
+    doc.children_killed.append(dead)
     name = " (%s)" % dead["name"] if dead["name"] else ""
     printer.note("child process %d%s died of %s%s" % (dead["pid"], name, dead["signal"],
                                                         " (core dumped)" if dead["core_dumped"] else ""))

@@ -60,7 +60,7 @@ def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_t
         err.write("tfnative: %s\n" % line)
     err.flush()
     if json_path:
-        doc.write(json_path, with_exit=doc.exit is not None)
+        report.write(doc, json_path)
     return 0
 
 

@@ -16,6 +16,7 @@ file.
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional, Union
 
@@ -422,7 +423,8 @@ class Document:
     """One tfnative document: a process and its events (``attach``, ``stack --json``, ``core``).
 
     ``has_exit``: the document says how the process ended (``attach``, ``core``: ``"exit"`` is written,
-    null or not); a ``stack`` document has no ``"exit"``.
+    null or not; its ``triage`` is its events' summary, ``report.document_triage``); a ``stack`` document
+    has no ``"exit"``, and its ``triage`` is the hang verdict (``verdict.triage``).
     """
 
     argv: List[str] = field(default_factory=list)
@@ -435,9 +437,10 @@ class Document:
     has_exit: bool = False
     exit: Optional[Json] = None  # {"code": int} | {"signal": "SIGSEGV"} | None
     dumps: List[str] = field(default_factory=list)
-    children_killed: List[Json] = field(default_factory=list)
-    core: Optional[str] = None
+    children_killed: List[Json] = field(default_factory=list)  # {"pid", "signal"}: children that died of one
+    core: Optional[str] = None  # attach --core: where the core written at the fatal signal is
     triage: Optional[Json] = None
+    attached: bool = False  # internal: attach --pid, a process tfnative did not start
 
     def to_json(self) -> Json:
         out: Json = {"tfnative": SCHEMA, "pid": self.pid, "argv": self.argv,
@@ -476,3 +479,24 @@ class Document:
     def threads(self) -> List[Thread]:
         """Every thread of every event, in order."""
         return [t for e in self.events for t in e.threads]
+
+    def target_name(self) -> str:
+        """How the text names the target: "the script", or "process N" for one tfnative attached to."""
+        return "process %s" % self.pid if self.attached else "the script"
+
+    def set_exit(self, returncode: int) -> None:
+        """The process's end (a ``Popen`` return code: negative for a signal); a ``signal`` event is fatal
+        when the process died of that signal, else handled."""
+        if returncode < 0:
+            try:
+                name = signal.Signals(-returncode).name
+            except ValueError:
+                name = "SIG%d" % -returncode
+            self.exit = {"signal": name}
+        else:
+            self.exit = {"code": returncode}
+        self.has_exit = True
+        signals = [e for e in self.events if e.kind == "signal"]
+        fatal = next((e for e in reversed(signals) if e.signal == self.exit.get("signal")), None)
+        for e in signals:
+            e.fatal = e is fatal

@@ -4,7 +4,7 @@ A core's signal is either the process's own crash (a fault: ``SIGSEGV``
 with an address; or raised by the process itself: ``abort()`` after a
 ``Check failed``), or was sent from outside (``kill -ABRT``/``-QUIT`` on a
 hung job, the habit for getting a core of a hang), or there is none (a core
-written by ``gcore``).  The fatal-signal triage (``report.Document.triage``:
+written by ``gcore``).  The fatal-signal triage (``report.document_triage``:
 the signal, the op, the nearest user frame, the tf.function) applies to every
 core with a signal; the hang verdict (``verdict.py``) only where the signal
 came from outside or there is none, since a crash is no hang.  A core holds
@@ -54,10 +54,9 @@ def core_event(notes: Notes, argv: List[str], result: Capture, native_all: bool)
     event = report.make_event("core", result, native_all=native_all, **extra)
     if not signo or sender is not None:
         event.triage = verdict.triage(event)
-    doc = report.Document(argv=argv, pid=notes.pid)
-    doc.events.append(event)
+    doc = report.Document(argv=argv, pid=notes.pid, events=[event])
     if signo:
-        doc.exit = {"signal": event.signal}
+        doc.exit, doc.has_exit = {"signal": event.signal}, True
     return doc
 
 
@@ -66,7 +65,7 @@ def triage_phrases(doc: report.Document, code: str = "") -> List[str]:
     event = doc.events[0]
     if not event.signal:
         return []
-    t = doc.triage()
+    t = report.document_triage(doc)
     parts = report.triage_phrases(t, code)
     if not t["breakpoints"]:
         parts = parts[1:]  # "no breakpoint hit": true of every core, so nothing to say

@@ -1,21 +1,19 @@
 """What the user sees: the text report on stderr and the JSON document.
 
 A capture (``model.Capture``: the gdb side's over MI, ``snapshot.py``'s, a
-core's) becomes a ``model.Event`` here (``make_event``); events stay typed
-until the document is written (``Document.write``: JSON schema version 1, see
-docs/json-schema.md).
+core's) becomes a ``model.Event`` here (``make_event``); events stay typed in
+a ``model.Document`` (``Document`` here is that class) until it is written
+(``write``: JSON schema version 1, see docs/json-schema.md).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import signal
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, TextIO
 
 from ..core import kstate, model
-from ..core.model import Capture, Event, Frame, NativeFrame, PythonFrame, Thread
+from ..core.model import Capture, Document, Event, Frame, NativeFrame, PythonFrame, Thread
 from ..files import write_output
 from . import render, threadgroups
 from .elide import elide
@@ -335,107 +333,67 @@ def source_line(path: Optional[str], line: Optional[int]) -> Optional[str]:
     return lines[line - 1].strip()
 
 
-@dataclass
-class Document:
-    argv: List[str]
-    pid: Optional[int] = None
-    events: List[Event] = field(default_factory=list)
-    unresolved: List[str] = field(default_factory=list)
-    exit: Optional[Dict[str, Any]] = None
-    dumps: List[str] = field(default_factory=list)
-    children: List[Dict[str, Any]] = field(default_factory=list)  # children that died of a signal
-    hang: Optional[Dict[str, Any]] = None  # stack's verdict (verdict.py), the document's "triage" there
-    meta: Dict[str, Any] = field(default_factory=dict)  # stack's "host", "task", "labels" (top-level keys)
-    core: Optional[str] = None  # attach --core: where the core written at the fatal signal is
-    attached: bool = False  # attach --pid: a process tfnative did not start
-
-    def target_name(self) -> str:
-        """How the text names the target: "the script", or "process N" for one tfnative attached to."""
-        return "process %s" % self.pid if self.attached else "the script"
-
-    def set_exit(self, returncode: int) -> None:
-        """The script's end; a ``signal`` event is fatal when the process died of that signal, else handled."""
-        if returncode < 0:
-            try:
-                name = signal.Signals(-returncode).name
-            except ValueError:
-                name = "SIG%d" % -returncode
-            self.exit = {"signal": name}
+def document_triage(doc: Document) -> Dict[str, Any]:
+    """What happened, in a few fields (the TRIAGE of a document that says how the process ended): hits per
+    location, the signal, the op, the user frame nearest the last event, the tf.function, dumps, children."""
+    hits: Dict[str, int] = {}
+    for e in doc.events:
+        if e.kind == "breakpoint":
+            where = e.location if e.location is not None else "?"
+            hits[where] = hits.get(where, 0) + 1
+    # a core's event is the signal the process died of (kind "core")
+    signals = [e for e in doc.events if e.kind == "signal" or (e.kind == "core" and e.signal)]
+    signal_event = next((e for e in signals if e.fatal is not False), None)
+    numerics = next((e for e in doc.events if e.kind == "numerics"), None)
+    last = signal_event or numerics or (signals[-1] if signals else None) or (
+        doc.events[-1] if doc.events else None)
+    op = next((e.op for e in ([last] if last else []) + doc.events if e.op), None)
+    nearest: Optional[PythonFrame] = None
+    function = None
+    if last is not None and last.threads:
+        thread = last.threads[0]
+        if op is None or last.op is None:
+            # a crash in a kernel: the op on the stopped thread's frames
+            op = _frames_op(thread.frames) or op
+        # the merged stack, else the Python stack alone (a thread whose merge failed); an executor
+        # thread has no Python frame: then the thread that called its tf.function, which follows it
+        caller = (thread.tf_function or {}).get("called_by")
+        for t in [thread] + [t for t in last.threads[1:] if caller is not None and t.tid == caller]:
+            nearest = next((f for f in t.frames + (t.python_frames or [])
+                            if isinstance(f, PythonFrame) and f.user), None)
+            if nearest is not None:
+                break
+        function = thread.tf_function
+    out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event.signal if signal_event else None,
+                           "handled_signals": [e.signal for e in signals if e.fatal is False],
+                           "numerics": sum(e.kind == "numerics" for e in doc.events),
+                           "nearest_user_frame": None, "tf_function": function, "dumps": len(doc.dumps),
+                           "children_killed": ["%d %s" % (c["pid"], c["signal"]) for c in doc.children_killed],
+                           "op": {"type": op.get("type"), "name": op.get("name")} if op else None}
+    for key, origin, into in (("op", op, out["op"]), ("forward", (op or {}).get("forward"), None)):
+        if not origin or not origin.get("created_at"):
+            continue
+        created = next((f for f in reversed(origin["created_at"]) if f.get("user")), None)
+        if created is None:
+            continue
+        where = {"file": created["file"], "line": created["line"], "function": created["function"]}
+        if key == "op":
+            into["created_at"] = where
         else:
-            self.exit = {"code": returncode}
-        signals = [e for e in self.events if e.kind == "signal"]
-        fatal = next((e for e in reversed(signals) if e.signal == self.exit.get("signal")), None)
-        for e in signals:
-            e.fatal = e is fatal
+            out["op"]["forward"] = {"type": origin.get("type"), "name": origin.get("name"), "created_at": where}
+    if last is not None and last.log:
+        out["log"] = last.log
+    if nearest is not None:
+        out["nearest_user_frame"] = {"function": nearest.function, "file": nearest.file, "line": nearest.line}
+    return out
 
-    def triage(self) -> Dict[str, Any]:
-        """What happened, in a few fields: hits per location, the signal, the user frame nearest each event."""
-        hits: Dict[str, int] = {}
-        for e in self.events:
-            if e.kind == "breakpoint":
-                where = e.location if e.location is not None else "?"
-                hits[where] = hits.get(where, 0) + 1
-        # a core's event is the signal the process died of (kind "core")
-        signals = [e for e in self.events if e.kind == "signal" or (e.kind == "core" and e.signal)]
-        signal_event = next((e for e in signals if e.fatal is not False), None)
-        numerics = next((e for e in self.events if e.kind == "numerics"), None)
-        last = signal_event or numerics or (signals[-1] if signals else None) or (
-            self.events[-1] if self.events else None)
-        op = next((e.op for e in ([last] if last else []) + self.events if e.op), None)
-        nearest: Optional[PythonFrame] = None
-        function = None
-        if last is not None and last.threads:
-            thread = last.threads[0]
-            if op is None or last.op is None:
-                # a crash in a kernel: the op on the stopped thread's frames
-                op = _frames_op(thread.frames) or op
-            # the merged stack, else the Python stack alone (a thread whose merge failed); an executor
-            # thread has no Python frame: then the thread that called its tf.function, which follows it
-            caller = (thread.tf_function or {}).get("called_by")
-            for t in [thread] + [t for t in last.threads[1:] if caller is not None and t.tid == caller]:
-                nearest = next((f for f in t.frames + (t.python_frames or [])
-                                if isinstance(f, PythonFrame) and f.user), None)
-                if nearest is not None:
-                    break
-            function = thread.tf_function
-        out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event.signal if signal_event else None,
-                               "handled_signals": [e.signal for e in signals if e.fatal is False],
-                               "numerics": sum(e.kind == "numerics" for e in self.events),
-                               "nearest_user_frame": None, "tf_function": function, "dumps": len(self.dumps),
-                               "children_killed": ["%d %s" % (c["pid"], c["signal"]) for c in self.children],
-                               "op": {"type": op.get("type"), "name": op.get("name")} if op else None}
-        for key, origin, into in (("op", op, out["op"]), ("forward", (op or {}).get("forward"), None)):
-            if not origin or not origin.get("created_at"):
-                continue
-            created = next((f for f in reversed(origin["created_at"]) if f.get("user")), None)
-            if created is None:
-                continue
-            where = {"file": created["file"], "line": created["line"], "function": created["function"]}
-            if key == "op":
-                into["created_at"] = where
-            else:
-                out["op"]["forward"] = {"type": origin.get("type"), "name": origin.get("name"), "created_at": where}
-        if last is not None and last.log:
-            out["log"] = last.log
-        if nearest is not None:
-            out["nearest_user_frame"] = {"function": nearest.function, "file": nearest.file, "line": nearest.line}
-        return out
 
-    def to_model(self, with_exit: bool = True) -> model.Document:
-        """The document as the model's (``with_exit``: it says how the process ended, and its triage is the
-        events'; without, a ``stack`` document, whose triage is the hang verdict)."""
-        return model.Document(argv=self.argv, pid=self.pid, events=self.events, unresolved=self.unresolved,
-                              host=self.meta.get("host"), task=self.meta.get("task"), labels=self.meta.get("labels"),
-                              has_exit=with_exit, exit=self.exit, dumps=self.dumps, children_killed=self.children,
-                              core=self.core, triage=self.triage() if with_exit else self.hang)
-
-    def to_dict(self, with_exit: bool = True) -> Dict[str, Any]:
-        """The JSON document (schema 1)."""
-        return self.to_model(with_exit).to_json()
-
-    def write(self, path: str, with_exit: bool = True) -> None:
-        """Write the document to the output ``path`` (``-``: stdout; see ``files.open_output`` for the rules)."""
-        write_output(path, (json.dumps(self.to_dict(with_exit), indent=1) + "\n").encode())
+def write(doc: Document, path: str) -> None:
+    """Write the document to the output ``path`` (``-``: stdout; see ``files.open_output`` for the rules); a
+    document that says how the process ended gets its ``triage`` from its events here."""
+    if doc.has_exit:
+        doc.triage = document_triage(doc)
+    write_output(path, (json.dumps(doc.to_json(), indent=1) + "\n").encode())
 
 
 def op_lines(event: Event, full: bool = False) -> List[str]:
@@ -561,5 +519,5 @@ class Printer:
                 self.note("%s was killed by %s" % (doc.target_name(), doc.exit["signal"]))
             elif doc.exit["code"] != 0:
                 self.note("%s exited with status %d" % (doc.target_name(), doc.exit["code"]))
-        parts = triage_phrases(doc.triage())
+        parts = triage_phrases(document_triage(doc))
         self.note("triage: " + "; ".join(parts))
