@@ -1,12 +1,14 @@
-"""The typed model of tfnative's documents: frames, threads, events, documents (JSON schema v1).
+"""The typed model of tfnative's documents: frames, threads, captures, events, documents (JSON schema v1).
 
 Each class holds one schema object (docs/json-schema.md) as typed attributes.
 ``to_json()`` gives exactly the schema's dict: the same keys in the same
 order as the documents tfnative writes, optional keys left out where they
 are absent.  ``from_json()`` reads one back (``merge``'s input, a saved
-document); it takes the dicts of a capture too (the gdb side's reply over MI,
-``snapshot.py``'s), whose internal keys (``level``, ``eval_address``,
-``gdb_thread``) become typed attributes that ``to_json()`` never writes.
+document).  A ``Capture`` (a process's threads before the report) is made of
+the same frames and threads; its wire form (``Capture.to_json``, the frames'
+and threads' ``capture_json``: over MI, the session socket, ``tf-bt --json``)
+also carries the internal attributes (``level``, ``start``, ``eval_address``,
+``gdb_thread``) that a document's ``to_json()`` never writes.
 
 The small leaf objects of the schema (``op``, ``tf_function``, ``kernel``,
 ``pool``, ``samples``, ``cluster``, a TRIAGE) stay JSON dicts: they are
