@@ -23,11 +23,13 @@ A new mode is a new target or a new handler in the tables, not a branch in the l
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
@@ -41,6 +43,7 @@ from ..output import report, verdict
 from ..sources import sessionsock
 from . import stopevent, tfops
 from .breakpoints import Breakpoints
+from .follow import Follower, FollowingTarget
 from .gdbmi import Gdb, GdbDied, GdbError
 from .handoff import interactive_gdb, park
 from .keepcore import write_core
@@ -64,6 +67,7 @@ from .targets import LaunchedTarget, PidTarget, Target, describe, note_child
 TIMEOUT_EXIT = 124  # as coreutils timeout
 SNAPSHOT_REQUEST = "tfnative-snapshot"  # the record our SIGQUIT handler queues (see ``_SnapshotOnQuit``)
 STACK_REQUEST = "tfnative-stack"  # the record a ``tfnative stack --pid`` request queues (``sessionsock.py``)
+LET_GO_REQUEST = "tfnative-let-go"  # the record that ends a session from outside (``follow.py``: the parent ended)
 
 
 class Next(enum.Enum):
@@ -115,6 +119,8 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
             env = opts.switches.environment(dict(os.environ))
             target = LaunchedTarget(python, opts.target_argv, env)
         tfops.check_op_types(opts.break_ops, python, env)
+        if opts.follow_children:
+            target = FollowingTarget(target, Follower(opts, doc, printer, err, Session))
         return Session(opts, target, doc, printer, err).run(keep)
     finally:
         if origins_dir is not None:
@@ -170,9 +176,12 @@ class Session:
         if self.opts.timeout is not None:
             self.deadline = time.monotonic() + self.opts.timeout
         target, printer = self.target, self.printer
-        with _SignalGuard():
+        # Signals are the main thread's: a session on another thread (a child's, ``follow.py``) is ended
+        # by a ``LET_GO_REQUEST`` instead.
+        main = threading.current_thread() is threading.main_thread()
+        with _SignalGuard() if main else contextlib.nullcontext():
             self.gdb = gdb = start_gdb(self.opts.gdb, self.opts.source_dirs, die_with_parent=target.owned)
-            quit_guard = _SnapshotOnQuit(gdb)
+            quit_guard = _SnapshotOnQuit(gdb) if main else None
             server = None
             try:
                 self._setup()
@@ -195,7 +204,8 @@ class Session:
             finally:
                 if server is not None:
                     server.close()
-                quit_guard.restore()
+                if quit_guard is not None:
+                    quit_guard.restore()
                 target.release(gdb, self.running, self.handoff)
             if self.timed_out:
                 target.end(printer)
@@ -359,8 +369,17 @@ class Session:
         self.printer.note("answered tfnative stack --pid %d" % self.target.pid)
         return Next.RESUME if stopped_here else Next.WAIT
 
+    def on_let_go(self, payload: Dict[str, Any]) -> Next:
+        """Asked from outside to end (``follow.py``: the session's parent ended): detach, the target runs on."""
+        if self.running:
+            self.target.halt(self.gdb)
+            self.running = False
+        self.target.let_go(self.gdb)
+        return Next.END
+
     RECORDS: Dict[str, Callable[[Session, Dict[str, Any]], Next]] = {
         SNAPSHOT_REQUEST: on_snapshot_request,
+        LET_GO_REQUEST: on_let_go,
         STACK_REQUEST: on_stack_request,
         "breakpoint-modified": on_breakpoint_note,
         "breakpoint-created": on_breakpoint_note,

@@ -19,7 +19,7 @@ import signal
 import socket
 import struct
 import threading
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from ..core import procfs
 
@@ -39,13 +39,34 @@ def _control(sock: socket.socket, op: int) -> None:
     sock.send(struct.pack("=IHHII", 16 + len(cn), NLMSG_DONE, 0, 0, os.getpid()) + cn)
 
 
+# ``listener(what, pid)`` hears of each fork ("fork": the new process), exec ("exec") and end ("exit") in the
+# tree, on the watch's thread, as the kernel reports them: it must not block.
+Listener = Callable[[str, int], None]
+
+
+def listen() -> Optional[socket.socket]:
+    """A socket subscribed to the kernel's process events, or None where the kernel does not let us listen."""
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
+    except (OSError, AttributeError):
+        return None
+    try:
+        sock.bind((0, CN_IDX_PROC))
+        _control(sock, PROC_CN_MCAST_LISTEN)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
 class ChildWatch(threading.Thread):
     """Collects the descendants of ``root`` that die of a signal; ``stop()`` ends it and gives them."""
 
-    def __init__(self, sock: socket.socket, root: int) -> None:
+    def __init__(self, sock: socket.socket, root: int, listener: Optional[Listener] = None) -> None:
         super().__init__(name="tfnative-childwatch", daemon=True)
         self.sock = sock
         self.root = root
+        self.listener = listener
         self.tree: Dict[int, str] = {root: ""}  # pid -> name (comm, after its exec)
         self.killed: List[Dict[str, object]] = []
         self._stop_r, self._stop_w = os.pipe()
@@ -53,15 +74,8 @@ class ChildWatch(threading.Thread):
     @classmethod
     def start_for(cls, root: int) -> Optional[ChildWatch]:
         """A running watch of ``root``'s descendants, or None where the kernel does not let us listen."""
-        try:
-            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
-        except (OSError, AttributeError):
-            return None
-        try:
-            sock.bind((0, CN_IDX_PROC))
-            _control(sock, PROC_CN_MCAST_LISTEN)
-        except OSError:
-            sock.close()
+        sock = listen()
+        if sock is None:
             return None
         watch = cls(sock, root)
         watch.start()
@@ -94,15 +108,19 @@ class ChildWatch(threading.Thread):
             _ppid, parent_tgid, child_pid, child_tgid = struct.unpack_from("=IIII", data, _DATA)
             if parent_tgid in self.tree and child_pid == child_tgid:
                 self.tree[child_tgid] = self.tree[parent_tgid]
+                self._tell("fork", child_tgid)
         elif what == PROC_EVENT_EXEC:
             pid, tgid = struct.unpack_from("=II", data, _DATA)
             if tgid in self.tree:
                 self.tree[tgid] = procfs.comm(tgid)
+                if tgid != self.root:
+                    self._tell("exec", tgid)
         elif what == PROC_EVENT_EXIT:
             pid, tgid, status = struct.unpack_from("=III", data, _DATA)
             if pid != tgid or tgid not in self.tree or tgid == self.root:
                 return
             name = self.tree.pop(tgid)
+            self._tell("exit", tgid)
             if os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
                 try:
@@ -111,6 +129,10 @@ class ChildWatch(threading.Thread):
                     sig_name = "SIG%d" % sig
                 self.killed.append({"pid": tgid, "name": name, "signal": sig_name,
                                     "core_dumped": os.WCOREDUMP(status)})
+
+    def _tell(self, what: str, pid: int) -> None:
+        if self.listener is not None:
+            self.listener(what, pid)
 
     def stop(self) -> List[Dict[str, object]]:
         """Stop listening (events already queued are read first) and return the children killed by a signal."""

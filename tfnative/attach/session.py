@@ -76,6 +76,7 @@ class AttachOptions:
     pid: Optional[int] = None  # --pid: attach to this running process instead of starting a script
     timeout: Optional[float] = None  # --timeout S: a ``timeout`` snapshot after S seconds, then end (exit 124)
     core: Optional[str] = None  # --core FILE: the core at the first fatal signal
+    follow_children: bool = False  # --follow-children: every descendant running Python gets a session (follow.py)
 
     @property
     def target_argv(self) -> List[str]:

@@ -76,6 +76,9 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), metavar="S",
                      help="After S seconds, an all-threads snapshot; then end the script (exit 124) or, "
                           "with --pid, detach."),
+        click.option("--follow-children", is_flag=True,
+                     help="The breakpoints and the crash watch apply to every descendant that runs Python too "
+                          "(multiprocessing, subprocess); each event names its process."),
         click.option("--break", "breaks", multiple=True, metavar="LOCATION",
                      help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded)."),
         click.option("--break-op", "break_ops", multiple=True, metavar="TYPE",
@@ -118,7 +121,7 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
                  vlog: Optional[int], vmodule: Optional[str], dump_graphs: Optional[str], dump_xla: Optional[str],
                  gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool,
                  interactive: bool = False, pid: Optional[int] = None, timeout: Optional[float] = None,
-                 core: Optional[str] = None) -> AttachOptions:
+                 core: Optional[str] = None, follow_children: bool = False) -> AttachOptions:
     for text in list(breaks) + list(source_dirs) + list(break_ops):
         if "\n" in text or "\r" in text:
             raise TfnativeError("no newlines in --break, --break-op or --source-dir values: %r" % text)
@@ -145,7 +148,7 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
         interactive=interactive, full=full,
         switches=DebugSwitches(vlog=vlog, vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla,
                                check_numerics=check_numerics),
-        op_origins=op_origins, pid=pid, timeout=timeout, core=core,
+        op_origins=op_origins, pid=pid, timeout=timeout, core=core, follow_children=follow_children,
         gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols),
     )
 

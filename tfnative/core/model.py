@@ -372,6 +372,7 @@ class Event:
     reraised_by_handler: bool = False
     cluster: Optional[Json] = None
     triage: Optional[Json] = None
+    process: Optional[Json] = None  # attach --follow-children: {"pid", "cmdline", "task"?} of a child's event
 
     def to_json(self) -> Json:
         out: Json = {"kind": self.kind}
@@ -405,6 +406,8 @@ class Event:
             out["cluster"] = self.cluster
         if self.triage is not None:
             out["triage"] = self.triage
+        if self.process is not None:
+            out["process"] = self.process
         return out
 
     @classmethod
@@ -417,7 +420,7 @@ class Event:
                    pool=d.get("pool"), samples=d.get("samples"), finalizing=bool(d.get("finalizing")),
                    log=d.get("log"), handler=d.get("handler"), op=d.get("op"), fatal=d.get("fatal"),
                    reraised_by_handler=bool(d.get("reraised_by_handler")), cluster=d.get("cluster"),
-                   triage=d.get("triage"))
+                   triage=d.get("triage"), process=d.get("process"))
 
 
 @dataclass(slots=True)
@@ -486,6 +489,10 @@ class Document:
         """How the text names the target: "the script", or "process N" for one tfnative attached to."""
         return "process %s" % self.pid if self.attached else "the script"
 
+    def own(self, event: Event) -> bool:
+        """Whether ``event`` is of this document's process, not of a child (``attach --follow-children``)."""
+        return (event.process or {}).get("pid", self.pid) == self.pid
+
     def set_exit(self, returncode: int) -> None:
         """The process's end (a ``Popen`` return code: negative for a signal); a ``signal`` event is fatal
         when the process died of that signal, else handled."""
@@ -498,7 +505,7 @@ class Document:
         else:
             self.exit = {"code": returncode}
         self.has_exit = True
-        signals = [e for e in self.events if e.kind == "signal"]
+        signals = [e for e in self.events if e.kind == "signal" and self.own(e)]
         fatal = next((e for e in reversed(signals) if e.signal == self.exit.get("signal")), None)
         for e in signals:
             e.fatal = e is fatal

@@ -333,6 +333,20 @@ def source_line(path: Optional[str], line: Optional[int]) -> Optional[str]:
     return lines[line - 1].strip()
 
 
+PROCESS_CMDLINE_CHARS = 80  # of a process's command line in an event's header
+
+
+def process_phrase(process: Dict[str, Any]) -> str:
+    """``in child 1234 (python3 worker.py, worker:1)``: how a text header names an event's process."""
+    cmdline = process.get("cmdline") or "?"
+    if len(cmdline) > PROCESS_CMDLINE_CHARS:
+        cmdline = cmdline[:PROCESS_CMDLINE_CHARS - 3] + "..."
+    task = process.get("task")
+    if isinstance(task, dict) and task.get("type"):
+        cmdline += ", %s:%s" % (task["type"], task.get("index", "?"))
+    return "in child %s (%s)" % (process.get("pid"), cmdline)
+
+
 def document_triage(doc: Document) -> Dict[str, Any]:
     """What happened, in a few fields (the TRIAGE of a document that says how the process ended): hits per
     location, the signal, the op, the user frame nearest the last event, the tf.function, dumps, children."""
@@ -342,7 +356,7 @@ def document_triage(doc: Document) -> Dict[str, Any]:
             where = e.location if e.location is not None else "?"
             hits[where] = hits.get(where, 0) + 1
     # a core's event is the signal the process died of (kind "core")
-    signals = [e for e in doc.events if e.kind == "signal" or (e.kind == "core" and e.signal)]
+    signals = [e for e in doc.events if (e.kind == "signal" or (e.kind == "core" and e.signal)) and doc.own(e)]
     signal_event = next((e for e in signals if e.fatal is not False), None)
     numerics = next((e for e in doc.events if e.kind == "numerics"), None)
     last = signal_event or numerics or (signals[-1] if signals else None) or (
@@ -466,6 +480,8 @@ class Printer:
             title = "timeout: pid %s still runs after %g s" % (event.pid, event.timeout or 0)
         else:
             title = "snapshot of pid %s" % event.pid
+        if event.process:
+            title += " " + process_phrase(event.process)
         if event.ns_pid is not None:
             title += " (pid %s in its PID namespace)" % event.ns_pid
         python = ", Python %s" % event.python if event.python else ", no Python found"

@@ -1,0 +1,323 @@
+"""``attach --follow-children``: every descendant that runs Python gets an ``attach --pid`` session of its own.
+
+The kernel's process events (``procwatch.py``: forks, execs, ends under the
+target) say when a descendant appears.  One that runs Python is stopped at
+once (SIGSTOP) and given its own ``Session`` over a ``ChildTarget`` (the
+``--pid`` machinery: its own gdb, attached in about a second without loading
+every symbol), on a thread of tfnative: the same ``--break``, ``--break-op``
+and fatal-signal watch.  Each event it reports names its process (``process``:
+pid, command line, ``TF_CONFIG`` task) and goes into the one document and
+the one printer.  The parent's gdb is not involved: a child that never hits
+anything costs the parent nothing.
+
+When does a descendant run Python: at an ``exec`` of a Python interpreter
+(``multiprocessing`` spawn, ``subprocess`` of a script, a ``tf.data`` service
+worker started that way), stopped at its exec before any of its code ran;
+or a ``fork`` of a Python process that has not exec'd ``FORK_GRACE_S``
+later (``multiprocessing`` fork; a fork that execs, as ``subprocess`` does,
+is judged at its exec instead).  A fork child that dies within that grace
+is still named (``children_killed``), without its stack.
+
+When the parent's session ends (or tfnative is interrupted), each child
+session is asked to let go (``LET_GO_REQUEST``): it detaches, the child runs
+on, untraced, as it would have without tfnative.  A child that exits is
+dropped without a word; one killed by a signal is named like the parent's
+other children, after its event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, TextIO
+
+from . import procfs, report, verdict
+from .errors import TfnativeError
+from .gdbmi import Gdb
+from .multistack import runs_python
+from .procwatch import ChildWatch, listen
+from .session import AttachOptions
+from .symbolload import SymbolLoader
+from .targets import PidTarget, Target, note_child
+
+FORK_GRACE_S = 0.1  # a fork child that has not exec'd this long after its fork runs the parent's Python
+STOP_WAIT_S = 10.0  # how long a new child may take to stop for us (our SIGSTOP), or its parent's gdb to let go
+LET_GO_EVERY_S = 0.5  # a child session is asked again this often until it has let go
+
+NO_EVENTS = ("--follow-children needs the kernel's process events (the netlink proc connector, root or "
+             "CAP_NET_ADMIN), which this system refuses")
+
+
+def process_info(pid: int) -> Dict[str, Any]:
+    """``{"pid", "cmdline", "task"?}`` of a process: its arguments joined by spaces, its ``TF_CONFIG`` task."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
+    except OSError:
+        argv = []
+    info: Dict[str, Any] = {"pid": pid, "cmdline": " ".join(argv)}
+    try:
+        task = verdict.task_of(procfs.environ(pid).get("TF_CONFIG"))
+    except OSError:
+        task = None
+    if task is not None:
+        info["task"] = task
+    return info
+
+
+def _wait_until(test: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not test():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _stopped_or_gone(pid: int) -> bool:
+    return procfs.state(pid) in (None, "T", "t", "Z", "X")
+
+
+class ChildTarget(PidTarget):
+    """A descendant that tfnative itself stopped (SIGSTOP) to attach: ``--pid``, except that it runs on
+    when let go (it was not stopped by anyone else), and its watch goes on after ``--max-hits``."""
+
+    def check(self) -> None:
+        """Wait for its parent's gdb to let go of it (a fork child), then as ``PidTarget.check``."""
+        _wait_until(lambda: procfs.state(self.pid) is None or procfs.tracer(self.pid) == 0, STOP_WAIT_S)
+        super().check()
+        self.was_stopped = False
+
+    def keeps_watch_after_hits(self) -> bool:
+        return True
+
+
+class ChildReport(report.Printer):
+    """The printer of a child's session: its events are named by its process and join the parent's document.
+
+    Text goes through the parent's printer under one lock (sessions run on several threads); the child's
+    own summary is not printed (a child is named only by its events, and by ``children_killed``).
+    """
+
+    def __init__(self, parent: report.Printer, process: Dict[str, Any], doc: report.Document,
+                 lock: threading.Lock) -> None:
+        super().__init__(parent.out, native_all=parent.native_all, full=parent.full, group=parent.group)
+        self.parent = parent
+        self.process = process
+        self.doc = doc
+        self.lock = lock
+
+    def note(self, text: str) -> None:
+        with self.lock:
+            self.parent.note("child %d: %s" % (self.process["pid"], text))
+
+    def event(self, event: Dict[str, Any], hit: Optional[int] = None, max_hits: Optional[int] = None) -> None:
+        event["process"] = self.process
+        with self.lock:
+            self.doc.events.append(event)
+            self.parent.event(event, hit=hit, max_hits=max_hits)
+
+    def summary(self, notes: List[str], doc: report.Document) -> None:
+        pass
+
+
+@dataclasses.dataclass
+class _Child:
+    pid: int
+    thread: threading.Thread
+    session: Any = None  # attachloop.Session, once made
+
+
+class Follower:
+    """The descendants of one target, each under a session of its own (see the module's docstring).
+
+    ``start(root)`` once the target's pid is known; ``stop()`` when its session ends (idempotent):
+    every child session lets go and ends before it returns.
+    """
+
+    def __init__(self, opts: AttachOptions, doc: report.Document, printer: report.Printer, err: TextIO,
+                 session_class: Callable[..., Any]) -> None:
+        """Raises TfnativeError (``NO_EVENTS``) where the kernel does not let tfnative hear of new processes."""
+        sock = listen()
+        if sock is None:
+            raise TfnativeError(NO_EVENTS)
+        self.sock: Optional[socket.socket] = sock
+        self.opts = dataclasses.replace(opts, pid=None, json_path=None, interactive=False, core=None, timeout=None,
+                                        follow_children=False)
+        self.doc = doc
+        self.printer = printer
+        self.err = err
+        self.session_class = session_class
+        self.lock = threading.Lock()  # the children's table, and the printer's output
+        self.children: Dict[int, _Child] = {}
+        self.execed: set = set()
+        self.closing = False
+        self.watch: Optional[ChildWatch] = None
+
+    def start(self, root: int) -> None:
+        assert self.sock is not None
+        self.watch = ChildWatch(self.sock, root, self._on_process)
+        self.sock = None
+        self.watch.start()
+
+    # -- the kernel's events (the watch's thread: nothing here may block) ----
+    def _on_process(self, what: str, pid: int) -> None:
+        try:
+            if what == "exec":
+                self.execed.add(pid)
+                if runs_python(pid):
+                    self._follow(pid, stop_first=True)
+            elif what == "fork":
+                timer = threading.Timer(FORK_GRACE_S, self._fork_due, (pid,))
+                timer.daemon = True
+                timer.start()
+            elif what == "exit":
+                self.execed.discard(pid)
+        except Exception as exc:  # noqa: BLE001 - the watch must go on for the other children
+            self.printer.note("warning: --follow-children: process %d: %s" % (pid, exc))
+
+    def _fork_due(self, pid: int) -> None:
+        """``FORK_GRACE_S`` after a fork: a child that has not exec'd runs its parent's Python."""
+        if pid in self.execed or procfs.state(pid) in (None, "Z", "X") or not runs_python(pid):
+            return
+        # its parent's gdb (detach-on-fork) takes its breakpoints out of the copy and lets go of it first
+        _wait_until(lambda: procfs.state(pid) is None or procfs.tracer(pid) == 0, STOP_WAIT_S)
+        self._follow(pid, stop_first=True)
+
+    def _follow(self, pid: int, stop_first: bool) -> None:
+        with self.lock:
+            if self.closing or pid in self.children:
+                return
+            if stop_first:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    return
+            thread = threading.Thread(target=self._run_child, args=(pid,), name="tfnative-child-%d" % pid,
+                                      daemon=True)
+            self.children[pid] = _Child(pid, thread)
+        thread.start()
+
+    # -- one child's session (its own thread) ------------------------------
+    def _run_child(self, pid: int) -> None:
+        child = self.children[pid]
+        target = ChildTarget(pid)
+        try:
+            if not _wait_until(lambda: _stopped_or_gone(pid), STOP_WAIT_S) or procfs.state(pid) in (None, "Z", "X"):
+                return
+            process = process_info(pid)
+            cdoc = report.Document(argv=process["cmdline"].split(" "), pid=pid, attached=True)
+            printer = ChildReport(self.printer, process, self.doc, self.lock)
+            target.check()
+            session = self.session_class(self.opts, target, cdoc, printer, self.err)
+            child.session = session
+            session.run()
+            if cdoc.exit is not None and "signal" in cdoc.exit:
+                with self.lock:
+                    note_child({"pid": pid, "name": procfs.comm(pid) or _exe_name(process), "signal":
+                                cdoc.exit["signal"], "core_dumped": False}, self.doc, self.printer)
+        except TfnativeError as exc:
+            if procfs.state(pid) not in (None, "Z", "X"):
+                with self.lock:
+                    self.printer.note("child %d not followed: %s" % (pid, exc))
+        finally:
+            if not target.attached and procfs.state(pid) in ("T", "t") and procfs.tracer(pid) == 0:
+                try:
+                    os.kill(pid, signal.SIGCONT)  # stopped by us, never held: it runs on
+                except ProcessLookupError:
+                    pass
+
+    def stop(self) -> None:
+        """Every child session lets go of its child and ends; no child is stopped or traced afterwards."""
+        from .attachloop import LET_GO_REQUEST  # the loop imports targets, which this module feeds
+
+        with self.lock:
+            self.closing = True
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        for child in list(self.children.values()):
+            while child.thread.is_alive():
+                gdb: Optional[Gdb] = getattr(child.session, "gdb", None)
+                if gdb is not None and not gdb.dead:
+                    gdb.post(LET_GO_REQUEST)
+                child.thread.join(LET_GO_EVERY_S)
+
+
+def _exe_name(process: Dict[str, Any]) -> str:
+    first = (process.get("cmdline") or "").split(" ")[0]
+    return re.sub(r".*/", "", first)
+
+
+class FollowingTarget:
+    """A target (``--follow-children``) whose Python descendants each get a session (``Follower``).
+
+    Everything is the inner target's; the follower starts once the target's pid is known and stops when
+    the target's session ends, however it ends.
+    """
+
+    def __init__(self, inner: Target, follower: Follower) -> None:
+        self.inner = inner
+        self.follower = follower
+        self.owned = inner.owned
+
+    @property
+    def pid(self) -> int:
+        return self.inner.pid
+
+    def start(self, gdb: Gdb, doc: report.Document, running: Callable[[bool], None]) -> None:
+        self.inner.start(gdb, doc, running)
+        self.follower.start(self.inner.pid)
+
+    def begin_symbols(self, loader: SymbolLoader) -> None:
+        self.inner.begin_symbols(loader)
+
+    def alive(self) -> bool:
+        return self.inner.alive()
+
+    def halt(self, gdb: Gdb) -> None:
+        self.inner.halt(gdb)
+
+    def keeps_watch_after_hits(self) -> bool:
+        return self.inner.keeps_watch_after_hits()
+
+    def let_go(self, gdb: Gdb) -> None:
+        self.inner.let_go(gdb)
+
+    def interrupted(self, gdb: Gdb, running: bool, signum: int) -> None:
+        """The children are let go first, then the target as its kind requires."""
+        self.follower.stop()
+        self.inner.interrupted(gdb, running, signum)
+
+    def gdb_died(self, printer: report.Printer, traps: List[int]) -> None:
+        self.follower.stop()
+        self.inner.gdb_died(printer, traps)
+
+    def setup_failed(self) -> None:
+        self.follower.stop()
+        self.inner.setup_failed()
+
+    def release(self, gdb: Gdb, running: bool, handed_off: bool) -> None:
+        self.inner.release(gdb, running, handed_off)
+
+    def end(self, printer: report.Printer) -> None:
+        self.inner.end(printer)
+
+    def wait(self, interrupted: type, doc: report.Document, printer: report.Printer,
+             exit_payload: Optional[Dict[str, Any]]) -> Optional[int]:
+        """The target's end as the inner target says; then the children still followed are let go."""
+        try:
+            return self.inner.wait(interrupted, doc, printer, exit_payload)
+        finally:
+            self.follower.stop()
+
+
+__all__ = ["ChildReport", "ChildTarget", "Follower", "FollowingTarget", "process_info"]
