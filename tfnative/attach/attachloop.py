@@ -88,6 +88,17 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
     ``--timeout`` gives 124.
     """
     printer = report.Printer(err, native_all=opts.native_all, full=opts.full)
+    # first: where the kernel will not tell of new processes, --follow-children is refused before anything runs
+    follower = Follower(opts, printer, err, Session) if opts.follow_children else None
+    try:
+        return _run_attach(opts, err, keep, printer, follower)
+    finally:
+        if follower is not None:
+            follower.stop()
+
+
+def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Document]], printer: report.Printer,
+                follower: Optional[Follower]) -> int:
     pid_target: Optional[PidTarget] = None
     if opts.pid is not None:
         pid_target = PidTarget(opts.pid)
@@ -119,8 +130,8 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
             env = opts.switches.environment(dict(os.environ))
             target = LaunchedTarget(python, opts.target_argv, env)
         tfops.check_op_types(opts.break_ops, python, env)
-        if opts.follow_children:
-            target = FollowingTarget(target, Follower(opts, doc, printer, err, Session))
+        if follower is not None:
+            target = FollowingTarget(target, follower)
         return Session(opts, target, doc, printer, err).run(keep)
     finally:
         if origins_dir is not None:

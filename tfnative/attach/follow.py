@@ -87,14 +87,48 @@ class ChildTarget(PidTarget):
     """A descendant that tfnative itself stopped (SIGSTOP) to attach: ``--pid``, except that it runs on
     when let go (it was not stopped by anyone else), and its watch goes on after ``--max-hits``."""
 
+    def __init__(self, pid: int, at_exec: bool = False) -> None:
+        """``at_exec``: stopped at its exec of the interpreter (its libraries may not be in yet)."""
+        super().__init__(pid)
+        self.at_exec = at_exec
+
+    def begin_symbols(self, loader: SymbolLoader) -> None:
+        """As after an exec while the dynamic loader has not mapped the program's libraries (libc) yet: a
+        breakpoint on a libc function must not settle on the loader's own copy; else as after an attach."""
+        try:
+            loaded = any(re.match(r"libc[.-]", os.path.basename(m.path)) for m in procfs.maps(self.pid))
+        except OSError:
+            loaded = True
+        if self.at_exec and not loaded:
+            loader.after_exec()
+        else:
+            loader.after_attach()
+
     def check(self) -> None:
         """Wait for its parent's gdb to let go of it (a fork child), then as ``PidTarget.check``."""
         _wait_until(lambda: procfs.state(self.pid) is None or procfs.tracer(self.pid) == 0, STOP_WAIT_S)
         super().check()
         self.was_stopped = False
 
+    def start(self, gdb: Gdb, doc: report.Document, running: Callable[[bool], None]) -> None:
+        """Attach, then end the job-control stop our SIGSTOP began (gdb holds the child now).
+
+        Left in place, that stop would put the child back in a stop at gdb's detach, and a stopped member
+        of a process group that its parent's exit orphans gets the kernel's SIGHUP.
+        """
+        super().start(gdb, doc, running)
+        try:
+            os.kill(self.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
     def keeps_watch_after_hits(self) -> bool:
         return True
+
+    def release(self, gdb: Gdb, running: bool, handed_off: bool) -> None:
+        """Detach; the child runs on (never left in a stop: it was running when let go)."""
+        self.was_stopped = False
+        super().release(gdb, running, handed_off)
 
 
 class ChildReport(report.Printer):
@@ -136,11 +170,11 @@ class _Child:
 class Follower:
     """The descendants of one target, each under a session of its own (see the module's docstring).
 
-    ``start(root)`` once the target's pid is known; ``stop()`` when its session ends (idempotent):
+    ``start(root, doc)`` once the target's pid is known; ``stop()`` when its session ends (idempotent):
     every child session lets go and ends before it returns.
     """
 
-    def __init__(self, opts: AttachOptions, doc: report.Document, printer: report.Printer, err: TextIO,
+    def __init__(self, opts: AttachOptions, printer: report.Printer, err: TextIO,
                  session_class: Callable[..., Any]) -> None:
         """Raises TfnativeError (``NO_EVENTS``) where the kernel does not let tfnative hear of new processes."""
         sock = listen()
@@ -149,7 +183,7 @@ class Follower:
         self.sock: Optional[socket.socket] = sock
         self.opts = dataclasses.replace(opts, pid=None, json_path=None, interactive=False, core=None, timeout=None,
                                         follow_children=False)
-        self.doc = doc
+        self.doc = report.Document(argv=[])  # the target's, from ``start``
         self.printer = printer
         self.err = err
         self.session_class = session_class
@@ -159,8 +193,10 @@ class Follower:
         self.closing = False
         self.watch: Optional[ChildWatch] = None
 
-    def start(self, root: int) -> None:
+    def start(self, root: int, doc: report.Document) -> None:
+        """Follow the descendants of ``root``; their events go into ``doc``."""
         assert self.sock is not None
+        self.doc = doc
         self.watch = ChildWatch(self.sock, root, self._on_process)
         self.sock = None
         self.watch.start()
@@ -171,7 +207,7 @@ class Follower:
             if what == "exec":
                 self.execed.add(pid)
                 if runs_python(pid):
-                    self._follow(pid, stop_first=True)
+                    self._follow(pid, at_exec=True)
             elif what == "fork":
                 timer = threading.Timer(FORK_GRACE_S, self._fork_due, (pid,))
                 timer.daemon = True
@@ -187,26 +223,26 @@ class Follower:
             return
         # its parent's gdb (detach-on-fork) takes its breakpoints out of the copy and lets go of it first
         _wait_until(lambda: procfs.state(pid) is None or procfs.tracer(pid) == 0, STOP_WAIT_S)
-        self._follow(pid, stop_first=True)
+        self._follow(pid, at_exec=False)
 
-    def _follow(self, pid: int, stop_first: bool) -> None:
+    def _follow(self, pid: int, at_exec: bool) -> None:
+        """Stop ``pid`` now (SIGSTOP) and start its session."""
         with self.lock:
             if self.closing or pid in self.children:
                 return
-            if stop_first:
-                try:
-                    os.kill(pid, signal.SIGSTOP)
-                except ProcessLookupError:
-                    return
-            thread = threading.Thread(target=self._run_child, args=(pid,), name="tfnative-child-%d" % pid,
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                return
+            thread = threading.Thread(target=self._run_child, args=(pid, at_exec), name="tfnative-child-%d" % pid,
                                       daemon=True)
             self.children[pid] = _Child(pid, thread)
         thread.start()
 
     # -- one child's session (its own thread) ------------------------------
-    def _run_child(self, pid: int) -> None:
+    def _run_child(self, pid: int, at_exec: bool) -> None:
         child = self.children[pid]
-        target = ChildTarget(pid)
+        target = ChildTarget(pid, at_exec)
         try:
             if not _wait_until(lambda: _stopped_or_gone(pid), STOP_WAIT_S) or procfs.state(pid) in (None, "Z", "X"):
                 return
@@ -244,12 +280,16 @@ class Follower:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
-        for child in list(self.children.values()):
-            while child.thread.is_alive():
+        live = list(self.children.values())
+        while live:
+            for child in live:  # every session is asked at once; each asked again until it has let go
                 gdb: Optional[Gdb] = getattr(child.session, "gdb", None)
                 if gdb is not None and not gdb.dead:
                     gdb.post(LET_GO_REQUEST)
-                child.thread.join(LET_GO_EVERY_S)
+            deadline = time.monotonic() + LET_GO_EVERY_S
+            for child in live:
+                child.thread.join(max(0.0, deadline - time.monotonic()))
+            live = [c for c in live if c.thread.is_alive()]
 
 
 def _exe_name(process: Dict[str, Any]) -> str:
@@ -275,7 +315,7 @@ class FollowingTarget:
 
     def start(self, gdb: Gdb, doc: report.Document, running: Callable[[bool], None]) -> None:
         self.inner.start(gdb, doc, running)
-        self.follower.start(self.inner.pid)
+        self.follower.start(self.inner.pid, doc)
 
     def begin_symbols(self, loader: SymbolLoader) -> None:
         self.inner.begin_symbols(loader)
