@@ -49,8 +49,8 @@ FORK_GRACE_S = 0.1  # a fork child that has not exec'd this long after its fork 
 STOP_WAIT_S = 10.0  # how long a new child may take to stop for us (our SIGSTOP), or its parent's gdb to let go
 LET_GO_EVERY_S = 0.5  # a child session is asked again this often until it has let go
 
-NO_EVENTS = ("--follow-children needs the kernel's process events (the netlink proc connector, root or "
-             "CAP_NET_ADMIN), which this system refuses")
+NO_EVENTS = ("--follow-children needs the kernel's process events (the netlink proc connector), which this "
+             "system refuses (kernels before 6.6 give them to root only)")
 
 
 def process_info(pid: int) -> Dict[str, Any]:
