@@ -27,6 +27,8 @@ from ..conftest import (
     load_json,
     python_frames,
     requires_gdb,
+    requires_tf,
+    run_tfnative,
     script,
     state_of,
     tracer_of,
@@ -42,6 +44,7 @@ def _hears_processes() -> bool:
         sock.close()
     return sock is not None
 SCRIPT = script("follow_children.py")
+KERNEL_COMPUTE = "::Compute(tensorflow::OpKernelContext*)"
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +154,33 @@ def test_refused_without_process_events():
     assert r.stderr.strip().splitlines() == ["tfnative: error: --follow-children needs the kernel's process events "
                                              "(the netlink proc connector), which this system refuses (kernels "
                                              "before 6.6 give them to root only)"]
+
+
+@requires_tf
+@pytest.mark.tf
+def test_break_op_and_tensorflow_crash_in_a_child(tmp_path):
+    """The script runs no TensorFlow; its spawn child does: --break-op MatMul stops in the child's kernel under
+    the child's line, and its segfault in a py_function is reported with the callback's line."""
+    if not _hears_processes():
+        pytest.skip("the kernel refuses its process events here")
+    tf_script = script("tf_follow_child.py")
+    out = tmp_path / "tf.json"
+    r = run_tfnative(["attach", "--follow-children", "--break-op", "MatMul", "--json", str(out), tf_script],
+                     timeout=600)
+    assert r.returncode == 0, r.stderr  # the script's own status: its child's death is the child's
+    pid = int(re.search(r"^tf child (\d+) -11$", r.stdout, re.M).group(1))
+    doc = load_json(out)
+    hit, crash = event_of(doc, pid)
+    assert hit["kind"] == "breakpoint" and hit["op"]["type"] == "MatMul"
+    assert KERNEL_COMPUTE in hit["threads"][0]["frames"][0]["function"]
+    assert ("tf_child", "tf_follow_child.py", line_of(tf_script, "CHILD MATMUL LINE")) in python_frames(
+        hit["threads"][0]["frames"])
+    assert crash["kind"] == "signal" and crash["signal"] == "SIGSEGV" and crash["fatal"] is True
+    names = python_frames(crash["threads"][0]["frames"])
+    assert names[:2] == [("string_at", "__init__.py", names[0][2]),
+                         ("bad_callback", "tf_follow_child.py", line_of(tf_script, "ctypes.string_at(0)"))]
+    assert ("tf_child", "tf_follow_child.py", line_of(tf_script, "CHILD PYFUNC LINE")) in names
+    assert "breakpoint op MatMul hit (hit 1 of 1) in child %d (" % pid in r.stderr
+    assert "fatal signal SIGSEGV in child %d (" % pid in r.stderr
+    assert doc["exit"] == {"code": 0} and doc["triage"]["signal"] is None
+    assert [c["pid"] for c in doc["children_killed"]] == [pid]

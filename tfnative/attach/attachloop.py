@@ -43,7 +43,7 @@ from ..output import report, verdict
 from ..sources import sessionsock
 from . import stopevent, tfops
 from .breakpoints import Breakpoints
-from .follow import Follower, FollowingTarget
+from .follow import Follower, FollowingTarget, ParentReport
 from .gdbmi import Gdb, GdbDied, GdbError
 from .handoff import interactive_gdb, park
 from .keepcore import write_core
@@ -87,7 +87,8 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
     let go of it after its hits, 128+N when our signal N interrupted us;
     ``--timeout`` gives 124.
     """
-    printer = report.Printer(err, native_all=opts.native_all, full=opts.full)
+    printer = (ParentReport if opts.follow_children else report.Printer)(err, native_all=opts.native_all,
+                                                                         full=opts.full)
     # first: where the kernel will not tell of new processes, --follow-children is refused before anything runs
     follower = Follower(opts, printer, err, Session) if opts.follow_children else None
     try:

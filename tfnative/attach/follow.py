@@ -160,6 +160,32 @@ class ChildReport(report.Printer):
         pass
 
 
+class ChildStream:
+    """A child session's ``err``: each ``tfnative: `` line it writes names the child, under the printer's lock."""
+
+    def __init__(self, out: TextIO, pid: int, lock: threading.Lock) -> None:
+        self.out = out
+        self.prefix = "tfnative: child %d: " % pid
+        self.lock = lock
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            self.out.write(re.sub(r"(?m)^tfnative: ", lambda m: self.prefix, text))
+            self.out.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+class ParentReport(report.Printer):
+    """The target's printer under ``--follow-children``: its closing notes say they are about the target
+    (a breakpoint that "never fired" there may have fired in a child)."""
+
+    def summary(self, notes: List[str], doc: report.Document) -> None:
+        super().summary(["%s: %s" % (doc.target_name(), n) for n in notes], doc)
+
+
 @dataclasses.dataclass
 class _Child:
     pid: int
@@ -250,7 +276,7 @@ class Follower:
             cdoc = report.Document(argv=process["cmdline"].split(" "), pid=pid, attached=True)
             printer = ChildReport(self.printer, process, self.doc, self.lock)
             target.check()
-            session = self.session_class(self.opts, target, cdoc, printer, self.err)
+            session = self.session_class(self.opts, target, cdoc, printer, ChildStream(self.err, pid, self.lock))
             child.session = session
             session.run()
             if cdoc.exit is not None and "signal" in cdoc.exit:
@@ -360,4 +386,5 @@ class FollowingTarget:
             self.follower.stop()
 
 
-__all__ = ["ChildReport", "ChildTarget", "Follower", "FollowingTarget", "process_info"]
+__all__ = ["ChildReport", "ChildStream", "ChildTarget", "Follower", "FollowingTarget", "ParentReport",
+           "process_info"]
