@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tfnative.procwatch import listen
+from tfnative.attach.procwatch import listen
 
 from ..conftest import (
     ROOT,

@@ -4,8 +4,9 @@ names its process, and a child's events beside the parent's in one document."""
 import socket
 import struct
 
-from tfnative import procwatch
-from tfnative.report import Document, process_phrase
+from tfnative.attach import procwatch
+from tfnative.core.model import Document, Event
+from tfnative.output.report import document_triage, process_phrase
 
 
 def message(what: int, *fields: int) -> bytes:
@@ -50,15 +51,17 @@ def test_process_phrase():
 
 def test_child_events_leave_the_parents_exit_and_triage_alone():
     child = {"pid": 20, "cmdline": "python3 -c ..."}
-    crash = {"kind": "signal", "signal": "SIGSEGV", "thread": 20, "process": child, "threads": []}
-    hit = {"kind": "breakpoint", "location": "uname", "thread": 10, "threads": []}
-    doc = Document(argv=["python3", "s.py"], pid=10, events=[hit, crash])
+    crash = Event(kind="signal", signal="SIGSEGV", thread=20, process=child)
+    hit = Event(kind="breakpoint", location="uname", thread=10)
+    doc = Document(argv=["python3", "s.py"], pid=10, events=[hit, crash], has_exit=True)
     assert doc.own(hit) and not doc.own(crash)
     doc.set_exit(3)
-    assert "fatal" not in crash  # the child's signal is the child's: the parent exited with status 3
-    tri = doc.triage()
+    assert crash.fatal is None  # the child's signal is the child's: the parent exited with status 3
+    tri = document_triage(doc)
     assert tri["signal"] is None and tri["breakpoints"] == {"uname": 1}
+    assert crash.to_json()["process"] == child and "process" not in hit.to_json()
+    assert Event.from_json(crash.to_json()).process == child
     # the child's own document sees the same event as its own
-    cdoc = Document(argv=["python3"], pid=20, attached=True, events=[crash])
+    cdoc = Document(argv=["python3"], pid=20, attached=True, events=[crash], has_exit=True)
     cdoc.set_exit(-11)
-    assert crash["fatal"] is True and cdoc.triage()["signal"] == "SIGSEGV"
+    assert crash.fatal is True and document_triage(cdoc)["signal"] == "SIGSEGV"

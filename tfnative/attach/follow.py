@@ -36,10 +36,12 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
-from . import procfs, report, verdict
-from .errors import TfnativeError
+from ..core import procfs
+from ..core.model import Event
+from ..errors import TfnativeError
+from ..multistack import runs_python
+from ..output import report, verdict
 from .gdbmi import Gdb
-from .multistack import runs_python
 from .procwatch import ChildWatch, listen
 from .session import AttachOptions
 from .symbolload import SymbolLoader
@@ -150,8 +152,8 @@ class ChildReport(report.Printer):
         with self.lock:
             self.parent.note("child %d: %s" % (self.process["pid"], text))
 
-    def event(self, event: Dict[str, Any], hit: Optional[int] = None, max_hits: Optional[int] = None) -> None:
-        event["process"] = self.process
+    def event(self, event: Event, hit: Optional[int] = None, max_hits: Optional[int] = None) -> None:
+        event.process = self.process
         with self.lock:
             self.doc.events.append(event)
             self.parent.event(event, hit=hit, max_hits=max_hits)
@@ -273,7 +275,7 @@ class Follower:
             if not _wait_until(lambda: _stopped_or_gone(pid), STOP_WAIT_S) or procfs.state(pid) in (None, "Z", "X"):
                 return
             process = process_info(pid)
-            cdoc = report.Document(argv=process["cmdline"].split(" "), pid=pid, attached=True)
+            cdoc = report.Document(argv=process["cmdline"].split(" "), pid=pid, attached=True, has_exit=True)
             printer = ChildReport(self.printer, process, self.doc, self.lock)
             target.check()
             session = self.session_class(self.opts, target, cdoc, printer, ChildStream(self.err, pid, self.lock))
