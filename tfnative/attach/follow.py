@@ -3,8 +3,8 @@
 The kernel's process events (``procwatch.py``: forks, execs, ends under the
 target) say when a descendant appears.  One that runs Python is stopped at
 once (SIGSTOP) and given its own ``Session`` over a ``ChildTarget`` (the
-``--pid`` machinery: its own gdb, attached in about a second without loading
-every symbol), on a thread of tfnative: the same ``--break``, ``--break-op``
+``--pid`` machinery: its own gdb, attached without loading every symbol),
+on a thread of tfnative: the same ``--break``, ``--break-op``
 and fatal-signal watch.  Each event it reports names its process (``process``:
 pid, command line, ``TF_CONFIG`` task) and goes into the one document and
 the one printer.  The parent's gdb is not involved: a child that never hits
@@ -12,11 +12,16 @@ anything costs the parent nothing.
 
 When does a descendant run Python: at an ``exec`` of a Python interpreter
 (``multiprocessing`` spawn, ``subprocess`` of a script, a ``tf.data`` service
-worker started that way), stopped at its exec before any of its code ran;
+worker started that way), stopped as the kernel reports its exec, before the
+interpreter has run any of the child's code unless tfnative's watch thread is
+late (a child that is over by then runs unwatched);
 or a ``fork`` of a Python process that has not exec'd ``FORK_GRACE_S``
 later (``multiprocessing`` fork; a fork that execs, as ``subprocess`` does,
 is judged at its exec instead).  A fork child that dies within that grace
 is still named (``children_killed``), without its stack.
+
+Our SIGSTOP is ended with a SIGCONT once gdb holds the child: its parent can
+see one stop and one continue (``SIGCHLD``, where it asks for those).
 
 When the parent's session ends (or tfnative is interrupted), each child
 session is asked to let go (``LET_GO_REQUEST``): it detaches, the child runs
