@@ -1,7 +1,8 @@
 """What gdb gets of each library: full symbols, our index only, or a surrogate (the fast path).
 
-gdb spends ~23 s and 2.3 GB reading the 1.2 million minimal symbols of
-``libtensorflow_cc.so.2``.  We start gdb with ``auto-solib-add off`` and, at
+Reading the million-odd minimal symbols of ``libtensorflow_cc.so.2`` is
+most of what a ``gdb -p`` of a TensorFlow process costs (README, "Fast
+attach").  We start gdb with ``auto-solib-add off`` and, at
 attach and at shared-library events, decide per library:
 
 * small libraries (the interpreter, libc, extension modules, a custom op
@@ -352,7 +353,7 @@ class SymbolLoader:
             # The whole list once per process image; after that, the
             # =library-loaded records say what is new (a library event with
             # none, the loader's "about to add", has nothing to do; listing
-            # there cost gdb 10-15 ms each).
+            # there costs gdb a full walk of the loader's list each time).
             libs = self._listing()
             self.listed = True
         else:
@@ -436,9 +437,9 @@ class SymbolLoader:
     def sync_for_snapshot(self) -> List[str]:
         """Symbols for the libraries a snapshot of the stopped process can meet, and no others.
 
-        ``tfnative stack`` looks once and leaves: reading the symbols of the
-        ~140 small libraries TensorFlow loads costs gdb ~0.7 s, and most of
-        them are on no thread's stack.  gdb tells which code ranges the
+        ``tfnative stack`` looks once and leaves: reading the symbols of every
+        small library TensorFlow loads costs gdb more than the snapshot, and
+        most of them are on no thread's stack.  gdb tells which code ranges the
         threads' pcs and stack words point into (``-tfnative-stack-code``);
         those libraries (and the interpreter's) get symbols as in ``sync``.
         Returns the libraries left without symbols.
@@ -481,8 +482,8 @@ class SymbolLoader:
         """Our index of a huge library; in the eager phase, its breakpoint functions get address breakpoints.
 
         Resolving a pending breakpoint by name in gdb would need the library's
-        symbols (23 s for TensorFlow's) or make gdb analyse the function's
-        prologue, which parses the library's whole ``.eh_frame`` (0.6 s).  We
+        symbols (the slow part of a plain ``gdb -p``) or make gdb analyse the
+        function's prologue, which parses the library's whole ``.eh_frame``.  We
         resolve names from our index and break at the function's entry
         address, which CFI unwinds exactly.
         """
