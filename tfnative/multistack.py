@@ -5,8 +5,8 @@ Python) or ``--match REGEX`` (every process running Python whose command line ma
 and its ancestors excepted).  Each is snapshotted by ``session.stack_document`` (the one snapshot path)
 on a small pool of threads: a process is held only for its own snapshot, and what does not depend on
 where a library is mapped (symbol indexes, CFI, demangled names) is read once for all
-(``snapshot._shared``).  Output: JSON Lines (one schema-v1 document per process, with ``host``, ``pid``,
-``task`` from ``TF_CONFIG`` and the user's ``labels``), and a text block per process.
+(``sources/modules.py``, ``shared``).  Output: JSON Lines (one schema-v1 document per process, with ``host``,
+``pid``, ``task`` from ``TF_CONFIG`` and the user's ``labels``), and a text block per process.
 
 A process that cannot be read (it exited meanwhile, it is not ours) is named in one line on stderr and
 the others are reported; the exit status is non-zero only when none could be read.

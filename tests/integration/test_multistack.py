@@ -224,12 +224,13 @@ def test_libraries_read_once_for_all_processes(tmp_path):
     """Two processes map libc at other addresses: each has its own library object (its own load bias),
     and both share the file's symbol index and CFI, opened once."""
     from tfnative import snapshot
+    from tfnative.sources import modules
 
     procs = start(tmp_path, ("peer", "peer"), "share")
     try:
         for p in procs:
             assert snapshot.take(p.pid).threads
-        libs = [{lib.name: lib for lib in snapshot._modules(p.pid)} for p in procs]
+        libs = [{lib.name: lib for lib in modules.of_pid(p.pid)} for p in procs]
         name = next(n for n in libs[0] if n.startswith("libc.so"))
         a, b = libs[0][name], libs[1][name]
         if a.bias == b.bias:

@@ -46,7 +46,7 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 from ..core import procfs
 from ..core.elfindex import ElfError, ElfFile, ElfIndex, display_names, load_base
 from ..core.model import Capture, NativeFrame
-from ..snapshot import file_root
+from ..sources.modules import file_root
 from .breakpoints import Breakpoints, CodeRows, library_starts
 from .gdbmi import Gdb, GdbError
 from .surrogate import build_surrogate, gdb_regex_escape

@@ -31,7 +31,7 @@ def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_
         try:
             if with_gdb:
                 raise snapshot.HasDebugInfo("--with-gdb")
-            result = source.stacks(which)
+            result = source.stacks(which, snapshot.stacks)
         except snapshot.HasDebugInfo as exc:
             from ..sources import coregdb  # gdb's machinery: only where it is used
 

@@ -1,4 +1,4 @@
-"""A core file as a snapshot source: memory, threads' registers and mapped files for ``snapshot.stacks``.
+"""A core file as a snapshot source (``base.Source``): memory, threads' registers and mapped files.
 
 Where each mapped file is on this host is ``corepaths.py``'s rules
 (``--sysroot``, the executable given, its interpreter prefix and venv);
@@ -10,18 +10,25 @@ library name, never a name from the wrong file.
 
 from __future__ import annotations
 
+import copy
 import mmap
 import os
 import struct
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .. import snapshot
 from ..core.cfi import CfiError
 from ..core.elfindex import ElfError, ElfFile
 from ..core.model import Capture, NativeFrame, Thread
+from .base import HasDebugInfo, ThreadRegs
 from .corecheck import mismatch
 from .corefile import PF_X, PT_LOAD, Core, Mapping
 from .corepaths import PathRules
+from .modules import Anonymous, Library, modules_of
+from .ptrace import Unsupported
+
+# ``stacks(source, which, selected, variables)``: the snapshot path (``tfnative.snapshot.stacks``), which the
+# caller gives (sources do not import the snapshot path)
+Stacks = Callable[[Any, str, Optional[int], bool], Capture]
 
 AT_PHDR = 3
 AT_EXECFN = 31
@@ -40,7 +47,7 @@ def _executable_in_file(path: str, offset: int) -> bool:
         return False
 
 
-class _Unread(snapshot._Anon):
+class _Unread(Anonymous):
     """Code of a file that was not read (missing here, or another build): no CFI, no symbols, its name only."""
 
     def open_cfi(self) -> Any:
@@ -48,10 +55,20 @@ class _Unread(snapshot._Anon):
 
 
 class CoreSource:
-    """Opens ``path`` and decides where each mapped file is read from; ``warnings`` says what is missing."""
+    """Opens ``path`` and decides where each mapped file is read from; ``warnings`` says what is missing.
+
+    A ``base.Source``: no code outside files (the core keeps no vDSO image
+    apart), stack bounds from the core's mappings, no PID namespace; a
+    thread whose native unwinding stops (memory or files missing) is shown
+    cut with its Python frames (``partial_stacks``).
+    """
+
+    partial_stacks = True
 
     def __init__(self, path: str, executable: Optional[str] = None, sysroot: Optional[str] = None) -> None:
         self.core = Core(path)
+        self.memory = self.core
+        self._only: Optional[int] = None  # one thread only (``_thread_by_thread``)
         self.sysroot = sysroot
         self.variables = False  # --locals: each Python frame's arguments and locals
         self.warnings: List[str] = []
@@ -171,7 +188,21 @@ class CoreSource:
         self._strings = ([text(p) for p in argv], [text(p) for p in envp])
         return self._strings
 
-    def libraries(self) -> List[snapshot._Lib]:
+    @property
+    def pid(self) -> int:
+        notes = self.core.notes
+        return notes.pid or notes.threads[0].tid
+
+    def extra_code(self) -> List[Library]:
+        return []
+
+    def mapping_of(self, addr: int) -> Optional[Tuple[int, int]]:
+        return self.core.mapping_of(addr)
+
+    def namespace_tids(self) -> Dict[int, int]:
+        return {}
+
+    def libraries(self) -> List[Library]:
         rows: List[Tuple[str, int, int, int, bool, str]] = []
         unread: Dict[str, List[Tuple[int, int]]] = {}
         for m in self.core.notes.files:
@@ -181,30 +212,26 @@ class CoreSource:
                 rows.append((host, m.start, m.end, m.offset, executable, "core"))
             elif m.executable:
                 unread.setdefault(m.path, []).append((m.start, m.end))
-        libs: List[snapshot._Lib] = snapshot.modules_of(rows)
+        libs: List[Library] = modules_of(rows)
         return libs + [_Unread(os.path.basename(path), ranges) for path, ranges in unread.items()]
 
-    def threads(self) -> List[Tuple[int, str, Dict[str, int]]]:
-        return [(t.tid, "", t.regs) for t in self.core.notes.threads]
+    def threads(self) -> List[ThreadRegs]:
+        return [(t.tid, "", t.regs) for t in self.core.notes.threads if self._only in (None, t.tid)]
 
-    def stacks(self, which: str) -> Capture:
-        """``snapshot.stacks`` on the core; the thread that took the signal is ``selected_tid``.  Raises
-        ``snapshot.HasDebugInfo`` where a library on a stack has DWARF (``coregdb.py`` then)."""
-        notes = self.core.notes
-        crashed = notes.threads[0].tid
+    def stacks(self, which: str, stacks: Stacks) -> Capture:
+        """``stacks`` (the snapshot path) on the core; the thread that took the signal is ``selected_tid``.
+        Raises ``base.HasDebugInfo`` where a library on a stack has DWARF (``coregdb.py`` then); a thread
+        that cannot be read is read alone (``_thread_by_thread``)."""
+        crashed = self.core.notes.threads[0].tid
         try:
-            result = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
-                                     self.threads(), which, crashed, exe=self.executable, live=False,
-                                     variables=self.variables)
-        except snapshot.HasDebugInfo:
+            result = stacks(self, which, crashed, self.variables)
+        except HasDebugInfo:
             raise
-        except snapshot.Unsupported:
-            result = self._thread_by_thread(which)
+        except Unsupported:
+            result = self._thread_by_thread(which, stacks)
         # The crashed thread is kept even when it runs no Python.
         if not any(t.tid == crashed for t in result.threads) and which != "all":
-            every = snapshot.stacks(notes.pid or crashed, self.core, self.libraries(),  # type: ignore[arg-type]
-                                    self.threads(), "selected", crashed, exe=self.executable, live=False,
-                                    variables=self.variables)
+            every = stacks(self, "selected", crashed, self.variables)
             result.threads = every.threads + result.threads
         return self.finish(result)
 
@@ -236,25 +263,24 @@ class CoreSource:
                     if m is not None:
                         f.library = os.path.basename(m.path)
 
-    def _thread_by_thread(self, which: str) -> Capture:
+    def _thread_by_thread(self, which: str, stacks: Stacks) -> Capture:
         """Each thread on its own, so that the ones whose memory the core holds are still shown."""
         notes = self.core.notes
-        pid = notes.pid or notes.threads[0].tid
         merged: Optional[Capture] = None
         threads: List[Thread] = []
-        for tid, name, regs in self.threads():
+        for tid, name, _regs in self.threads():
+            alone = copy.copy(self)
+            alone._only = tid
             try:
-                one = snapshot.stacks(pid, self.core, self.libraries(), [(tid, name, regs)],  # type: ignore[arg-type]
-                                      which if tid != notes.threads[0].tid else "all", tid,
-                                      exe=self.executable, live=False, variables=self.variables)
-            except snapshot.Unsupported as exc:
+                one = stacks(alone, which if tid != notes.threads[0].tid else "all", tid, self.variables)
+            except Unsupported as exc:
                 threads.append(Thread(tid=tid, name=name, error=str(exc)))
                 continue
             threads += one.threads
             if merged is None:
                 merged = one  # the process's fields (python, warnings, pool...): the first readable thread's
         if merged is None:
-            raise snapshot.Unsupported(threads[0].error)
+            raise Unsupported(threads[0].error)
         merged.threads = threads
         return merged
 

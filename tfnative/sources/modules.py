@@ -1,0 +1,256 @@
+"""The files mapped into a process as snapshot modules: code ranges, load bias, symbols, CFI, DWARF.
+
+A source (``/proc/PID/maps``, a core's ``NT_FILE``) gives the mappings;
+``modules_of`` makes them ``Library`` objects, shared by every snapshot of
+this process (what a file gives, by file: ``shared``).  The vDSO
+(``Vdso``) and executable memory no file backs (``Anonymous``) are modules
+too.  The snapshot path (``tfnative/snapshot.py``) names and unwinds frames
+with them; the sources build them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..core import procfs, vdso
+from ..core.cfi import CfiError, Module
+from ..core.elfindex import ElfError, ElfFile, ElfIndex
+from ..core.memory import Memory
+
+DEBUG_ROOT = "/usr/lib/debug/.build-id"
+
+
+class Library(Module):
+    """A mapped file with what naming its frames needs (opened on first use)."""
+
+    def __init__(self, path: str, bias: int, ranges: List[Tuple[int, int]]) -> None:
+        super().__init__(path, bias, ranges)
+        self.name = os.path.basename(path)
+        self._index: Optional[List[ElfIndex]] = None
+        self._dwarf: Optional[bool] = None
+
+    def indexes(self) -> List[ElfIndex]:
+        """The symbol index of the file, then of its separate debug file when the file is stripped."""
+        if self._index is None:
+            self._index = shared(self.path, "index", _open_indexes)
+        return self._index
+
+    def has_dwarf(self) -> bool:
+        """Whether the file itself carries DWARF (not counting a separate debug file)."""
+        if self._dwarf is None:
+            self._dwarf = shared(self.path, "dwarf", _file_has_dwarf)
+        return self._dwarf
+
+    def open_cfi(self) -> Any:
+        return shared(self.path, "cfi", lambda path: Module.open_cfi(self))
+
+
+def _open_indexes(path: str) -> List[ElfIndex]:
+    out: List[ElfIndex] = []
+    try:
+        idx = ElfIndex.open(path)
+    except (OSError, ElfError, ValueError):
+        return out
+    out.append(idx)
+    if idx.table != ".symtab" and idx.build_id:
+        debug = os.path.join(DEBUG_ROOT, idx.build_id[:2], idx.build_id[2:] + ".debug")
+        if os.path.exists(debug):
+            try:
+                out.insert(0, ElfIndex.open(debug))
+            except (OSError, ElfError, ValueError):
+                pass
+    return out
+
+
+def _file_has_dwarf(path: str) -> bool:
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            sec = ElfFile(mm, path).section(".debug_info")
+            return sec is not None and sec.size > 0 and sec.type != 8
+    except (OSError, ElfError, ValueError):
+        return False
+
+
+# What a file gives regardless of where it is mapped (its symbol index, its CFI with the rows found so
+# far, whether it has DWARF), by (path, size, mtime, inode): the processes of one ``stack`` call, mapping
+# the same libraries at other addresses, share it.  One lock: threads snapshotting processes at the same
+# time open each file once.
+_FILES: Dict[tuple, Dict[str, Any]] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def shared(path: str, what: str, make: Callable[[str], Any]) -> Any:
+    """``make(path)``, once per file and ``what``; an exception is raised again to every caller."""
+    try:
+        st = os.stat(path)
+        key: tuple = (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    except OSError:
+        key = (path,)
+    with _FILES_LOCK:
+        entry = _FILES.setdefault(key, {})
+        if what not in entry:
+            try:
+                entry[what] = (make(path), None)
+            except Exception as exc:  # noqa: BLE001 - kept and raised again, as a fresh open would
+                entry[what] = (None, exc)
+        value, exc = entry[what]
+    if exc is not None:
+        raise exc
+    return value
+
+
+class _Vdso(Library):
+    """The vDSO: CFI and symbols from its image in the target's memory (``vdso.py``)."""
+
+    def __init__(self, image: mmap.mmap, base: int) -> None:
+        super().__init__(vdso.VDSO, base, [(base, base + vdso.code_size(image))])
+        self._image = image
+        self._dwarf = False
+
+    def open_cfi(self) -> Any:
+        return vdso.cfi(self._image)
+
+    def indexes(self) -> List[ElfIndex]:
+        if self._index is None:
+            self._index = vdso.symbols(self._image)
+        return self._index
+
+
+class Anonymous(Library):
+    """Executable memory no file backs (JIT code): no CFI, no symbols; named as the maps name it."""
+
+    def __init__(self, name: str, ranges: List[Tuple[int, int]]) -> None:
+        super().__init__(name, 0, ranges)
+        self._index = []
+        self._dwarf = False
+
+    def open_cfi(self) -> Any:
+        raise CfiError("no CFI in %s (JIT-generated code)" % self.name)
+
+
+def anonymous_code(rows: List[procfs.Mapping]) -> List[Library]:
+    """The executable mappings that no file backs, as one module per name (``[anon:jit]``)."""
+    by_name: Dict[str, List[Tuple[int, int]]] = {}
+    for m in rows:
+        if "x" not in m.perms:
+            continue
+        label = m.path
+        if label.startswith(("/dev/zero", "/memfd:")):  # shared anonymous memory (Python's mmap, memfd)
+            label = ""
+        elif label and not label.startswith("[anon:") or m.inode != 0:
+            continue  # [vdso], [vsyscall], [stack], files: not JIT code
+        by_name.setdefault(label or "[anon:jit]", []).append((m.start, m.end))
+    return [Anonymous(name, ranges) for name, ranges in by_name.items()]
+
+
+def mapping_of_rows(rows: List[procfs.Mapping]) -> Callable[[int], Optional[Tuple[int, int]]]:
+    """``mapping(address)``: the (start, end) of the mapping holding an address (None: none)."""
+    spans = sorted((m.start, m.end) for m in rows)
+    los = [lo for lo, _ in spans]
+
+    def mapping(addr: int) -> Optional[Tuple[int, int]]:
+        k = bisect.bisect_right(los, addr) - 1
+        return spans[k] if k >= 0 and addr < spans[k][1] else None
+
+    return mapping
+
+
+def vdso_of(pid: int, memory: Memory) -> List[Library]:
+    """The target's vDSO as a module (empty when it has none or it cannot be read)."""
+    try:
+        with open("/proc/%d/auxv" % pid, "rb") as f:
+            base = vdso.auxv_vdso_base(f.read())
+    except OSError:
+        return []
+    if base is None:
+        return []
+    image = vdso.image_of(memory.read, base)
+    if image is None:
+        return []
+    key = (vdso.VDSO, base, bytes(image))
+    lib = _KNOWN.get(key)
+    if lib is None:
+        lib = _KNOWN[key] = _Vdso(image, base)
+    else:
+        image.close()
+    return [lib]
+
+
+# Libraries already opened, by (path, inode, where mapped): a session's later
+# stops reuse their symbol index, CFI and the FDEs parsed so far.
+_KNOWN: Dict[tuple, Library] = {}
+
+
+def of_pid(pid: int) -> List[Library]:
+    """Each file mapped into ``pid`` with executable code: path, load bias, code ranges."""
+    rows = []
+    root = file_root(pid)
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if len(parts) < 6 or not parts[5].startswith("/"):
+                continue
+            path = parts[5].rstrip("\n")
+            if path.endswith(" (deleted)"):
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            rows.append((root + path, lo, hi, int(parts[2], 16), "x" in parts[1], parts[4]))
+    return modules_of(rows)
+
+
+def file_root(pid: int) -> str:
+    """``/proc/PID/root`` when ``pid`` lives in another mount namespace (a container), else ``""``.
+
+    The paths ``pid`` sees (its maps, its executable) are read on this host
+    under that prefix: the kernel resolves them in the target's own mounts.
+    """
+    try:
+        if os.readlink("/proc/%d/ns/mnt" % pid) != os.readlink("/proc/self/ns/mnt"):
+            return "/proc/%d/root" % pid
+    except OSError:
+        pass
+    return ""
+
+
+def modules_of(rows: List[Tuple[str, int, int, int, bool, str]]) -> List[Library]:
+    """Libraries from file mappings (path on this host, start, end, file offset, executable, identity).
+
+    The source of a snapshot (``/proc/PID/maps``, a core's ``NT_FILE``) gives
+    the rows; a library is a file with executable code mapped at offset 0.
+    """
+    by_path: Dict[str, dict] = {}
+    for path, lo, hi, offset, executable, inode in rows:
+        entry = by_path.setdefault(path, {"first": None, "ranges": [], "inode": inode})
+        if offset == 0 and entry["first"] is None:
+            entry["first"] = lo
+        if executable:
+            entry["ranges"].append((lo, hi))
+    libs = []
+    for path, e in by_path.items():
+        if not e["ranges"] or e["first"] is None:
+            continue
+        key = (path, e["inode"], e["first"], tuple(e["ranges"]))
+        lib = _KNOWN.get(key)
+        if lib is None:
+            lib = _KNOWN[key] = Library(path, e["first"] - _first_load_vaddr(path), e["ranges"])
+        libs.append(lib)
+    return libs
+
+
+def segments(path: str) -> List[Tuple[int, int]]:
+    """(p_type, p_vaddr) of each program header of an ELF file (empty if it is none or unreadable)."""
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return [(seg[0], seg[3]) for seg in ElfFile(mm, path, sections=False).segments]
+    except (OSError, ValueError, ElfError, struct.error):
+        return []
+
+
+def _first_load_vaddr(path: str) -> int:
+    """The page-aligned vaddr of the first PT_LOAD (0 for shared libraries and PIEs)."""
+    return next((vaddr & ~0xFFF for p_type, vaddr in segments(path) if p_type == 1), 0)
