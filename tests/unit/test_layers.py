@@ -85,3 +85,11 @@ def test_core_imports_with_the_standard_library_alone():
     r = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [str(len(mods)), "[]"]
+
+
+def test_sources_do_not_import_the_snapshot_path():
+    """A source gives memory, registers and mapped files (``sources/base.py``); the snapshot path reads them."""
+    bad = []
+    for mod, path in _modules("sources"):
+        bad += ["%s imports %s" % (mod, u) for u in _tfnative_imports(mod, path) if u == "tfnative.snapshot"]
+    assert bad == []
