@@ -148,7 +148,7 @@ def test_nothing_left_behind(run):
 
 def test_refused_without_process_events():
     """Where the kernel's process events are refused (here: a seccomp filter), one line says so; nothing ran."""
-    r = subprocess.run([sys.executable, script("seccomp_no_netlink.py"), *TFNATIVE, "attach", "--follow-children",
+    r = subprocess.run([sys.executable, script("seccomp_deny.py"), "netlink", *TFNATIVE, "attach", "--follow-children",
                         SCRIPT, "unused"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode != 0 and r.stdout == ""
     assert r.stderr.strip().splitlines() == ["tfnative: error: --follow-children needs the kernel's process events "
