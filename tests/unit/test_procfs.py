@@ -45,8 +45,10 @@ def test_threads_states_and_names():
 
 
 def test_a_stopped_then_gone_process():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "é b"])
     try:
+        assert procfs.cmdline(child.pid) == [sys.executable, "-c", "import time; time.sleep(60)", "é b"]
+        assert procfs.cmdline(child.pid, child.pid) == procfs.cmdline(child.pid)
         os.kill(child.pid, signal.SIGSTOP)
         deadline = time.monotonic() + 10
         while procfs.state(child.pid) != "T" and time.monotonic() < deadline:
@@ -57,5 +59,6 @@ def test_a_stopped_then_gone_process():
         child.wait()
     assert procfs.state(child.pid) is None
     assert procfs.comm(child.pid) == ""
+    assert procfs.cmdline(child.pid) == []
     with pytest.raises(ProcessLookupError):
         procfs.tids(child.pid)

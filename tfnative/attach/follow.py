@@ -62,16 +62,8 @@ NO_EVENTS = ("--follow-children needs the kernel's process events (the netlink p
 
 def process_info(pid: int) -> Dict[str, Any]:
     """``{"pid", "cmdline", "task"?}`` of a process: its arguments joined by spaces, its ``TF_CONFIG`` task."""
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
-    except OSError:
-        argv = []
-    info: Dict[str, Any] = {"pid": pid, "cmdline": " ".join(argv)}
-    try:
-        task = verdict.task_of(procfs.environ(pid).get("TF_CONFIG"))
-    except OSError:
-        task = None
+    info: Dict[str, Any] = {"pid": pid, "cmdline": " ".join(procfs.cmdline(pid))}
+    task = verdict.task_of(procfs.environ(pid).get("TF_CONFIG"))
     if task is not None:
         info["task"] = task
     return info

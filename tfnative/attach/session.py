@@ -313,15 +313,11 @@ def _argv(proc: psutil.Process) -> List[str]:
     try:
         return proc.cmdline()
     except psutil.ZombieProcess:
-        for tid in os.listdir("/proc/%d/task" % proc.pid) if os.path.isdir("/proc/%d/task" % proc.pid) else []:
-            try:
-                with open("/proc/%d/task/%s/cmdline" % (proc.pid, tid), "rb") as f:
-                    argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
-            except OSError:
-                continue
-            if argv:
-                return argv
-        return []
+        try:
+            tids = procfs.tids(proc.pid)
+        except ProcessLookupError:
+            return []
+        return next((argv for argv in (procfs.cmdline(proc.pid, tid) for tid in tids) if argv), [])
     except psutil.NoSuchProcess:
         raise TfnativeError("process %d exited" % proc.pid) from None
 

@@ -90,6 +90,15 @@ def comm(pid: int, tid: Optional[int] = None) -> str:
         return ""
 
 
+def cmdline(pid: int, tid: Optional[int] = None) -> List[str]:
+    """The arguments the process (or thread) was started with; [] when gone, unreadable or a zombie."""
+    try:
+        with open(_task(pid, tid) + "/cmdline", "rb") as f:
+            return [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
+    except OSError:
+        return []
+
+
 def tids(pid: int) -> List[int]:
     """The thread ids of ``pid``.  Raises ``ProcessLookupError`` when the process is gone."""
     try:
