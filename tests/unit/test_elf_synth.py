@@ -7,7 +7,6 @@ second opinion where it is installed.
 
 import mmap
 import shutil
-import struct
 import subprocess
 
 import pytest
@@ -17,6 +16,7 @@ from tfnative.core.elfindex import ElfError, ElfFile, ElfIndex, ElfTruncated, re
 
 from . import elfsynth
 from .elfsynth import FRAME_POINTER_CFI, RBP, Function
+from .fakemem import FakeMemory
 
 MANGLED = "_ZN10tensorflow8OpKernel7ComputeEPNS_15OpKernelContextE"
 BASE = 0x7F1234560000  # where the test "loads" the library
@@ -147,24 +147,14 @@ def test_fde_lookup_covers_each_function_and_nothing_else(lib):
         eh.find(lib.text_addr - 1)
 
 
-class _Stack:
-    """A thread's stack: 8-byte words at known addresses, nothing else readable."""
-
-    def __init__(self, words):
-        self.words = words
-
-    def read(self, addr, size):
-        out = b""
-        for at in range(addr, addr + size, 8):
-            if at not in self.words:
-                raise MemoryError("0x%x" % at)
-            out += struct.pack("<Q", self.words[at])
-        return out
-
-
 def _unwinder(lib, words):
+    """An unwinder over the library loaded at BASE and a stack holding ``words``: nothing else is readable."""
+    memory = FakeMemory()
+    for at, value in words.items():
+        memory.map(at, 8)
+        memory.u64(at, value)
     module = Module(lib.path, BASE, [(BASE + lib.text_addr, BASE + lib.text_addr + 0x400)])
-    return Unwinder([module], _Stack(words).read)
+    return Unwinder([module], memory.read)
 
 
 SP = 0x7FFE0000F000
