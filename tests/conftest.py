@@ -131,8 +131,12 @@ def tracer_of(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("TracerPid:"))
 
 
-def assert_running_untraced(pid: int) -> None:
-    """A moment later, ``pid`` runs (not stopped) and nobody traces it."""
+def assert_running_untraced(pid: int, within: float = 10.0) -> None:
+    """``pid`` runs (not stopped) and nobody traces it: once its tracer has let go (``within`` seconds at
+    most, gdb's detach), and still a moment later."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and (tracer_of(pid) != 0 or state_of(pid) in ("t", "T")):
+        time.sleep(0.05)
     time.sleep(0.3)
     assert state_of(pid) in ("S", "R")
     assert tracer_of(pid) == 0

@@ -18,6 +18,7 @@ from ..conftest import (
     ROOT,
     TFNATIVE,
     assert_gone,
+    assert_running_untraced,
     descendants,
     line_of,
     load_json,
@@ -63,13 +64,15 @@ class Job:
         self.proc.wait()
 
 
-def assert_runs_untraced(pid: int) -> None:
-    """``pid`` runs on: not stopped, nobody traces it (``TracerPid: 0``)."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (tracer_of(pid) != 0 or state_of(pid) in ("t", "T")):
-        time.sleep(0.05)
-    assert tracer_of(pid) == 0
-    assert state_of(pid) in ("S", "R")
+def assert_no_trap_left(job: Job) -> None:
+    """The job runs untraced, then through TF_NewSession: with a breakpoint trap left in it, it would die of
+    SIGTRAP there."""
+    assert_running_untraced(job.pid)
+    job.go()
+    job.step_taken()
+    time.sleep(1)
+    assert job.proc.poll() is None
+    assert_running_untraced(job.pid)
 
 
 def assert_stopped_untraced(pid: int) -> None:
@@ -122,7 +125,7 @@ def test_break_in_running_job_then_it_runs_on(job, tmp_path):
     ]
     assert "detaching, process %d runs on" % job.pid in err.read_text()
     job.step_taken()
-    assert_runs_untraced(job.pid)
+    assert_running_untraced(job.pid)
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
@@ -132,7 +135,7 @@ def test_signal_to_tfnative_detaches(job, tmp_path, sig, code):
     proc.send_signal(sig)
     assert proc.wait(120) == code, err.read_text()
     assert "interrupted by %s: detaching" % signal.Signals(sig).name in err.read_text()
-    assert_runs_untraced(job.pid)
+    assert_running_untraced(job.pid)
     assert_gone(descendants(proc.pid))
 
 
@@ -144,12 +147,7 @@ def test_kill_9_of_tfnative_leaves_no_trap(job, tmp_path):
     proc.kill()
     proc.wait()
     assert_gone(gdb, timeout=60)
-    assert_runs_untraced(job.pid)
-    job.go()  # TF_NewSession runs: with a trap left in it, the job would die of SIGTRAP
-    job.step_taken()
-    time.sleep(1)
-    assert job.proc.poll() is None
-    assert_runs_untraced(job.pid)
+    assert_no_trap_left(job)
 
 
 def test_timeout_on_pid_detaches_and_leaves_it_running(job, tmp_path):
@@ -161,7 +159,7 @@ def test_timeout_on_pid_detaches_and_leaves_it_running(job, tmp_path):
     main = next(t for t in ev["threads"] if t["tid"] == job.pid)
     assert ("wait_for_go", "tf_live_job.py", line_of(JOB, "time.sleep(0.02)")) in python_frames(main["frames"])
     assert "timeout: pid %d still runs after 2 s" % job.pid in r.stderr
-    assert_runs_untraced(job.pid)
+    assert_running_untraced(job.pid)
 
 
 def test_ctrl_backslash_snapshot_of_pid(job, tmp_path):
@@ -180,7 +178,7 @@ def test_ctrl_backslash_snapshot_of_pid(job, tmp_path):
     assert ev["kind"] == "snapshot"
     main = next(t for t in ev["threads"] if t["tid"] == job.pid)
     assert ("wait_for_go", "tf_live_job.py", line_of(JOB, "time.sleep(0.02)")) in python_frames(main["frames"])
-    assert_runs_untraced(job.pid)
+    assert_running_untraced(job.pid)
 
 
 def test_kill_9_of_gdb_traps_put_back(job, tmp_path):
@@ -193,12 +191,7 @@ def test_kill_9_of_gdb_traps_put_back(job, tmp_path):
     put_back = re.search(r"gdb died: (\d+) breakpoint trap\(s\) it left in process %d put back" % job.pid,
                          err.read_text())
     assert put_back and int(put_back.group(1)) >= 1, err.read_text()
-    assert_runs_untraced(job.pid)
-    job.go()  # TF_NewSession runs: with the trap left in it, the job would die of SIGTRAP
-    job.step_taken()
-    time.sleep(1)
-    assert job.proc.poll() is None
-    assert_runs_untraced(job.pid)
+    assert_no_trap_left(job)
 
 
 def test_watched_job_exit_code_is_tfnative_s(job, tmp_path):
@@ -345,7 +338,7 @@ def test_refusals(tmp_path):
         _one_line_error(run_tfnative(["attach", "--pid", str(target.pid), script("exit_code.py")]), "no SCRIPT")
         _one_line_error(run_tfnative(["attach", "--pid", str(target.pid), "--check-numerics"]),
                         "--check-numerics")
-        assert_runs_untraced(target.pid)
+        assert_running_untraced(target.pid)
     finally:
         if tracer is not None and tracer.poll() is None:
             tracer.kill()
@@ -374,7 +367,7 @@ def test_process_without_python(tmp_path):
         frames = load_json(out)["events"][0]["threads"][0]["frames"]
         assert [f["kind"] for f in frames] == ["native"] * len(frames)
         assert any("nanosleep" in (f["function"] or "") for f in frames)
-        assert_runs_untraced(target.pid)
+        assert_running_untraced(target.pid)
     finally:
         target.kill()
         target.wait()
@@ -397,7 +390,7 @@ def test_stopped_process_stays_stopped(tmp_path):
         assert proc.wait(120) == 143, err.read_text()
         assert_stopped_untraced(target.pid)
         os.kill(target.pid, signal.SIGCONT)
-        assert_runs_untraced(target.pid)
+        assert_running_untraced(target.pid)
     finally:
         target.kill()
         target.wait()
