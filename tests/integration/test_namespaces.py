@@ -9,21 +9,22 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
-from ..conftest import ROOT, TFNATIVE, assert_running_untraced, load_json, run_tfnative, script
+from ..conftest import ROOT, TFNATIVE, assert_running_untraced, load_json, run_tfnative, script, wait_for_file
 
 PYENV = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.11.*")))
 
+# bash -c SETUP setup PYTHON_PREFIX SCRIPT READY: the interpreter bind-mounted at /mnt/tfnx/py and the
+# script copied to /mnt/tfnx/app (paths that exist only in the new mount namespace), then run
 SETUP = """set -e
 mount -t tmpfs none /mnt
 mkdir -p /mnt/tfnx/py /mnt/tfnx/app
 mount --bind "$1" /mnt/tfnx/py
-cp "$2" /mnt/tfnx/app/sleeper.py
-exec /mnt/tfnx/py/bin/python3.11 /mnt/tfnx/app/sleeper.py "$3"
+cp "$2" /mnt/tfnx/app/
+exec /mnt/tfnx/py/bin/python3.11 "/mnt/tfnx/app/$(basename "$2")" "$3"
 """
 
 
@@ -34,10 +35,7 @@ def test_stack_of_a_process_in_another_mount_namespace(tmp_path):
     proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "bash", "-c", SETUP, "setup",
                              PYENV[-1], script("sleeper.py"), str(ready)])
     try:
-        deadline = time.monotonic() + 60
-        while not (ready.exists() and ready.read_text()):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for_file(str(ready), 60, proc)
         pid = int(ready.read_text())
         assert not os.path.exists("/mnt/tfnx/py/bin/python3.11")  # the target's paths do not exist here
         out = tmp_path / "s.json"
@@ -54,14 +52,6 @@ def test_stack_of_a_process_in_another_mount_namespace(tmp_path):
         proc.kill()
         proc.wait(timeout=30)
 
-
-SETUP_PID = """set -e
-mount -t tmpfs none /mnt
-mkdir -p /mnt/tfnx/py /mnt/tfnx/app
-mount --bind "$1" /mnt/tfnx/py
-cp "$2" /mnt/tfnx/app/ns_threads.py
-exec /mnt/tfnx/py/bin/python3.11 /mnt/tfnx/app/ns_threads.py "$3"
-"""
 
 
 def _inner_ids(pid: int) -> dict:
@@ -81,14 +71,11 @@ def pid_ns_target(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pidns")
     ready = tmp / "ready"
     proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--mount", "--propagation",
-                             "private", "bash", "-c", SETUP_PID, "setup", PYENV[-1], script("ns_threads.py"),
+                             "private", "bash", "-c", SETUP, "setup", PYENV[-1], script("ns_threads.py"),
                              str(ready)])
     host = None
     try:
-        deadline = time.monotonic() + 60
-        while not (ready.exists() and ready.read_text()):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for_file(str(ready), 60, proc)
         inside = int(ready.read_text())
         host = next(p.pid for p in psutil.Process(proc.pid).children(recursive=True)
                     if "ns_threads.py" in " ".join(p.cmdline()))
