@@ -1,0 +1,151 @@
+"""The (Python, TensorFlow) pairs of the version matrix and where their virtual environments live.
+
+Standard library only: ``tests/matrix/run`` imports this under any python3 >= 3.10, before any venv exists.
+
+A pair is named ``py<X.Y>-tf<version>`` (``py3.14-tf2.22.0rc0``) or ``py<X.Y>-notf`` (plain-Python checks only).
+The list below is what the matrix tests, nothing tfnative decides from.  Each pair's venv lives at
+``$TFNATIVE_CACHE/venvs/<pair>/`` (default cache ``~/.cache/tfnative``) and is complete when it holds a ``READY``
+file; what is in it (the interpreter's version, TensorFlow's) is read from the venv itself, never assumed.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import List, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PAIRS = [
+    "py3.10-tf2.21.0",
+    "py3.11-tf2.16.2",
+    "py3.11-tf2.18.1",
+    "py3.12-tf2.20.0",
+    "py3.11-tf2.21.0",
+    "py3.13-tf2.21.0",
+    "py3.14-tf2.22.0rc0",
+    "py3.15-notf",
+]
+NEWEST = "py3.14-tf2.22.0rc0"  # the pair CI runs on every change
+
+_NAME = re.compile(r"^py(3\.\d+)-(?:tf(\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?)|notf)$")
+
+
+class PairError(Exception):
+    """A pair name or a venv that cannot be used: the message is one line for the user."""
+
+
+def parse(name: str) -> tuple:
+    """(python "3.X", tensorflow version or None) of a pair name."""
+    m = _NAME.match(name)
+    if not m:
+        raise PairError("%r is not a pair name (py3.X-tfA.B.C or py3.X-notf; known: %s)" % (name, ", ".join(PAIRS)))
+    return m.group(1), m.group(2)
+
+
+def cache_dir() -> str:
+    return os.environ.get("TFNATIVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tfnative")
+
+
+def venv_dir(name: str) -> str:
+    return os.path.join(cache_dir(), "venvs", name)
+
+
+def is_ready(venv: str) -> bool:
+    return os.path.isfile(os.path.join(venv, "READY")) and os.path.exists(os.path.join(venv, "bin", "python"))
+
+
+def probe(python: str, with_tf: bool = True, timeout: float = 300) -> dict:
+    """What an interpreter reports about itself: sys.version, X.Y, tf.__version__ (None without TensorFlow),
+    where its tfnative comes from (None: not installed).  Raises PairError if it does not run."""
+    code = (
+        "import json, os, sys\n"
+        "os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')\n"
+        "out = {'sys_version': sys.version, 'python': '.'.join(map(str, sys.version_info[:2])),\n"
+        "       'executable': sys.executable}\n"
+        "try:\n"
+        "    import tfnative\n"
+        "    out['tfnative'] = os.path.dirname(os.path.realpath(tfnative.__file__))\n"
+        "except Exception:\n"
+        "    out['tfnative'] = None\n"
+        "out['tensorflow'] = None\n"
+        "if WITH_TF:\n"
+        "    try:\n"
+        "        import tensorflow as tf\n"
+        "        out['tensorflow'] = tf.__version__\n"
+        "    except Exception as e:\n"
+        "        out['tensorflow_error'] = type(e).__name__ + ': ' + str(e)\n"
+        "print('PROBE ' + json.dumps(out))\n"
+    ).replace("WITH_TF", repr(bool(with_tf)))
+    try:
+        r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise PairError("%s does not run: %s" % (python, e))
+    for line in r.stdout.splitlines():
+        if line.startswith("PROBE "):
+            return json.loads(line[6:])
+    last = (r.stderr.strip().splitlines() or [""])[-1]
+    raise PairError("%s does not run (exit %s): %s" % (python, r.returncode, last))
+
+
+def reused_venvs(name: str) -> List[str]:
+    """Venvs outside the cache that may serve a pair if what they hold matches it (checked by probing):
+    the checkout's own ``.venv``."""
+    return [os.path.join(ROOT, ".venv")]
+
+
+def find_venv(name: str) -> Optional[str]:
+    """The ready venv of a pair: the cache's, or a reused one whose interpreter and TensorFlow are the pair's."""
+    venv = venv_dir(name)
+    if is_ready(venv):
+        return venv
+    python, tf = parse(name)
+    for other in reused_venvs(name):
+        exe = os.path.join(other, "bin", "python")
+        if not os.path.exists(exe):
+            continue
+        try:
+            found = probe(exe, with_tf=tf is not None)
+        except PairError:
+            continue
+        if found["python"] == python and found["tensorflow"] == tf:
+            return other
+    return None
+
+
+def tfnative_from(venv: str) -> Optional[str]:
+    """``<venv>/bin/tfnative`` if tfnative is installed there from this checkout, else None."""
+    exe = os.path.join(venv, "bin", "tfnative")
+    if not os.path.exists(exe):
+        return None
+    try:
+        found = probe(os.path.join(venv, "bin", "python"), with_tf=False, timeout=60)
+    except PairError:
+        return None
+    if found["tfnative"] != os.path.join(ROOT, "tfnative"):
+        return None
+    return exe
+
+
+def pyenv_python(minor: str) -> Optional[str]:
+    """pyenv's CPython X.Y (the newest patch release installed)."""
+    root = os.environ.get("PYENV_ROOT") or os.path.join(os.path.expanduser("~"), ".pyenv")
+    found = glob.glob(os.path.join(root, "versions", "%s.*" % minor, "bin", "python%s" % minor))
+    found = [p for p in found if re.match(r"^\d+\.\d+\.\d+$", os.path.basename(os.path.dirname(os.path.dirname(p))))]
+
+    def key(p: str) -> tuple:
+        return tuple(int(x) for x in os.path.basename(os.path.dirname(os.path.dirname(p))).split("."))
+
+    return max(found, key=key) if found else None
+
+
+def main_python() -> str:
+    """The interpreter that runs the checks themselves (pytest): the checkout's .venv, else this one."""
+    exe = os.path.join(ROOT, ".venv", "bin", "python")
+    return exe if os.path.exists(exe) else sys.executable
+
