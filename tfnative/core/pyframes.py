@@ -18,7 +18,16 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 from .linetable import line_for
 from .memory import Memory
 from .model import PythonFrame
-from .pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS, Layout, debug_offsets_layout
+from .pylayout import (
+    DEBUG_OFFSETS_MAX,
+    ENTRY_OWNER_MIN,
+    LAYOUTS,
+    STACKREF_INT_TAG,
+    STACKREF_TAG_BITS,
+    Layout,
+    UnsupportedLayout,
+    debug_offsets_layout,
+)
 from .pyobjects import ObjectReader
 
 MAX_FRAMES = 1 << 17  # a bound on any walk; far more than a C stack holds
@@ -107,6 +116,20 @@ class PythonReader:
 
     def u8(self, addr: int) -> int:
         return self.mem.read(addr, 1)[0]
+
+    def ref(self, addr: int) -> int:
+        """The object a frame slot at ``addr`` holds: a ``_PyStackRef`` (3.14+) with its tag bits cleared, or
+        a plain pointer (older versions, whose objects are aligned: the same read); 0 for none and for a
+        tagged int (``tagged_int``)."""
+        bits = self.u64(addr)
+        return 0 if bits & STACKREF_TAG_BITS == STACKREF_INT_TAG else bits & ~STACKREF_TAG_BITS
+
+    @staticmethod
+    def tagged_int(bits: int) -> Optional[int]:
+        """The value of a tagged-int ``_PyStackRef`` (low bits ``Py_INT_TAG``, 3.14+), else None."""
+        if bits & STACKREF_TAG_BITS != STACKREF_INT_TAG:
+            return None
+        return (bits - (1 << 64) if bits >> 63 else bits) >> 2
 
     def string(self, obj: int) -> Optional[str]:
         """A ``str`` object's value (compact strings: all that code objects hold)."""
@@ -254,7 +277,7 @@ class PythonReader:
         for i, item in enumerate(self.tuple_items(tup)):
             local_name = self.string(item)
             if local_name in names:
-                obj = self.u64(frame_addr + L.frame_localsplus + 8 * i)
+                obj = self.ref(frame_addr + L.frame_localsplus + 8 * i)
                 if obj:
                     out[local_name] = obj
         return out
@@ -355,6 +378,12 @@ class PythonReader:
             thread.groups.append([frame])
             f = self.u64(f + L.frame_previous)
 
+    def _sentinel(self, thread: ThreadPy, frame: int) -> bool:
+        """Whether an interpreter-owned frame is the thread state's own bottom frame (3.15's ``base_frame``,
+        whose offset ``_Py_DebugOffsets`` publishes), not an eval call's entry frame."""
+        base = self.layout.tstate_base_frame
+        return base is not None and frame == thread.tstate + base
+
     def _read_interp_frames(self, thread: ThreadPy) -> None:
         L = self.layout
         if L.cframe_current_frame is not None:
@@ -369,12 +398,13 @@ class PythonReader:
                 break
             try:
                 owner = self.u8(f + L.frame_owner) if L.frame_owner is not None else 0
-                if L.chain == "cstack_shim" and owner == FRAME_OWNED_BY_CSTACK:
-                    thread.groups.append(group)
+                if L.chain == "cstack_shim" and owner >= ENTRY_OWNER_MIN:
+                    if not self._sentinel(thread, f):
+                        thread.groups.append(group)
                     group = []
                     f = self.u64(f + L.frame_previous)
                     continue
-                code = self.u64(f + L.frame_code)
+                code = self.ref(f + L.frame_code)
                 if self._is_code(code):
                     instr = self.u64(f + L.frame_instr)
                     start = code + L.code_code
@@ -420,7 +450,7 @@ def open_reader(memory, symbol: Callable[[str], Optional[int]],  # noqa: ANN001 
     """A PythonReader for the target's interpreter, or (None, why).
 
     ``symbol(name)`` is the run-time address of a symbol (None when absent);
-    ``library(address)`` the file that holds an address.  3.13 describes its
+    ``library(address)`` the file that holds an address.  3.13+ describe their
     own layout (``_Py_DebugOffsets`` at the start of ``_PyRuntime``); older
     versions are told by ``Py_Version`` (3.11, 3.12) or by the name of the
     file holding ``_PyRuntime`` (``libpython3.10.so``, ``python3.10``).
@@ -430,9 +460,9 @@ def open_reader(memory, symbol: Callable[[str], Optional[int]],  # noqa: ANN001 
         return None, NO_RUNTIME
     layout = None
     try:
-        layout = debug_offsets_layout(memory.read(runtime, 352))
-    except MemoryError:
-        pass
+        layout = debug_offsets_layout(_head(memory, runtime))
+    except UnsupportedLayout as exc:
+        return None, str(exc)
     if layout is None:
         version = None
         at = symbol("Py_Version")
@@ -449,6 +479,18 @@ def open_reader(memory, symbol: Callable[[str], Optional[int]],  # noqa: ANN001 
             return None, "cannot tell the target's Python version"
         layout = LAYOUTS.get(version)
         if layout is None:
-            return None, "Python %d.%d is not supported (supported: 3.10 to 3.13)" % version
+            return None, "Python %d.%d is not supported (supported: 3.10 to 3.15)" % version
     return PythonReader(memory, layout, runtime, symbol("PyCode_Type"), symbol("PyUnicode_Type"),
                         symbol("PyBytes_Type")), None
+
+
+def _head(memory, runtime: int) -> bytes:  # noqa: ANN001 - any reader of memory
+    """The head of ``_PyRuntime`` (where 3.13+ keep ``_Py_DebugOffsets``): as much of the first
+    ``DEBUG_OFFSETS_MAX`` bytes as can be read; b"" when none can."""
+    size = DEBUG_OFFSETS_MAX
+    while size >= 64:
+        try:
+            return memory.read(runtime, size)
+        except MemoryError:
+            size //= 2
+    return b""

@@ -3,8 +3,10 @@
 Offsets are for 64-bit release builds of CPython (not ``--with-pydebug``), the
 same for every patch release of a minor version.  They were read from the
 DWARF of pyenv's builds with ``ptype /o`` and are checked against it by
-``tests/test_pylayout.py``.  On 3.13+ the interpreter publishes most of them in
-``_PyRuntime.debug_offsets`` (``_Py_DebugOffsets``), which we read instead.
+``tests/integration/test_pylayout.py``.  On 3.13+ the interpreter publishes
+most of them in ``_PyRuntime.debug_offsets`` (``_Py_DebugOffsets``), which we
+read instead (``debug_offsets_layout``); the built-in tables are for 3.10 to
+3.12 (and a 3.13 fallback).
 
 Frame chains come in three shapes:
 
@@ -12,15 +14,32 @@ Frame chains come in three shapes:
   ``f_back``; each ``_PyEval_EvalFrameDefault`` call evaluates exactly one.
 * ``"entry_flag"`` (3.11): ``_PyInterpreterFrame``\\ s linked by ``previous``;
   the oldest frame of each ``_PyEval_EvalFrameDefault`` call has ``is_entry``.
-* ``"cstack_shim"`` (3.12, 3.13): each ``_PyEval_EvalFrameDefault`` call first
-  pushes a shim frame whose ``owner`` is ``FRAME_OWNED_BY_CSTACK``; the frames
-  it runs sit above that shim in the chain.
+* ``"cstack_shim"`` (3.12+): each ``_PyEval_EvalFrameDefault`` call first
+  pushes an entry frame on the C stack; the frames it runs sit above that
+  entry frame in the chain.  Its ``owner`` is ``FRAME_OWNED_BY_CSTACK`` (3) in
+  3.12 and 3.13; 3.14 inserted ``FRAME_OWNED_BY_INTERPRETER`` (3) before
+  ``FRAME_OWNED_BY_CSTACK`` (now 4) and marks the entry frame with it; 3.15
+  dropped ``FRAME_OWNED_BY_CSTACK``.  So an owner of 3 or more is the
+  interpreter's own frame (``ENTRY_OWNER_MIN``), never a Python function's,
+  in each of them, as CPython's own ``_remote_debugging`` reads it.  3.15's
+  thread state also embeds a bottom frame (``base_frame``, its offset
+  published) below the outermost entry frame, which is no eval call.
+
+From 3.14 the frame's code (``f_executable``) and its locals are
+``_PyStackRef``\\ s: a tagged word.  In the default (GIL) build the low two
+bits are tags (``Py_TAG_REFCNT`` 1: a borrowed reference; ``Py_INT_TAG`` 3:
+a tagged int, value ``bits >> 2``); the object is the word with them cleared
+(``Include/internal/pycore_stackref.h``).  Object pointers are 8-aligned,
+so clearing them on 3.11-3.13 (plain pointers) changes nothing.
 """
 
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-FRAME_OWNED_BY_CSTACK = 3
+FRAME_OWNED_BY_CSTACK = 3  # 3.12, 3.13 (kept for the tests of those versions)
+ENTRY_OWNER_MIN = 3  # an owner >= this marks the interpreter's entry frame (3.12-3.15: see above)
+STACKREF_TAG_BITS = 3
+STACKREF_INT_TAG = 3
 
 
 @dataclass(frozen=True)
@@ -95,6 +114,8 @@ class Layout:
     list_items: int = 24
     dict_used: int = 16
     cell_ref: int = 16
+    # 3.15: the thread state's own bottom frame (``base_frame``, below the outermost entry frame).
+    tstate_base_frame: Optional[int] = None
 
 
 # 3.13 fields that _Py_DebugOffsets does not publish (from the DWARF, like the older versions').
@@ -160,45 +181,195 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
 }
 
 DEBUG_OFFSETS_COOKIE = b"xdebugpy"
-GC_COLLECTING = 200  # offsetof(struct _gc_runtime_state, collecting) in 3.10-3.13
+GC_COLLECTING = 200  # offsetof(struct _gc_runtime_state, collecting) in 3.13 (which does not publish it)
+
+# The shape of ``_Py_DebugOffsets`` (``Include/internal/pycore_debug_offsets.h``): after the cookie, the
+# version (``PY_VERSION_HEX``) and ``free_threaded``, groups of ``uint64_t``.  A minor version keeps its
+# shape (CPython only appends groups across minors); the values in it are what a point release may move,
+# and those are read from the target.  3.13's is 352 bytes up to ``code_object`` (the part read), 3.14's
+# 760 and 3.15's 888 (the DWARF of Debian's 3.14.10 and 3.15.2: ``ptype /o struct _Py_DebugOffsets``;
+# the groups after ``unicode_object``/``gc`` are not read and not listed).
+_G = Tuple[Tuple[str, Tuple[str, ...]], ...]
+_RUNTIME = ("runtime_state", ("size", "finalizing", "interpreters_head"))
+_THREAD = ("thread_state", ("size", "prev", "next", "interp", "current_frame", "thread_id", "native_thread_id",
+                            "datastack_chunk", "status"))
+_CODE_313 = ("code_object", ("size", "filename", "name", "qualname", "linetable", "firstlineno", "argcount",
+                             "localsplusnames", "localspluskinds", "co_code_adaptive"))
+_OBJECTS = (("pyobject", ("size", "ob_type")), ("type_object", ("size", "tp_name", "tp_repr", "tp_flags")),
+            ("tuple_object", ("size", "ob_item", "ob_size")), ("list_object", ("size", "ob_item", "ob_size")))
+_SET = (("set_object", ("size", "used", "table", "mask")),)
+_VALUES = (("dict_object", ("size", "ma_keys", "ma_values")), ("float_object", ("size", "ob_fval")),
+           ("long_object", ("size", "lv_tag", "ob_digit")), ("bytes_object", ("size", "ob_size", "ob_sval")),
+           ("unicode_object", ("size", "state", "length", "asciiobject_size")), ("gc", ("size", "collecting")))
+_INTERP_314 = ("interpreter_state", ("size", "id", "next", "threads_head", "threads_main", "gc", "imports_modules",
+                                     "sysdict", "builtins", "ceval_gil", "gil_runtime_state",
+                                     "gil_runtime_state_enabled", "gil_runtime_state_locked",
+                                     "gil_runtime_state_holder", "code_object_generation", "tlbc_generation"))
+_FRAME_314 = ("interpreter_frame", ("size", "previous", "executable", "instr_ptr", "localsplus", "owner",
+                                    "stackpointer", "tlbc_index"))
+_CODE_314 = ("code_object", _CODE_313[1] + ("co_tlbc",))
+_THREAD_315 = ("thread_state", ("size", "prev", "next", "interp", "current_frame", "base_frame",
+                                "last_profiled_frame", "last_profiled_frame_seq", "thread_id", "native_thread_id",
+                                "datastack_chunk", "status", "holds_gil", "gil_requested", "current_exception",
+                                "exc_state", "exc_value"))
+_OBJECTS_315 = (("pyobject", ("size", "ob_type")),
+                ("type_object", ("size", "tp_name", "tp_repr", "tp_flags", "tp_basicsize", "tp_dictoffset")),
+                ("heap_type_object", ("size", "ht_cached_keys")),
+                ("tuple_object", ("size", "ob_item", "ob_size")), ("list_object", ("size", "ob_item", "ob_size")))
+_VALUES_315 = _VALUES[:4] + (
+    ("unicode_object", ("size", "state", "length", "asciiobject_size", "compactunicodeobject_size")),
+    ("gc", ("size", "collecting", "frame", "generation_stats_size", "generation_stats")))
+DEBUG_OFFSETS_SHAPES: Dict[Tuple[int, int], _G] = {
+    (3, 13): (_RUNTIME,
+              ("interpreter_state", ("size", "id", "next", "threads_head", "gc", "imports_modules", "sysdict",
+                                     "builtins", "ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled",
+                                     "gil_runtime_state_locked", "gil_runtime_state_holder")),
+              _THREAD,
+              ("interpreter_frame", ("size", "previous", "executable", "instr_ptr", "localsplus", "owner")),
+              _CODE_313),
+    (3, 14): (_RUNTIME, _INTERP_314, _THREAD, _FRAME_314, _CODE_314) + _OBJECTS + _SET + _VALUES,
+    (3, 15): (_RUNTIME, _INTERP_314, _THREAD_315, _FRAME_314, _CODE_314) + _OBJECTS_315 + _SET + _VALUES_315,
+}
+DEBUG_OFFSETS_MAX = 4096  # bytes read from the start of _PyRuntime: more than any shape needs
+
+
+def debug_offsets_version(blob: bytes) -> Optional[Tuple[int, int, bool]]:
+    """(major, minor, free_threaded) from the head of ``_PyRuntime``; None without the ``xdebugpy`` cookie."""
+    import struct
+
+    if len(blob) < 24 or blob[:8] != DEBUG_OFFSETS_COOKIE:
+        return None
+    version, free_threaded = struct.unpack_from("<QQ", blob, 8)
+    return (version >> 24) & 0xFF, (version >> 16) & 0xFF, bool(free_threaded)
+
+
+def parse_debug_offsets(blob: bytes, shape: _G) -> Optional[Dict[str, int]]:
+    """``{"group.field": value}`` of a ``_Py_DebugOffsets`` read with ``shape``; None when the blob is too
+    short or the values do not fit the shape (each offset inside its group's ``size``, a PyObject of 16
+    bytes with ``ob_type`` at 8): a wrong shape gives sizes and offsets that break these."""
+    import struct
+
+    count = sum(len(fields) for _, fields in shape)
+    if len(blob) < 24 + 8 * count:
+        return None
+    values = struct.unpack_from("<%dQ" % count, blob, 24)
+    out: Dict[str, int] = {}
+    i = 0
+    for group, fields in shape:
+        for field in fields:
+            out[group + "." + field] = values[i]
+            i += 1
+    for group, fields in shape:
+        size = out.get(group + ".size")
+        if size is None:
+            continue
+        if not 0 < size < 1 << 20:
+            return None
+        if any(out[group + "." + field] >= size for field in fields if field != "size"):
+            return None
+    if "pyobject.size" in out and (out["pyobject.size"], out["pyobject.ob_type"]) != (16, 8):
+        return None
+    return out
+
+
+def layout_from_offsets(version: Tuple[int, int], o: Dict[str, int]) -> Layout:
+    """A Layout from published offsets (``parse_debug_offsets``); what they do not publish is derived.
+
+    Derived, with the reason each holds (``tests/integration/test_pylayout.py`` checks every one against
+    the DWARF of the real 3.13, 3.14 and 3.15 builds):
+
+    * ``co_flags``, ``co_argcount``, ``co_posonlyargcount``, ``co_kwonlyargcount`` are consecutive ints in
+      ``PyCodeObject`` since 3.11: flags = argcount - 4, kwonlyargcount = argcount + 8.
+    * ``PyHeapTypeObject`` is the ``PyTypeObject`` (its size published from 3.14) followed by the method
+      suites (async 4, number 36, mapping 3, sequence 10, buffer 2 pointers) and ``ht_name``, ``ht_slots``,
+      ``ht_qualname``: ``ht_cached_keys`` is 58 pointers after it.  ``ObjectReader`` checks it at run time
+      on a real class (its ``ht_name`` must be the str its ``tp_name`` ends with).
+    * ``PyDictObject``: ``ma_used`` is the field right after the object header (``ma_keys`` - 16 in every
+      version); a compact str's data follows ``PyCompactUnicodeObject`` = ``PyASCIIObject`` + utf8_length +
+      utf8 (16 bytes).
+    * 3.13 publishes neither the type's size nor ``gc.collecting``: its DWARF values are used.
+    """
+    def at(name: str, default: Optional[int] = None) -> int:
+        value = o.get(name, default)
+        assert value is not None, name
+        return value
+
+    extra = dict(_UNPUBLISHED_313)
+    argcount = at("code_object.argcount")
+    extra.update(code_argcount=argcount, code_flags=argcount - 4, code_kwonlyargcount=argcount + 8)
+    if "heap_type_object.ht_cached_keys" in o:  # published from 3.15
+        extra["heaptype_cached_keys"] = o["heap_type_object.ht_cached_keys"]
+    elif "type_object.size" in o:
+        extra["heaptype_cached_keys"] = o["type_object.size"] + 58 * 8
+    values: Dict[str, object] = {}
+    if "pyobject.ob_type" in o:
+        ascii_size = at("unicode_object.asciiobject_size")
+        values.update(
+            ob_type=at("pyobject.ob_type"), type_name=at("type_object.tp_name"), type_flags=at("type_object.tp_flags"),
+            tuple_items=at("tuple_object.ob_item"), tuple_size=at("tuple_object.ob_size"),
+            list_items=at("list_object.ob_item"), dict_keys=at("dict_object.ma_keys"),
+            dict_values=at("dict_object.ma_values"), dict_used=at("dict_object.ma_keys") - 16,
+            float_value=at("float_object.ob_fval"), bytes_size=at("bytes_object.ob_size"),
+            bytes_sval=at("bytes_object.ob_sval"), unicode_state=at("unicode_object.state"),
+            unicode_length=at("unicode_object.length"), unicode_ascii_size=ascii_size,
+            unicode_compact_size=o.get("unicode_object.compactunicodeobject_size", ascii_size + 16),
+        )
+        for name, field in (("type_basicsize", "tp_basicsize"), ("type_dictoffset", "tp_dictoffset")):
+            if "type_object." + field in o:  # published from 3.15
+                values[name] = o["type_object." + field]
+        collecting = at("gc.collecting")
+    else:
+        values.update(unicode_ascii_size=40, unicode_compact_size=56)
+        collecting = GC_COLLECTING
+    gil = at("interpreter_state.gil_runtime_state")
+    return Layout(
+        version=version, chain="cstack_shim", interp_gil=at("interpreter_state.ceval_gil"),
+        gil_locked=at("interpreter_state.gil_runtime_state_locked") - gil,
+        gil_last_holder=at("interpreter_state.gil_runtime_state_holder") - gil,
+        interp_gc_collecting=at("interpreter_state.gc") + collecting,
+        runtime_interpreters_head=at("runtime_state.interpreters_head"), interp_next=at("interpreter_state.next"),
+        interp_threads_head=at("interpreter_state.threads_head"),
+        tstate_next=at("thread_state.next"), tstate_thread_id=at("thread_state.thread_id"),
+        tstate_native_thread_id=at("thread_state.native_thread_id"), tstate_frame=at("thread_state.current_frame"),
+        tstate_base_frame=o.get("thread_state.base_frame"), cframe_current_frame=None,
+        frame_previous=at("interpreter_frame.previous"), frame_code=at("interpreter_frame.executable"),
+        frame_instr=at("interpreter_frame.instr_ptr"), frame_is_entry=None,
+        frame_owner=at("interpreter_frame.owner"),
+        code_filename=at("code_object.filename"), code_name=at("code_object.name"),
+        code_qualname=at("code_object.qualname"), code_firstlineno=at("code_object.firstlineno"),
+        code_linetable=at("code_object.linetable"), code_code=at("code_object.co_code_adaptive"),
+        frame_localsplus=at("interpreter_frame.localsplus"), code_localsplusnames=at("code_object.localsplusnames"),
+        long_lv_tag=True, dict_values_offset=8, interp_modules=at("interpreter_state.imports_modules"),
+        runtime_finalizing=at("runtime_state.finalizing"), **values, **extra,  # type: ignore[arg-type]
+    )
+
+
+class UnsupportedLayout(ValueError):
+    """The head of ``_PyRuntime`` names a build tfnative cannot read (free-threaded, or an unknown shape)."""
 
 
 def debug_offsets_layout(blob: bytes) -> Optional[Layout]:
-    """Build a Layout from the first 352 bytes of ``_PyRuntime`` (3.13+).
+    """A Layout from the head of ``_PyRuntime`` (3.13+): None without the cookie (older versions).
 
-    Returns None when the cookie is absent or the version is not one whose
-    ``_Py_DebugOffsets`` shape we know.
+    The shape is the one of the version the head names; a version newer than any known shape is tried
+    with the known shapes, newest first, and read with the first whose values fit (see
+    ``parse_debug_offsets``): CPython appends to the struct, so a newer minor often still fits.
+    Raises UnsupportedLayout for a free-threaded build or when no shape fits.
     """
-    import struct
-
-    if len(blob) < 352 or blob[:8] != DEBUG_OFFSETS_COOKIE:
+    head = debug_offsets_version(blob)
+    if head is None:
         return None
-    q = struct.unpack_from("<43Q", blob, 8)
-    version = q[0]
-    major, minor = (version >> 24) & 0xFF, (version >> 16) & 0xFF
-    if (major, minor) != (3, 13):
-        return None
-    free_threaded = q[1]
+    major, minor, free_threaded = head
     if free_threaded:
-        return None
-
-    def at(off: int) -> int:
-        return q[(off - 8) // 8]
-
-    # interpreter_state: gc at 80, imports_modules at 88, ceval_gil (the pointer) at 112, then the GIL
-    # struct and its fields (gil_runtime_state 120, locked 136, holder 144); "collecting" is not published in 3.13.
-    return Layout(
-        version=(3, 13), chain="cstack_shim", interp_gil=at(112),
-        gil_locked=at(136) - at(120), gil_last_holder=at(144) - at(120),
-        interp_gc_collecting=at(80) + GC_COLLECTING,
-        runtime_interpreters_head=at(40), interp_next=at(64), interp_threads_head=at(72),
-        tstate_next=at(168), tstate_thread_id=at(192), tstate_native_thread_id=at(200),
-        tstate_frame=at(184), cframe_current_frame=None,
-        frame_previous=at(232), frame_code=at(240), frame_instr=at(248),
-        frame_is_entry=None, frame_owner=at(264),
-        code_filename=at(280), code_name=at(288), code_qualname=at(296),
-        code_firstlineno=at(312), code_linetable=at(304), code_code=at(344),
-        unicode_ascii_size=40, unicode_compact_size=56,
-        frame_localsplus=at(256), code_localsplusnames=at(328), long_lv_tag=True, dict_values_offset=8,
-        interp_modules=at(88), runtime_finalizing=at(32), **_UNPUBLISHED_313,
-    )
+        raise UnsupportedLayout("Python %d.%d is a free-threaded build (no GIL): not supported" % (major, minor))
+    if (major, minor) in DEBUG_OFFSETS_SHAPES:
+        candidates = [DEBUG_OFFSETS_SHAPES[(major, minor)]]
+    else:
+        candidates = [DEBUG_OFFSETS_SHAPES[v] for v in sorted(DEBUG_OFFSETS_SHAPES, reverse=True)
+                      if v < (major, minor)]
+    for shape in candidates:
+        offsets = parse_debug_offsets(blob, shape)
+        if offsets is not None:
+            return layout_from_offsets((major, minor), offsets)
+    raise UnsupportedLayout("Python %d.%d: its _Py_DebugOffsets does not have a shape tfnative knows"
+                            % (major, minor))

@@ -19,6 +19,8 @@ value, never an error for the whole frame.
 import struct
 from typing import Dict, List, Optional, Tuple
 
+from .pylayout import STACKREF_TAG_BITS
+
 MANAGED_DICT = 1 << 4  # Py_TPFLAGS_MANAGED_DICT (3.11+)
 INLINE_VALUES = 1 << 2  # Py_TPFLAGS_INLINE_VALUES (3.13)
 CO_VARARGS, CO_VARKEYWORDS = 0x4, 0x8
@@ -48,6 +50,7 @@ class ObjectReader:
         self.r = reader
         self.L = reader.layout
         self._type_names: Dict[int, str] = {}
+        self._checked_types: Dict[int, bool] = {}
 
     # -- types -------------------------------------------------------------
     def type_name(self, obj: int) -> str:
@@ -94,6 +97,8 @@ class ObjectReader:
         L, r = self.L, self.r
         if L.heaptype_cached_keys is None:
             return []
+        if not self._heap_type_checked(tp):
+            return []
         keys = r.u64(tp + L.heaptype_cached_keys)
         if not keys:
             return []
@@ -109,6 +114,17 @@ class ObjectReader:
             if key and value:
                 out.append((key, value))
         return out
+
+    def _heap_type_checked(self, tp: int) -> bool:
+        """Whether ``ht_cached_keys`` sits where the layout says in the class ``tp``: the ``ht_name`` three
+        pointers before it must be a str that ends ``tp_name`` (3.14+ derive that offset from the published
+        size of ``PyTypeObject``; this catches a build where the derivation does not hold)."""
+        ok = self._checked_types.get(tp)
+        if ok is None:
+            name = self.r.string(self.r.u64(tp + self.L.heaptype_cached_keys - 24))
+            full = cstring(self.r, self.r.u64(tp + self.L.type_name))
+            ok = self._checked_types[tp] = bool(name) and full.rsplit(".", 1)[-1] == name
+        return ok
 
     def attribute(self, obj: int, name: str) -> Optional[int]:
         return next((v for k, v in self.attributes(obj) if self.r.string(k) == name), None)
@@ -224,9 +240,12 @@ class ObjectReader:
         nargs += bool(flags & CO_VARARGS) + bool(flags & CO_VARKEYWORDS)
         out: List[Dict] = []
         for i, name_obj in enumerate(names[:MAX_VARIABLES]):
-            value = r.u64(frame_addr + L.frame_localsplus + 8 * i)
-            if not value:
+            bits = r.u64(frame_addr + L.frame_localsplus + 8 * i)
+            number = r.tagged_int(bits)  # 3.14+: a small int may be kept in the slot itself
+            value = bits & ~STACKREF_TAG_BITS if number is None else 0
+            if not value and number is None:
                 continue
             name = r.string(name_obj) or "?"
-            out.append({"name": name, "repr": self.short_repr(value), "arg": i < nargs})
+            text = str(number) if number is not None else self.short_repr(value)
+            out.append({"name": name, "repr": text, "arg": i < nargs})
         return out
