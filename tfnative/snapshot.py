@@ -261,11 +261,13 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
         result.ns_pid = inner.get(source.pid)
     pythreads = PythonThreads(reader, result, inner)
     found = []
-    for tid, name, regs in source.threads():
+    listed = source.threads()
+    main_name = next((name for tid, name, _regs in listed if tid == source.pid), None)
+    for tid, name, regs in listed:
         if which == "selected" and tid != selected:
             continue
         py = pythreads.find(tid, lambda regs=regs: regs.get("fs_base"))
-        if pythreads.states and not unwound(which, py is not None, name):
+        if pythreads.states and not unwound(which, py is not None, name, main_name):
             continue
         cut = None
         try:
@@ -278,7 +280,9 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
             cut = "native unwinding stopped at the last frame shown: %s" % exc
         for fr in frames:
             lib = fr.module
-            if lib is not None and not _is_interpreter(lib) and lib.has_dwarf():
+            # only where the library's own DWARF describes the frame's code (a return address: pc - 1 too)
+            if lib is not None and not _is_interpreter(lib) and lib.has_dwarf() \
+                    and (lib.dwarf_at(fr.pc) or lib.dwarf_at(fr.pc - 1)):
                 raise HasDebugInfo("%s has debug info: gdb gives its source lines" % lib.path)
         found.append((tid, name, frames, _native_frames(frames), py, cut))
     _name_frames([(s[2], s[3]) for s in found])

@@ -160,10 +160,12 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
     with _selection_kept() as original:
         threads = _threads(inferior, which, original, result)
         if which == "python" and pythreads.states:
-            # Unwind only the threads that have a Python thread state: the others
-            # would be filtered out anyway, and unwinding them is most of the cost.
+            # Unwind only the threads that have a Python thread state (and those that may be
+            # TensorFlow's pool workers): the others would be filtered out anyway, and unwinding
+            # them is most of the cost.
+            main_name = next((t.name or "" for t in inferior.threads() if t.ptid[1] == inferior.pid), None)
             threads = [t for t in threads if unwound(which, pythreads.find(t.ptid[1], lambda t=t: _pthread_id(t))
-                                                     is not None, t.name or "")]
+                                                     is not None, t.name or "", main_name)]
         if tids:
             threads = [t for t in threads if t.ptid[1] in tids]
         out = []

@@ -1,29 +1,108 @@
-"""TensorFlow's inter-op pool as a capture sees it: which threads are its workers, and which of them are busy.
+"""TensorFlow's thread pools as a capture sees them: which threads are pool workers, of which pool, and
+which of the inter-op pool's workers are busy.
 
-TensorFlow runs the kernels of a ``tf.function`` (and the ``tf.py_function`` callbacks among them) on the
-inter-op pool, whose threads are named ``tf_Compute`` and loop in Eigen's ``ThreadPoolTempl::WorkerLoop``.
+A worker is recognised by what it runs, not by its name: its stack loops in a pool's worker loop (Eigen's
+``ThreadPoolTempl<...>::WorkerLoop``, under ``tsl::thread::EigenEnvironment::CreateThread``; TensorFlow's
+``RunHandlerThreadPool::WorkerLoop``; tf.data's ``UnboundedWorkQueue::PooledThreadFunc``).  TensorFlow
+2.21 names its inter-op pool's threads ``tf_Compute``; 2.16 to 2.20 name none of them (every thread shows
+the process's name), so a name is only a hint.  A thread that a worker started inherits the worker's name
+but has no worker loop on its stack: it is no worker.
+
+Which pool a worker belongs to (``pool_of``):
+
+- a name TensorFlow gave the thread (``tf_Compute``, ``tf_data_...``, ``tf_graph_runner``) says it;
+- else the frames inside the loop say it where the worker is busy: an executor (``ExecutorState::Process``)
+  or a kernel run by the inter-op pool; ``tensorflow::data::`` frames (an iterator's runner) for tf.data;
+  Eigen's tensor evaluation shards (``TensorExecutor``, ``ParallelFor``) for the intra-op pool;
+- an idle worker of an unnamed pool (waiting in ``WaitForWork``) shows nothing of its pool: its pool is
+  unknown (None), and it is counted as a worker the inter-op pool may own.
+
 A worker is busy when its stack runs an executor or a kernel (``ExecutorState::Process``, an op's
-``Compute``); else it waits for work.  A thread that a worker started inherits the name ``tf_Compute`` but
-has no ``WorkerLoop`` frame: it is no worker.  Pure: threads of the model (``model.Thread``).
+``Compute``); else it waits for work.  Pure: threads of the model (``model.Thread``).
 """
 
 import re
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .model import NativeFrame, Thread
 
+# The inter-op pool's thread name, where TensorFlow names its threads (2.21 on).
 POOL_THREAD_NAMES = ("tf_Compute",)
-_WORKER_RE = re.compile(r"ThreadPoolTempl<.*>::WorkerLoop\(")
+INTER_OP, INTRA_OP, TF_DATA, OTHER = "inter-op", "intra-op", "tf.data", "other"
+
+_EIGEN_LOOP_RE = re.compile(r"ThreadPoolTempl<.*>::WorkerLoop\(")
+_RUN_HANDLER_LOOP_RE = re.compile(r"RunHandlerThreadPool::WorkerLoop\(")
+_UNBOUNDED_LOOP_RE = re.compile(r"UnboundedWorkQueue::PooledThreadFunc\(")
 _BUSY_RE = re.compile(r"Executor(State|Impl)\b|ExecutorState<|::Compute(Async)?\(|PyFuncOp|EagerPyFunc")
+# Inside a worker loop, from the loop inwards: the first frame that says whose work the worker runs.
+_EXECUTOR_RE = re.compile(r"Executor(State|Impl)\b|ExecutorState<|ThreadPoolDevice::Compute|::Compute(Async)?\(")
+_TF_DATA_RE = re.compile(r"\btensorflow::data::|\bdata::.*Dataset|UnboundedThreadPool")
+_INTRA_OP_RE = re.compile(r"Eigen::internal::TensorExecutor|Eigen::internal::EvalRange|Eigen::ThreadPoolDevice::"
+                          r"parallelFor|ThreadPool::ParallelFor|TensorContraction|Eigen::Barrier|::Shard\(|"
+                          r"Eigen::ParallelFor")
+_TF_DATA_NAME_RE = re.compile(r"^tf_data")
 
 
 def _native_names(thread: Thread) -> List[str]:
     return [f.function or "" for f in thread.frames if isinstance(f, NativeFrame)]
 
 
+def worker_loop(thread: Thread) -> Optional[str]:
+    """The kind of pool loop the thread's stack runs: "eigen" (Eigen's ``ThreadPoolTempl::WorkerLoop``, the
+    inter-op, intra-op and named tf.data pools), "run_handler" (TensorFlow's ``RunHandlerThreadPool``),
+    "unbounded" (tf.data's ``UnboundedThreadPool``); None: no pool's worker."""
+    for name in reversed(_native_names(thread)):  # the outermost loop (a worker's work may run a nested one)
+        if _EIGEN_LOOP_RE.search(name):
+            return "eigen"
+        if _RUN_HANDLER_LOOP_RE.search(name):
+            return "run_handler"
+        if _UNBOUNDED_LOOP_RE.search(name):
+            return "unbounded"
+    return None
+
+
+def is_named_by_tf(thread: Thread) -> bool:
+    """The thread carries a name TensorFlow gives its pools' threads (``tf_...``)."""
+    return (thread.name or "").startswith("tf_")
+
+
+def pool_of(thread: Thread) -> Optional[str]:
+    """Which pool a worker belongs to: ``INTER_OP``, ``INTRA_OP``, ``TF_DATA``, ``OTHER`` (another pool TF
+    named, ``tf_graph_runner``...); None: not a worker, or an idle worker of an unnamed pool (its frames do
+    not show its pool)."""
+    loop = worker_loop(thread)
+    if loop is None:
+        return None
+    if loop == "unbounded":
+        return TF_DATA
+    name = thread.name or ""
+    if name in POOL_THREAD_NAMES:
+        return INTER_OP
+    if _TF_DATA_NAME_RE.match(name):
+        return TF_DATA
+    if is_named_by_tf(thread):
+        return OTHER
+    names = _native_names(thread)
+    outer = max(i for i, n in enumerate(names) if _EIGEN_LOOP_RE.search(n) or _RUN_HANDLER_LOOP_RE.search(n))
+    for n in reversed(names[:outer]):  # from the loop inwards
+        if _TF_DATA_RE.search(n):
+            return TF_DATA
+        if _EXECUTOR_RE.search(n):
+            return INTER_OP
+        if _INTRA_OP_RE.search(n):
+            return INTRA_OP
+    return None
+
+
 def is_pool_worker(thread: Thread) -> bool:
-    """A thread of the inter-op pool: its name, and Eigen's worker loop on its stack."""
-    return thread.name in POOL_THREAD_NAMES and any(_WORKER_RE.search(n) for n in _native_names(thread))
+    """A thread of the inter-op pool: a worker loop on its stack, and its name (``tf_Compute``) or the work it
+    runs (an executor, a kernel) says the inter-op pool."""
+    return pool_of(thread) == INTER_OP
+
+
+def is_any_pool_worker(thread: Thread) -> bool:
+    """A worker of any of TensorFlow's pools (not a thread that a worker started)."""
+    return worker_loop(thread) is not None
 
 
 def runs_kernel(thread: Thread) -> bool:
@@ -31,10 +110,37 @@ def runs_kernel(thread: Thread) -> bool:
     return any(_BUSY_RE.search(n) for n in _native_names(thread))
 
 
+def pools(threads: List[Thread]) -> Dict[str, List[int]]:
+    """``{pool: [tid...]}`` of the workers among ``threads``, by ``pool_of`` ("unknown": idle workers of
+    unnamed pools); pools with no worker left out."""
+    out: Dict[str, List[int]] = {}
+    for t in threads:
+        if worker_loop(t) is not None:
+            out.setdefault(pool_of(t) or "unknown", []).append(t.tid)
+    return out
+
+
 def pool_summary(threads: List[Thread]) -> Dict:
     """``{"name", "threads", "busy": [tid...], "idle": [tid...]}`` of the inter-op pool's workers among
-    ``threads`` (every thread of the capture); ``threads`` 0 when none is seen."""
-    workers = [t for t in threads if is_pool_worker(t)]
-    busy = [t.tid for t in workers if runs_kernel(t)]
-    return {"name": POOL_THREAD_NAMES[0], "threads": len(workers), "busy": busy,
-            "idle": [t.tid for t in workers if t.tid not in busy]}
+    ``threads`` (every thread of the capture); ``threads`` 0 when none is seen.
+
+    Where TensorFlow names the pool's threads (``name`` "tf_Compute"), its workers are the threads of that
+    name.  Where it does not (``name`` None), they are the workers whose frames show inter-op work, and the
+    idle workers of unnamed Eigen pools, whose pool no frame shows: they are counted (``threads``, ``idle``)
+    as the inter-op pool's, and ``"exact": False`` says that the count may hold other pools' workers
+    (``"pools"`` then says what each worker's frames show)."""
+    named = any(t.name in POOL_THREAD_NAMES and worker_loop(t) == "eigen" for t in threads)
+    if named:
+        workers = [t for t in threads if t.name in POOL_THREAD_NAMES and worker_loop(t) == "eigen"]
+        busy = [t.tid for t in workers if runs_kernel(t)]
+        return {"name": POOL_THREAD_NAMES[0], "threads": len(workers), "busy": busy,
+                "idle": [t.tid for t in workers if t.tid not in busy]}
+    known = [t for t in threads if pool_of(t) == INTER_OP]
+    unknown = [t for t in threads if worker_loop(t) == "eigen" and pool_of(t) is None]
+    workers = known + unknown
+    busy = [t.tid for t in known if runs_kernel(t)]
+    out = {"name": None, "threads": len(workers), "busy": busy,
+           "idle": [t.tid for t in workers if t.tid not in busy], "exact": not unknown}
+    if workers:
+        out["pools"] = pools(threads)
+    return out

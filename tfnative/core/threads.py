@@ -108,10 +108,13 @@ def thread_entry(tid: int, name: str, native: List[NativeFrame], reader: Optiona
     return thread
 
 
-def unwound(which: str, has_state: bool, name: str) -> bool:
+def unwound(which: str, has_state: bool, name: str, main_name: Optional[str] = None) -> bool:
     """Whether a thread is unwound for a capture of ``which`` threads: in "python" the threads with a
-    Python thread state, and the inter-op pool's (whose busy workers are shown, and all counted)."""
-    return which != "python" or has_state or name in POOL_THREAD_NAMES
+    Python thread state, and those that may be TensorFlow's pool workers (whose busy workers are shown, and
+    all counted): named as the inter-op pool's, or not named at all (``name`` is the main thread's,
+    ``main_name``: TensorFlow 2.16 to 2.20 name none of their pools' threads)."""
+    return which != "python" or has_state or name in POOL_THREAD_NAMES or (main_name is not None
+                                                                          and name == main_name)
 
 
 def select_threads(threads: List[Thread], which: str) -> List[Thread]:

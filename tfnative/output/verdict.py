@@ -41,7 +41,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional
 
-from ..core.executors import POOL_THREAD_NAMES
+from ..core.executors import is_any_pool_worker
 from ..core.model import Event, Frame, NativeFrame, PythonFrame, Thread
 from . import render
 
@@ -141,8 +141,7 @@ def _in_state(t: Thread) -> str:
 
 def _callers(threads: List[Thread]) -> List[Thread]:
     """Threads that wait for a tf.function they called (not executor threads working for one)."""
-    return [t for t in threads if t.tf_function and not t.tf_function.get("how")
-            and t.name not in POOL_THREAD_NAMES]
+    return [t for t in threads if t.tf_function and not t.tf_function.get("how") and not is_any_pool_worker(t)]
 
 
 def _function_phrase(callers: List[Thread], pid: Optional[int]) -> str:
@@ -323,17 +322,35 @@ def _workers(s: _Scene) -> List[Thread]:
     return [t for t in s.threads if t.tid in busy]
 
 
+def _unnamed(pool: Dict[str, Any]) -> bool:
+    """A pool whose threads TensorFlow did not name (``"name": None``; a summary without the key is from a
+    version of tfnative that saw only the named ``tf_Compute`` pool)."""
+    return "name" in pool and not pool["name"]
+
+
+def _pool_threads(pool: Dict[str, Any]) -> str:
+    """"2 tf_Compute threads" (a pool TensorFlow names), "2 threads of the inter-op pool" (an unnamed one
+    whose workers the frames tell apart), "5 worker threads of TensorFlow's pools" (some of whose pool no
+    frame shows)."""
+    n = pool["threads"]
+    if not _unnamed(pool):
+        return "%d %s threads" % (n, pool.get("name") or "tf_Compute")
+    if pool.get("exact", True):
+        return "%d thread%s of the inter-op pool" % (n, "" if n == 1 else "s")
+    return "%d worker thread%s of TensorFlow's pools" % (n, "" if n == 1 else "s")
+
+
 def _pool_exhausted(s: _Scene) -> Optional[str]:
-    if not s.callers or not s.pool.get("threads") or s.pool.get("idle"):
+    if not s.callers or not s.pool.get("threads") or s.pool.get("idle") or not s.pool.get("exact", True):
         return None
     workers = _workers(s)
     if len(workers) != s.pool["threads"]:
         return None
     if not all(_python_frames(t) or t.gil == "waiting" for t in workers):
         return None
-    return ("TensorFlow's inter-op pool is exhausted: all %d %s threads are inside tf.py_function callbacks "
+    return ("TensorFlow's inter-op pool is exhausted: all %s are inside tf.py_function callbacks "
             "or wait for the GIL (%s); %s, and no pool thread is free to run their work" % (
-                s.pool["threads"], s.pool.get("name", "tf_Compute"),
+                _pool_threads(s.pool),
                 _grouped(workers),
                 _function_phrase(s.callers, s.pid)))
 
@@ -347,8 +364,8 @@ def _waiting_on_executor(s: _Scene) -> Optional[str]:
     workers = _workers(s)
     if not workers:
         return None
-    return "%s; the work is on %s" % (_function_phrase(s.callers, s.pid),
-                                      _grouped(workers, (workers[0].name or "") + " "))
+    label = "the inter-op pool's " if _unnamed(s.pool) else (workers[0].name or "") + " "
+    return "%s; the work is on %s" % (_function_phrase(s.callers, s.pid), _grouped(workers, label))
 
 
 def _function_without_thread(s: _Scene) -> Optional[str]:
@@ -356,8 +373,8 @@ def _function_without_thread(s: _Scene) -> Optional[str]:
         return None
     if not all(_idle(t) for t in s.callers):
         return None
-    text = "%s, and no thread runs its ops (all %d %s threads wait for work)" % (
-        _function_phrase(s.callers, s.pid), s.pool["threads"], s.pool.get("name", "tf_Compute"))
+    text = "%s, and no thread runs its ops (all %s wait for work)" % (
+        _function_phrase(s.callers, s.pid), _pool_threads(s.pool))
     cluster = s.event.cluster or {}
     if len(cluster.get("tasks") or []) > 1:
         text += (": this process is task %s of a %d-task cluster (TF_CONFIG), so a collective op waits for "
