@@ -43,8 +43,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
-from ..core import procfs
-from ..core.elfindex import ElfError, ElfFile, ElfIndex, display_names, load_base
+from ..core import dwarfcover, procfs
+from ..core.elfindex import ElfError, ElfIndex, display_names, load_base
 from ..core.model import Capture, NativeFrame
 from ..sources.modules import file_root
 from .breakpoints import Breakpoints, CodeRows, library_starts
@@ -57,21 +57,23 @@ WATCH_S = 0.2  # after release: how often tfnative looks for new libraries itsel
 
 
 def wants_surrogate(path: str) -> bool:
-    """A big library without DWARF, not the interpreter: its symbols cost gdb more than they give.
+    """A big library without DWARF for its code, not the interpreter: its symbols cost gdb more than they give.
 
-    Libraries with debug info keep gdb's full symbols (file:line, locals, FILE:LINE
-    breakpoints); so does libpython, whose ``_PyRuntime`` and eval-loop symbols
-    the Python frame reader needs from gdb.
+    Libraries whose DWARF describes their code, or whose separate debug file
+    gdb would find (``dwarfcover.gdb_gives_lines``), keep gdb's full symbols
+    (file:line, locals, FILE:LINE breakpoints); so do libpython, whose
+    ``_PyRuntime`` and eval-loop symbols the Python frame reader needs from
+    gdb, and a library with MiniDebugInfo (``.gnu_debugdata``), whose symbols
+    only gdb reads.  A few units of the toolchain's runtime (TensorFlow 2.16
+    to 2.20) or a ``.gnu_debuglink`` that names no debug file (``crti.o``) do
+    not make a debug build.
     """
     if "libpython" in os.path.basename(path):
         return False
-    try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            elf = ElfFile(mm, path)
-            return elf.section(".debug_info") is None and elf.section(".gnu_debuglink") is None \
-                and elf.section(".gnu_debugdata") is None
-    except (ElfError, OSError, ValueError):
+    cov = dwarfcover.cover(path)
+    if not cov.elf or cov.debugdata:
         return False
+    return not dwarfcover.gdb_gives_lines(path)
 
 
 @dataclass

@@ -17,7 +17,7 @@ import struct
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..core import procfs, vdso
+from ..core import dwarfcover, procfs, vdso
 from ..core.cfi import CfiError, Module
 from ..core.elfindex import ElfError, ElfFile, ElfIndex
 from ..core.memory import Memory
@@ -41,10 +41,20 @@ class Library(Module):
         return self._index
 
     def has_dwarf(self) -> bool:
-        """Whether the file itself carries DWARF (not counting a separate debug file)."""
+        """Whether the file's own DWARF describes its code (``dwarfcover``; not a separate debug file).
+
+        A library that only carries a few units of the toolchain's runtime
+        (TensorFlow 2.16 to 2.20) has none in this sense.
+        """
         if self._dwarf is None:
             self._dwarf = shared(self.path, "dwarf", _file_has_dwarf)
         return self._dwarf
+
+    def dwarf_at(self, pc: int) -> bool:
+        """Whether gdb would give a source line for the code at run-time address ``pc`` (the file's own DWARF)."""
+        if not self.has_dwarf():
+            return False
+        return dwarfcover.cover(self.path).describes(pc - self.bias)
 
     def open_cfi(self) -> Any:
         return shared(self.path, "cfi", lambda path: Module.open_cfi(self))
@@ -85,12 +95,7 @@ def debug_roots(path: str) -> List[str]:
 
 
 def _file_has_dwarf(path: str) -> bool:
-    try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            sec = ElfFile(mm, path).section(".debug_info")
-            return sec is not None and sec.size > 0 and sec.type != 8
-    except (OSError, ElfError, ValueError):
-        return False
+    return dwarfcover.cover(path).describes_code
 
 
 # What a file gives regardless of where it is mapped (its symbol index, its CFI with the rows found so

@@ -18,6 +18,7 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from ..core import dwarfcover
 from ..core.elfindex import ElfError, ElfFile, Section
 from ..core.elfindex import sleb128 as _sleb
 from ..core.elfindex import uleb128 as _uleb
@@ -458,6 +459,11 @@ class Report:
     dwp: Optional[str] = None
     debuglink: Optional[str] = None
     debuglink_found: Optional[str] = None
+    debuglink_plausible: bool = False  # the section names a debug file (not ``crti.o``, not several links)
+    code_bytes: int = 0  # bytes of executable sections
+    dwarf_code_bytes: int = 0  # of those, described by some compile unit's address ranges
+    dwarf_code_share: float = 0.0
+    dwarf_own_code: bool = False  # the DWARF describes the library's own code (``core/dwarfcover.py``)
     index: Optional[str] = None
     can_break_functions: bool = False
     can_see_lines: bool = False
@@ -470,24 +476,9 @@ class Report:
         return asdict(self)
 
 
-def _debug_file_dirs() -> List[str]:
-    return ["/usr/lib/debug"]
-
-
 def find_debuglink(path: str, name: str, build_id: Optional[str]) -> Optional[str]:
     """Where gdb would find the separate debug file (same order as gdb's default search)."""
-    d = os.path.dirname(os.path.abspath(path))
-    cands = []
-    if build_id and len(build_id) > 2:
-        for root in _debug_file_dirs():
-            cands.append(os.path.join(root, ".build-id", build_id[:2], build_id[2:] + ".debug"))
-    cands += [os.path.join(d, name), os.path.join(d, ".debug", name)]
-    for root in _debug_file_dirs():
-        cands.append(os.path.join(root, d.lstrip("/"), name))
-    for c in cands:
-        if os.path.isfile(c) and os.path.realpath(c) != os.path.realpath(path):
-            return c
-    return None
+    return dwarfcover.find_debug_file(path, name, build_id)
 
 
 def _substitute(path: str, subs: List[Tuple[str, str]]) -> List[str]:
@@ -536,10 +527,16 @@ def inspect(path: str, source_dirs: Optional[List[str]] = None, _follow: bool = 
     with Elf(path) as elf:
         rep = Report(path=path, size=elf.size, build_id=elf.build_id(), symtab=elf.has(".symtab"),
                      symtab_symbols=elf.symbols(".symtab"), dynsym_symbols=elf.symbols(".dynsym"))
+        cov = dwarfcover.cover(path)
         link = elf.debuglink()
         if link is not None:
             rep.debuglink = link[0]
-            rep.debuglink_found = find_debuglink(path, link[0], rep.build_id)
+            rep.debuglink_plausible = cov.debuglink_plausible
+            if cov.debuglink_plausible:
+                rep.debuglink_found = find_debuglink(path, link[0], rep.build_id)
+            else:
+                rep.notes.append("%s: ignored (gdb finds no debug file by it)" % cov.debuglink_note)
+        _cover(rep, cov)
         if elf.has(".gdb_index"):
             rep.index = ".gdb_index"
         elif elf.has(".debug_names"):
@@ -561,11 +558,22 @@ def inspect(path: str, source_dirs: Optional[List[str]] = None, _follow: bool = 
         if other is not None and other.dwarf_units > rep.dwarf_units:
             for k in ("dwarf_units", "dwarf_tensorflow_units", "dwarf_versions", "dwarf64", "dwarf_files",
                       "compressed", "line_tables", "locals_units", "producers", "split_units", "dwo_found",
-                      "dwo_missing", "index"):
+                      "dwo_missing", "index", "dwarf_code_bytes", "dwarf_code_share", "dwarf_own_code"):
                 setattr(rep, k, getattr(other, k))
             rep.notes.append("DWARF read from the separate debug file %s" % rep.debuglink_found)
     _verdict(rep)
     return rep
+
+
+def _cover(rep: Report, cov: dwarfcover.Cover) -> None:
+    """How much of the code the DWARF describes: a few units of the C++ runtime are no debug build."""
+    rep.code_bytes = cov.code_bytes
+    rep.dwarf_code_bytes = cov.described_bytes
+    rep.dwarf_code_share = round(cov.share, 6)
+    rep.dwarf_own_code = cov.describes_code
+    if cov.has_dwarf and not cov.readable:
+        rep.notes.append("the units' address ranges were not read (%s): taken as describing the code"
+                         % cov.why_unreadable)
 
 
 def _read_units(rep: Report, reader: DwarfReader, path: str, subs: List[Tuple[str, str]]) -> None:
@@ -657,7 +665,7 @@ def _check_split(rep: Report, split: List[Unit], path: str, subs: List[Tuple[str
 
 def _verdict(rep: Report) -> None:
     rep.can_break_functions = rep.symtab_symbols > 0 or rep.dynsym_symbols > 0
-    has_units = rep.dwarf_units > 0
+    has_units = rep.dwarf_units > 0 and rep.dwarf_own_code
     split_ok = rep.split_units == 0 or rep.dwp is not None or not rep.dwo_missing
     rep.can_see_lines = has_units and rep.line_tables and split_ok
     rep.can_see_locals = rep.can_see_lines and bool(rep.locals_units)
@@ -683,10 +691,13 @@ def _verdict(rep: Report) -> None:
         parts.append("the DWARF is split and %d of %d .dwo files are missing: no lines or locals for those "
                      "units (pass --source-dir WORKSPACE, or build and ship the .dwp)"
                      % (len(rep.dwo_missing), rep.split_units))
+    elif rep.dwarf_units:
+        parts.append("no file:line, no locals: its %d DWARF units describe %.3f%% of its code (the toolchain's "
+                     "runtime, not its own)" % (rep.dwarf_units, 100 * rep.dwarf_code_share))
     else:
         parts.append("no DWARF: no file:line, no locals")
     # what gets you further
-    if rep.debuglink and not rep.debuglink_found:
+    if rep.debuglink and rep.debuglink_plausible and not rep.debuglink_found:
         rep.next_preset = None
         nxt = ("install the separate debug file %s (the distribution's -dbgsym/-dbg package, or debuginfod)"
                % rep.debuglink)
@@ -758,8 +769,13 @@ def render(rep: Report, max_files: int = 8) -> str:
     else:
         lines.append("  DWARF       none%s" % (" (only %s of debug sections)" % _mb(rep.dwarf_size)
                                                if rep.dwarf_size else ""))
+    if rep.dwarf_units and rep.code_bytes:
+        lines.append("  covers      %s of %s of code (%.3f%%)%s"
+                     % (_mb(rep.dwarf_code_bytes), _mb(rep.code_bytes), 100 * rep.dwarf_code_share,
+                        "" if rep.dwarf_own_code else ": not the library's own code"))
     if rep.debuglink:
-        lines.append("  debuglink   %s -> %s" % (rep.debuglink, rep.debuglink_found or "NOT FOUND"))
+        lines.append("  debuglink   %s -> %s" % (rep.debuglink, rep.debuglink_found or (
+            "NOT FOUND" if rep.debuglink_plausible else "ignored (names no debug file)")))
     lines.append("  index       %s" % (rep.index or "none (gdb indexes the DWARF itself at load time)"))
     for n in rep.notes:
         lines.append("  note        %s" % n)
