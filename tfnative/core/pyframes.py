@@ -379,10 +379,11 @@ class PythonReader:
             f = self.u64(f + L.frame_previous)
 
     def _sentinel(self, thread: ThreadPy, frame: int) -> bool:
-        """Whether an interpreter-owned frame is the thread state's own bottom frame (3.15's ``base_frame``,
-        whose offset ``_Py_DebugOffsets`` publishes), not an eval call's entry frame."""
+        """Whether an interpreter-owned frame is the thread state's own bottom frame (3.15: the thread state
+        points to it from ``base_frame``, whose offset ``_Py_DebugOffsets`` publishes), not an eval call's
+        entry frame."""
         base = self.layout.tstate_base_frame
-        return base is not None and frame == thread.tstate + base
+        return base is not None and frame == self.u64(thread.tstate + base)
 
     def _read_interp_frames(self, thread: ThreadPy) -> None:
         L = self.layout

@@ -114,7 +114,7 @@ class Layout:
     list_items: int = 24
     dict_used: int = 16
     cell_ref: int = 16
-    # 3.15: the thread state's own bottom frame (``base_frame``, below the outermost entry frame).
+    # 3.15: the thread state's pointer to its own bottom frame (``base_frame``, below the outermost entry frame).
     tstate_base_frame: Optional[int] = None
 
 
@@ -245,8 +245,9 @@ def debug_offsets_version(blob: bytes) -> Optional[Tuple[int, int, bool]]:
 
 def parse_debug_offsets(blob: bytes, shape: _G) -> Optional[Dict[str, int]]:
     """``{"group.field": value}`` of a ``_Py_DebugOffsets`` read with ``shape``; None when the blob is too
-    short or the values do not fit the shape (each offset inside its group's ``size``, a PyObject of 16
-    bytes with ``ob_type`` at 8): a wrong shape gives sizes and offsets that break these."""
+    short or the values do not fit the shape (each offset inside its group's ``size``; fields named
+    ``*size`` are sizes, not offsets; a PyObject of 16 bytes with ``ob_type`` at 8): a wrong shape gives
+    sizes and offsets that break these."""
     import struct
 
     count = sum(len(fields) for _, fields in shape)
@@ -265,7 +266,7 @@ def parse_debug_offsets(blob: bytes, shape: _G) -> Optional[Dict[str, int]]:
             continue
         if not 0 < size < 1 << 20:
             return None
-        if any(out[group + "." + field] >= size for field in fields if field != "size"):
+        if any(out[group + "." + field] >= size for field in fields if not field.endswith("size")):
             return None
     if "pyobject.size" in out and (out["pyobject.size"], out["pyobject.ob_type"]) != (16, 8):
         return None
