@@ -49,7 +49,7 @@ class PythonInfo:
 
 
 def probe_python(exe: str) -> PythonInfo:
-    """Check that ``exe`` is a CPython 3.10..3.13 and return its version."""
+    """Check that ``exe`` is a CPython 3.10..3.15 and return its version."""
     path = exe if os.sep in exe else (__import__("shutil").which(exe) or exe)
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
         raise TfnativeError("--python %s: no such executable" % exe)
@@ -67,9 +67,9 @@ def probe_python(exe: str) -> PythonInfo:
     if parts[0] != "CPython":
         raise TfnativeError("--python %s is %s; tfnative reads CPython's frames only" % (exe, parts[0]))
     version = tuple(int(p) for p in parts[1:])
-    if not (3, 10) <= version[:2] <= (3, 13):
+    if not (3, 10) <= version[:2] <= (3, 15):
         raise TfnativeError(
-            "--python %s is Python %d.%d; tfnative supports CPython 3.10 to 3.13" % ((exe,) + version[:2])
+            "--python %s is Python %d.%d; tfnative supports CPython 3.10 to 3.15" % ((exe,) + version[:2])
         )
     return PythonInfo(path, version)
 
