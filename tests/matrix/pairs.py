@@ -47,6 +47,18 @@ def parse(name: str) -> tuple:
     return m.group(1), m.group(2)
 
 
+def same_version(found: Optional[str], wanted: Optional[str]) -> bool:
+    """``tf.__version__`` against the pip version a pair names: TensorFlow writes ``2.22.0-rc0`` for ``2.22.0rc0``
+    (PEP 440 normal form); both None for a plain-Python pair."""
+    if found is None or wanted is None:
+        return found is wanted
+
+    def norm(v: str) -> str:
+        return re.sub(r"[-_.]?(a|b|rc)[-_.]?", r"\1", v.strip().lower())
+
+    return norm(found) == norm(wanted)
+
+
 def cache_dir() -> str:
     return os.environ.get("TFNATIVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tfnative")
 
@@ -113,7 +125,7 @@ def find_venv(name: str) -> Optional[str]:
             found = probe(exe, with_tf=tf is not None)
         except PairError:
             continue
-        if found["python"] == python and found["tensorflow"] == tf:
+        if found["python"] == python and same_version(found["tensorflow"], tf):
             return other
     return None
 
