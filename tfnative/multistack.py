@@ -33,6 +33,7 @@ from .output import merge, report
 MAX_JOBS = 4  # snapshots at a time: threads share the GIL, more would only stretch each process's hold
 
 _PYTHON_EXE = re.compile(r"^python(\d+(\.\d+)?)?([dmu]*)$")
+_MAPPED_PYTHON = re.compile(r"/python3\.\d+d?$")
 
 
 def parse_labels(items: Sequence[str]) -> Dict[str, str]:
@@ -52,8 +53,8 @@ def runs_python(pid: int) -> bool:
     try:
         if _PYTHON_EXE.match(os.path.basename(os.readlink("/proc/%d/exe" % pid))):
             return True
-        with open("/proc/%d/maps" % pid) as f:
-            return any("/libpython3" in line for line in f)
+        with open("/proc/%d/maps" % pid) as f:  # libpython, or python3.X run through the loader
+            return any("/libpython3" in line or _MAPPED_PYTHON.search(line) for line in f)
     except OSError:
         return False
 

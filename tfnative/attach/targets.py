@@ -383,10 +383,11 @@ def describe(pid: int) -> Dict[str, Optional[str]]:
         exe = os.path.basename(os.readlink("/proc/%d/exe" % pid))
     except OSError:
         exe = ""
-    python = None
-    if re.fullmatch(r"python3\.\d+", exe):
-        python = exe
-    else:
+    # The executable, else a mapped ``python3.X``: run through the loader (``ld-linux-x86-64.so.2
+    # python3.14 ...``), /proc/PID/exe names the loader and the interpreter is one of the mappings.
+    python = next((name for name in [exe] + sorted(os.path.basename(p) for p in paths)
+                   if re.fullmatch(r"python3\.\d+", name)), None)
+    if python is None:
         lib = next((os.path.basename(p) for p in paths if re.match(r"libpython3\.\d+", os.path.basename(p))), None)
         if lib:
             python = re.match(r"lib(python3\.\d+)", lib).group(1)  # type: ignore[union-attr]
