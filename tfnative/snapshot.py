@@ -44,11 +44,12 @@ from typing import Dict, List, Optional, Tuple
 from .core import kstate
 from .core.cfi import DWARF_REGS, CfiError, Frame, Unwinder
 from .core.elfindex import ElfError, data_symbols, display_names
-from .core.executors import pool_summary
+from .core.executors import pool_summary, unnamed_workers
 from .core.memory import Memory
 from .core.model import Capture, NativeFrame
 from .core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from .core.pyframes import NO_RUNTIME, PythonReader, open_reader
+from .core.threadnames import registered_names, registry_symbols
 from .core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
 from .sources.base import HasDebugInfo, Source, ThreadRegs
 from .sources.live import LiveSource
@@ -301,6 +302,23 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
             thread.error = "%s; %s" % (thread.error, cut) if thread.error else cut
         result.threads.append(thread)
     if which != "selected":
-        result.pool = pool_summary(result.threads)
+        tf_names = None
+        if unnamed_workers(result.threads):
+            tf_names = _tf_thread_names(memory, libs, {tid: regs.get("fs_base") for tid, _n, regs in listed})
+        result.pool = pool_summary(result.threads, tf_names)
     result.threads = select_threads(result.threads, which)
     return result
+
+
+def _tf_thread_names(memory: Memory, libs: List[Library], pthreads: Dict[int, Optional[int]]) -> Dict[int, str]:
+    """tid -> the name TensorFlow's thread-name registry gives the thread (``core/threadnames.py``)."""
+    addresses = []
+    for lib in libs:
+        if not lib.name.startswith("libtensorflow_framework"):
+            continue
+        try:
+            syms = shared(lib.path, "tfthreadnames", registry_symbols)
+        except (OSError, ElfError, ValueError):
+            continue
+        addresses += [v + lib.bias for v in syms.values()]
+    return registered_names(memory.read, addresses, pthreads) if addresses else {}

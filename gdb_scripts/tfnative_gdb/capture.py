@@ -12,11 +12,13 @@ from typing import Dict, List, Optional, Tuple
 
 import gdb  # type: ignore
 
-from tfnative.core.executors import pool_summary
+from tfnative.core.elfindex import ElfError
+from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.memory import USER_SPACE_END
 from tfnative.core.model import Capture, NativeFrame
 from tfnative.core.opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from tfnative.core.pyframes import open_reader
+from tfnative.core.threadnames import registered_names, registry_symbols
 from tfnative.core.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
 
 MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot.py
@@ -182,9 +184,27 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
                 entry.error = (entry.error + "; " if entry.error else "") + err
             out.append(entry)
     if which != "selected":
-        result.pool = pool_summary(out)
+        tf_names = _tf_thread_names(inferior, threads) if unnamed_workers(out) else None
+        result.pool = pool_summary(out, tf_names)
     result.threads = select_threads(out, which)
     return result
+
+
+def _tf_thread_names(inferior, threads) -> Dict[int, str]:
+    """tid -> the name TensorFlow's thread-name registry gives the thread (``core/threadnames.py``)."""
+    addresses = []
+    for objfile in gdb.objfiles():
+        path = objfile.filename or ""
+        if not os.path.basename(path).startswith("libtensorflow_framework"):
+            continue
+        try:
+            names = registry_symbols(path)
+        except (OSError, ValueError, ElfError):
+            continue
+        addresses += [a for a in map(symbol_address, names) if a]
+    if not addresses:
+        return {}
+    return registered_names(GdbMemory(inferior).read, addresses, {t.ptid[1]: _pthread_id(t) for t in threads})
 
 
 def _threads(inferior, which: str, original, result: Optional[Capture]) -> List:

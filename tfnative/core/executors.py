@@ -10,7 +10,9 @@ but has no worker loop on its stack: it is no worker.
 
 Which pool a worker belongs to (``pool_of``):
 
-- a name TensorFlow gave the thread (``tf_Compute``, ``tf_data_...``, ``tf_graph_runner``) says it;
+- a name TensorFlow gave the thread (``tf_Compute``, ``tf_numa_-1_Eigen``, ``tf_data_...``,
+  ``tf_graph_runner``) says it: its OS name (2.21), else the name TensorFlow's own thread-name registry
+  holds for it (2.16 to 2.20, read by ``threadnames``);
 - else the frames inside the loop say it where the worker is busy: an executor (``ExecutorState::Process``)
   or a kernel run by the inter-op pool; ``tensorflow::data::`` frames (an iterator's runner) for tf.data;
   Eigen's tensor evaluation shards (``TensorExecutor``, ``ParallelFor``) for the intra-op pool;
@@ -41,6 +43,7 @@ _INTRA_OP_RE = re.compile(r"Eigen::internal::TensorExecutor|Eigen::internal::Eva
                           r"parallelFor|ThreadPool::ParallelFor|TensorContraction|Eigen::Barrier|::Shard\(|"
                           r"Eigen::ParallelFor")
 _TF_DATA_NAME_RE = re.compile(r"^tf_data")
+_EIGEN_NAME_RE = re.compile(r"Eigen")  # tf_numa_-1_Eigen: the intra-op pool of a CPU device
 
 
 def _native_names(thread: Thread) -> List[str]:
@@ -61,27 +64,37 @@ def worker_loop(thread: Thread) -> Optional[str]:
     return None
 
 
-def is_named_by_tf(thread: Thread) -> bool:
-    """The thread carries a name TensorFlow gives its pools' threads (``tf_...``)."""
-    return (thread.name or "").startswith("tf_")
+def unnamed_workers(threads: List[Thread]) -> bool:
+    """Whether ``threads`` hold workers of Eigen pools and none is named as the inter-op pool's: the names
+    in TensorFlow's thread-name registry (``threadnames``) would place them."""
+    eigen = [t for t in threads if worker_loop(t) == "eigen"]
+    return bool(eigen) and not any(t.name in POOL_THREAD_NAMES for t in eigen)
 
 
-def pool_of(thread: Thread) -> Optional[str]:
+def pool_by_name(name: str) -> Optional[str]:
+    """The pool a name TensorFlow gives its threads says (None: not such a name)."""
+    if name in POOL_THREAD_NAMES:
+        return INTER_OP
+    if _TF_DATA_NAME_RE.match(name):
+        return TF_DATA
+    if not name.startswith("tf_"):
+        return None
+    return INTRA_OP if _EIGEN_NAME_RE.search(name) else OTHER
+
+
+def pool_of(thread: Thread, tf_name: Optional[str] = None) -> Optional[str]:
     """Which pool a worker belongs to: ``INTER_OP``, ``INTRA_OP``, ``TF_DATA``, ``OTHER`` (another pool TF
     named, ``tf_graph_runner``...); None: not a worker, or an idle worker of an unnamed pool (its frames do
-    not show its pool)."""
+    not show its pool).  ``tf_name``: the name TensorFlow's thread-name registry gives the thread
+    (``threadnames``), where its OS name is not one TensorFlow gave."""
     loop = worker_loop(thread)
     if loop is None:
         return None
     if loop == "unbounded":
         return TF_DATA
-    name = thread.name or ""
-    if name in POOL_THREAD_NAMES:
-        return INTER_OP
-    if _TF_DATA_NAME_RE.match(name):
-        return TF_DATA
-    if is_named_by_tf(thread):
-        return OTHER
+    by_name = pool_by_name(thread.name or "") or pool_by_name(tf_name or "")
+    if by_name is not None:
+        return by_name
     names = _native_names(thread)
     outer = max(i for i, n in enumerate(names) if _EIGEN_LOOP_RE.search(n) or _RUN_HANDLER_LOOP_RE.search(n))
     for n in reversed(names[:outer]):  # from the loop inwards
@@ -110,37 +123,40 @@ def runs_kernel(thread: Thread) -> bool:
     return any(_BUSY_RE.search(n) for n in _native_names(thread))
 
 
-def pools(threads: List[Thread]) -> Dict[str, List[int]]:
+def pools(threads: List[Thread], tf_names: Optional[Dict[int, str]] = None) -> Dict[str, List[int]]:
     """``{pool: [tid...]}`` of the workers among ``threads``, by ``pool_of`` ("unknown": idle workers of
     unnamed pools); pools with no worker left out."""
+    names = tf_names or {}
     out: Dict[str, List[int]] = {}
     for t in threads:
         if worker_loop(t) is not None:
-            out.setdefault(pool_of(t) or "unknown", []).append(t.tid)
+            out.setdefault(pool_of(t, names.get(t.tid)) or "unknown", []).append(t.tid)
     return out
 
 
-def pool_summary(threads: List[Thread]) -> Dict:
+def pool_summary(threads: List[Thread], tf_names: Optional[Dict[int, str]] = None) -> Dict:
     """``{"name", "threads", "busy": [tid...], "idle": [tid...]}`` of the inter-op pool's workers among
     ``threads`` (every thread of the capture); ``threads`` 0 when none is seen.
 
     Where TensorFlow names the pool's threads (``name`` "tf_Compute"), its workers are the threads of that
-    name.  Where it does not (``name`` None), they are the workers whose frames show inter-op work, and the
-    idle workers of unnamed Eigen pools, whose pool no frame shows: they are counted (``threads``, ``idle``)
-    as the inter-op pool's, and ``"exact": False`` says that the count may hold other pools' workers
-    (``"pools"`` then says what each worker's frames show)."""
+    name.  Where it does not (``name`` None), they are the workers that the names in TensorFlow's own
+    thread-name registry (``tf_names``: tid -> name, where it could be read) or their frames put in the
+    inter-op pool, and the idle workers of unnamed Eigen pools that neither places: those are counted
+    (``threads``, ``idle``) as the inter-op pool's, and ``"exact": False`` says that the count may hold
+    other pools' workers.  ``"pools"`` says where each worker was placed."""
     named = any(t.name in POOL_THREAD_NAMES and worker_loop(t) == "eigen" for t in threads)
     if named:
         workers = [t for t in threads if t.name in POOL_THREAD_NAMES and worker_loop(t) == "eigen"]
         busy = [t.tid for t in workers if runs_kernel(t)]
         return {"name": POOL_THREAD_NAMES[0], "threads": len(workers), "busy": busy,
                 "idle": [t.tid for t in workers if t.tid not in busy]}
-    known = [t for t in threads if pool_of(t) == INTER_OP]
-    unknown = [t for t in threads if worker_loop(t) == "eigen" and pool_of(t) is None]
+    names = tf_names or {}
+    known = [t for t in threads if pool_of(t, names.get(t.tid)) == INTER_OP]
+    unknown = [t for t in threads if worker_loop(t) == "eigen" and pool_of(t, names.get(t.tid)) is None]
     workers = known + unknown
     busy = [t.tid for t in known if runs_kernel(t)]
     out = {"name": None, "threads": len(workers), "busy": busy,
            "idle": [t.tid for t in workers if t.tid not in busy], "exact": not unknown}
     if workers:
-        out["pools"] = pools(threads)
+        out["pools"] = pools(threads, names)
     return out

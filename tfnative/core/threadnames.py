@@ -1,0 +1,117 @@
+"""The names TensorFlow gave its threads, read from its thread-name registry in the target's memory.
+
+TensorFlow starts its pools' threads through ``tsl::Env::StartThread``; the thread records the name it was
+given (``tf_Compute`` for the inter-op pool, ``tf_graph_runner``, a tf.data pool's) in a map from
+``std::thread::id`` to name (``GetThreadNameRegistry()::thread_name_registry``, a function-local static
+pointer to a ``std::map`` in ``libtensorflow_framework``).  TensorFlow 2.16 to 2.20 do not give those names
+to the OS threads (every thread shows the process's name), but the registry holds them: it says which pool
+an idle worker belongs to where no frame does.
+
+Nothing here is taken from a table of versions: the registry's symbol is found in the library's symbol
+table by what it is called, and the map is read as libstdc++ lays out a ``std::map`` (a red-black tree
+whose header points back at itself) only where every check of that layout holds; a registry of another
+shape (newer TensorFlow keeps an ``absl::flat_hash_map``) gives no names.  ``std::thread::id`` is the
+thread's ``pthread_t``, which on x86-64 glibc is its thread pointer (``fs_base``).  Every walk is bounded.
+"""
+
+import mmap
+import struct
+from typing import Callable, Dict, List, Optional
+
+from .elfindex import ElfFile, data_symbols
+
+Reader = Callable[[int, int], bytes]
+
+MAX_THREADS = 4096  # registry entries read at most
+MAX_NAME = 256
+_SYMBOL_PARTS = (b"GetThreadNameRegistry", b"thread_name_registry")
+
+
+def registry_symbols(path: str) -> Dict[str, int]:
+    """File addresses of the thread-name registry's pointer(s) in ``path`` (``{}``: none): the symbols whose
+    (mangled) names hold both ``GetThreadNameRegistry`` and ``thread_name_registry`` (not the guard
+    variable ``_ZGV...``)."""
+    names: List[str] = []
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        elf = ElfFile(mm, path)
+        for s in elf.sections:
+            if s.name not in (".strtab", ".dynstr"):
+                continue
+            lo, hi = s.offset, s.offset + s.size
+            pos = mm.find(_SYMBOL_PARTS[0], lo, hi)
+            while pos >= 0 and len(names) < 16:
+                start = mm.rfind(b"\0", lo, pos) + 1
+                end = mm.find(b"\0", pos, hi)
+                name = mm[start:end if end >= 0 else hi]
+                if name.startswith(b"_ZZ") and _SYMBOL_PARTS[1] in name:
+                    text = name.decode("ascii", "replace")
+                    if text not in names:
+                        names.append(text)
+                pos = mm.find(_SYMBOL_PARTS[0], (end if end >= 0 else hi), hi)
+    return data_symbols(path, names) if names else {}
+
+
+def _u64(read: Reader, addr: int) -> int:
+    return struct.unpack("<Q", read(addr, 8))[0]
+
+
+def read_registry(read: Reader, pointer_addr: int) -> Dict[int, str]:
+    """``{pthread_t: name}`` from the registry whose pointer is at ``pointer_addr`` (a run-time address);
+    ``{}`` where it is unset, unreadable, or not a ``std::map`` as libstdc++ lays it out.
+
+    libstdc++'s ``std::map``: the comparator (8 bytes with padding), then the header node (color, parent =
+    the root, left = the leftmost node, right = the rightmost node) and the node count; each node: color,
+    parent, left, right, then the value (``std::thread::id``, then ``std::string``: data pointer, length,
+    16-byte inline buffer)."""
+    try:
+        tree = _u64(read, pointer_addr)
+        if not tree:
+            return {}
+        header = tree + 8
+        _color, root, leftmost, rightmost, count = struct.unpack("<IxxxxQQQQ", read(header, 40))
+        if count > MAX_THREADS:
+            return {}
+        if count == 0:
+            return {}
+        if _u64(read, root + 8) != header:  # the root's parent is the header
+            return {}
+        out: Dict[int, str] = {}
+        stack: List[int] = []
+        node = root
+        visited = 0
+        first = None
+        while stack or node:  # in-order, bounded by the count
+            while node:
+                if len(stack) > 64:  # a red-black tree of MAX_THREADS nodes is far shallower
+                    return {}
+                stack.append(node)
+                node = _u64(read, node + 16)
+            node = stack.pop()
+            visited += 1
+            if visited > count:
+                return {}
+            if first is None:
+                first = node
+            key, data, length = struct.unpack("<QQQ", read(node + 32, 24))
+            if length > MAX_NAME:
+                return {}
+            raw = read(data, length) if length else b""
+            if not all(32 <= b < 127 for b in raw):
+                return {}
+            out[key] = raw.decode("ascii")
+            last = node
+            node = _u64(read, node + 24)
+        if visited != count or first != leftmost or last != rightmost:
+            return {}
+        return out
+    except (MemoryError, OSError, struct.error, ValueError):
+        return {}
+
+
+def registered_names(read: Reader, addresses: List[int], pthreads: Dict[int, Optional[int]]) -> Dict[int, str]:
+    """``{tid: name}`` for the threads (``pthreads``: tid -> ``pthread_t``, i.e. ``fs_base``) that the
+    registry at any of ``addresses`` (run-time addresses of the registry's pointer) names."""
+    by_pthread: Dict[int, str] = {}
+    for addr in addresses:
+        by_pthread.update(read_registry(read, addr))
+    return {tid: by_pthread[p] for tid, p in pthreads.items() if p is not None and p in by_pthread}
