@@ -19,10 +19,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core import dwarfcover, procfs, vdso
 from ..core.cfi import CfiError, Module
+from ..core.debugfiles import separate_debug_files
 from ..core.elfindex import ElfError, ElfFile, ElfIndex
 from ..core.memory import Memory
-
-DEBUG_ROOT = "/usr/lib/debug/.build-id"
 
 
 class Library(Module):
@@ -68,30 +67,13 @@ def _open_indexes(path: str) -> List[ElfIndex]:
         return out
     out.append(idx)
     if idx.table != ".symtab" and idx.build_id:
-        for root in debug_roots(path):
-            debug = os.path.join(root, idx.build_id[:2], idx.build_id[2:] + ".debug")
-            if os.path.exists(debug):
-                try:
-                    out.insert(0, ElfIndex.open(debug))
-                    break
-                except (OSError, ElfError, ValueError):
-                    pass
+        for debug in separate_debug_files(path, idx.build_id):
+            try:
+                out.insert(0, ElfIndex.open(debug))
+                break
+            except (OSError, ElfError, ValueError):
+                pass
     return out
-
-
-def debug_roots(path: str) -> List[str]:
-    """Where a separate debug file of ``path`` may be, by build-id: the system's ``DEBUG_ROOT``, then the
-    ``lib/debug/.build-id`` of the prefix the file lives in (up to three directories up: an interpreter
-    unpacked into a private root keeps its ``-dbg`` files at ``<root>/usr/lib/debug``, next to
-    ``<root>/usr/bin`` and ``<root>/usr/lib/<triplet>``)."""
-    roots = [DEBUG_ROOT]
-    here = os.path.dirname(os.path.realpath(path))
-    for _ in range(3):
-        here = os.path.dirname(here)
-        candidate = os.path.join(here, "lib", "debug", ".build-id")
-        if candidate not in roots and os.path.isdir(candidate):
-            roots.append(candidate)
-    return roots
 
 
 def _file_has_dwarf(path: str) -> bool:
