@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Tuple
 
 import gdb  # type: ignore
 
+from tfnative.core.debugfiles import DEBUG_ROOT, separate_debug_file
 from tfnative.core.elfindex import ElfError
 from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.memory import USER_SPACE_END
@@ -53,9 +54,36 @@ def _objfile_name_for(addr: int) -> str:
     return lib or gdb.current_progspace().filename or ""
 
 
+def _interpreter_debug_files() -> None:
+    """Give gdb the separate debug file of a stripped interpreter (``python3.X``, ``libpython3.X``) that
+    keeps it under its own prefix (``debugfiles``), where gdb's ``debug-file-directory`` does not look:
+    its static functions (``_PyEval_EvalFrameDefault.cold``, where GCC puts the eval loop's calls) are
+    then named, and the merge finds the eval frames.  Once per objfile; a failure only leaves it as is."""
+    for objfile in gdb.objfiles():
+        name = os.path.basename(objfile.filename or "")
+        if not re.match(r"(lib)?python3\.\d+", name) or objfile.filename in _DEBUG_TRIED:
+            continue
+        _DEBUG_TRIED.add(objfile.filename)
+        build_id = getattr(objfile, "build_id", None)
+        if not build_id or getattr(objfile, "owner", None) is not None:
+            continue
+        if any(o.owner is objfile for o in gdb.objfiles() if getattr(o, "owner", None) is not None):
+            continue  # gdb found one itself
+        debug = separate_debug_file(objfile.filename, build_id)
+        if debug and not debug.startswith(DEBUG_ROOT):
+            try:
+                objfile.add_separate_debug_file(debug)
+            except gdb.error:
+                pass
+
+
+_DEBUG_TRIED: set = set()
+
+
 def python_reader(inferior=None):
     """A PythonReader for the target, or (None, reason)."""
     inferior = inferior or gdb.selected_inferior()
+    _interpreter_debug_files()
     return open_reader(GdbMemory(inferior), symbol_address, _objfile_name_for)
 
 
