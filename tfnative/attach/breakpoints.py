@@ -47,6 +47,7 @@ class Location:
     op_types: Optional[List[str]] = None  # a dispatch location: stops for these op types only
     internal: bool = False
     op: bool = False  # an op location (``--break-op``): resolves with the dispatch locations
+    addressed: bool = False  # tfnative set an address breakpoint for it (the function's real entry)
 
 
 class Breakpoints:
@@ -83,7 +84,34 @@ class Breakpoints:
         number = str((res.get("bkpt") or {}).get("number") or res.get("number"))
         self._add(loc, number)
         self._resolved(loc)
+        loc.addressed = True
         return number
+
+    def drop_plt_stubs(self, gdb: Gdb) -> List[str]:
+        """Disable the locations gdb put on PLT stubs of functions whose real entry tfnative armed.
+
+        gdb breaks on a library's ``NAME@plt`` stub only while it knows no
+        definition of NAME; the definition in a library that only tfnative's
+        index knows (``symbolload``) leaves gdb with the stub, and a stop
+        there shows a frame with no name before the function has run.  gdb
+        itself drops the stub once it knows the definition: so do we.
+        Returns the gdb numbers disabled.
+        """
+        if not any(loc.addressed and not loc.op_types for loc in self.locations.values()):
+            return []
+        table = gdb.command("-break-list", timeout=30).get("BreakpointTable", {})
+        off: List[str] = []
+        for bp in table.get("body", []):
+            loc = self._by_number.get(str(bp.get("number", "")))
+            if loc is None or not loc.addressed or loc.op_types:
+                continue
+            for sub in bp.get("locations") or [bp]:
+                where = "%s %s" % (sub.get("func", ""), sub.get("at", ""))
+                if "@plt" in where and sub.get("enabled") != "n" and sub.get("number"):
+                    off.append(str(sub["number"]))
+        if off:
+            gdb.command("-break-disable " + " ".join(off), timeout=30)
+        return off
 
     @staticmethod
     def _insert(loc: Location, spec: str) -> str:
@@ -127,7 +155,10 @@ class Breakpoints:
             loc = self._by_number.get(str(bp.get("number", "")))
             if loc is None:
                 continue
-            addrs = [sub.get("addr", "") for sub in bp.get("locations") or []] or [bp.get("addr", "")]
+            if bp.get("enabled") == "n":
+                continue
+            subs = bp.get("locations") or [bp]
+            addrs = [sub.get("addr", "") for sub in subs if sub.get("enabled") != "n"]
             out += [(loc.text, int(a, 16)) for a in addrs if a.startswith("0x")]
         pinned = {text for text, _ in out}
         if any(loc.numbers and loc.text not in pinned for loc in self.locations.values()):

@@ -413,6 +413,8 @@ class SymbolLoader:
             except GdbError:
                 self.seen.difference_update(p.split("target:", 1)[-1] for p in small)  # the next full sync retries
                 raise
+        if self.breakpoints is not None and self.eager:
+            self.breakpoints.drop_plt_stubs(self.gdb)
 
     def _may_define_breakpoint(self, path: str) -> bool:
         """Whether a library may add a location to a breakpoint: then it gets gdb's symbols.
