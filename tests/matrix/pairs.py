@@ -111,6 +111,19 @@ def reused_venvs(name: str) -> List[str]:
     return [os.path.join(ROOT, ".venv")]
 
 
+def _venv_of_python(venv: str, python: str) -> bool:
+    """Whether a venv's pyvenv.cfg allows CPython ``python`` (X.Y) before it is probed (True if it says nothing)."""
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg")) as f:
+            for line in f:
+                key, _, value = line.partition("=")
+                if key.strip() in ("version", "version_info"):
+                    return value.strip() == python or value.strip().startswith(python + ".")
+    except OSError:
+        pass
+    return True
+
+
 def find_venv(name: str) -> Optional[str]:
     """The ready venv of a pair: the cache's, or a reused one whose interpreter and TensorFlow are the pair's."""
     venv = venv_dir(name)
@@ -119,7 +132,7 @@ def find_venv(name: str) -> Optional[str]:
     python, tf = parse(name)
     for other in reused_venvs(name):
         exe = os.path.join(other, "bin", "python")
-        if not os.path.exists(exe):
+        if not os.path.exists(exe) or not _venv_of_python(other, python):
             continue
         try:
             found = probe(exe, with_tf=tf is not None)

@@ -33,6 +33,8 @@ SEGV = script("segv.py")
 UNAME = script("nested_uname.py")
 KERNEL_COMPUTE = "::Compute(tensorflow::OpKernelContext*)"
 
+pytestmark = pytest.mark.matrix
+
 
 def exact_line(path: str, text: str) -> int:
     """1-based number of the line of ``path`` that is ``text`` (whitespace around it ignored)."""
