@@ -53,10 +53,16 @@ OBJECT_SUFFIXES = (".o", ".obj", ".a", ".lo", ".la")
 
 # DWARF 5, section 7
 _TAG_COMPILE_UNIT, _TAG_PARTIAL_UNIT, _TAG_SKELETON_UNIT = 0x11, 0x3C, 0x4A
-_AT_LOW_PC, _AT_HIGH_PC, _AT_RANGES = 0x11, 0x12, 0x55
+_AT_NAME, _AT_LOW_PC, _AT_HIGH_PC, _AT_RANGES, _AT_STR_OFFSETS_BASE = 0x03, 0x11, 0x12, 0x55, 0x72
 _AT_ADDR_BASE, _AT_RNGLISTS_BASE, _AT_GNU_RANGES_BASE, _AT_GNU_ADDR_BASE = 0x73, 0x74, 0x2132, 0x2133
-_WANTED = (_AT_LOW_PC, _AT_HIGH_PC, _AT_RANGES, _AT_ADDR_BASE, _AT_RNGLISTS_BASE, _AT_GNU_RANGES_BASE,
-           _AT_GNU_ADDR_BASE)
+_WANTED = (_AT_NAME, _AT_LOW_PC, _AT_HIGH_PC, _AT_RANGES, _AT_ADDR_BASE, _AT_RNGLISTS_BASE, _AT_GNU_RANGES_BASE,
+           _AT_GNU_ADDR_BASE, _AT_STR_OFFSETS_BASE)
+_FORM_STRING, _FORM_STRP, _FORM_LINE_STRP = 0x08, 0x0E, 0x1F
+_FORM_STRX = {0x1A, 0x25, 0x26, 0x27, 0x28, 0x1F02}
+# Source directories of the compilers' own runtime libraries: units from there, linked in from a static
+# archive (libstdc++_nonshared.a, libgcc.a), are not the library's own code.
+RUNTIME_DIRS = ("libstdc++-v3", "libgcc", "libatomic", "libgomp", "libquadmath", "libsanitizer", "libitm",
+                "libssp", "libvtv", "compiler-rt", "libcxx", "libcxxabi", "libunwind", "csu")
 _UT_COMPILE, _UT_PARTIAL, _UT_SKELETON, _UT_SPLIT_COMPILE, _UT_TYPE, _UT_SPLIT_TYPE = 1, 3, 4, 5, 2, 6
 _FORM_ADDR, _FORM_ADDRX, _FORM_GNU_ADDR_INDEX = 0x01, 0x1B, 0x1F01
 _FORM_ADDRX_N = {0x29: 1, 0x2A: 2, 0x2B: 3, 0x2C: 4}
@@ -80,6 +86,8 @@ class Cover:
     elf: bool = True  # False: the file could not be read as ELF (nothing else is known)
     code_bytes: int = 0  # bytes of the executable sections
     described_bytes: int = 0  # of those, inside some compile unit's ranges
+    own_bytes: int = 0  # of those, inside the ranges of a unit not from a compiler's runtime (``RUNTIME_DIRS``)
+    runtime_units: int = 0  # units from a compiler's runtime library
     units: int = 0  # compile units with a first DIE read
     has_dwarf: bool = False  # a non-empty .debug_info in the file itself
     readable: bool = True  # False: DWARF present but not read (then it counts as describing the code)
@@ -97,12 +105,19 @@ class Cover:
 
     @property
     def describes_code(self) -> bool:
-        """Whether the file's own DWARF describes its code: gdb gives file:line for it."""
+        """Whether the file's own DWARF describes its code: gdb gives file:line for it.
+
+        Yes when a unit that is not from a compiler's runtime describes some
+        of the code (a debug build, or one file built with ``-g``), or when
+        the units describe ``MIN_SHARE`` or ``MIN_BYTES`` of it whatever they
+        are (the runtime library itself, built with debug info).
+        """
         if not self.has_dwarf:
             return False
         if not self.readable:
             return True
-        return self.described_bytes >= MIN_BYTES or (self.described_bytes > 0 and self.share >= MIN_SHARE)
+        return self.own_bytes > 0 or self.described_bytes >= MIN_BYTES or \
+            (self.described_bytes > 0 and self.share >= MIN_SHARE)
 
     def describes(self, vaddr: int) -> bool:
         """Whether the file's own DWARF covers the code at ``vaddr`` (a file virtual address)."""
@@ -123,8 +138,8 @@ class Cover:
             return "no DWARF"
         if not self.readable:
             return "DWARF not read (%s): taken as describing the code" % self.why_unreadable
-        return ("%d compile units describe %d of %d bytes of code (%.4f%%)"
-                % (self.units, self.described_bytes, self.code_bytes, 100.0 * self.share))
+        return ("%d compile units (%d of a compiler's runtime) describe %d of %d bytes of code (%.4f%%)"
+                % (self.units, self.runtime_units, self.described_bytes, self.code_bytes, 100.0 * self.share))
 
 
 # ---------------------------------------------------------------- the debuglink
@@ -263,8 +278,12 @@ def _sleb(buf: memoryview, pos: int) -> Tuple[int, int]:
             return result, pos
 
 
-def _units(info: memoryview, abbrevs: memoryview, e: str) -> Iterator[Tuple[int, int, int, Dict[int, Tuple[int, int]]]]:
-    """(version, address size, offset size, {attribute: (form, value)}) of each unit's first DIE."""
+def _units(info: memoryview, abbrevs: memoryview, e: str,
+           strings: Dict[int, str]) -> Iterator[Tuple[int, int, int, Dict[int, Tuple[int, int]]]]:
+    """(version, address size, offset size, {attribute: (form, value)}) of each unit's first DIE.
+
+    An inline string's value is its offset in ``.debug_info``, its text put in ``strings``.
+    """
     cache: Dict[Tuple[int, int], tuple] = {}
     pos = 0
     count = 0
@@ -309,12 +328,13 @@ def _units(info: memoryview, abbrevs: memoryview, e: str) -> Iterator[Tuple[int,
             code, pos = uleb128(info, pos)
             ab = _abbrev(abbrevs, table, code, cache) if code else None
             if ab is not None and ab[0] in (_TAG_COMPILE_UNIT, _TAG_PARTIAL_UNIT, _TAG_SKELETON_UNIT):
-                yield version, addr_size, osz, _first_die(info, pos, unit_end, ab[1], addr_size, osz, version, e)
+                yield version, addr_size, osz, _first_die(info, pos, unit_end, ab[1], addr_size, osz, version, e,
+                                                          strings)
         pos = unit_end
 
 
 def _first_die(d: memoryview, pos: int, end: int, attrs: List[Tuple[int, int, int]], addr_size: int, osz: int,
-               version: int, e: str) -> Dict[int, Tuple[int, int]]:
+               version: int, e: str, strings: Dict[int, str]) -> Dict[int, Tuple[int, int]]:
     vals: Dict[int, Tuple[int, int]] = {}
     for at, form, const in attrs:
         if pos > end:
@@ -323,9 +343,13 @@ def _first_die(d: memoryview, pos: int, end: int, attrs: List[Tuple[int, int, in
             form, pos = uleb128(d, pos)
         val = 0
         if form == 0x08:  # string
-            stop = bytes(d[pos:end]).find(b"\0")
+            raw = bytes(d[pos:min(end, pos + 4096)])
+            stop = raw.find(b"\0")
             if stop < 0:
                 raise Unreadable("an unterminated string")
+            if at == _AT_NAME:
+                strings[pos] = raw[:stop].decode("utf-8", "replace")
+            val = pos
             pos += stop + 1
         elif form in _OFFSET_FORMS or (form == 0x10 and version >= 3):
             val = struct.unpack_from(e + ("Q" if osz == 8 else "I"), d, pos)[0]
@@ -376,6 +400,32 @@ class _Ranges:
         if name not in self._data:
             self._data[name] = self.secs.data(name)
         return self._data[name]
+
+    def name(self, vals: Dict[int, Tuple[int, int]], osz: int, strings: Dict[int, str]) -> Optional[str]:
+        """The unit's ``DW_AT_name``, or None where it cannot be read."""
+        if _AT_NAME not in vals:
+            return None
+        form, val = vals[_AT_NAME]
+        if form == _FORM_STRING:
+            return strings.get(val)
+        if form == _FORM_STRP:
+            return self._cstr(".debug_str", val)
+        if form == _FORM_LINE_STRP:
+            return self._cstr(".debug_line_str", val)
+        if form in _FORM_STRX:
+            offs = self.sec(".debug_str_offsets")
+            base = (vals.get(_AT_STR_OFFSETS_BASE) or (0, None))[1]
+            at = (base if base is not None else (8 if osz == 4 else 16)) + val * osz
+            if offs is None or at + osz > len(offs):
+                return None
+            return self._cstr(".debug_str", struct.unpack_from(self.e + ("Q" if osz == 8 else "I"), offs, at)[0])
+        return None
+
+    def _cstr(self, section: str, off: int) -> Optional[str]:
+        data = self.sec(section)
+        if data is None or off >= len(data):
+            return None
+        return bytes(data[off:off + 4096]).split(b"\0", 1)[0].decode("utf-8", "replace")
 
     def _add(self, out: List[Tuple[int, int]], lo: int, hi: int) -> None:
         self.count += 1
@@ -492,6 +542,14 @@ class _Ranges:
         raise Unreadable("a range list runs past .debug_rnglists")
 
 
+def is_runtime_unit(name: Optional[str]) -> bool:
+    """Whether a compile unit's source file belongs to a compiler's runtime library (``RUNTIME_DIRS``)."""
+    if not name:
+        return False
+    parts = name.replace("\\", "/").split("/")[:-1]
+    return any(p in RUNTIME_DIRS for p in parts)
+
+
 def _merge(ranges: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
     out: List[Tuple[int, int]] = []
     for lo, hi in sorted(ranges):
@@ -557,11 +615,20 @@ def _read_mapped(cov: Cover, mm: mmap.mmap, path: str) -> None:
             raise Unreadable(".debug_info without .debug_abbrev")
         ranges = _Ranges(secs, elf.endian)
         found: List[Tuple[int, int]] = []
-        for version, addr_size, osz, vals in _units(info, abbrevs, elf.endian):
+        own: List[Tuple[int, int]] = []
+        strings: Dict[int, str] = {}
+        for version, addr_size, osz, vals in _units(info, abbrevs, elf.endian, strings):
             cov.units += 1
-            found += ranges.of_unit(version, addr_size, osz, vals)
+            unit = ranges.of_unit(version, addr_size, osz, vals)
+            found += unit
+            if is_runtime_unit(ranges.name(vals, osz, strings)):
+                cov.runtime_units += 1
+            else:
+                own += unit
+            strings.clear()
         cov.ranges = _clip(_merge(found), code)
         cov.described_bytes = sum(hi - lo for lo, hi in cov.ranges)
+        cov.own_bytes = sum(hi - lo for lo, hi in _clip(_merge(own), code))
     except (Unreadable, struct.error, IndexError, ValueError, zlib.error) as exc:
         cov.readable = False
         cov.why_unreadable = str(exc) or type(exc).__name__

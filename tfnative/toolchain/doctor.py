@@ -463,6 +463,7 @@ class Report:
     code_bytes: int = 0  # bytes of executable sections
     dwarf_code_bytes: int = 0  # of those, described by some compile unit's address ranges
     dwarf_code_share: float = 0.0
+    dwarf_runtime_units: int = 0  # units from a compiler's runtime library (libstdc++, libgcc), linked in
     dwarf_own_code: bool = False  # the DWARF describes the library's own code (``core/dwarfcover.py``)
     index: Optional[str] = None
     can_break_functions: bool = False
@@ -558,7 +559,8 @@ def inspect(path: str, source_dirs: Optional[List[str]] = None, _follow: bool = 
         if other is not None and other.dwarf_units > rep.dwarf_units:
             for k in ("dwarf_units", "dwarf_tensorflow_units", "dwarf_versions", "dwarf64", "dwarf_files",
                       "compressed", "line_tables", "locals_units", "producers", "split_units", "dwo_found",
-                      "dwo_missing", "index", "dwarf_code_bytes", "dwarf_code_share", "dwarf_own_code"):
+                      "dwo_missing", "index", "dwarf_code_bytes", "dwarf_code_share", "dwarf_own_code",
+                      "dwarf_runtime_units"):
                 setattr(rep, k, getattr(other, k))
             rep.notes.append("DWARF read from the separate debug file %s" % rep.debuglink_found)
     _verdict(rep)
@@ -571,6 +573,7 @@ def _cover(rep: Report, cov: dwarfcover.Cover) -> None:
     rep.dwarf_code_bytes = cov.described_bytes
     rep.dwarf_code_share = round(cov.share, 6)
     rep.dwarf_own_code = cov.describes_code
+    rep.dwarf_runtime_units = cov.runtime_units
     if cov.has_dwarf and not cov.readable:
         rep.notes.append("the units' address ranges were not read (%s): taken as describing the code"
                          % cov.why_unreadable)
@@ -692,8 +695,9 @@ def _verdict(rep: Report) -> None:
                      "units (pass --source-dir WORKSPACE, or build and ship the .dwp)"
                      % (len(rep.dwo_missing), rep.split_units))
     elif rep.dwarf_units:
-        parts.append("no file:line, no locals: its %d DWARF units describe %.3f%% of its code (the toolchain's "
-                     "runtime, not its own)" % (rep.dwarf_units, 100 * rep.dwarf_code_share))
+        parts.append("no file:line, no locals: its %d DWARF units (%d from a compiler's runtime library) describe "
+                     "%.3f%% of its code, none of its own" % (rep.dwarf_units, rep.dwarf_runtime_units,
+                                                               100 * rep.dwarf_code_share))
     else:
         parts.append("no DWARF: no file:line, no locals")
     # what gets you further
@@ -772,7 +776,9 @@ def render(rep: Report, max_files: int = 8) -> str:
     if rep.dwarf_units and rep.code_bytes:
         lines.append("  covers      %s of %s of code (%.3f%%)%s"
                      % (_mb(rep.dwarf_code_bytes), _mb(rep.code_bytes), 100 * rep.dwarf_code_share,
-                        "" if rep.dwarf_own_code else ": not the library's own code"))
+                        "" if rep.dwarf_own_code else
+                        ": not the library's own code (%d of %d units from a compiler's runtime library)"
+                        % (rep.dwarf_runtime_units, rep.dwarf_units)))
     if rep.debuglink:
         lines.append("  debuglink   %s -> %s" % (rep.debuglink, rep.debuglink_found or (
             "NOT FOUND" if rep.debuglink_plausible else "ignored (names no debug file)")))
