@@ -1,5 +1,12 @@
-"""Mixed stacks on every supported CPython, with and without debug info."""
+"""Mixed stacks on every supported CPython, with and without debug info.
 
+CPython 3.14 and 3.15 are Debian unstable's builds that ``.ci/pythons`` unpacks into a private root
+(non-PIE, stripped, their DWARF under the root's own ``usr/lib/debug``): with ``CI`` set the session runs
+it, else the tests use what its cache holds and skip, saying how to get it, where it holds nothing.
+CPython's own ``_remote_debugging.RemoteUnwinder`` (3.14+) reads the same processes as an oracle.
+"""
+
+import json
 import os
 import subprocess
 
@@ -15,11 +22,46 @@ from ..conftest import (
     requires_gdb,
     run_tfnative,
     script,
+    wait_for_file,
 )
 
 pytestmark = requires_gdb
 
 STRIPPED = "/usr/bin/python3.11"
+NEW = ("3.14", "3.15")
+CACHE = os.environ.get("TFNATIVE_CACHE") or os.path.expanduser("~/.cache/tfnative")
+TF_VENV = os.path.join(CACHE, "venvs", "py3.14-tf2.22.0rc0")
+
+
+@pytest.fixture(scope="session")
+def new_pythons():
+    """{"3.14": path, "3.15": path}: ``.ci/pythons``' interpreters (provisioned here when ``CI`` is set)."""
+    if os.environ.get("CI"):
+        r = subprocess.run([os.path.join(ROOT, ".ci", "pythons"), *NEW], capture_output=True, text=True,
+                           timeout=1800, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return dict(line.split(None, 1) for line in r.stdout.splitlines() if line.strip())
+    out = {}
+    for version in NEW:
+        python = os.path.join(CACHE, "cpython", version, "usr", "bin", "python" + version)
+        if os.access(python, os.X_OK):
+            out[version] = python
+    return out
+
+
+def _new_python(new_pythons, version):
+    python = new_pythons.get(version)
+    if python is None:
+        pytest.skip("no CPython %s in %s/cpython (run .ci/pythons %s, or set CI)" % (version, CACHE, version))
+    return python
+
+
+def _any_python(version, new_pythons):
+    if version == "stripped":
+        return STRIPPED if os.path.exists(STRIPPED) else None
+    if version in NEW:
+        return new_pythons.get(version)
+    return pyenv_pythons().get(version)
 
 
 def _expected(path):
@@ -83,14 +125,14 @@ def test_sourced_into_users_own_gdb(tmp_path):
     assert "<module> at" in lines[3]
 
 
-@pytest.mark.parametrize("version", ["3.10", "3.11", "3.12", "3.13", "stripped"])
-def test_function_context_local_read_from_memory(version, tmp_path):
+@pytest.mark.parametrize("version", ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "stripped"])
+def test_function_context_local_read_from_memory(version, tmp_path, new_pythons):
     """The str local ``op_name`` of TF's ``quick_execute`` is read from memory on every version.
 
     A stand-in ``tensorflow/python/eager/execute.py`` (same function, same local) keeps
     this test independent of which interpreters have TensorFlow installed.
     """
-    python = STRIPPED if version == "stripped" else pyenv_pythons().get(version)
+    python = _any_python(version, new_pythons)
     if python is None or not os.path.exists(python):
         pytest.skip("no CPython %s here" % version)
     pkg = tmp_path / "tensorflow" / "python" / "eager"
@@ -114,12 +156,12 @@ def test_function_context_local_read_from_memory(version, tmp_path):
     assert "in tf.function train_step (__inference_train_step_1234)" in r.stderr
 
 
-@pytest.mark.parametrize("version", ["3.10", "3.11", "3.12", "3.13", "stripped"])
-def test_autograph_source_map_read_from_memory(version, tmp_path):
+@pytest.mark.parametrize("version", ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "stripped"])
+def test_autograph_source_map_read_from_memory(version, tmp_path, new_pythons):
     """dicts, namedtuples and ints read from memory on every version: a stand-in for AutoGraph's
     ``converted_call`` runs a function from an ``__autograph_generated_file*.py`` whose
     ``ag_source_map`` sends its line back to the user's file."""
-    python = STRIPPED if version == "stripped" else pyenv_pythons().get(version)
+    python = _any_python(version, new_pythons)
     if python is None or not os.path.exists(python):
         pytest.skip("no CPython %s here" % version)
     api = tmp_path / "tensorflow" / "python" / "autograph" / "impl"
@@ -156,3 +198,200 @@ def test_autograph_source_map_read_from_memory(version, tmp_path):
     assert len(model) == 1
     assert (model[0]["function"], model[0]["file"], model[0]["line"]) == ("model", "/home/me/model.py", 104)
     assert model[0]["converted"]["file"] == str(gen) and model[0]["converted"]["line"] == 4
+
+
+# -- CPython 3.14 and 3.15 ------------------------------------------------------------------------------------
+
+ORACLE = r"""
+import json, sys, _remote_debugging
+trace = _remote_debugging.RemoteUnwinder(int(sys.argv[1]), all_threads=True).get_stack_trace()
+threads = [t for i in trace for t in i.threads] if trace and hasattr(trace[0], "threads") else trace
+def line(f):
+    return f.lineno if hasattr(f, "lineno") else f.location.lineno
+print(json.dumps({t.thread_id: [[f.funcname, f.filename, line(f)] for f in t.frame_info] for t in threads}))
+"""
+
+LOAD = {"batch_index": ("41", True), "paths": ("('a.tfrecord',)", True), "options": ("{'cycle': 2}", True),
+        "shard": ("'train-00041'", False), "sizes": ("[128, 256, 512, 1024, ... 1 more]", False),
+        "ratio": ("0.25", False), "done": ("None", False)}
+TRAIN = {"step": ("7", True), "flags": ("{'a': 1, 'b': 2}", False), "pair": ("(7, b'xy')", False),
+         "active": ("True", False)}
+
+
+def _oracle(python, pid):
+    """CPython's own reading of the Python stacks of ``pid``: {native thread id: [(function, file, line)]}."""
+    r = subprocess.run([python, "-I", "-c", ORACLE, str(pid)], capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    return {int(tid): [tuple(f) for f in frames] for tid, frames in json.loads(r.stdout).items()}
+
+
+def _started(argv, tmp_path, name="ready"):
+    ready = str(tmp_path / name)
+    proc = subprocess.Popen(argv + [ready], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wait_for_file(ready, proc=proc)
+    return proc
+
+
+def _stopped(proc):
+    proc.kill()
+    proc.wait()
+    proc.stderr.close()
+
+
+def _stack(tmp_path, pid, *options):
+    out = tmp_path / "s.json"
+    r = run_tfnative(["stack", "--pid", str(pid), *options, "--json", str(out)])
+    assert r.returncode == 0, r.stderr
+    return r, load_json(out)["events"][0]
+
+
+def _py(thread):
+    return [(f["function"], f["file"], f["line"]) for f in thread["frames"] if f["kind"] == "python"]
+
+
+@pytest.mark.parametrize("version", NEW)
+def test_new_python_attach_break(version, tmp_path, new_pythons):
+    """attach --break uname: the four user frames in order, file:line, merged with the native stack."""
+    python = _new_python(new_pythons, version)
+    doc = _check(python, tmp_path, qualified=True)
+    assert doc["events"][0]["python"] == version
+
+
+@pytest.mark.parametrize("version", NEW)
+def test_new_python_stack_pid(version, tmp_path, new_pythons):
+    """stack --pid --locals of three named threads: threading's names, each thread's Python frames as
+    CPython's own RemoteUnwinder reads them (in order, with file:line), merged, and their locals."""
+    python = _new_python(new_pythons, version)
+    program = script("named_threads.py")
+    proc = _started([python, program], tmp_path)
+    try:
+        r, event = _stack(tmp_path, proc.pid, "--locals")
+        oracle = _oracle(python, proc.pid)
+    finally:
+        _stopped(proc)
+    assert event["python"] == version
+    threads = {t.get("python_name"): t for t in event["threads"]}
+    assert {"MainThread", "loader-1", "trainer"} <= set(threads)
+    assert threads["MainThread"]["tid"] == proc.pid
+    for name, function, marker in (("MainThread", "main", "MAIN_LINE"), ("loader-1", "load", "LOADER_LINE"),
+                                   ("trainer", "train", "TRAINER_LINE")):
+        thread = threads[name]
+        assert thread["merge"] == "ok", thread.get("merge_detail")
+        ours = _py(thread)
+        assert (function, program, line_of(program, "# " + marker)) in ours
+        theirs = oracle[thread["tid"]]
+        # 3.14's RemoteUnwinder stops at the first C call below the innermost eval loop; 3.15's goes on
+        assert len(theirs) >= 3 and ours[:len(theirs)] == theirs, (ours, theirs)
+        assert thread.get("gil") != "held"  # all three wait in Event.wait, the GIL released
+    for name, function, expected in (("loader-1", "load", LOAD), ("trainer", "train", TRAIN)):
+        frame = next(f for f in threads[name]["frames"] if f["kind"] == "python" and f["function"] == function)
+        assert [(v["name"], (v["repr"], v["arg"])) for v in frame["variables"]] == list(expected.items())
+    assert 'Thread %d "loader-1"' % threads["loader-1"]["tid"] in r.stdout
+
+
+@pytest.mark.parametrize("version", NEW)
+def test_new_python_gil_holder(version, tmp_path, new_pythons):
+    """The main thread holds the GIL (in a collection, sleeping in C); the two spinning threads wait for it."""
+    python = _new_python(new_pythons, version)
+    proc = subprocess.Popen([python, script("gil_holder.py")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        _r, event = _stack(tmp_path, proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    threads = {t["tid"]: t for t in event["threads"]}
+    assert [tid for tid, t in threads.items() if t["gil"] == "held"] == [proc.pid]
+    assert [tid for tid, t in threads.items() if t.get("gc")] == [proc.pid]
+    spinners = [t for t in threads.values() if (t.get("python_name") or "").endswith("(spin)")]
+    assert len(spinners) == 2 and all(t["gil"] == "waiting" for t in spinners)
+    path = script("gil_holder.py")
+    held = [(f, os.path.basename(p), n) for f, p, n in _py(threads[proc.pid])]
+    assert held[:2] == [("hold_gil", "gil_holder.py", line_of(path, "PyDLL(None).sleep")),
+                        ("Holder.__del__", "gil_holder.py", line_of(path, "        hold_gil()"))]
+
+
+@pytest.mark.parametrize("version", NEW)
+def test_new_python_core(version, tmp_path, new_pythons):
+    """core of a plain-Python segfault: the crashing thread's user frames with file:line, merged."""
+    python = _new_python(new_pythons, version)
+    proc = subprocess.run(["bash", "-c", 'ulimit -c unlimited && exec "$0" "$1"', python, script("segv.py")],
+                          cwd=tmp_path, capture_output=True, timeout=120)
+    assert proc.returncode != 0
+    core = tmp_path / "core"
+    assert core.exists(), "no core in %s (core_pattern?)" % tmp_path
+    out = tmp_path / "c.json"
+    r = run_tfnative(["core", str(core), "--json", str(out)])
+    assert r.returncode == 0, r.stderr
+    event = load_json(out)["events"][0]
+    assert (event["signal"], event["python"]) == ("SIGSEGV", version)
+    thread = event["threads"][0]
+    assert thread["merge"] == "ok", thread.get("merge_detail")
+    assert thread["gil"] == "held"
+    path = script("segv.py")
+    user = [(f, n) for f, p, n in _py(thread) if p == path]
+    assert user == [("poke", line_of(path, "string_at(0)")), ("main", line_of(path, "    poke()")),
+                    ("<module>", _last_line(path))]
+
+
+def _last_line(path):
+    with open(path) as f:
+        return len(f.read().rstrip("\n").splitlines())
+
+
+def test_python_through_the_loader(tmp_path, new_pythons):
+    """``ld-linux-x86-64.so.2 --library-path ... python3.14 script``: /proc/PID/exe names the loader, the
+    interpreter is found from the mappings (stack and attach --pid)."""
+    python = _new_python(new_pythons, "3.14")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(python)))
+    libdir = os.path.join(root, "usr", "lib", "x86_64-linux-gnu")
+    loader = os.path.join(libdir, "ld-linux-x86-64.so.2")
+    program = script("named_threads.py")
+    proc = _started([loader, "--library-path", libdir, python, program], tmp_path)
+    try:
+        assert os.path.basename(os.readlink("/proc/%d/exe" % proc.pid)) == "ld-linux-x86-64.so.2"
+        _r, event = _stack(tmp_path, proc.pid)
+        oracle = _oracle(python, proc.pid)
+    finally:
+        _stopped(proc)
+    assert event["python"] == "3.14"
+    main = next(t for t in event["threads"] if t["tid"] == proc.pid)
+    assert main["merge"] == "ok" and main.get("python_name") == "MainThread"
+    theirs = oracle[proc.pid]
+    assert _py(main)[:len(theirs)] == theirs
+    assert ("main", program, line_of(program, "# MAIN_LINE")) in _py(main)
+
+
+@pytest.mark.slow
+def test_tensorflow_222_on_python_314(tmp_path):
+    """TF 2.22.0rc0 on 3.14: stack --pid of a tf.function hung in a py_function names the op on the kernel
+    frame, the callback's line on the pool thread and the tf.function the main thread waits in."""
+    python = os.path.join(TF_VENV, "bin", "python")
+    if not os.path.exists(os.path.join(TF_VENV, "READY")):
+        pytest.skip("no %s (run .ci/pythons venv 3.14 %s tensorflow-cpu==2.22.0rc0)" % (TF_VENV, TF_VENV))
+    hang = script("tf_hang.py")
+    ready, release = tmp_path / "ready", tmp_path / "release"
+    proc = subprocess.Popen([python, hang, str(ready), str(release)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for_file(str(ready), 300, proc)
+        r, event = _stack(tmp_path, proc.pid)
+        release.write_text("go")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert event["python"] == "3.14"
+    main = next(t for t in event["threads"] if t["tid"] == proc.pid)
+    assert main["tf_function"]["python_function"] == "step"
+    assert ("main", hang, line_of(hang, 'print("result"')) in _py(main)
+    worker = next(t for t in event["threads"] if any(f[0] == "slow_callback" for f in _py(t)))
+    assert worker["merge"] == "ok"
+    loop = range(line_of(hang, "while RELEASE"), line_of(hang, "return x * 2"))
+    assert any(f[:2] == ("slow_callback", hang) and f[2] in loop for f in _py(worker))
+    kernel = [f for f in worker["frames"] if f["kind"] == "native" and "PyFuncOp::Compute" in (f["function"] or "")]
+    assert kernel and kernel[0].get("op", {}).get("type") == "EagerPyFunc", kernel
+    assert "slow_callback at tf_hang.py:" in r.stderr
