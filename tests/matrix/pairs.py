@@ -71,9 +71,11 @@ def is_ready(venv: str) -> bool:
     return os.path.isfile(os.path.join(venv, "READY")) and os.path.exists(os.path.join(venv, "bin", "python"))
 
 
-def probe(python: str, with_tf: bool = True, timeout: float = 300) -> dict:
-    """What an interpreter reports about itself: sys.version, X.Y, tf.__version__ (None without TensorFlow),
-    where its tfnative comes from (None: not installed).  Raises PairError if it does not run."""
+def probe(python: str, with_tf: Optional[str] = "import", timeout: float = 300) -> dict:
+    """What an interpreter reports about itself: sys.version, X.Y, where its tfnative comes from (None: not
+    installed), and TensorFlow's version (None without it): ``tf.__version__`` with ``with_tf="import"`` (seconds),
+    the installed distribution's version with ``"metadata"`` (fast), not looked at with None.  Raises PairError
+    if it does not run."""
     code = (
         "import json, os, sys\n"
         "os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')\n"
@@ -85,14 +87,22 @@ def probe(python: str, with_tf: bool = True, timeout: float = 300) -> dict:
         "except Exception:\n"
         "    out['tfnative'] = None\n"
         "out['tensorflow'] = None\n"
-        "if WITH_TF:\n"
+        "if WITH_TF == 'import':\n"
         "    try:\n"
         "        import tensorflow as tf\n"
         "        out['tensorflow'] = tf.__version__\n"
         "    except Exception as e:\n"
         "        out['tensorflow_error'] = type(e).__name__ + ': ' + str(e)\n"
+        "elif WITH_TF == 'metadata':\n"
+        "    import importlib.metadata as md\n"
+        "    for dist in ('tensorflow-cpu', 'tensorflow'):\n"
+        "        try:\n"
+        "            out['tensorflow'] = md.version(dist)\n"
+        "            break\n"
+        "        except md.PackageNotFoundError:\n"
+        "            pass\n"
         "print('PROBE ' + json.dumps(out))\n"
-    ).replace("WITH_TF", repr(bool(with_tf)))
+    ).replace("WITH_TF", repr(with_tf))
     try:
         r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout,
                            stdin=subprocess.DEVNULL)
@@ -135,7 +145,7 @@ def find_venv(name: str) -> Optional[str]:
         if not os.path.exists(exe) or not _venv_of_python(other, python):
             continue
         try:
-            found = probe(exe, with_tf=tf is not None)
+            found = probe(exe, with_tf="metadata" if tf else None, timeout=60)
         except PairError:
             continue
         if found["python"] == python and same_version(found["tensorflow"], tf):
@@ -149,7 +159,7 @@ def tfnative_from(venv: str) -> Optional[str]:
     if not os.path.exists(exe):
         return None
     try:
-        found = probe(os.path.join(venv, "bin", "python"), with_tf=False, timeout=60)
+        found = probe(os.path.join(venv, "bin", "python"), with_tf=None, timeout=60)
     except PairError:
         return None
     if found["tfnative"] != os.path.join(ROOT, "tfnative"):
