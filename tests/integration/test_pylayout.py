@@ -144,3 +144,70 @@ def test_offsets_match_the_interpreters_dwarf(version, tmp_path):
     unchecked = {f for f, v in vars(layout).items()
                  if isinstance(v, int) and not isinstance(v, bool) and f not in exprs and f != "dict_values_offset"}
     assert unchecked == set()
+
+
+HEAD = r"""
+import ctypes, sys
+at = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+sys.stdout.write(ctypes.string_at(at, int(sys.argv[1])).hex())
+"""
+PER_VERSION_PUBLISHED = {
+    (3, 13): PER_VERSION[(3, 13)],
+    (3, 14): PER_VERSION[(3, 13)],
+    (3, 15): dict(PER_VERSION[(3, 13)], tstate_base_frame="&((PyThreadState*)0)->base_frame"),
+}
+
+
+def runtime_head(python: str, size: int = 1024) -> bytes:
+    """The first ``size`` bytes of ``_PyRuntime`` in a running ``python`` (it reads its own memory)."""
+    r = subprocess.run([python, "-I", "-c", HEAD, str(size)], capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    return bytes.fromhex(r.stdout)
+
+
+def dwarf_offsets(dwarf_file: str, exprs: dict, tmp_path) -> dict:
+    prog = tmp_path / "offsets.py"
+    prog.write_text(EVAL % json.dumps(exprs))
+    r = subprocess.run(["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off", dwarf_file,
+                        "-x", str(prog)], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("@@")]
+    assert lines, r.stdout + r.stderr
+    return json.loads(lines[0][2:])
+
+
+def _debug_python(version):
+    """(interpreter, file with its DWARF) for ``version``: pyenv's (DWARF in it), or .ci/pythons' Debian
+    build (stripped; DWARF in the -dbg file under its own root)."""
+    from tfnative.core.debugfiles import separate_debug_file
+    from tfnative.core.elfindex import ElfIndex
+
+    key = "%d.%d" % version
+    python = pyenv_pythons().get(key)
+    if python is not None:
+        return python, _library(python)
+    cache = os.environ.get("TFNATIVE_CACHE") or os.path.expanduser("~/.cache/tfnative")
+    python = os.path.join(cache, "cpython", key, "usr", "bin", "python" + key)
+    if not os.access(python, os.X_OK):
+        pytest.skip("no CPython %s here (pyenv, or .ci/pythons %s)" % (key, key))
+    debug = separate_debug_file(python, ElfIndex.open(python).build_id or "")
+    if debug is None:
+        pytest.skip("no debug file for %s" % python)
+    return python, debug
+
+
+@pytest.mark.parametrize("version", sorted(PER_VERSION_PUBLISHED), ids=lambda v: "%d.%d" % v)
+def test_published_offsets_match_the_dwarf(version, tmp_path):
+    """The layout tfnative builds from a live interpreter's ``_Py_DebugOffsets`` (and derives where it
+    publishes nothing) is, field for field, the one the interpreter's own DWARF gives."""
+    from tfnative.core.pylayout import debug_offsets_layout
+
+    python, dwarf_file = _debug_python(version)
+    layout = debug_offsets_layout(runtime_head(python))
+    assert layout is not None and layout.version == version
+    exprs = dict(COMMON, **PER_VERSION_PUBLISHED[version])
+    dwarf = dwarf_offsets(dwarf_file, exprs, tmp_path)
+    assert {name: getattr(layout, name) for name in exprs} == dwarf
+    unchecked = {f for f, v in vars(layout).items()
+                 if isinstance(v, int) and not isinstance(v, bool) and f not in exprs and f != "dict_values_offset"}
+    assert unchecked == set()
