@@ -5,6 +5,7 @@ This is the one place where gdb is asked for frames.  ``capture()`` returns a
 prints it.
 """
 
+import copy
 import os
 import re
 from contextlib import contextmanager
@@ -12,8 +13,9 @@ from typing import Dict, List, Optional, Tuple
 
 import gdb  # type: ignore
 
+from tfnative.core import procfs
 from tfnative.core.debugfiles import DEBUG_ROOT, separate_debug_file
-from tfnative.core.elfindex import ElfError
+from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
 from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.memory import USER_SPACE_END
 from tfnative.core.model import Capture, NativeFrame
@@ -211,25 +213,96 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
             if err:
                 entry.error = (entry.error + "; " if entry.error else "") + err
             out.append(entry)
-    if which != "selected":
-        tf_names = _tf_thread_names(inferior, threads) if unnamed_workers(out) else None
-        result.pool = pool_summary(out, tf_names)
-    result.threads = select_threads(out, which)
+    if which == "selected":
+        result.threads = select_threads(out, which)
+        return result
+    # The pools are told apart by their frames: those in libraries gdb only has a surrogate for (TensorFlow's)
+    # are named from tfnative's index first (as the report names them afterwards, symbolload.symbolize).
+    maps = _LiveMaps(inferior.pid) if live else None
+    seen = [_named_copy(t, maps) for t in out] if maps is not None else out
+    tf_names = _tf_thread_names(inferior, threads, maps) if unnamed_workers(seen) else None
+    result.pool = pool_summary(seen, tf_names)
+    keep = [t.tid for t in select_threads(seen, which)]
+    by_tid = {t.tid: t for t in out}
+    result.threads = [by_tid[tid] for tid in keep]
     return result
 
 
-def _tf_thread_names(inferior, threads) -> Dict[int, str]:
+class _LiveMaps:
+    """A live target's mapped files (``/proc/PID/maps``): which file an address is in, its load bias, and
+    tfnative's symbol index of it (the cached one symbolload made), each opened once."""
+
+    def __init__(self, pid: int) -> None:
+        try:
+            self.rows = [(m[0], m[1], m[6]) for m in procfs.maps(pid) if m[6].startswith("/")]
+        except OSError:
+            self.rows = []
+        self.pid = pid
+        self.bias: Dict[str, Optional[int]] = {}
+        self.index: Dict[str, Optional[ElfIndex]] = {}
+
+    def path_of(self, addr: int) -> Optional[str]:
+        return next((path for lo, hi, path in self.rows if lo <= addr < hi), None)
+
+    def bias_of(self, path: str) -> Optional[int]:
+        if path not in self.bias:
+            try:
+                self.bias[path] = load_base(self.pid, path)
+            except (OSError, LookupError, ElfError):
+                self.bias[path] = None
+        return self.bias[path]
+
+    def name_of(self, addr: int) -> Optional[str]:
+        path = self.path_of(addr)
+        bias = self.bias_of(path) if path else None
+        if path is None or bias is None:
+            return None
+        if path not in self.index:
+            try:
+                self.index[path] = ElfIndex.open(path)
+            except (OSError, ElfError, ValueError):
+                self.index[path] = None
+        idx = self.index[path]
+        hit = idx.symbolize(addr - bias) if idx is not None else None
+        return display_names([hit[0]])[0] if hit else None
+
+
+def _named_copy(thread, maps: "_LiveMaps"):
+    """``thread`` with its frames that gdb could not name named from the index (a shallow copy; the capture's
+    own frames are left as gdb gave them)."""
+    if not any((f.function or "??") == "??" for f in thread.frames if isinstance(f, NativeFrame)):
+        return thread
+    frames = []
+    for f in thread.frames:
+        if isinstance(f, NativeFrame) and (f.function or "??") == "??" and f.address:
+            name = maps.name_of(int(f.address, 16))
+            if name:
+                f = copy.copy(f)
+                f.function = name
+        frames.append(f)
+    named = copy.copy(thread)
+    named.frames = frames
+    return named
+
+
+def _tf_thread_names(inferior, threads, maps: Optional["_LiveMaps"]) -> Dict[int, str]:
     """tid -> the name TensorFlow's thread-name registry gives the thread (``core/threadnames.py``)."""
     addresses = []
-    for objfile in gdb.objfiles():
-        path = objfile.filename or ""
+    paths = {objfile.filename or "" for objfile in gdb.objfiles()}
+    if maps is not None:
+        paths |= {path for _lo, _hi, path in maps.rows}
+    for path in paths:
         if not os.path.basename(path).startswith("libtensorflow_framework"):
             continue
         try:
             names = registry_symbols(path)
         except (OSError, ValueError, ElfError):
             continue
-        addresses += [a for a in map(symbol_address, names) if a]
+        bias = maps.bias_of(path) if maps is not None else None
+        for name, vaddr in names.items():
+            addr = symbol_address(name) or (vaddr + bias if bias is not None else None)
+            if addr and addr not in addresses:
+                addresses.append(addr)
     if not addresses:
         return {}
     return registered_names(GdbMemory(inferior).read, addresses, {t.ptid[1]: _pthread_id(t) for t in threads})
