@@ -42,7 +42,7 @@ import threading
 from typing import Dict, List, Optional, Tuple
 
 from .core import kstate
-from .core.cfi import DWARF_REGS, CfiError, Frame, Unwinder
+from .core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
 from .core.elfindex import ElfError, data_symbols, display_names
 from .core.executors import pool_summary, unnamed_workers
 from .core.memory import Memory
@@ -290,7 +290,7 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
     kernels = OpKernelReader(memory)
     for tid, name, frames, named, py, cut in found:
         _ops(memory, frames, named, kernels)
-        thread = thread_entry(tid, name, named, reader, py)
+        thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
         if len(frames) >= MAX_NATIVE_FRAMES:
             cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
         if tid in inner:

@@ -99,7 +99,9 @@ def _library(pc: int) -> Optional[str]:
     return os.path.basename(lib) if lib else None
 
 
-def native_frames(limit: int = MAX_NATIVE_FRAMES) -> (List[NativeFrame], Optional[str]):
+def native_frames(limit: int = MAX_NATIVE_FRAMES, stack: Optional[List[Optional[int]]] = None) \
+        -> (List[NativeFrame], Optional[str]):
+    """The selected thread's frames, innermost first; ``stack`` (a list) gets each one's stack pointer."""
     frames: List[NativeFrame] = []
     error = None
     try:
@@ -129,6 +131,11 @@ def native_frames(limit: int = MAX_NATIVE_FRAMES) -> (List[NativeFrame], Optiona
         except gdb.error:
             pass
         frames.append(entry)
+        if stack is not None:
+            try:
+                stack.append(int(f.read_register("rsp")))
+            except (gdb.error, ValueError):
+                stack.append(None)
         try:
             f = f.older()
         except gdb.error as exc:
@@ -205,8 +212,9 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
             th.switch()
             lwp = th.ptid[1]
             py = pythreads.find(lwp, lambda th=th: _pthread_id(th))
-            native, err = native_frames()
-            entry = thread_entry(lwp, th.name or "", native, reader, py)
+            stack: List[Optional[int]] = []
+            native, err = native_frames(stack=stack)
+            entry = thread_entry(lwp, th.name or "", native, reader, py, stack)
             entry.gdb_thread = th.num
             if lwp in inner:
                 entry.ns_tid = inner[lwp]

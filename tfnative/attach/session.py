@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import time
@@ -114,6 +115,13 @@ def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None, die_wit
 
 
 def _attach(gdb: Gdb, pid: int) -> None:
+    program = loaded_program(pid)
+    if program is not None:  # run through the loader: gdb would take ld.so (/proc/PID/exe) for the program
+        try:
+            gdb.command("-gdb-set exec-file-mismatch off", timeout=CAPTURE_TIMEOUT)
+            gdb.command("-file-exec-and-symbols %s" % mi_quote(program), timeout=CAPTURE_TIMEOUT)
+        except GdbError:
+            pass
     try:
         gdb.command("-target-attach %d" % pid, timeout=CAPTURE_TIMEOUT)
     except GdbError as exc:
@@ -123,6 +131,19 @@ def _attach(gdb: Gdb, pid: int) -> None:
         raise TfnativeError("gdb could not attach to %d: %s" % (pid, msg))
     if gdb.wait_event("stopped", CAPTURE_TIMEOUT) is None:
         raise TfnativeError("gdb attached to %d but the process did not stop" % pid)
+
+
+def loaded_program(pid: int) -> Optional[str]:
+    """The interpreter a process runs when it was started through the loader (``ld-linux-x86-64.so.2
+    --library-path ... python3.14 script``): /proc/PID/exe names the loader, the mappings the program.
+    None for a process started the usual way (or whose files cannot be read)."""
+    try:
+        if not os.path.basename(os.readlink("/proc/%d/exe" % pid)).startswith("ld-linux"):
+            return None
+        mapped = [m.path for m in procfs.maps(pid) if m.path.startswith("/")]
+    except OSError:
+        return None
+    return next((p for p in mapped if re.fullmatch(r"python3\.\d+d?", os.path.basename(p))), None)
 
 
 CAP_SYS_PTRACE = 19

@@ -25,7 +25,15 @@ from ..output.report import Document, Printer
 from .gdbmi import Gdb, GdbDied, GdbError
 from .launcher import PausedChild
 from .procwatch import ChildWatch
-from .session import _attach, _detach, _ensure_not_stopped, _stop_target_for_detach, check_pid, ptrace_refused_message
+from .session import (
+    _attach,
+    _detach,
+    _ensure_not_stopped,
+    _stop_target_for_detach,
+    check_pid,
+    loaded_program,
+    ptrace_refused_message,
+)
 from .symbolload import SymbolLoader
 from .traps import restore as restore_traps
 
@@ -225,9 +233,12 @@ class PidTarget:
         self.was_stopped = procfs.state(self.pid) in ("T", "t")
 
     def executable(self) -> str:
-        """The process's executable; where the kernel denies even that, it denies ptrace too: say why."""
+        """The process's executable; where the kernel denies even that, it denies ptrace too: say why.
+
+        A program run through the loader (``ld-linux-x86-64.so.2 python3.14 ...``) has the loader as its
+        ``/proc/PID/exe``: the mapped ``python3.X`` is the executable then (gdb reads its symbols from it)."""
         try:
-            return os.readlink("/proc/%d/exe" % self.pid)
+            return loaded_program(self.pid) or os.readlink("/proc/%d/exe" % self.pid)
         except PermissionError:
             raise TfnativeError(ptrace_refused_message(self.pid, "reading /proc/%d/exe" % self.pid)) from None
         except OSError as exc:

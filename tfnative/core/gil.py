@@ -35,7 +35,8 @@ def _base(name: str) -> str:
 COND_WAITS = ("pthread_cond_timedwait", "pthread_cond_wait", "pthread_cond_clockwait")
 
 
-def _interpreter_object(library: Optional[str]) -> bool:
+def interpreter_object(library: Optional[str]) -> bool:
+    """Whether a frame's library is the interpreter's own object (``python3.X``, ``libpython3.X``)."""
     base = (library or "").rsplit("/", 1)[-1]
     return base.startswith("python3") or base.startswith("libpython3")
 
@@ -52,7 +53,7 @@ def gil_state_from_native(native: List[NativeFrame]) -> Optional[str]:
         if name in COND_WAITS:
             caller = native[i + 1] if i + 1 < len(native) else None
             if (caller is not None and (caller.function or "??") == "??"
-                    and _interpreter_object(caller.library)):
+                    and interpreter_object(caller.library)):
                 return "waiting"
     return None
 
@@ -69,4 +70,4 @@ def in_collection(native: List[NativeFrame], holds_gil: bool, collecting: bool) 
     if holds_gil and collecting:
         return True
     return any(isinstance(f, NativeFrame) and _base(f.function or "") in GC_FUNCTIONS
-               and _interpreter_object(f.library) for f in native)
+               and interpreter_object(f.library) for f in native)

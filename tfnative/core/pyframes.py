@@ -78,6 +78,8 @@ class ThreadPy:
         self.native_id = native_id
         self.pthread_id = pthread_id
         self.groups: List[List[PyFrame]] = []  # innermost group first, frames innermost first
+        # 3.12+: the address of the entry frame under each group (a local of that eval call's C frame)
+        self.entries: List[int] = []
         self.error: Optional[str] = None
         self.name: Optional[str] = None  # threading's name for it, where the program imported threading
         self.daemon: Optional[bool] = None  # and whether it is a daemon thread
@@ -402,6 +404,7 @@ class PythonReader:
                 if L.chain == "cstack_shim" and owner >= ENTRY_OWNER_MIN:
                     if not self._sentinel(thread, f):
                         thread.groups.append(group)
+                        thread.entries.append(f)
                     group = []
                     f = self.u64(f + L.frame_previous)
                     continue

@@ -10,8 +10,8 @@ from typing import Callable, Dict, List, Optional
 
 from .autograph import annotate
 from .executors import POOL_THREAD_NAMES, is_pool_worker, runs_kernel
-from .gil import gil_state_from_native, in_collection
-from .mixed import merge
+from .gil import gil_state_from_native, in_collection, interpreter_object
+from .mixed import EVAL_FUNCTION, is_eval_frame, merge
 from .model import Capture, NativeFrame, Thread
 from .pyframes import PythonReader, ThreadPy
 
@@ -87,8 +87,11 @@ def namespace_tids(pid: int) -> Dict[int, int]:
 
 
 def thread_entry(tid: int, name: str, native: List[NativeFrame], reader: Optional[PythonReader],
-                 py: Optional[ThreadPy]) -> Thread:
-    """One thread of a capture: ``native`` frames (innermost first) merged with the Python frames of ``py``."""
+                 py: Optional[ThreadPy], stack: Optional[List[Optional[int]]] = None) -> Thread:
+    """One thread of a capture: ``native`` frames (innermost first) merged with the Python frames of ``py``.
+
+    ``stack``: each native frame's stack pointer (``rsp`` in that frame), where the caller knows them: they
+    find the eval-loop frames no symbol names (``name_eval_frames``)."""
     thread = Thread(tid=tid, name=name)
     if py is not None and py.name is not None:
         thread.python_name = py.name
@@ -99,6 +102,8 @@ def thread_entry(tid: int, name: str, native: List[NativeFrame], reader: Optiona
         reader.read_frames(py)
         annotate(reader, [f for g in py.groups for f in g])
         groups = [[f.to_frame() for f in g] for g in py.groups]
+        if stack is not None:
+            name_eval_frames(native, py.entries, stack)
         if py.error:
             thread.error = py.error
     merge(thread, native, groups)
@@ -106,6 +111,33 @@ def thread_entry(tid: int, name: str, native: List[NativeFrame], reader: Optiona
     thread.gil = "held" if holds else gil_state_from_native(native)
     thread.gc = in_collection(native, holds, py is not None and py.gc_collecting)
     return thread
+
+
+def name_eval_frames(native: List[NativeFrame], entries: List[int], stack: List[Optional[int]]) -> int:
+    """Name ``_PyEval_EvalFrameDefault`` the unnamed native frames that run an eval call, found by where its
+    entry frame is; returns how many were named.
+
+    From 3.12 each eval call's entry frame (``entries``, innermost first) is a local of that call's own C
+    frame, so it lies between the frame's stack pointer and its caller's.  That needs no symbol: Debian's
+    stripped 3.14/3.15 (GCC 16, LTO) run the eval loop's calls from ``_PyEval_EvalFrameDefault.cold``, a
+    part ``.dynsym`` does not name.  Only where the names leave eval calls without a frame, only unnamed
+    frames of the interpreter's own object, and only when every entry frame finds its own frame.
+    """
+    if not entries or sum(1 for f in native if is_eval_frame(f)) >= len(entries) or len(stack) != len(native):
+        return 0
+    hosts = []
+    for entry in entries:
+        host = next((i for i in range(len(native) - 1) if stack[i] is not None and stack[i + 1] is not None
+                     and stack[i] <= entry < stack[i + 1]), None)  # type: ignore[operator]
+        if host is None or host in hosts:
+            return 0
+        hosts.append(host)
+    if hosts != sorted(hosts):  # innermost eval call first, as the native frames are
+        return 0
+    named = [i for i in hosts if (native[i].function or "??") == "??" and interpreter_object(native[i].library)]
+    for i in named:
+        native[i].function = EVAL_FUNCTION
+    return len(named)
 
 
 def unwound(which: str, has_state: bool, name: str, main_name: Optional[str] = None) -> bool:
