@@ -1,0 +1,123 @@
+"""The hang verdict on TensorFlow 2.16 to 2.20, whose pool threads have no names (all show as ``python``).
+
+For each older-TF venv of the version matrix that exists (``tests/matrix/pairs.py``; made by
+``tests/matrix/run``), ``tfnative stack --pid`` (the fast path, then ``--with-gdb``) on
+
+- ``tests/scripts/tf_hang.py``: a ``tf.function`` blocked in a ``tf.py_function`` callback: the verdict names
+  the main thread's call, the inter-op worker and the callback's line, as on 2.21 (where the worker is
+  named ``tf_Compute``); the kernel frame under the callback runs op ``EagerPyFunc``;
+- ``tests/scripts/tf_stuck.py pool``: the inter-op pool (2 threads) exhausted by callbacks: the verdict
+  says so, having told the inter-op pool's idle-or-busy workers from the intra-op pool's by what TensorFlow
+  recorded for them, not by their OS names.
+"""
+
+import os
+import subprocess
+
+import pytest
+
+from ..conftest import line_of, load_json, requires_gdb, run_tfnative, script, wait_for_file
+from ..matrix import pairs
+
+pytestmark = [requires_gdb]
+
+HANG = script("tf_hang.py")
+STUCK = script("tf_stuck.py")
+
+
+def _older_tf_venvs():
+    """(pair, venv) of the matrix's pairs whose TensorFlow is older than 2.21 and whose venv is complete."""
+    out = []
+    for name in pairs.PAIRS:
+        _py, tf = pairs.parse(name)
+        if tf is None or tuple(int(x) for x in tf.split(".")[:2]) >= (2, 21):
+            continue
+        venv = pairs.venv_dir(name)
+        if pairs.is_ready(venv):
+            out.append(pytest.param(os.path.join(venv, "bin", "python"), id=name))
+    if not out:
+        out.append(pytest.param(None, id="none", marks=pytest.mark.skip(
+            reason="no TensorFlow 2.16-2.20 venv under %s (make them with tests/matrix/run)" %
+            os.path.join(pairs.cache_dir(), "venvs"))))
+    return out
+
+
+VENVS = _older_tf_venvs()
+
+
+def stack(tmp_path, pid, *options, name="s"):
+    out = tmp_path / ("%s.json" % name)
+    r = run_tfnative(["stack", "--pid", str(pid), *options, "--json", str(out)], timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r, load_json(out)
+
+
+@pytest.fixture(scope="module", params=VENVS)
+def hung(request, tmp_path_factory):
+    """The pid of tf_hang.py blocked in its callback, under one venv's python."""
+    tmp = tmp_path_factory.mktemp("hang")
+    ready, release = tmp / "ready", tmp / "release"
+    proc = subprocess.Popen([request.param, HANG, str(ready), str(release)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        wait_for_file(str(ready), 300, proc)
+        yield proc.pid
+        release.write_text("go")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("path", [(), ("--with-gdb",)], ids=["fast", "gdb"])
+def test_hung_callback_names_worker_and_callback(hung, tmp_path, path):
+    r, doc = stack(tmp_path, hung, *path)
+    event, t = doc["events"][0], doc["triage"]
+    threads = {th["tid"]: th for th in event["threads"]}
+    assert all(th["name"] == "python" for th in threads.values())  # these versions name no thread
+    assert t["pattern"] == "waiting_on_executor", t["verdict"]
+    (worker,) = t["pool"]["busy"]
+    callback = [f for f in threads[worker]["frames"] if f["kind"] == "python" and f["function"] == "slow_callback"]
+    assert callback and callback[0]["file"] == HANG
+    loop = range(line_of(HANG, "while RELEASE"), line_of(HANG, "return x * 2"))
+    assert callback[0]["line"] in loop
+    # blocked in its sleep, or (rarely) caught between two: the kernel state; gdb's path reads none
+    states = ("in",) if path else ("blocked in", "running")
+    assert t["verdict"] in [
+        "the main thread waits for tf.function step at tf_hang.py:%d; the work is on the inter-op pool's thread %d "
+        "in the tf.py_function callback slow_callback at tf_hang.py:%d, %s time.sleep()" % (
+            line_of(HANG, 'print("result"'), worker, callback[0]["line"], state) for state in states]
+    assert "tfnative: verdict: " + t["verdict"] in r.stderr
+    kernel = [f for f in threads[worker]["frames"] if "PyFuncOp::Compute" in (f.get("function") or "")]
+    assert kernel and kernel[0]["op"]["type"] == "EagerPyFunc"
+    pool = event["pool"]
+    assert pool["name"] is None and pool["exact"] is True
+    assert sorted(pool["busy"] + pool["idle"]) == sorted(pool["pools"]["inter-op"])
+    assert pool["threads"] == len(pool["pools"]["inter-op"]) >= 1
+    assert pool["pools"]["intra-op"]  # the CPU device's Eigen pool: other workers, not the inter-op pool's
+
+
+@pytest.mark.parametrize("python", VENVS)
+def test_pool_exhausted_without_thread_names(python, tmp_path):
+    proc = subprocess.Popen([python, STUCK, "pool"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        for i in range(60):  # the callers reach the executor some time after "ready"
+            _r, doc = stack(tmp_path, proc.pid, name="s%d" % i)
+            if doc["triage"]["pattern"] == "pool_exhausted":
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    t = doc["triage"]
+    assert t["pattern"] == "pool_exhausted", t["verdict"]
+    assert t["pool"]["threads"] == 2 and t["pool"]["idle"] == [] and t["pool"]["exact"]
+    callback = line_of(STUCK, "    EVENT.wait()")
+    assert t["verdict"].startswith(
+        "TensorFlow's inter-op pool is exhausted: all 2 threads of the inter-op pool are inside tf.py_function "
+        "callbacks or wait for the GIL (threads %s in the tf.py_function callback wait_for_event at tf_stuck.py:%d, "
+        "blocked in lock.acquire() under Condition.wait); " % (", ".join(map(str, t["pool"]["busy"])), callback))
+    assert "the main thread waits for tf.function set_step at tf_stuck.py:%d" % line_of(
+        STUCK, "        set_step(x)") in t["verdict"]
