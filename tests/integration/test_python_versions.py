@@ -395,3 +395,39 @@ def test_tensorflow_222_on_python_314(tmp_path):
     kernel = [f for f in worker["frames"] if f["kind"] == "native" and "PyFuncOp::Compute" in (f["function"] or "")]
     assert kernel and kernel[0].get("op", {}).get("type") == "EagerPyFunc", kernel
     assert "slow_callback at tf_hang.py:" in r.stderr
+
+
+@pytest.mark.parametrize("version", NEW)
+@pytest.mark.parametrize("how", ["snapshot", "gdb"])
+def test_stripped_interpreter_without_its_debug_file(version, how, tmp_path, new_pythons):
+    """Debian's python3.X as it ships without its -dbg package: a copy of the stripped binary (no debug file
+    under its prefix), run through the private loader.  ``.dynsym`` does not name the part of
+    ``_PyEval_EvalFrameDefault`` the eval loop calls from (``.cold``): the eval frames are found by where
+    their entry frames lie on the stack, and every thread merges; gdb's capture (``--with-gdb``) too."""
+    python = _new_python(new_pythons, version)
+    usr = os.path.dirname(os.path.dirname(python))
+    libdir = os.path.join(usr, "lib", "x86_64-linux-gnu")
+    copy = tmp_path / "bin" / os.path.basename(python)
+    copy.parent.mkdir()
+    copy.write_bytes(open(python, "rb").read())
+    copy.chmod(0o755)
+    program = script("named_threads.py")
+    ready = str(tmp_path / "ready")
+    proc = subprocess.Popen([os.path.join(libdir, "ld-linux-x86-64.so.2"), "--library-path", libdir, str(copy),
+                             program, ready], env=dict(os.environ, PYTHONHOME=usr), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        wait_for_file(ready, proc=proc)
+        _r, event = _stack(tmp_path, proc.pid, *(["--with-gdb"] if how == "gdb" else []))
+        oracle = _oracle(python, proc.pid)
+    finally:
+        _stopped(proc)
+    assert event["python"] == version
+    threads = {t.get("python_name"): t for t in event["threads"]}
+    assert {"MainThread", "loader-1", "trainer"} <= set(threads)
+    for thread in threads.values():
+        assert thread["merge"] == "ok", thread.get("merge_detail")
+        theirs = oracle[thread["tid"]]
+        assert _py(thread)[:len(theirs)] == theirs
+        evals = [f for f in thread["frames"] if f["kind"] == "native" and f["function"] == "_PyEval_EvalFrameDefault"]
+        assert evals == []  # each was replaced by its Python frames

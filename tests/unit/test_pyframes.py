@@ -135,3 +135,24 @@ def test_an_unreadable_frame_keeps_the_ones_before_it():
     thread = _read(i)
     assert [f.function for f in thread.frames] == ["inner", "outer"]
     assert thread.error and "cannot read Python frame 2" in thread.error
+
+
+def test_unnamed_eval_frames_found_by_their_entry_frames():
+    """Two eval calls whose C frames no symbol names: each entry frame lies in one frame's stack span."""
+    from tfnative.core.model import NativeFrame
+    from tfnative.core.threads import name_eval_frames
+
+    def nf(name, lib="python3.14"):
+        return NativeFrame(function=name, library=lib)
+
+    native = [nf("sleep", "libc.so.6"), nf("??"), nf("??"), nf("cfunction_call"), nf("??"), nf("main")]
+    stack = [0x1000, 0x1100, 0x1200, 0x1800, 0x1900, 0x2000]
+    assert name_eval_frames(native, [0x1250, 0x1950], stack) == 2
+    assert [f.function for f in native] == ["sleep", "??", "_PyEval_EvalFrameDefault", "cfunction_call",
+                                            "_PyEval_EvalFrameDefault", "main"]
+    # an entry frame no frame spans, two in one frame, or a frame of another library: nothing is named
+    for entries, lib in (([0x1250, 0x5000], "python3.14"), ([0x1250, 0x1260], "python3.14"),
+                         ([0x1250], "libfoo.so")):
+        native = [nf("??", lib), nf("??", lib), nf("main")]
+        assert name_eval_frames(native, entries, [0x1000, 0x1200, 0x1300]) == 0
+        assert [f.function for f in native] == ["??", "??", "main"]
