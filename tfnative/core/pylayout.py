@@ -31,6 +31,17 @@ bits are tags (``Py_TAG_REFCNT`` 1: a borrowed reference; ``Py_INT_TAG`` 3:
 a tagged int, value ``bits >> 2``); the object is the word with them cleared
 (``Include/internal/pycore_stackref.h``).  Object pointers are 8-aligned,
 so clearing them on 3.11-3.13 (plain pointers) changes nothing.
+
+The tail-calling interpreter (3.14+, ``--with-tail-call-interp``, clang 19+)
+runs each instruction in its own ``_TAIL_CALL_<INSTRUCTION>`` function, which
+tail-call each other; ``_PyEval_EvalFrameDefault`` still starts every eval
+call and stays on the C stack under them (its entry frame is a local whose
+address goes into the frame chain, so its own call into the first handler
+is no tail call).  So one ``_PyEval_EvalFrameDefault`` frame per group holds
+there too, with the current handler's frame above it, shown as an
+interpreter frame.  Debian's 3.14 and 3.15 are built with GCC without it (no
+``_TAIL_CALL_`` symbol in their DWARF): this is read from CPython's source,
+untested.
 """
 
 from dataclasses import dataclass
