@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import resource
 import subprocess
 
 import pytest
@@ -113,6 +114,28 @@ def test_stack_of_a_hung_function_on_the_fast_path(tmp_path, python, libtf):
         except subprocess.TimeoutExpired:
             target.kill()
             target.wait()
+
+
+def test_core_of_a_crash_in_a_py_function_on_the_fast_path(tmp_path, python, libtf):
+    crash = script("tf_pyfunc_segv.py")
+    proc = subprocess.run([python, crash], cwd=str(tmp_path), capture_output=True, timeout=600,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2))
+    assert proc.returncode < 0, proc.stderr[-2000:]
+    core = tmp_path / "core"
+    assert core.exists(), "no core in %s (core_pattern?)" % tmp_path
+    try:
+        out = tmp_path / "c.json"
+        r = run_tfnative(["core", str(core), "--json", str(out)], timeout=300)
+        assert r.returncode == 0, r.stderr
+        event = load_json(out)["events"][0]
+        assert event["via"] == "cfi", r.stderr
+        frames = event["threads"][0]["frames"]  # the thread that took the signal
+        user = [(f["function"], f["line"]) for f in frames if f["kind"] == "python" and f.get("user")]
+        assert user[0] == ("bad_callback", line_of(crash, "ctypes.string_at(0)"))
+        assert any((f.get("op") or {}).get("type") == "EagerPyFunc" and "PyFuncOp::Compute" in f["function"]
+                   for f in frames)
+    finally:
+        core.unlink()
 
 
 def test_doctor_tells_no_debug_build(python, libtf):
