@@ -179,6 +179,52 @@ def test_blocked_in():
         == "__futex_abstimed_wait_common"
 
 
+def test_blocked_in_a_gcc_clone_of_a_builtin():
+    """Debian's 3.14 (LTO) names time.sleep's C function ``time_sleep.lto_priv.0``."""
+    frames = [n("clock_nanosleep"), n("time_sleep.lto_priv.0", "python3.14"), py("f", 1)]
+    assert blocked_in(frames) == "time.sleep"
+    assert blocked_in([n("g.constprop.0.isra.0", "libfoo.so"), py("f", 1)]) == "g"
+
+
+def unnamed(t):
+    """A worker as TensorFlow 2.16-2.20 leave it: the process's name."""
+    return dict(t, name="python")
+
+
+def test_unnamed_inter_op_pool():
+    """TensorFlow 2.16-2.20 name no pool thread: the verdicts say "the inter-op pool" where 2.21 says
+    tf_Compute, and claim an exhausted pool only where every worker's pool is known (``exact``)."""
+    w1, w2 = unnamed(worker(6, EVENT_WAIT + [py("wait_for_event", 48)])), unnamed(worker(7, EVENT_WAIT + [
+        py("wait_for_event", 48)]))
+    threads = [caller(PID, "set_step", 86), w1, w2]
+    pool = {"name": None, "threads": 2, "busy": [6, 7], "idle": [], "exact": True,
+            "pools": {"inter-op": [6, 7], "intra-op": [3, 4]}}
+    t = triage(event(*threads, pool=pool))
+    assert t["pattern"] == "pool_exhausted"
+    assert t["verdict"].startswith("TensorFlow's inter-op pool is exhausted: all 2 threads of the inter-op pool are "
+                                   "inside tf.py_function callbacks or wait for the GIL (threads 6, 7 in the "
+                                   "tf.py_function callback wait_for_event at app.py:48")
+    # idle Eigen workers whose pool no frame and no registry shows: no claim of exhaustion
+    unsure = dict(pool, threads=4, idle=[3, 4], exact=False, pools={"inter-op": [6, 7], "unknown": [3, 4]})
+    t = triage(event(*threads, pool=unsure))
+    assert t["pattern"] == "waiting_on_executor"
+    assert t["verdict"] == (
+        "the main thread waits for tf.function set_step at app.py:86; the work is on the inter-op pool's threads "
+        "6, 7 in the tf.py_function callback wait_for_event at app.py:48, blocked in lock.acquire() under "
+        "Condition.wait")
+    # the GIL held by an unnamed worker
+    holder = unnamed(worker(7, CTYPES_SLEEP + [py("hold_gil", 42)], gil="held"))
+    t = triage(event(caller(PID, "step", 91), holder, spinner(8), pool=dict(pool, busy=[7], idle=[6])))
+    assert t["verdict"].startswith("the inter-op pool's thread 7 holds the GIL in hold_gil at app.py:42, blocked "
+                                   "in sleep(); 1 thread waits for it (8)")
+    # nothing runs: how many threads wait, by what is known of them
+    idle = dict(pool, busy=[], idle=[6, 7])
+    t = triage(event(caller(PID, "train_step", 30), pool=idle))
+    assert "(all 2 threads of the inter-op pool wait for work)" in t["verdict"]
+    t = triage(event(caller(PID, "train_step", 30), pool=dict(unsure, busy=[], idle=[3, 4, 6, 7])))
+    assert "(all 4 worker threads of TensorFlow's pools wait for work)" in t["verdict"]
+
+
 def test_cluster_from_tf_config():
     config = '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "chief": ["h:3"]}, ' \
              '"task": {"type": "worker", "index": 1}}'

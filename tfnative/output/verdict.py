@@ -58,8 +58,12 @@ _KERNEL_RE = re.compile(r"::Compute(Async)?\(")
 _WAITING_STATES = ("S", "D")
 
 
+# A GCC clone of a function (``time_sleep.lto_priv.0``, ``f.constprop.0.isra.0``): the function's own name.
+_CLONE_RE = re.compile(r"(\.(lto_priv|constprop|isra|part|cold|localalias)(\.\d+)?)+$")
+
+
 def _base(name: str) -> str:
-    return name.split("(", 1)[0].split("@", 1)[0].strip()
+    return _CLONE_RE.sub("", name.split("(", 1)[0].split("@", 1)[0].strip())
 
 
 def _python_frames(t: Thread) -> List[PythonFrame]:
@@ -111,9 +115,13 @@ def kernel_frame(t: Thread) -> Optional[NativeFrame]:
     return next((f for f in kernels if f.op), kernels[0] if kernels else None)
 
 
-def who(t: Thread, pid: Optional[int]) -> str:
+def who(t: Thread, pid: Optional[int], pool: Optional[Dict[str, Any]] = None) -> str:
+    """"the main thread", "thread 12 tf_Compute" (its OS name), "the inter-op pool's thread 12" (a worker of
+    an unnamed inter-op pool, ``pool`` the event's summary)."""
     if pid is not None and t.tid == pid:
         return "the main thread"
+    if pool and _unnamed(pool) and t.tid in (pool.get("pools") or {}).get("inter-op", []):
+        return "the inter-op pool's thread %s" % t.tid
     return "thread %s %s" % (t.tid, t.name or "")
 
 
@@ -277,7 +285,7 @@ def _gil_held_blocked(s: _Scene) -> Optional[str]:
         return None
     n = len(s.waiters)
     text = "%s holds the GIL in %s, %s%s; %d thread%s wait%s for it (%s)" % (
-        who(s.holder, s.pid), where(_python_where(s.holder)), _in_state(s.holder), _stuck_note(s.holder), n,
+        who(s.holder, s.pid, s.pool), where(_python_where(s.holder)), _in_state(s.holder), _stuck_note(s.holder), n,
         "" if n == 1 else "s", "s" if n == 1 else "", ", ".join(str(t.tid) for t in s.waiters))
     if s.callers:
         text += "; " + _function_phrase(s.callers, s.pid)
@@ -386,7 +394,7 @@ def _function_without_thread(s: _Scene) -> Optional[str]:
 
 def _facts(s: _Scene) -> str:
     if s.holder is not None:
-        parts = ["%s holds the GIL in %s, %s" % (who(s.holder, s.pid), where(_python_where(s.holder)),
+        parts = ["%s holds the GIL in %s, %s" % (who(s.holder, s.pid, s.pool), where(_python_where(s.holder)),
                                                  _in_state(s.holder))]
     else:
         parts = ["no thread holds the GIL"]
