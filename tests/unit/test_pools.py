@@ -21,9 +21,13 @@ from tfnative.output import verdict
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
 
-def doc(version):
-    with open(os.path.join(DATA, "pool_tf%s.json" % version)) as f:
+def doc_named(name):
+    with open(os.path.join(DATA, name)) as f:
         return json.load(f)
+
+
+def doc(version):
+    return doc_named("pool_tf%s.json" % version)
 
 
 def threads_of(d):
@@ -196,3 +200,33 @@ def test_function_without_thread_on_unnamed_pool():
                             "from outside this process's threads")
     t = verdict.triage(event_with_pool(d, threads))
     assert "(all 5 worker threads of TensorFlow's pools wait for work)" in t["verdict"]
+
+
+def test_tf_data_threads_by_their_frames():
+    """``tests/scripts/tf_data_hang.py``: a parallel map whose ``tf.py_function`` blocks, iterated eagerly.
+    tf.data's threads are named like every other (``python``) on 2.18 and 2.21 alike: their frames place them
+    (the private pool's Eigen workers under tf.data's runner, the iterator threads of its
+    ``UnboundedThreadPool``); the inter-op and intra-op pools' workers stay out."""
+    for version in ("218", "221"):
+        d = doc_named("tfdata_tf%s.json" % version)
+        ts = threads_of(d)
+        data = sorted(tid for tid, t in ts.items() if pool_of(t) == executors.TF_DATA)
+        callbacks = sorted(tid for tid, t in ts.items() if any(f.function == "slow_map" for f in t.frames))
+        assert len(callbacks) == 2 and set(callbacks) <= set(data), version
+        loops = {executors.worker_loop(ts[tid]) for tid in data}
+        assert loops == {"eigen", "unbounded"}, version  # the private pool's workers, the iterator threads
+        assert not any(executors.is_pool_worker(ts[tid]) for tid in data)  # none is the inter-op pool's
+        t = verdict.triage(Event.from_json(d))
+        assert t["pattern"] == "waiting_on_tf_data", t["verdict"]
+        assert t["verdict"] == (
+            "the main thread waits for the next element of a tf.data iterator at tf_data_hang.py:24; the work is "
+            "on tf.data threads %s in the tf.py_function callback slow_map at tf_data_hang.py:17, blocked in "
+            "time.sleep()" % ", ".join(map(str, callbacks)))
+        assert d["triage"]["verdict"] == t["verdict"]  # as tfnative said on the live process
+
+
+def test_tf_data_verdict_needs_a_busy_tf_data_thread():
+    d = doc_named("tfdata_tf221.json")
+    busy = [t for t in d["threads"] if any(f.get("function") == "slow_map" for f in t["frames"])]
+    rest = [t for t in d["threads"] if t not in busy]
+    assert verdict.triage(Event.from_json(dict(d, threads=rest)))["pattern"] is None

@@ -24,6 +24,11 @@ The known patterns, tried in this order:
     every Python thread waits, one of them for a ``tf.function`` whose work is
     on an inter-op thread, in a named kernel or callback: the chain from the
     waiting call to where the work is;
+``waiting_on_tf_data``
+    every Python thread waits, one of them for the next element of a
+    ``tf.data`` iterator, whose work is on tf.data's threads (recognised by
+    their frames: tf.data's runner, its ``UnboundedThreadPool``), in a named
+    kernel or callback;
 ``function_without_thread``
     a thread waits for a ``tf.function`` and no inter-op thread runs anything:
     its ops wait for an event from outside the process's threads; with a
@@ -41,7 +46,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional
 
-from ..core.executors import is_any_pool_worker
+from ..core.executors import TF_DATA, is_any_pool_worker, pool_of, runs_kernel
 from ..core.model import Event, Frame, NativeFrame, PythonFrame, Thread
 from . import render
 
@@ -265,7 +270,7 @@ def triage(event: Event) -> Dict[str, Any]:
                              "function": f.function if f else None, "file": f.file if f else None,
                              "line": f.line if f else None}
     for pattern in (_exit_waits_for_threads, _interpreter_finalizing, _gil_held_blocked, _pool_exhausted,
-                    _waiting_on_executor, _function_without_thread):
+                    _waiting_on_executor, _waiting_on_tf_data, _function_without_thread):
         text = pattern(s)
         if text:
             out["verdict"] = text
@@ -374,6 +379,30 @@ def _waiting_on_executor(s: _Scene) -> Optional[str]:
         return None
     label = "the inter-op pool's " if _unnamed(s.pool) else (workers[0].name or "") + " "
     return "%s; the work is on %s" % (_function_phrase(s.callers, s.pid), _grouped(workers, label))
+
+
+# A thread waiting for a tf.data iterator's next element (eager iteration, ``next(iterator)``).
+_GET_NEXT_RE = re.compile(r"IteratorGetNext(AsOptional)?Op::|IteratorResource::GetNext\(")
+
+
+def _waiting_on_tf_data(s: _Scene) -> Optional[str]:
+    waiting = [t for t in s.threads if _python_frames(t) and not is_any_pool_worker(t)
+               and any(isinstance(f, NativeFrame) and _GET_NEXT_RE.search(f.function or "") for f in t.frames)]
+    if not waiting or not all(_idle(t) for t in waiting):
+        return None
+    workers = [t for t in s.threads if pool_of(t) == TF_DATA and (_python_frames(t) or runs_kernel(t))]
+    if not workers:
+        return None
+    busy = {t.tid for t in workers}
+    if not all(_idle(t) for t in s.threads if _python_frames(t) and t.tid not in busy):
+        return None
+    groups: Dict[str, List[Thread]] = {}
+    for t in waiting:
+        groups.setdefault(_user_where(t), []).append(t)
+    subjects = "; ".join("%s wait%s for the next element of a tf.data iterator at %s" % (
+        who(ts[0], s.pid) if len(ts) == 1 else "threads %s" % ", ".join(str(t.tid) for t in ts),
+        "s" if len(ts) == 1 else "", at) for at, ts in groups.items())
+    return "%s; the work is on %s" % (subjects, _grouped(workers, "tf.data "))
 
 
 def _function_without_thread(s: _Scene) -> Optional[str]:
