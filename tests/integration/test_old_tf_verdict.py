@@ -8,7 +8,9 @@ For each older-TF venv of the version matrix that exists (``tests/matrix/pairs.p
   named ``tf_Compute``); the kernel frame under the callback runs op ``EagerPyFunc``;
 - ``tests/scripts/tf_stuck.py pool``: the inter-op pool (2 threads) exhausted by callbacks: the verdict
   says so, having told the inter-op pool's idle-or-busy workers from the intra-op pool's by what TensorFlow
-  recorded for them, not by their OS names.
+  recorded for them, not by their OS names;
+- ``tests/scripts/tf_data_hang.py``: a parallel ``tf.data`` map whose ``tf.py_function`` blocks, iterated by
+  the main thread: the verdict names the iterator's line and tf.data's threads in the callback.
 """
 
 import os
@@ -23,6 +25,7 @@ pytestmark = [requires_gdb]
 
 HANG = script("tf_hang.py")
 STUCK = script("tf_stuck.py")
+DATA = script("tf_data_hang.py")
 
 
 def _older_tf_venvs():
@@ -121,3 +124,32 @@ def test_pool_exhausted_without_thread_names(python, tmp_path):
         "blocked in lock.acquire() under Condition.wait); " % (", ".join(map(str, t["pool"]["busy"])), callback))
     assert "the main thread waits for tf.function set_step at tf_stuck.py:%d" % line_of(
         STUCK, "        set_step(x)") in t["verdict"]
+
+
+@pytest.mark.parametrize("python", VENVS)
+def test_tf_data_map_callback(python, tmp_path):
+    ready, release = tmp_path / "ready", tmp_path / "release"
+    proc = subprocess.Popen([python, DATA, str(ready), str(release)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        wait_for_file(str(ready), 300, proc)
+        r, doc = stack(tmp_path, proc.pid)
+        release.write_text("go")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    t = doc["triage"]
+    assert t["pattern"] == "waiting_on_tf_data", t["verdict"]
+    event = doc["events"][0]
+    workers = [th for th in event["threads"]
+               if any(f["kind"] == "python" and f["function"] == "slow_map" for f in th["frames"])]
+    assert workers and all(th["tid"] in event["pool"]["pools"]["tf.data"] for th in workers)
+    lines = {f["line"] for th in workers for f in th["frames"] if f.get("function") == "slow_map"}
+    assert lines <= set(range(line_of(DATA, "while RELEASE"), line_of(DATA, "return x * 2")))
+    assert t["verdict"].startswith(
+        "the main thread waits for the next element of a tf.data iterator at tf_data_hang.py:%d; the work is on "
+        "tf.data thread" % line_of(DATA, "for x in ds:"))
+    assert "in the tf.py_function callback slow_map at tf_data_hang.py:" in t["verdict"]
+    assert "tfnative: verdict: " + t["verdict"] in r.stderr
