@@ -97,10 +97,52 @@ def stop_all(procs) -> None:
 # --- TensorFlow checks -------------------------------------------------------------------------------------------
 
 
-def test_tf_newsession(tf_pair, tmp_path):
+def peak_rss_mb(pid: int) -> int:
+    """VmHWM of a live process in MB (0 if it is gone)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return next(int(line.split()[1]) // 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def run_watching_gdb(cmd: list, tmp, timeout: float = 600) -> tuple:
+    """Run ``cmd`` (output captured to files) while watching the gdb it starts: (completed run, gdb's peak RSS in
+    MB).  Reading ``libtensorflow_cc.so.2``'s symbols in full costs gdb about 2 GB; tfnative's fast path, tens of
+    MB."""
+    out, err = open(tmp / "stdout", "w+"), open(tmp / "stderr", "w+")
+    with out, err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, text=True, cwd=ROOT)
+        peak, deadline = 0, time.monotonic() + timeout
+        try:
+            while proc.poll() is None and time.monotonic() < deadline:
+                for child in descendants(proc.pid):
+                    try:
+                        if child.name() == "gdb":
+                            peak = max(peak, peak_rss_mb(child.pid))
+                    except Exception:  # gone meanwhile
+                        pass
+                time.sleep(0.1)
+        finally:
+            stop_all([proc])
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read()), peak
+
+
+@pytest.fixture(scope="module")
+def newsession(tf_pair, tmp_path_factory):
+    """One ``attach --break TF_NewSession`` run on examples/open_session.py, its gdb watched."""
+    tmp = tmp_path_factory.mktemp("newsession")
+    r, peak = run_watching_gdb(tf_pair.tfnative + ["attach", *tf_pair.python_option(), OPEN_SESSION, "--break",
+                                                   "TF_NewSession", "--json", str(tmp / "s.json")], tmp)
+    assert r.returncode == 0, "exit %s: %s" % (r.returncode, r.stderr[-3000:])
+    return r, load_json(tmp / "s.json"), peak
+
+
+def test_tf_newsession(newsession):
     """attach --break TF_NewSession: the stop in TensorFlow's C API, the user's call chain above it."""
-    r, doc = json_run(tf_pair, tmp_path, ["attach", *tf_pair.python_option(), OPEN_SESSION,
-                                          "--break", "TF_NewSession"])
+    r, doc, _peak = newsession
     assert "result: [[5.0]]" in r.stdout  # the script ran on after the stop
     (event,) = doc["events"]
     frames = event["threads"][0]["frames"]
@@ -116,6 +158,14 @@ def test_tf_newsession(tf_pair, tmp_path):
     assert doc["triage"]["nearest_user_frame"] == {
         "function": "make_session", "file": OPEN_SESSION,
         "line": line_of(OPEN_SESSION, "return tf.compat.v1.Session(graph=graph)")}
+
+
+def test_fast_attach(newsession):
+    """The same run took tfnative's fast path: gdb never read TensorFlow's huge symbol tables in full (about
+    2 GB of gdb memory and 20-30 s when it does), and tfnative did not fall back to it."""
+    r, _doc, peak = newsession
+    assert "fast symbols unavailable" not in r.stderr, r.stderr[-2000:]
+    assert 0 < peak < 1000, "gdb's peak RSS was %d MB: it read a TensorFlow library's symbols in full" % peak
 
 
 def _check_pyfunc_segv(doc: dict, event: dict) -> None:
