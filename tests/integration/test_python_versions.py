@@ -397,6 +397,39 @@ def test_tensorflow_222_on_python_314(tmp_path):
     assert "slow_callback at tf_hang.py:" in r.stderr
 
 
+def _without_debug_file(python, tmp_path):
+    """(argv prefix, environment) that run a copy of the stripped ``python`` whose prefix has no debug files,
+    through its private loader (the copy's rpath, relative to it, finds nothing)."""
+    usr = os.path.dirname(os.path.dirname(python))
+    libdir = os.path.join(usr, "lib", "x86_64-linux-gnu")
+    copy = tmp_path / "bin" / os.path.basename(python)
+    copy.parent.mkdir()
+    with open(python, "rb") as f:
+        copy.write_bytes(f.read())
+    copy.chmod(0o755)
+    argv = [os.path.join(libdir, "ld-linux-x86-64.so.2"), "--library-path", libdir, str(copy)]
+    return argv, dict(os.environ, PYTHONHOME=usr)
+
+
+@pytest.mark.parametrize("version", NEW)
+def test_gil_waits_seen_without_the_debug_file(version, tmp_path, new_pythons):
+    """Without names for take_gil (static) the wait is the condition wait called from an unnamed frame of
+    the interpreter; the holder comes from memory."""
+    python = _new_python(new_pythons, version)
+    argv, env = _without_debug_file(python, tmp_path)
+    proc = subprocess.Popen(argv + [script("gil_holder.py")], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        _r, event = _stack(tmp_path, proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    gil = {t.get("python_name"): t["gil"] for t in event["threads"]}
+    assert gil == {"MainThread": "held", "Thread-1 (spin)": "waiting", "Thread-2 (spin)": "waiting"}
+
+
 @pytest.mark.parametrize("version", NEW)
 @pytest.mark.parametrize("how", ["snapshot", "gdb"])
 def test_stripped_interpreter_without_its_debug_file(version, how, tmp_path, new_pythons):
@@ -405,17 +438,10 @@ def test_stripped_interpreter_without_its_debug_file(version, how, tmp_path, new
     ``_PyEval_EvalFrameDefault`` the eval loop calls from (``.cold``): the eval frames are found by where
     their entry frames lie on the stack, and every thread merges; gdb's capture (``--with-gdb``) too."""
     python = _new_python(new_pythons, version)
-    usr = os.path.dirname(os.path.dirname(python))
-    libdir = os.path.join(usr, "lib", "x86_64-linux-gnu")
-    copy = tmp_path / "bin" / os.path.basename(python)
-    copy.parent.mkdir()
-    copy.write_bytes(open(python, "rb").read())
-    copy.chmod(0o755)
+    argv, env = _without_debug_file(python, tmp_path)
     program = script("named_threads.py")
     ready = str(tmp_path / "ready")
-    proc = subprocess.Popen([os.path.join(libdir, "ld-linux-x86-64.so.2"), "--library-path", libdir, str(copy),
-                             program, ready], env=dict(os.environ, PYTHONHOME=usr), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv + [program, ready], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_for_file(ready, proc=proc)
         _r, event = _stack(tmp_path, proc.pid, *(["--with-gdb"] if how == "gdb" else []))

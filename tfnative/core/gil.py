@@ -8,8 +8,9 @@ entry point that calls it (``PyEval_RestoreThread``, ``PyEval_AcquireThread``, `
 stripped Debian interpreter exports no ``take_gil`` symbol, so there the exported caller names the wait.
 Where ``take_gil`` is a static function with no symbol (stripped interpreter, called from the eval loop's
 breaker), the wait is recognised as a ``pthread_cond_timedwait``/``pthread_cond_wait`` called directly from an
-unnamed frame of the interpreter's own object (``python3.X`` or ``libpython3.X``): CPython 3.10-3.13 use a
-condition variable there only for the GIL (its thread locks use semaphores).
+unnamed frame of the interpreter's own object (``python3.X`` or ``libpython3.X``): CPython 3.10-3.15 use a
+condition variable there only for the GIL (thread locks use semaphores; from 3.13 they park through the
+exported, so named, ``_PySemaphore_Wait``).
 A thread is inside a garbage collection when it holds the GIL while the interpreter's ``gc.collecting`` flag
 is set, or when a frame of the interpreter's own object is one of the collector's functions (as pystack
 decides; the stripped interpreter names none of them, so there the flag decides).
