@@ -9,7 +9,8 @@ attach and at shared-library events, decide per library:
   built with debug info...): ``sharedlibrary ^PATH$``, gdb's full symbols,
   where a library may add a location to a breakpoint (its file holds the
   function's name);
-* huge ones (``HUGE_BYTES`` and up, without DWARF: TensorFlow's): our cached
+* huge ones (``HUGE_BYTES`` and up, without DWARF for their own code, ``wants_surrogate``:
+  TensorFlow's): our cached
   index (``elfindex.py``) resolves the breakpoints in them to addresses.
   Only when gdb itself must unwind (a capture through gdb) do they get a
   surrogate objfile (``surrogate.py``) with the library's CFI, so gdb's
