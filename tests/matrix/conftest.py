@@ -78,6 +78,6 @@ def pair() -> Pair:
 def tf_pair(pair: Pair) -> Pair:
     """The pair, for the TensorFlow checks: they skip on a plain-Python pair."""
     if pair.tensorflow is None:
-        pytest.skip("no TensorFlow in pair %s (no TensorFlow wheel for CPython %s)" % (pair.name,
-                                                                                     pairs.parse(pair.name)[0]))
+        pytest.skip("%s is a plain-Python pair: no TensorFlow in it%s" % (
+            pair.name, " (%s)" % pairs.WHY_NO_TF[pair.name] if pair.name in pairs.WHY_NO_TF else ""))
     return pair

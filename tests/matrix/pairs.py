@@ -30,6 +30,7 @@ PAIRS = [
     "py3.14-tf2.22.0rc0",
     "py3.15-notf",
 ]
+WHY_NO_TF = {"py3.15-notf": "no TensorFlow wheel exists for CPython 3.15"}
 NEWEST = "py3.14-tf2.22.0rc0"  # the pair CI runs on every change
 
 _NAME = re.compile(r"^py(3\.\d+)-(?:tf(\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?)|notf)$")

@@ -45,26 +45,29 @@ def test_table_from_a_real_pytest_run(tmp_path):
         "import pytest\n\n"
         "def test_doctor():\n    pass\n\n"
         "def test_py_core():\n    assert 1 + 1 == 3, 'the core shows no Python frame'\n\n"
-        "def test_hang_verdict():\n    pytest.skip('no TensorFlow in pair py3.15-notf')\n")
+        "def test_hang_verdict():\n    pytest.skip('no TensorFlow in pair py3.15-notf')\n\n"
+        "def test_doctor_too():\n    pytest.skip('no TensorFlow in pair py3.15-notf')\n")
     junit = tmp_path / "j.xml"
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_cells.py"),
                     "--junitxml", str(junit)], capture_output=True, timeout=120, cwd=str(tmp_path))
     run = load_run()
     cells = run.parse_junit(str(junit))
-    assert {c: v["result"] for c, v in cells.items()} == {"doctor": "pass", "py_core": "fail", "hang_verdict": "skip"}
+    assert {c: v["result"] for c, v in cells.items()} == {"doctor": "pass", "py_core": "fail", "hang_verdict": "skip",
+                                                          "doctor_too": "skip"}
     assert cells["py_core"]["reason"] == "AssertionError: the core shows no Python frame"
     assert cells["hang_verdict"]["reason"] == "no TensorFlow in pair py3.15-notf"
     text = run.table([{"pair": "py3.15-notf", "cells": cells}], markdown=False)
     head, row = text.splitlines()[:2]
-    assert head.split()[:4] == ["pair", "newsession", "segv-attach", "segv-core"]
+    assert head.split() == ["pair"] + [h for _c, h in run.COLUMNS] + ["doctor_too"]
     assert row.split()[0] == "py3.15-notf"
-    assert "[1] py3.15-notf, verdict: no TensorFlow in pair py3.15-notf" in text
+    # one note for the cells that share a reason
+    assert "[1] py3.15-notf, verdict, doctor_too: no TensorFlow in pair py3.15-notf" in text
     assert "[2] py3.15-notf, doctor" not in text
     assert "[2] py3.15-notf, py-core: AssertionError: the core shows no Python frame" in text
     cols = [h for _c, h in run.COLUMNS]
-    values = dict(zip(["pair"] + cols, [x.strip() for x in _split(row, head)]))
-    assert (values["doctor"], values["py-core"], values["verdict"], values["newsession"]) == (
-        "pass", "FAIL [2]", "skip [1]", "-")
+    values = dict(zip(["pair"] + cols + ["doctor_too"], [x.strip() for x in _split(row, head)]))
+    assert (values["doctor"], values["py-core"], values["verdict"], values["newsession"], values["doctor_too"]) == (
+        "pass", "FAIL [2]", "skip [1]", "-", "skip [1]")
     md = run.table([{"pair": "py3.15-notf", "cells": cells}], markdown=True)
     assert md.splitlines()[0].startswith("| pair | newsession |") and "| FAIL [2] |" in md
 

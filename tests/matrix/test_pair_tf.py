@@ -1,0 +1,133 @@
+"""More TensorFlow checks of the version matrix, on the same pair as ``test_pair.py`` (see ``conftest.py``).
+
+``test_pair.py`` has the checks issue #22 lists; these are the other TF-aware features a user of a new
+(Python, TensorFlow) pair relies on, each asserted as a user reads it: TensorFlow's own fatal log line and the
+op of the aborting kernel (a real ``Check failed`` abort, read from the kernel's ``OpKernel`` in memory),
+``--op-origins`` (the line that made the op, and a gradient's forward op), and AutoGraph's generated frames
+mapped back to the user's function and lines.  Every tfnative run gets its own ``TMPDIR`` so that what it and
+its target leave there (AutoGraph's generated files after a crash, tfnative's own directories) is checked and
+removed here, not in the shared ``/tmp``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+
+import pytest
+
+from ..conftest import line_of, load_json, script
+
+ABORT = script("tf_check_failed.py")
+SQRT_GRAD = script("tf_sqrt_grad.py")
+AUTOGRAPH = script("tf_autograph.py")
+GENERATED = re.compile(r"__autograph_generated_file\w*\.py$")
+
+pytestmark = pytest.mark.matrix
+
+
+def tf_run(pair, tmp, args: list, expect_rc: int, timeout: float = 600) -> tuple:
+    """``tfnative ARGS --json FILE`` with TMPDIR=``tmp/t``: (completed run, document, what is left in TMPDIR
+    besides AutoGraph's generated files)."""
+    tmpdir = tmp / "t"
+    tmpdir.mkdir()
+    out = tmp / "s.json"
+    r = pair.run(args + ["--json", str(out)], timeout=timeout, env=dict(os.environ, TMPDIR=str(tmpdir)))
+    try:
+        assert r.returncode == expect_rc, "exit %s, expected %s: %s" % (r.returncode, expect_rc, r.stderr[-3000:])
+        left = sorted(n for n in os.listdir(tmpdir) if not GENERATED.search(n) and n != "__pycache__")
+        return r, load_json(out), left
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def user_lines(frames: list) -> list:
+    return [(f["file"], f["line"]) for f in frames if f.get("user")]
+
+
+@pytest.fixture(scope="module")
+def abort(tf_pair, tmp_path_factory):
+    """One ``attach --op-origins`` run of tf_check_failed.py: FusedPadConv2D on a scalar aborts in
+    ``tensor_shape.cc`` (``Check failed: d < dims() (1 vs. 0)``) inside its kernel, on an executor thread."""
+    return tf_run(tf_pair, tmp_path_factory.mktemp("abort"),
+                  ["attach", *tf_pair.python_option(), "--op-origins", ABORT], expect_rc=128 + signal.SIGABRT)
+
+
+def test_tf_abort_log(abort):
+    """A Check-failed abort is one fatal SIGABRT event carrying TensorFlow's fatal log line, read from memory;
+    the script's own stderr still has TensorFlow's line."""
+    r, doc, left = abort
+    (event,) = doc["events"]
+    assert (event["kind"], event["signal"], event["fatal"]) == ("signal", "SIGABRT", True)
+    assert re.search(r"tensor_shape\.cc:\d+\] Check failed: d < dims\(\) \(1 vs\. 0\)$", event["log"] or ""), \
+        event.get("log")
+    assert doc["triage"]["log"] == event["log"]
+    assert "TensorFlow's log: " + event["log"] in r.stderr
+    assert "Check failed: d < dims() (1 vs. 0)" in r.stderr.split("=== tfnative:")[0]
+    assert left == [], left
+
+
+def test_tf_abort_kernel_op(abort):
+    """The aborting kernel's frame names its op (read from the OpKernel object), the triage too; the user's
+    line is the call of the tf.function, found from the thread that called it."""
+    r, doc, _left = abort
+    event = doc["events"][0]
+    stopped = event["threads"][0]
+    kernels = [f for f in stopped["frames"] if "FusedResizeConv2DUsingGemmOp" in (f["function"] or "")]
+    assert kernels and (kernels[0].get("op") or {}).get("type") == "FusedPadConv2D", kernels[:1]
+    assert doc["triage"]["op"]["type"] == "FusedPadConv2D"
+    call = line_of(ABORT, "print(bad_pad_conv(")
+    assert doc["triage"]["nearest_user_frame"] == {"function": "<module>", "file": ABORT, "line": call}
+    assert "nearest user frame <module> at %s:%d" % (ABORT, call) in r.stderr
+    if not any(f["kind"] == "python" for f in stopped["frames"]):  # the kernel ran on an executor thread
+        fn = stopped.get("tf_function") or {}
+        assert fn.get("python_function") == "bad_pad_conv", fn
+        (caller,) = [t for t in event["threads"] if t["tid"] == fn["called_by"]]
+        assert [f["line"] for f in caller["frames"] if f.get("user")] == [call]
+
+
+def test_op_origins_crash(abort):
+    """--op-origins: the aborting op was made at the line of the tf.function's body."""
+    r, doc, _left = abort
+    op = doc["events"][0]["op"]
+    body = line_of(ABORT, "return tf.raw_ops.FusedPadConv2D(")
+    assert op["type"] == "FusedPadConv2D"
+    assert user_lines(op["created_at"])[-1] == (ABORT, body), user_lines(op["created_at"])
+    assert doc["triage"]["op"]["created_at"]["line"] == body
+    assert "op FusedPadConv2D created at %s:%d" % (ABORT, body) in r.stderr
+
+
+def test_op_origins_gradient(tf_pair, tmp_path):
+    """--op-origins with --break-op SqrtGrad: the gradient op's line and its forward op Sqrt's line."""
+    r, doc, left = tf_run(tf_pair, tmp_path, ["attach", *tf_pair.python_option(), "--op-origins", "--break-op",
+                                              "SqrtGrad", SQRT_GRAD], expect_rc=0)
+    assert r.stdout.strip() == "[0.25       0.16666667]"
+    assert [e["location"] for e in doc["events"]] == ["op SqrtGrad"], r.stderr[-3000:]
+    op = doc["events"][0]["op"]
+    assert op["type"] == "SqrtGrad"
+    assert user_lines(op["created_at"])[-1] == (SQRT_GRAD, line_of(SQRT_GRAD, "# GRADIENT"))
+    assert op["forward"]["type"] == "Sqrt"
+    assert user_lines(op["forward"]["created_at"])[-1] == (SQRT_GRAD, line_of(SQRT_GRAD, "# FORWARD"))
+    assert "Its forward op Sqrt" in r.stderr
+    assert left == [], left
+
+
+def test_autograph(tf_pair, tmp_path):
+    """Tracing a tf.range loop under AutoGraph: no frame left in AutoGraph's generated file; the loop body's
+    ops at the loop body's line of the user's function, the converted location kept beside it."""
+    r, doc, _left = tf_run(tf_pair, tmp_path, ["attach", *tf_pair.python_option(), "--break", "TF_FinishOperation",
+                                               "--max-hits", "80", "--full", AUTOGRAPH], expect_rc=0)
+    assert "total 14" in r.stdout
+    frames = [f for e in doc["events"] for t in e["threads"] for f in t["frames"] if f["kind"] == "python"]
+    assert not [f for f in frames if GENERATED.search(f["file"] or "")]
+    mapped = [f for f in frames if f.get("converted")]
+    assert mapped and all(GENERATED.search(f["converted"]["file"]) for f in mapped)
+    body = line_of(AUTOGRAPH, "total += tf.math.square(i)")
+    hits = [f for f in mapped if f["line"] == body]
+    assert hits and all(f["function"] == "accumulate" and f["file"] == AUTOGRAPH and f["user"] for f in hits)
+    assert any(f["converted"]["function"].endswith("loop_body") for f in hits)
+    assert {f["line"] for f in mapped} >= {line_of(AUTOGRAPH, "total = tf.constant(0)"),
+                                           line_of(AUTOGRAPH, "for i in"), body}
+    assert "[AutoGraph: ran as " in r.stderr and "tf_autograph.py:%d  <-- your code" % body in r.stderr
