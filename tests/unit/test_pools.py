@@ -230,3 +230,19 @@ def test_tf_data_verdict_needs_a_busy_tf_data_thread():
     busy = [t for t in d["threads"] if any(f.get("function") == "slow_map" for f in t["frames"])]
     rest = [t for t in d["threads"] if t not in busy]
     assert verdict.triage(Event.from_json(dict(d, threads=rest)))["pattern"] is None
+
+
+def test_thread_titles_say_the_pool_where_names_do_not():
+    from tfnative.output.report import pool_phrase
+
+    d = doc("218")
+    pool = pool_summary([Thread.from_json(t) for t in d["threads"]], tf218_names(d))
+    assert [pool_phrase(tid, pool) for tid in (5740, 5739, 5737, 5741, 5547, 5590)] == [
+        " (inter-op pool)", " (inter-op pool)", " (intra-op pool)", " (a TensorFlow pool)", "", ""]
+    # frames alone: the idle workers' pool unknown, nothing said of them
+    pool = pool_summary([Thread.from_json(t) for t in d["threads"]])
+    assert [pool_phrase(tid, pool) for tid in (5740, 5739)] == [" (inter-op pool)", ""]
+    # 2.21 names its pool's threads: the name says it
+    d = doc("221")
+    pool = pool_summary([Thread.from_json(t) for t in d["threads"]])
+    assert pool_phrase(6924, pool) == ""

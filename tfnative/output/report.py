@@ -55,6 +55,20 @@ def make_event(kind: str, capture: Capture, native_all: bool = False,
                  samples=capture.samples, finalizing=capture.finalizing)
 
 
+# The pools of an unnamed pool summary (``executors.pool_summary``'s "pools"), as a thread's title says them.
+POOL_PHRASES = {"inter-op": "inter-op pool", "intra-op": "intra-op pool", "tf.data": "tf.data",
+                "other": "a TensorFlow pool"}
+
+
+def pool_phrase(tid: Optional[int], pool: Optional[Dict[str, Any]]) -> str:
+    """`` (inter-op pool)``: which of TensorFlow's pools a thread works in, where the OS names do not say it
+    (TensorFlow 2.16 to 2.20: the summary's "pools"); "" elsewhere."""
+    for key, tids in ((pool or {}).get("pools") or {}).items():
+        if tid in tids and key in POOL_PHRASES:
+            return " (%s)" % POOL_PHRASES[key]
+    return ""
+
+
 INJECT_MARK = "/tfnative/inject/"
 # Text mark on a thread header line for its "gil" state.
 GIL_MARKS = {"held": "[holds the GIL]", "waiting": "[waiting for the GIL]"}
@@ -509,8 +523,9 @@ class Printer:
 
     @staticmethod
     def _header(t: Thread, event: Event) -> str:
-        """A thread's title after its id and name: its tf.function, "(stopped here)", its states."""
-        head = ""
+        """A thread's title after its id and name: the pool it works in (where TensorFlow did not name the
+        thread), its tf.function, "(stopped here)", its states."""
+        head = pool_phrase(t.tid, event.pool)
         if t.tf_function:
             fn = t.tf_function
             if fn.get("how"):
