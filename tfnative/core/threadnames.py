@@ -18,7 +18,7 @@ import mmap
 import struct
 from typing import Callable, Dict, List, Optional
 
-from .elfindex import ElfFile, data_symbols
+from .elfindex import SHT_DYNSYM, SHT_SYMTAB, ElfFile
 
 Reader = Callable[[int, int], bytes]
 
@@ -30,25 +30,44 @@ _SYMBOL_PARTS = (b"GetThreadNameRegistry", b"thread_name_registry")
 def registry_symbols(path: str) -> Dict[str, int]:
     """File addresses of the thread-name registry's pointer(s) in ``path`` (``{}``: none): the symbols whose
     (mangled) names hold both ``GetThreadNameRegistry`` and ``thread_name_registry`` (not the guard
-    variable ``_ZGV...``)."""
-    names: List[str] = []
+    variable ``_ZGV...``).  The names are found in the string tables, then their symbols by the string's
+    offset (a byte search, not a walk over the library's million symbols)."""
+    found: Dict[str, int] = {}
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         elf = ElfFile(mm, path)
-        for s in elf.sections:
-            if s.name not in (".strtab", ".dynstr"):
+        if not elf.is64:
+            return found
+        entsize = struct.calcsize(elf.sym_fmt)
+        for sym in elf.sections:
+            if sym.type not in (SHT_SYMTAB, SHT_DYNSYM) or not 0 < sym.link < len(elf.sections):
                 continue
-            lo, hi = s.offset, s.offset + s.size
-            pos = mm.find(_SYMBOL_PARTS[0], lo, hi)
-            while pos >= 0 and len(names) < 16:
-                start = mm.rfind(b"\0", lo, pos) + 1
-                end = mm.find(b"\0", pos, hi)
-                name = mm[start:end if end >= 0 else hi]
-                if name.startswith(b"_ZZ") and _SYMBOL_PARTS[1] in name:
-                    text = name.decode("ascii", "replace")
-                    if text not in names:
-                        names.append(text)
-                pos = mm.find(_SYMBOL_PARTS[0], (end if end >= 0 else hi), hi)
-    return data_symbols(path, names) if names else {}
+            strtab = elf.sections[sym.link]
+            for name, off in _names_in(mm, strtab.offset, strtab.offset + strtab.size):
+                needle = struct.pack(elf.endian + "I", off)
+                pos = mm.find(needle, sym.offset, sym.offset + sym.size)
+                while pos >= 0:
+                    if (pos - sym.offset) % entsize == 0:
+                        _n, _info, _other, shndx, value, _size = struct.unpack_from(elf.sym_fmt, mm, pos)
+                        if shndx != 0 and name not in found:
+                            found[name] = value
+                        break
+                    pos = mm.find(needle, pos + 1, sym.offset + sym.size)
+    return found
+
+
+def _names_in(mm: mmap.mmap, lo: int, hi: int) -> List[tuple]:
+    """(name, offset in the string table) of the registry's symbol names in the string table at [lo, hi)."""
+    out: List[tuple] = []
+    pos = mm.find(_SYMBOL_PARTS[0], lo, hi)
+    while pos >= 0 and len(out) < 16:
+        start = mm.rfind(b"\0", lo, pos) + 1
+        end = mm.find(b"\0", pos, hi)
+        end = end if end >= 0 else hi
+        name = mm[start:end]
+        if name.startswith(b"_ZZ") and _SYMBOL_PARTS[1] in name:
+            out.append((name.decode("ascii", "replace"), start - lo))
+        pos = mm.find(_SYMBOL_PARTS[0], end, hi)
+    return out
 
 
 def _u64(read: Reader, addr: int) -> int:
