@@ -246,3 +246,15 @@ def test_thread_titles_say_the_pool_where_names_do_not():
     d = doc("221")
     pool = pool_summary([Thread.from_json(t) for t in d["threads"]])
     assert pool_phrase(6924, pool) == ""
+
+
+def test_worker_loop_inlined_into_the_start_routine():
+    """A build that inlines WorkerLoop leaves the start routine (``EigenEnvironment::CreateThread``'s lambda)."""
+    d = doc("218")
+    ts = threads_of(d)
+    for tid in (5740, 5739):
+        t = copy.deepcopy(ts[tid])
+        t.frames = [f for f in t.frames if "WorkerLoop" not in (f.function or "")]
+        assert executors.worker_loop(t) == "eigen"
+        assert pool_of(t) == pool_of(ts[tid])
+    assert pool_of(ts[5740]) == INTER_OP

@@ -32,7 +32,9 @@ from .model import NativeFrame, Thread
 POOL_THREAD_NAMES = ("tf_Compute",)
 INTER_OP, INTRA_OP, TF_DATA, OTHER = "inter-op", "intra-op", "tf.data", "other"
 
-_EIGEN_LOOP_RE = re.compile(r"ThreadPoolTempl<.*>::WorkerLoop\(")
+_EIGEN_LOOP_RE = re.compile(r"ThreadPoolTempl<.*>::WorkerLoop\(|"
+                            # the start routine of every Eigen pool thread (WorkerLoop inlined into it)
+                            r"EigenEnvironment::CreateThread\(")
 _RUN_HANDLER_LOOP_RE = re.compile(r"RunHandlerThreadPool::WorkerLoop\(")
 _UNBOUNDED_LOOP_RE = re.compile(r"UnboundedWorkQueue::PooledThreadFunc\(")
 _BUSY_RE = re.compile(r"Executor(State|Impl)\b|ExecutorState<|::Compute(Async)?\(|PyFuncOp|EagerPyFunc")
