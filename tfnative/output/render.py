@@ -40,17 +40,24 @@ GLUE_EXACT = frozenset(
 )
 GLUE_PREFIXES = ("cfunction_vectorcall_", "method_vectorcall_", "_PyObject_Call", "pymain_",
                  "_PyRun_", "PyRun_")
+# Names a prefix takes in that are no call glue: the allocator is where a thread is, not how it got there.
+GLUE_NOT = frozenset(("_PyObject_Calloc",))
 
 _SYSTEM_PARTS = ("/site-packages/", "/dist-packages/")
 _STDLIB_RE = re.compile(r"/lib(64)?/python3\.\d+/")
+
+
+# The suffix GCC gives a copy it made of a function (``cfunction_call.lto_priv.0``,
+# ``_PyObject_MakeTpCall.constprop.1``: the names of an LTO build such as Debian's 3.14 and 3.15).
+_GCC_CLONE_RE = re.compile(r"(\.(lto_priv|constprop|isra|part|cold|localalias)(\.\d+)?)+$")
 
 
 def is_glue(frame: Frame) -> bool:
     if not isinstance(frame, NativeFrame):
         return False
     name = frame.function or ""
-    base = name.split("(", 1)[0]
-    return base in GLUE_EXACT or base.startswith(GLUE_PREFIXES)
+    base = _GCC_CLONE_RE.sub("", name.split("(", 1)[0].split("@", 1)[0].strip())
+    return base in GLUE_EXACT or (base.startswith(GLUE_PREFIXES) and base not in GLUE_NOT)
 
 
 def hide_glue(frames: Iterable[Frame]) -> List[Frame]:
