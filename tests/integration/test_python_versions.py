@@ -457,3 +457,22 @@ def test_stripped_interpreter_without_its_debug_file(version, how, tmp_path, new
         assert _py(thread)[:len(theirs)] == theirs
         evals = [f for f in thread["frames"] if f["kind"] == "native" and f["function"] == "_PyEval_EvalFrameDefault"]
         assert evals == []  # each was replaced by its Python frames
+
+
+@pytest.mark.parametrize("version", NEW)
+def test_gdb_reads_the_interpreters_debug_file_under_its_prefix(version, tmp_path, new_pythons):
+    """stack --with-gdb: gdb is given the -dbg file under the interpreter's own root (where its
+    debug-file-directory does not look): the interpreter's frames get source lines, every thread merges."""
+    python = _new_python(new_pythons, version)
+    proc = _started([python, script("named_threads.py")], tmp_path)
+    try:
+        _r, event = _stack(tmp_path, proc.pid, "--with-gdb", "--native-all")
+    finally:
+        _stopped(proc)
+    assert event["via"] == "gdb"
+    threads = {t.get("python_name"): t for t in event["threads"]}
+    assert {"MainThread", "loader-1", "trainer"} <= set(threads)
+    for thread in threads.values():
+        assert thread["merge"] == "ok", thread.get("merge_detail")
+        interp = [f for f in thread["frames"] if f["kind"] == "native" and f["library"] == "python" + version]
+        assert any((f["file"] or "").endswith(".c") and f["line"] for f in interp), interp
