@@ -235,9 +235,13 @@ class ObjectReader:
         if L.frame_localsplus is None or L.code_localsplusnames is None or L.code_argcount is None:
             return []
         names = r.tuple_items(r.u64(code + L.code_localsplusnames))
-        nargs = r.i32(code + L.code_argcount) + r.i32(code + L.code_kwonlyargcount)
+        argcount, kwonly = r.i32(code + L.code_argcount), r.i32(code + L.code_kwonlyargcount)
         flags = r.i32(code + L.code_flags)
-        nargs += bool(flags & CO_VARARGS) + bool(flags & CO_VARKEYWORDS)
+        nargs = argcount + kwonly + bool(flags & CO_VARARGS) + bool(flags & CO_VARKEYWORDS)
+        if argcount < 0 or kwonly < 0 or nargs > len(names):
+            # counts that cannot be (3.14+ derive co_kwonlyargcount and co_flags from the published
+            # co_argcount): show the variables, mark none an argument rather than guess
+            nargs = 0
         out: List[Dict] = []
         for i, name_obj in enumerate(names[:MAX_VARIABLES]):
             bits = r.u64(frame_addr + L.frame_localsplus + 8 * i)
