@@ -3,10 +3,11 @@
 ``test_pair.py`` has the checks issue #22 lists; these are the other TF-aware features a user of a new
 (Python, TensorFlow) pair relies on, each asserted as a user reads it: TensorFlow's own fatal log line and the
 op of the aborting kernel (a real ``Check failed`` abort, read from the kernel's ``OpKernel`` in memory),
-``--op-origins`` (the line that made the op, and a gradient's forward op), and AutoGraph's generated frames
-mapped back to the user's function and lines.  Every tfnative run gets its own ``TMPDIR`` so that what it and
-its target leave there (AutoGraph's generated files after a crash, tfnative's own directories) is checked and
-removed here, not in the shared ``/tmp``.
+``--op-origins`` (the line that made the op, and a gradient's forward op), AutoGraph's generated frames mapped
+back to the user's function and lines, and the thread views of a stuck process (a tf.data pipeline's workers,
+TensorFlow's inter-op pool exhausted by callbacks).  Every tfnative attach gets its own ``TMPDIR`` so that what
+it and its target leave there (AutoGraph's generated files after a crash, tfnative's own directories) is
+checked and removed here, not in the shared ``/tmp``.
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import time
 
 import pytest
 
-from ..conftest import line_of, load_json, script
+from ..conftest import line_of, load_json, script, state_of, wait_for_file
 
 ABORT = script("tf_check_failed.py")
 SQRT_GRAD = script("tf_sqrt_grad.py")
 AUTOGRAPH = script("tf_autograph.py")
+DATA = script("tf_data_hang.py")
+STUCK = script("tf_stuck.py")
 GENERATED = re.compile(r"__autograph_generated_file\w*\.py$")
 # Native frames of the interpreter that only carry a Python-to-C call along (a user never needs them).
 GLUE = ("cfunction_call", "_PyObject_MakeTpCall", "method_vectorcall", "slot_tp_call", "_PyFunction_Vectorcall",
@@ -137,3 +142,79 @@ def test_autograph(tf_pair, tmp_path):
     assert {f["line"] for f in mapped} >= {line_of(AUTOGRAPH, "total = tf.constant(0)"),
                                            line_of(AUTOGRAPH, "for i in"), body}
     assert "[AutoGraph: ran as " in r.stderr and "tf_autograph.py:%d  <-- your code" % body in r.stderr
+
+
+def stack_doc(pair, tmp, pid: int, name: str = "s") -> tuple:
+    """``tfnative stack --pid PID --json FILE``: (completed run, document); exit 0 and the target left running
+    checked."""
+    out = tmp / ("%s.json" % name)
+    r = pair.run(["stack", "--pid", str(pid), "--json", str(out)], timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert state_of(pid) in ("S", "R")
+    return r, load_json(out)
+
+
+def test_tf_data_view(tf_pair, tmp_path):
+    """stack --pid of a loop waiting on a tf.data iterator whose map callback blocks: the callback's threads
+    are tf.data's (told by what they run), the verdict names the user's loop and the callback; the pipeline
+    runs on once released."""
+    ready, release = tmp_path / "ready", tmp_path / "release"
+    proc = subprocess.Popen([tf_pair.python, DATA, str(ready), str(release)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        wait_for_file(str(ready), 300, proc)
+        r, doc = stack_doc(tf_pair, tmp_path, proc.pid)
+        release.write_text("go")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    t = doc["triage"]
+    assert t["pattern"] == "waiting_on_tf_data", t["verdict"]
+    event = doc["events"][0]
+    workers = [th for th in event["threads"] if any(f["kind"] == "python" and f["function"] == "slow_map"
+                                                    for f in th["frames"])]
+    assert workers
+    tids = [th["tid"] for th in workers]
+    # the verdict names them as tf.data's threads; where TF names no pool thread, the pool summary places them
+    said = re.search(r"the work is on tf\.data threads? ([\d, ]+) in ", t["verdict"])
+    assert said and sorted(int(x) for x in said.group(1).split(",")) == sorted(tids), (tids, t["verdict"])
+    if "pools" in event["pool"]:
+        assert set(tids) <= set(event["pool"]["pools"]["tf.data"]), event["pool"]
+    lines = {f["line"] for th in workers for f in th["frames"] if f.get("function") == "slow_map"}
+    assert lines <= set(range(line_of(DATA, "while RELEASE"), line_of(DATA, "return x * 2"))), lines
+    assert t["verdict"].startswith("the main thread waits for the next element of a tf.data iterator at "
+                                   "tf_data_hang.py:%d; the work is on tf.data thread" % line_of(DATA, "for x in ds:"))
+    assert "in the tf.py_function callback slow_map at tf_data_hang.py:" in t["verdict"]
+    assert "tfnative: verdict: " + t["verdict"] in r.stderr
+
+
+def test_inter_op_pool(tf_pair, tmp_path):
+    """stack --pid of a process whose two inter-op threads both wait inside tf.py_function callbacks: the pool
+    is exhausted, each of its threads at the callback's line, and the tf.function calls that wait for it."""
+    proc = subprocess.Popen([tf_pair.python, STUCK, "pool"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        end = time.monotonic() + 180
+        for i in range(1000):  # the callers reach the executor some time after "ready"
+            r, doc = stack_doc(tf_pair, tmp_path, proc.pid, name="s%d" % i)
+            if doc["triage"]["pattern"] == "pool_exhausted" or time.monotonic() > end:
+                break
+            time.sleep(0.5)
+    finally:
+        proc.kill()
+        proc.wait()
+    t = doc["triage"]
+    assert t["pattern"] == "pool_exhausted", t["verdict"]
+    assert t["pool"]["threads"] == 2 and t["pool"]["idle"] == [], t["pool"]
+    threads = {th["tid"]: th for th in doc["events"][0]["threads"]}
+    callback = line_of(STUCK, "    EVENT.wait()")
+    for tid in t["pool"]["busy"]:
+        user = [(f["function"], f["line"]) for f in threads[tid]["frames"] if f.get("user")]
+        assert user[:1] == [("wait_for_event", callback)], (tid, user)
+    assert "in the tf.py_function callback wait_for_event at tf_stuck.py:%d" % callback in t["verdict"]
+    assert "the main thread waits for tf.function set_step at tf_stuck.py:%d" % line_of(
+        STUCK, "        set_step(x)") in t["verdict"]
+    assert "tfnative: verdict: " + t["verdict"] in r.stderr
