@@ -105,8 +105,10 @@ def probe(python: str, with_tf: Optional[str] = "import", timeout: float = 300) 
         "print('PROBE ' + json.dumps(out))\n"
     ).replace("WITH_TF", repr(with_tf))
     try:
+        # cwd "/": ``-c`` puts the working directory first on sys.path, and a checkout there would shadow what
+        # the venv itself has installed
         r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
+                           stdin=subprocess.DEVNULL, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PairError("%s does not run: %s" % (python, e))
     for line in r.stdout.splitlines():
