@@ -83,7 +83,8 @@ def test_small_core_matches_gdb_and_pystack(tmp_path, small_core):
         pc_now = pc if pc is not None else pc_now
         gdb_at.setdefault(pc_now, set()).add(fn)
     ours = [(int(f["address"], 16), f["function"]) for f in t["frames"] if f["kind"] == "native"]
-    assert ours[0][1] == gdb[0][1] == "__strlen_evex"
+    # libc picks its strlen by the CPU (__strlen_evex, __strlen_avx2, ...): the same one gdb names
+    assert ours[0][1] == gdb[0][1] and "strlen" in ours[0][1]
     for pc, fn in ours[1:]:
         assert pc in gdb_at, (hex(pc), fn, gdb)
         assert fn in gdb_at[pc], (hex(pc), fn, gdb_at[pc])
