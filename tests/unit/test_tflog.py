@@ -58,3 +58,39 @@ def test_nothing_is_guessed_from_other_memory():
     assert fatal_line(mem.read, STACK) is None
     # an unreadable stack gives nothing, not an error
     assert fatal_line(mem.read, 0x1000) is None
+
+
+TSL_LINE = (b"2026-11-25 13:22:13.876844: F tensorflow/core/framework/tensor_shape.cc:357] "
+            b"Check failed: d < dims() (1 vs. 0)\n")
+
+
+def test_tsl_line_left_below_the_stack_pointer_by_fprintf():
+    """tsl's own logger (TF 2.18) formats its line in glibc's fprintf buffer, 8 KiB or so below where the
+    aborting frame's stack pointer is when abort() runs: it is read there, its ``file:line] text`` taken."""
+    mem = FakeMemory()
+    mem.map(STACK, 0x10000)
+    sp = STACK + 0xE000
+    mem.write(sp - 0x21B3, b"\x00\x00\x00" + TSL_LINE + b"\x00" * 16)
+    assert fatal_line(mem.read, sp) == (
+        "tensorflow/core/framework/tensor_shape.cc:357] Check failed: d < dims() (1 vs. 0)")
+
+
+def test_below_the_stack_pointer_stops_at_an_unmapped_page():
+    """Only the readable pages that reach the stack pointer are read below it: a line beyond a gap is not taken
+    (it is no part of this thread's stack), and a stack pointer at the bottom of its mapping reads nothing."""
+    mem = FakeMemory()
+    mem.map(STACK - 0x3000, 0x1000)  # another mapping, a page of gap below the stack
+    mem.map(STACK, 0x10000)
+    mem.write(STACK - 0x3000 + 0x10, TSL_LINE)
+    assert fatal_line(mem.read, STACK + 0x800) is None
+    assert fatal_line(mem.read, STACK) is None
+    mem.write(STACK + 0x100, TSL_LINE)
+    assert fatal_line(mem.read, STACK + 0x800) == (
+        "tensorflow/core/framework/tensor_shape.cc:357] Check failed: d < dims() (1 vs. 0)")
+
+
+def test_a_non_fatal_tsl_line_is_not_taken():
+    mem = FakeMemory()
+    mem.map(STACK, 0x10000)
+    mem.write(STACK + 0x100, TSL_LINE.replace(b": F ", b": W "))
+    assert fatal_line(mem.read, STACK + 0x800) is None

@@ -8,7 +8,12 @@ stack: absl's ``LogMessage`` keeps it encoded (protobuf wire format: field 2
 the source file, 3 the line, then field-7 values whose string leaves are the
 text), and a formatted line (``F... file.cc:N] text``) may be there too.  This
 module looks for either: the stack words above the stack pointer, then the
-memory they point to, both bounded; nothing beyond those two forms is taken.
+memory they point to, then the stack just below the pointer, all bounded.
+Where TensorFlow logs through its own tsl logger instead of absl (as 2.18
+does), only the formatted line is in memory
+(``2026-11-25 13:22:13.876844: F file.cc:N] text``), in the buffer glibc's
+``fprintf`` to unbuffered stderr used below the aborting frame; its
+``file.cc:N] text`` is taken.  Nothing beyond these forms is taken.
 """
 
 from __future__ import annotations
@@ -20,11 +25,18 @@ from typing import Callable, Optional
 from .memory import USER_SPACE_END
 
 STACK_BYTES = 64 * 1024
+# Below the stack pointer: what the calls just returned from left there.  tsl formats its line with
+# ``fprintf(stderr, ...)``, which glibc writes through an 8 KiB buffer on the stack of the logging thread
+# (stderr is unbuffered); the abort comes right after, from a shallower frame, so the line is still there.
+BELOW_SP_BYTES = 32 * 1024
 POINTED_BYTES = 4096
 MAX_POINTERS = 1024
 # absl's prefix: severity, MMDD, time, thread id, file:line]
 _ENCODED = re.compile(rb"\x12([\x01-\x7f])([\w./+-]{1,127}\.(?:cc|h|cpp|cu|c))\x18")
 _LINE = re.compile(rb"[FE]\d{4} [\d:.]{8,32} +\d+ [\w./-]+:\d+\] [^\x00\n]{1,2000}")
+# TensorFlow's own (tsl) log line, where absl does not log for it (TF 2.16-2.20):
+# ``2026-11-25 13:22:13.876844: F tensorflow/core/framework/tensor_shape.cc:357] Check failed: ...``
+_TSL_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{1,9}: F ([\w./+-]+:\d+\] [^\x00\n]{1,2000})")
 
 Read = Callable[[int, int], bytes]
 
@@ -40,6 +52,24 @@ def _read(read: Read, addr: int, size: int) -> bytes:
             break
         addr += chunk
         size -= chunk
+    return bytes(out)
+
+
+def _read_below(read: Read, sp: int, size: int) -> bytes:
+    """The readable pages of [sp-size, sp) that run up to ``sp`` without a gap (b"" when none)."""
+    out = bytearray()
+    addr = sp - size
+    while addr < sp:
+        chunk = min(sp - addr, 4096 - addr % 4096)
+        try:
+            data = read(addr, chunk)
+        except (MemoryError, OSError, ValueError):
+            data = None
+        if data is None or len(data) != chunk:
+            out.clear()  # a gap: only what touches sp is kept
+        else:
+            out += data
+        addr += chunk
     return bytes(out)
 
 
@@ -120,6 +150,8 @@ def fatal_line(read: Read, sp: int) -> Optional[str]:
         if len(seen) > MAX_POINTERS:
             break
         chunks.append(_read(read, word, POINTED_BYTES))
+    if sp >= 0x10000 + BELOW_SP_BYTES:
+        chunks.append(_read_below(read, sp, BELOW_SP_BYTES))
     for chunk in chunks:
         found = [m for m in _LINE.findall(chunk) if m.startswith(b"F")]
         if found:
@@ -127,4 +159,7 @@ def fatal_line(read: Read, sp: int) -> Optional[str]:
         decoded = _decoded(chunk)
         if decoded:
             return decoded
+        tsl = _TSL_LINE.findall(chunk)
+        if tsl:
+            return tsl[-1].decode("utf-8", "replace").rstrip()
     return None
