@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -97,6 +98,38 @@ def test_tf_abort_kernel_op(abort):
         assert fn.get("python_function") == "bad_pad_conv", fn
         (caller,) = [t for t in event["threads"] if t["tid"] == fn["called_by"]]
         assert [f["line"] for f in caller["frames"] if f.get("user")] == [call]
+
+
+def test_tf_abort_core(tf_pair, tmp_path):
+    """``core`` of the same abort, dumped by the kernel: TensorFlow's fatal log line read from the core's memory,
+    the kernel frame's op, the user's line."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))  # AutoGraph's generated file outlives the abort: keep it here
+    proc = subprocess.run([tf_pair.python, ABORT], cwd=str(tmp_path), preexec_fn=raise_core_limit, env=env,
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == -signal.SIGABRT, proc.stderr[-2000:]
+    core = tmp_path / "core"
+    assert core.exists(), "no core in %s (core_pattern is %s)" % (tmp_path, open(
+        "/proc/sys/kernel/core_pattern").read().strip())
+    try:
+        out = tmp_path / "c.json"
+        r = tf_pair.run(["core", str(core), "--json", str(out)], timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        doc = load_json(out)
+    finally:
+        core.unlink()
+    event = doc["events"][0]
+    assert event["signal"] == "SIGABRT"
+    assert re.search(r"tensor_shape\.cc:\d+\] Check failed: d < dims\(\) \(1 vs\. 0\)$", event.get("log") or ""), \
+        event.get("log")
+    # the same line TensorFlow wrote on the script's stderr
+    assert event["log"].split("] ", 1)[0].rsplit("/", 1)[-1] in proc.stderr
+    assert doc["triage"]["log"] == event["log"]
+    assert doc["triage"]["op"]["type"] == "FusedPadConv2D"
+    assert doc["triage"]["nearest_user_frame"]["line"] == line_of(ABORT, "print(bad_pad_conv(")
+
+
+def raise_core_limit() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 
 
 def test_op_origins_crash(abort):

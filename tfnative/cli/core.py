@@ -8,6 +8,7 @@ from typing import Optional, TextIO, Tuple
 import click
 
 from .. import snapshot
+from ..core import tflog
 from ..errors import TfnativeError
 from ..files import is_stdout, write_output
 from ..output import report
@@ -41,10 +42,25 @@ def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_
                                                            err), which)
         except snapshot.Unsupported as exc:
             raise TfnativeError("%s: cannot unwind: %s" % (path, exc)) from None
-        return source, core_event(source.core.notes, source.argv(), result, native_all)
+        doc = core_event(source.core.notes, source.argv(), result, native_all)
+        _add_fatal_log(doc, source)
+        return source, doc
     except BaseException:
         source.close()
         raise
+
+
+def _add_fatal_log(doc: report.Document, source: CoreSource) -> None:
+    """At an abort, TensorFlow's own fatal log line (``Check failed: ...``), read from the core's memory
+    around the aborting thread's stack pointer (as ``attach`` reads it from the live process)."""
+    event = doc.events[0]
+    if event.signal != "SIGABRT" or event.log:
+        return
+    notes = source.core.notes
+    thread = next((t for t in notes.threads if t.tid == event.thread), notes.threads[0] if notes.threads else None)
+    sp = thread.regs.get("rsp") if thread is not None else None
+    if sp:
+        event.log = tflog.fatal_line(source.core.read, sp)
 
 
 def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool, native_all: bool,
