@@ -22,13 +22,14 @@ import time
 
 import pytest
 
-from ..conftest import line_of, load_json, script, state_of, wait_for_file
+from ..conftest import assert_running_untraced, line_of, load_json, script, state_of, wait_for_file
 
 ABORT = script("tf_check_failed.py")
 SQRT_GRAD = script("tf_sqrt_grad.py")
 AUTOGRAPH = script("tf_autograph.py")
 DATA = script("tf_data_hang.py")
 STUCK = script("tf_stuck.py")
+BUSY = script("tf_busy_matmul.py")
 GENERATED = re.compile(r"__autograph_generated_file\w*\.py$")
 # Native frames of the interpreter that only carry a Python-to-C call along (a user never needs them).
 GLUE = ("cfunction_call", "_PyObject_MakeTpCall", "method_vectorcall", "slot_tp_call", "_PyFunction_Vectorcall",
@@ -251,3 +252,33 @@ def test_inter_op_pool(tf_pair, tmp_path):
     assert "the main thread waits for tf.function set_step at tf_stuck.py:%d" % line_of(
         STUCK, "        set_step(x)") in t["verdict"]
     assert "tfnative: verdict: " + t["verdict"] in r.stderr
+
+
+def test_break_op_pid(tf_pair, tmp_path):
+    """attach --pid --break-op MatMul on a running job (a venv's python: its executable is the base
+    interpreter, which cannot import the venv's TensorFlow): the op is checked against the TensorFlow the process
+    loaded, a hit in the MatMul kernel at the user's loop line, and the job runs on, untraced."""
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen([tf_pair.python, BUSY, str(ready)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    try:
+        wait_for_file(str(ready), 300, proc)
+        bad = tf_pair.run(["attach", "--pid", str(proc.pid), "--break-op", "matmul"], timeout=300)
+        assert bad.returncode != 0 and "Traceback" not in bad.stderr
+        assert bad.stderr.strip().splitlines()[-1].startswith("tfnative: error: --break-op matmul: TensorFlow has no "
+                                                             "op type of that name; candidates: MatMul"), bad.stderr
+        out = tmp_path / "s.json"
+        r = tf_pair.run(["attach", "--pid", str(proc.pid), "--break-op", "MatMul", "--max-hits", "1", "--json",
+                         str(out)], timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert_running_untraced(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    doc = load_json(out)
+    assert [e["location"] for e in doc["events"]] == ["op MatMul"], r.stderr[-3000:]
+    top = doc["events"][0]["threads"][0]["frames"][0]
+    assert "::Compute(tensorflow::OpKernelContext*)" in (top["function"] or "") and top["op"]["type"] == "MatMul"
+    loop = ("<module>", line_of(BUSY, "step(a, b)  # the busy loop"))
+    assert [t for t in doc["events"][0]["threads"] if loop in [(f["function"], f["line"]) for f in t["frames"]
+                                                                if f["kind"] == "python" and f["file"] == BUSY]]

@@ -130,7 +130,8 @@ def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Doc
         else:
             env = opts.switches.environment(dict(os.environ))
             target = LaunchedTarget(python, opts.target_argv, env)
-        tfops.check_op_types(opts.break_ops, python, env)
+        tfops.check_op_types(opts.break_ops, python, env,
+                             tfops.loaded_tensorflow_dirs(pid_target.pid) if pid_target is not None else None)
         if follower is not None:
             target = FollowingTarget(target, follower)
         return Session(opts, target, doc, printer, err).run(keep)

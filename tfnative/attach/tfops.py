@@ -30,6 +30,7 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Optional, Set, TextIO
 
+from ..core import procfs
 from ..core.model import Capture
 from ..core.opkernel import KERNEL_RE, inherit_device_ops, op_frames
 from ..errors import TfnativeError
@@ -81,12 +82,31 @@ def candidates(name: str, known: Iterable[str], limit: int = 8) -> List[str]:
     return out[:limit]
 
 
-def check_op_types(requested: List[str], python: str, env: Optional[Dict[str, str]] = None) -> None:
-    """Each ``--break-op`` must name an op type of the TensorFlow the script imports; raise otherwise."""
+def loaded_tensorflow_dirs(pid: int) -> List[str]:
+    """The package directory of the TensorFlow that process ``pid`` has loaded (the directory of its mapped
+    ``libtensorflow_framework.so.2``/``libtensorflow_cc.so.2``); [] when it has loaded none (or its maps
+    cannot be read).  A process run from a venv has the base interpreter as its executable, which cannot
+    import the venv's TensorFlow: what it mapped is the truth."""
+    try:
+        rows = procfs.maps(pid)
+    except OSError:
+        return []
+    for row in rows:
+        name = row.path or ""
+        if os.path.basename(name) in ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2") \
+                and os.path.isdir(os.path.join(os.path.dirname(name), "python")):
+            return [os.path.dirname(name)]
+    return []
+
+
+def check_op_types(requested: List[str], python: str, env: Optional[Dict[str, str]] = None,
+                   tf_dirs: Optional[List[str]] = None) -> None:
+    """Each ``--break-op`` must name an op type of the TensorFlow the script imports (``tf_dirs``: the one a
+    running process has loaded, else the one ``python`` would import); raise otherwise."""
     if not requested:
         return
     try:
-        dirs = tensorflow_package_dirs(python, env)
+        dirs = tf_dirs or tensorflow_package_dirs(python, env)
     except TfnativeError:
         dirs = []
     if not dirs:
