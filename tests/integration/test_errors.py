@@ -45,7 +45,7 @@ def test_unsupported_python():
     old = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.9.*/bin/python3.9")))
     if not old:
         pytest.skip("no Python 3.9 here")
-    _one_line_error(run_tfnative(["attach", "--python", old[-1], script("exit_code.py")]), "3.10 to 3.13")
+    _one_line_error(run_tfnative(["attach", "--python", old[-1], script("exit_code.py")]), "3.10 to 3.15")
 
 
 def test_missing_source_dir():

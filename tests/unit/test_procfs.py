@@ -47,6 +47,10 @@ def test_threads_states_and_names():
 def test_a_stopped_then_gone_process():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "é b"])
     try:
+        # Popen returns once the child exists, maybe before its exec: until then /proc shows no argv of its own
+        deadline = time.monotonic() + 10
+        while procfs.cmdline(child.pid)[-1:] != ["é b"] and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert procfs.cmdline(child.pid) == [sys.executable, "-c", "import time; time.sleep(60)", "é b"]
         assert procfs.cmdline(child.pid, child.pid) == procfs.cmdline(child.pid)
         os.kill(child.pid, signal.SIGSTOP)
