@@ -37,7 +37,7 @@ import struct
 import threading
 import zlib
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from .elfindex import ElfError, ElfFile, Section, uleb128
 
@@ -76,6 +76,64 @@ _OFFSET_FORMS = {0x0E, 0x17, 0x1D, 0x1F, 0x1F20, 0x1F21}
 
 class Unreadable(Exception):
     """DWARF this module cannot read within its bounds."""
+
+
+class UnitHeader(NamedTuple):
+    """One unit header of ``.debug_info`` (DWARF 2 to 5)."""
+
+    start: int  # the header's offset
+    version: int
+    unit_type: int  # DW_UT_*; DWARF 2-4 compile units are DW_UT_compile
+    offset_size: int  # 4 (DWARF32) or 8 (DWARF64)
+    abbrev_offset: int
+    address_size: int
+    die: int  # the offset of the unit's first DIE
+    end: int  # the offset just past the unit (may lie past the section's end: a cut-short section)
+
+
+def unit_headers(info: memoryview, e: str) -> Iterator[UnitHeader]:
+    """The unit headers of a ``.debug_info`` section in byte order ``e`` (``"<"`` or ``">"``), in order.
+
+    Raises ``Unreadable`` at a reserved unit length or a DWARF version other than 2 to 5; the units
+    before it have been given.  Each unit is passed over whole, so the walk is bounded by the
+    section's size.
+    """
+    pos = 0
+    n = len(info)
+    while pos + 11 <= n:
+        start = pos
+        length = struct.unpack_from(e + "I", info, pos)[0]
+        pos += 4
+        osz = 4
+        if length == 0xFFFFFFFF:
+            length = struct.unpack_from(e + "Q", info, pos)[0]
+            pos += 8
+            osz = 8
+        elif length >= 0xFFFFFFF0:
+            raise Unreadable("a reserved unit length")
+        unit_end = pos + length
+        version = struct.unpack_from(e + "H", info, pos)[0]
+        pos += 2
+        ofmt = e + ("Q" if osz == 8 else "I")
+        if version >= 5:
+            unit_type, addr_size = info[pos], info[pos + 1]
+            pos += 2
+            table = struct.unpack_from(ofmt, info, pos)[0]
+            pos += osz
+            if unit_type in (_UT_SKELETON, _UT_SPLIT_COMPILE):
+                pos += 8
+            elif unit_type in (_UT_TYPE, _UT_SPLIT_TYPE):
+                pos += 8 + osz
+        elif 2 <= version <= 4:
+            unit_type = _UT_COMPILE
+            table = struct.unpack_from(ofmt, info, pos)[0]
+            pos += osz
+            addr_size = info[pos]
+            pos += 1
+        else:
+            raise Unreadable("DWARF version %d" % version)
+        yield UnitHeader(start, version, unit_type, osz, table, addr_size, pos, unit_end)
+        pos = unit_end
 
 
 @dataclass
@@ -285,52 +343,18 @@ def _units(info: memoryview, abbrevs: memoryview, e: str,
     An inline string's value is its offset in ``.debug_info``, its text put in ``strings``.
     """
     cache: Dict[Tuple[int, int], tuple] = {}
-    pos = 0
-    count = 0
     n = len(info)
-    while pos + 11 <= n:
-        count += 1
+    for count, h in enumerate(unit_headers(info, e), 1):
         if count > MAX_UNITS:
             raise Unreadable("more than %d compile units" % MAX_UNITS)
-        length = struct.unpack_from(e + "I", info, pos)[0]
-        pos += 4
-        osz = 4
-        if length == 0xFFFFFFFF:
-            length = struct.unpack_from(e + "Q", info, pos)[0]
-            pos += 8
-            osz = 8
-        elif length >= 0xFFFFFFF0:
-            raise Unreadable("a reserved unit length")
-        unit_end = pos + length
-        if unit_end > n:
+        if h.end > n:
             raise Unreadable(".debug_info is cut short")
-        version = struct.unpack_from(e + "H", info, pos)[0]
-        pos += 2
-        ofmt = e + ("Q" if osz == 8 else "I")
-        if version >= 5:
-            unit_type, addr_size = info[pos], info[pos + 1]
-            pos += 2
-            table = struct.unpack_from(ofmt, info, pos)[0]
-            pos += osz
-            if unit_type in (_UT_SKELETON, _UT_SPLIT_COMPILE):
-                pos += 8
-            elif unit_type in (_UT_TYPE, _UT_SPLIT_TYPE):
-                pos += 8 + osz
-        elif 2 <= version <= 4:
-            unit_type = _UT_COMPILE
-            table = struct.unpack_from(ofmt, info, pos)[0]
-            pos += osz
-            addr_size = info[pos]
-            pos += 1
-        else:
-            raise Unreadable("DWARF version %d" % version)
-        if unit_type in (_UT_COMPILE, _UT_PARTIAL, _UT_SKELETON):
-            code, pos = uleb128(info, pos)
-            ab = _abbrev(abbrevs, table, code, cache) if code else None
+        if h.unit_type in (_UT_COMPILE, _UT_PARTIAL, _UT_SKELETON):
+            code, pos = uleb128(info, h.die)
+            ab = _abbrev(abbrevs, h.abbrev_offset, code, cache) if code else None
             if ab is not None and ab[0] in (_TAG_COMPILE_UNIT, _TAG_PARTIAL_UNIT, _TAG_SKELETON_UNIT):
-                yield version, addr_size, osz, _first_die(info, pos, unit_end, ab[1], addr_size, osz, version, e,
-                                                          strings)
-        pos = unit_end
+                yield h.version, h.address_size, h.offset_size, _first_die(
+                    info, pos, h.end, ab[1], h.address_size, h.offset_size, h.version, e, strings)
 
 
 def _first_die(d: memoryview, pos: int, end: int, attrs: List[Tuple[int, int, int]], addr_size: int, osz: int,

@@ -303,53 +303,22 @@ class DwarfReader:
         d = self.info
         if d is None or self.abbrevs is None:
             return
-        end = self.elf.end
-        pos = 0
         scanned = 0
-        while pos + 11 <= len(d):
-            start = pos
-            length = struct.unpack_from(end + "I", d, pos)[0]
-            pos += 4
-            osz = 4
-            if length == 0xFFFFFFFF:
-                length = struct.unpack_from(end + "Q", d, pos)[0]
-                pos += 8
-                osz = 8
-            elif length >= 0xFFFFFFF0:
-                return
-            unit_end = pos + length
-            version = struct.unpack_from(end + "H", d, pos)[0]
-            pos += 2
-            ofmt = end + ("Q" if osz == 8 else "I")
-            if version >= 5:
-                unit_type, addr_size = d[pos], d[pos + 1]
-                pos += 2
-                abbrev_off = struct.unpack_from(ofmt, d, pos)[0]
-                pos += osz
-                if unit_type in (DW_UT_skeleton, DW_UT_split_compile):
-                    pos += 8
-                elif unit_type in (DW_UT_type, DW_UT_split_type):
-                    pos += 8 + osz
-            elif 2 <= version <= 4:
-                unit_type = DW_UT_compile
-                abbrev_off = struct.unpack_from(ofmt, d, pos)[0]
-                pos += osz
-                addr_size = d[pos]
-                pos += 1
-            else:
-                return
-            if unit_type in (DW_UT_compile, DW_UT_partial, DW_UT_skeleton, DW_UT_split_compile):
-                unit = Unit(start, version, unit_type, osz)
-                try:
-                    self._first_die(unit, d, pos, min(unit_end, len(d)), abbrev_off, addr_size)
-                    if scanned < scan_locals:
-                        tags = self.abbrevs.tags(abbrev_off)
-                        unit.locals = DW_TAG_formal_parameter in tags or DW_TAG_variable in tags
-                        scanned += 1
-                except (IndexError, struct.error):
-                    pass
-                yield unit
-            pos = unit_end
+        try:
+            for h in dwarfcover.unit_headers(d, self.elf.end):
+                if h.unit_type in (DW_UT_compile, DW_UT_partial, DW_UT_skeleton, DW_UT_split_compile):
+                    unit = Unit(h.start, h.version, h.unit_type, h.offset_size)
+                    try:
+                        self._first_die(unit, d, h.die, min(h.end, len(d)), h.abbrev_offset, h.address_size)
+                        if scanned < scan_locals:
+                            tags = self.abbrevs.tags(h.abbrev_offset)
+                            unit.locals = DW_TAG_formal_parameter in tags or DW_TAG_variable in tags
+                            scanned += 1
+                    except (IndexError, struct.error):
+                        pass
+                    yield unit
+        except (dwarfcover.Unreadable, IndexError, struct.error):
+            return  # a reserved length or an unknown version: the units before it are all that can be read
 
     def _first_die(self, unit: Unit, d: memoryview, pos: int, end: int, table: int, addr_size: int) -> None:
         assert self.abbrevs is not None
