@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -9,7 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import psutil
 import pytest
@@ -123,6 +124,26 @@ def wait_for_file(path: str, timeout: float = 120.0, proc: Optional[subprocess.P
             raise AssertionError("process exited early with %s" % proc.returncode)
         time.sleep(0.05)
     raise AssertionError("timed out waiting for %s" % path)
+
+
+@contextlib.contextmanager
+def held(python: str, program: str, tmp_path, ready_timeout: float = 300) -> Iterator[subprocess.Popen]:
+    """Run a test program that takes READY and RELEASE paths (``tf_hang.py``, ``tf_data_hang.py``...):
+    give it once it has written READY (it is then blocked where it was meant to be); on leaving, release
+    it and check it finishes cleanly; whatever happens, nothing is left running."""
+    ready, release = os.path.join(str(tmp_path), "ready"), os.path.join(str(tmp_path), "release")
+    proc = subprocess.Popen([python, program, ready, release], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        wait_for_file(ready, ready_timeout, proc)
+        yield proc
+        with open(release, "w") as f:
+            f.write("go")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def tracer_of(pid: int) -> int:

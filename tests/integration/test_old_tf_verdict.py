@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from ..conftest import line_of, load_json, requires_gdb, run_tfnative, script, wait_for_file
+from ..conftest import held, line_of, load_json, requires_gdb, run_tfnative, script
 from ..matrix import pairs
 
 pytestmark = [requires_gdb]
@@ -58,19 +58,8 @@ def stack(tmp_path, pid, *options, name="s"):
 @pytest.fixture(scope="module", params=VENVS)
 def hung(request, tmp_path_factory):
     """The pid of tf_hang.py blocked in its callback, under one venv's python."""
-    tmp = tmp_path_factory.mktemp("hang")
-    ready, release = tmp / "ready", tmp / "release"
-    proc = subprocess.Popen([request.param, HANG, str(ready), str(release)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    try:
-        wait_for_file(str(ready), 300, proc)
+    with held(request.param, HANG, tmp_path_factory.mktemp("hang")) as proc:
         yield proc.pid
-        release.write_text("go")
-        assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.mark.parametrize("path", [(), ("--with-gdb",)], ids=["fast", "gdb"])
@@ -128,18 +117,8 @@ def test_pool_exhausted_without_thread_names(python, tmp_path):
 
 @pytest.mark.parametrize("python", VENVS)
 def test_tf_data_map_callback(python, tmp_path):
-    ready, release = tmp_path / "ready", tmp_path / "release"
-    proc = subprocess.Popen([python, DATA, str(ready), str(release)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    try:
-        wait_for_file(str(ready), 300, proc)
+    with held(python, DATA, tmp_path) as proc:
         r, doc = stack(tmp_path, proc.pid)
-        release.write_text("go")
-        assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     t = doc["triage"]
     assert t["pattern"] == "waiting_on_tf_data", t["verdict"]
     event = doc["events"][0]

@@ -15,6 +15,7 @@ import pytest
 from ..conftest import (
     ROOT,
     frames_of,
+    held,
     line_of,
     load_json,
     pyenv_pythons,
@@ -372,18 +373,8 @@ def test_tensorflow_222_on_python_314(tmp_path):
     if not os.path.exists(os.path.join(TF_VENV, "READY")):
         pytest.skip("no %s (run .ci/pythons venv 3.14 %s tensorflow-cpu==2.22.0rc0)" % (TF_VENV, TF_VENV))
     hang = script("tf_hang.py")
-    ready, release = tmp_path / "ready", tmp_path / "release"
-    proc = subprocess.Popen([python, hang, str(ready), str(release)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        wait_for_file(str(ready), 300, proc)
+    with held(python, hang, tmp_path) as proc:
         r, event = _stack(tmp_path, proc.pid)
-        release.write_text("go")
-        assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert event["python"] == "3.14"
     main = next(t for t in event["threads"] if t["tid"] == proc.pid)
     assert main["tf_function"]["python_function"] == "step"

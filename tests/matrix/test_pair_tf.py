@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from ..conftest import assert_running_untraced, line_of, load_json, script, state_of, wait_for_file
+from ..conftest import assert_running_untraced, held, line_of, load_json, script, state_of, wait_for_file
 
 ABORT = script("tf_check_failed.py")
 SQRT_GRAD = script("tf_sqrt_grad.py")
@@ -192,18 +192,8 @@ def test_tf_data_view(tf_pair, tmp_path):
     """stack --pid of a loop waiting on a tf.data iterator whose map callback blocks: the callback's threads
     are tf.data's (told by what they run), the verdict names the user's loop and the callback; the pipeline
     runs on once released."""
-    ready, release = tmp_path / "ready", tmp_path / "release"
-    proc = subprocess.Popen([tf_pair.python, DATA, str(ready), str(release)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    try:
-        wait_for_file(str(ready), 300, proc)
+    with held(tf_pair.python, DATA, tmp_path) as proc:
         r, doc = stack_doc(tf_pair, tmp_path, proc.pid)
-        release.write_text("go")
-        assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     t = doc["triage"]
     assert t["pattern"] == "waiting_on_tf_data", t["verdict"]
     event = doc["events"][0]
