@@ -232,10 +232,15 @@ def found(runs: List[Run]) -> str:
     return "%d/%d%s" % (oks, len(runs), (": " + "; ".join(notes)) if notes else "")
 
 
+def exited0(runs: List[Run]) -> Optional[float]:
+    """Median wall of the runs that exited 0 (a tool that failed at once is not faster)."""
+    return med([r.wall for r in runs if r.rc == 0])
+
+
 def faster(a: List[Run], b: List[Run], name_a: str, name_b: str) -> str:
-    ta, tb = med([r.wall for r in a if r.ok]), med([r.wall for r in b if r.ok])
+    ta, tb = exited0(a), exited0(b)
     if ta is None or tb is None:
-        return "n/a"
+        return "n/a (%s failed)" % (name_a if ta is None else name_b)
     return "%s, %.1fx" % (name_a, tb / ta) if ta <= tb else "**%s**, %.1fx" % (name_b, ta / tb)
 
 
@@ -339,10 +344,12 @@ def markdown(results: List[Dict], n: int, skipped: List[str]) -> List[str]:
             if key not in r:
                 continue
             runs = r[key] if key == "a" else r[key]["tools"]
-            ta, tp = med([x.wall for x in runs[tool] if x.ok]), med([x.wall for x in runs[peer] if x.ok])
+            ta, tp = exited0(runs[tool]), exited0(runs[peer])
             if ta is not None and tp is not None and tp < ta:
-                slower.append(f"{r['pair']}: `{peer}` {tp:.2f} s vs `{tool}` {ta:.2f} s")
-    lines += ["", "Where a peer is faster (medians of the runs that found what they should): " +
+                short = [x for x in runs[peer] if x.rc == 0 and not x.ok]
+                slower.append(f"{r['pair']}: `{peer}` {tp:.2f} s vs `{tool}` {ta:.2f} s" +
+                              (f" (but its output had {short[0].note})" if short else ""))
+    lines += ["", "Where a peer is faster (medians of the runs that exited 0): " +
               ("; ".join(slower) if slower else "nowhere") + "."]
     return lines
 
