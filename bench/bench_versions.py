@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 import psutil
-from bench_speed import ENV, Run, fmt, kill_tree, med, run_cmd, spread
+from bench_speed import ENV, Run, fmt, kill_tree, med, run_cmd
 from benchutil import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -223,7 +223,9 @@ def bench_pair(name: str, venv: str, n: int) -> Dict:
 
 def cell(runs: List[Run], attr: str = "wall", unit: str = "s", digits: int = 2) -> str:
     xs = [getattr(r, attr) for r in runs]
-    return "%s [%s]" % (fmt(med(xs), unit, digits), spread(xs, unit)) if len(xs) > 1 else fmt(med(xs), unit, digits)
+    if len(xs) < 2:
+        return fmt(med(xs), unit, digits)
+    return "%s [%.*f-%.*f %s]" % (fmt(med(xs), unit, digits), digits, min(xs), digits, max(xs), unit)
 
 
 def found(runs: List[Run]) -> str:
