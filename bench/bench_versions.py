@@ -190,11 +190,17 @@ def section_c(n: int, python: str, tfn: List[str]) -> Dict:
             raise RuntimeError("no core was written by %s" % python)
         size = os.path.getsize(core) / 2**20
         needs = {"callback `bad_callback`": "bad_callback", "PyFuncOp frame": "PyFuncOp"}
-        runs = interleave(n, {
-            "tfnative core": lambda: check(run_cmd(tfn + ["core", core], timeout=300), needs),
-            "pystack core --native-all": lambda: check(
-                run_cmd([PYSTACK, "core", core, os.path.realpath(python), "--native-all"], timeout=300), needs),
-        })
+
+        def one(cmd: List[str]) -> Callable[[], Run]:
+            def go() -> Run:
+                r = check(run_cmd(cmd, timeout=300), needs)
+                r.note = r.note.replace(core, "CORE")  # the temporary path means nothing in the table
+                return r
+            return go
+
+        runs = interleave(n, {"tfnative core": one(tfn + ["core", core]),
+                              "pystack core --native-all": one([PYSTACK, "core", core, os.path.realpath(python),
+                                                                "--native-all"])})
         return {"core_mb": size, "tools": runs}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
