@@ -7,6 +7,7 @@ read that crosses a region's end.
 
 from __future__ import annotations
 
+import dis
 import struct
 from typing import Dict
 
@@ -91,3 +92,28 @@ class PyHeap:
         self.mem.write(at + self.L.tuple_size, struct.pack("<q", len(items) if size is None else size))
         self.mem.u64(at + self.L.list_items, arr)
         return at
+
+
+# Two functions whose code objects the frame tests lay out in fake memory, as "/app/train.py".
+TRAIN_SOURCE = """
+def inner(a):
+    b = a + 1
+    return b * 2
+
+def outer():
+    x = 3
+    y = inner(x)
+    return y
+"""
+
+
+def train_code(name: str):  # noqa: ANN201 - a code object
+    """The code object of ``inner`` or ``outer`` in ``TRAIN_SOURCE``, compiled by the running interpreter."""
+    ns: dict = {}
+    exec(compile(TRAIN_SOURCE, "/app/train.py", "exec"), ns)
+    return ns[name].__code__
+
+
+def line_offset(code, line: int) -> int:  # noqa: ANN001 - a code object
+    """Byte offset of the first instruction of ``line`` (relative to the function's first line)."""
+    return next(i.offset for i in dis.get_instructions(code) if i.positions.lineno == code.co_firstlineno + line)

@@ -10,7 +10,6 @@ references, entry frames owned by the interpreter, 3.15's bottom frame.
 
 from __future__ import annotations
 
-import dis
 import json
 import os
 import struct
@@ -20,7 +19,7 @@ import pytest
 from tfnative.core.pyframes import PythonReader
 from tfnative.core.pylayout import DEBUG_OFFSETS_SHAPES, UnsupportedLayout, debug_offsets_layout
 
-from .fakemem import PyHeap
+from .fakemem import PyHeap, line_offset, train_code
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 BUILDS = {(3, 14): "3.14.10", (3, 15): "3.15.2"}
@@ -96,27 +95,7 @@ def test_free_threaded_and_cut_heads_are_refused_and_no_cookie_is_none():
 
 # -- frames of 3.14 / 3.15, laid out with those layouts ------------------------------------------------------
 
-SOURCE = """
-def inner(a):
-    b = a + 1
-    return b * 2
-
-def outer():
-    x = 3
-    y = inner(x)
-    return y
-"""
 TID = 4242
-
-
-def _code(name):
-    ns = {}
-    exec(compile(SOURCE, "/app/train.py", "exec"), ns)
-    return ns[name].__code__
-
-
-def _offset(code, line):
-    return next(i.offset for i in dis.get_instructions(code) if i.positions.lineno == code.co_firstlineno + line)
 
 
 class Interp(PyHeap):
@@ -177,13 +156,13 @@ def test_frames_with_tagged_refs_in_two_eval_calls(version):
     tagged stack references, a small int kept in its slot (Py_INT_TAG) is read as the int."""
     layout = debug_offsets_layout(_head(version))
     i = Interp(layout)
-    inner, outer = _code("inner"), _code("outer")
+    inner, outer = train_code("inner"), train_code("outer")
     bottom = 0
     if layout.tstate_base_frame is not None:  # 3.15: the thread state's own bottom frame ends the chain
         bottom = i.entry(0)
         i.mem.u64(i.tstate + layout.tstate_base_frame, bottom)
-    outer_at = i.frame(i.code(outer, ("x", "y")), _offset(outer, 2), i.entry(bottom), ((3 << 2) | 3, 0))
-    inner_at = i.frame(i.code(inner, ("a", "b")), _offset(inner, 2), i.entry(outer_at),
+    outer_at = i.frame(i.code(outer, ("x", "y")), line_offset(outer, 2), i.entry(bottom), ((3 << 2) | 3, 0))
+    inner_at = i.frame(i.code(inner, ("a", "b")), line_offset(inner, 2), i.entry(outer_at),
                        ((3 << 2) | 3, i.str("four") | 1))
     i.mem.u64(i.tstate + layout.tstate_frame, inner_at)
     reader = i.reader()

@@ -8,7 +8,6 @@ whose code pointer leads nowhere) keep the frames read before the fault and say 
 
 from __future__ import annotations
 
-import dis
 import struct
 import sys
 
@@ -17,36 +16,13 @@ import pytest
 from tfnative.core.pyframes import PythonReader
 from tfnative.core.pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS
 
-from .fakemem import PyHeap
+from .fakemem import PyHeap, line_offset, train_code
 
 VERSION = sys.version_info[:2]
 pytestmark = pytest.mark.skipif(VERSION not in LAYOUTS or VERSION < (3, 11),
                                 reason="interpreter frames of 3.11+ built for the running version")
 L = LAYOUTS.get(VERSION)
 PID_TID = 4242
-SOURCE = """
-def inner(a):
-    b = a + 1
-    return b * 2
-
-def outer():
-    x = 3
-    y = inner(x)
-    return y
-"""
-
-
-def _code(name):
-    ns = {}
-    exec(compile(SOURCE, "/app/train.py", "exec"), ns)
-    return ns[name].__code__
-
-
-def _offset(code, line):
-    """Byte offset of the first instruction of ``line`` (relative to the function's first line)."""
-    return next(i.offset for i in dis.get_instructions(code) if i.positions.lineno == code.co_firstlineno + line)
-
-
 class Interp(PyHeap):
     """One interpreter with one thread whose frames are given innermost first."""
 
@@ -106,8 +82,8 @@ def _read(interp):
 
 def test_two_frames_of_one_eval_call_at_their_lines():
     i = Interp()
-    inner, outer = _code("inner"), _code("outer")
-    i.frames([(i.code(inner), _offset(inner, 2)), (i.code(outer), _offset(outer, 2))])
+    inner, outer = train_code("inner"), train_code("outer")
+    i.frames([(i.code(inner), line_offset(inner, 2)), (i.code(outer), line_offset(outer, 2))])
     thread = _read(i)
     assert thread.error is None
     assert [(f.function, f.file, f.line) for f in thread.frames] == [
@@ -117,8 +93,8 @@ def test_two_frames_of_one_eval_call_at_their_lines():
 
 def test_a_cycle_is_cut_and_said():
     i = Interp()
-    inner, outer = _code("inner"), _code("outer")
-    i.frames([(i.code(inner), _offset(inner, 1)), (i.code(outer), _offset(outer, 1))])
+    inner, outer = train_code("inner"), train_code("outer")
+    i.frames([(i.code(inner), line_offset(inner, 1)), (i.code(outer), line_offset(outer, 1))])
     i.mem.u64(i.made[1] + L.frame_previous, i.made[0])  # outer's caller is inner: a loop
     if L.chain == "entry_flag":
         i.mem.write(i.made[1] + L.frame_is_entry, b"\x00")
@@ -129,8 +105,8 @@ def test_a_cycle_is_cut_and_said():
 
 def test_an_unreadable_frame_keeps_the_ones_before_it():
     i = Interp()
-    inner, outer = _code("inner"), _code("outer")
-    i.frames([(i.code(inner), _offset(inner, 1)), (i.code(outer), _offset(outer, 1))])
+    inner, outer = train_code("inner"), train_code("outer")
+    i.frames([(i.code(inner), line_offset(inner, 1)), (i.code(outer), line_offset(outer, 1))])
     i.mem.u64(i.made[1] + L.frame_previous, 0xDEAD0000)  # the chain leads into unmapped memory
     thread = _read(i)
     assert [f.function for f in thread.frames] == ["inner", "outer"]
