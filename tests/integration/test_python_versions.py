@@ -291,11 +291,10 @@ def test_new_python_stack_pid(version, tmp_path, new_pythons):
     assert 'Thread %d "loader-1"' % threads["loader-1"]["tid"] in r.stdout
 
 
-@pytest.mark.parametrize("version", NEW)
-def test_new_python_gil_holder(version, tmp_path, new_pythons):
-    """The main thread holds the GIL (in a collection, sleeping in C); the two spinning threads wait for it."""
-    python = _new_python(new_pythons, version)
-    proc = subprocess.Popen([python, script("gil_holder.py")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def _gil_holder_event(argv, env, tmp_path):
+    """(pid, stack event) of ``gil_holder.py`` run by ``argv`` once it is ready (it is killed after)."""
+    proc = subprocess.Popen(argv + [script("gil_holder.py")], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
     try:
         assert proc.stdout.readline().strip() == b"ready"
         _r, event = _stack(tmp_path, proc.pid)
@@ -303,14 +302,22 @@ def test_new_python_gil_holder(version, tmp_path, new_pythons):
         proc.kill()
         proc.wait()
         proc.stdout.close()
+    return proc.pid, event
+
+
+@pytest.mark.parametrize("version", NEW)
+def test_new_python_gil_holder(version, tmp_path, new_pythons):
+    """The main thread holds the GIL (in a collection, sleeping in C); the two spinning threads wait for it."""
+    python = _new_python(new_pythons, version)
+    pid, event = _gil_holder_event([python], None, tmp_path)
     threads = {t["tid"]: t for t in event["threads"]}
-    assert [tid for tid, t in threads.items() if t["gil"] == "held"] == [proc.pid]
-    assert [tid for tid, t in threads.items() if t.get("gc")] == [proc.pid]
+    assert [tid for tid, t in threads.items() if t["gil"] == "held"] == [pid]
+    assert [tid for tid, t in threads.items() if t.get("gc")] == [pid]
     spinners = [t for t in threads.values() if (t.get("python_name") or "").endswith("(spin)")]
     assert len(spinners) == 2 and all(t["gil"] == "waiting" for t in spinners)
     path = script("gil_holder.py")
-    held = [(f, os.path.basename(p), n) for f, p, n in _py(threads[proc.pid])]
-    assert held[:2] == [("hold_gil", "gil_holder.py", line_of(path, "PyDLL(None).sleep")),
+    holder = [(f, os.path.basename(p), n) for f, p, n in _py(threads[pid])]
+    assert holder[:2] == [("hold_gil", "gil_holder.py", line_of(path, "PyDLL(None).sleep")),
                         ("Holder.__del__", "gil_holder.py", line_of(path, "        hold_gil()"))]
 
 
@@ -408,15 +415,7 @@ def test_gil_waits_seen_without_the_debug_file(version, tmp_path, new_pythons):
     the interpreter; the holder comes from memory."""
     python = _new_python(new_pythons, version)
     argv, env = _without_debug_file(python, tmp_path)
-    proc = subprocess.Popen(argv + [script("gil_holder.py")], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
-    try:
-        assert proc.stdout.readline().strip() == b"ready"
-        _r, event = _stack(tmp_path, proc.pid)
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
+    _pid, event = _gil_holder_event(argv, env, tmp_path)
     gil = {t.get("python_name"): t["gil"] for t in event["threads"]}
     assert gil == {"MainThread": "held", "Thread-1 (spin)": "waiting", "Thread-2 (spin)": "waiting"}
 
