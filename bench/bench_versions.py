@@ -149,8 +149,9 @@ def section_a(n: int, python: str, tfn: List[str]) -> Dict[str, List[Run]]:
 
 def section_b(n: int, python: str, tfn: List[str]) -> Dict:
     print("  (b) stack of a hung tf.function", flush=True)
+    tmp = tempfile.mkdtemp(prefix="tfnative-bench-hang-")  # TMPDIR: AutoGraph's files of the killed target
     target = subprocess.Popen([python, TF_HANG], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              stdin=subprocess.DEVNULL, text=True, cwd=ROOT, env=ENV)
+                              stdin=subprocess.DEVNULL, text=True, cwd=ROOT, env=dict(ENV, TMPDIR=tmp))
     try:
         assert target.stdout is not None
         if target.stdout.readline().strip() != "ready":
@@ -173,6 +174,7 @@ def section_b(n: int, python: str, tfn: List[str]) -> Dict:
         return {"threads": threads, "tools": runs}
     finally:
         kill_tree(target)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _core_limit() -> None:
@@ -183,8 +185,9 @@ def section_c(n: int, python: str, tfn: List[str]) -> Dict:
     print("  (c) core of a tf.py_function segfault", flush=True)
     tmp = tempfile.mkdtemp(prefix="tfnative-bench-core-")
     try:
+        # TMPDIR: AutoGraph's generated files, which a crash leaves behind, go with the directory
         subprocess.run([python, PYFUNC_SEGV], cwd=tmp, preexec_fn=_core_limit, capture_output=True, timeout=600,
-                       env=ENV, stdin=subprocess.DEVNULL)
+                       env=dict(ENV, TMPDIR=tmp), stdin=subprocess.DEVNULL)
         core = os.path.join(tmp, "core")
         if not os.path.exists(core):
             raise RuntimeError("no core was written by %s" % python)
