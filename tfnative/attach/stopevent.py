@@ -14,7 +14,7 @@ import os
 from typing import Any, Optional
 
 from .. import snapshot
-from ..core import tflog
+from ..core import executors, tflog
 from ..core.model import Capture, Event, NativeFrame
 from ..output import report
 from ..sources import ptrace
@@ -35,14 +35,18 @@ def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolL
     """
     result = stacks(gdb, loader, "all" if all_threads else "selected")
     in_flight = None
-    if not all_threads and report.runs_executor(result) and not report.in_flight_functions(result):
-        # An executor thread stopped: which tf.function do the Python threads wait for?  The thread
-        # that called it, when only one is in flight, comes with the event: the user's line is there.
+    if not all_threads and any(map(executors.runs_tf_work, result.threads)):
+        # A thread running TensorFlow's work for Python stopped (an executor, a kernel, a tf.data runner):
+        # which Python threads wait for it?  The caller of the tf.function it runs, when only one is in
+        # flight, else the threads waiting inside TensorFlow (a tf.data iterator, Session.run) come with the
+        # event: the user's line is there.
         python = stacks(gdb, loader, "python")
         in_flight = report.in_flight_functions(python)
         if len({w["tf_function"]["name"] for w in in_flight}) == 1:
-            callers = {w["tid"] for w in in_flight}
-            result.threads = result.threads + [t for t in python.threads if t.tid in callers]
+            waiting = {w["tid"] for w in in_flight}
+        else:
+            waiting = {t.tid for t in python.threads if executors.tf_wait(t)}
+        result.threads = result.threads + [t for t in python.threads if t.tid in waiting]
     event = report.make_event(kind, result, native_all=native_all, in_flight=in_flight, **extra)
     sp = result.stack_pointers.get(event.thread) if event.thread is not None else None
     if extra.get("signal") == "SIGABRT" and sp and result.pid:

@@ -26,7 +26,7 @@ A worker is busy when its stack runs an executor or a kernel (``ExecutorState::P
 import re
 from typing import Dict, List, Optional
 
-from .model import NativeFrame, Thread
+from .model import NativeFrame, PythonFrame, Thread
 
 # The inter-op pool's thread name, where TensorFlow names its threads (2.21 on).
 POOL_THREAD_NAMES = ("tf_Compute",)
@@ -162,3 +162,43 @@ def pool_summary(threads: List[Thread], tf_names: Optional[Dict[int, str]] = Non
     if workers:
         out["pools"] = pools(threads, names)
     return out
+
+
+# What a Python thread waits for inside TensorFlow, by its frames (innermost first): (what, native frame or
+# Python function that says it).  The first frame that matches names the wait.  A thread waiting for a tf.data
+# iterator's next element (eager iteration, ``next(iterator)``) is in ``IteratorGetNextOp``.
+GET_NEXT_RE = re.compile(r"IteratorGetNext(AsOptional)?Op::|IteratorResource::GetNext\(")
+WAIT_TF_DATA = "the next element of a tf.data iterator"
+_WAITS = (
+    (WAIT_TF_DATA, GET_NEXT_RE,
+     ("iterator_get_next", "iterator_get_next_as_optional", "_next_internal")),
+    ("Session.run", re.compile(r"^TF_SessionRun\b|DirectSession::Run\("), ("_call_tf_sessionrun", "_run_fn")),
+    ("a tf.function", None, ("quick_execute", "call_flat", "call_preflattened")),
+    ("an eager op", re.compile(r"^TFE_(Py_)?Execute|^TFE_Py_FastPathExecute|EagerExecute\("), ()),
+)
+
+
+def tf_wait(thread: Thread) -> Optional[str]:
+    """What a thread that runs Python waits for inside TensorFlow ("the next element of a tf.data iterator",
+    "Session.run", "a tf.function", "an eager op"), from the frames on its stack; None where it runs no Python,
+    is a pool's worker (a ``tf.py_function`` callback runs Python there) or is in no TensorFlow call."""
+    if worker_loop(thread) is not None or not any(isinstance(f, PythonFrame) for f in thread.frames):
+        return None
+    for f in thread.frames:
+        name = f.function or ""
+        for what, native, python in _WAITS:
+            if isinstance(f, PythonFrame):
+                if name in python:
+                    return what
+            elif native is not None and native.search(name):
+                return what
+    return None
+
+
+def runs_tf_work(thread: Thread) -> bool:
+    """A thread that runs TensorFlow's work for others: a pool worker (a ``tf.py_function`` callback's
+    Python frames included) or a thread with no Python frame, running a kernel, an executor or tf.data's
+    work."""
+    if worker_loop(thread) is None and any(isinstance(f, PythonFrame) for f in thread.frames):
+        return False
+    return any(_BUSY_RE.search(n) or _TF_DATA_RE.search(n) for n in _native_names(thread))

@@ -209,6 +209,7 @@ class Thread:
     name: str = ""
     frames: List[Frame] = field(default_factory=list)
     merge: Optional[str] = None  # "ok" | "native" | "mismatch" | "no-thread-state" | "partial"
+    label: Optional[str] = None  # the name the text shows (the OS name, or threading's where more telling)
     gil: Optional[str] = None  # "held" | "waiting"
     python_name: Optional[str] = None
     daemon: Optional[bool] = None
@@ -222,11 +223,14 @@ class Thread:
     python_frames: Optional[List[Frame]] = None  # merge "mismatch": the Python stack alone
     error: Optional[str] = None
     tf_functions_in_flight: Optional[List[str]] = None  # an executor thread, several in flight
+    works_for: Optional[Json] = None  # a pool thread: {"tid", "waits_in", "how"}, the Python thread waiting on it
     gdb_thread: Optional[int] = None  # internal: gdb's thread number
 
     def to_json(self) -> Json:
-        out: Json = {"tid": self.tid, "name": self.name, "frames": _frames_json(self.frames), "merge": self.merge,
-                     "gil": self.gil}
+        out: Json = {"tid": self.tid, "name": self.name}
+        if self.label is not None:
+            out["label"] = self.label
+        out.update(frames=_frames_json(self.frames), merge=self.merge, gil=self.gil)
         if self.python_name is not None:
             out["python_name"] = self.python_name
         if self.daemon is not None:
@@ -251,6 +255,8 @@ class Thread:
             out["tf_function"] = self.tf_function
         if self.tf_functions_in_flight:
             out["tf_functions_in_flight"] = self.tf_functions_in_flight
+        if self.works_for:
+            out["works_for"] = self.works_for
         return out
 
     @classmethod
@@ -263,7 +269,7 @@ class Thread:
                    merge_detail=d.get("merge_detail"),
                    python_frames=frames_from_json(python_frames) if python_frames is not None else None,
                    error=d.get("error"), tf_functions_in_flight=d.get("tf_functions_in_flight"),
-                   gdb_thread=d.get("gdb_thread"))
+                   works_for=d.get("works_for"), gdb_thread=d.get("gdb_thread"), label=d.get("label"))
 
     def runs_python(self) -> bool:
         """Whether a Python frame is on its merged stack."""

@@ -184,10 +184,15 @@ def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = Fals
 
 
 def op_label(op: Dict) -> str:
-    """``MatMul "model/dense/MatMul"``: an op's type and node name."""
+    """``MatMul "model/dense/MatMul"``: an op's type and node name; where oneDNN rewrote the op, the type its
+    kernel carries, labelled (``Conv2D (oneDNN kernel _MklNativeConv2D)``).  An eager op's node is named
+    after its type, a rewritten one after the kernel's type: no name is shown for those."""
     label = op.get("type") or "?"
-    if op.get("name") and op["name"] != label:
+    kernel = op.get("kernel_type")
+    if op.get("name") and op["name"] not in (label, kernel):
         label += ' "%s"' % op["name"]
+    if kernel and kernel != op.get("type"):
+        label += " (oneDNN kernel %s)" % kernel
     return label
 
 

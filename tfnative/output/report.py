@@ -9,10 +9,11 @@ a ``model.Document`` (``Document`` here is that class) until it is written
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any, Dict, List, Optional, TextIO
 
-from ..core import kstate, model
+from ..core import executors, kstate, model
 from ..core.model import Capture, Document, Event, Frame, NativeFrame, PythonFrame, Thread
 from ..files import write_output
 from . import render, threadgroups
@@ -35,16 +36,20 @@ def make_event(kind: str, capture: Capture, native_all: bool = False,
     threads = []
     for t in capture.threads:
         frames = t.frames if native_all else render.hide_glue(t.frames)
-        t.frames = elide([_clean(f) for f in frames])
+        t.frames = elide(_cleaned(frames))
         t.tf_function = next((f.tf_function for f in t.frames if isinstance(f, PythonFrame) and f.tf_function),
                              None)
         if t.merge == "mismatch":
-            t.python_frames = elide([_clean(f) for f in t.python_frames or []])
+            t.python_frames = elide(_cleaned(t.python_frames or []))
         else:
             t.python_frames = None
         t.tf_functions_in_flight = None
         threads.append(t)
     _attribute_executors(threads, in_flight or [])
+    _attribute_waiters(threads, selected)
+    main_name = next((t.name for t in threads if t.tid == capture.pid), None)
+    for t in threads:
+        t.label = thread_label(t, main_name)
     # The thread that stopped comes first.
     threads.sort(key=lambda t: t.tid != selected)
     pool = capture.pool or {}
@@ -74,16 +79,26 @@ INJECT_MARK = "/tfnative/inject/"
 GIL_MARKS = {"held": "[holds the GIL]", "waiting": "[waiting for the GIL]"}
 
 
-def thread_display_name(t: Thread, main_name: Optional[str]) -> str:
-    """The quoted name a thread is shown by: ``threading``'s name where the OS name is the one every
-    thread inherits (the main thread's, ``main_name``), else the OS name that native code gave it, with
-    the Python name beside it (``"tf_Compute" (Python "Dummy-1")``)."""
+def thread_label(t: Thread, main_name: Optional[str]) -> str:
+    """The name a thread is shown by (JSON ``"label"``): ``threading``'s name where the OS name is the one
+    every thread inherits (the main thread's, ``main_name``) or unknown (a core keeps no thread names), else
+    the OS name that native code gave it."""
     name, py = t.name or "", t.python_name
-    if py is None or py == name:
-        return '"%s"' % name
-    if main_name is None or name == main_name:
-        return '"%s"' % py
-    return '"%s" (Python "%s")' % (name, py)
+    if py is not None and (not name or main_name is None or name == main_name):
+        return py
+    return name
+
+
+def thread_display_name(t: Thread, main_name: Optional[str]) -> str:
+    """The quoted name a thread is shown by (``thread_label``), with the Python name beside an OS name that
+    native code gave it (``"tf_Compute" (Python "Dummy-1")``); nothing for a thread with no name known."""
+    label = t.label if t.label is not None else thread_label(t, main_name)
+    if not label:
+        return ""
+    py = t.python_name
+    if py is None or py == label:
+        return '"%s"' % label
+    return '"%s" (Python "%s")' % (label, py)
 
 
 def state_marks(t: Thread) -> str:
@@ -227,12 +242,6 @@ def in_flight_functions(capture: Capture) -> List[Dict[str, Any]]:
     return out
 
 
-def runs_executor(capture: Capture) -> bool:
-    """Whether a thread of the capture runs a TensorFlow executor (kernels of a graph or function)."""
-    return any(isinstance(f, NativeFrame) and _EXECUTOR_RE.search(f.function or "")
-               for t in capture.threads for f in t.frames)
-
-
 def _attribute_executors(threads: List[Thread], extra: List[Dict[str, Any]]) -> None:
     """Executor threads running kernels say which tf.function, when only one is in flight.
 
@@ -258,16 +267,47 @@ def _attribute_executors(threads: List[Thread], extra: List[Dict[str, Any]]) -> 
             t.tf_functions_in_flight = sorted(names)
 
 
-def _clean(f: Frame) -> Frame:
-    """A captured frame as the event shows it: its ``class``, its source line, and (Python) ``user`` and the
-    tf.function of a ``quick_execute`` frame."""
-    if isinstance(f, PythonFrame):
-        f.user = render.is_user_frame(f)
-        f.tf_function = tf_function(f)
-    f.frame_class = render.frame_class(f)
-    if isinstance(f, (NativeFrame, PythonFrame)):
-        f.source = f.source or source_line(f.file, f.line)
-    return f
+def _attribute_waiters(threads: List[Thread], selected: Optional[int]) -> None:
+    """A thread running TensorFlow's work with no Python frame of its own (a pool worker running a kernel,
+    an executor, a tf.data runner) that no tf.function claims says which Python thread waits for that work
+    (JSON ``"works_for": {"tid", "waits_in", "how"}``): the only Python thread waiting inside TensorFlow, or
+    the only one waiting for a tf.data iterator where the worker runs tf.data's work.  Its user line is the
+    user's line of a crash on the worker.  Where several could be waiting, none is named."""
+    waiting = [(t, what) for t in threads for what in [executors.tf_wait(t)] if what]
+    if not waiting:
+        return
+    for t in threads:
+        if t.tf_function or t.tf_functions_in_flight or not executors.runs_tf_work(t):
+            continue
+        if t.tid != selected and not executors.runs_kernel(t):
+            continue
+        candidates = waiting
+        if len(candidates) > 1 and executors.pool_of(t) == executors.TF_DATA:
+            candidates = [(w, what) for w, what in waiting if what == executors.WAIT_TF_DATA]
+        if len(candidates) == 1:
+            w, what = candidates[0]
+            how = ("only thread waiting in TensorFlow" if len(waiting) == 1
+                   else "only thread waiting for a tf.data iterator")
+            t.works_for = {"tid": w.tid, "waits_in": what, "how": how}
+
+
+def _cleaned(frames: List[Frame]) -> List[Frame]:
+    """Captured frames (innermost first) as the event shows them: each with its ``class`` and its source
+    line; a Python frame with ``user`` and, on a ``quick_execute`` frame, the tf.function it runs (not where
+    its caller is a generated op's eager fallback: that runs one op)."""
+    python = [f for f in frames if isinstance(f, PythonFrame)]
+    # each frame's caller outside TensorFlow's eager/execute.py (execute_with_callbacks...)
+    callers = {id(f): next((c for c in python[i + 1:] if not c.file or not c.file.endswith(_EXECUTE_PY)), None)
+               for i, f in enumerate(python)}
+    for f in frames:
+        if isinstance(f, PythonFrame):
+            f.file = normal_path(f.file)
+            f.user = render.is_user_frame(f)
+            f.tf_function = tf_function(f, callers.get(id(f)))
+        f.frame_class = render.frame_class(f)
+        if isinstance(f, (NativeFrame, PythonFrame)):
+            f.source = f.source or source_line(f.file, f.line)
+    return frames
 
 
 def signal_title(event: Event) -> str:
@@ -294,7 +334,7 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
         parts.append("%d NaN/Inf event(s)" % t["numerics"])
     if t.get("op") and (t["op"].get("created_at") or "op %s" % t["op"]["type"] not in t["breakpoints"]):
         op = t["op"]
-        text = "op %s" % q(render.op_label(op))
+        text = "%s %s" % (op.get("how") or "op", q(render.op_label(op)))
         if op.get("created_at"):
             text += " created at %s" % q("%s:%s" % (op["created_at"]["file"], op["created_at"]["line"]))
         if (op.get("forward") or {}).get("created_at"):
@@ -317,15 +357,63 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
 _INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_(.+)_(\d+)$")
 
 
-def tf_function(frame: Frame) -> Optional[Dict[str, Any]]:
-    """The tf.function a ``quick_execute`` frame runs: its graph function name and Python name."""
+def normal_path(path: Optional[str]) -> Optional[str]:
+    """A Python file's path without ``..`` and ``.`` parts: ``python ../app.py`` run in ``/x/core`` names
+    its file ``/x/core/../app.py`` (CPython makes the script's path absolute, not normal)."""
+    if not path or not path.startswith("/") or ("/." not in path and "//" not in path):
+        return path
+    return os.path.normpath(path)
+
+
+def tf_function(frame: Frame, caller: Optional[PythonFrame] = None) -> Optional[Dict[str, Any]]:
+    """The tf.function a ``quick_execute`` frame runs: its graph function name and Python name.
+
+    ``quick_execute`` also runs single eager ops: a generated op's ``*_eager_fallback`` (``caller``, the
+    Python frame that called it, through ``execute_with_callbacks`` where op callbacks are on) passes the op's
+    type as ``op_name``; that is an eager op (``eager_op``), not a tf.function."""
     if not isinstance(frame, PythonFrame):
         return None
     name = (frame.locals or {}).get("op_name")
     if not name or not (frame.function or "").endswith("quick_execute"):
         return None
+    if caller is not None and _is_eager_fallback(caller):
+        return None
     m = _INFERENCE_RE.match(name)
     return {"name": name, "python_function": m.group(1) if m else None}
+
+
+_EXECUTE_PY = "/eager/execute.py"
+_GEN_OPS_RE = re.compile(r"/gen_\w+_ops\.py$")
+# The op type a generated op function passes to the runtime, in its own source.
+_GEN_OP_TYPE_RE = re.compile(r"(?:FastPathExecute\(\s*_ctx,\s*|_execute\.execute\(\s*b?)"
+                             r"[\"'](\w+)[\"']")
+SOURCE_LOOKAHEAD = 4  # lines of a generated op's call read after the frame's line
+
+
+def _is_eager_fallback(frame: PythonFrame) -> bool:
+    return bool(_GEN_OPS_RE.search(frame.file or "")) and (frame.function or "").endswith("_eager_fallback")
+
+
+def eager_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
+    """The eager op a thread runs, from its innermost Python frame in a generated op module
+    (``gen_*_ops.py``): the op type that frame passes to the runtime, read from the call in its source
+    (``TFE_Py_FastPathExecute(_ctx, "AudioSpectrogram", ...)``, or the ``op_name`` of ``quick_execute`` under
+    an ``*_eager_fallback``).  ``{"type", "how": "eager op"}``, or None where no such frame or call is seen."""
+    python = [f for f in frames if isinstance(f, PythonFrame)]
+    for i, f in enumerate(python):
+        if not _GEN_OPS_RE.search(f.file or ""):
+            continue
+        if _is_eager_fallback(f):
+            inner = next((c for c in reversed(python[:i]) if (c.function or "").endswith("quick_execute")), None)
+            name = (inner.locals or {}).get("op_name") if inner is not None else None
+            if name:
+                return {"type": name, "how": "eager op"}
+        text = " ".join(filter(None, (source_line(f.file, (f.line or 0) + k) for k in range(SOURCE_LOOKAHEAD))))
+        m = _GEN_OP_TYPE_RE.search(text)
+        if m:
+            return {"type": m.group(1), "how": "eager op"}
+        return None
+    return None
 
 
 _SOURCE_CACHE: Dict[str, Optional[List[str]]] = {}
@@ -381,11 +469,12 @@ def document_triage(doc: Document) -> Dict[str, Any]:
     if last is not None and last.threads:
         thread = last.threads[0]
         if op is None or last.op is None:
-            # a crash in a kernel: the op on the stopped thread's frames
-            op = _frames_op(thread.frames) or op
+            # a crash in a kernel: the op on the stopped thread's frames; else the eager op its Python frames
+            # run (a kernel whose C++ exception unwound its own frames)
+            op = _frames_op(thread.frames) or op or eager_op(thread.frames)
         # the merged stack, else the Python stack alone (a thread whose merge failed); an executor
         # thread has no Python frame: then the thread that called its tf.function, which follows it
-        caller = (thread.tf_function or {}).get("called_by")
+        caller = (thread.tf_function or {}).get("called_by") or (thread.works_for or {}).get("tid")
         for t in [thread] + [t for t in last.threads[1:] if caller is not None and t.tid == caller]:
             nearest = next((f for f in t.frames + (t.python_frames or [])
                             if isinstance(f, PythonFrame) and f.user), None)
@@ -397,7 +486,7 @@ def document_triage(doc: Document) -> Dict[str, Any]:
                            "numerics": sum(e.kind == "numerics" for e in doc.events),
                            "nearest_user_frame": None, "tf_function": function, "dumps": len(doc.dumps),
                            "children_killed": ["%d %s" % (c["pid"], c["signal"]) for c in doc.children_killed],
-                           "op": {"type": op.get("type"), "name": op.get("name")} if op else None}
+                           "op": _triage_op(op) if op else None}
     for key, origin, into in (("op", op, out["op"]), ("forward", (op or {}).get("forward"), None)):
         if not origin or not origin.get("created_at"):
             continue
@@ -413,6 +502,15 @@ def document_triage(doc: Document) -> Dict[str, Any]:
         out["log"] = last.log
     if nearest is not None:
         out["nearest_user_frame"] = {"function": nearest.function, "file": nearest.file, "line": nearest.line}
+    return out
+
+
+def _triage_op(op: Dict[str, Any]) -> Dict[str, Any]:
+    out = {"type": op.get("type"), "name": op.get("name")}
+    if op.get("kernel_type"):
+        out["kernel_type"] = op["kernel_type"]  # oneDNN's rewrite: the type the kernel itself carries
+    if op.get("how"):
+        out["how"] = op["how"]  # "eager op": read from the Python frames, no kernel frame on the stack
     return out
 
 
@@ -514,7 +612,8 @@ class Printer:
         for members in groups:
             t = members[0]
             inside = " (%s inside)" % t.ns_tid if t.ns_tid is not None else ""
-            title = ("Thread %s%s %s" % (t.tid, inside, thread_display_name(t, main_name)) if len(members) == 1
+            title = (("Thread %s%s %s" % (t.tid, inside, thread_display_name(t, main_name))).rstrip()
+                     if len(members) == 1
                      else threadgroups.group_title(members))
             lines.extend(render.thread_block(t, title + rest[id(t)], fold=not self.full))
             lines.append("")
@@ -535,6 +634,8 @@ class Printer:
                 head += " in tf.function %s (%s)" % (fn.get("python_function") or "?", fn["name"])
         elif t.tf_functions_in_flight:
             head += " working for one of the tf.functions in flight: %s" % ", ".join(t.tf_functions_in_flight)
+        elif t.works_for:
+            head += " working for thread %s, which waits for %s" % (t.works_for["tid"], t.works_for["waits_in"])
         if t.tid == event.thread and event.kind not in ("snapshot", "timeout"):
             head += " (stopped here)"
         return head + state_marks(t)

@@ -46,7 +46,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional
 
-from ..core.executors import TF_DATA, is_any_pool_worker, pool_of, runs_kernel
+from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel
 from ..core.model import Event, Frame, NativeFrame, PythonFrame, Thread
 from . import render
 
@@ -381,13 +381,9 @@ def _waiting_on_executor(s: _Scene) -> Optional[str]:
     return "%s; the work is on %s" % (_function_phrase(s.callers, s.pid), _grouped(workers, label))
 
 
-# A thread waiting for a tf.data iterator's next element (eager iteration, ``next(iterator)``).
-_GET_NEXT_RE = re.compile(r"IteratorGetNext(AsOptional)?Op::|IteratorResource::GetNext\(")
-
-
 def _waiting_on_tf_data(s: _Scene) -> Optional[str]:
     waiting = [t for t in s.threads if _python_frames(t) and not is_any_pool_worker(t)
-               and any(isinstance(f, NativeFrame) and _GET_NEXT_RE.search(f.function or "") for f in t.frames)]
+               and any(isinstance(f, NativeFrame) and GET_NEXT_RE.search(f.function or "") for f in t.frames)]
     if not waiting or not all(_idle(t) for t in waiting):
         return None
     workers = [t for t in s.threads if pool_of(t) == TF_DATA and (_python_frames(t) or runs_kernel(t))]
