@@ -44,6 +44,7 @@ class DebugSwitches:
     dump_graphs: Optional[str] = None
     dump_xla: Optional[str] = None
     check_numerics: bool = False
+    numerics_no_xla: bool = False  # --numerics-no-xla: jit_compile=True functions run without XLA, checked
     op_origins: Optional[str] = None  # the file the script's hook writes op origins to (--op-origins)
     dump_dirs: List[str] = field(default_factory=list)
 
@@ -71,6 +72,8 @@ class DebugSwitches:
             env["PYTHONPATH"] = INJECT_DIR + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
         if self.check_numerics:
             env["TFNATIVE_NUMERICS_SIGNAL"] = str(NUMERICS_SIGNAL)
+            if self.numerics_no_xla:
+                env["TFNATIVE_NUMERICS_NO_XLA"] = "1"
         if self.op_origins:
             env["TFNATIVE_OP_ORIGINS"] = self.op_origins
         if self.dump_xla:

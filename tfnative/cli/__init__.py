@@ -86,6 +86,9 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--check-numerics", is_flag=True,
                      help="tf.debugging.enable_check_numerics in the script: stop at the first NaN/Inf, "
                           "with the op and where it was created."),
+        click.option("--numerics-no-xla", is_flag=True,
+                     help="With --check-numerics: run the functions made with jit_compile=True without XLA, so "
+                          "that their ops are checked too (XLA-compiled functions are not instrumented)."),
         click.option("--op-origins", is_flag=True,
                      help="Record where each op traced into a graph is created (a hook in the script), so that a "
                           "--break-op hit or a crash in a kernel says which of your lines made its op."),
@@ -121,7 +124,8 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
                  vlog: Optional[int], vmodule: Optional[str], dump_graphs: Optional[str], dump_xla: Optional[str],
                  gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool,
                  interactive: bool = False, pid: Optional[int] = None, timeout: Optional[float] = None,
-                 core: Optional[str] = None, follow_children: bool = False) -> AttachOptions:
+                 core: Optional[str] = None, follow_children: bool = False,
+                 numerics_no_xla: bool = False) -> AttachOptions:
     for text in list(breaks) + list(source_dirs) + list(break_ops):
         if "\n" in text or "\r" in text:
             raise TfnativeError("no newlines in --break, --break-op or --source-dir values: %r" % text)
@@ -131,6 +135,8 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
                                 "FILE:LINE of C/C++ source, *ADDRESS). For a Python line use breakpoint() or pdb; "
                                 "to stop in the native code under it, --break the function it calls or --break-op "
                                 "the op it runs" % loc)
+    if numerics_no_xla and not check_numerics:
+        raise TfnativeError("--numerics-no-xla goes with --check-numerics")
     if core is not None and (is_stdout(core) or not core.strip() or "\n" in core):
         raise TfnativeError("--core needs a file name (not '-': a core is binary)")
     if pid is not None:
@@ -147,7 +153,7 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
         max_hits=max_hits, all_threads=all_threads, native_all=native_all, json_path=json_path,
         interactive=interactive, full=full,
         switches=DebugSwitches(vlog=vlog, vmodule=vmodule, dump_graphs=dump_graphs, dump_xla=dump_xla,
-                               check_numerics=check_numerics),
+                               check_numerics=check_numerics, numerics_no_xla=numerics_no_xla),
         op_origins=op_origins, pid=pid, timeout=timeout, core=core, follow_children=follow_children,
         gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols),
     )

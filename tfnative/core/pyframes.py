@@ -40,7 +40,8 @@ MAX_THREADS = 4096
 WANTED_LOCALS = {
     ("quick_execute", "/tensorflow/python/eager/execute.py"): ("op_name",),
     # tfnative's --check-numerics hook: the op that made a NaN/Inf.
-    ("_tfnative_numerics_stop", "/tfnative/inject/sitecustomize.py"): ("op_type", "op_name", "created_at"),
+    ("_tfnative_numerics_stop", "/tfnative/inject/sitecustomize.py"): (
+        "op_type", "op_name", "created_at", "xla_functions"),
 }
 # Locals kept as object addresses: AutoGraph's ``converted_call`` holds the
 # converted function, whose ``ag_source_map`` maps generated lines back.

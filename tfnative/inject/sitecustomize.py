@@ -41,8 +41,12 @@ from typing import Any, List, Optional, Tuple
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SIGNAL = int(os.environ.pop("TFNATIVE_NUMERICS_SIGNAL", "0") or 0)
 _ORIGINS = os.environ.pop("TFNATIVE_OP_ORIGINS", "")
+_NO_XLA = os.environ.pop("TFNATIVE_NUMERICS_NO_XLA", "") == "1"
 _OPS = {}  # instrumented graph op: error message -> (type, node name, creation stack)
 _XLA_SKIPPED = set()  # names of the XLA-compiled functions left uninstrumented
+_PASSED_IN = {}  # error message of an eager op -> the NaN/Inf was in its inputs already (it did not make it)
+# Ops that hand on a value they were given (an Optional's, an iterator's): a NaN/Inf in their output came in.
+_PASS_THROUGH = frozenset(("OptionalGetValue", "Identity", "IdentityN", "IteratorGetNext", "Snapshot"))
 _NAN_RE = re.compile(r'Detected Infinity or NaN in output \d+ of (?:graph|eagerly-executing) op "([^"]+)"')
 
 
@@ -62,10 +66,11 @@ def _chain() -> None:
         spec.loader.exec_module(module)
 
 
-def _tfnative_numerics_stop(op_type: str, op_name: str, created_at: str) -> Tuple[str, str, str]:
-    """gdb stops this thread here; tfnative reads the three locals."""
+def _tfnative_numerics_stop(op_type: str, op_name: str, created_at: str,
+                            xla_functions: str) -> Tuple[str, str, str, str]:
+    """gdb stops this thread here; tfnative reads the four locals."""
     signal.pthread_kill(threading.get_ident(), _SIGNAL)
-    return op_type, op_name, created_at
+    return op_type, op_name, created_at, xla_functions
 
 
 def _stack_text(frames: List[Tuple[str, int, str]]) -> str:
@@ -96,8 +101,21 @@ def _on_error(message: str) -> bool:
     if created is None:  # an eager op is created where it runs (this module's own frames left out)
         created = [(f.filename, f.lineno, f.name) for f in traceback.extract_stack()
                    if os.path.abspath(f.filename) != os.path.abspath(__file__)]
-    _tfnative_numerics_stop(op_type, op_name, _stack_text(created))
+    # a NaN/Inf handed on by an op that did not make it, while functions compiled by XLA ran unchecked
+    from_xla = any(text in message for text in _PASSED_IN) and _XLA_SKIPPED
+    _hide_from_tracebacks()
+    _tfnative_numerics_stop(op_type, op_name, _stack_text(created), ",".join(sorted(from_xla or ())))
     return True
+
+
+def _hide_from_tracebacks() -> None:
+    """This module's frames (the callback it wraps) are left out of the tracebacks that TensorFlow's and
+    Keras's traceback filters give the user, as those libraries leave out their own."""
+    for name in ("tensorflow.python.util.traceback_utils", "keras.src.utils.traceback_utils"):
+        module = sys.modules.get(name)
+        paths = getattr(module, "_EXCLUDED_PATHS", None)
+        if isinstance(paths, tuple) and _HERE not in paths:
+            module._EXCLUDED_PATHS = paths + (_HERE,)  # type: ignore[union-attr]
 
 
 def _enable(tf: ModuleType) -> None:
@@ -143,6 +161,12 @@ def _enable_numerics(tf: ModuleType) -> None:
     def message(*args: Any, **kwargs: Any) -> str:
         text = make_message(*args, **kwargs)
         graph, stack = kwargs.get("graph"), kwargs.get("traceback")
+        if graph is None and len(args) >= 5:
+            try:
+                if _passed_in(str(args[2]), args[4]):
+                    _PASSED_IN[text.strip()] = True
+            except Exception:  # noqa: BLE001 - never change what the script sees
+                pass
         if graph is not None and len(args) >= 4:
             try:
                 name = args[3].op.name
@@ -166,8 +190,41 @@ def _enable_numerics(tf: ModuleType) -> None:
             pass
 
     errors_impl.InvalidArgumentError.__init__ = checked_init
+    if _NO_XLA:
+        _run_without_xla()
     _skip_xla(cnc)
     tf.debugging.enable_check_numerics()
+
+
+def _passed_in(op_type: str, inputs: Any) -> bool:
+    """Whether an eager op's NaN/Inf was in its inputs already: a floating input that is not all finite, or
+    an op that only hands on what it was given (an Optional's value)."""
+    if op_type in _PASS_THROUGH:
+        return True
+    import numpy as np
+
+    for value in inputs or ():
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None and getattr(dtype, "is_floating", False) and not np.isfinite(value.numpy()).all():
+            return True
+    return False
+
+
+def _run_without_xla() -> None:
+    """``--numerics-no-xla``: every ``tf.function`` made with ``jit_compile=True`` runs without XLA, so that
+    its ops are instrumented too; said once per function on stderr."""
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+    init = polymorphic_function.Function.__init__
+
+    def without_xla(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if getattr(self, "_jit_compile", None):
+            self._jit_compile = None
+            os.write(2, ("tfnative: --numerics-no-xla: %s runs without XLA (jit_compile=True left out), its ops "
+                         "checked\n" % getattr(self, "_name", "?")).encode())
+
+    polymorphic_function.Function.__init__ = without_xla
 
 
 _XLA_FUNCTIONS = {}  # function name -> compiled by XLA

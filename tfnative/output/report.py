@@ -132,6 +132,10 @@ def numerics_op(event: Event) -> None:
     rows = [row.split("\t") for row in (locals_.get("created_at") or "").splitlines()]
     created = creation_frames([(r[0], int(r[1]), r[2]) for r in rows if len(r) == 3 and r[1].isdigit()])
     event.op = {"type": locals_.get("op_type"), "name": locals_.get("op_name"), "created_at": created}
+    xla = [name for name in (locals_.get("xla_functions") or "").split(",") if name]
+    if xla:
+        # the op handed on a NaN/Inf it did not make, while functions compiled by XLA ran unchecked
+        event.op["from_xla"] = xla
     last = max((i for i, f in enumerate(frames) if INJECT_MARK in (f.file or "")), default=-1)
     if last >= 0:
         # Drop the hook and TensorFlow's error plumbing above the first frame that is not.
@@ -140,6 +144,16 @@ def numerics_op(event: Event) -> None:
                 rest[0].file or ""):
             rest = rest[1:]
         thread.frames = rest
+
+
+def numerics_title(op: Dict[str, Any]) -> str:
+    """"NaN/Inf made by op Log", or, where the op only handed on a NaN/Inf that came out of a function
+    compiled by XLA (not instrumented), which function, with the switch that checks its ops."""
+    if op.get("from_xla"):
+        return ("NaN/Inf out of the XLA-compiled function %s (seen by op %s; XLA functions are not "
+                "instrumented: rerun with --numerics-no-xla to find the op that made it)"
+                % (", ".join(op["from_xla"]), render.op_label(op)))
+    return "NaN/Inf made by op %s" % render.op_label(op)
 
 
 def creation_frames(stack: List[Any]) -> List[Dict[str, Any]]:
@@ -335,6 +349,9 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
     if t.get("op") and (t["op"].get("created_at") or "op %s" % t["op"]["type"] not in t["breakpoints"]):
         op = t["op"]
         text = "%s %s" % (op.get("how") or "op", q(render.op_label(op)))
+        if op.get("from_xla"):
+            text += " (NaN/Inf out of XLA-compiled %s: --numerics-no-xla checks its ops)" % ", ".join(
+                q(name) for name in op["from_xla"])
         if op.get("created_at"):
             text += " created at %s" % q("%s:%s" % (op["created_at"]["file"], op["created_at"]["line"]))
         if (op.get("forward") or {}).get("created_at"):
@@ -511,6 +528,8 @@ def _triage_op(op: Dict[str, Any]) -> Dict[str, Any]:
         out["kernel_type"] = op["kernel_type"]  # oneDNN's rewrite: the type the kernel itself carries
     if op.get("how"):
         out["how"] = op["how"]  # "eager op": read from the Python frames, no kernel frame on the stack
+    if op.get("from_xla"):
+        out["from_xla"] = op["from_xla"]  # --check-numerics: the NaN/Inf came out of these XLA functions
     return out
 
 
@@ -587,7 +606,7 @@ class Printer:
         elif kind == "core":
             title = "core of pid %s, fatal signal %s" % (event.pid, event.signal)
         elif kind == "numerics":
-            title = "NaN/Inf made by op %s" % render.op_label(event.op or {})
+            title = numerics_title(event.op or {})
         elif kind == "timeout":
             title = "timeout: pid %s still runs after %g s" % (event.pid, event.timeout or 0)
         else:
