@@ -23,7 +23,13 @@ tfnative puts this directory first on ``PYTHONPATH``; Python imports
    type and the Python stack that created it (nothing else changes);
 4. leaves functions that XLA compiles (``jit_compile=True``) as they are: XLA
    has no kernel for the check ops, so instrumenting them would break the
-   script.  It says once, on stderr, which functions were left out.
+   script.  It says once, on stderr, which functions were left out.  When a
+   later eager op trips on a NaN/Inf it only handed on (it was in its inputs,
+   or the op passes a value through, as ``OptionalGetValue`` does), the stop
+   names those functions (``xla_functions``); with ``TFNATIVE_NUMERICS_NO_XLA``
+   (``--numerics-no-xla``) such functions run without XLA and are checked;
+6. adds its own directory to TensorFlow's and Keras's traceback filters when
+   it stops the script, so that the user's traceback shows none of its frames.
 """
 
 import importlib.machinery
@@ -34,6 +40,7 @@ import signal
 import sys
 import threading
 import traceback
+import weakref
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any, List, Optional, Tuple
@@ -44,7 +51,9 @@ _ORIGINS = os.environ.pop("TFNATIVE_OP_ORIGINS", "")
 _NO_XLA = os.environ.pop("TFNATIVE_NUMERICS_NO_XLA", "") == "1"
 _OPS = {}  # instrumented graph op: error message -> (type, node name, creation stack)
 _XLA_SKIPPED = set()  # names of the XLA-compiled functions left uninstrumented
-_PASSED_IN = {}  # error message of an eager op -> the NaN/Inf was in its inputs already (it did not make it)
+# The last eager op's check: (its error message, op type, weak references to its inputs); looked at only when
+# that check fails, so that no op pays more than the references.
+_LAST_EAGER: List[Any] = []
 # Ops that hand on a value they were given (an Optional's, an iterator's): a NaN/Inf in their output came in.
 _PASS_THROUGH = frozenset(("OptionalGetValue", "Identity", "IdentityN", "IteratorGetNext", "Snapshot"))
 _NAN_RE = re.compile(r'Detected Infinity or NaN in output \d+ of (?:graph|eagerly-executing) op "([^"]+)"')
@@ -102,7 +111,13 @@ def _on_error(message: str) -> bool:
         created = [(f.filename, f.lineno, f.name) for f in traceback.extract_stack()
                    if os.path.abspath(f.filename) != os.path.abspath(__file__)]
     # a NaN/Inf handed on by an op that did not make it, while functions compiled by XLA ran unchecked
-    from_xla = any(text in message for text in _PASSED_IN) and _XLA_SKIPPED
+    from_xla = None
+    if _XLA_SKIPPED and _LAST_EAGER and _LAST_EAGER[0] in message:
+        try:
+            if _passed_in(_LAST_EAGER[1], [ref() for ref in _LAST_EAGER[2]]):
+                from_xla = _XLA_SKIPPED
+        except Exception:  # noqa: BLE001 - never change what the script sees
+            pass
     _hide_from_tracebacks()
     _tfnative_numerics_stop(op_type, op_name, _stack_text(created), ",".join(sorted(from_xla or ())))
     return True
@@ -161,12 +176,11 @@ def _enable_numerics(tf: ModuleType) -> None:
     def message(*args: Any, **kwargs: Any) -> str:
         text = make_message(*args, **kwargs)
         graph, stack = kwargs.get("graph"), kwargs.get("traceback")
-        if graph is None and len(args) >= 5:
+        if graph is None and len(args) >= 5 and _XLA_SKIPPED:
             try:
-                if _passed_in(str(args[2]), args[4]):
-                    _PASSED_IN[text.strip()] = True
-            except Exception:  # noqa: BLE001 - never change what the script sees
-                pass
+                _LAST_EAGER[:] = [text.strip(), str(args[2]), [weakref.ref(v) for v in args[4] or ()]]
+            except TypeError:  # an input that takes no weak reference
+                _LAST_EAGER[:] = []
         if graph is not None and len(args) >= 4:
             try:
                 name = args[3].op.name
@@ -203,7 +217,7 @@ def _passed_in(op_type: str, inputs: Any) -> bool:
         return True
     import numpy as np
 
-    for value in inputs or ():
+    for value in inputs:
         dtype = getattr(value, "dtype", None)
         if dtype is not None and getattr(dtype, "is_floating", False) and not np.isfinite(value.numpy()).all():
             return True
