@@ -149,7 +149,15 @@ class Gdb:
         rec = parse_line(line)
         with self._lock:
             if rec.get("type") == "result" and rec.get("token") is not None:
-                self._results[int(rec["token"])] = rec
+                token = int(rec["token"])
+                if token in self._results:
+                    # A second record for one command: gdb answered ``-exec-continue`` with ``^running``,
+                    # then failed to resume a thread of a process that is dying (``^error,msg="Couldn't get
+                    # registers: No such process."``).  The first is the answer; the program's end follows.
+                    self.console.append("gdb, after answering command %d: %s\n" % (
+                        token, (rec.get("payload") or {}).get("msg", rec.get("message"))))
+                else:
+                    self._results[token] = rec
             elif rec.get("type") in ("console", "log", "output", "target"):
                 if isinstance(rec.get("payload"), str):
                     self.console.append(rec["payload"])
