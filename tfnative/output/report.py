@@ -493,14 +493,15 @@ class Printer:
     def __init__(self, out: TextIO, native_all: bool = False, full: bool = False, group: bool = False,
                  width: Optional[int] = None, fit: bool = True) -> None:
         """``group``: threads with identical stacks are printed once, with their count and ids.  ``width``:
-        the columns to fit the text to; by default the terminal's where ``out`` is one (``fit``)."""
+        the columns to fit the text to; by default the terminal's where ``out`` is one (``fit``); never with
+        ``full``."""
         self.out = out
         self.native_all = native_all
         self.full = full
         self.group = group
-        if width is None and fit and not full:
+        if width is None and fit:
             width = terminal_width(out)
-        self.width = width
+        self.width = None if full else width
 
     def note(self, text: str) -> None:
         self.out.write("".join(line + "\n" for line in note_lines(text, self.width)))
