@@ -140,7 +140,11 @@ def test_what_an_abort_run_is():
     # TensorFlow's own fatal log (tsl), and glibc's names with debug info
     assert run("__GI___pthread_kill", "__GI_raise", "__GI_abort",
                "tsl::internal::LogMessageFatal::~LogMessageFatal()", "tensorflow::Foo::Compute()") == 4
-    assert run("raise", "abort", "std::terminate()", "__cxa_throw", "f") == 4
+    terminate = ("raise", "abort", "__gnu_cxx::__verbose_terminate_handler()", "__cxxabiv1::__terminate(void (*)())",
+                 "std::terminate()", "__cxa_throw", "f")
+    assert run(*terminate) == 5  # where the exception was thrown stays in view
+    assert render.abort_text([native(n, "libc.so.6") for n in terminate[:5]]) == (
+        "... 5 frames of abort() and std::terminate ...")
     assert run("absl::lts_20250814::log_internal::LogMessage::Flush()", "f") == 0  # logging, no abort: not a crash
     assert run("syscall", "raise", "abort") == 0  # not at the top
     assert render.abort_text([native(n, "libc.so.6") for n in ("raise", "abort", "__assert_fail_base",

@@ -124,8 +124,9 @@ _ABORT_EXACT = _RAISING | frozenset("""
     """.split())
 _FATAL_LOG_RE = re.compile(r"^(absl::(\w+::)?(raw_)?log_internal::|(tsl|tensorflow)::internal::LogMessage"
                            r"|google::LogMessage)")
+# (``__cxa_throw`` is not one: it says where an exception came from, and stays in view.)
 _TERMINATE_RE = re.compile(r"^(std::terminate\b|__gnu_cxx::__verbose_terminate_handler|__cxxabiv1::__terminate"
-                           r"|__cxa_(re)?throw\b|std::__terminate)")
+                           r"|std::__terminate)")
 MIN_ABORT_RUN = 3  # a shorter run is shown whole: one line of fold would hide nothing
 
 
