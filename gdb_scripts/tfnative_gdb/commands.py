@@ -58,8 +58,19 @@ Python frames are read from memory, so the interpreter needs no debug info."""
             return
         for w in result.warnings:
             gdb.write("warning: %s\n" % w)
+        width = None if opts["full"] else _width()
         for t in result.threads:
-            gdb.write("\n".join(thread_block(t, fold=not opts["full"])) + "\n\n")
+            gdb.write("\n".join(thread_block(t, fold=not opts["full"], width=width)) + "\n\n")
+
+
+def _width():
+    """The columns gdb's ``width`` setting gives its lines (the terminal's, where gdb runs on one); None when
+    unlimited (``gdb -batch``, ``set width 0``)."""
+    try:
+        width = gdb.parameter("width")
+    except (gdb.error, RuntimeError):
+        return None
+    return max(width, 40) if isinstance(width, int) and width > 0 else None
 
 
 if hasattr(gdb, "MICommand"):

@@ -38,7 +38,7 @@ def test_text_numbers_frames_by_their_depth():
     frames = elide([_py("leaf", 1)] + [_py("recurse", 2)] * 50 + [_py("<module>", 9)], inner=2, outer=2)
     lines = thread_block(Thread(tid=1, name="t", frames=frames))
     assert lines[3].strip() == "... 48 frames of recurse() ..."
-    assert lines[-1].strip().startswith("#51  [py] <module> at /src/app.py:9")
+    assert lines[-1].startswith("> #51  [py] <module> at /src/app.py:9")  # the user's frame: ">" in the margin
 
 
 def test_long_names_cut_in_the_middle():

@@ -415,8 +415,7 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
             return 130
     event = doc.events[0]
     printer.event(event)
-    err.write("tfnative: verdict: %s\n" % event.triage["verdict"])
-    err.flush()
+    report.write_note(err, "verdict: %s" % event.triage["verdict"])
     if json_path:
         report.write(doc, json_path)
     return 0

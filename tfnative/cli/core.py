@@ -73,8 +73,7 @@ def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_t
     # --json -: the document is standard output, the text goes to standard error (as for stack)
     report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full).event(doc.events[0])
     for line in triage_lines(doc):
-        err.write("tfnative: %s\n" % line)
-    err.flush()
+        report.write_note(err, line)
     if json_path:
         report.write(doc, json_path)
     return 0

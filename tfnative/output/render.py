@@ -9,6 +9,7 @@ from typing import Dict, Iterable, List, Optional
 
 from ..core.model import ElidedFrame, Frame, NativeFrame, PythonFrame, Thread
 from .elide import elided_text
+from .fit import compact_cpp, cut_line, cut_middle, cut_name, cut_path, wrap
 
 # Native frames of the interpreter that only move a call along: hidden by
 # default (``--native-all`` shows them).  Exact names or prefixes.
@@ -111,16 +112,82 @@ def is_landmark(frame: Frame) -> bool:
     return isinstance(frame, NativeFrame) and bool(_LANDMARK_RE.match(frame.function or ""))
 
 
+# How a thread that aborts gets from the failed check to the signal: libc's raise/abort, assert's and
+# fortify's reporters, and the fatal logging of absl, tsl and TensorFlow (``LogMessageFatal``), C++'s
+# ``std::terminate``.  A run of them at the top of a thread is one line of the text.
+_RAISING = frozenset("""
+    raise gsignal abort pthread_kill __pthread_kill __pthread_kill_implementation __pthread_kill_internal
+    """.split())
+_ABORT_EXACT = _RAISING | frozenset("""
+    __assert_fail __assert_fail_base __assert_perror_fail __libc_message __libc_fatal __fortify_fail
+    __chk_fail __stack_chk_fail malloc_printerr
+    """.split())
+_FATAL_LOG_RE = re.compile(r"^(absl::(\w+::)?(raw_)?log_internal::|(tsl|tensorflow)::internal::LogMessage"
+                           r"|google::LogMessage)")
+# (``__cxa_throw`` is not one: it says where an exception came from, and stays in view.)
+_TERMINATE_RE = re.compile(r"^(std::terminate\b|__gnu_cxx::__verbose_terminate_handler|__cxxabiv1::__terminate"
+                           r"|std::__terminate)")
+MIN_ABORT_RUN = 3  # a shorter run is shown whole: one line of fold would hide nothing
+
+
+def _abort_part(frame: Frame) -> Optional[str]:
+    """Which part of an abort a native frame is: "raise", "abort" (libc's reporters), "log" (a fatal log
+    message), "terminate"; None for any other frame."""
+    if not isinstance(frame, NativeFrame):
+        return None
+    name = frame.function or ""
+    base = _GCC_CLONE_RE.sub("", name.split("(", 1)[0].split("@", 1)[0].strip())
+    base = base[len("__GI_"):] if base.startswith("__GI_") else base
+    if base in _RAISING:
+        return "raise"
+    if base in _ABORT_EXACT:
+        return "abort"
+    if _FATAL_LOG_RE.match(base):
+        return "log"
+    if _TERMINATE_RE.match(base):
+        return "terminate"
+    return None
+
+
+def abort_run(frames: List[Frame]) -> int:
+    """How many frames at the top of ``frames`` only deliver an abort (signal, abort(), a fatal log message,
+    ``std::terminate``); 0 unless they raise a signal."""
+    n = 0
+    while n < len(frames) and _abort_part(frames[n]) is not None:
+        n += 1
+    return n if any(_abort_part(f) == "raise" for f in frames[:n]) else 0
+
+
+def abort_text(frames: List[Frame]) -> str:
+    """``... 6 frames of abort() and TensorFlow's fatal log ...``: a folded abort run, as one line."""
+    parts = {_abort_part(f) for f in frames}
+    what = ["abort()"]
+    if "log" in parts:
+        what.append("TensorFlow's fatal log")
+    if "terminate" in parts:
+        what.append("std::terminate")
+    if any((f.function or "").startswith(("__assert", "__GI___assert")) for f in frames):
+        what.append("a failed assert")
+    said = what[0] if len(what) == 1 else ", ".join(what[:-1]) + " and " + what[-1]
+    return "... %d frames of %s ..." % (len(frames), said)
+
+
 def fold_plan(frames: List[Frame], keep_head: int = 2, keep_tail: int = 2, min_run: int = 8) -> List:
     """Indices to print, with ``("fold", n)`` markers for runs of TensorFlow-internal frames.
 
     Runs shorter than ``min_run`` are shown whole; of a longer run, the first
     two frames (where the thread is) and the last two (where TensorFlow was
-    entered) stay.  ``--full`` prints everything; JSON always has everything.
+    entered) stay.  At the top of a thread that aborts, the frames that only
+    deliver the abort (``abort_run``) are one ``("fold", n, text)``.
+    ``--full`` prints everything; JSON always has everything.
     """
     out: List = []
     i = 0
     n = len(frames)
+    top = abort_run(frames)
+    if top >= MIN_ABORT_RUN and top < n:
+        out.append(("fold", top, abort_text(frames[:top])))
+        i = top
     while i < n:
         cls = frame_class(frames[i])
         if not cls.startswith("tensorflow"):
@@ -150,37 +217,77 @@ def fold_plan(frames: List[Frame], keep_head: int = 2, keep_tail: int = 2, min_r
 def _short(name: str, width: int) -> str:
     """``name`` cut in the middle to ``width``: the start (namespace, class) and the end (the method, its
     last arguments) stay."""
-    if len(name) <= width:
-        return name
-    head = width // 3
-    return name[:head] + "..." + name[len(name) - (width - head - 3):]
+    return cut_middle(name, width)
 
 
-def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = False, bare: bool = False) -> str:
-    """The frame as ``stack`` prints it (``bare``: without a native frame's address and source line)."""
+# What a native frame's name keeps, in order, when its line is too wide for the terminal: the name whole,
+# without template arguments, without parameters.
+_NAME_FORMS = ((False, False), (True, False), (True, True))
+MIN_NAME = 30  # a cut name or path keeps at least this much before the other gives way
+
+
+def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = False, bare: bool = False,
+               width: Optional[int] = None) -> str:
+    """The frame as ``stack`` prints it (``bare``: without a native frame's address and source line).
+
+    ``width``: the line (and the source line under it) fits in that many
+    columns (a terminal): the address is left out (but for a frame without
+    a name: it is in ``--full`` and the JSON), a C++ name loses its template
+    arguments, then its parameters, then the library, then its middle; a
+    path loses its leading directories; the marks (``<-- op``, ``<-- your
+    code``) stay.  ``None``: everything, the name cut only past ``name_width``.
+    """
     if isinstance(f, ElidedFrame):
-        return "       %s" % elided_text(f)
+        return cut_line("       %s" % elided_text(f), width)
     if isinstance(f, PythonFrame):
-        where = "%s:%s" % (f.file or "?", f.line if f.line is not None else "?")
         mark = "  <-- your code" if f.user or is_user_frame(f) else ""
         conv = f.converted
         if conv:
             mark += "  [AutoGraph" + (": ran as %s at %s:%s]" % (conv.get("function"), conv.get("file"),
                                                                 conv.get("line")) if verbose else "]")
-        return "#%-3d [py] %s at %s%s" % (index, _short(f.function or "?", name_width), where, mark)
-    text = "#%-3d      %s" % (index, _short(f.function or "??", name_width))
-    if f.file:
-        text += " at %s:%s" % (f.file, f.line)
-    text += " in %s" % (f.library or "??")
-    if not bare:
-        text += " [%s]" % (f.address if f.address is not None else "?")
-    if f.recovered:
-        text += " (recovered by %s: no CFI below)" % f.recovered
-    if f.op:
-        text += "  <-- op %s" % op_label(f.op)
-    if f.file and f.source and not bare:
-        text += "\n           | %s" % f.source.strip()  # under the frame's line, not inside it
-    return text
+        head = "#%-3d [py] " % index
+        line_no = ":%s" % (f.line if f.line is not None else "?")
+        function = f.function or "?"
+        path = f.file or "?"
+        if width is None:
+            return "%s%s at %s%s%s" % (head, _short(function, name_width), path, line_no, mark)
+        fixed = len(head) + len(" at ") + len(line_no) + len(mark)
+        path = cut_path(path, max(width - fixed - len(function), min(len(path), MIN_NAME)))
+        function = cut_middle(function, max(width - fixed - len(path), 12))
+        return cut_line("%s%s at %s%s%s" % (head, function, path, line_no, mark), width, keep_end=mark)
+    head = "#%-3d      " % index
+    name = f.function or "??"
+    where = " at %s:%s" % (f.file, f.line) if f.file else ""
+    lib = " in %s" % (f.library or "??")
+    address = "" if bare else " [%s]" % (f.address if f.address is not None else "?")
+    extra = " (recovered by %s: no CFI below)" % f.recovered if f.recovered else ""
+    mark = "  <-- op %s" % op_label(f.op) if f.op else ""
+    source = "\n           | %s" % f.source.strip() if f.file and f.source and not bare else ""
+    if width is None:
+        # the source line goes under the frame's line, not inside it
+        return head + _short(name, name_width) + where + lib + address + extra + mark + source
+    return _fit_native(head, name, where, f, lib, address, extra, mark, width) + cut_line(source, width + 1)
+
+
+def _fit_native(head: str, name: str, where: str, f: Frame, lib: str, address: str, extra: str, mark: str,
+                width: int) -> str:
+    """A native frame's line within ``width`` (see ``frame_line``)."""
+    if name == "??":
+        extra = address + extra  # a named frame's address is in --full and the JSON
+    fixed = len(head) + len(extra) + len(mark)
+    for templates, params in _NAME_FORMS:
+        shown = compact_cpp(name, params) if templates else name
+        if fixed + len(shown) + len(where) + len(lib) <= width:
+            return head + shown + where + lib + extra + mark
+    shown = compact_cpp(name, params=True)
+    if name != "??":
+        lib = ""  # the name and its source file before the library
+    room = width - fixed - len(lib)
+    if where:
+        file_room = max(room - min(len(shown), MIN_NAME) - len(" at :%s" % f.line), 12)
+        where = " at %s:%s" % (cut_path(f.file or "", file_room), f.line)
+    shown = cut_name(shown, max(room - len(where), 12))
+    return cut_line(head + shown + where + lib + extra + mark, width, keep_end=mark)
 
 
 def op_label(op: Dict) -> str:
@@ -196,37 +303,54 @@ def op_label(op: Dict) -> str:
     return label
 
 
-def thread_block(thread: Thread, header: Optional[str] = None, fold: bool = True) -> List[str]:
-    lines = []
+def is_marked(frame: Frame) -> bool:
+    """A frame the text points at in its left margin (``>``): the user's code, a kernel with its op."""
+    if isinstance(frame, PythonFrame):
+        return bool(frame.user or is_user_frame(frame))
+    return isinstance(frame, NativeFrame) and bool(frame.op)
+
+
+MARGIN = "> "  # in front of a marked frame's line, where the others have two spaces
+
+
+def thread_block(thread: Thread, header: Optional[str] = None, fold: bool = True,
+                 width: Optional[int] = None) -> List[str]:
+    """A thread as text lines: its title, then a line a frame, innermost first; marked frames (the user's
+    code, kernels with their op) start with ``>``.  ``fold``: runs of internal frames as one line each
+    (``fold_plan``).  ``width``: every line fits in that many columns (a terminal; the title wraps)."""
     title = header or 'Thread %s "%s"' % (thread.tid, thread.name or "")
-    lines.append(title)
+    lines = wrap(title, width, sep=" ")
+    inner = width - 2 if width is not None else None
     frames = thread.frames
     plan = fold_plan(frames) if fold else list(range(len(frames)))
     levels = _levels(frames)
     for item in plan:
         if isinstance(item, tuple):
-            lines.append("       ... %d TensorFlow frames ..." % item[1])
+            text = item[2] if len(item) > 2 else "... %d TensorFlow frames ..." % item[1]
+            lines.append(cut_line("       " + text, width))
         else:
-            lines.append("  " + frame_line(levels[item], frames[item], verbose=not fold))
-            lines.extend(variable_lines(frames[item]))
+            f = frames[item]
+            lines.append((MARGIN if is_marked(f) else "  ") + frame_line(levels[item], f, verbose=not fold,
+                                                                          width=inner))
+            lines.extend(variable_lines(f, width))
     if not frames:
         lines.append("  (no frames)")
     if thread.merge == "mismatch":
-        lines.append("  !! Python and native stacks could not be matched (%s); the Python stack alone:"
-                     % (thread.merge_detail if thread.python_frames is not None else ""))
+        lines.extend(wrap("  !! Python and native stacks could not be matched (%s); the Python stack alone:"
+                          % (thread.merge_detail if thread.python_frames is not None else ""), width, sep=" "))
         python = thread.python_frames or []
         for level, f in zip(_levels(python), python):
-            lines.append("  " + frame_line(level, f))
+            lines.append((MARGIN if is_marked(f) else "  ") + frame_line(level, f, width=inner))
     if thread.error:
-        lines.append("  !! %s" % thread.error)
+        lines.extend(wrap("  !! %s" % thread.error, width, sep=" "))
     return lines
 
 
-def variable_lines(frame: Frame) -> List[str]:
-    """A Python frame's arguments and locals (``--locals``), one per line under the frame."""
+def variable_lines(frame: Frame, width: Optional[int] = None) -> List[str]:
+    """A Python frame's arguments and locals (``--locals``), one per line under the frame (within ``width``)."""
     variables = frame.variables if isinstance(frame, PythonFrame) else None
-    return ["               %s = %s%s" % (v["name"], v["repr"], "  (argument)" if v.get("arg") else "")
-            for v in variables or []]
+    return [cut_line("               %s = %s%s" % (v["name"], v["repr"], "  (argument)" if v.get("arg") else ""),
+                     width) for v in variables or []]
 
 
 def _levels(frames: List[Frame]) -> List[int]:

@@ -18,6 +18,7 @@ from ..core.model import Capture, Document, Event, Frame, NativeFrame, PythonFra
 from ..files import write_output
 from . import render, threadgroups
 from .elide import elide
+from .fit import cut_line, terminal_width, wrap
 
 SCHEMA = model.SCHEMA
 
@@ -541,25 +542,28 @@ def write(doc: Document, path: str) -> None:
     write_output(path, (json.dumps(doc.to_json(), indent=1) + "\n").encode())
 
 
-def op_lines(event: Event, full: bool = False) -> List[str]:
-    """The op of a ``--break-op`` or ``numerics`` event, and where it was created, as text lines."""
+def op_lines(event: Event, full: bool = False, width: Optional[int] = None) -> List[str]:
+    """The op of a ``--break-op`` or ``numerics`` event, and where it was created, as text lines (within
+    ``width``, a terminal's)."""
     op = event.op or {}
     lines: List[str] = []
     if event.kind == "breakpoint" and op:
-        lines.append("Op: %s" % render.op_label(op))
+        lines.extend(wrap("Op: %s" % render.op_label(op), width, sep=" "))
     for title, origin in (("Op", op), ("Its forward op %s" % render.op_label(op.get("forward") or {}),
                                        op.get("forward") or {})):
         if not origin.get("created_at"):
             continue
-        lines.append("%s created at (innermost last%s):" % (title, "" if full else "; --full for every frame"))
+        lines.extend(wrap("%s created at (innermost last%s):" % (title, "" if full else "; --full for every frame"),
+                          width, sep=" "))
         for f in _created_at_plan(origin["created_at"], full):
             if f is None:
                 lines.append("    ...")
                 continue
             mark = "  <-- your code" if f.get("user") else ""
-            lines.append("    %s:%s in %s%s" % (f["file"], f["line"], f["function"], mark))
+            lines.append(cut_line("    %s:%s in %s%s" % (f["file"], f["line"], f["function"], mark), width,
+                                  keep_end=mark))
             if f.get("user") and f.get("source"):
-                lines.append("      | %s" % f["source"])
+                lines.append(cut_line("      | %s" % f["source"], width))
         lines.append("")
     return lines
 
@@ -581,18 +585,43 @@ def _created_at_plan(frames: List[Dict[str, Any]], full: bool) -> List[Optional[
     return out
 
 
-class Printer:
-    """Writes events as text, one line a frame, innermost first."""
+NOTE_INDENT = " " * len("tfnative: ")  # a note's lines after its first, on a terminal
 
-    def __init__(self, out: TextIO, native_all: bool = False, full: bool = False, group: bool = False) -> None:
-        """``group``: threads with identical stacks are printed once, with their count and ids."""
+
+def note_lines(text: str, width: Optional[int]) -> List[str]:
+    """``tfnative: TEXT`` as lines within ``width`` (a terminal's: broken after its "; ", else between words)."""
+    return wrap("tfnative: %s" % text, width, indent=NOTE_INDENT)
+
+
+def write_note(stream: TextIO, text: str) -> None:
+    """``tfnative: TEXT`` on ``stream``, wrapped to its width where it is a terminal."""
+    stream.write("".join(line + "\n" for line in note_lines(text, terminal_width(stream))))
+    stream.flush()
+
+
+class Printer:
+    """Writes events as text, one line a frame, innermost first.
+
+    On a terminal, every line fits in its width (``fit.terminal_width``: the
+    terminal's size, or ``COLUMNS``): frame lines are shortened, prose is
+    wrapped.  Written to a file or a pipe, or with ``full``, nothing is cut.
+    """
+
+    def __init__(self, out: TextIO, native_all: bool = False, full: bool = False, group: bool = False,
+                 width: Optional[int] = None, fit: bool = True) -> None:
+        """``group``: threads with identical stacks are printed once, with their count and ids.  ``width``:
+        the columns to fit the text to; by default the terminal's where ``out`` is one (``fit``); never with
+        ``full``."""
         self.out = out
         self.native_all = native_all
         self.full = full
         self.group = group
+        if width is None and fit:
+            width = terminal_width(out)
+        self.width = None if full else width
 
     def note(self, text: str) -> None:
-        self.out.write("tfnative: %s\n" % text)
+        self.out.write("".join(line + "\n" for line in note_lines(text, self.width)))
         self.out.flush()
 
     def event(self, event: Event, hit: Optional[int] = None, max_hits: Optional[int] = None) -> None:
@@ -616,14 +645,15 @@ class Printer:
         if event.ns_pid is not None:
             title += " (pid %s in its PID namespace)" % event.ns_pid
         python = ", Python %s" % event.python if event.python else ", no Python found"
-        lines = ["", "=== tfnative: %s%s ===" % (title, python)]
+        width = self.width
+        lines = [""] + wrap("=== tfnative: %s%s ===" % (title, python), width, sep=" ")
         for w in event.warnings:
-            lines.append("warning: %s" % w)
+            lines.extend(wrap("warning: %s" % w, width, sep=" "))
         if event.finalizing:
             lines.append("The interpreter is shutting down (Py_FinalizeEx has begun).")
         if event.log:
-            lines.append("TensorFlow's log: %s" % event.log)
-        lines.extend(op_lines(event, self.full))
+            lines.extend(wrap("TensorFlow's log: %s" % event.log, width, sep=" "))
+        lines.extend(op_lines(event, self.full, width))
         main_name = next((t.name for t in event.threads if t.tid == event.pid), None)
         headed = [(t, self._header(t, event)) for t in event.threads]
         groups = threadgroups.group_threads(headed) if self.group else [[t] for t, _ in headed]
@@ -634,7 +664,7 @@ class Printer:
             title = (("Thread %s%s %s" % (t.tid, inside, thread_display_name(t, main_name))).rstrip()
                      if len(members) == 1
                      else threadgroups.group_title(members))
-            lines.extend(render.thread_block(t, title + rest[id(t)], fold=not self.full))
+            lines.extend(render.thread_block(t, title + rest[id(t)], fold=not self.full, width=width))
             lines.append("")
         self.out.write("\n".join(lines) + "\n")
         self.out.flush()
