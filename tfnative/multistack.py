@@ -29,6 +29,7 @@ from .attach.session import GdbOptions, Interrupted, _SignalGuard, stack_documen
 from .errors import TfnativeError
 from .files import is_stdout, write_output
 from .output import merge, report
+from .output.verdict import verdict_lines
 
 MAX_JOBS = 4  # snapshots at a time: threads share the GIL, more would only stretch each process's hold
 
@@ -190,13 +191,14 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
         if labels:
             o.doc.labels = dict(labels)
         event = o.doc.events[0]
-        verdict = event.triage["verdict"]
+        said = "".join("%s\n" % line for line in verdict_lines(event.triage, event.pid))
         if is_stdout(json_path):
-            err.write("tfnative: %s\n  verdict: %s\n" % (process_title(o.doc), verdict))
+            err.write("tfnative: %s\n%s" % (process_title(o.doc), "".join("  " + line + "\n"
+                                                                           for line in said.splitlines())))
         else:
             printer.out.write("\n##### %s\n" % process_title(o.doc))
             printer.event(event)
-            printer.out.write("verdict: %s\n" % verdict)
+            printer.out.write(said)
         printer.out.flush()
     err.flush()
     if json_path and docs:

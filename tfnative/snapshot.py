@@ -41,14 +41,14 @@ import struct
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from .core import kstate
+from .core import kstate, locks, sourcelines
 from .core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
 from .core.elfindex import ElfError, data_symbols, display_names
 from .core.executors import pool_summary, unnamed_workers
 from .core.memory import Memory
-from .core.model import Capture, NativeFrame
+from .core.model import Capture, NativeFrame, Thread
 from .core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
-from .core.pyframes import NO_RUNTIME, PythonReader, open_reader
+from .core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
 from .core.threadnames import registered_names, registry_symbols
 from .core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
 from .sources.base import HasDebugInfo, Source, ThreadRegs
@@ -288,9 +288,13 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
         found.append((tid, name, frames, _native_frames(frames), py, cut))
     _name_frames([(s[2], s[3]) for s in found])
     kernels = OpKernelReader(memory)
+    tids = [tid for tid, _name, _regs in listed]
+    idents = locks.thread_idents(pythreads.states)
+    regs_of = {tid: regs for tid, _name, regs in listed}
     for tid, name, frames, named, py, cut in found:
         _ops(memory, frames, named, kernels)
         thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
+        thread.lock_wait = _lock_wait(memory, reader, thread, py, regs_of[tid], tids, idents)
         if len(frames) >= MAX_NATIVE_FRAMES:
             cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
         if tid in inner:
@@ -308,6 +312,20 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
         result.pool = pool_summary(result.threads, tf_names)
     result.threads = select_threads(result.threads, which)
     return result
+
+
+def _lock_wait(memory: Memory, reader: Optional[PythonReader], thread: Thread, py: Optional[ThreadPy],
+               regs: Dict[str, int], tids: List[int], idents: Dict[int, int]) -> Optional[Dict]:
+    """The lock the thread waits for, where memory records who holds it (``core/locks.py``)."""
+    found = locks.mutex_wait(memory.read, thread.frames, regs, tids)
+    if found is not None or reader is None or py is None:
+        return found
+    frame = locks.waits_in_python_lock(thread.frames)
+    inner = py.frames[0] if py.frames else None
+    if frame is None or inner is None or inner.line != frame.line or inner.file != frame.file:
+        return None
+    return locks.python_lock_wait(reader.objects, inner.function, inner.code, inner.address,
+                                  sourcelines.line(frame.file, frame.line), idents)
 
 
 def _tf_thread_names(memory: Memory, libs: List[Library], pthreads: Dict[int, Optional[int]]) -> Dict[int, str]:

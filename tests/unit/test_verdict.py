@@ -162,9 +162,13 @@ def test_nothing_fits():
     idle = {"tid": PID, "name": "python", "frames": EVENT_WAIT + [py("main", 4)], "gil": None,
             "kernel": {"state": "S"}, "progress": "stuck", "stuck_s": 1.0}
     t = triage(event(idle))
-    assert t == {"verdict": "no known hang pattern fits: no thread holds the GIL; stuck: 100", "pattern": None,
+    # nothing fits: what was seen is said, the GIL and the waits the graph found (issue #25)
+    wait = {"thread": PID, "waits_for": None, "resource": "threading.Event",
+            "evidence": "Event.wait at app.py:4; no owner is recorded for it", "at": "app.py:4"}
+    assert t == {"verdict": "no known hang pattern fits: no thread holds the GIL; stuck: 100; the main thread "
+                            "waits at app.py:4 for threading.Event", "pattern": None,
                  "gil_holder": None, "waiting_for_gil": [], "waiting_for_function": [], "stuck": [PID],
-                 "moving": [], "pool": None}
+                 "moving": [], "pool": None, "waits": [wait], "cycle": None, "chain": [wait]}
     assert triage(event())["verdict"] == "no known hang pattern fits: no thread holds the GIL"
 
 

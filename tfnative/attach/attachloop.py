@@ -363,7 +363,8 @@ class Session:
         event.triage = verdict.triage(event)
         self.doc.events.append(event)
         self.printer.event(event)
-        self.printer.note("verdict: %s" % event.triage["verdict"])
+        for line in verdict.verdict_lines(event.triage, event.pid):
+            self.printer.note(line)
         return Next.RESUME if stopped_here else Next.WAIT
 
     def on_stack_request(self, payload: Dict[str, Any]) -> Next:
@@ -494,7 +495,8 @@ class Session:
         event.triage = verdict.triage(event)
         self.doc.events.append(event)
         self.printer.event(event)
-        self.printer.note("verdict: %s" % event.triage["verdict"])
+        for line in verdict.verdict_lines(event.triage, event.pid):
+            self.printer.note(line)
         self.target.let_go(self.gdb)
         self.timed_out = True
         return Next.END

@@ -415,7 +415,8 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
             return 130
     event = doc.events[0]
     printer.event(event)
-    report.write_note(err, "verdict: %s" % event.triage["verdict"])
+    for line in verdict.verdict_lines(event.triage, event.pid):
+        report.write_note(err, line)
     if json_path:
         report.write(doc, json_path)
     return 0

@@ -224,6 +224,7 @@ class Thread:
     error: Optional[str] = None
     tf_functions_in_flight: Optional[List[str]] = None  # an executor thread, several in flight
     works_for: Optional[Json] = None  # a pool thread: {"tid", "waits_in", "how"}, the Python thread waiting on it
+    lock_wait: Optional[Json] = None  # {"resource", "owner", "evidence"}: a lock it waits for whose holder memory says
     gdb_thread: Optional[int] = None  # internal: gdb's thread number
 
     def to_json(self) -> Json:
@@ -257,6 +258,8 @@ class Thread:
             out["tf_functions_in_flight"] = self.tf_functions_in_flight
         if self.works_for:
             out["works_for"] = self.works_for
+        if self.lock_wait:
+            out["lock_wait"] = self.lock_wait
         return out
 
     @classmethod
@@ -269,7 +272,8 @@ class Thread:
                    merge_detail=d.get("merge_detail"),
                    python_frames=frames_from_json(python_frames) if python_frames is not None else None,
                    error=d.get("error"), tf_functions_in_flight=d.get("tf_functions_in_flight"),
-                   works_for=d.get("works_for"), gdb_thread=d.get("gdb_thread"), label=d.get("label"))
+                   works_for=d.get("works_for"), gdb_thread=d.get("gdb_thread"), label=d.get("label"),
+                   lock_wait=d.get("lock_wait"))
 
     def runs_python(self) -> bool:
         """Whether a Python frame is on its merged stack."""
@@ -295,7 +299,7 @@ class Thread:
         out["gil"] = self.gil
         if self.gc:
             out["gc"] = True
-        for key in ("gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s"):
+        for key in ("gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s", "lock_wait"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

@@ -51,13 +51,14 @@ WANTED_OBJECTS = {
 
 
 class PyFrame:
-    __slots__ = ("function", "file", "line", "address", "locals", "objects", "converted", "variables")
+    __slots__ = ("function", "file", "line", "address", "code", "locals", "objects", "converted", "variables")
 
-    def __init__(self, function: str, file: Optional[str], line: Optional[int], address: int):
+    def __init__(self, function: str, file: Optional[str], line: Optional[int], address: int, code: int = 0):
         self.function = function
         self.file = file
         self.line = line
         self.address = address
+        self.code = code  # the code object it runs
         self.locals: Dict[str, str] = {}
         self.objects: Dict[str, int] = {}
         self.converted: Optional[dict] = None
@@ -249,7 +250,7 @@ class PythonReader:
         line = self._lines.get(key, -1)
         if line == -1:
             line = self._lines[key] = line_for(self.layout.version, table, first, addr_bytes)
-        frame = PyFrame(name, filename, line, frame_addr)
+        frame = PyFrame(name, filename, line, frame_addr, code)
         if self.want_variables:
             try:
                 frame.variables = self.objects.variables(code, frame_addr)

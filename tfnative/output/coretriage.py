@@ -83,5 +83,5 @@ def triage_lines(doc: report.Document) -> List[str]:
         lines.append("triage: " + "; ".join(parts))
     hang = doc.events[0].triage
     if hang is not None:
-        lines.append("verdict: %s" % hang["verdict"])
+        lines.extend(verdict.verdict_lines(hang, doc.events[0].pid))
     return lines

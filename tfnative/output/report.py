@@ -13,7 +13,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, TextIO
 
-from ..core import executors, kstate, model
+from ..core import executors, kstate, model, sourcelines
 from ..core.model import Capture, Document, Event, Frame, NativeFrame, PythonFrame, Thread
 from ..files import write_output
 from . import render, threadgroups
@@ -434,23 +434,9 @@ def eager_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
     return None
 
 
-_SOURCE_CACHE: Dict[str, Optional[List[str]]] = {}
-
-
 def source_line(path: Optional[str], line: Optional[int]) -> Optional[str]:
     """The text of ``path:line`` (stripped), when the file is there to read."""
-    if not path or not line or line < 1:
-        return None
-    if path not in _SOURCE_CACHE:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                _SOURCE_CACHE[path] = f.read().splitlines()
-        except OSError:
-            _SOURCE_CACHE[path] = None
-    lines = _SOURCE_CACHE[path]
-    if lines is None or line > len(lines):
-        return None
-    return lines[line - 1].strip()
+    return sourcelines.line(path, line)
 
 
 PROCESS_CMDLINE_CHARS = 80  # of a process's command line in an event's header

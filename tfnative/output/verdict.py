@@ -48,7 +48,7 @@ from typing import Any, Dict, List, Optional
 
 from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel
 from ..core.model import Event, Frame, NativeFrame, PythonFrame, Thread
-from . import render
+from . import render, waitgraph
 
 # Native frames that only carry a call from Python to a C function (ctypes, libffi), and the interpreter's.
 _CALL_LIB_RE = re.compile(r"^(libffi|_ctypes)")
@@ -247,6 +247,7 @@ class _Scene:
         self.waiters = [t for t in self.threads if t.gil == "waiting"]
         self.callers = _callers(self.threads)
         self.pool: Dict[str, Any] = event.pool or {}
+        self.waits, self.loop, self.steps = waitgraph.analyse(event)
 
 
 def triage(event: Event) -> Dict[str, Any]:
@@ -262,6 +263,11 @@ def triage(event: Event) -> Dict[str, Any]:
         "stuck": [t.tid for t in s.threads if t.progress == "stuck"] if sampled else None,
         "moving": [t.tid for t in s.threads if t.progress == "moving"] if sampled else None,
         "pool": s.pool or None,
+        # the wait-for graph (output/waitgraph.py): every edge, the cycle (a deadlock) or the chain from the
+        # thread the user waits on to where the work is
+        "waits": [w.to_json() for w in s.waits],
+        "cycle": [w.to_json() for w in s.loop] if s.loop else None,
+        "chain": [w.to_json() for w in s.steps],
     }
     if s.holder is not None:
         f = _python_where(s.holder)
@@ -269,7 +275,8 @@ def triage(event: Event) -> Dict[str, Any]:
                              "blocked_in": blocked_in(s.holder),
                              "function": f.function if f else None, "file": f.file if f else None,
                              "line": f.line if f else None}
-    for pattern in (_exit_waits_for_threads, _interpreter_finalizing, _gil_held_blocked, _pool_exhausted,
+    for pattern in (_deadlock, _exit_waits_for_threads, _interpreter_finalizing, _fork_without_pools,
+                    _gil_held_blocked, _pool_exhausted, _waiting_on_peer, _queue_without_producer,
                     _waiting_on_executor, _waiting_on_tf_data, _function_without_thread):
         text = pattern(s)
         if text:
@@ -278,6 +285,79 @@ def triage(event: Event) -> Dict[str, Any]:
             return out
     out["verdict"] = "no known hang pattern fits: " + _facts(s)
     return out
+
+
+def verdict_lines(triage: Dict[str, Any], pid: Optional[int]) -> List[str]:
+    """``verdict: ...`` and, under it, the cycle or the chain of waits as a short block (text output)."""
+    lines = ["verdict: %s" % triage.get("verdict", "")]
+    steps = triage.get("cycle") or triage.get("chain") or []
+    if len(steps) > 1 or (steps and triage.get("pattern") is None):
+        lines += ["  " + line for line in waitgraph.chain_lines(steps, pid)]
+    return lines
+
+
+# -- patterns read off the wait-for graph ------------------------------------------------------------------
+def _deadlock(s: _Scene) -> Optional[str]:
+    return waitgraph.describe_cycle(s.event, s.loop) if s.loop else None
+
+
+def _sink(s: _Scene, *words: str) -> Optional[waitgraph.Wait]:
+    """The first edge of the graph whose resource (no thread holds it) names one of ``words``, the chain's
+    own first."""
+    for w in list(s.steps) + list(s.waits):
+        if w.waits_for is None and any(word in w.resource for word in words):
+            return w
+    return None
+
+
+def _subject(s: _Scene, w: waitgraph.Wait) -> str:
+    t = next((t for t in s.threads if t.tid == w.thread), None)
+    return who(t, s.pid, s.pool) if t is not None else "thread %s" % w.thread
+
+
+def _fork_without_pools(s: _Scene) -> Optional[str]:
+    w = _sink(s, "forked child")
+    if w is None:
+        return None
+    return ("%s waits in TensorFlow at %s, and this process has none of TensorFlow's pool threads: it was forked "
+            "after TensorFlow started its thread pools (fork copies only the forking thread), so the op waits "
+            "for pool threads that do not exist in this child" % (_subject(s, w), w.at))
+
+
+def _waiting_on_peer(s: _Scene) -> Optional[str]:
+    w = _sink(s, "the other workers of its cluster")
+    if w is None:
+        return None
+    cluster = s.event.cluster or {}
+    tasks = cluster.get("tasks") or []
+    me = cluster.get("task")
+    others = [t for t in tasks if t != me]
+    peers = (" (%s, this process being %s)" % (", ".join(others), me)) if others else ""
+    return "%s waits at %s for the other workers of its cluster%s: %s" % (
+        _subject(s, w), w.at, peers, w.evidence)
+
+
+def _queue_without_producer(s: _Scene) -> Optional[str]:
+    """A TensorFlow queue's dequeue where no thread of the process runs an enqueue into a queue (its
+    producer died or never started: a queue runner not started).  A Python queue or event is not claimed so:
+    a thread still running may fill it; the chain under the verdict shows it."""
+    w = _sink(s, "TensorFlow queue")
+    if w is None:
+        return None
+    first = s.steps[0] if s.steps else w
+    via = "" if first is w else " through %s" % ", ".join(
+        "%s (%s)" % (_subject(s, step), step.resource) for step in s.steps if step is not w)
+    return "%s waits at %s for %s%s, and no thread of this process runs an enqueue into a queue (%s)" % (
+        _subject(s, first), first.at, w.resource, via, w.evidence)
+
+
+def sink_note(s: _Scene) -> str:
+    """``; it ends at thread 12 waiting for queue.Queue q (Queue.get at gen.py:15)``: where the chain from
+    the thread the user waits on ends, when a thread waits there for something no thread holds."""
+    if len(s.steps) < 2 or s.steps[-1].waits_for is not None:
+        return ""
+    last = s.steps[-1]
+    return "; the chain ends at %s waiting at %s for %s" % (_subject(s, last), last.at, last.resource)
 
 
 def _python_where(t: Thread) -> Optional[PythonFrame]:
@@ -398,7 +478,7 @@ def _waiting_on_tf_data(s: _Scene) -> Optional[str]:
     subjects = "; ".join("%s wait%s for the next element of a tf.data iterator at %s" % (
         who(ts[0], s.pid) if len(ts) == 1 else "threads %s" % ", ".join(str(t.tid) for t in ts),
         "s" if len(ts) == 1 else "", at) for at, ts in groups.items())
-    return "%s; the work is on %s" % (subjects, _grouped(workers, "tf.data "))
+    return "%s; the work is on %s%s" % (subjects, _grouped(workers, "tf.data "), sink_note(s))
 
 
 def _function_without_thread(s: _Scene) -> Optional[str]:
@@ -430,4 +510,10 @@ def _facts(s: _Scene) -> str:
     stuck = [t for t in s.threads if t.progress == "stuck"]
     if stuck:
         parts.append("stuck: %s" % ", ".join(str(t.tid) for t in stuck))
+    if s.steps and s.steps[0].resource != "the GIL":  # the waits seen, from the thread the user waits on
+        w = s.steps[-1]
+        parts.append("%s waits at %s for %s%s" % (
+            _subject(s, s.steps[0]), s.steps[0].at, s.steps[0].resource,
+            "" if len(s.steps) == 1 else ", which ends at %s waiting at %s for %s" % (_subject(s, w), w.at,
+                                                                                     w.resource)))
     return "; ".join(parts)

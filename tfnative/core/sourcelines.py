@@ -1,0 +1,26 @@
+"""The text of a source file's line, read once per file (the user's Python files, named by frames)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+MAX_FILES = 512  # files kept at once
+_CACHE: Dict[str, Optional[List[str]]] = {}
+
+
+def line(path: Optional[str], number: Optional[int]) -> Optional[str]:
+    """The text of ``path:number`` (stripped), when the file is there to read."""
+    if not path or not number or number < 1:
+        return None
+    if path not in _CACHE:
+        if len(_CACHE) >= MAX_FILES:
+            _CACHE.clear()
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                _CACHE[path] = f.read().splitlines()
+        except OSError:
+            _CACHE[path] = None
+    lines = _CACHE[path]
+    if lines is None or number > len(lines):
+        return None
+    return lines[number - 1].strip()

@@ -1,0 +1,285 @@
+"""What everyone is waiting for: the wait-for graph of a snapshot, its cycles and its chains.
+
+Nodes are the event's threads and the resources they wait on; an edge says that a thread waits, for which
+resource, for which thread where one holds or owes it, and on what evidence.  The edges come from what the
+snapshot read:
+
+- exact, from memory (``core/locks.py``, the thread's ``lock_wait``): a pthread mutex's recorded owner, a Python
+  ``RLock``'s owner, the thread a ``Thread.join()`` waits for;
+- the GIL: a thread waiting for it waits for its holder;
+- TensorFlow's, from frames: a thread waiting for a tf.function waits for the executor threads working for
+  it (``tf_function.called_by``), a thread in ``IteratorGetNext`` for the tf.data threads producing for it
+  (``works_for``), a pool worker running a ``tf.py_function`` callback for what the callback waits on;
+- without a holder (``waits_for`` None): a Python ``queue.Queue``/``Event``/``Condition`` named by the
+  variable on the waiting line, a TensorFlow queue's dequeue, a forked child's op that waits for pool
+  threads the child does not have, a collective waiting for the other workers of its cluster, a parent
+  waiting for its children.
+
+``analyse`` reads the graph: a cycle is a deadlock, named edge by edge; else the chain from the thread the
+user waits on (the main thread, a tf.function's caller) to the sink where the work really is.  Pure: it
+sees the event only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from ..core import sourcelines
+from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, worker_loop
+from ..core.model import Event, NativeFrame, PythonFrame, Thread
+from . import render
+
+MAX_CHAIN = 16  # steps of a chain followed at the most
+
+
+@dataclass
+class Wait:
+    """One edge: ``thread`` waits for ``resource``, held or owed by thread ``waits_for`` (None: no thread)."""
+
+    thread: int
+    waits_for: Optional[int]
+    resource: str
+    evidence: str
+    at: str = "?"  # where the waiting thread is (``where``)
+
+    def to_json(self) -> Dict[str, object]:
+        return {"thread": self.thread, "waits_for": self.waits_for, "resource": self.resource,
+                "evidence": self.evidence, "at": self.at}
+
+
+# Python calls that wait for another thread's action, with no owner recorded: (frame function, what).
+_PY_WAITS = (("Queue.get", "queue.Queue"), ("Queue.put", "queue.Queue"), ("Queue.join", "queue.Queue"),
+             ("Event.wait", "threading.Event"), ("Condition.wait", "threading.Condition"),
+             ("Condition.wait_for", "threading.Condition"), ("Barrier.wait", "threading.Barrier"),
+             ("Semaphore.acquire", "threading.Semaphore"))
+_CHILD_WAITS = (("Pool.map", "its pool's child processes"), ("Pool.starmap", "its pool's child processes"),
+                ("ApplyResult.wait", "its pool's child processes"), ("Popen.wait", "a child process"),
+                ("BaseProcess.join", "a child process"), ("Popen.poll", "a child process"))
+_CHILD_SYSCALLS = ("wait4", "waitid")
+_QUEUE_OP_RE = re.compile(r"^Queue(Dequeue|DequeueMany|DequeueUpTo)(V2)?$")
+_ENQUEUE_OP_RE = re.compile(r"^Queue(Enqueue|EnqueueMany)(V2)?$")
+_COLLECTIVE_RE = re.compile(r"TFE_EnableCollectiveOps|CollectiveExecutor|CollectiveRemoteAccess|"
+                            r"CollectiveParamResolver|BaseCollectiveExecutor|DeviceResolver.*Distributed|"
+                            r"CollectiveKeys|NcclCommunicator")
+_TF_EXEC_RE = re.compile(r"^TFE_Execute|^TF_SessionRun|ExecutorState<|ExecutorImpl|DirectSession::Run|"
+                         r"EagerExecute|ThreadPool::Schedule|ParallelFor|Eigen::Barrier::Wait|"
+                         r"ThreadPoolDevice::Compute")
+
+
+def _py(t: Thread) -> List[PythonFrame]:
+    return [f for f in t.frames if isinstance(f, PythonFrame)]
+
+
+def _native(t: Thread) -> List[str]:
+    return [f.function or "" for f in t.frames if isinstance(f, NativeFrame)]
+
+
+def where(t: Thread) -> str:
+    """``app.py:46`` (the user's innermost line), else the innermost Python line, else its innermost frame."""
+    py = _py(t)
+    f = next((f for f in py if f.user), py[0] if py else None)
+    if f is not None:
+        return "%s:%s" % (os.path.basename(f.file or "?"), f.line)
+    named = [n for n in _native(t) if n and n != "??"]
+    return named[0].split("(", 1)[0] if named else "?"
+
+
+def _variable(caller: Optional[PythonFrame], method: str) -> Optional[str]:
+    """The variable the caller's line calls ``method`` on (``item = q.get()`` -> ``q``)."""
+    if caller is None:
+        return None
+    text = sourcelines.line(caller.file, caller.line) or ""
+    m = re.search(r"([A-Za-z_][\w.]*)\.%s\s*\(" % re.escape(method), text)
+    return m.group(1) if m else None
+
+
+def _kernel_op(t: Thread, pattern: re.Pattern[str]) -> Optional[Dict[str, str]]:
+    return next((f.op for f in t.frames if isinstance(f, NativeFrame) and f.op
+                 and pattern.match(f.op.get("type") or "")), None)
+
+
+def _tf_loaded(event: Event) -> bool:
+    return any(render.frame_class(f).startswith("tensorflow") for t in event.threads for f in t.frames)
+
+
+def build(event: Event) -> List[Wait]:
+    """The edges of the event's wait-for graph, one or none per thread (its innermost wait)."""
+    threads = event.threads
+    holder = next((t for t in threads if t.gil == "held"), None)
+    waits: List[Wait] = []
+    tids = {t.tid for t in threads}
+    workers_of: Dict[int, List[Thread]] = {}
+    for t in threads:
+        caller = (t.tf_function or {}).get("called_by") or (t.works_for or {}).get("tid")
+        if caller is not None and t.tid != caller:
+            workers_of.setdefault(caller, []).append(t)
+    pool_threads = [t for t in threads if worker_loop(t) is not None]
+    enqueuers = [t for t in threads if _kernel_op(t, _ENQUEUE_OP_RE)]
+    for t in threads:
+        edge = _edge(event, t, holder, workers_of, pool_threads, enqueuers, tids)
+        if edge is not None:
+            edge.at = where(t)
+            waits.append(edge)
+    return waits
+
+
+def _edge(event: Event, t: Thread, holder: Optional[Thread], workers_of: Dict[int, List[Thread]],
+          pool_threads: List[Thread], enqueuers: List[Thread], tids: set) -> Optional[Wait]:
+    lock = t.lock_wait or {}
+    owner = lock.get("owner")
+    if owner in tids:  # exact: memory records the holder
+        return Wait(t.tid, owner, lock.get("resource") or "a lock", lock.get("evidence") or "")
+    if t.gil == "waiting" and holder is not None and holder.tid != t.tid:
+        return Wait(t.tid, holder.tid, "the GIL", "waits in take_gil; thread %d holds the GIL" % holder.tid)
+    py = _py(t)
+    native = _native(t)
+    library = _library_wait(py)
+    if library is not None:
+        return Wait(t.tid, None, library[0], library[1] % where(t))
+    if lock:
+        return Wait(t.tid, None, lock.get("resource") or "a lock", lock.get("evidence") or "")
+    syscall = (t.kernel or {}).get("syscall")
+    if syscall in _CHILD_SYSCALLS or any(n.startswith(("__GI___wait4", "__wait4", "wait4", "waitpid"))
+                                         for n in native[:3]):
+        return Wait(t.tid, None, "a child process", "%s at %s" % (syscall or "waitpid", where(t)))
+    op = _kernel_op(t, _QUEUE_OP_RE)
+    if op is not None:
+        producer = next((w for w in enqueuers if w.tid != t.tid), None)
+        name = op.get("name") or op.get("type")
+        return Wait(t.tid, producer.tid if producer else None, "the TensorFlow queue of %s" % name,
+                    "%s dequeues from an empty queue%s" % (
+                        op.get("type"), "" if producer else "; no thread runs an enqueue into it"))
+    if any(_COLLECTIVE_RE.search(n) for n in native):
+        return Wait(t.tid, None, "the other workers of its cluster",
+                    "%s waits for its collective's peers" % next(n.split("(", 1)[0] for n in native
+                                                                  if _COLLECTIVE_RE.search(n)))
+    workers = workers_of.get(t.tid, [])
+    if py and workers:
+        busy = [w for w in workers if runs_kernel(w) or _py(w)]
+        if busy:
+            first = busy[0]
+            what = ("the tf.data threads producing for its iterator" if any(GET_NEXT_RE.search(n) for n in native)
+                    else "the threads running its tf.function")
+            return Wait(t.tid, first.tid, what, "thread %s works for it%s" % (
+                first.tid, "" if len(busy) == 1 else " (and %s)" % ", ".join(str(w.tid) for w in busy[1:])))
+    if py and not is_any_pool_worker(t) and any(_TF_EXEC_RE.search(n) for n in native) and _tf_loaded(event):
+        pool = event.pool or {}
+        if (not pool_threads and "threads" in pool and not pool["threads"] and event.kind in ("snapshot", "timeout")
+                and (t.kernel or {}).get("state") in ("S", "D", None)):
+            return Wait(t.tid, None, "TensorFlow's thread pools, which a forked child inherits without their "
+                        "threads", "it waits in TensorFlow and the process has no pool thread at all (forked child?)")
+        if any(GET_NEXT_RE.search(n) for n in native):
+            data = [w for w in event.threads if pool_of(w) == TF_DATA and (runs_kernel(w) or _py(w))]
+            if data:
+                return Wait(t.tid, data[0].tid, "the tf.data threads producing for its iterator",
+                            "tf.data thread %s runs its work" % data[0].tid)
+    return None
+
+
+def _library_wait(py: List[PythonFrame]) -> Optional[Tuple[str, str]]:
+    """(resource, evidence with ``%s`` for the place) of a thread whose innermost Python frames wait in the
+    standard library for another thread or process: the outermost such call before the user's code."""
+    found: Optional[Tuple[str, str]] = None
+    for i, f in enumerate(py):
+        path = f.file or ""
+        if not path.endswith(("/queue.py", "/threading.py", "/subprocess.py")) and "/multiprocessing/" not in path:
+            break
+        parts = (f.function or "").rsplit(".", 2)
+        name = ".".join(parts[-2:])
+        caller = py[i + 1] if i + 1 < len(py) else None
+        for fn, what in _PY_WAITS:
+            if name == fn:
+                var = _variable(caller, fn.split(".")[1])
+                found = ("%s %s" % (what, var) if var else what, fn + " at %s; no owner is recorded for it")
+        for fn, what in _CHILD_WAITS:
+            if name == fn:
+                found = (what, fn + " at %s")
+    return found
+
+
+def cycle(waits: List[Wait]) -> Optional[List[Wait]]:
+    """The first cycle of thread edges (a deadlock), from its lowest thread id; None where there is none."""
+    by_thread = {w.thread: w for w in waits if w.waits_for is not None}
+    for start in sorted(by_thread):
+        path: List[Wait] = []
+        seen: Dict[int, int] = {}
+        node: Optional[int] = start
+        while node is not None and node in by_thread and node not in seen and len(path) <= len(by_thread):
+            seen[node] = len(path)
+            path.append(by_thread[node])
+            node = by_thread[node].waits_for
+        if node is not None and node in seen:
+            loop = path[seen[node]:]
+            first = min(range(len(loop)), key=lambda i: loop[i].thread)
+            return loop[first:] + loop[:first]
+    return None
+
+
+def chain(waits: List[Wait], start: int) -> List[Wait]:
+    """The edges from thread ``start`` along who-waits-for-whom, to a sink (bounded)."""
+    by_thread = {w.thread: w for w in waits}
+    out: List[Wait] = []
+    node: Optional[int] = start
+    seen = set()
+    while node is not None and node in by_thread and node not in seen and len(out) < MAX_CHAIN:
+        seen.add(node)
+        out.append(by_thread[node])
+        node = by_thread[node].waits_for
+    return out
+
+
+def _name(t: Optional[Thread], tid: int, pid: Optional[int]) -> str:
+    if tid == pid:
+        return "the main thread"
+    label = (t.label or t.name) if t is not None else ""
+    return 'thread %s "%s"' % (tid, label) if label else "thread %s" % tid
+
+
+def describe_cycle(event: Event, loop: List[Wait]) -> str:
+    """"deadlock: thread 5 "one" holds RLock lock_a and waits at app.py:11 for RLock lock_b, held by thread 6
+    "two", which waits at app.py:18 for RLock lock_a" (each edge said)."""
+    by_tid = {t.tid: t for t in event.threads}
+    held = {w.waits_for: w.resource for w in loop}
+    parts = []
+    for w in loop:
+        t = by_tid.get(w.thread)
+        parts.append("%s holds %s and waits at %s for %s" % (_name(t, w.thread, event.pid), held.get(w.thread, "?"),
+                                                              where(t) if t else "?", w.resource))
+    return "deadlock: " + "; ".join(parts)
+
+
+def chain_lines(steps: List[Dict[str, object]], pid: Optional[int]) -> List[str]:
+    """A chain (``Wait.to_json`` edges) as a short block: ``-> the main thread at app.py:46 waits for X, held
+    by thread 5 (evidence)``; where the last step has no holder, a line that says the chain ends there."""
+    lines = []
+    for w in steps:
+        tid = w["thread"]
+        who = "the main thread" if tid == pid else "thread %s" % tid
+        holder = w.get("waits_for")
+        target = "" if holder is None else ", held by %s" % ("the main thread" if holder == pid else
+                                                             "thread %s" % holder)
+        lines.append("-> %s at %s waits for %s%s (%s)" % (who, w.get("at"), w["resource"], target, w["evidence"]))
+    if steps and steps[-1].get("waits_for") is None:
+        lines.append("   the chain ends there: no thread of this process holds or owes it")
+    return lines
+
+
+def start_thread(event: Event, waits: List[Wait]) -> Optional[int]:
+    """The thread the user waits on: the main thread where it waits, else the first waiting thread that runs
+    Python and is no pool worker."""
+    waiting = {w.thread for w in waits}
+    if event.pid in waiting:
+        return event.pid
+    return next((t.tid for t in event.threads if t.tid in waiting and _py(t) and not is_any_pool_worker(t)),
+                next(iter(sorted(waiting)), None))
+
+
+def analyse(event: Event) -> Tuple[List[Wait], Optional[List[Wait]], List[Wait]]:
+    """(edges, the cycle or None, the chain from the thread the user waits on)."""
+    waits = build(event)
+    loop = cycle(waits)
+    start = start_thread(event, waits)
+    return waits, loop, chain(waits, start) if start is not None and loop is None else []
