@@ -1,9 +1,10 @@
-"""tf.data interleave with a huge cycle_length: a C++ exception, then SIGSEGV, when the iterator is made.
+"""tf.data interleave with a huge cycle_length: a C++ exception (std::bad_alloc), then SIGSEGV, at the for loop.
 
 Source: tensorflow/tensorflow issue #116198 ("Heap Segmentation Fault in InterleaveDatasetOp due to Missing
 Upper Bound on cycle_length"; fix proposed in PR #120172).
-TF 2.21: the interleave iterator sizes a vector by cycle_length: std::length_error, unwound through the
-iterator's construction at the user's for loop; the process dies of SIGSEGV in PyErr_Occurred.
+TF 2.21: InterleaveDatasetOp::Dataset::MakeIteratorInternal sizes its per-cycle state by cycle_length and
+throws std::bad_alloc, inside MakeIterator's kernel (the iterator is made at the user's for loop, on the main
+thread); pybind11's translation of the exception then dies of SIGSEGV in PyErr_Occurred.
 """
 import tensorflow as tf
 
