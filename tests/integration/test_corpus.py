@@ -1,0 +1,261 @@
+"""The corpus of real TensorFlow 2.21 crashes (``tests/corpus``, issue #23): what a user checks in each report.
+
+Every script reproduces a crash from a public tensorflow/tensorflow issue (the script's docstring cites it;
+``tests/corpus/README.md`` has the table).  Each one runs three times in this module, once per way:
+
+- bare, with ``RLIMIT_CORE`` raised in a temporary directory: the signal it dies of without tfnative,
+  TensorFlow's own fatal line on its stderr, and the core (``core_pattern`` is ``core`` here);
+- ``tfnative attach SCRIPT --json FILE``;
+- ``tfnative core CORE PYTHON --json FILE`` on that core (the core is removed once read).
+
+For ``attach`` and ``core`` alike the report must give the signal (and, for attach, the exit status the
+target had without tfnative, nothing left running), the crashing kernel's op type (``triage.op.type``), the
+user's line (``triage.nearest_user_frame`` at the script's ``# crash line``), TensorFlow's ``Check failed``
+line for every such abort (``triage.log`` and the event's ``log``), and where the op ran: an eager op is
+not "in tf.function", a tf.function's kernel names its function.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+from typing import NamedTuple, Optional, Tuple
+
+import psutil
+import pytest
+
+from ..conftest import ROOT, line_of, load_json, requires_gdb, requires_tf, run_tfnative
+
+pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
+
+CORPUS = os.path.join(ROOT, "tests", "corpus")
+PYTHON = os.path.realpath(sys.executable)
+CRASH_LINE = "# crash line"
+
+
+class Case(NamedTuple):
+    signal: str
+    ops: Tuple[str, ...]  # the op type(s) that name the crash rightly
+    where: str  # "eager" | "tf.function" | "tf.data"
+    check_failed: Optional[str] = None  # the text of TensorFlow's fatal line, for a Check-failed abort
+    function: Optional[str] = None  # the tf.function's Python name
+
+
+CASES = {
+    "lrn_grad_eager": Case("SIGABRT", ("LRNGrad",), "eager", "Check failed: d < dims() (1 vs. 1)"),
+    "reshape_fpe_eager": Case("SIGFPE", ("Reshape",), "eager"),
+    "audio_spectrogram_eager": Case("SIGSEGV", ("AudioSpectrogram",), "eager"),
+    "block_lstm_grad_eager": Case("SIGABRT", ("BlockLSTMGrad",), "eager", "Check failed: limit <= dim0_size (5 vs. 1)"),
+    "fused_pad_conv2d_eager": Case("SIGABRT", ("FusedPadConv2D",), "eager", "Check failed: d < dims() (2 vs. 2)"),
+    "conv2d_function": Case("SIGABRT", ("Conv2D",), "tf.function",
+                            "Check failed: index >= 0 && index < num_total_dims", function="conv"),
+    "tensor_scatter_max_function": Case("SIGABRT", ("TensorScatterMax",), "tf.function",
+                                        "Check failed: d < dims() (1 vs. 1)", function="scatter_max"),
+    # The C++ exception is thrown while MakeIterator's kernel builds the InterleaveDataset's iterator:
+    # either op names the crash.
+    "interleave_data": Case("SIGSEGV", ("MakeIterator", "InterleaveDataset"), "tf.data"),
+    "block_lstm_grad_data_map": Case("SIGABRT", ("BlockLSTMGrad",), "tf.data",
+                                     "Check failed: limit <= dim0_size (5 vs. 1)"),
+    "reshape_fpe_data_map": Case("SIGFPE", ("Reshape",), "tf.data"),
+}
+NAMES = sorted(CASES)
+RUNS = [(name, mode) for name in NAMES for mode in ("attach", "core")]
+IDS = ["%s-%s" % run for run in RUNS]
+
+
+def corpus_script(name: str) -> str:
+    return os.path.join(CORPUS, name + ".py")
+
+
+def _raise_core_limit() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+def _running(path: str) -> list:
+    """Live processes (not zombies) whose command line names ``path``."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if path in (p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append("%d %s" % (p.pid, p.info["status"]))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def _fatal_line(stderr: str) -> Optional[str]:
+    """TensorFlow's ``F... file.cc:N] Check failed: ...`` line, from ``file.cc:N]`` on (as tfnative gives it)."""
+    m = re.search(r"^F\S* +[\d:.]+ +\d+ (\S+:\d+\] Check failed: .*?)\s*$", stderr, re.M)
+    return m.group(1) if m else None
+
+
+def _triage_line(text: str) -> str:
+    return next((line for line in text.splitlines() if "triage:" in line), "(no triage line)")
+
+
+class Bare(NamedTuple):
+    returncode: int
+    stderr: str
+    core_doc: dict
+    core_text: str
+
+
+class Attached(NamedTuple):
+    returncode: int
+    stderr: str
+    doc: dict
+    left: list
+
+
+class Runs:
+    """Each script's runs, each made once, on first use (module scope): ``bare(name)``, ``attached(name)``."""
+
+    def __init__(self, tmp_path_factory):
+        self.tmp = tmp_path_factory
+        self.cache: dict = {}
+
+    def __repr__(self) -> str:
+        return "<runs: %s>" % ", ".join("%s %s" % key for key in sorted(self.cache))
+
+    def bare(self, name: str) -> Bare:
+        """The script without tfnative, in a temporary directory with RLIMIT_CORE raised, then its core read."""
+        key = ("bare", name)
+        if key not in self.cache:
+            tmp = self.tmp.mktemp("core-" + name)
+            proc = subprocess.run([sys.executable, corpus_script(name)], cwd=str(tmp), preexec_fn=_raise_core_limit,
+                                  capture_output=True, text=True, timeout=300)
+            core = os.path.join(str(tmp), "core")
+            doc, text = {}, "(no core in %s: core_pattern?)" % tmp
+            if os.path.exists(core):
+                out = tmp / "core.json"
+                res = run_tfnative(["core", core, PYTHON, "--json", str(out)], timeout=300)
+                text = res.stdout + res.stderr
+                assert res.returncode == 0, text[-3000:]
+                doc = load_json(out)
+                os.unlink(core)  # ~300 MB each
+            self.cache[key] = Bare(proc.returncode, proc.stderr, doc, text)
+        return self.cache[key]
+
+    def attached(self, name: str) -> Attached:
+        """``tfnative attach --json FILE SCRIPT``; then whatever still runs the script (nothing, we hope)."""
+        key = ("attach", name)
+        if key not in self.cache:
+            out = self.tmp.mktemp("attach-" + name) / "s.json"
+            path = corpus_script(name)
+            r = run_tfnative(["attach", "--json", str(out), path], timeout=600)
+            left = _running(path)
+            for entry in left:  # leave nothing behind for the next tests
+                try:
+                    os.kill(int(entry.split()[0]), signal.SIGKILL)
+                except OSError:
+                    pass
+            doc = load_json(out) if os.path.exists(out) and os.path.getsize(out) else {}
+            self.cache[key] = Attached(r.returncode, r.stderr, doc, left)
+        return self.cache[key]
+
+    def report(self, name: str, mode: str) -> Tuple[dict, str]:
+        """(tfnative's JSON document, its text) for ``name`` under ``mode``."""
+        if mode == "attach":
+            a = self.attached(name)
+            doc, text = a.doc, a.stderr
+        else:
+            b = self.bare(name)
+            doc, text = b.core_doc, b.core_text
+        last = "\n".join(text.splitlines()[-6:])
+        assert doc, "tfnative %s wrote no JSON document; it printed, last:\n%s" % (mode, last)
+        return doc, text
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Runs:
+    return Runs(tmp_path_factory)
+
+
+def test_the_corpus_table_lists_every_script():
+    with open(os.path.join(CORPUS, "README.md")) as f:
+        table = f.read()
+    on_disk = sorted(n[:-3] for n in os.listdir(CORPUS) if n.endswith(".py"))
+    assert on_disk == NAMES
+    for name in NAMES:
+        assert "`%s.py`" % name in table
+        line_of(corpus_script(name), CRASH_LINE)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_it_still_crashes_tensorflow(runs, name):
+    """Without tfnative: the signal of the issue, TF's fatal line for an abort, and a core to read."""
+    case, b = CASES[name], runs.bare(name)
+    assert b.returncode == -getattr(signal, case.signal), b.stderr[-2000:]
+    if case.check_failed:
+        assert case.check_failed in (_fatal_line(b.stderr) or ""), b.stderr[-2000:]
+    assert b.core_doc, b.core_text
+
+
+@pytest.mark.parametrize("name,mode", RUNS, ids=IDS)
+def test_signal(runs, name, mode):
+    case = CASES[name]
+    doc, text = runs.report(name, mode)
+    event = doc["events"][0]
+    got = (doc["triage"]["signal"], event.get("signal"), doc.get("exit"))
+    assert got == (case.signal, case.signal, {"signal": case.signal}), _triage_line(text)
+    if mode == "attach":
+        a = runs.attached(name)
+        # the target died of the same signal as without tfnative, and tfnative says so in its exit status
+        assert runs.bare(name).returncode == -getattr(signal, case.signal)
+        assert a.returncode == 128 + getattr(signal, case.signal), a.stderr[-3000:]
+        assert (event["kind"], event.get("fatal")) == ("signal", True)
+        assert a.left == [], "left running: %s" % a.left
+    else:
+        assert event["kind"] == "core"
+
+
+@pytest.mark.parametrize("name,mode", RUNS, ids=IDS)
+def test_op_type(runs, name, mode):
+    doc, text = runs.report(name, mode)
+    op = doc["triage"]["op"]
+    assert op is not None and op["type"] in CASES[name].ops, "triage.op = %r; %s" % (op, _triage_line(text))
+
+
+@pytest.mark.parametrize("name,mode", RUNS, ids=IDS)
+def test_users_line(runs, name, mode):
+    path = corpus_script(name)
+    want = (os.path.realpath(path), line_of(path, CRASH_LINE))
+    doc, text = runs.report(name, mode)
+    nearest = doc["triage"]["nearest_user_frame"]
+    got = (os.path.realpath(nearest["file"]), nearest["line"]) if nearest else None
+    assert got == want, "triage.nearest_user_frame = %r; %s" % (nearest, _triage_line(text))
+
+
+CHECK_FAILED = [run for run in RUNS if CASES[run[0]].check_failed]
+
+
+@pytest.mark.parametrize("name,mode", CHECK_FAILED, ids=["%s-%s" % run for run in CHECK_FAILED])
+def test_tensorflows_fatal_line(runs, name, mode):
+    """TF's ``file.cc:N] Check failed: ...`` line, as the script printed it without tfnative."""
+    want = _fatal_line(runs.bare(name).stderr)
+    assert want and CASES[name].check_failed in want
+    doc, text = runs.report(name, mode)
+    logs = (doc["triage"].get("log"), doc["events"][0].get("log"))
+    assert all(log and log.endswith(want) for log in logs), "triage.log, event log = %r; want %r" % (logs, want)
+
+
+WHERE = [run for run in RUNS if CASES[run[0]].where != "tf.data"]
+
+
+@pytest.mark.parametrize("name,mode", WHERE, ids=["%s-%s" % run for run in WHERE])
+def test_where_the_op_ran(runs, name, mode):
+    """An eager op (the fast path or the ``*_eager_fallback`` one) is not a tf.function; a tf.function's
+    kernel names the function."""
+    case = CASES[name]
+    doc, text = runs.report(name, mode)
+    fn = doc["triage"].get("tf_function")
+    line = _triage_line(text)
+    if case.where == "eager":
+        assert fn is None and "tf.function" not in line, "triage.tf_function = %r; %s" % (fn, line)
+    else:
+        assert fn is not None and fn.get("python_function") == case.function, "triage.tf_function = %r; %s" % (
+            fn, line)
