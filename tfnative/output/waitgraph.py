@@ -32,6 +32,7 @@ from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, 
 from ..core.model import Event, NativeFrame, PythonFrame, Thread
 from . import render
 
+_WAIT_LIB_RE = re.compile(r"^(libc\.so|libpthread|ld-linux|libstdc\+\+)")
 MAX_CHAIN = 16  # steps of a chain followed at the most
 
 
@@ -83,8 +84,13 @@ def where(t: Thread) -> str:
     f = next((f for f in py if f.user), py[0] if py else None)
     if f is not None:
         return "%s:%s" % (os.path.basename(f.file or "?"), f.line)
-    named = [n for n in _native(t) if n and n != "??"]
-    return named[0].split("(", 1)[0] if named else "?"
+    named = [f for f in t.frames if isinstance(f, NativeFrame) and f.function and f.function != "??"]
+    # past the C library's and the interpreter's waiting frames, to the code that waits
+    own = [f for f in named if not _WAIT_LIB_RE.match(f.library or "") and render.frame_class(f) != "interpreter"]
+    f = (own or named or [None])[0]
+    if f is None:
+        return "?"
+    return "%s in %s" % ((f.function or "?").split("(", 1)[0], f.library) if f.library else f.function or "?"
 
 
 def _variable(caller: Optional[PythonFrame], method: str) -> Optional[str]:
