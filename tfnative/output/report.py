@@ -57,7 +57,8 @@ def make_event(kind: str, capture: Capture, native_all: bool = False,
     return Event(kind=kind, **extra, thread=selected, pid=capture.pid,
                  ns_pid=capture.ns_pid,  # the pid inside the process's own PID namespace
                  threads=threads, python=capture.python, via=capture.via, warnings=list(capture.warnings),
-                 pool=pool if pool.get("threads") else None,  # a process with TensorFlow's inter-op pool
+                 # a process with TensorFlow's inter-op pool, or running TensorFlow with none (a forked child)
+                 pool=pool if pool.get("threads") or (pool and _runs_tensorflow(threads)) else None,
                  samples=capture.samples, finalizing=capture.finalizing)
 
 
@@ -280,6 +281,10 @@ def _attribute_executors(threads: List[Thread], extra: List[Dict[str, Any]]) -> 
             t.tf_function = dict(next(iter(names.values())), how="only tf.function in flight")
         elif names:
             t.tf_functions_in_flight = sorted(names)
+
+
+def _runs_tensorflow(threads: List[Thread]) -> bool:
+    return any(f.frame_class == "tensorflow-native" for t in threads for f in t.frames)
 
 
 def _attribute_waiters(threads: List[Thread], selected: Optional[int]) -> None:

@@ -46,7 +46,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional
 
-from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel
+from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait
 from ..core.model import Event, Frame, NativeFrame, PythonFrame, Thread
 from . import render, waitgraph
 
@@ -153,8 +153,10 @@ def _in_state(t: Thread) -> str:
 
 
 def _callers(threads: List[Thread]) -> List[Thread]:
-    """Threads that wait for a tf.function they called (not executor threads working for one)."""
-    return [t for t in threads if t.tf_function and not t.tf_function.get("how") and not is_any_pool_worker(t)]
+    """Threads that wait for a tf.function they called or a ``Session.run`` (TensorFlow 1's graphs), not
+    executor threads working for one."""
+    return [t for t in threads if (t.tf_function and not t.tf_function.get("how") or tf_wait(t) == "Session.run")
+            and not is_any_pool_worker(t)]
 
 
 def _function_phrase(callers: List[Thread], pid: Optional[int]) -> str:
@@ -163,11 +165,12 @@ def _function_phrase(callers: List[Thread], pid: Optional[int]) -> str:
     groups: Dict[tuple, List[Thread]] = {}
     for t in callers:
         fn = t.tf_function or {}
-        groups.setdefault((fn.get("python_function") or fn.get("name"), _user_where(t)), []).append(t)
+        name = fn.get("python_function") or fn.get("name")
+        groups.setdefault(("tf.function %s" % name if fn else "Session.run", _user_where(t)), []).append(t)
     parts = []
-    for (name, at), ts in groups.items():
+    for (what, at), ts in groups.items():
         subject = who(ts[0], pid) if len(ts) == 1 else "threads %s" % ", ".join(str(t.tid) for t in ts)
-        parts.append("%s wait%s for tf.function %s at %s" % (subject, "s" if len(ts) == 1 else "", name, at))
+        parts.append("%s wait%s for %s at %s" % (subject, "s" if len(ts) == 1 else "", what, at))
     return "; ".join(parts)
 
 
@@ -319,9 +322,12 @@ def _fork_without_pools(s: _Scene) -> Optional[str]:
     w = _sink(s, "forked child")
     if w is None:
         return None
+    t = next((t for t in s.threads if t.tid == w.thread), None)
+    k = kernel_frame(t) if t is not None else None
+    op = "its %s" % (k.op or {}).get("type") if k is not None and k.op else "its op"
     return ("%s waits in TensorFlow at %s, and this process has none of TensorFlow's pool threads: it was forked "
-            "after TensorFlow started its thread pools (fork copies only the forking thread), so the op waits "
-            "for pool threads that do not exist in this child" % (_subject(s, w), w.at))
+            "after TensorFlow started its thread pools (fork copies only the forking thread), so %s waits for "
+            "pool threads that do not exist in this child" % (_subject(s, w), w.at, op))
 
 
 def _waiting_on_peer(s: _Scene) -> Optional[str]:

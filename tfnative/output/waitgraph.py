@@ -175,8 +175,10 @@ def _edge(event: Event, t: Thread, holder: Optional[Thread], workers_of: Dict[in
         pool = event.pool or {}
         if (not pool_threads and "threads" in pool and not pool["threads"] and event.kind in ("snapshot", "timeout")
                 and (t.kernel or {}).get("state") in ("S", "D", None)):
+            op = next((f.op for f in t.frames if isinstance(f, NativeFrame) and f.op), None)
             return Wait(t.tid, None, "TensorFlow's thread pools, which a forked child inherits without their "
-                        "threads", "it waits in TensorFlow and the process has no pool thread at all (forked child?)")
+                        "threads", "%s waits in TensorFlow and the process has no pool thread at all" % (
+                            "its op %s" % op["type"] if op else "it"))
         if any(GET_NEXT_RE.search(n) for n in native):
             data = [w for w in event.threads if pool_of(w) == TF_DATA and (runs_kernel(w) or _py(w))]
             if data:
