@@ -41,7 +41,7 @@ import struct
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from .core import kstate
+from .core import cxxexc, kstate
 from .core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
 from .core.elfindex import ElfError, data_symbols, display_names
 from .core.executors import pool_summary, unnamed_workers
@@ -288,9 +288,12 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
         found.append((tid, name, frames, _native_frames(frames), py, cut))
     _name_frames([(s[2], s[3]) for s in found])
     kernels = OpKernelReader(memory)
+    runtimes = _cxx_runtimes(libs)
+    thread_pointers = {tid: regs.get("fs_base") for tid, _n, regs in listed}
     for tid, name, frames, named, py, cut in found:
         _ops(memory, frames, named, kernels)
         thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
+        thread.cxx_exception = _cxx_exception(memory, runtimes, thread_pointers.get(tid), frames, named)
         if len(frames) >= MAX_NATIVE_FRAMES:
             cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
         if tid in inner:
@@ -308,6 +311,41 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
         result.pool = pool_summary(result.threads, tf_names)
     result.threads = select_threads(result.threads, which)
     return result
+
+
+def _cxx_runtimes(libs: List[Library]) -> List[Tuple[Library, cxxexc.CxxRuntime]]:
+    """The libstdc++ copies mapped, each with its exception runtime (``core/cxxexc.py``)."""
+    out = []
+    for lib in libs:
+        if not lib.name.startswith("libstdc++"):
+            continue
+        try:
+            runtime = shared(lib.path, "cxxruntime", cxxexc.runtime_of)
+        except (OSError, ElfError, ValueError):
+            continue
+        if runtime is not None:
+            out.append((lib, runtime))
+    return out
+
+
+def _cxx_exception(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRuntime]],
+                   thread_pointer: Optional[int], frames: List[Frame], named: List[NativeFrame]
+                   ) -> Optional[Dict[str, Optional[str]]]:
+    """The C++ exception a thread has in flight (``{"type", "what", "state"}``), read from libstdc++'s
+    per-thread globals (or, stopped at ``__cxa_throw``'s entry, its arguments); None for none.  A few
+    reads per thread: done for every thread."""
+    if not thread_pointer or not runtimes or not frames:
+        return None
+    sps = [fr.regs.get(RSP) or 0 for fr in frames]
+    stack = (sps[0], max(sps)) if sps[0] else None
+    throw_args = None
+    if named and named[0].function == "__cxa_throw" and named[0].start == frames[0].pc:
+        throw_args = (frames[0].regs.get(5) or 0, frames[0].regs.get(4) or 0)  # rdi, rsi (DWARF 5, 4)
+    for lib, runtime in runtimes:
+        exc = cxxexc.thread_exception(memory.read, runtime, lib.bias, thread_pointer, stack, throw_args)
+        if exc is not None:
+            return exc.to_json()
+    return None
 
 
 def _tf_thread_names(memory: Memory, libs: List[Library], pthreads: Dict[int, Optional[int]]) -> Dict[int, str]:

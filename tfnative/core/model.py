@@ -223,6 +223,7 @@ class Thread:
     error: Optional[str] = None
     tf_functions_in_flight: Optional[List[str]] = None  # an executor thread, several in flight
     gdb_thread: Optional[int] = None  # internal: gdb's thread number
+    cxx_exception: Optional[Json] = None  # {"type", "what", "state"}: the C++ exception in flight (cxxexc.py)
 
     def to_json(self) -> Json:
         out: Json = {"tid": self.tid, "name": self.name, "frames": _frames_json(self.frames), "merge": self.merge,
@@ -251,6 +252,8 @@ class Thread:
             out["tf_function"] = self.tf_function
         if self.tf_functions_in_flight:
             out["tf_functions_in_flight"] = self.tf_functions_in_flight
+        if self.cxx_exception:
+            out["cxx_exception"] = self.cxx_exception
         return out
 
     @classmethod
@@ -263,7 +266,7 @@ class Thread:
                    merge_detail=d.get("merge_detail"),
                    python_frames=frames_from_json(python_frames) if python_frames is not None else None,
                    error=d.get("error"), tf_functions_in_flight=d.get("tf_functions_in_flight"),
-                   gdb_thread=d.get("gdb_thread"))
+                   gdb_thread=d.get("gdb_thread"), cxx_exception=d.get("cxx_exception"))
 
     def runs_python(self) -> bool:
         """Whether a Python frame is on its merged stack."""
@@ -289,7 +292,7 @@ class Thread:
         out["gil"] = self.gil
         if self.gc:
             out["gc"] = True
-        for key in ("gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s"):
+        for key in ("gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s", "cxx_exception"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

@@ -5,7 +5,7 @@ same thing.  Frames and threads are those of the typed model (``model.py``).
 """
 
 import re
-from typing import Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 from ..core.model import ElidedFrame, Frame, NativeFrame, PythonFrame, Thread
 from .elide import elided_text
@@ -191,10 +191,29 @@ def op_label(op: Dict) -> str:
     return label
 
 
+CXX_STATES = {"caught": "being handled", "uncaught": "thrown, not caught yet", "thrown": "being thrown"}
+
+
+def cxx_exception_text(exc: Dict, q: Callable[[str], str] = str) -> str:
+    """``std::length_error: "vector::_M_default_append" (being handled)``: a C++ exception (``q`` quotes
+    its type)."""
+    text = q(exc.get("type") or "?")
+    if exc.get("what") is not None:
+        text += ': "%s"' % exc["what"]
+    return text + " (%s)" % CXX_STATES.get(exc.get("state") or "", "in flight")
+
+
+def cxx_exception_line(exc: Dict) -> str:
+    """The line under a thread's title: ``C++ exception in flight: std::length_error: "..." (being handled)``."""
+    return "C++ exception in flight: " + cxx_exception_text(exc)
+
+
 def thread_block(thread: Thread, header: Optional[str] = None, fold: bool = True) -> List[str]:
     lines = []
     title = header or 'Thread %s "%s"' % (thread.tid, thread.name or "")
     lines.append(title)
+    if thread.cxx_exception:
+        lines.append("  " + cxx_exception_line(thread.cxx_exception))
     frames = thread.frames
     plan = fold_plan(frames) if fold else list(range(len(frames)))
     levels = _levels(frames)

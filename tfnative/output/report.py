@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, TextIO
 from ..core import kstate, model
 from ..core.model import Capture, Document, Event, Frame, NativeFrame, PythonFrame, Thread
 from ..files import write_output
-from . import render, threadgroups
+from . import pyop, render, threadgroups
 from .elide import elide
 
 SCHEMA = model.SCHEMA
@@ -292,9 +292,13 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
         parts.append("signal %s (handled by the script)" % name)
     if t.get("numerics"):
         parts.append("%d NaN/Inf event(s)" % t["numerics"])
+    if t.get("cxx_exception"):
+        parts.append("C++ exception %s" % render.cxx_exception_text(t["cxx_exception"], q))
     if t.get("op") and (t["op"].get("created_at") or "op %s" % t["op"]["type"] not in t["breakpoints"]):
         op = t["op"]
         text = "op %s" % q(render.op_label(op))
+        if op.get("from"):
+            text += " (from %s)" % q(op["from"])
         if op.get("created_at"):
             text += " created at %s" % q("%s:%s" % (op["created_at"]["file"], op["created_at"]["line"]))
         if (op.get("forward") or {}).get("created_at"):
@@ -311,7 +315,18 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
         parts.append("%d dump file(s)" % t["dumps"])
     if t.get("children_killed"):
         parts.append("child %s" % ", ".join("%s" % q(c) for c in t["children_killed"]))
+    if t.get("cxx_exception") and CXA_THROW not in t["breakpoints"]:
+        parts.append(cxx_throw_hint(q))
     return parts
+
+
+CXA_THROW = "__cxa_throw"
+
+
+def cxx_throw_hint(q: Any = str) -> str:
+    """How to see where the C++ exception in flight was thrown."""
+    return ("to see where it was thrown: rerun with %s (%s where other exceptions come first: the last hit is "
+            "the throw)" % (q("--break " + CXA_THROW), q("--max-hits N")))
 
 
 _INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_(.+)_(\d+)$")
@@ -378,11 +393,16 @@ def document_triage(doc: Document) -> Dict[str, Any]:
     op = next((e.op for e in ([last] if last else []) + doc.events if e.op), None)
     nearest: Optional[PythonFrame] = None
     function = None
+    cxx_exception = None
     if last is not None and last.threads:
         thread = last.threads[0]
         if op is None or last.op is None:
             # a crash in a kernel: the op on the stopped thread's frames
             op = _frames_op(thread.frames) or op
+        if op is None and last is signal_event:
+            # no kernel frame left (a C++ exception unwound it): the op's Python wrapper
+            op = pyop.python_op(thread.frames + (thread.python_frames or []))
+        cxx_exception = thread.cxx_exception
         # the merged stack, else the Python stack alone (a thread whose merge failed); an executor
         # thread has no Python frame: then the thread that called its tf.function, which follows it
         caller = (thread.tf_function or {}).get("called_by")
@@ -409,6 +429,10 @@ def document_triage(doc: Document) -> Dict[str, Any]:
             into["created_at"] = where
         else:
             out["op"]["forward"] = {"type": origin.get("type"), "name": origin.get("name"), "created_at": where}
+    if op and op.get("from"):
+        out["op"]["from"] = op["from"]
+    if cxx_exception:
+        out["cxx_exception"] = cxx_exception
     if last is not None and last.log:
         out["log"] = last.log
     if nearest is not None:
