@@ -24,7 +24,7 @@ __all__ = ["python_op"]
 
 _GEN_FILE_RE = re.compile(r"/tensorflow/python/ops/gen_\w+_ops\.py$")
 _FALLBACK = "_eager_fallback"
-_QUOTED_RE = re.compile(r"""\bb?["']([A-Z][A-Za-z0-9_]*)["']""")
+_QUOTED_RE = re.compile(r"""(?:\bb)?["']([A-Z][A-Za-z0-9_]*)["']""")
 _INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_")
 _TYPES: Dict[str, Optional[Dict[str, str]]] = {}  # a gen_*_ops file: python function -> op type
 
