@@ -1,0 +1,106 @@
+"""A real TensorFlow crash that comes from a C++ exception: its type, message, op and throw site.
+
+``tests/scripts/tf_audio_spectrogram_exc.py`` (TF issue 108664):
+``AudioSpectrogram`` with a negative ``window_size`` throws ``std::length_error``
+in its kernel; the exception unwinds the kernel's frames and the process dies
+of SIGSEGV in pybind11's translators (``PyErr_Occurred`` under ``raise_err``).
+The exception is read from libstdc++'s per-thread globals (``core/cxxexc.py``),
+the op from the op's generated Python wrapper (``output/pyop.py``).  One
+``attach`` run, one ``attach --break __cxa_throw`` run and one core are shared.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ..conftest import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+from .test_core import make_core
+
+pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
+SCRIPT = script("tf_audio_spectrogram_exc.py")
+EXCEPTION = {"type": "std::length_error", "what": "vector::_M_default_append", "state": "caught"}
+LINE = 'C++ exception in flight: std::length_error: "vector::_M_default_append" (being handled)'
+
+
+@pytest.fixture(scope="module")
+def crash(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cxx") / "a.json"
+    r = run_tfnative(["attach", "--json", str(out), SCRIPT], timeout=600)
+    return r, load_json(out)
+
+
+@pytest.fixture(scope="module")
+def throw(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cxxthrow") / "b.json"
+    r = run_tfnative(["attach", "--break", "__cxa_throw", "--json", str(out), SCRIPT], timeout=600)
+    return r, load_json(out)
+
+
+@pytest.fixture(scope="module")
+def core(tmp_path_factory):
+    return make_core(str(tmp_path_factory.mktemp("cxxcore")), "tf_audio_spectrogram_exc.py")
+
+
+def _user_line(triage):
+    nearest = triage["nearest_user_frame"]
+    return os.path.basename(nearest["file"]), nearest["line"]
+
+
+CALL = ("tf_audio_spectrogram_exc.py", line_of(SCRIPT, "tf.raw_ops.AudioSpectrogram("))
+
+
+def test_attach_names_the_exception_the_op_and_the_users_line(crash):
+    r, doc = crash
+    assert r.returncode == 128 + 11, r.stderr[-3000:]
+    (event,) = doc["events"]
+    assert (event["kind"], event["signal"]) == ("signal", "SIGSEGV")
+    stopped = event["threads"][0]
+    assert stopped["frames"][0]["function"] == "PyErr_Occurred"  # the kernel is gone from the stack
+    assert not any((f.get("op") or {}) for f in stopped["frames"])
+    assert stopped["cxx_exception"] == EXCEPTION
+    triage = doc["triage"]
+    assert triage["cxx_exception"] == EXCEPTION
+    assert triage["op"] == {"type": "AudioSpectrogram", "name": None, "from": "gen_audio_ops.audio_spectrogram"}
+    assert _user_line(triage) == CALL
+    assert LINE in r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("tfnative: triage: ")]
+    assert 'C++ exception std::length_error: "vector::_M_default_append" (being handled)' in line
+    assert "op AudioSpectrogram (from gen_audio_ops.audio_spectrogram)" in line
+    assert "rerun with --break __cxa_throw" in line
+
+
+def test_break_cxa_throw_shows_the_throwing_kernel_and_its_op(throw):
+    r, doc = throw
+    assert r.returncode == 128 + 11, r.stderr[-3000:]
+    hit, crash = doc["events"]
+    assert (hit["kind"], hit["location"], crash["signal"]) == ("breakpoint", "__cxa_throw", "SIGSEGV")
+    frames = hit["threads"][0]["frames"]
+    assert frames[0]["function"] == "__cxa_throw"
+    kernel = next(f for f in frames if f["function"] == "tensorflow::AudioSpectrogramOp::Compute("
+                  "tensorflow::OpKernelContext*)")
+    assert kernel["op"]["type"] == "AudioSpectrogram"
+    assert hit["threads"][0]["cxx_exception"] == dict(EXCEPTION, state="thrown")
+    assert crash["threads"][0]["cxx_exception"] == EXCEPTION
+    assert "AudioSpectrogramOp::Compute" in r.stderr and "<-- op AudioSpectrogram" in r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("tfnative: triage: ")]
+    assert "__cxa_throw x1" in line and "rerun" not in line  # the throw site is in the report already
+
+
+def test_core_names_the_exception_the_op_and_the_users_line(tmp_path, core):
+    out = tmp_path / "core.json"
+    r = run_tfnative(["core", core, "--json", str(out)])
+    assert r.returncode == 0, r.stderr
+    doc = load_json(out)
+    event = doc["events"][0]
+    assert event["signal"] == "SIGSEGV"
+    assert event["threads"][0]["cxx_exception"] == EXCEPTION
+    assert [t["tid"] for t in event["threads"] if t.get("cxx_exception")] == [event["threads"][0]["tid"]]
+    triage = doc["triage"]
+    assert triage["cxx_exception"] == EXCEPTION
+    assert triage["op"]["type"] == "AudioSpectrogram"
+    assert _user_line(triage) == CALL
+    assert "op AudioSpectrogram (from gen_audio_ops.audio_spectrogram)" in r.stderr
+    r = run_tfnative(["core", core])  # the text (with --json only the triage line)
+    assert LINE in r.stderr + r.stdout
