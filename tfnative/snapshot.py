@@ -342,7 +342,8 @@ def _cxx_exception(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRunti
     if named and named[0].function == "__cxa_throw" and named[0].start == frames[0].pc:
         throw_args = (frames[0].regs.get(5) or 0, frames[0].regs.get(4) or 0)  # rdi, rsi (DWARF 5, 4)
     for lib, runtime in runtimes:
-        exc = cxxexc.thread_exception(memory.read, runtime, lib.bias, thread_pointer, stack, throw_args)
+        exc = cxxexc.thread_exception(memory.read, runtime, lib.bias, thread_pointer, stack, throw_args,
+                                      [v for fr in frames for v in fr.regs.values()])
         if exc is not None:
             return exc.to_json()
     return None

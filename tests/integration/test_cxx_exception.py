@@ -7,18 +7,27 @@ of SIGSEGV in pybind11's translators (``PyErr_Occurred`` under ``raise_err``).
 The exception is read from libstdc++'s per-thread globals (``core/cxxexc.py``),
 the op from the op's generated Python wrapper (``output/pyop.py``).  One
 ``attach`` run, one ``attach --break __cxa_throw`` run and one core are shared.
+``stack --pid`` is checked on ``cxx_in_flight.py`` (a small C++ library built
+with g++): one thread in a catch block, one in a destructor run by the unwinding.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 
 import pytest
 
-from ..conftest import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+from ..conftest import held, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script, stack_event
 from .test_core import make_core
 
-pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
+
+def tf_test(f):  # noqa: ANN001, ANN201 - a test
+    for mark in (requires_gdb, requires_tf, pytest.mark.tf):
+        f = mark(f)
+    return f
+
 SCRIPT = script("tf_audio_spectrogram_exc.py")
 EXCEPTION = {"type": "std::length_error", "what": "vector::_M_default_append", "state": "caught"}
 LINE = 'C++ exception in flight: std::length_error: "vector::_M_default_append" (being handled)'
@@ -51,6 +60,7 @@ def _user_line(triage):
 CALL = ("tf_audio_spectrogram_exc.py", line_of(SCRIPT, "tf.raw_ops.AudioSpectrogram("))
 
 
+@tf_test
 def test_attach_names_the_exception_the_op_and_the_users_line(crash):
     r, doc = crash
     assert r.returncode == 128 + 11, r.stderr[-3000:]
@@ -71,6 +81,7 @@ def test_attach_names_the_exception_the_op_and_the_users_line(crash):
     assert "rerun with --break __cxa_throw" in line
 
 
+@tf_test
 def test_break_cxa_throw_shows_the_throwing_kernel_and_its_op(throw):
     r, doc = throw
     assert r.returncode == 128 + 11, r.stderr[-3000:]
@@ -88,6 +99,7 @@ def test_break_cxa_throw_shows_the_throwing_kernel_and_its_op(throw):
     assert "__cxa_throw x1" in line and "rerun" not in line  # the throw site is in the report already
 
 
+@tf_test
 def test_core_names_the_exception_the_op_and_the_users_line(tmp_path, core):
     out = tmp_path / "core.json"
     r = run_tfnative(["core", core, "--json", str(out)])
@@ -104,3 +116,17 @@ def test_core_names_the_exception_the_op_and_the_users_line(tmp_path, core):
     assert "op AudioSpectrogram (from gen_audio_ops.audio_spectrogram)" in r.stderr
     r = run_tfnative(["core", core])  # the text (with --json only the triage line)
     assert LINE in r.stderr + r.stdout
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_stack_shows_an_exception_being_handled_and_one_being_unwound(tmp_path):
+    with held(sys.executable, script("cxx_in_flight.py"), tmp_path) as proc:
+        r, event = stack_event(tmp_path, proc.pid)
+    by_name = {t.get("python_name"): t for t in event["threads"]}
+    assert by_name["in-catch"]["cxx_exception"] == {"type": "std::runtime_error", "what": "held in a catch block",
+                                                    "state": "caught"}
+    assert by_name["unwinding"]["cxx_exception"] == {"type": "std::length_error", "what": "held while unwinding",
+                                                     "state": "uncaught"}
+    assert "cxx_exception" not in by_name["MainThread"]
+    assert 'C++ exception in flight: std::runtime_error: "held in a catch block" (being handled)' in r.stdout
+    assert 'std::length_error: "held while unwinding" (thrown, not caught yet)' in r.stdout

@@ -201,6 +201,9 @@ def test_an_exception_being_unwound_is_found_on_the_stack():
     h.caught(uncaught=1)
     (exc,) = cxxexc.exceptions(h.mem.read, BLOCK, h.vtables, (stack, stack + 256))
     assert (exc.state, exc.what) == ("uncaught", "mid-unwind")
+    # a cleanup's landing pad keeps it in a callee-saved register
+    (exc,) = cxxexc.exceptions(h.mem.read, BLOCK, h.vtables, None, [0, 7, primary + 80])
+    assert (exc.state, exc.what) == ("uncaught", "mid-unwind")
     h.caught(uncaught=0)  # the globals count none: the stack is not searched
     assert cxxexc.exceptions(h.mem.read, BLOCK, h.vtables, (stack, stack + 256)) == []
 

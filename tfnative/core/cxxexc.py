@@ -30,9 +30,13 @@ value is read and checked.
   ``std::runtime_error``, whose message is a copy-on-write string (``_M_msg``
   at +8, its ``{length, capacity, refcount}`` 24 bytes before the characters);
   and ``std::bad_alloc``-like classes whose ``what()`` is a constant.
-* An exception thrown and not caught yet (a crash during the unwinding) is
-  only counted by the globals: it is looked for on the thread's stack, as a
-  pointer to a header whose class and type check (``state`` "uncaught").
+* An exception thrown and not caught yet (a crash during the unwinding, a
+  destructor the unwinding runs) is only counted by the globals: it is looked
+  for in the registers of the thread's frames (a cleanup's landing pad keeps
+  it in a callee-saved one) and on its stack, as a pointer to its
+  ``unwindHeader`` or header whose class and type check (``state`` "uncaught").
+* Stopped at ``__cxa_throw``'s entry, its arguments (``obj``, ``tinfo``) give
+  the exception being thrown (``state`` "thrown").
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from __future__ import annotations
 import mmap
 import struct
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .elfindex import PT_LOAD, ElfError, ElfFile, data_symbols, demangle
 from .memory import USER_SPACE_END
@@ -353,10 +357,11 @@ def _exception_at(read: Reader, header: int, vtables: Dict[str, int], state: str
 
 
 def exceptions(read: Reader, globals_addr: int, vtables: Optional[Dict[str, int]] = None,
-               stack: Optional[Tuple[int, int]] = None) -> List[CxxException]:
+               stack: Optional[Tuple[int, int]] = None, registers: Sequence[int] = ()) -> List[CxxException]:
     """A thread's exceptions from its ``__cxa_eh_globals`` at ``globals_addr``: the uncaught one first
-    (where the globals count one and ``stack``, the thread's [sp, end), holds a pointer to it), then the
-    caught ones, most recent first, each thrown object once.  Types are left mangled (``demangle_type``)."""
+    (where the globals count one and a register of the thread's frames, ``registers``, or a word of
+    ``stack``, its [sp, end), points to it), then the caught ones, most recent first, each thrown object
+    once.  Types are left mangled (``demangle_type``)."""
     vtables = vtables or {}
     try:
         caught, uncaught = struct.unpack("<QI", read(globals_addr, 12))
@@ -377,27 +382,29 @@ def exceptions(read: Reader, globals_addr: int, vtables: Optional[Dict[str, int]
             header = _u64(read, header + NEXT)
         except (MemoryError, OSError):
             break
-    if 0 < uncaught <= MAX_CHAIN and stack is not None:
-        found = _uncaught_on_stack(read, stack, vtables, seen)
+    if 0 < uncaught <= MAX_CHAIN:
+        found = _uncaught(read, stack, registers, vtables, seen)
         if found is not None:
             out.insert(0, found)
     return out
 
 
-def _uncaught_on_stack(read: Reader, stack: Tuple[int, int], vtables: Dict[str, int],
-                       seen: set) -> Optional[CxxException]:
-    """An exception being unwound: a pointer on the stack to its ``unwindHeader`` (what
-    ``_Unwind_RaiseException`` and the personality routine pass along) or to its header."""
-    sp, end = stack
-    if not _plausible(sp):
-        return None
-    size = min(max(end - sp, 0), STACK_SCAN) // 8 * 8
-    try:
-        raw = read(sp, size)
-    except (MemoryError, OSError):
-        return None
+def _uncaught(read: Reader, stack: Optional[Tuple[int, int]], registers: Sequence[int],
+              vtables: Dict[str, int], seen: set) -> Optional[CxxException]:
+    """An exception being unwound: a pointer to its ``unwindHeader`` (what ``_Unwind_RaiseException``,
+    the personality routine and a cleanup's landing pad pass along, kept in a register or on the stack)
+    or to its header."""
+    words = [w for w in registers if w]
+    if stack is not None and _plausible(stack[0]):
+        sp, end = stack
+        size = min(max(end - sp, 0), STACK_SCAN) // 8 * 8
+        try:
+            raw = read(sp, size)
+        except (MemoryError, OSError):
+            raw = b""
+        words += [w for (w,) in struct.iter_unpack("<Q", raw)]
     tried = set()
-    for (word,) in struct.iter_unpack("<Q", raw):
+    for word in words:
         if not _plausible(word) or word in tried:
             continue
         tried.add(word)
@@ -466,11 +473,13 @@ def being_thrown(read: Reader, obj: int, type_info: int, vtables: Optional[Dict[
 
 def thread_exception(read: Reader, runtime: CxxRuntime, bias: int, thread_pointer: int,
                      stack: Optional[Tuple[int, int]] = None,
-                     throw_args: Optional[Tuple[int, int]] = None) -> Optional[CxxException]:
+                     throw_args: Optional[Tuple[int, int]] = None,
+                     registers: Sequence[int] = ()) -> Optional[CxxException]:
     """The exception a thread has in flight (the most recent one; demangled), or None.
 
     ``bias``: the runtime library's load bias; ``thread_pointer``: the thread's ``fs_base``;
-    ``stack``: its [sp, end) for an uncaught exception; ``throw_args``: ``(obj, tinfo)``, the first two
+    ``stack``: its [sp, end) and ``registers``: its frames' register values, for an uncaught exception;
+    ``throw_args``: ``(obj, tinfo)``, the first two
     arguments of a thread stopped at ``__cxa_throw``'s entry (a ``--break __cxa_throw`` hit).
     """
     vtables = {k: v + bias for k, v in runtime.vtables.items()}
@@ -481,7 +490,7 @@ def thread_exception(read: Reader, runtime: CxxRuntime, bias: int, thread_pointe
             found.append(exc)
     addr = eh_globals_address(read, runtime.recipe, bias, thread_pointer)
     if addr is not None:
-        found += exceptions(read, addr, vtables, stack)
+        found += exceptions(read, addr, vtables, stack, registers)
     if not found:
         return None
     exc = found[0]
