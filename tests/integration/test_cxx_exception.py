@@ -37,6 +37,7 @@ LINE = 'C++ exception in flight: std::length_error: "vector::_M_default_append" 
 def crash(tmp_path_factory):
     out = tmp_path_factory.mktemp("cxx") / "a.json"
     r = run_tfnative(["attach", "--json", str(out), SCRIPT], timeout=600)
+    assert out.exists(), (r.returncode, r.stdout[-2000:], r.stderr[-4000:])
     return r, load_json(out)
 
 
@@ -44,6 +45,7 @@ def crash(tmp_path_factory):
 def throw(tmp_path_factory):
     out = tmp_path_factory.mktemp("cxxthrow") / "b.json"
     r = run_tfnative(["attach", "--break", "__cxa_throw", "--json", str(out), SCRIPT], timeout=600)
+    assert out.exists(), (r.returncode, r.stdout[-2000:], r.stderr[-4000:])
     return r, load_json(out)
 
 
