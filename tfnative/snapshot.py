@@ -56,7 +56,7 @@ from .sources.live import LiveSource
 from .sources.modules import Library, segments, shared
 from .sources.ptrace import Frozen, PtraceRefused, Unsupported
 
-__all__ = ["HasDebugInfo", "Unsupported", "of_stopped", "stacks", "take"]
+__all__ = ["HasDebugInfo", "Unsupported", "add_cxx_exceptions", "of_stopped", "stacks", "take"]
 
 MAX_NATIVE_FRAMES = 1 << 16  # a bound on the walk: more than an 8 MiB stack of small frames holds
 PY_SYMBOLS = ("_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
@@ -334,19 +334,51 @@ def _cxx_exception(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRunti
     """The C++ exception a thread has in flight (``{"type", "what", "state"}``), read from libstdc++'s
     per-thread globals (or, stopped at ``__cxa_throw``'s entry, its arguments); None for none.  A few
     reads per thread: done for every thread."""
-    if not thread_pointer or not runtimes or not frames:
+    if not frames:
         return None
     sps = [fr.regs.get(RSP) or 0 for fr in frames]
-    stack = (sps[0], max(sps)) if sps[0] else None
+    at_throw = bool(named) and named[0].function == "__cxa_throw" and named[0].start == frames[0].pc
+    return _cxx_exception_of(memory, runtimes, thread_pointer, (sps[0], max(sps)) if sps[0] else None,
+                             [v for fr in frames for v in fr.regs.values()], frames[0].regs if at_throw else None)
+
+
+def _cxx_exception_of(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRuntime]],
+                      thread_pointer: Optional[int], stack: Optional[Tuple[int, int]], registers: List[int],
+                      entry_regs: Optional[Dict[int, int]]) -> Optional[Dict[str, Optional[str]]]:
+    """``_cxx_exception`` from a thread's pointer, stack span, register values and (stopped at
+    ``__cxa_throw``'s entry) its registers by DWARF number."""
+    if not thread_pointer or not runtimes:
+        return None
     throw_args = None
-    if named and named[0].function == "__cxa_throw" and named[0].start == frames[0].pc:
-        throw_args = (frames[0].regs.get(5) or 0, frames[0].regs.get(4) or 0)  # rdi, rsi (DWARF 5, 4)
+    if entry_regs is not None:
+        throw_args = (entry_regs.get(5) or 0, entry_regs.get(4) or 0)  # rdi, rsi (DWARF 5, 4)
     for lib, runtime in runtimes:
-        exc = cxxexc.thread_exception(memory.read, runtime, lib.bias, thread_pointer, stack, throw_args,
-                                      [v for fr in frames for v in fr.regs.values()])
+        exc = cxxexc.thread_exception(memory.read, runtime, lib.bias, thread_pointer, stack, throw_args, registers)
         if exc is not None:
             return exc.to_json()
     return None
+
+
+def add_cxx_exceptions(memory: Memory, libs: List[Library], registers: Dict[int, Dict[str, int]],
+                       result: Capture) -> None:
+    """The C++ exception in flight of each thread of a capture gdb took (``registers``: tid -> ptrace's
+    register names, ``fs_base`` included), as ``stacks`` gives them."""
+    runtimes = _cxx_runtimes(libs)
+    if not runtimes:
+        return
+    index = {name: i for i, name in enumerate(DWARF_REGS)}
+    for t in result.threads:
+        regs = registers.get(t.tid)
+        if not regs or t.cxx_exception:
+            continue
+        first = t.frames[0] if t.frames else None
+        at_throw = isinstance(first, NativeFrame) and (first.function or "").split("(")[0] == "__cxa_throw"
+        dwarf = {index[k]: v for k, v in regs.items() if k in index}
+        sp = regs.get("rsp") or 0
+        t.cxx_exception = _cxx_exception_of(memory, runtimes, regs.get("fs_base"),
+                                            (sp, sp + cxxexc.STACK_SCAN) if sp else None,
+                                            [v for k, v in regs.items() if k in index],
+                                            dwarf if at_throw else None)
 
 
 def _tf_thread_names(memory: Memory, libs: List[Library], pthreads: Dict[int, Optional[int]]) -> Dict[int, str]:

@@ -132,3 +132,14 @@ def test_stack_shows_an_exception_being_handled_and_one_being_unwound(tmp_path):
     assert "cxx_exception" not in by_name["MainThread"]
     assert 'C++ exception in flight: std::runtime_error: "held in a catch block" (being handled)' in r.stdout
     assert 'std::length_error: "held while unwinding" (thrown, not caught yet)' in r.stdout
+
+
+@tf_test
+def test_core_through_gdb_names_the_exception_too(tmp_path, core):
+    out = tmp_path / "gdb.json"
+    r = run_tfnative(["core", core, "--with-gdb", "--json", str(out)])
+    assert r.returncode == 0, r.stderr
+    doc = load_json(out)
+    assert doc["events"][0]["via"] == "gdb"
+    assert doc["events"][0]["threads"][0]["cxx_exception"] == EXCEPTION
+    assert doc["triage"]["cxx_exception"] == EXCEPTION

@@ -397,12 +397,17 @@ def _uncaught(read: Reader, stack: Optional[Tuple[int, int]], registers: Sequenc
     words = [w for w in registers if w]
     if stack is not None and _plausible(stack[0]):
         sp, end = stack
-        size = min(max(end - sp, 0), STACK_SCAN) // 8 * 8
-        try:
-            raw = read(sp, size)
-        except (MemoryError, OSError):
-            raw = b""
-        words += [w for (w,) in struct.iter_unpack("<Q", raw)]
+        at, stop = sp - sp % 8, sp + min(max(end - sp, 0), STACK_SCAN)
+        while at < stop:  # a page at a time: the span may run past the stack's mapping
+            size = min(4096 - at % 4096, stop - at) // 8 * 8
+            if size <= 0:
+                break
+            try:
+                raw = read(at, size)
+            except (MemoryError, OSError):
+                break
+            words += [w for (w,) in struct.iter_unpack("<Q", raw)]
+            at += size
     tried = set()
     for word in words:
         if not _plausible(word) or word in tried:
