@@ -279,3 +279,11 @@ def test_the_op_of_a_generated_wrapper_comes_from_its_source(gen_ops):
     assert pyop.python_op([quick])["type"] == "LSTMBlockCell"
     quick.locals = {"op_name": "__inference_step_24"}
     assert pyop.python_op([quick]) is None
+
+
+def test_threads_with_other_exceptions_in_flight_are_not_grouped():
+    from tfnative.output.threadgroups import group_threads
+    exc = {"type": "std::length_error", "what": "x", "state": "caught"}
+    threads = [Thread(tid=1, name="w", cxx_exception=exc), Thread(tid=2, name="w"),
+               Thread(tid=3, name="w", cxx_exception=dict(exc))]
+    assert [[t.tid for t in g] for g in group_threads((t, "") for t in threads)] == [[1, 3], [2]]
