@@ -339,14 +339,16 @@ def _cxx_exception(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRunti
     sps = [fr.regs.get(RSP) or 0 for fr in frames]
     at_throw = bool(named) and named[0].function == "__cxa_throw" and named[0].start == frames[0].pc
     return _cxx_exception_of(memory, runtimes, thread_pointer, (sps[0], max(sps)) if sps[0] else None,
-                             [v for fr in frames for v in fr.regs.values()], frames[0].regs if at_throw else None)
+                             [v for fr in frames for v in fr.regs.values()], frames[0].regs if at_throw else None,
+                             [(d.function, d.library) for d in named])
 
 
 def _cxx_exception_of(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRuntime]],
                       thread_pointer: Optional[int], stack: Optional[Tuple[int, int]], registers: List[int],
-                      entry_regs: Optional[Dict[int, int]]) -> Optional[Dict[str, Optional[str]]]:
-    """``_cxx_exception`` from a thread's pointer, stack span, register values and (stopped at
-    ``__cxa_throw``'s entry) its registers by DWARF number."""
+                      entry_regs: Optional[Dict[int, int]], named: List[Tuple[Optional[str], Optional[str]]]
+                      ) -> Optional[Dict[str, Optional[str]]]:
+    """``_cxx_exception`` from a thread's pointer, stack span, register values, (stopped at
+    ``__cxa_throw``'s entry) its registers by DWARF number, and its frames' (function, library)."""
     if not thread_pointer or not runtimes:
         return None
     throw_args = None
@@ -355,6 +357,8 @@ def _cxx_exception_of(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRu
     for lib, runtime in runtimes:
         exc = cxxexc.thread_exception(memory.read, runtime, lib.bias, thread_pointer, stack, throw_args, registers)
         if exc is not None:
+            if exc.state == "caught" and cxxexc.terminating(named):
+                exc.state = "terminate"
             return exc.to_json()
     return None
 
@@ -378,7 +382,8 @@ def add_cxx_exceptions(memory: Memory, libs: List[Library], registers: Dict[int,
         t.cxx_exception = _cxx_exception_of(memory, runtimes, regs.get("fs_base"),
                                             (sp, sp + cxxexc.STACK_SCAN) if sp else None,
                                             [v for k, v in regs.items() if k in index],
-                                            dwarf if at_throw else None)
+                                            dwarf if at_throw else None,
+                                            [(f.function, f.library) for f in t.frames if isinstance(f, NativeFrame)])
 
 
 def _tf_thread_names(memory: Memory, libs: List[Library], pthreads: Dict[int, Optional[int]]) -> Dict[int, str]:

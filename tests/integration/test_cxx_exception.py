@@ -9,6 +9,7 @@ the op from the op's generated Python wrapper (``output/pyop.py``).  One
 ``attach`` run, one ``attach --break __cxa_throw`` run and one core are shared.
 ``stack --pid`` is checked on ``cxx_in_flight.py`` (a small C++ library built
 with g++): one thread in a catch block, one in a destructor run by the unwinding.
+``cxx_terminate.py``: a throw out of a ``noexcept`` function, ``std::terminate``.
 """
 
 from __future__ import annotations
@@ -143,3 +144,16 @@ def test_core_through_gdb_names_the_exception_too(tmp_path, core):
     assert doc["events"][0]["via"] == "gdb"
     assert doc["events"][0]["threads"][0]["cxx_exception"] == EXCEPTION
     assert doc["triage"]["cxx_exception"] == EXCEPTION
+
+
+@requires_gdb
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_std_terminate_is_named_as_such(tmp_path):
+    out = tmp_path / "t.json"
+    r = run_tfnative(["attach", "--json", str(out), script("cxx_terminate.py"), str(tmp_path)], timeout=120)
+    assert r.returncode == 128 + 6, r.stderr[-3000:]
+    doc = load_json(out)
+    expected = {"type": "std::runtime_error", "what": "escaped a noexcept function", "state": "terminate"}
+    assert doc["events"][0]["threads"][0]["cxx_exception"] == expected
+    assert doc["triage"]["cxx_exception"] == expected
+    assert '"escaped a noexcept function" (not caught: std::terminate)' in r.stderr

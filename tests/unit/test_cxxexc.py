@@ -287,3 +287,10 @@ def test_threads_with_other_exceptions_in_flight_are_not_grouped():
     threads = [Thread(tid=1, name="w", cxx_exception=exc), Thread(tid=2, name="w"),
                Thread(tid=3, name="w", cxx_exception=dict(exc))]
     assert [[t.tid for t in g] for g in group_threads((t, "") for t in threads)] == [[1, 3], [2]]
+
+
+def test_terminate_is_abort_called_from_libstdcxx():
+    libc, cxx = "libc.so.6", "libstdc++.so.6"
+    assert cxxexc.terminating([("raise", libc), ("abort", libc), ("??", cxx), ("std::terminate()", cxx)])
+    assert not cxxexc.terminating([("raise", libc), ("abort", libc), ("tsl::internal::LogMessageFatal", "libtf")])
+    assert not cxxexc.terminating([("PyErr_Occurred", "libpython3.11.so.1.0"), ("raise_err", "x.so")])

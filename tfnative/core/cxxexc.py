@@ -50,7 +50,7 @@ from .elfindex import PT_LOAD, ElfError, ElfFile, data_symbols, demangle
 from .memory import USER_SPACE_END
 
 __all__ = ["CxxException", "CxxRuntime", "TlsRecipe", "being_thrown", "demangle_type", "eh_globals_address",
-           "exceptions", "runtime_of", "thread_exception", "tls_recipe"]
+           "exceptions", "runtime_of", "terminating", "thread_exception", "tls_recipe"]
 
 Reader = Callable[[int, int], bytes]
 
@@ -94,7 +94,8 @@ class TlsRecipe:
 @dataclass
 class CxxException:
     """One exception of a thread: its type (demangled), its message where it is readable, and its state:
-    "caught" (a handler runs: in ``caughtExceptions``) or "uncaught" (thrown, not caught yet)."""
+    "caught" (a handler runs: in ``caughtExceptions``), "uncaught" (thrown, not caught yet), "thrown"
+    (at ``__cxa_throw``'s entry) or "terminate" (``std::terminate`` runs for it: ``terminating``)."""
 
     type: str
     mangled: str
@@ -424,6 +425,18 @@ def _uncaught(read: Reader, stack: Optional[Tuple[int, int]], registers: Sequenc
             if exc is not None and exc.address not in seen:
                 return exc
     return None
+
+
+def terminating(frames: Sequence[Tuple[Optional[str], Optional[str]]]) -> bool:
+    """Whether a thread's stack (``(function, library)`` of each native frame, innermost first) is
+    ``std::terminate`` ending the process: ``abort`` called from libstdc++ (its terminate handlers; the
+    personality routine's call of terminate for a throw out of a ``noexcept`` function or with no
+    handler).  The exception it was called for is then in ``caughtExceptions`` (``__cxa_begin_catch``
+    ran), though no handler of the program's caught it."""
+    for (function, _lib), (_caller, caller_lib) in zip(frames, frames[1:]):
+        if function == "abort":
+            return bool(caller_lib) and caller_lib.startswith("libstdc++")
+    return False
 
 
 # ----------------------------------------------------------------------------------------------------

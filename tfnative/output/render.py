@@ -191,7 +191,8 @@ def op_label(op: Dict) -> str:
     return label
 
 
-CXX_STATES = {"caught": "being handled", "uncaught": "thrown, not caught yet", "thrown": "being thrown"}
+CXX_STATES = {"caught": "being handled", "uncaught": "thrown, not caught yet", "thrown": "being thrown",
+              "terminate": "not caught: std::terminate"}
 
 
 def cxx_exception_text(exc: Dict, q: Callable[[str], str] = str) -> str:
