@@ -41,7 +41,7 @@ import struct
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from .core import kstate, locks, sourcelines
+from .core import cxxexc, kstate, locks, sourcelines
 from .core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
 from .core.elfindex import ElfError, data_symbols, display_names
 from .core.executors import pool_summary, unnamed_workers
@@ -56,7 +56,7 @@ from .sources.live import LiveSource
 from .sources.modules import Library, segments, shared
 from .sources.ptrace import Frozen, PtraceRefused, Unsupported
 
-__all__ = ["HasDebugInfo", "Unsupported", "of_stopped", "stacks", "take"]
+__all__ = ["HasDebugInfo", "Unsupported", "add_cxx_exceptions", "of_stopped", "stacks", "take"]
 
 MAX_NATIVE_FRAMES = 1 << 16  # a bound on the walk: more than an 8 MiB stack of small frames holds
 PY_SYMBOLS = ("_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
@@ -291,10 +291,13 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
     tids = [tid for tid, _name, _regs in listed]
     idents = locks.thread_idents(pythreads.states)
     regs_of = {tid: regs for tid, _name, regs in listed}
+    runtimes = _cxx_runtimes(libs)
+    thread_pointers = {tid: regs.get("fs_base") for tid, _n, regs in listed}
     for tid, name, frames, named, py, cut in found:
         _ops(memory, frames, named, kernels)
         thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
         thread.lock_wait = _lock_wait(memory, reader, thread, py, regs_of[tid], tids, idents)
+        thread.cxx_exception = _cxx_exception(memory, runtimes, thread_pointers.get(tid), frames, named)
         if len(frames) >= MAX_NATIVE_FRAMES:
             cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
         if tid in inner:
@@ -326,6 +329,79 @@ def _lock_wait(memory: Memory, reader: Optional[PythonReader], thread: Thread, p
         return None
     return locks.python_lock_wait(reader.objects, inner.function, inner.code, inner.address,
                                   sourcelines.line(frame.file, frame.line), idents)
+
+
+def _cxx_runtimes(libs: List[Library]) -> List[Tuple[Library, cxxexc.CxxRuntime]]:
+    """The libstdc++ copies mapped, each with its exception runtime (``core/cxxexc.py``)."""
+    out = []
+    for lib in libs:
+        if not lib.name.startswith("libstdc++"):
+            continue
+        try:
+            runtime = shared(lib.path, "cxxruntime", cxxexc.runtime_of)
+        except (OSError, ElfError, ValueError):
+            continue
+        if runtime is not None:
+            out.append((lib, runtime))
+    return out
+
+
+def _cxx_exception(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRuntime]],
+                   thread_pointer: Optional[int], frames: List[Frame], named: List[NativeFrame]
+                   ) -> Optional[Dict[str, Optional[str]]]:
+    """The C++ exception a thread has in flight (``{"type", "what", "state"}``), read from libstdc++'s
+    per-thread globals (or, stopped at ``__cxa_throw``'s entry, its arguments); None for none.  A few
+    reads per thread: done for every thread."""
+    if not frames:
+        return None
+    sps = [fr.regs.get(RSP) or 0 for fr in frames]
+    at_throw = bool(named) and named[0].function == "__cxa_throw" and named[0].start == frames[0].pc
+    return _cxx_exception_of(memory, runtimes, thread_pointer, (sps[0], max(sps)) if sps[0] else None,
+                             [v for fr in frames for v in fr.regs.values()], frames[0].regs if at_throw else None,
+                             [(d.function, d.library) for d in named])
+
+
+def _cxx_exception_of(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRuntime]],
+                      thread_pointer: Optional[int], stack: Optional[Tuple[int, int]], registers: List[int],
+                      entry_regs: Optional[Dict[int, int]], named: List[Tuple[Optional[str], Optional[str]]]
+                      ) -> Optional[Dict[str, Optional[str]]]:
+    """``_cxx_exception`` from a thread's pointer, stack span, register values, (stopped at
+    ``__cxa_throw``'s entry) its registers by DWARF number, and its frames' (function, library)."""
+    if not thread_pointer or not runtimes:
+        return None
+    throw_args = None
+    if entry_regs is not None:
+        throw_args = (entry_regs.get(5) or 0, entry_regs.get(4) or 0)  # rdi, rsi (DWARF 5, 4)
+    for lib, runtime in runtimes:
+        exc = cxxexc.thread_exception(memory.read, runtime, lib.bias, thread_pointer, stack, throw_args, registers)
+        if exc is not None:
+            if exc.state == "caught" and cxxexc.terminating(named):
+                exc.state = "terminate"
+            return exc.to_json()
+    return None
+
+
+def add_cxx_exceptions(memory: Memory, libs: List[Library], registers: Dict[int, Dict[str, int]],
+                       result: Capture) -> None:
+    """The C++ exception in flight of each thread of a capture gdb took (``registers``: tid -> ptrace's
+    register names, ``fs_base`` included), as ``stacks`` gives them."""
+    runtimes = _cxx_runtimes(libs)
+    if not runtimes:
+        return
+    index = {name: i for i, name in enumerate(DWARF_REGS)}
+    for t in result.threads:
+        regs = registers.get(t.tid)
+        if not regs or t.cxx_exception:
+            continue
+        first = t.frames[0] if t.frames else None
+        at_throw = isinstance(first, NativeFrame) and (first.function or "").split("(")[0] == "__cxa_throw"
+        dwarf = {index[k]: v for k, v in regs.items() if k in index}
+        sp = regs.get("rsp") or 0
+        t.cxx_exception = _cxx_exception_of(memory, runtimes, regs.get("fs_base"),
+                                            (sp, sp + cxxexc.STACK_SCAN) if sp else None,
+                                            [v for k, v in regs.items() if k in index],
+                                            dwarf if at_throw else None,
+                                            [(f.function, f.library) for f in t.frames if isinstance(f, NativeFrame)])
 
 
 def _tf_thread_names(memory: Memory, libs: List[Library], pthreads: Dict[int, Optional[int]]) -> Dict[int, str]:

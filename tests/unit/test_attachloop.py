@@ -50,3 +50,26 @@ def test_every_record_has_a_handler():
 ])
 def test_return_code(record, code):
     assert return_code(record) == code
+
+
+class _DyingGdb:
+    """gdb resuming a process that dies of the signal passed on, before every thread is resumed."""
+
+    def __init__(self, message):
+        self.message = message
+
+    def command(self, cmd, **_kw):
+        from tfnative.attach.gdbmi import GdbError
+        raise GdbError(self.message)
+
+
+def test_a_continue_into_the_fatal_signal_is_no_error():
+    session = Session.__new__(Session)
+    session.gdb = _DyingGdb("Couldn't get registers: No such process.")
+    session.running = False
+    session._resume()  # the exit record follows
+    assert session.running
+    session.gdb = _DyingGdb("Cannot execute this command while the target is running.")
+    from tfnative.attach.gdbmi import GdbError
+    with pytest.raises(GdbError):
+        session._resume()

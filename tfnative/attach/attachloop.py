@@ -274,7 +274,13 @@ class Session:
         self.running = running
 
     def _resume(self) -> None:
-        self.gdb.command("-exec-continue")
+        try:
+            self.gdb.command("-exec-continue")
+        except GdbError as exc:
+            # A fatal signal passed on can kill the process while gdb still resumes its threads: gdb
+            # answers "Couldn't get registers: No such process." and its exit record follows.
+            if "No such process" not in str(exc):
+                raise
         self.running = True
 
     def _loop(self) -> None:

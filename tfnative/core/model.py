@@ -226,6 +226,7 @@ class Thread:
     works_for: Optional[Json] = None  # a pool thread: {"tid", "waits_in", "how"}, the Python thread waiting on it
     lock_wait: Optional[Json] = None  # {"resource", "owner", "evidence"}: a lock it waits for whose holder memory says
     gdb_thread: Optional[int] = None  # internal: gdb's thread number
+    cxx_exception: Optional[Json] = None  # {"type", "what", "state"}: the C++ exception in flight (cxxexc.py)
 
     def to_json(self) -> Json:
         out: Json = {"tid": self.tid, "name": self.name}
@@ -260,6 +261,8 @@ class Thread:
             out["works_for"] = self.works_for
         if self.lock_wait:
             out["lock_wait"] = self.lock_wait
+        if self.cxx_exception:
+            out["cxx_exception"] = self.cxx_exception
         return out
 
     @classmethod
@@ -273,7 +276,7 @@ class Thread:
                    python_frames=frames_from_json(python_frames) if python_frames is not None else None,
                    error=d.get("error"), tf_functions_in_flight=d.get("tf_functions_in_flight"),
                    works_for=d.get("works_for"), gdb_thread=d.get("gdb_thread"), label=d.get("label"),
-                   lock_wait=d.get("lock_wait"))
+                   lock_wait=d.get("lock_wait"), cxx_exception=d.get("cxx_exception"))
 
     def runs_python(self) -> bool:
         """Whether a Python frame is on its merged stack."""
@@ -299,7 +302,7 @@ class Thread:
         out["gil"] = self.gil
         if self.gc:
             out["gc"] = True
-        for key in ("gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s", "lock_wait"):
+        for key in ("gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s", "lock_wait", "cxx_exception"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

@@ -5,7 +5,7 @@ same thing.  Frames and threads are those of the typed model (``model.py``).
 """
 
 import re
-from typing import Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 from ..core.model import ElidedFrame, Frame, NativeFrame, PythonFrame, Thread
 from .elide import elided_text
@@ -303,6 +303,24 @@ def op_label(op: Dict) -> str:
     return label
 
 
+CXX_STATES = {"caught": "being handled", "uncaught": "thrown, not caught yet", "thrown": "being thrown",
+              "terminate": "not caught: std::terminate"}
+
+
+def cxx_exception_text(exc: Dict, q: Callable[[str], str] = str) -> str:
+    """``std::length_error: "vector::_M_default_append" (being handled)``: a C++ exception (``q`` quotes
+    its type)."""
+    text = q(exc.get("type") or "?")
+    if exc.get("what") is not None:
+        text += ': "%s"' % exc["what"]
+    return text + " (%s)" % CXX_STATES.get(exc.get("state") or "", "in flight")
+
+
+def cxx_exception_line(exc: Dict) -> str:
+    """The line under a thread's title: ``C++ exception in flight: std::length_error: "..." (being handled)``."""
+    return "C++ exception in flight: " + cxx_exception_text(exc)
+
+
 def is_marked(frame: Frame) -> bool:
     """A frame the text points at in its left margin (``>``): the user's code, a kernel with its op."""
     if isinstance(frame, PythonFrame):
@@ -321,6 +339,8 @@ def thread_block(thread: Thread, header: Optional[str] = None, fold: bool = True
     title = header or 'Thread %s "%s"' % (thread.tid, thread.name or "")
     lines = wrap(title, width, sep=" ")
     inner = width - 2 if width is not None else None
+    if thread.cxx_exception:
+        lines.extend(wrap("  " + cxx_exception_line(thread.cxx_exception), width, sep=" "))
     frames = thread.frames
     plan = fold_plan(frames) if fold else list(range(len(frames)))
     levels = _levels(frames)

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, TextIO
 from ..core import executors, kstate, model, sourcelines
 from ..core.model import Capture, Document, Event, Frame, NativeFrame, PythonFrame, Thread
 from ..files import write_output
-from . import render, threadgroups
+from . import pyop, render, threadgroups
 from .elide import elide
 from .fit import cut_line, terminal_width, wrap
 
@@ -352,9 +352,13 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
         parts.append("signal %s (handled by the script)" % name)
     if t.get("numerics"):
         parts.append("%d NaN/Inf event(s)" % t["numerics"])
+    if t.get("cxx_exception"):
+        parts.append("C++ exception %s" % render.cxx_exception_text(t["cxx_exception"], q))
     if t.get("op") and (t["op"].get("created_at") or "op %s" % t["op"]["type"] not in t["breakpoints"]):
         op = t["op"]
-        text = "%s %s" % (op.get("how") or "op", q(render.op_label(op)))
+        text = "op %s" % q(render.op_label(op))
+        if op.get("from"):
+            text += " (from %s)" % q(op["from"])
         if op.get("from_xla"):
             text += " (NaN/Inf out of XLA-compiled %s: --numerics-no-xla checks its ops)" % ", ".join(
                 q(name) for name in op["from_xla"])
@@ -374,7 +378,18 @@ def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
         parts.append("%d dump file(s)" % t["dumps"])
     if t.get("children_killed"):
         parts.append("child %s" % ", ".join("%s" % q(c) for c in t["children_killed"]))
+    if t.get("cxx_exception") and CXA_THROW not in t["breakpoints"]:
+        parts.append(cxx_throw_hint(q))
     return parts
+
+
+CXA_THROW = "__cxa_throw"
+
+
+def cxx_throw_hint(q: Any = str) -> str:
+    """How to see where the C++ exception in flight was thrown."""
+    return ("to see where it was thrown: rerun with %s (%s where other exceptions come first: the last hit is "
+            "the throw)" % (q("--break " + CXA_THROW), q("--max-hits N")))
 
 
 _INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_(.+)_(\d+)$")
@@ -393,7 +408,7 @@ def tf_function(frame: Frame, caller: Optional[PythonFrame] = None) -> Optional[
 
     ``quick_execute`` also runs single eager ops: a generated op's ``*_eager_fallback`` (``caller``, the
     Python frame that called it, through ``execute_with_callbacks`` where op callbacks are on) passes the op's
-    type as ``op_name``; that is an eager op (``eager_op``), not a tf.function."""
+    type as ``op_name``; that is an eager op (``pyop.python_op``), not a tf.function."""
     if not isinstance(frame, PythonFrame):
         return None
     name = (frame.locals or {}).get("op_name")
@@ -407,36 +422,8 @@ def tf_function(frame: Frame, caller: Optional[PythonFrame] = None) -> Optional[
 
 _EXECUTE_PY = "/eager/execute.py"
 _GEN_OPS_RE = re.compile(r"/gen_\w+_ops\.py$")
-# The op type a generated op function passes to the runtime, in its own source.
-_GEN_OP_TYPE_RE = re.compile(r"(?:FastPathExecute\(\s*_ctx,\s*|_execute\.execute\(\s*b?)"
-                             r"[\"'](\w+)[\"']")
-SOURCE_LOOKAHEAD = 4  # lines of a generated op's call read after the frame's line
-
-
 def _is_eager_fallback(frame: PythonFrame) -> bool:
     return bool(_GEN_OPS_RE.search(frame.file or "")) and (frame.function or "").endswith("_eager_fallback")
-
-
-def eager_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
-    """The eager op a thread runs, from its innermost Python frame in a generated op module
-    (``gen_*_ops.py``): the op type that frame passes to the runtime, read from the call in its source
-    (``TFE_Py_FastPathExecute(_ctx, "AudioSpectrogram", ...)``, or the ``op_name`` of ``quick_execute`` under
-    an ``*_eager_fallback``).  ``{"type", "how": "eager op"}``, or None where no such frame or call is seen."""
-    python = [f for f in frames if isinstance(f, PythonFrame)]
-    for i, f in enumerate(python):
-        if not _GEN_OPS_RE.search(f.file or ""):
-            continue
-        if _is_eager_fallback(f):
-            inner = next((c for c in reversed(python[:i]) if (c.function or "").endswith("quick_execute")), None)
-            name = (inner.locals or {}).get("op_name") if inner is not None else None
-            if name:
-                return {"type": name, "how": "eager op"}
-        text = " ".join(filter(None, (source_line(f.file, (f.line or 0) + k) for k in range(SOURCE_LOOKAHEAD))))
-        m = _GEN_OP_TYPE_RE.search(text)
-        if m:
-            return {"type": m.group(1), "how": "eager op"}
-        return None
-    return None
 
 
 def source_line(path: Optional[str], line: Optional[int]) -> Optional[str]:
@@ -475,12 +462,16 @@ def document_triage(doc: Document) -> Dict[str, Any]:
     op = next((e.op for e in ([last] if last else []) + doc.events if e.op), None)
     nearest: Optional[PythonFrame] = None
     function = None
+    cxx_exception = None
     if last is not None and last.threads:
         thread = last.threads[0]
         if op is None or last.op is None:
-            # a crash in a kernel: the op on the stopped thread's frames; else the eager op its Python frames
-            # run (a kernel whose C++ exception unwound its own frames)
-            op = _frames_op(thread.frames) or op or eager_op(thread.frames)
+            # a crash in a kernel: the op on the stopped thread's frames
+            op = _frames_op(thread.frames) or op
+        if op is None and last is signal_event:
+            # no kernel frame left (a C++ exception unwound it): the op's Python wrapper
+            op = pyop.python_op(thread.frames + (thread.python_frames or []))
+        cxx_exception = thread.cxx_exception
         # the merged stack, else the Python stack alone (a thread whose merge failed); an executor
         # thread has no Python frame: then the thread that called its tf.function, which follows it
         caller = (thread.tf_function or {}).get("called_by") or (thread.works_for or {}).get("tid")
@@ -507,6 +498,8 @@ def document_triage(doc: Document) -> Dict[str, Any]:
             into["created_at"] = where
         else:
             out["op"]["forward"] = {"type": origin.get("type"), "name": origin.get("name"), "created_at": where}
+    if cxx_exception:
+        out["cxx_exception"] = cxx_exception
     if last is not None and last.log:
         out["log"] = last.log
     if nearest is not None:
@@ -518,8 +511,8 @@ def _triage_op(op: Dict[str, Any]) -> Dict[str, Any]:
     out = {"type": op.get("type"), "name": op.get("name")}
     if op.get("kernel_type"):
         out["kernel_type"] = op["kernel_type"]  # oneDNN's rewrite: the type the kernel itself carries
-    if op.get("how"):
-        out["how"] = op["how"]  # "eager op": read from the Python frames, no kernel frame on the stack
+    if op.get("from"):
+        out["from"] = op["from"]  # no kernel frame on the stack: the op's Python wrapper (output/pyop.py)
     if op.get("from_xla"):
         out["from_xla"] = op["from_xla"]  # --check-numerics: the NaN/Inf came out of these XLA functions
     return out

@@ -2,8 +2,8 @@
 
 Two threads are the same when every frame reads the same once addresses and source lines are dropped
 (``frame_text``), their headers say the same besides the thread's id and name (GIL, kernel state,
-tf.function) and so do their ``--locals`` values.  A group is titled by its count and members:
-``14 threads (tf_Compute 101-114)``.
+tf.function) and so do their ``--locals`` values and C++ exceptions in flight.  A group is titled by
+its count and members: ``14 threads (tf_Compute 101-114)``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def thread_key(thread: Thread, header: str = "") -> Tuple[Any, ...]:
     with ``--locals``, the values shown under them."""
     frames = thread.frames
     return (header, tuple(frame_text(f) for f in frames), thread.merge, thread.error,
-            repr([f.variables for f in frames if isinstance(f, PythonFrame) and f.variables]))
+            repr([f.variables for f in frames if isinstance(f, PythonFrame) and f.variables]),
+            repr(thread.cxx_exception))
 
 
 def group_threads(threads: Iterable[Tuple[Thread, str]]) -> List[List[Thread]]:

@@ -1,0 +1,82 @@
+"""The op a thread's Python frames were running, where no kernel frame is left to say it.
+
+A kernel that throws a C++ exception unwinds its own frames before the
+process dies (in pybind11's translators): the stack no longer holds the
+kernel, but the Python frame of the op's generated wrapper is still there
+(``tensorflow/python/ops/gen_audio_ops.py``, function ``audio_spectrogram``,
+or ``audio_spectrogram_eager_fallback``).  The op type is taken from that
+module's own source, never guessed from the function's name: the line
+``AudioSpectrogram = tf_export("raw_ops.AudioSpectrogram")(_ops.to_raw_op(audio_spectrogram))``,
+else the op type quoted in the function's body (``TFE_Py_FastPathExecute(_ctx,
+"AudioSpectrogram", ...)``, ``_apply_op_helper("AudioSpectrogram", ...)``)
+whose letters are the function's.  An eager op run through the fallback path
+shows its type in ``quick_execute``'s ``op_name`` too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional
+
+from ..core.model import Frame, PythonFrame
+
+__all__ = ["python_op"]
+
+_GEN_FILE_RE = re.compile(r"/tensorflow/python/ops/gen_\w+_ops\.py$")
+_FALLBACK = "_eager_fallback"
+_QUOTED_RE = re.compile(r"""(?:\bb)?["']([A-Z][A-Za-z0-9_]*)["']""")
+_INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_")
+_TYPES: Dict[str, Optional[Dict[str, str]]] = {}  # a gen_*_ops file: python function -> op type
+
+
+def _letters(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def _op_types(path: str) -> Dict[str, str]:
+    """Python function -> op type of a ``gen_*_ops.py`` file, from its ``tf_export("raw_ops.X")`` lines
+    and the op types quoted in each function's body (``{}`` where the file cannot be read)."""
+    if path in _TYPES:
+        return _TYPES[path] or {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        _TYPES[path] = None
+        return {}
+    out: Dict[str, str] = {}
+    for m in re.finditer(r"^(\w+) = tf_export\(\"raw_ops\.(\w+)\"\)\(_ops\.to_raw_op\((\w+)\)\)", text, re.M):
+        if m.group(1) == m.group(2):
+            out[m.group(3)] = m.group(2)
+    for m in re.finditer(r"^def (\w+)\(", text, re.M):
+        name = m.group(1)
+        base = name[:-len(_FALLBACK)] if name.endswith(_FALLBACK) else name
+        if name in out:
+            continue
+        end = text.find("\ndef ", m.end())
+        body = text[m.end(): end if end >= 0 else len(text)]
+        quoted = next((q for q in _QUOTED_RE.findall(body) if _letters(q) == _letters(base)), None)
+        if quoted:
+            out[name] = quoted
+    for name in list(out):
+        out.setdefault(name + _FALLBACK, out[name])
+    _TYPES[path] = out
+    return out
+
+
+def python_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
+    """``{"type", "name": None, "from"}``: the op of the innermost op wrapper among a thread's Python
+    frames (``from``: "gen_audio_ops.audio_spectrogram"), or of an eager ``quick_execute``; None."""
+    for f in frames:
+        if not isinstance(f, PythonFrame) or not f.file or not f.function:
+            continue
+        if _GEN_FILE_RE.search(f.file):
+            op_type = _op_types(f.file).get(f.function)
+            if op_type:
+                module = f.file.rsplit("/", 1)[-1][:-3]
+                return {"type": op_type, "name": None, "from": "%s.%s" % (module, f.function)}
+        if f.function == "quick_execute" and f.file.endswith("/tensorflow/python/eager/execute.py"):
+            name = (f.locals or {}).get("op_name") or ""
+            if re.match(r"^[A-Z][A-Za-z0-9_]*$", name) and not _INFERENCE_RE.match(name):
+                return {"type": name, "name": None, "from": "quick_execute"}
+    return None
