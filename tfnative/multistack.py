@@ -29,7 +29,7 @@ from .attach.session import GdbOptions, Interrupted, _SignalGuard, stack_documen
 from .errors import TfnativeError
 from .files import is_stdout, write_output
 from .output import merge, report
-from .output.verdict import verdict_lines
+from .output.verdict import across, verdict_lines
 
 MAX_JOBS = 4  # snapshots at a time: threads share the GIL, more would only stretch each process's hold
 
@@ -184,6 +184,7 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
                printer: report.Printer, err: TextIO) -> int:
     """Print (or, with ``--json -``, summarise on ``err``) and write every document; the exit status."""
     docs = [o.doc for o in outcomes if o.doc is not None]
+    across(docs)  # verdicts that need several processes: forked children, a cluster's stalled workers
     for o in outcomes:
         if o.doc is None:
             err.write("tfnative: pid %d not reported: %s\n" % (o.pid, o.error))

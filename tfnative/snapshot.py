@@ -58,6 +58,7 @@ from .sources.ptrace import Frozen, PtraceRefused, Unsupported
 
 __all__ = ["HasDebugInfo", "Unsupported", "add_cxx_exceptions", "of_stopped", "stacks", "take"]
 
+_COLLECTIVE_RE = re.compile(r"TFE_EnableCollectiveOps|Collective")
 MAX_NATIVE_FRAMES = 1 << 16  # a bound on the walk: more than an 8 MiB stack of small frames holds
 PY_SYMBOLS = ("_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
 
@@ -308,6 +309,12 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
         if cut:
             thread.error = "%s; %s" % (thread.error, cut) if thread.error else cut
         result.threads.append(thread)
+    if reader is not None and any(_COLLECTIVE_RE.search(f.function or "") for t in result.threads
+                                  for f in t.frames if isinstance(f, NativeFrame)):
+        try:  # the cluster a worker waits for, where the program set TF_CONFIG itself
+            result.tf_config = reader.objects.environ_value("TF_CONFIG")
+        except (MemoryError, OSError, struct.error):
+            pass
     if which != "selected":
         tf_names = None
         if unnamed_workers(result.threads):
@@ -320,7 +327,7 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
 def _lock_wait(memory: Memory, reader: Optional[PythonReader], thread: Thread, py: Optional[ThreadPy],
                regs: Dict[str, int], tids: List[int], idents: Dict[int, int]) -> Optional[Dict]:
     """The lock the thread waits for, where memory records who holds it (``core/locks.py``)."""
-    found = locks.mutex_wait(memory.read, thread.frames, regs, tids)
+    found = locks.mutex_wait(memory.read, thread.frames, regs, tids) or locks.child_wait(regs)
     if found is not None or reader is None or py is None:
         return found
     frame = locks.waits_in_python_lock(thread.frames)

@@ -446,6 +446,9 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
         err.flush()
 
     result = sampling.take(samples, interval, one, sleep=sleep, on_sample=say) if samples > 1 else one()
+    if tf_config is None and result.tf_config:  # set by the program itself: its os.environ has it
+        tf_config = result.tf_config
+        doc.task = verdict.task_of(tf_config)
     event = report.make_event("snapshot", result, native_all=native_all)
     job = verdict.cluster(tf_config)
     if job:

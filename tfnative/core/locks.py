@@ -46,6 +46,36 @@ def _base(name: str) -> str:
                   name.split("(", 1)[0].strip())
 
 
+WAIT4, WAITID = 61, 247  # x86-64 system call numbers
+P_PID = 1  # waitid's idtype for one process
+
+
+def child_wait(regs: Mapping[str, int]) -> Optional[Dict[str, Any]]:
+    """``{"resource", "owner": None, "process", "evidence"}`` for a thread in ``wait4``/``waitid`` for one
+    child process (its pid the call's first argument, or waitid's second with ``P_PID``); None otherwise."""
+    call = regs.get("orig_rax")
+    pid = None
+    if call == WAIT4:
+        pid = _signed(regs.get("rdi"))
+    elif call == WAITID and regs.get("rdi") == P_PID:
+        pid = _signed(regs.get("rsi"))
+    if call not in (WAIT4, WAITID):
+        return None
+    if pid is None or pid <= 0:
+        return {"resource": "a child process", "owner": None, "evidence": "in %s for any child" % (
+            "wait4" if call == WAIT4 else "waitid")}
+    return {"resource": "child process %d" % pid, "owner": None, "process": pid,
+            "evidence": "in %s for pid %d" % ("wait4" if call == WAIT4 else "waitid", pid)}
+
+
+def _signed(value: Optional[int]) -> Optional[int]:
+    if value is None:
+        return None
+    value &= (1 << 64) - 1
+    value = value - (1 << 64) if value >= 1 << 63 else value
+    return value if -(1 << 31) <= value < 1 << 31 else None
+
+
 def futex_address(regs: Mapping[str, int]) -> Optional[int]:
     """The futex word a thread sleeps on, from its registers while it is in ``futex`` (None otherwise)."""
     if regs.get("orig_rax") != FUTEX:

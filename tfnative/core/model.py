@@ -329,6 +329,7 @@ class Capture:
     via: Optional[str] = None  # "cfi" (tfnative's unwinder) | "gdb"
     samples: Optional[Json] = None  # stack --samples: {"count", "interval_s", "span_s"}
     stack_pointers: Dict[int, int] = field(default_factory=dict)  # internal: each thread's rsp at the stop
+    tf_config: Optional[str] = None  # internal: TF_CONFIG from the program's os.environ (a thread in a collective)
 
     def to_json(self) -> Json:
         out: Json = {"pid": self.pid, "threads": [t.capture_json() for t in self.threads],

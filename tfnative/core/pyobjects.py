@@ -145,6 +145,25 @@ class ObjectReader:
         md = r.u64(mod + L.module_dict)
         return next((v for k, v in r.dict_entries(md) if self._is(k, name)), None) if md else None
 
+    MAX_ENV_VALUE = 1 << 16
+
+    def environ_value(self, name: str) -> Optional[str]:
+        """``os.environ[name]`` as the program sees it now (set by the program itself after it started, which
+        ``/proc/PID/environ`` does not show); None where ``os`` or the name is not there.  ``os.environ``
+        keeps its items encoded in ``_data`` (bytes keys and values on POSIX); each object's type is checked."""
+        env = self.module_global("os", "environ")
+        data = self.attribute(env, "_data") if env else None
+        if not data or self.type_name(data) != "dict":
+            return None
+        want = name.encode()
+        for k, v in self.r.dict_entries(data):
+            if self.type_name(k) == "bytes" and self.r.bytes_value(k) == want:
+                if self.type_name(v) != "bytes":
+                    return None
+                value = self.r.bytes_value(v)
+                return value[:self.MAX_ENV_VALUE].decode("utf-8", "replace")
+        return None
+
     def _is(self, key: int, name: str) -> bool:
         """Whether the str ``key`` is ``name``; its length is read first (most keys differ in it)."""
         return self.r.i64(key + self.L.unicode_length) == len(name) and self.r.string(key) == name

@@ -10,7 +10,17 @@ _CACHE: Dict[str, Optional[List[str]]] = {}
 
 def line(path: Optional[str], number: Optional[int]) -> Optional[str]:
     """The text of ``path:number`` (stripped), when the file is there to read."""
-    if not path or not number or number < 1:
+    if not number or number < 1:
+        return None
+    lines = text_lines(path)
+    if lines is None or number > len(lines):
+        return None
+    return lines[number - 1].strip()
+
+
+def text_lines(path: Optional[str]) -> Optional[List[str]]:
+    """The lines of ``path`` (not stripped), None where it cannot be read."""
+    if not path:
         return None
     if path not in _CACHE:
         if len(_CACHE) >= MAX_FILES:
@@ -20,7 +30,4 @@ def line(path: Optional[str], number: Optional[int]) -> Optional[str]:
                 _CACHE[path] = f.read().splitlines()
         except OSError:
             _CACHE[path] = None
-    lines = _CACHE[path]
-    if lines is None or number > len(lines):
-        return None
-    return lines[number - 1].strip()
+    return _CACHE[path]

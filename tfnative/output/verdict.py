@@ -337,8 +337,8 @@ def _waiting_on_peer(s: _Scene) -> Optional[str]:
     cluster = s.event.cluster or {}
     tasks = cluster.get("tasks") or []
     me = cluster.get("task")
-    others = [t for t in tasks if t != me]
-    peers = (" (%s, this process being %s)" % (", ".join(others), me)) if others else ""
+    others = [t.replace(":", " ") for t in tasks if t != me]
+    peers = (" (%s, this process being %s)" % (", ".join(others), (me or "?").replace(":", " "))) if others else ""
     return "%s waits at %s for the other workers of its cluster%s: %s" % (
         _subject(s, w), w.at, peers, w.evidence)
 
@@ -353,8 +353,7 @@ def _queue_without_producer(s: _Scene) -> Optional[str]:
     first = s.steps[0] if s.steps else w
     via = "" if first is w else " through %s" % ", ".join(
         "%s (%s)" % (_subject(s, step), step.resource) for step in s.steps if step is not w)
-    return "%s waits at %s for %s%s, and no thread of this process runs an enqueue into a queue (%s)" % (
-        _subject(s, first), first.at, w.resource, via, w.evidence)
+    return "%s waits at %s for %s%s: %s" % (_subject(s, first), first.at, w.resource, via, w.evidence)
 
 
 def sink_note(s: _Scene) -> str:
@@ -523,3 +522,84 @@ def _facts(s: _Scene) -> str:
             "" if len(s.steps) == 1 else ", which ends at %s waiting at %s for %s" % (_subject(s, w), w.at,
                                                                                      w.resource)))
     return "; ".join(parts)
+
+
+# -- several processes: a parent and its forked children, the workers of one cluster -----------------------
+def across(docs: List[Any]) -> None:
+    """Verdicts that need several processes' documents (``stack --children``, ``--match``, several ``--pid``),
+    said on the document of the process the user waits on: a parent waiting for a child that was forked after
+    TensorFlow started its pools, and a worker waiting in a collective for peers of its cluster that are not
+    in it (the stalled ranks).  Each document's triage is changed in place."""
+    events = {d.pid: d.events[0] for d in docs if d.events and d.events[0].triage}
+    forked = {pid: e for pid, e in events.items() if e.triage.get("pattern") == "fork_without_pools"}
+    for pid, e in events.items():
+        if pid in forked:
+            continue
+        _parent_of_forked(e, forked)
+    _stalled_peers(docs, events)
+
+
+def _parent_of_forked(e: Event, forked: Dict[int, Event]) -> None:
+    t = e.triage
+    last = (t.get("chain") or [None])[-1]
+    if not forked or last is None or last.get("waits_for") is not None:
+        return
+    resource = last.get("resource") or ""
+    named = [pid for pid in forked if resource == "child process %d" % pid]
+    if not named and "child process" not in resource and "child processes" not in resource:
+        return
+    children = named or sorted(forked)
+    child = forked[children[0]]
+    where_child = next((w.get("at") for w in child.triage.get("chain") or []), "?")
+    who_waits = "the main thread" if last.get("thread") == e.pid else "thread %s" % last.get("thread")
+    t["pattern"] = "fork_without_pools"
+    t["verdict"] = ("%s waits at %s for %s; %s forked after TensorFlow started its thread pools: %s at %s waits "
+                    "for pool threads that do not exist in the child" % (
+                        who_waits, last.get("at"), resource if named else "its child processes %s" % ", ".join(
+                            str(p) for p in children),
+                        "it was" if len(children) == 1 else "they were",
+                        "its main thread's op" if len(children) == 1 else "each one's op", where_child))
+
+
+def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
+    """Workers of one cluster (the same TF_CONFIG task list) that wait in a collective, or for a tf.function
+    with no thread running its ops, while other workers of it are elsewhere: those are the stalled ranks."""
+    clusters: Dict[tuple, List[Any]] = {}
+    for d in docs:
+        e = events.get(d.pid)
+        tasks = tuple((e.cluster or {}).get("tasks") or []) if e is not None else ()
+        if len(tasks) > 1:
+            clusters.setdefault(tasks, []).append(d)
+    for members in clusters.values():
+        waiting = [d for d in members if events[d.pid].triage.get("pattern") in ("waiting_on_peer",
+                                                                                  "function_without_thread")]
+        others = [d for d in members if d not in waiting]
+        if not waiting or not others:
+            continue
+        stalled = "; ".join("%s (pid %s) is not in it: its main thread is at %s" % (
+            _task_text(events[d.pid]), d.pid, _main_at(events[d.pid])) for d in others)
+        for d in waiting:
+            e = events[d.pid]
+            t = e.triage
+            names = ", ".join(_task_text(events[o.pid]) for o in others)
+            chain = t.get("chain") or []
+            if chain and chain[-1].get("waits_for") is None:
+                chain[-1]["resource"] = "%s of its cluster, in the collective" % names
+            else:
+                chain.append({"thread": e.pid, "waits_for": None, "resource": "%s of its cluster" % names,
+                              "evidence": "the other workers' snapshots", "at": _main_at(e)})
+                t["chain"] = chain
+            t["pattern"] = "waiting_on_peer"
+            t["verdict"] = "the main thread waits at %s for %s of its cluster, in a collective: %s" % (
+                _main_at(e), names, stalled)
+
+
+def _task_text(e: Event) -> str:
+    task = (e.cluster or {}).get("task") or "?"
+    kind, _, index = task.partition(":")
+    return "%s %s" % (kind, index) if index else task
+
+
+def _main_at(e: Event) -> str:
+    main = next((t for t in e.threads if t.tid == e.pid), None)
+    return waitgraph.where(main) if main is not None else "?"

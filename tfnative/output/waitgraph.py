@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ..core import sourcelines
-from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, worker_loop
+from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait, worker_loop
 from ..core.model import Event, NativeFrame, PythonFrame, Thread
 from . import render
 
@@ -111,6 +111,88 @@ def _tf_loaded(event: Event) -> bool:
     return any(render.frame_class(f).startswith("tensorflow") for t in event.threads for f in t.frames)
 
 
+_DEQUEUE_RE = re.compile(r"([A-Za-z_]\w*)\.dequeue(?:_many|_up_to)?\s*\(")
+_RUN_RE = re.compile(r"\.run\(\s*([A-Za-z_]\w*)\s*[,)]")
+MAX_BODY_LINES = 200  # of a function's body read for the queue it dequeues from
+
+
+def source_queue(t: Thread) -> Optional[Tuple[str, str, str]]:
+    """(queue class, variable, ``file:line`` of the dequeue) of the TensorFlow queue the user's code that
+    the thread waits in dequeues from, read from the user's source: the waiting line itself
+    (``q.dequeue()``), the tensor it runs (``sess.run(batch)`` with ``batch = q.dequeue_many(8)``), or the
+    body of the tf.function it calls; the class from the variable's assignment (``q = tf.queue.FIFOQueue(``).
+    None where the source does not say."""
+    user = next((f for f in _py(t) if f.user), None)
+    if user is None or not user.file:
+        return None
+    lines = sourcelines.text_lines(user.file) or []
+    text = sourcelines.line(user.file, user.line) or ""
+    found: Optional[Tuple[str, int]] = None
+    m = _DEQUEUE_RE.search(text)
+    if m:
+        found = (m.group(1), user.line or 0)
+    run = _RUN_RE.search(text)
+    if found is None and run:
+        found = _assigned_dequeue(lines, run.group(1))
+    function = (t.tf_function or {}).get("python_function")
+    if found is None and function:
+        found = _dequeue_in_body(lines, function)
+    if found is None:
+        return None
+    var, number = found
+    kind = next((m.group(1) for m in (re.search(r"^\s*%s\s*=\s*[\w.]*?(\w*Queue)\(" % re.escape(var), ln)
+                                      for ln in lines) if m), None)
+    if kind is None:
+        return None
+    return kind, var, "%s:%d" % (os.path.basename(user.file), number)
+
+
+def _assigned_dequeue(lines: List[str], name: str) -> Optional[Tuple[str, int]]:
+    for i, ln in enumerate(lines):
+        if re.match(r"^\s*%s\s*=" % re.escape(name), ln):
+            m = _DEQUEUE_RE.search(ln)
+            if m:
+                return m.group(1), i + 1
+    return None
+
+
+def _dequeue_in_body(lines: List[str], function: str) -> Optional[Tuple[str, int]]:
+    start = next((i for i, ln in enumerate(lines) if re.match(r"^\s*def %s\(" % re.escape(function), ln)), None)
+    if start is None:
+        return None
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    for i in range(start + 1, min(len(lines), start + 1 + MAX_BODY_LINES)):
+        ln = lines[i]
+        if ln.strip() and len(ln) - len(ln.lstrip()) <= indent:
+            break
+        m = _DEQUEUE_RE.search(ln)
+        if m:
+            return m.group(1), i + 1
+    return None
+
+
+def _queue_runner_idle(event: Event, t: Thread) -> bool:
+    """The user's file makes a ``QueueRunner`` and no thread runs one (``start_queue_runners`` not called)."""
+    user = next((f for f in _py(t) if f.user), None)
+    lines = sourcelines.text_lines(user.file if user else None) or []
+    if not any("QueueRunner(" in ln or "shuffle_batch(" in ln or "input_producer(" in ln for ln in lines):
+        return False
+    return not any((f.function or "").endswith("QueueRunner._run") for th in event.threads for f in _py(th))
+
+
+def _queue_wait(event: Event, t: Thread, op_type: str) -> Optional[Wait]:
+    """The wait of a thread whose user code dequeues from a TensorFlow queue no thread enqueues into."""
+    queue = source_queue(t)
+    if queue is None:
+        return None
+    kind, var, at = queue
+    evidence = "%s dequeues from %s (%s) and no thread of this process runs an enqueue into it" % (
+        op_type, var, at)
+    if _queue_runner_idle(event, t):
+        evidence += "; its QueueRunner runs on no thread (tf.compat.v1.train.start_queue_runners not called?)"
+    return Wait(t.tid, None, "%s %s (a TensorFlow queue)" % (kind, var), evidence)
+
+
 def build(event: Event) -> List[Wait]:
     """The edges of the event's wait-for graph, one or none per thread (its innermost wait)."""
     threads = event.threads
@@ -154,6 +236,10 @@ def _edge(event: Event, t: Thread, holder: Optional[Thread], workers_of: Dict[in
     op = _kernel_op(t, _QUEUE_OP_RE)
     if op is not None:
         producer = next((w for w in enqueuers if w.tid != t.tid), None)
+        if producer is None:
+            named = _queue_wait(event, t, op.get("type") or "a dequeue")
+            if named is not None:
+                return named
         name = op.get("name") or op.get("type")
         return Wait(t.tid, producer.tid if producer else None, "the TensorFlow queue of %s" % name,
                     "%s dequeues from an empty queue%s" % (
@@ -163,6 +249,11 @@ def _edge(event: Event, t: Thread, holder: Optional[Thread], workers_of: Dict[in
                     "%s waits for its collective's peers" % next(n.split("(", 1)[0] for n in native
                                                                   if _COLLECTIVE_RE.search(n)))
     workers = workers_of.get(t.tid, [])
+    caller = bool(t.tf_function and not t.tf_function.get("how")) or tf_wait(t) == "Session.run"
+    if py and caller and not any(runs_kernel(w) or _py(w) for w in workers) and not enqueuers:
+        queued = _queue_wait(event, t, "its %s" % ("tf.function" if t.tf_function else "Session.run"))
+        if queued is not None:
+            return queued
     if py and workers:
         busy = [w for w in workers if runs_kernel(w) or _py(w)]
         if busy:
