@@ -98,11 +98,19 @@ class Capture:
         return d
 
 
-def save(name, text):
-    if os.environ.get("TFNATIVE_HANGS_CAPTURE"):
-        os.makedirs(CAPTURES, exist_ok=True)
-        with open(os.path.join(CAPTURES, name + ".json"), "w") as f:
-            f.write(text.replace(ROOT, "<worktree>"))
+def save(name, text, args=None):
+    """With TFNATIVE_HANGS_CAPTURE=1: NAME.json, the snapshot the checks saw, and (``args`` given: the process is
+    still there) NAME.all-threads.json, the same with ``--all-threads`` (TensorFlow's pools included)."""
+    if not os.environ.get("TFNATIVE_HANGS_CAPTURE"):
+        return
+    os.makedirs(CAPTURES, exist_ok=True)
+    with open(os.path.join(CAPTURES, name + ".json"), "w") as f:
+        f.write(text.replace(ROOT, "<worktree>"))
+    if args is not None:
+        r = run_tfnative(["stack", *args, "--all-threads", "--json", "-"], timeout=300)
+        assert r.returncode == 0, r.stderr
+        with open(os.path.join(CAPTURES, name + ".all-threads.json"), "w") as f:
+            f.write(r.stdout.replace(ROOT, "<worktree>"))
 
 
 def snapshot_until(args, wanted, deadline, tmp):
@@ -154,16 +162,18 @@ def hangs(tmp_path_factory, gil_mutex_so):
                 assert time.monotonic() - t0 < 180, "%s never got ready" % name
                 time.sleep(0.05)
             ready_s = time.monotonic() - t0
-            args = ["--pid", str(proc.pid)] + (["--children", str(proc.pid)] if several else [])
-            if name == "busy_control":
-                args += ["--samples", "3", "--interval", "0.5"]
+            target = ["--pid", str(proc.pid)] + (["--children", str(proc.pid)] if several else [])
+            # the control: samples mark its thread moving
+            args = target + (["--samples", "3", "--interval", "0.5"] if name == "busy_control" else [])
             text, docs = snapshot_until(args, [marker(name, w) for w in who], time.monotonic() + 90, tmp)
+            print("%s: ready after %.1f s, its marked lines on the stacks after %.1f s"
+                  % (name, ready_s, time.monotonic() - t0))
             procs = tree(proc.pid)
             assert proc.poll() is None, "%s is not hung: it exited" % name
+            save(name, text, target)
         finally:
             kill_all(procs + tree(proc.pid))
             proc.wait()
-        save(name, text)
         done[name] = Capture(name, docs, text, ready_s, proc.pid)
         return done[name]
 
@@ -325,10 +335,10 @@ def test_three_workers_one_stalls_before_the_step(tmp_path):
         step = "mwms_worker.py:%d" % line_of(MWMS_WORKER, 'print("step", train_step')
         text, docs = snapshot_until(["--children", str(launcher.pid)], [step, "mwms_worker.py:%d" % line_of(
             MWMS_WORKER, "time.sleep(0.05)  # the stalled worker waits here")], deadline, str(tmp_path))
+        save("mwms_stalled_worker", text, ["--children", str(launcher.pid)])
     finally:
         kill_all(procs + tree(launcher.pid))
         launcher.wait()
-    save("mwms_stalled_worker", text)
     by_pid = {d["pid"]: d for d in docs}
     for w in workers[:2]:
         t = by_pid[w]["triage"]
