@@ -1,10 +1,11 @@
 """A ``tf.function`` whose ``tf.py_function`` callback runs another ``tf.function``, with one inter-op thread:
 the inner function needs a pool thread that the callback itself occupies.
 
-Reproduces tensorflow/tensorflow#32454 ("Calling tf.function from tf.py_function in dataset.map hangs") and
+The pattern of tensorflow/tensorflow#32454 ("Calling tf.function from tf.py_function in dataset.map hangs") and
 tensorflow/tensorflow#48418 ("Deadlock when setting interop thread thread to 1 with a tf Dataset and tf
-function").  The main thread waits for ``outer``; the only inter-op thread runs ``callback``, which waits
-for ``inner``.
+function"), whose reproducers as posted no longer hang on TensorFlow 2.21; with one inter-op thread and a
+callback called from a ``tf.function``, it still does. The main thread waits for ``outer``; the only inter-op
+thread runs ``callback``, which waits for ``inner``.
 
 argv: READY (written just before the blocking call).
 """
