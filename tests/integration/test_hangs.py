@@ -226,6 +226,7 @@ def tids_in(doc, function):
 
 
 def assert_names(verdict, *parts):
+    assert "\n" not in verdict, "the verdict is not one line: %r" % verdict
     for part in parts:
         assert part in verdict, "%r not in the verdict %r" % (part, verdict)
 
