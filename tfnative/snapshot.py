@@ -56,7 +56,7 @@ from .sources.live import LiveSource
 from .sources.modules import Library, segments, shared
 from .sources.ptrace import Frozen, PtraceRefused, Unsupported
 
-__all__ = ["HasDebugInfo", "Unsupported", "add_cxx_exceptions", "of_stopped", "stacks", "take"]
+__all__ = ["HasDebugInfo", "Unsupported", "add_memory_facts", "of_stopped", "stacks", "take"]
 
 _COLLECTIVE_RE = re.compile(r"TFE_EnableCollectiveOps|Collective")
 MAX_NATIVE_FRAMES = 1 << 16  # a bound on the walk: more than an 8 MiB stack of small frames holds
@@ -388,10 +388,35 @@ def _cxx_exception_of(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRu
     return None
 
 
-def add_cxx_exceptions(memory: Memory, libs: List[Library], registers: Dict[int, Dict[str, int]],
-                       result: Capture) -> None:
-    """The C++ exception in flight of each thread of a capture gdb took (``registers``: tid -> ptrace's
-    register names, ``fs_base`` included), as ``stacks`` gives them."""
+def add_memory_facts(memory: Memory, libs: List[Library], registers: Dict[int, Dict[str, int]],
+                     result: Capture) -> None:
+    """What ``stacks`` reads from memory beside the frames, for a capture gdb took (``registers``: tid ->
+    ptrace's register names, ``fs_base`` and ``orig_rax`` included): each thread's C++ exception in flight and
+    the lock it waits for where memory records the holder."""
+    _add_lock_waits(memory, libs, registers, result)
+    _add_cxx_exceptions(memory, libs, registers, result)
+
+
+def _add_lock_waits(memory: Memory, libs: List[Library], registers: Dict[int, Dict[str, int]],
+                    result: Capture) -> None:
+    reader = _python_reader(memory, libs, [])
+    states: Dict[int, ThreadPy] = {}
+    if reader is not None:
+        try:
+            for state in reader.thread_states():
+                if state.native_id:
+                    states[state.native_id] = reader.read_frames(state)
+        except MemoryError:
+            pass
+    idents = locks.thread_idents(list(states.values()))
+    tids = list(registers)
+    for t in result.threads:
+        if t.lock_wait is None and t.tid in registers:
+            t.lock_wait = _lock_wait(memory, reader, t, states.get(t.tid), registers[t.tid], tids, idents)
+
+
+def _add_cxx_exceptions(memory: Memory, libs: List[Library], registers: Dict[int, Dict[str, int]],
+                        result: Capture) -> None:
     runtimes = _cxx_runtimes(libs)
     if not runtimes:
         return

@@ -328,8 +328,9 @@ def _threads(inferior, which: str, original, result: Optional[Capture]) -> List:
     return sorted(inferior.threads(), key=lambda t: t.num)
 
 
+# ``orig_rax``: the system call a thread is in (its first argument in ``rdi``): the lock or child it waits for.
 REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
-             "r14", "r15", "rip", "fs_base")
+             "r14", "r15", "rip", "fs_base", "orig_rax")
 
 
 def registers(which: str = "selected") -> Dict:

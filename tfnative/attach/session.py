@@ -28,7 +28,7 @@ from ..core.model import Capture, NativeFrame
 from ..errors import TfnativeError
 from ..files import is_stdout
 from ..output import report, verdict
-from ..sources import ptrace, sessionsock
+from ..sources import modules, ptrace, sessionsock
 from ..toolchain import bazelpaths
 from . import tfops
 from .gdbmi import Gdb, GdbDied, GdbError, find_gdb, mi_quote
@@ -507,6 +507,25 @@ def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stoppe
     return result
 
 
+def add_memory_facts(gdb: Gdb, result: Capture) -> None:
+    """What ``snapshot.stacks`` reads from memory beside the frames (each thread's C++ exception in flight, the
+    lock it waits for), for a capture gdb took of a live process: the threads' registers from gdb."""
+    if not result.pid:
+        return
+    try:
+        regs = json.loads(gdb.command("-tfnative-registers --all-threads", timeout=CAPTURE_TIMEOUT)["json"])
+        memory = ptrace.Memory(result.pid)
+    except (GdbError, KeyError, ValueError, OSError):
+        return
+    try:
+        snapshot.add_memory_facts(memory, modules.of_pid(result.pid),
+                                  {t["tid"]: t["regs"] for t in regs["threads"]}, result)
+    except (KeyError, OSError, MemoryError):
+        pass
+    finally:
+        memory.close()
+
+
 def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool,
                     err: TextIO, variables: bool = False) -> Capture:
     gdb = start_gdb(gdb_opts)
@@ -525,6 +544,7 @@ def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopp
         loader.symbolize(result)
         tfops.annotate(gdb, result)
         result.via = "gdb"
+        add_memory_facts(gdb, result)
         return result
     except GdbDied:
         raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)

@@ -17,11 +17,11 @@ from .. import snapshot
 from ..core import executors, tflog
 from ..core.model import Capture, Event, NativeFrame
 from ..output import report
-from ..sources import modules, ptrace
+from ..sources import ptrace
 from . import tfops
 from .breakpoints import Breakpoints
 from .gdbmi import Gdb, GdbError
-from .session import CAPTURE_TIMEOUT, capture
+from .session import CAPTURE_TIMEOUT, add_memory_facts, capture
 from .symbolload import SymbolLoader
 
 
@@ -98,27 +98,8 @@ def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool
         loader.symbolize(result)
     tfops.annotate(gdb, result)
     result.via = "gdb"
-    _add_cxx_exceptions(gdb, result)
+    add_memory_facts(gdb, result)
     return result
-
-
-def _add_cxx_exceptions(gdb: Gdb, result: Capture) -> None:
-    """The C++ exception in flight of each thread gdb captured, read as ``snapshot.stacks`` reads it
-    (from libstdc++'s per-thread globals; the threads' registers from gdb)."""
-    if not result.pid:
-        return
-    try:
-        regs = json.loads(gdb.command("-tfnative-registers --all-threads", timeout=CAPTURE_TIMEOUT)["json"])
-        memory = ptrace.Memory(result.pid)
-    except (GdbError, KeyError, ValueError, OSError):
-        return
-    try:
-        snapshot.add_cxx_exceptions(memory, modules.of_pid(result.pid),
-                                    {t["tid"]: t["regs"] for t in regs["threads"]}, result)
-    except (KeyError, OSError, MemoryError):
-        pass
-    finally:
-        memory.close()
 
 
 def name_op_hit(event: Event, bps: Breakpoints) -> None:

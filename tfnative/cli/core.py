@@ -40,8 +40,8 @@ def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_
                 err.write("tfnative: reading the core through gdb: %s\n" % exc)
             result = source.finish(coregdb.stacks_with_gdb(source, which, coregdb.gdb_options(gdb_path, gdb_log),
                                                            err), which)
-            snapshot.add_cxx_exceptions(source.memory, source.libraries(),
-                                        {t.tid: t.regs for t in source.core.notes.threads}, result)
+            snapshot.add_memory_facts(source.memory, source.libraries(),
+                                      {t.tid: t.regs for t in source.core.notes.threads}, result)
         except snapshot.Unsupported as exc:
             raise TfnativeError("%s: cannot unwind: %s" % (path, exc)) from None
         doc = core_event(source.core.notes, source.argv(), result, native_all)

@@ -30,8 +30,9 @@ from .model import NativeFrame, PythonFrame
 Reader = Callable[[int, int], bytes]
 
 FUTEX = 202  # x86-64 system call number
-_MUTEX_WAIT_RE = re.compile(r"^(__lll_lock_wait|lll_lock_wait|_*pthread_mutex_lock|__pthread_mutex_lock_full|"
-                            r"__pthread_mutex_cond_lock)")
+# glibc's names for the frames of a thread locking a mutex (``__GI___lll_lock_wait``, ``___pthread_mutex_lock``,
+# ``lll_mutex_lock_optimized``...)
+_MUTEX_WAIT_RE = re.compile(r"lll_lock_wait|lll_mutex_lock|pthread_mutex_lock|pthread_mutex_cond_lock")
 _LOCK_WAIT_NAMES = ("rlock_acquire", "lock_PyThread_acquire_lock", "acquire_timed", "_PyMutex_LockTimed",
                     "PyMutex_LockTimed", "_PyRecursiveMutex_LockTimed", "lock_acquire", "lock_PyThread_acquire_lock"
                     ".lto_priv.0")
@@ -100,7 +101,7 @@ def waits_in_mutex(frames: Sequence[Any]) -> bool:
     for f in frames:
         if isinstance(f, PythonFrame):
             return False
-        if isinstance(f, NativeFrame) and _MUTEX_WAIT_RE.match(_base(f.function or "")):
+        if isinstance(f, NativeFrame) and _MUTEX_WAIT_RE.search(_base(f.function or "")):
             return True
     return False
 

@@ -325,6 +325,12 @@ def _fork_without_pools(s: _Scene) -> Optional[str]:
     t = next((t for t in s.threads if t.tid == w.thread), None)
     k = kernel_frame(t) if t is not None else None
     op = "its %s" % (k.op or {}).get("type") if k is not None and k.op else "its op"
+    site = waitgraph.fork_site(t) if t is not None else None
+    if site is not None and "pool thread" not in w.evidence:
+        return ("%s waits in TensorFlow at %s, and no thread of this process runs its ops: it was forked at %s "
+                "from a process that had started TensorFlow (fork copies only the forking thread), so the "
+                "threads and locks TensorFlow's state counts on exist only in the parent" % (
+                    _subject(s, w), w.at, site))
     return ("%s waits in TensorFlow at %s, and this process has none of TensorFlow's pool threads: it was forked "
             "after TensorFlow started its thread pools (fork copies only the forking thread), so %s waits for "
             "pool threads that do not exist in this child" % (_subject(s, w), w.at, op))
@@ -584,11 +590,15 @@ def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
             names = ", ".join(_task_text(events[o.pid]) for o in others)
             chain = t.get("chain") or []
             if chain and chain[-1].get("waits_for") is None:
-                chain[-1]["resource"] = "%s of its cluster, in the collective" % names
+                sink = chain[-1]
+                for edge in [sink] + [w for w in t.get("waits") or [] if w.get("thread") == sink["thread"]]:
+                    edge["resource"] = "%s of its cluster, not in the collective" % names
+                    edge["evidence"] += "; the other workers' snapshots: %s" % stalled
             else:
-                chain.append({"thread": e.pid, "waits_for": None, "resource": "%s of its cluster" % names,
-                              "evidence": "the other workers' snapshots", "at": _main_at(e)})
-                t["chain"] = chain
+                edge = {"thread": e.pid, "waits_for": None, "resource": "%s of its cluster, not in the collective"
+                        % names, "evidence": "the other workers' snapshots: %s" % stalled, "at": _main_at(e)}
+                t["chain"] = chain + [edge]
+                t["waits"] = [w for w in t.get("waits") or [] if w.get("thread") != e.pid] + [dict(edge)]
             t["pattern"] = "waiting_on_peer"
             t["verdict"] = "the main thread waits at %s for %s of its cluster, in a collective: %s" % (
                 _main_at(e), names, stalled)

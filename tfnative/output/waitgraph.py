@@ -224,6 +224,8 @@ def _edge(event: Event, t: Thread, holder: Optional[Thread], workers_of: Dict[in
         return Wait(t.tid, holder.tid, "the GIL", "waits in take_gil; thread %d holds the GIL" % holder.tid)
     py = _py(t)
     native = _native(t)
+    if lock.get("process"):  # wait4 for one child: its pid
+        return Wait(t.tid, None, lock["resource"], lock.get("evidence") or "")
     library = _library_wait(py)
     if library is not None:
         return Wait(t.tid, None, library[0], library[1] % where(t))
@@ -245,15 +247,39 @@ def _edge(event: Event, t: Thread, holder: Optional[Thread], workers_of: Dict[in
                     "%s dequeues from an empty queue%s" % (
                         op.get("type"), "" if producer else "; no thread runs an enqueue into it"))
     if any(_COLLECTIVE_RE.search(n) for n in native):
-        return Wait(t.tid, None, "the other workers of its cluster",
+        return Wait(t.tid, None, "the other workers of its cluster%s" % _peers(event),
                     "%s waits for its collective's peers" % next(n.split("(", 1)[0] for n in native
                                                                   if _COLLECTIVE_RE.search(n)))
+    inner = _inner_native(t)
+    if py and worker_loop(t) is not None and inner and any(_TF_EXEC_RE.search(n) for n in inner):
+        # a pool worker's Python callback (tf.py_function, py_func) waits in TensorFlow for work of its own
+        busy = [w for w in pool_threads if w.tid != t.tid and (runs_kernel(w) or _py(w))]
+        free = len(pool_threads) - len(busy) - 1
+        return Wait(t.tid, None, "a free thread of TensorFlow's pool",
+                    "its callback at %s waits in TensorFlow (%s) for work that needs a pool thread; %s" % (
+                        where(t), inner[-1].split("(", 1)[0],
+                        "every other pool thread is busy too" if free <= 0 else "%d pool thread(s) idle" % free))
     workers = workers_of.get(t.tid, [])
-    caller = bool(t.tf_function and not t.tf_function.get("how")) or tf_wait(t) == "Session.run"
-    if py and caller and not any(runs_kernel(w) or _py(w) for w in workers) and not enqueuers:
-        queued = _queue_wait(event, t, "its %s" % ("tf.function" if t.tf_function else "Session.run"))
+    caller = (bool(t.tf_function and not t.tf_function.get("how")) or tf_wait(t) == "Session.run") \
+        and worker_loop(t) is None
+    what = "tf.function" if t.tf_function else "Session.run"
+    if py and caller and not any(runs_kernel(w) or _py(w) for w in workers):
+        queued = None if enqueuers else _queue_wait(event, t, "its %s" % what)
         if queued is not None:
             return queued
+        busy = [w for w in pool_threads if runs_kernel(w) or _py(w)]
+        if busy:  # the pool's threads run callbacks (their own tf.functions): the caller's ops wait for one
+            return Wait(t.tid, busy[0].tid, "the threads of TensorFlow's pool, all busy",
+                        "no pool thread runs its %s's ops; thread(s) %s run callbacks" % (
+                            what, ", ".join(str(w.tid) for w in busy)))
+        site = fork_site(t)
+        if site is not None:
+            return Wait(t.tid, None, "TensorFlow's threads and locks, which a forked child inherits without "
+                        "their threads", "forked at %s (multiprocessing) from a process running TensorFlow; "
+                        "no thread of this child runs its %s's ops" % (site, what))
+        return Wait(t.tid, None, "the ops of its %s, which no thread of this process runs" % what,
+                    "every pool thread waits for work: the ops wait for an event from outside the process's "
+                    "threads (a peer, a queue)")
     if py and workers:
         busy = [w for w in workers if runs_kernel(w) or _py(w)]
         if busy:
@@ -297,6 +323,36 @@ def _library_wait(py: List[PythonFrame]) -> Optional[Tuple[str, str]]:
             if name == fn:
                 found = (what, fn + " at %s")
     return found
+
+
+def _inner_native(t: Thread) -> List[str]:
+    """The native frames above a thread's innermost Python frame."""
+    out = []
+    for f in t.frames:
+        if isinstance(f, PythonFrame):
+            break
+        if isinstance(f, NativeFrame):
+            out.append(f.function or "")
+    return out
+
+
+def fork_site(t: Thread) -> Optional[str]:
+    """``app.py:46``: where a process forked by ``multiprocessing`` (its fork start method) was started, from
+    the child's own stack (``Popen._launch`` in ``popen_fork.py``, then the user's ``p.start()`` line)."""
+    py = _py(t)
+    for i, f in enumerate(py):
+        if f.function == "Popen._launch" and (f.file or "").endswith("/multiprocessing/popen_fork.py"):
+            user = next((g for g in py[i + 1:] if g.user), None)
+            return "%s:%s" % (os.path.basename(user.file or "?"), user.line) if user else "?"
+    return None
+
+
+def _peers(event: Event) -> str:
+    """`` (worker 1)``: the other tasks of the event's cluster (TF_CONFIG), "" where none is known."""
+    cluster = event.cluster or {}
+    me = cluster.get("task")
+    others = [task.replace(":", " ") for task in cluster.get("tasks") or [] if task != me]
+    return " (%s)" % ", ".join(others) if others else ""
 
 
 def cycle(waits: List[Wait]) -> Optional[List[Wait]]:
