@@ -133,7 +133,7 @@ def test_paths_are_normal_and_labels_match_the_text():
     assert event.threads[1].label == "tf_Compute"
     # a core keeps no OS names: threading's name, or nothing
     assert report.thread_label(Thread(tid=5, name="", python_name="loader"), "") == "loader"
-    assert report.thread_display_name(Thread(tid=6, name=""), "") == ""
+    assert report.thread_display_name(Thread(tid=6, name=""), "") == '""'
 
 
 def test_a_rewritten_kernel_shows_the_node_not_the_kernel_type_as_its_name():

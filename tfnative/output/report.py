@@ -93,10 +93,8 @@ def thread_label(t: Thread, main_name: Optional[str]) -> str:
 
 def thread_display_name(t: Thread, main_name: Optional[str]) -> str:
     """The quoted name a thread is shown by (``thread_label``), with the Python name beside an OS name that
-    native code gave it (``"tf_Compute" (Python "Dummy-1")``); nothing for a thread with no name known."""
+    native code gave it (``"tf_Compute" (Python "Dummy-1")``); ``""`` for a thread with no name known."""
     label = t.label if t.label is not None else thread_label(t, main_name)
-    if not label:
-        return ""
     py = t.python_name
     if py is None or py == label:
         return '"%s"' % label
@@ -645,8 +643,7 @@ class Printer:
         for members in groups:
             t = members[0]
             inside = " (%s inside)" % t.ns_tid if t.ns_tid is not None else ""
-            title = (("Thread %s%s %s" % (t.tid, inside, thread_display_name(t, main_name))).rstrip()
-                     if len(members) == 1
+            title = ("Thread %s%s %s" % (t.tid, inside, thread_display_name(t, main_name)) if len(members) == 1
                      else threadgroups.group_title(members))
             lines.extend(render.thread_block(t, title + rest[id(t)], fold=not self.full, width=width))
             lines.append("")
