@@ -233,6 +233,17 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
               help="Every descendant of PID that runs Python (repeatable).")
 @click.option("--match", "patterns", multiple=True, metavar="REGEX",
               help="Every process running Python whose command line matches REGEX (repeatable).")
+@click.option("--env", "envs", multiple=True, metavar="KEY=VALUE",
+              help="Every process running Python whose environment has KEY=VALUE, e.g. SLURM_JOB_ID=123 "
+                   "(repeatable: all of them; KEY alone: set to anything).")
+@click.option("--slurm-job", "slurm_job", metavar="JOBID",
+              help="Every Python process of this running Slurm job, on every node of its allocation (one "
+                   "'srun --overlap' task per node), merged as 'tfnative merge' prints them.")
+@click.option("--remote-tfnative", metavar="CMD",
+              help="With --slurm-job: how the nodes run tfnative (default: this Python, -m tfnative).")
+@click.option("--folded", is_flag=True, help="With --slurm-job: flamegraph folded stacks instead of the tree.")
+@click.option("--documents", metavar="FILE",
+              help="With --slurm-job: also write every process's document (JSON Lines) to FILE.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="Add to each document's \"labels\" (repeatable); merge names a process by it.")
 @click.option("--all-threads", "-a", is_flag=True, help="Also threads that run no Python.")
@@ -241,7 +252,8 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
 @click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
 @click.option("--json", "json_path", metavar="FILE",
               help="Write the snapshot as JSON to FILE (- for stdout; the text then goes to stderr); "
-                   "several processes: JSON Lines, one document per process.")
+                   "several processes: JSON Lines, one document per process; --slurm-job: the merged tree "
+                   "as 'merge --json' writes it.")
 @click.option("--with-gdb", is_flag=True,
               help="Take the snapshot through gdb (slower): source lines and inlined frames from every debug "
                    "file, libc's included. Implied by --gdb, --gdb-log and --full-symbols.")
@@ -252,9 +264,10 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
 @click.option("--locals", "variables", is_flag=True,
               help="Show each Python frame's arguments and locals (short reprs read from memory; no code runs).")
 @gdb_options
-def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str, ...], labels: Tuple[str, ...],
-          all_threads: bool, no_group: bool, native_all: bool, full: bool, json_path: Optional[str],
-          with_gdb: bool, samples: int, interval: float, variables: bool,
+def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str, ...], envs: Tuple[str, ...],
+          slurm_job: Optional[str], remote_tfnative: Optional[str], folded: bool, documents: Optional[str],
+          labels: Tuple[str, ...], all_threads: bool, no_group: bool, native_all: bool, full: bool,
+          json_path: Optional[str], with_gdb: bool, samples: int, interval: float, variables: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Print the mixed stacks of running (hung?) processes and why they may not progress; they run on afterwards.
 
@@ -264,14 +277,39 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
     with_gdb = with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod)
     group = all_threads and not no_group
-    if len(pids) == 1 and not (children or patterns or labels):
+    if slurm_job is not None:
+        node_args = (["--all-threads"] if all_threads else []) + (["--with-gdb"] if with_gdb else [])
+        if samples > 1:
+            node_args += ["--samples", str(samples), "--interval", str(interval)]
+
+        def slurm() -> int:
+            from ..slurm import run_slurm_stack
+
+            if pids or children or patterns or envs or labels:
+                raise TfnativeError("--slurm-job finds the job's processes itself: no --pid, --children, --match, "
+                                    "--env or --label with it")
+            if variables or gdb_path or gdb_log or full_symbols or debuginfod:
+                raise TfnativeError("--slurm-job takes no --locals or gdb options (the merged view has no place "
+                                    "for them)")
+            return run_slurm_stack(slurm_job, remote_tfnative, node_args, all_threads, json_path, folded, documents,
+                                   sys.stderr, sys.stdout)
+
+        _run(slurm)
+        return
+    if remote_tfnative is not None or folded or documents is not None:
+        def refuse() -> None:
+            raise TfnativeError("--remote-tfnative, --folded and --documents go with --slurm-job")
+
+        _run(refuse)
+        return
+    if len(pids) == 1 and not (children or patterns or labels or envs):
         _run(lambda: run_stack(pids[0], all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full,
                                with_gdb=with_gdb, samples=samples, interval=interval, variables=variables,
                                group=group))
         return
     _run(lambda: run_many(pids, children, patterns, labels, all_threads, native_all, json_path, gdb, sys.stderr,
                           sys.stdout, full=full, with_gdb=with_gdb, samples=samples, interval=interval,
-                          variables=variables, group=group))
+                          variables=variables, group=group, envs=envs))
 
 
 register_build(main)  # the build helpers (presets, bazelrc, doctor) live in cli/build.py
