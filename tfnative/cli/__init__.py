@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import click
 
@@ -175,7 +175,16 @@ def _check_pid_options(script: Optional[str], module: Optional[str], args: List[
               help="At the first hit (or fatal signal) hand the stopped script to gdb on this terminal, with tf-bt.")
 @click.option("--core", "core", metavar="FILE",
               help="At a fatal signal, before the process dies, write its core to FILE (tfnative core FILE reads it).")
-def attach(interactive: bool, **kw: Any) -> None:
+@click.option("--env", "envs", multiple=True, metavar="KEY=VALUE",
+              help="Watch every process running Python whose environment has KEY=VALUE (e.g. SLURM_JOB_ID=123) "
+                   "for a fatal signal; the first that dies is reported with its rank.")
+@click.option("--slurm-job", "slurm_job", metavar="JOBID",
+              help="The crash watch on every Python process of this running Slurm job, on every node (one "
+                   "'srun --overlap' task per node); the first rank that dies is reported.")
+@click.option("--remote-tfnative", metavar="CMD",
+              help="With --slurm-job: how the nodes run tfnative (default: this Python, -m tfnative).")
+def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], remote_tfnative: Optional[str],
+           **kw: Any) -> None:
     """Run SCRIPT [ARGS] (or attach to --pid PID) under gdb; a mixed stack at each breakpoint hit or fatal signal.
 
     tfnative's options may come before or after SCRIPT; the script gets every
@@ -183,7 +192,37 @@ def attach(interactive: bool, **kw: Any) -> None:
     Reports go to stderr; the script's own output is untouched.  tfnative's exit
     status is the script's (128+N when signal N killed it).
     """
+    if envs or slurm_job is not None or remote_tfnative is not None:
+        _run(lambda: _watch_many(envs, slurm_job, remote_tfnative, interactive, kw))
+        return
     _run(lambda: run_attach(_attach_opts(interactive=interactive, **kw), sys.stderr))
+
+
+_WATCH_PASSED = ("all_threads", "native_all", "full")  # attach's options that --env/--slurm-job hand on
+
+
+def _watch_many(envs: Tuple[str, ...], slurm_job: Optional[str], remote: Optional[str], interactive: bool,
+                kw: Dict[str, Any]) -> int:
+    """``attach --env``/``--slurm-job``: the crash watch on many processes (``watchmany.py``)."""
+    from ..watchmany import watch_env, watch_slurm
+
+    if envs and slurm_job is not None:
+        raise TfnativeError("--env and --slurm-job: give one (--slurm-job watches the job's processes on every "
+                            "node)")
+    if remote is not None and slurm_job is None:
+        raise TfnativeError("--remote-tfnative goes with --slurm-job")
+    defaults = {"python": sys.executable, "max_hits": 1}  # the options that are never empty
+    given = [name for name, value in kw.items()
+             if name not in _WATCH_PASSED and value and (name not in defaults or value != defaults[name])]
+    if interactive:
+        given.append("interactive")
+    if given:
+        raise TfnativeError("--%s: with --env or --slurm-job attach only watches for a fatal signal (options "
+                            "handed on: --all-threads, --native-all, --full)" % given[0].replace("_", "-"))
+    args = ["--%s" % name.replace("_", "-") for name in _WATCH_PASSED if kw.get(name)]
+    if slurm_job is not None:
+        return watch_slurm(slurm_job, remote, args, sys.stderr)
+    return watch_env(envs, args, sys.stderr)
 
 
 @main.command(cls=ScriptCommand, context_settings=ATTACH_CONTEXT)
