@@ -4,11 +4,11 @@ Everything lives in one temporary directory: ``slurm.conf`` (pointed at by ``SLU
 environment that ``env()`` gives), the state and spool directories, the logs, and munged's key and
 socket (``AuthInfo=socket=...``), so nothing system-wide is changed or read but the binaries.  The
 daemons run in the foreground as children of the test process (``-D``/``-F``), ``SlurmUser`` is root
-(``slurmd`` must be root anyway), the node is this machine by its short name with ``CPUs=4``
-(``SlurmdParameters=config_overrides``: with the real 2 CPUs a 3-task job would wait forever), ports
-are free ones picked here.  ``stop()`` cancels every job and waits until ``squeue`` is empty (``slurmd``
-ignores SIGTERM while jobs run), then ends slurmd, slurmctld, munged, and checks that none of them,
-and no ``slurmstepd``, is left.
+(``slurmd`` must be root anyway), the node is this machine by its short name with ``CPUs=16``
+(``SlurmdParameters=config_overrides``: with the real 2 CPUs a 3-task job would wait forever; 16 lets the
+tests' jobs run side by side), ports are free ones picked here.  ``stop()`` cancels every job and waits
+until ``squeue`` is empty (``slurmd`` ignores SIGTERM while jobs run), then ends slurmd, slurmctld,
+munged; ``leftovers()`` names any of them, or a ``slurmstepd``, still running.
 
 Run as a script (``python tests/slurmlocal.py DIR``) it starts one in DIR and prints the
 ``SLURM_CONF`` to export, until Ctrl-C (for trying things by hand).
@@ -94,7 +94,7 @@ KillWait=2
 MessageTimeout=30
 InactiveLimit=0
 SchedulerType=sched/builtin
-NodeName={host} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+NodeName={host} NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN
 PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """
 
@@ -195,6 +195,16 @@ class LocalSlurm:
     def jobs(self) -> List[str]:
         r = self.run([which("squeue"), "-h", "-o", "%i"], check=False, timeout=30)
         return r.stdout.split() if r.returncode == 0 else []
+
+    def step_pids(self, job: str, step: str = "0") -> List[int]:
+        """The pids of the tasks of step ``job.step`` on this node (``scontrol listpids``)."""
+        r = self.run([which("scontrol"), "listpids", job], check=False, timeout=30)
+        out = []
+        for line in r.stdout.splitlines()[1:]:
+            cols = line.split()
+            if len(cols) >= 5 and cols[2] == step and cols[4].isdigit():
+                out.append(int(cols[0]))
+        return out
 
     def cancel_all(self, timeout: float = 120) -> None:
         """scancel every job (SIGKILL: TF workers ignore SIGTERM) and wait until squeue is empty."""
