@@ -187,6 +187,16 @@ def test_same_as_stack_then_merge(slurm, mwms, tmp_path):
     merged = subprocess.run(TFNATIVE + ["merge", "-"], input=local.stdout, capture_output=True, text=True,
                             timeout=120, cwd=ROOT)
     check_tree(merged.stdout, job)
+    # the README's srun line by hand, on this one node
+    fan = subprocess.run(["srun", "--jobid=%s" % job, "--overlap", "-N", "1", "--ntasks-per-node=1", *TFNATIVE,
+                          "stack", "--env", "SLURM_JOB_ID=%s" % job, "--json", "-"], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT, env=slurm.env(), stdin=subprocess.DEVNULL)
+    assert fan.returncode == 0, fan.stderr
+    assert max(len(line) for line in fan.stdout.splitlines()) > 1024  # srun passes long lines whole, unlabelled
+    merged = subprocess.run(TFNATIVE + ["merge", "-"], input=fan.stdout, capture_output=True, text=True,
+                            timeout=120, cwd=ROOT)
+    assert merged.returncode == 0, merged.stderr
+    check_tree(merged.stdout, job)
     r = tfnative(slurm, ["stack", "--slurm-job", job, "--folded"])
     assert r.returncode == 0, r.stderr
     stalled = [ln for ln in r.stdout.splitlines() if ";[py] stall at " in ln]
