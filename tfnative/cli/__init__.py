@@ -310,8 +310,9 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Print the mixed stacks of running (hung?) processes and why they may not progress; they run on afterwards.
 
-    One --pid: that process.  Several --pid, --children or --match: each process concurrently, a text
-    block each (JSON Lines with --json); exit status 0 when at least one could be read.
+    One --pid: that process.  Several --pid, --children, --match or --env: each process concurrently, a
+    text block each (JSON Lines with --json); exit status 0 when at least one could be read.  --slurm-job
+    JOBID: every Python process of a running Slurm job on all its nodes, as one merged tree.
     """
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
     with_gdb = with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod)
