@@ -253,10 +253,36 @@ class LocalSlurm:
                     pass
         return out
 
-    def leftovers(self) -> List[str]:
-        """What of ours still runs: daemons and step daemons ("name pid")."""
-        left = ["%s %d" % (n, p.pid) for n, p in self.procs.items() if p.poll() is None]
-        return left + ["slurmstepd %d" % pid for pid in self.stepds()]
+    def strays(self) -> List[int]:
+        """Live processes that carry this cluster's ``SLURM_CONF`` in their environment (the daemons, and
+        every process of its jobs: sbatch and srun pass the submitter's environment on), this one aside."""
+        out = []
+        for p in psutil.process_iter(["pid", "status"]):
+            if p.info["pid"] == os.getpid() or p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            try:
+                with open("/proc/%d/environ" % p.info["pid"], "rb") as f:
+                    if ("SLURM_CONF=%s" % self.conf).encode() in f.read().split(b"\0"):
+                        out.append(p.info["pid"])
+            except OSError:
+                pass
+        return out
+
+    def leftovers(self, wait: float = 10.0) -> List[str]:
+        """What of ours still runs after ``wait`` seconds at most: daemons, step daemons, the jobs'
+        processes ("name pid")."""
+        deadline = time.monotonic() + wait
+        while True:
+            left = ["%s %d" % (n, p.pid) for n, p in self.procs.items() if p.poll() is None]
+            left += ["slurmstepd %d" % pid for pid in self.stepds()]
+            for pid in self.strays():
+                try:
+                    left.append("%s %d" % (psutil.Process(pid).name(), pid))
+                except psutil.NoSuchProcess:
+                    pass
+            if not left or time.monotonic() >= deadline:
+                return sorted(set(left))
+            time.sleep(0.2)
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -359,3 +359,20 @@ def test_crash_watch_names_the_rank_that_dies(slurm, tmp_path):
             watch.kill()
             watch.wait()
         end_job(slurm, job)
+
+
+def test_option_refusals_need_no_slurm():
+    """Options that do not go together are refused before anything runs (no Slurm needed)."""
+    cases = [
+        (["stack", "--slurm-job", "5", "--pid", "1"], "--slurm-job finds the job's processes itself"),
+        (["stack", "--folded", "--pid", "1"], "--remote-tfnative, --folded and --documents go with --slurm-job"),
+        (["attach", "--slurm-job", "5", "--break", "TF_NewSession"], "--break: with --env or --slurm-job attach "
+                                                                     "only watches for a fatal signal"),
+        (["attach", "--env", "A=1", "--slurm-job", "5"], "--env and --slurm-job: give one"),
+        (["stack", "--env", "TFNATIVE_NO_SUCH_VARIABLE=1"], "--env TFNATIVE_NO_SUCH_VARIABLE=1: no process"),
+    ]
+    for args, expected in cases:
+        r = subprocess.run(TFNATIVE + args, capture_output=True, text=True, timeout=120, cwd=ROOT,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode != 0 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert r.stderr.strip().splitlines()[-1].startswith("tfnative: error: " + expected), (args, r.stderr)

@@ -217,8 +217,10 @@ def _watch_many(envs: Tuple[str, ...], slurm_job: Optional[str], remote: Optiona
     if interactive:
         given.append("interactive")
     if given:
-        raise TfnativeError("--%s: with --env or --slurm-job attach only watches for a fatal signal (options "
-                            "handed on: --all-threads, --native-all, --full)" % given[0].replace("_", "-"))
+        opts = {p.name: max(p.opts, key=len) for p in click.get_current_context().command.params}
+        shown = opts.get(given[0], given[0]) if given[0] not in ("script", "args") else "a SCRIPT"
+        raise TfnativeError("%s: with --env or --slurm-job attach only watches for a fatal signal (options "
+                            "handed on: --all-threads, --native-all, --full)" % shown)
     args = ["--%s" % name.replace("_", "-") for name in _WATCH_PASSED if kw.get(name)]
     if slurm_job is not None:
         return watch_slurm(slurm_job, remote, args, sys.stderr)
