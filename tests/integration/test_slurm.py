@@ -155,6 +155,9 @@ def test_whole_job_in_one_command(slurm, mwms):
     err = mwms["stderr"]
     assert "tfnative: job %s: 3 processes on 1 node" % mwms["job"] in err
     assert "Traceback" not in err
+    for rank in (0, 1):  # the verdict knows the step's size from Slurm (there is no TF_CONFIG to read)
+        assert ("this process is task rank:%d of a 3-task cluster (Slurm), so a collective op waits for its peers"
+                % rank) in err, err
     for pid in mwms["pids"]:  # every rank named by Slurm in the node's lines, and left running untraced
         assert "%s: tfnative: process %d rank:" % (HOST, pid) in err
         with open("/proc/%d/status" % pid) as f:

@@ -6,7 +6,7 @@ import json
 
 from tfnative import slurm
 from tfnative.core.model import Document
-from tfnative.core.ranks import describe, scheduler_of
+from tfnative.core.ranks import cluster_of, describe, scheduler_of
 from tfnative.output import merge
 
 SLURM_ENV = {"SLURM_JOB_ID": "12", "SLURM_PROCID": "2", "SLURM_STEP_ID": "0", "SLURMD_NODENAME": "vm",
@@ -25,6 +25,16 @@ def test_slurm_batch_script_and_partial():
     assert describe(scheduler_of(env), "h1") == "rank 0 on node h1 (slurm job 12, step batch)"
     assert scheduler_of({"SLURM_JOB_ID": "12"}) is None  # in a job, but no task of a step
     assert scheduler_of({"SLURM_JOB_ID": "12", "SLURM_PROCID": "x"}) is None
+
+
+def test_cluster_from_the_scheduler():
+    env = dict(SLURM_ENV, SLURM_STEP_NUM_TASKS="3", SLURM_NTASKS="4")
+    assert cluster_of(env) == {"task": "rank:2", "tasks": ["rank:0", "rank:1", "rank:2"], "source": "Slurm"}
+    assert cluster_of(dict(SLURM_ENV, SLURM_NTASKS="1")) is None  # alone
+    assert cluster_of({"SLURM_JOB_ID": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "3"}) is None  # the batch script
+    torch = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
+    assert cluster_of(torch) == {"task": "rank:1", "tasks": ["rank:0", "rank:1"], "source": "torchrun"}
+    assert cluster_of({"JOB_COMPLETION_INDEX": "1"}) is None and cluster_of({}) is None
 
 
 def test_kubernetes_indexed_job():

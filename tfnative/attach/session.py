@@ -449,7 +449,7 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
 
     result = sampling.take(samples, interval, one, sleep=sleep, on_sample=say) if samples > 1 else one()
     event = report.make_event("snapshot", result, native_all=native_all)
-    job = verdict.cluster(tf_config)
+    job = verdict.cluster(tf_config) or ranks.cluster_of(env)
     if job:
         event.cluster = job
     event.triage = verdict.triage(event)

@@ -56,6 +56,24 @@ def scheduler_of(env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
     return None
 
 
+def cluster_of(env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
+    """``{"task": "rank:0", "tasks": ["rank:0", "rank:1", "rank:2"], "source": "Slurm"}``: the process's
+    place among its step's tasks (``SLURM_STEP_NUM_TASKS``, else ``SLURM_NTASKS``) or torchrun's
+    ``WORLD_SIZE``, for a verdict that a collective op waits for peers (None: alone, or not said)."""
+    sched = scheduler_of(env)
+    if sched is None:
+        return None
+    if sched["kind"] == "slurm" and sched.get("step") != "batch":
+        size, source = _int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")), "Slurm"
+    elif sched["kind"] == "torchrun":
+        size, source = sched.get("world_size"), "torchrun"
+    else:
+        return None
+    if size is None or size < 2 or not 0 <= sched["rank"] < size:
+        return None
+    return {"task": "rank:%d" % sched["rank"], "tasks": ["rank:%d" % i for i in range(size)], "source": source}
+
+
 def describe(scheduler: Optional[Mapping[str, Any]], host: Optional[str] = None) -> Optional[str]:
     """``rank 2 on node vm (slurm job 12, step 0)``, ``rank 3 in pod train-3 (kubernetes)``, ``rank 1
     (local rank 1) on host h (torchrun)``: a scheduler's rank in words; None without one."""
