@@ -121,14 +121,23 @@ def with_environment(items: Sequence[str]) -> List[int]:
         wanted.append((key.strip(), value if sep else None))
     skip = set(_ancestors())
     out = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
         pid, argv = proc.info["pid"], proc.info.get("cmdline") or []
         if pid in skip or not argv or _is_tfnative(argv):
             continue
         env = procfs.environ(pid)
-        if all(key in env and (value is None or env[key] == value) for key, value in wanted) and runs_python(pid):
+        if all(key in env and (value is None or env[key] == value) for key, value in wanted) and runs_python(pid) \
+                and not _started_by_tfnative(proc.info["ppid"]):
             out.append(pid)
     return sorted(out)
+
+
+def _started_by_tfnative(ppid: int) -> bool:
+    """Whether the parent ``ppid`` is a tfnative process: its gdb (which maps libpython) is no target."""
+    try:
+        return _is_tfnative(psutil.Process(ppid).cmdline())
+    except psutil.Error:
+        return False
 
 
 def targets(pids: Sequence[int], children: Sequence[int], patterns: Sequence[str],

@@ -340,6 +340,10 @@ def test_crash_watch_names_the_rank_that_dies(slurm, tmp_path):
             if sum("watching for a fatal signal" in ln for ln in seen) == 3:
                 break
         assert sum("watching for a fatal signal" in ln for ln in seen) == 3, "".join(seen)
+        # meanwhile a snapshot of the job: its three ranks (answered by their watches), not the watches' gdbs
+        snap = tfnative(slurm, ["stack", "--slurm-job", job, "--json", "-"])
+        assert snap.returncode == 0, snap.stderr
+        assert sorted(p["pid"] for p in json.loads(snap.stdout)["processes"]) == sorted(pids), snap.stderr
         go.write_text("go")
         out, rest = watch.communicate(timeout=300)
         err = "".join(seen) + rest
