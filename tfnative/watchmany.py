@@ -13,8 +13,11 @@ once none is left the status is 0.
 
 On a Slurm job (``--slurm-job J``): one ``srun --jobid=J --overlap`` task per node runs the above with
 ``--env SLURM_JOB_ID=J`` there; the nodes' lines come back prefixed with the node's name.  When one
-node's watch ends with a death, SIGTERM to ``srun`` (which hands it to every task of the step) ends the
-watch on the other nodes.
+node's watch ends with a death, the end of ``srun``'s standard input (``--input=all``: every task's;
+the node's watch has ``--until-eof``) ends the watch on the other nodes; so does a Ctrl-C of tfnative
+(``srun`` runs in its own session and never sees it), and tfnative's own end, however it comes.  Not a
+signal: one handed on by ``srun`` or ``scancel`` reaches every process of the step, the watches' gdbs too
+(SIGTERM makes ``srun`` cancel the step, and Slurm kills the watches before they let go).
 """
 
 from __future__ import annotations
@@ -69,8 +72,12 @@ def _status(name: str) -> int:
         return 1
 
 
-def watch_env(envs: Sequence[str], attach_args: Sequence[str], err: TextIO) -> int:
-    """The crash watch on every Python process whose environment has ``envs`` (module docstring)."""
+def watch_env(envs: Sequence[str], attach_args: Sequence[str], err: TextIO, until_eof: bool = False) -> int:
+    """The crash watch on every Python process whose environment has ``envs`` (module docstring).
+
+    ``until_eof``: standard input's end (or a line ``stop``) lets every process go, as SIGTERM does: how
+    ``watch_slurm`` ends the watch on a node (a signal handed on by srun or scancel reaches every process of
+    the step, the watches' gdbs included)."""
     pids = with_environment(envs)
     if not pids:
         raise TfnativeError("--env %s: no process running Python has that in its environment"
@@ -121,6 +128,16 @@ def watch_env(envs: Sequence[str], attach_args: Sequence[str], err: TextIO) -> i
         stop_all()
 
     old = signal.signal(signal.SIGTERM, on_term)
+    if until_eof:
+        def read_stdin() -> None:
+            nonlocal stopped
+            for line in sys.stdin.buffer:
+                if line.strip() == b"stop":
+                    break
+            stopped = True
+            stop_all()
+
+        threading.Thread(target=read_stdin, name="tfnative-watch-stdin", daemon=True).start()
     try:
         seen = 0
         while True:
@@ -173,42 +190,59 @@ def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], 
     slurm.client("srun")
     job = slurm.job_of(job_id)
     cmd = [slurm.client("srun"), "--jobid=%s" % job.id, "--overlap", "-N", str(max(1, len(job.nodes))),
-           "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0", "--job-name=tfnative-attach",
-           *argv, "attach", "--env", "SLURM_JOB_ID=%s" % job.numeric, *attach_args]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=slurm.client_env())
+           "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0", "--job-name=tfnative-attach", "--input=all",
+           *argv, "attach", "--env", "SLURM_JOB_ID=%s" % job.numeric, "--until-eof", *attach_args]
+    # its own session: a Ctrl-C on the terminal reaches tfnative only, which ends the watches through
+    # srun's standard input (--input=all: every task's), closed
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=slurm.client_env(), start_new_session=True)
+
+    def let_go() -> None:
+        try:
+            assert proc.stdin is not None
+            proc.stdin.close()
+        except OSError:
+            pass
+
     tasks = [slurm.Node(n) for n in job.nodes]
     own: List[str] = []
     died: List[int] = []
     assert proc.stderr is not None
-    try:
-        for raw in proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            m = slurm._LABEL.match(line)
-            if not m:
-                if line.strip():
-                    own.append(line)
-                continue
-            i = int(m.group(1))
-            name = tasks[i].name if i < len(tasks) else "task %d" % i
-            if i < len(tasks):
-                tasks[i].err.append(m.group(2))
-            err.write("%s: %s\n" % (name, m.group(2)))
-            err.flush()
-            if m.group(2).startswith("tfnative: the first to die: ") and not died:
-                died.append(_status(m.group(2).rsplit(": ", 1)[-1]))
-                if len(tasks) > 1:
-                    time.sleep(0.5)  # its last lines
-                    proc.send_signal(signal.SIGTERM)  # srun hands it to the other nodes' watches
-        code = proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGTERM)
+
+    def one(line: str) -> None:
+        m = slurm._LABEL.match(line)
+        if not m:
+            if line.strip():
+                own.append(line)
+            return
+        i = int(m.group(1))
+        name = tasks[i].name if i < len(tasks) else "task %d" % i
+        if i < len(tasks):
+            tasks[i].err.append(m.group(2))
+        err.write("%s: %s\n" % (name, m.group(2)))
+        err.flush()
+        if m.group(2).startswith("tfnative: the first to die: ") and not died:
+            died.append(_status(m.group(2).rsplit(": ", 1)[-1]))
+            if len(tasks) > 1:
+                time.sleep(0.5)  # its last lines
+                let_go()  # the other nodes' watches
+
+    interrupted = False
+    while True:
         try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        raise
+            for raw in proc.stderr:
+                one(raw.decode("utf-8", "replace").rstrip("\n"))
+            break
+        except KeyboardInterrupt:
+            if interrupted:  # a second Ctrl-C: no more waiting (gdb detaches when its tfnative dies)
+                proc.kill()
+                proc.wait()
+                raise
+            interrupted = True
+            let_go()  # the watches let their processes go; their last lines are read
+    code = proc.wait()
+    if interrupted:
+        raise KeyboardInterrupt
     if not any(n.err for n in tasks):
         why = slurm._step_refused(job, own)
         raise TfnativeError(why or "srun started no step in job %s (exit %d): %s"

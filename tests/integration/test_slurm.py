@@ -383,3 +383,30 @@ def test_option_refusals_need_no_slurm():
                            stdin=subprocess.DEVNULL)
         assert r.returncode != 0 and "Traceback" not in r.stderr, (args, r.stderr)
         assert r.stderr.strip().splitlines()[-1].startswith("tfnative: error: " + expected), (args, r.stderr)
+
+
+def test_ctrl_c_of_the_crash_watch_lets_every_rank_go(slurm, sleepers):
+    """Ctrl-C of ``attach --slurm-job``: srun's standard input closed, the node's watch reads its end and
+    its ``attach --pid`` children detach; every rank runs on, untraced; exit 130."""
+    watch = subprocess.Popen(TFNATIVE + ["attach", "--slurm-job", sleepers], cwd=ROOT, env=slurm.env(),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in watch.stderr:
+            seen.append(line)
+            if sum("watching for a fatal signal" in ln for ln in seen) == 2:
+                break
+        assert sum("watching for a fatal signal" in ln for ln in seen) == 2, "".join(seen)
+        watch.send_signal(signal.SIGINT)
+        out, rest = watch.communicate(timeout=120)
+        err = "".join(seen) + rest
+        assert watch.returncode == 130, err
+        assert "Traceback" not in err and err.count("interrupted by SIGTERM: detaching") == 2, err
+        for pid in slurm.step_pids(sleepers):
+            assert psutil.Process(pid).status() in (psutil.STATUS_SLEEPING, psutil.STATUS_RUNNING)
+            with open("/proc/%d/status" % pid) as f:
+                assert "TracerPid:\t0\n" in f.read()
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()

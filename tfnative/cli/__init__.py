@@ -183,8 +183,9 @@ def _check_pid_options(script: Optional[str], module: Optional[str], args: List[
                    "'srun --overlap' task per node); the first rank that dies is reported.")
 @click.option("--remote-tfnative", metavar="CMD",
               help="With --slurm-job: how the nodes run tfnative (default: this Python, -m tfnative).")
+@click.option("--until-eof", is_flag=True, hidden=True)  # --env on a node of --slurm-job: stdin's end lets go
 def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], remote_tfnative: Optional[str],
-           **kw: Any) -> None:
+           until_eof: bool, **kw: Any) -> None:
     """Run SCRIPT [ARGS] (or attach to --pid PID) under gdb; a mixed stack at each breakpoint hit or fatal signal.
 
     tfnative's options may come before or after SCRIPT; the script gets every
@@ -193,7 +194,7 @@ def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], r
     status is the script's (128+N when signal N killed it).
     """
     if envs or slurm_job is not None or remote_tfnative is not None:
-        _run(lambda: _watch_many(envs, slurm_job, remote_tfnative, interactive, kw))
+        _run(lambda: _watch_many(envs, slurm_job, remote_tfnative, interactive, kw, until_eof))
         return
     _run(lambda: run_attach(_attach_opts(interactive=interactive, **kw), sys.stderr))
 
@@ -202,7 +203,7 @@ _WATCH_PASSED = ("all_threads", "native_all", "full")  # attach's options that -
 
 
 def _watch_many(envs: Tuple[str, ...], slurm_job: Optional[str], remote: Optional[str], interactive: bool,
-                kw: Dict[str, Any]) -> int:
+                kw: Dict[str, Any], until_eof: bool = False) -> int:
     """``attach --env``/``--slurm-job``: the crash watch on many processes (``watchmany.py``)."""
     from ..watchmany import watch_env, watch_slurm
 
@@ -224,7 +225,7 @@ def _watch_many(envs: Tuple[str, ...], slurm_job: Optional[str], remote: Optiona
     args = ["--%s" % name.replace("_", "-") for name in _WATCH_PASSED if kw.get(name)]
     if slurm_job is not None:
         return watch_slurm(slurm_job, remote, args, sys.stderr)
-    return watch_env(envs, args, sys.stderr)
+    return watch_env(envs, args, sys.stderr, until_eof=until_eof)
 
 
 @main.command(cls=ScriptCommand, context_settings=ATTACH_CONTEXT)
