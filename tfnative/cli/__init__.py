@@ -204,8 +204,8 @@ _WATCH_PASSED = ("all_threads", "native_all", "full")  # attach's options that -
 
 def _watch_many(envs: Tuple[str, ...], slurm_job: Optional[str], remote: Optional[str], interactive: bool,
                 kw: Dict[str, Any], until_eof: bool = False) -> int:
-    """``attach --env``/``--slurm-job``: the crash watch on many processes (``watchmany.py``)."""
-    from ..watchmany import watch_env, watch_slurm
+    """``attach --env``/``--slurm-job``: the crash watch on many processes (``attach/watchmany.py``)."""
+    from ..attach.watchmany import watch_env, watch_slurm
 
     if envs and slurm_job is not None:
         raise TfnativeError("--env and --slurm-job: give one (--slurm-job watches the job's processes on every "

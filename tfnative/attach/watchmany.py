@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, TextIO
 
-from .core import procfs, ranks
-from .errors import TfnativeError
-from .multistack import NOTHING_FOUND, with_environment
+from ..core import procfs, ranks
+from ..errors import TfnativeError
+from ..multistack import NOTHING_FOUND, with_environment
 
 _LET_GO = (130, 143)  # a watch that we ended: it let go of its process
 
@@ -179,7 +179,7 @@ def watch_env(envs: Sequence[str], attach_args: Sequence[str], err: TextIO, unti
 
 def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], err: TextIO) -> int:
     """``tfnative attach --slurm-job JOBID`` (module docstring)."""
-    from . import slurm
+    from .. import slurm
 
     try:
         argv = shlex.split(remote) if remote is not None else slurm.default_remote()
