@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -70,7 +71,7 @@ def main() -> None:
         with open(script, "w") as f:
             f.write("#!/bin/bash\nexport MWMS_PORTS=$(%s -c \"%s\")\nsrun --kill-on-bad-exit=0 %s %s %s 2\n"
                     % (sys.executable, FREE_PORTS, sys.executable, WORKER, ready))
-        job = cluster.run(["sbatch", "--parsable", "-n", "3", "-o", os.path.join(tmp, "job.out"), script],
+        job = cluster.run(["sbatch", "--parsable", "-n", "3", "-D", tmp, "-o", os.path.join(tmp, "job.out"), script],
                           cwd=ROOT).stdout.strip()
         env = cluster.env()
         deadline = time.monotonic() + 900
@@ -129,6 +130,7 @@ def main() -> None:
         cluster.stop()
         left = cluster.leftovers()
         cluster.remove()
+        shutil.rmtree(tmp, ignore_errors=True)
         if left:
             print("left running: %s" % left, file=sys.stderr)
             sys.exit(1)

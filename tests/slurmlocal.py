@@ -17,6 +17,7 @@ Run as a script (``python tests/slurmlocal.py DIR``) it starts one in DIR and pr
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -62,6 +63,14 @@ def _free_ports(n: int) -> List[int]:
     for s in socks:
         s.close()
     return ports
+
+
+def _no_cores() -> None:
+    """The daemons, and the jobs' tasks after them, write no core file (a crashing rank, a process of a step
+    killed with it) into a working directory such as the checkout: ``slurmstepd`` raises its soft limit to
+    the hard one, which its tasks inherit whatever the submitter's is (measured: unlimited with a
+    submitter's 0), so the hard limit is 0."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 CONF = """\
@@ -133,7 +142,7 @@ class LocalSlurm:
         out = open(os.path.join(self.dir, name + ".out"), "w")
         try:
             self.procs[name] = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                                env=self.env(), cwd=self.dir)
+                                                env=self.env(), cwd=self.dir, preexec_fn=_no_cores)
         finally:
             out.close()
 

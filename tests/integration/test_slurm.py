@@ -62,12 +62,13 @@ def tfnative(slurm, args, timeout=300, env=None, **kw):
 
 
 def sbatch(slurm, tmp, body, ntasks=3):
-    """Submit a job script (``#!/bin/bash`` + BODY) from the repository's root; its job id."""
+    """Submit a job script (``#!/bin/bash`` + BODY) that runs in ``tmp`` (nothing lands in the checkout);
+    its job id."""
     path = os.path.join(str(tmp), "job.sh")
     with open(path, "w") as f:
         f.write("#!/bin/bash\n%s\n" % body)
-    r = slurm.run(["sbatch", "--parsable", "-n", str(ntasks), "-o", os.path.join(str(tmp), "job.out"), path],
-                  cwd=ROOT)
+    r = slurm.run(["sbatch", "--parsable", "-n", str(ntasks), "-D", str(tmp), "-o", os.path.join(str(tmp), "job.out"),
+                   path], cwd=ROOT)
     return r.stdout.strip().split(";")[0]
 
 
@@ -410,3 +411,63 @@ def test_ctrl_c_of_the_crash_watch_lets_every_rank_go(slurm, sleepers):
         if watch.poll() is None:
             watch.kill()
             watch.wait()
+
+
+def _fake_ranks(tmp_path, job, crash):
+    """Two slurm_rank_segv.py processes with Slurm's variables set by hand (no Slurm): ranks 0 and 1."""
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    procs = []
+    for rank in (0, 1):
+        env = dict(os.environ, SLURM_JOB_ID=job, SLURM_PROCID=str(rank), SLURM_STEP_ID="0", SLURMD_NODENAME=HOST)
+        procs.append(subprocess.Popen([sys.executable, SEGV, str(ready), str(tmp_path / "go"), str(crash)], env=env,
+                                      cwd=str(tmp_path), stdin=subprocess.DEVNULL))
+    wait_for(lambda: len(glob.glob(str(ready / "rank-?"))) == 2, 60, "the two ranks")
+    return procs
+
+
+def _watching(watch, count):
+    seen = []
+    for line in watch.stderr:
+        seen.append(line)
+        if sum("watching for a fatal signal" in ln for ln in seen) == count:
+            break
+    assert sum("watching for a fatal signal" in ln for ln in seen) == count, "".join(seen)
+    return seen
+
+
+def test_watch_env_on_one_machine(tmp_path):
+    """``attach --env`` without Slurm: rank 1 dies, named by its environment; the node form
+    (``--until-eof``) lets every process go at its input's end, and exits cleanly (no abort at exit)."""
+    job = "local%d" % os.getpid()
+    procs = _fake_ranks(tmp_path, job, crash=1)
+    try:
+        # as on a node: --until-eof, its input left open (a reader of it must not hold up the exit)
+        watch = subprocess.Popen(TFNATIVE + ["attach", "--env", "SLURM_JOB_ID=" + job, "--until-eof"], cwd=ROOT,
+                                 text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        seen = _watching(watch, 2)
+        (tmp_path / "go").write_text("go")
+        rest = watch.stderr.read()
+        err = "".join(seen) + rest
+        assert watch.wait(timeout=120) == 128 + signal.SIGSEGV, err
+        watch.stdin.close()
+        assert ("tfnative: the first to die: rank 1 on node %s (slurm job %s, step 0), pid %d: SIGSEGV"
+                % (HOST, job, procs[1].pid)) in err, err
+        assert "rank 0: tfnative: interrupted by SIGTERM: detaching" in err and "Fatal Python error" not in err
+        assert procs[1].wait(timeout=30) == -signal.SIGSEGV and procs[0].poll() is None
+        # its standard input's end is the word to let go
+        watch = subprocess.Popen(TFNATIVE + ["attach", "--env", "SLURM_JOB_ID=" + job, "--until-eof"], cwd=ROOT,
+                                 text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        seen = _watching(watch, 1)
+        watch.stdin.close()
+        rest = watch.stderr.read()
+        err = "".join(seen) + rest
+        assert watch.wait(timeout=120) == 143, err
+        assert "rank 0: tfnative: interrupted by SIGTERM: detaching" in err and "Fatal Python error" not in err, err
+        with open("/proc/%d/status" % procs[0].pid) as f:
+            assert "TracerPid:\t0\n" in f.read()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()

@@ -130,9 +130,17 @@ def watch_env(envs: Sequence[str], attach_args: Sequence[str], err: TextIO, unti
     old = signal.signal(signal.SIGTERM, on_term)
     if until_eof:
         def read_stdin() -> None:
+            # the file descriptor, not sys.stdin: a daemon thread blocked in a buffered reader makes the
+            # interpreter abort at exit ("could not acquire lock for <stdin> at interpreter shutdown")
             nonlocal stopped
-            for line in sys.stdin.buffer:
-                if line.strip() == b"stop":
+            seen = b""
+            while True:
+                try:
+                    chunk = os.read(0, 4096)
+                except OSError:
+                    break
+                seen = (seen + chunk)[-64:]
+                if not chunk or b"stop\n" in seen:
                     break
             stopped = True
             stop_all()
