@@ -43,6 +43,11 @@ def measure(cmd: List[str]) -> Tuple[float, float, int]:
     return time.perf_counter() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
+def _cell(median: Tuple[float, float, bool]) -> str:
+    wall, _rss, ok = median
+    return "%.2f s" % wall if ok else "%.2f s (failed)" % wall
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -50,7 +55,8 @@ def main() -> None:
     args = ap.parse_args()
     if not os.path.exists(PYSTACK):
         sys.exit("pystack is not installed beside this Python (pip install pystack)")
-    rows = ["| core of | tfnative | pystack | tfnative / pystack | tfnative RSS | pystack RSS |", "|---|---|---|---|---|---|"]
+    rows = ["| core of | tfnative | pystack | tfnative / pystack | tfnative RSS | pystack RSS |",
+            "|---|---|---|---|---|---|"]
     ratios = []
     for script in sorted(glob.glob(os.path.join(ROOT, "tests", "corpus", "*.py"))):
         tmp = tempfile.mkdtemp(prefix="tfnative-corpus-core-")
@@ -72,22 +78,18 @@ def main() -> None:
         med = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs),
                       all(r[2] == 0 for r in rs)) for name, rs in runs.items()}
 
-        def cell(name: str) -> str:
-            wall, _rss, ok = med[name]
-            return "%.2f s" % wall if ok else "%.2f s (failed)" % wall
-
         both = med["tfnative"][2] and med["pystack"][2]
         ratio = med["tfnative"][0] / med["pystack"][0]
         if both:
             ratios.append(ratio)
         rows.append("| %s | %s | %s | %s | %.0f MB | %.0f MB |" % (
-            os.path.basename(script), cell("tfnative"), cell("pystack"), "%.2f" % ratio if both else "-",
+            os.path.basename(script), _cell(med["tfnative"]), _cell(med["pystack"]), "%.2f" % ratio if both else "-",
             med["tfnative"][1], med["pystack"][1]))
     lines = ["# `tfnative core` vs `pystack core --native-all` on the real crash corpus (tests/corpus)", "",
              "`bench/bench_corpus_core.py --runs %d`: medians of %d alternating runs per core (2 shared cores)." % (
                  args.runs, args.runs), ""] + rows + [
         "", "Median ratio over the cores both read: %s." % ("%.2f" % statistics.median(ratios) if ratios else "-"),
-        "'failed': the tool exited non-zero (pystack: \\"doesn't look like a valid core file\\" on some)."]
+        "'failed': the tool exited non-zero (pystack: 'doesn't look like a valid core file' on some)."]
     publish(lines, args.out)
 
 

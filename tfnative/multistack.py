@@ -1,12 +1,14 @@
 """``tfnative stack`` on many processes at once: which ones, taken concurrently, one document each.
 
 The processes are named by ``--pid`` (repeatable), ``--children PID`` (every descendant of PID that runs
-Python) or ``--match REGEX`` (every process running Python whose command line matches, tfnative itself
-and its ancestors excepted).  Each is snapshotted by ``session.stack_document`` (the one snapshot path)
+Python), ``--match REGEX`` (every process running Python whose command line matches) or ``--env KEY=VALUE``
+(every process running Python whose environment has it: ``SLURM_JOB_ID=123``), tfnative itself and its
+ancestors excepted by the last two.  Each is snapshotted by ``session.stack_document`` (the one snapshot path)
 on a small pool of threads: a process is held only for its own snapshot, and what does not depend on
 where a library is mapped (symbol indexes, CFI, demangled names) is read once for all
 (``sources/modules.py``, ``shared``).  Output: JSON Lines (one schema-v1 document per process, with ``host``,
-``pid``, ``task`` from ``TF_CONFIG`` and the user's ``labels``), and a text block per process.
+``pid``, ``task`` from ``TF_CONFIG``, ``scheduler`` (the rank Slurm, Kubernetes or torchrun gave it)
+and the user's ``labels``), and a text block per process.
 
 A process that cannot be read (it exited meanwhile, it is not ours) is named in one line on stderr and
 the others are reported; the exit status is non-zero only when none could be read.
@@ -26,11 +28,13 @@ from typing import Callable, Dict, List, Optional, Sequence, TextIO
 import psutil
 
 from .attach.session import GdbOptions, Interrupted, _SignalGuard, stack_document
+from .core import procfs
 from .errors import TfnativeError
 from .files import is_stdout, write_output
 from .output import merge, report
 from .output.verdict import across, verdict_lines
 
+NOTHING_FOUND = 3  # the exit status of a selection (--env) that finds no process
 MAX_JOBS = 4  # snapshots at a time: threads share the GIL, more would only stretch each process's hold
 
 _PYTHON_EXE = re.compile(r"^python(\d+(\.\d+)?)?([dmu]*)$")
@@ -106,7 +110,39 @@ def matching(pattern: str) -> List[int]:
     return sorted(out)
 
 
-def targets(pids: Sequence[int], children: Sequence[int], patterns: Sequence[str]) -> List[int]:
+def with_environment(items: Sequence[str]) -> List[int]:
+    """Every process running Python whose environment (``/proc/PID/environ``, as it started) has each
+    ``KEY=VALUE`` of ``items`` (``KEY`` alone: the variable is set), tfnative itself and its ancestors
+    excepted: ``--env SLURM_JOB_ID=123`` is every Python process of Slurm job 123 on this machine."""
+    wanted = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not key.strip():
+            raise TfnativeError("--env takes KEY=VALUE or KEY (e.g. --env SLURM_JOB_ID=123), not %r" % item)
+        wanted.append((key.strip(), value if sep else None))
+    skip = set(_ancestors())
+    out = []
+    for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
+        pid, argv = proc.info["pid"], proc.info.get("cmdline") or []
+        if pid in skip or not argv or _is_tfnative(argv):
+            continue
+        env = procfs.environ(pid)
+        if all(key in env and (value is None or env[key] == value) for key, value in wanted) and runs_python(pid) \
+                and not _started_by_tfnative(proc.info["ppid"]):
+            out.append(pid)
+    return sorted(out)
+
+
+def _started_by_tfnative(ppid: int) -> bool:
+    """Whether the parent ``ppid`` is a tfnative process: its gdb (which maps libpython) is no target."""
+    try:
+        return _is_tfnative(psutil.Process(ppid).cmdline())
+    except psutil.Error:
+        return False
+
+
+def targets(pids: Sequence[int], children: Sequence[int], patterns: Sequence[str],
+            envs: Sequence[str] = ()) -> List[int]:
     """The processes to snapshot, each once, in the order named.  Raises TfnativeError when none is."""
     out: Dict[int, None] = {}
     for pid in pids:
@@ -122,9 +158,15 @@ def targets(pids: Sequence[int], children: Sequence[int], patterns: Sequence[str
             raise TfnativeError("--match %r: no process running Python has a command line that matches"
                                 % pattern)
         out.update(dict.fromkeys(found))
+    if envs:
+        found = with_environment(envs)
+        if not found:
+            raise TfnativeError("--env %s: no process running Python has that in its environment"
+                                % " --env ".join(envs), exit_code=NOTHING_FOUND)
+        out.update(dict.fromkeys(found))
     out.pop(os.getpid(), None)
     if not out:
-        raise TfnativeError("no process to snapshot (give --pid, --children or --match)")
+        raise TfnativeError("no process to snapshot (give --pid, --children, --match or --env)")
     return list(out)
 
 
@@ -214,10 +256,10 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
 def run_many(pids: Sequence[int], children: Sequence[int], patterns: Sequence[str], labels: Sequence[str],
              all_threads: bool, native_all: bool, json_path: Optional[str], gdb_opts: GdbOptions, err: TextIO,
              out: TextIO, full: bool = False, with_gdb: bool = False, samples: int = 1, interval: float = 1.0,
-             variables: bool = False, group: bool = False) -> int:
+             variables: bool = False, group: bool = False, envs: Sequence[str] = ()) -> int:
     """``tfnative stack`` on several processes (see the module's docstring); its exit status."""
     tags = parse_labels(labels)
-    chosen = targets(pids, children, patterns)
+    chosen = targets(pids, children, patterns, envs)
     printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full, group=group)
 
     stop = threading.Event()

@@ -49,9 +49,10 @@ def _tfnative_imports(mod, path):
 
 
 def test_every_module_lives_in_a_layer():
-    """The package's top level holds only the snapshot path, its stack modes and what every layer shares."""
+    """The package's top level holds only the snapshot path, its stack modes (many processes, a Slurm job)
+    and what every layer shares."""
     top = sorted(n[:-3] for n in os.listdir(PKG) if n.endswith(".py"))
-    assert top == ["__init__", "__main__", "errors", "files", "multistack", "samples", "snapshot"]
+    assert top == ["__init__", "__main__", "errors", "files", "multistack", "samples", "slurm", "snapshot"]
     assert sorted(n for n in os.listdir(PKG) if os.path.isdir(os.path.join(PKG, n)) and n != "__pycache__") == sorted(
         LAYERS + ("inject",))
 

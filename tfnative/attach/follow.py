@@ -41,7 +41,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
-from ..core import procfs
+from ..core import procfs, ranks
 from ..core.model import Event
 from ..errors import TfnativeError
 from ..multistack import runs_python
@@ -61,11 +61,16 @@ NO_EVENTS = ("--follow-children needs the kernel's process events (the netlink p
 
 
 def process_info(pid: int) -> Dict[str, Any]:
-    """``{"pid", "cmdline", "task"?}`` of a process: its arguments joined by spaces, its ``TF_CONFIG`` task."""
+    """``{"pid", "cmdline", "task"?, "scheduler"?}`` of a process: its arguments joined by spaces, its
+    ``TF_CONFIG`` task, its rank from its environment (``core/ranks.py``)."""
     info: Dict[str, Any] = {"pid": pid, "cmdline": " ".join(procfs.cmdline(pid))}
-    task = verdict.task_of(procfs.environ(pid).get("TF_CONFIG"))
+    env = procfs.environ(pid)
+    task = verdict.task_of(env.get("TF_CONFIG"))
     if task is not None:
         info["task"] = task
+    scheduler = ranks.scheduler_of(env)
+    if scheduler is not None:
+        info["scheduler"] = scheduler
     return info
 
 

@@ -23,7 +23,7 @@ import tfnative_gdb
 
 from .. import samples as sampling
 from .. import snapshot
-from ..core import procfs
+from ..core import procfs, ranks
 from ..core.model import Capture, NativeFrame
 from ..errors import TfnativeError
 from ..files import is_stdout
@@ -434,9 +434,11 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
     proc = check_pid(pid)
     was_stopped = proc.status() == psutil.STATUS_STOPPED
     doc = report.Document(argv=_argv(proc), pid=pid)
-    tf_config = procfs.environ(pid).get("TF_CONFIG")
+    env = procfs.environ(pid)
+    tf_config = env.get("TF_CONFIG")
     doc.host = socket.gethostname()
     doc.task = verdict.task_of(tf_config)
+    doc.scheduler = ranks.scheduler_of(env)
 
     def one() -> Capture:
         return _take_snapshot(pid, all_threads, gdb_opts, was_stopped, with_gdb, err, variables)
@@ -450,7 +452,7 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
         tf_config = result.tf_config
         doc.task = verdict.task_of(tf_config)
     event = report.make_event("snapshot", result, native_all=native_all)
-    job = verdict.cluster(tf_config)
+    job = verdict.cluster(tf_config) or ranks.cluster_of(env)
     if job:
         event.cluster = job
     event.triage = verdict.triage(event)

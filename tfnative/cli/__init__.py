@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import click
 
@@ -175,7 +175,17 @@ def _check_pid_options(script: Optional[str], module: Optional[str], args: List[
               help="At the first hit (or fatal signal) hand the stopped script to gdb on this terminal, with tf-bt.")
 @click.option("--core", "core", metavar="FILE",
               help="At a fatal signal, before the process dies, write its core to FILE (tfnative core FILE reads it).")
-def attach(interactive: bool, **kw: Any) -> None:
+@click.option("--env", "envs", multiple=True, metavar="KEY=VALUE",
+              help="Watch every process running Python whose environment has KEY=VALUE (e.g. SLURM_JOB_ID=123) "
+                   "for a fatal signal; the first that dies is reported with its rank.")
+@click.option("--slurm-job", "slurm_job", metavar="JOBID",
+              help="The crash watch on every Python process of this running Slurm job, on every node (one "
+                   "'srun --overlap' task per node); the first rank that dies is reported.")
+@click.option("--remote-tfnative", metavar="CMD",
+              help="With --slurm-job: how the nodes run tfnative (default: this Python, -m tfnative).")
+@click.option("--until-eof", is_flag=True, hidden=True)  # --env on a node of --slurm-job: stdin's end lets go
+def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], remote_tfnative: Optional[str],
+           until_eof: bool, **kw: Any) -> None:
     """Run SCRIPT [ARGS] (or attach to --pid PID) under gdb; a mixed stack at each breakpoint hit or fatal signal.
 
     tfnative's options may come before or after SCRIPT; the script gets every
@@ -183,7 +193,39 @@ def attach(interactive: bool, **kw: Any) -> None:
     Reports go to stderr; the script's own output is untouched.  tfnative's exit
     status is the script's (128+N when signal N killed it).
     """
+    if envs or slurm_job is not None or remote_tfnative is not None:
+        _run(lambda: _watch_many(envs, slurm_job, remote_tfnative, interactive, kw, until_eof))
+        return
     _run(lambda: run_attach(_attach_opts(interactive=interactive, **kw), sys.stderr))
+
+
+_WATCH_PASSED = ("all_threads", "native_all", "full")  # attach's options that --env/--slurm-job hand on
+
+
+def _watch_many(envs: Tuple[str, ...], slurm_job: Optional[str], remote: Optional[str], interactive: bool,
+                kw: Dict[str, Any], until_eof: bool = False) -> int:
+    """``attach --env``/``--slurm-job``: the crash watch on many processes (``attach/watchmany.py``)."""
+    from ..attach.watchmany import watch_env, watch_slurm
+
+    if envs and slurm_job is not None:
+        raise TfnativeError("--env and --slurm-job: give one (--slurm-job watches the job's processes on every "
+                            "node)")
+    if remote is not None and slurm_job is None:
+        raise TfnativeError("--remote-tfnative goes with --slurm-job")
+    defaults = {"python": sys.executable, "max_hits": 1}  # the options that are never empty
+    given = [name for name, value in kw.items()
+             if name not in _WATCH_PASSED and value and (name not in defaults or value != defaults[name])]
+    if interactive:
+        given.append("interactive")
+    if given:
+        opts = {p.name: max(p.opts, key=len) for p in click.get_current_context().command.params}
+        shown = opts.get(given[0], given[0]) if given[0] not in ("script", "args") else "a SCRIPT"
+        raise TfnativeError("%s: with --env or --slurm-job attach only watches for a fatal signal (options "
+                            "handed on: --all-threads, --native-all, --full)" % shown)
+    args = ["--%s" % name.replace("_", "-") for name in _WATCH_PASSED if kw.get(name)]
+    if slurm_job is not None:
+        return watch_slurm(slurm_job, remote, args, sys.stderr)
+    return watch_env(envs, args, sys.stderr, until_eof=until_eof)
 
 
 @main.command(cls=ScriptCommand, context_settings=ATTACH_CONTEXT)
@@ -233,6 +275,17 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
               help="Every descendant of PID that runs Python (repeatable).")
 @click.option("--match", "patterns", multiple=True, metavar="REGEX",
               help="Every process running Python whose command line matches REGEX (repeatable).")
+@click.option("--env", "envs", multiple=True, metavar="KEY=VALUE",
+              help="Every process running Python whose environment has KEY=VALUE, e.g. SLURM_JOB_ID=123 "
+                   "(repeatable: all of them; KEY alone: set to anything).")
+@click.option("--slurm-job", "slurm_job", metavar="JOBID",
+              help="Every Python process of this running Slurm job, on every node of its allocation (one "
+                   "'srun --overlap' task per node), merged as 'tfnative merge' prints them.")
+@click.option("--remote-tfnative", metavar="CMD",
+              help="With --slurm-job: how the nodes run tfnative (default: this Python, -m tfnative).")
+@click.option("--folded", is_flag=True, help="With --slurm-job: flamegraph folded stacks instead of the tree.")
+@click.option("--documents", metavar="FILE",
+              help="With --slurm-job: also write every process's document (JSON Lines) to FILE.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="Add to each document's \"labels\" (repeatable); merge names a process by it.")
 @click.option("--all-threads", "-a", is_flag=True, help="Also threads that run no Python.")
@@ -241,7 +294,8 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
 @click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
 @click.option("--json", "json_path", metavar="FILE",
               help="Write the snapshot as JSON to FILE (- for stdout; the text then goes to stderr); "
-                   "several processes: JSON Lines, one document per process.")
+                   "several processes: JSON Lines, one document per process; --slurm-job: the merged tree "
+                   "as 'merge --json' writes it.")
 @click.option("--with-gdb", is_flag=True,
               help="Take the snapshot through gdb (slower): source lines and inlined frames from every debug "
                    "file, libc's included. Implied by --gdb, --gdb-log and --full-symbols.")
@@ -252,26 +306,53 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
 @click.option("--locals", "variables", is_flag=True,
               help="Show each Python frame's arguments and locals (short reprs read from memory; no code runs).")
 @gdb_options
-def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str, ...], labels: Tuple[str, ...],
-          all_threads: bool, no_group: bool, native_all: bool, full: bool, json_path: Optional[str],
-          with_gdb: bool, samples: int, interval: float, variables: bool,
+def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str, ...], envs: Tuple[str, ...],
+          slurm_job: Optional[str], remote_tfnative: Optional[str], folded: bool, documents: Optional[str],
+          labels: Tuple[str, ...], all_threads: bool, no_group: bool, native_all: bool, full: bool,
+          json_path: Optional[str], with_gdb: bool, samples: int, interval: float, variables: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Print the mixed stacks of running (hung?) processes and why they may not progress; they run on afterwards.
 
-    One --pid: that process.  Several --pid, --children or --match: each process concurrently, a text
-    block each (JSON Lines with --json); exit status 0 when at least one could be read.
+    One --pid: that process.  Several --pid, --children, --match or --env: each process concurrently, a
+    text block each (JSON Lines with --json); exit status 0 when at least one could be read.  --slurm-job
+    JOBID: every Python process of a running Slurm job on all its nodes, as one merged tree.
     """
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
     with_gdb = with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod)
     group = all_threads and not no_group
-    if len(pids) == 1 and not (children or patterns or labels):
+    if slurm_job is not None:
+        node_args = (["--all-threads"] if all_threads else []) + (["--with-gdb"] if with_gdb else [])
+        if samples > 1:
+            node_args += ["--samples", str(samples), "--interval", str(interval)]
+
+        def slurm() -> int:
+            from ..slurm import run_slurm_stack
+
+            if pids or children or patterns or envs or labels:
+                raise TfnativeError("--slurm-job finds the job's processes itself: no --pid, --children, --match, "
+                                    "--env or --label with it")
+            if variables or gdb_path or gdb_log or full_symbols or debuginfod:
+                raise TfnativeError("--slurm-job takes no --locals or gdb options (the merged view has no place "
+                                    "for them)")
+            return run_slurm_stack(slurm_job, remote_tfnative, node_args, all_threads, json_path, folded, documents,
+                                   sys.stderr, sys.stdout)
+
+        _run(slurm)
+        return
+    if remote_tfnative is not None or folded or documents is not None:
+        def refuse() -> None:
+            raise TfnativeError("--remote-tfnative, --folded and --documents go with --slurm-job")
+
+        _run(refuse)
+        return
+    if len(pids) == 1 and not (children or patterns or labels or envs):
         _run(lambda: run_stack(pids[0], all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full,
                                with_gdb=with_gdb, samples=samples, interval=interval, variables=variables,
                                group=group))
         return
     _run(lambda: run_many(pids, children, patterns, labels, all_threads, native_all, json_path, gdb, sys.stderr,
                           sys.stdout, full=full, with_gdb=with_gdb, samples=samples, interval=interval,
-                          variables=variables, group=group))
+                          variables=variables, group=group, envs=envs))
 
 
 register_build(main)  # the build helpers (presets, bazelrc, doctor) live in cli/build.py

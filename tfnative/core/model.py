@@ -453,6 +453,7 @@ class Document:
     host: Optional[str] = None  # stack: the machine's name
     task: Optional[Json] = None  # stack: {"type", "index"} from TF_CONFIG
     labels: Optional[Dict[str, str]] = None  # stack --label
+    scheduler: Optional[Json] = None  # stack: {"kind", "rank", ...} from the environment (core/ranks.py)
     has_exit: bool = False
     exit: Optional[Json] = None  # {"code": int} | {"signal": "SIGSEGV"} | None
     dumps: List[str] = field(default_factory=list)
@@ -464,7 +465,7 @@ class Document:
     def to_json(self) -> Json:
         out: Json = {"tfnative": SCHEMA, "pid": self.pid, "argv": self.argv,
                      "events": [e.to_json() for e in self.events], "unresolved": self.unresolved}
-        for key in ("host", "task", "labels"):
+        for key in ("host", "task", "labels", "scheduler"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -489,7 +490,7 @@ class Document:
             return cls(argv=list(d.get("argv") or []), pid=d.get("pid"),
                        events=[Event.from_json(e) for e in d.get("events") or []],
                        unresolved=list(d.get("unresolved") or []), host=d.get("host"), task=d.get("task"),
-                       labels=d.get("labels"), has_exit="exit" in d, exit=d.get("exit"),
+                       labels=d.get("labels"), scheduler=d.get("scheduler"), has_exit="exit" in d, exit=d.get("exit"),
                        dumps=list(d.get("dumps") or []), children_killed=list(d.get("children_killed") or []),
                        core=d.get("core"), triage=d.get("triage"))
         except (KeyError, TypeError, AttributeError) as exc:

@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from ..core import ranks
 from ..core.model import Document, Frame, Thread
 from ..errors import TfnativeError
 from . import render
@@ -64,11 +65,15 @@ def parse_documents(texts: Iterable[Tuple[str, str]]) -> List[Document]:
 
 
 def member_label(doc: Document) -> str:
-    """``worker:2`` from ``task``, else ``KEY:VALUE`` of the first of ``labels`` (``rank:3``, so that ranks
+    """``worker:2`` from ``task``, else ``rank:2`` from ``scheduler`` (the rank Slurm, Kubernetes or
+    torchrun gave the process), else ``KEY:VALUE`` of the first of ``labels`` (``rank:3``, so that ranks
     compress to ranges), else ``host:pid``."""
     task = doc.task
     if isinstance(task, dict) and task.get("type") is not None:
         return "%s:%s" % (task["type"], task.get("index", "?"))
+    sched = doc.scheduler
+    if isinstance(sched, dict) and sched.get("rank") is not None:
+        return "rank:%s" % sched["rank"]
     labels = doc.labels
     if isinstance(labels, dict) and labels:
         key, value = next(iter(labels.items()))
@@ -146,7 +151,7 @@ def build_tree(docs: Iterable[Document], all_threads: bool = False) -> Node:
     root = Node(None, "")
     who: List[Document] = []
     for i, doc in enumerate(docs):
-        who.append(Document(pid=doc.pid, host=doc.host, task=doc.task, labels=doc.labels))
+        who.append(Document(pid=doc.pid, host=doc.host, task=doc.task, labels=doc.labels, scheduler=doc.scheduler))
         for t in _stacks(doc, all_threads):
             node = root
             node.members[i] = None
@@ -167,8 +172,22 @@ def build_tree(docs: Iterable[Document], all_threads: bool = False) -> Node:
         node = todo.pop()
         node.members = dict.fromkeys(names[i] for i in node.members)
         todo.extend(node.children.values())
-    root.processes = [{"label": n, "pid": d.pid, "host": d.host} for d, n in zip(who, names)]
+    root.processes = []
+    for d, n in zip(who, names):
+        entry = {"label": n, "pid": d.pid, "host": d.host}
+        if d.scheduler is not None:
+            entry["scheduler"] = d.scheduler
+        root.processes.append(entry)
     return root
+
+
+def where(process: Dict[str, Any]) -> Optional[str]:
+    """``rank 2 on node vm (slurm job 12, step 0), pid 4242``: a process of the root's ``processes`` in
+    words, where a scheduler named its rank (None otherwise)."""
+    text = ranks.describe(process.get("scheduler"), process.get("host"))
+    if text is None:
+        return None
+    return "%s, pid %s" % (text, process.get("pid"))
 
 
 def outlier(node: Node) -> Optional[Node]:
@@ -185,11 +204,14 @@ def outlier(node: Node) -> Optional[Node]:
 def text_lines(root: Node) -> List[str]:
     """The tree as indented text: ``frame  [members] (N threads)``; the outlier marked."""
     lines = ["%d processes, %d threads: %s" % (len(root.members), root.threads, compress(root.members))]
+    words = {p["label"]: where(p) for p in root.processes}
 
     def walk(node: Node, depth: int) -> None:
         odd = outlier(node)
         for child in node.children.values():
             mark = "   <== OUTLIER" if child is odd else ""
+            if mark and len(child.members) == 1 and words.get(next(iter(child.members))):
+                mark += ": %s" % words[next(iter(child.members))]
             lines.append("%s%s   [%s] (%d thread%s)%s" % ("  " * depth, child.key, compress(child.members),
                                                         child.threads, "" if child.threads == 1 else "s",
                                                         mark))

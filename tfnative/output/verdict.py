@@ -501,8 +501,8 @@ def _function_without_thread(s: _Scene) -> Optional[str]:
         _function_phrase(s.callers, s.pid), _pool_threads(s.pool))
     cluster = s.event.cluster or {}
     if len(cluster.get("tasks") or []) > 1:
-        text += (": this process is task %s of a %d-task cluster (TF_CONFIG), so a collective op waits for "
-                 "its peers" % (cluster.get("task") or "?", len(cluster["tasks"])))
+        text += (": this process is task %s of a %d-task cluster (%s), so a collective op waits for "
+                 "its peers" % (cluster.get("task") or "?", len(cluster["tasks"]), cluster.get("source", "TF_CONFIG")))
     else:
         text += ": its ops wait for an event from outside this process's threads"
     return text

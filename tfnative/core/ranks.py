@@ -1,0 +1,100 @@
+"""A process's rank as its launcher or scheduler named it, from its environment (pure).
+
+The environment is the one the process started with (``/proc/PID/environ``): what Slurm, a Kubernetes
+indexed Job or ``torchrun`` put there before the program ran (a change the program made to its own
+``os.environ`` is not in it).  The result goes into a ``stack`` document as ``"scheduler"``
+(``docs/json-schema.md``) and names the process in ``merge`` (``rank:2``) and in its text
+(``rank 2 on node vm``).
+
+- Slurm: ``SLURM_JOB_ID`` with ``SLURM_PROCID`` (a task of a step): ``{"kind": "slurm", "rank", "job",
+  "step", "node", "local_rank"}`` from ``SLURM_PROCID``, ``SLURM_JOB_ID``, ``SLURM_STEP_ID``,
+  ``SLURMD_NODENAME``, ``SLURM_LOCALID`` (those present).  A batch script (``SLURM_JOB_ID`` but no
+  ``SLURM_STEP_ID``) is ``"step": "batch"``.
+- Kubernetes indexed Job: ``JOB_COMPLETION_INDEX``: ``{"kind": "kubernetes", "rank", "pod"}``, the pod
+  from ``HOSTNAME`` (a pod's hostname is its name).
+- torchrun and launchers like it: ``RANK`` (with ``LOCAL_RANK``, ``WORLD_SIZE`` or ``MASTER_ADDR`` beside
+  it, so that a stray ``RANK`` is not taken): ``{"kind": "torchrun", "rank", "local_rank", "world_size"}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+
+def _int(value: Optional[str]) -> Optional[int]:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _put(out: Dict[str, Any], key: str, value: Any) -> None:
+    if value is not None and value != "":
+        out[key] = value
+
+
+def scheduler_of(env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
+    """The rank (and job, node...) the environment ``env`` gives a process; None when none says one."""
+    rank = _int(env.get("SLURM_PROCID"))
+    if env.get("SLURM_JOB_ID") and rank is not None:
+        out: Dict[str, Any] = {"kind": "slurm", "rank": rank, "job": env["SLURM_JOB_ID"]}
+        _put(out, "step", env.get("SLURM_STEP_ID") or "batch")
+        _put(out, "node", env.get("SLURMD_NODENAME"))
+        _put(out, "local_rank", _int(env.get("SLURM_LOCALID")))
+        return out
+    rank = _int(env.get("JOB_COMPLETION_INDEX"))
+    if rank is not None:
+        out = {"kind": "kubernetes", "rank": rank}
+        _put(out, "pod", env.get("HOSTNAME"))
+        return out
+    rank = _int(env.get("RANK"))
+    if rank is not None and any(k in env for k in ("LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR")):
+        out = {"kind": "torchrun", "rank": rank}
+        _put(out, "local_rank", _int(env.get("LOCAL_RANK")))
+        _put(out, "world_size", _int(env.get("WORLD_SIZE")))
+        return out
+    return None
+
+
+def cluster_of(env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
+    """``{"task": "rank:0", "tasks": ["rank:0", "rank:1", "rank:2"], "source": "Slurm"}``: the process's
+    place among its step's tasks (``SLURM_STEP_NUM_TASKS``, else ``SLURM_NTASKS``) or torchrun's
+    ``WORLD_SIZE``, for a verdict that a collective op waits for peers (None: alone, or not said)."""
+    sched = scheduler_of(env)
+    if sched is None:
+        return None
+    if sched["kind"] == "slurm" and sched.get("step") != "batch":
+        size, source = _int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")), "Slurm"
+    elif sched["kind"] == "torchrun":
+        size, source = sched.get("world_size"), "torchrun"
+    else:
+        return None
+    if size is None or size < 2 or not 0 <= sched["rank"] < size:
+        return None
+    return {"task": "rank:%d" % sched["rank"], "tasks": ["rank:%d" % i for i in range(size)], "source": source}
+
+
+def describe(scheduler: Optional[Mapping[str, Any]], host: Optional[str] = None) -> Optional[str]:
+    """``rank 2 on node vm (slurm job 12, step 0)``, ``rank 3 in pod train-3 (kubernetes)``, ``rank 1
+    (local rank 1) on host h (torchrun)``: a scheduler's rank in words; None without one."""
+    if not isinstance(scheduler, Mapping) or scheduler.get("rank") is None:
+        return None
+    kind = scheduler.get("kind")
+    text = "rank %s" % scheduler["rank"]
+    if kind == "slurm":
+        node = scheduler.get("node") or host
+        if node:
+            text += " on node %s" % node
+        extra = "slurm job %s" % scheduler.get("job", "?")
+        if scheduler.get("step") is not None:
+            extra += ", step %s" % scheduler["step"]
+        return "%s (%s)" % (text, extra)
+    if kind == "kubernetes":
+        if scheduler.get("pod"):
+            text += " in pod %s" % scheduler["pod"]
+        return text + " (kubernetes)"
+    if scheduler.get("local_rank") is not None:
+        text += " (local rank %s)" % scheduler["local_rank"]
+    if host:
+        text += " on host %s" % host
+    return "%s (%s)" % (text, kind or "launcher")
