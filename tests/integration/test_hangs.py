@@ -116,9 +116,9 @@ def save(name, text, args=None):
             f.write(r.stdout.replace(ROOT, "<worktree>"))
 
 
-def snapshot_until(args, wanted, deadline, tmp):
-    """``stack ARGS --json`` until every ``basename:LINE`` in ``wanted`` shows on a stack (or the deadline):
-    the stack output's text and documents of the last one."""
+def snapshot_until(args, wanted, deadline, tmp, settled=lambda docs: True):
+    """``stack ARGS --json`` until every ``basename:LINE`` in ``wanted`` shows on a stack and ``settled(docs)``
+    holds (or the deadline): the stack output's text and documents of the last one."""
     out = os.path.join(tmp, "snapshot.json")
     while True:
         r = run_tfnative(["stack", *args, "--json", out], timeout=300)
@@ -127,10 +127,17 @@ def snapshot_until(args, wanted, deadline, tmp):
             text = f.read()
         docs = parse(text)
         seen = set().union(*(user_lines(d) for d in docs))
-        if set(wanted) <= seen or time.monotonic() > deadline:
+        if set(wanted) <= seen and settled(docs) or time.monotonic() > deadline:
             assert set(wanted) <= seen, "never on a stack: %s" % sorted(set(wanted) - seen)
+            assert settled(docs), "the program never reached its hang"
             return text, docs
         time.sleep(0.5)
+
+
+def gil_waited(docs):
+    """gil_mutex's C thread sleeps 0.5 s holding its mutex before it asks for the GIL: until then there is
+    no cycle yet."""
+    return any(t.get("gil") == "waiting" for d in docs for t in d["events"][0]["threads"])
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +171,8 @@ def hangs(tmp_path_factory):
             target = ["--pid", str(proc.pid)] + (["--children", str(proc.pid)] if several else [])
             # the control: samples mark its thread moving
             args = target + (["--samples", "3", "--interval", "0.5"] if name.endswith("_control") else [])
-            text, docs = snapshot_until(args, [marker(name, w) for w in who], time.monotonic() + 90, tmp)
+            text, docs = snapshot_until(args, [marker(name, w) for w in who], time.monotonic() + 90, tmp,
+                                        gil_waited if name == "gil_mutex" else lambda docs: True)
             print("%s: ready after %.1f s, its marked lines on the stacks after %.1f s"
                   % (name, ready_s, time.monotonic() - t0))
             procs = tree(proc.pid)

@@ -282,7 +282,7 @@ def _attribute_executors(threads: List[Thread], extra: List[Dict[str, Any]]) -> 
 
 
 def _runs_tensorflow(threads: List[Thread]) -> bool:
-    return any(f.frame_class == "tensorflow-native" for t in threads for f in t.frames)
+    return any(getattr(f, "frame_class", None) == "tensorflow-native" for t in threads for f in t.frames)
 
 
 def _attribute_waiters(threads: List[Thread], selected: Optional[int]) -> None:
