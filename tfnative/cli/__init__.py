@@ -9,24 +9,26 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Any, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 import click
 
 from .. import __version__
-from ..attach.attachloop import run_attach
-from ..attach.gdbmi import find_gdb
-from ..attach.session import AttachOptions, GdbOptions, run_stack
-from ..attach.tfenv import DebugSwitches
 from ..errors import TfnativeError
 from ..files import is_stdout, write_output
-from ..multistack import run_many
 from .build import register as register_build
 from .core import register as register_core
 from .merge import register as register_merge
 from .util import gdb_options, run_command
 
+if TYPE_CHECKING:
+    from ..attach.session import AttachOptions
+
 _run = run_command  # the error contract (cli/util.py)
+
+# Each command imports what it runs when it runs (the attach loop, gdb's driver, psutil, the snapshot
+# path, merge): ``tfnative --version`` and every ``--help`` load click and this package's command
+# modules alone (tests/unit/test_startup.py).
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -126,6 +128,9 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
                  interactive: bool = False, pid: Optional[int] = None, timeout: Optional[float] = None,
                  core: Optional[str] = None, follow_children: bool = False,
                  numerics_no_xla: bool = False) -> AttachOptions:
+    from ..attach.session import AttachOptions, GdbOptions
+    from ..attach.tfenv import DebugSwitches
+
     for text in list(breaks) + list(source_dirs) + list(break_ops):
         if "\n" in text or "\r" in text:
             raise TfnativeError("no newlines in --break, --break-op or --source-dir values: %r" % text)
@@ -183,7 +188,12 @@ def attach(interactive: bool, **kw: Any) -> None:
     Reports go to stderr; the script's own output is untouched.  tfnative's exit
     status is the script's (128+N when signal N killed it).
     """
-    _run(lambda: run_attach(_attach_opts(interactive=interactive, **kw), sys.stderr))
+    def go() -> int:
+        from ..attach.attachloop import run_attach
+
+        return run_attach(_attach_opts(interactive=interactive, **kw), sys.stderr)
+
+    _run(go)
 
 
 @main.command(cls=ScriptCommand, context_settings=ATTACH_CONTEXT)
@@ -210,6 +220,8 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
                 click.echo("tfnative: report written to %s" % output, err=True)
             return code
 
+        from ..attach.attachloop import run_attach
+        from ..attach.gdbmi import find_gdb
         from ..output import bugreport  # the doctor's ELF readers: not on attach's path
 
         opts = _attach_opts(**kw)
@@ -261,14 +273,20 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
     One --pid: that process.  Several --pid, --children or --match: each process concurrently, a text
     block each (JSON Lines with --json); exit status 0 when at least one could be read.
     """
+    from ..attach.session import GdbOptions
+
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
     with_gdb = with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod)
     group = all_threads and not no_group
     if len(pids) == 1 and not (children or patterns or labels):
+        from ..attach.session import run_stack
+
         _run(lambda: run_stack(pids[0], all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full,
                                with_gdb=with_gdb, samples=samples, interval=interval, variables=variables,
                                group=group))
         return
+    from ..multistack import run_many
+
     _run(lambda: run_many(pids, children, patterns, labels, all_threads, native_all, json_path, gdb, sys.stderr,
                           sys.stdout, full=full, with_gdb=with_gdb, samples=samples, interval=interval,
                           variables=variables, group=group))
