@@ -54,7 +54,7 @@ from .core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_en
 from .sources.base import HasDebugInfo, Source, ThreadRegs
 from .sources.live import LiveSource
 from .sources.modules import Library, segments, shared
-from .sources.ptrace import Frozen, PtraceRefused, Unsupported
+from .sources.ptrace import PAGE, Frozen, PtraceRefused, Unsupported
 
 __all__ = ["HasDebugInfo", "Unsupported", "of_stopped", "stacks", "take"]
 
@@ -194,12 +194,21 @@ def _named(regs: Dict[int, int]) -> Dict[str, int]:
     return {DWARF_REGS[i]: v for i, v in regs.items() if i < len(DWARF_REGS)}
 
 
+STACK_COPY = 256 << 10  # the most of each thread's stack copied while held, from its stack pointer up
+RED_ZONE = 128  # x86-64: a leaf function's data below its stack pointer
+
+
 def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
     """The mixed stacks of ``pid``'s threads (``which``: "python" or "all"), as ``-tfnative-capture``.
 
-    The threads are held with ptrace while they are read.  Raises
-    ``Unsupported`` (the caller uses gdb) when any thread cannot be unwound
-    from CFI alone or runs in a library with its own DWARF.
+    Copy, then let go: the threads are held with ptrace only while their
+    registers, the live part of each stack (``STACK_COPY`` at most, up to its
+    mapping's end) and the Python thread states and frames are copied; the
+    unwind, the symbols and the ops come from that copy after the process runs
+    again.  A thread whose unwind needed a page outside the copy (read from the
+    running process) is marked ``after_release``; ``held_ms`` is the hold.
+    Raises ``Unsupported`` (the caller uses gdb) when any thread cannot be
+    unwound from CFI alone or runs in a library with its own DWARF.
     """
     try:
         source = LiveSource(pid)
@@ -208,15 +217,37 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
             raise PtraceRefused("open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
         raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
     try:
-        source.libraries()  # /proc/PID/maps before the hold, which is kept short
+        # Before the hold, which is kept short: /proc/PID/maps, the files, what does not change as it runs.
+        prep = _prepare(source, variables)
         letters = kstate.states(pid)  # before the hold, which makes every thread "t"
-        with _HOLD, Frozen(pid) as frozen:
-            source.registers = [(tid, frozen.thread_name(tid), frozen.regs[tid]) for tid in frozen.tids]
-            result = stacks(source, which, variables=variables)
+        memory = source.memory
+        with _HOLD:
+            with Frozen(pid) as frozen:
+                if memory.pages is not None:
+                    memory.pages.clear()  # nothing read before the hold stands for the held process
+                regs = [(tid, frozen.regs[tid]) for tid in frozen.tids]
+                for _tid, r in regs:
+                    _copy_stack(source, r.get("rsp", 0))
+                prep.python_threads(source.namespace_tids())  # the thread states and every frame chain
+                frozen.release()
+                held = frozen.held_s
+            memory.released()
+        source.registers = [(tid, frozen.thread_name(tid), r) for tid, r in regs]
+        result = stacks(source, which, variables=variables, prepared=prep)
+        result.held_ms = round(held * 1000, 1)
     finally:
         source.close()
     kstate.annotate(result.threads, letters, {tid: regs for tid, _name, regs in source.registers})
     return result
+
+
+def _copy_stack(source: LiveSource, rsp: int) -> None:
+    """Copy the live part of one thread's stack: from just below ``rsp`` to its mapping's end, bounded."""
+    if not rsp:
+        return
+    span = source.mapping_of(rsp)
+    end = min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
+    source.memory.copy(rsp - RED_ZONE, end)
 
 
 def of_stopped(pid: int, threads: List[ThreadRegs], which: str,
@@ -239,29 +270,69 @@ def of_stopped(pid: int, threads: List[ThreadRegs], which: str,
     return result
 
 
-def stacks(source: Source, which: str, selected: Optional[int] = None, variables: bool = False) -> Capture:
+class _Prepared:
+    """What ``stacks`` reads of a source before its threads: the libraries, the unwinder, the Python reader
+    and (``python_threads``) the interpreter's thread states with their frames."""
+
+    def __init__(self, source: Source, variables: bool) -> None:
+        memory = source.memory
+        self.warnings: List[str] = []
+        libs = source.libraries()
+        _link_map_names(memory, libs, source.executable)
+        self.libs = libs = libs + source.extra_code()
+        self.unwinder = Unwinder(libs, memory.read, source.mapping_of)  # type: ignore[arg-type]
+        self.reader = _python_reader(memory, libs, self.warnings)
+        if self.reader is not None:
+            self.reader.want_variables = variables
+        self.pythreads: Optional[PythonThreads] = None
+        self.named = False
+        self.inner: Dict[int, int] = {}
+        self.result = Capture(pid=source.pid, via="cfi")
+        self.result.warnings.extend(self.warnings)
+
+    def python_threads(self, inner: Dict[int, int]) -> PythonThreads:
+        """The interpreter's thread states and each one's frames (read now: while the threads are held);
+        threading's names are read later (``names``)."""
+        if self.pythreads is None:
+            self.inner = inner
+            self.pythreads = PythonThreads(self.reader, self.result, inner, names=False)
+            if self.reader is not None:
+                for state in self.pythreads.states:
+                    self.reader.read_frames(state)
+        return self.pythreads
+
+    def names(self) -> None:
+        if self.pythreads is not None and not self.named:
+            self.named = True
+            self.pythreads.read_names()
+
+
+def _prepare(source: Source, variables: bool) -> _Prepared:
+    return _Prepared(source, variables)
+
+
+def stacks(source: Source, which: str, selected: Optional[int] = None, variables: bool = False,
+           prepared: Optional[_Prepared] = None) -> Capture:
     """Mixed stacks of a source's stopped threads (``sources/base.py``) from their registers and its memory.
 
     ``which``: "python", "all" or "selected" (only ``selected``);
-    ``variables``: read each Python frame's arguments and locals (``--locals``).
+    ``variables``: read each Python frame's arguments and locals (``--locals``);
+    ``prepared``: what ``take`` read while it held the threads.
     Raises ``HasDebugInfo`` when a library on a stack has its own DWARF, and
     ``Unsupported`` when a thread cannot be unwound from CFI alone (unless the
     source shows such stacks cut, ``partial_stacks``).
     """
     memory = source.memory
-    result = Capture(pid=source.pid, via="cfi")
-    libs = source.libraries()
-    _link_map_names(memory, libs, source.executable)
-    libs = libs + source.extra_code()
-    unwinder = Unwinder(libs, memory.read, source.mapping_of)  # type: ignore[arg-type]
-    reader = _python_reader(memory, libs, result.warnings)
-    if reader is not None:
-        reader.want_variables = variables
-    inner = source.namespace_tids()  # a process in another PID namespace (a container)
+    prep = prepared or _Prepared(source, variables)
+    result = prep.result
+    libs, unwinder, reader = prep.libs, prep.unwinder, prep.reader
+    pythreads = prep.python_threads(source.namespace_tids())  # a process in another PID namespace (a container)
+    prep.names()
+    inner = prep.inner
     if inner:
         result.ns_pid = inner.get(source.pid)
-    pythreads = PythonThreads(reader, result, inner)
     found = []
+    late_tids: set = set()  # threads whose unwind read pages the copy lacks, from the running process
     listed = source.threads()
     main_name = next((name for tid, name, _regs in listed if tid == source.pid), None)
     for tid, name, regs in listed:
@@ -271,6 +342,7 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
         if pythreads.states and not unwound(which, py is not None, name, main_name):
             continue
         cut = None
+        late = getattr(memory, "late_reads", 0)
         try:
             frames = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
         except CfiError as exc:
@@ -285,6 +357,8 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
             if lib is not None and not _is_interpreter(lib) and lib.has_dwarf() \
                     and (lib.dwarf_at(fr.pc) or lib.dwarf_at(fr.pc - 1)):
                 raise HasDebugInfo("%s has debug info: gdb gives its source lines" % lib.path)
+        if getattr(memory, "late_reads", 0) != late:
+            late_tids.add(tid)
         found.append((tid, name, frames, _native_frames(frames), py, cut))
     _name_frames([(s[2], s[3]) for s in found])
     kernels = OpKernelReader(memory)
@@ -300,6 +374,8 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
             thread.merge, thread.python_frames, thread.merge_detail = "partial", None, None
         if cut:
             thread.error = "%s; %s" % (thread.error, cut) if thread.error else cut
+        if tid in late_tids:
+            thread.after_release = True
         result.threads.append(thread)
     if which != "selected":
         tf_names = None

@@ -57,7 +57,7 @@ def make_event(kind: str, capture: Capture, native_all: bool = False,
                  ns_pid=capture.ns_pid,  # the pid inside the process's own PID namespace
                  threads=threads, python=capture.python, via=capture.via, warnings=list(capture.warnings),
                  pool=pool if pool.get("threads") else None,  # a process with TensorFlow's inter-op pool
-                 samples=capture.samples, finalizing=capture.finalizing)
+                 samples=capture.samples, held_ms=capture.held_ms, finalizing=capture.finalizing)
 
 
 # The pools of an unnamed pool summary (``executors.pool_summary``'s "pools"), as a thread's title says them.
