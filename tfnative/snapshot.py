@@ -41,7 +41,7 @@ import struct
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from .core import kstate
+from .core import kstate, procfs
 from .core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
 from .core.elfindex import ElfError, data_symbols, display_names
 from .core.executors import pool_summary, unnamed_workers
@@ -241,13 +241,141 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
     return result
 
 
-def _copy_stack(source: LiveSource, rsp: int) -> None:
+def take_nonblocking(pid: int, which: str = "python", variables: bool = False) -> Capture:
+    """``stack --no-pause``: the stacks of ``pid`` read without stopping it at all (no ptrace).
+
+    A thread's registers cannot be read while it runs: for one blocked in the
+    kernel ``/proc/PID/task/TID/syscall`` gives its user stack pointer and
+    program counter, the unwind starts there and stops at the first frame
+    whose CFA needs another register (``rbp``...); a thread running on a CPU
+    gets its Python frames alone.  Everything is read twice: a thread whose
+    registers, copied stack or Python frames differ between the two reads is
+    marked ``consistent: false`` (its first reading is shown, flagged, never
+    a mix of the two), the others ``consistent: true``.
+    """
+    try:
+        source = LiveSource(pid)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise PtraceRefused("open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
+        raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
+    source.nonblocking = True  # type: ignore[attr-defined]
+    source.partial_stacks = True  # a cut native stack is shown cut: no gdb, which would stop the process
+    try:
+        try:
+            tids = procfs.tids(pid)
+        except OSError:
+            raise Unsupported("process %d is gone" % pid) from None
+        letters = kstate.states(pid)
+        first = {tid: _user_regs(pid, tid) for tid in tids}
+        prep = _prepare(source, variables)
+        memory = source.memory
+        if memory.pages is not None:
+            memory.pages.clear()
+        spans = {tid: _copy_stack(source, r["rsp"]) for tid, r in first.items() if r}
+        inner = source.namespace_tids()
+        pythreads = prep.python_threads(inner)
+        frames1 = {t.tstate: _py_key(t) for t in pythreads.states}
+        # the second reading: registers, the same stack bytes, the Python frames
+        changed = {tid for tid in tids if _user_regs(pid, tid) != first[tid]}
+        for tid, (start, data) in spans.items():
+            if data and _read_raw(memory, start, len(data)) != data:
+                changed.add(tid)
+        check = _python_reader(_Uncached(memory), prep.libs, [])
+        if check is not None:
+            for t in PythonThreads(check, Capture(), inner, names=False).states:
+                check.read_frames(t)
+                if frames1.get(t.tstate) != _py_key(t):
+                    changed.add(inner_to_host(t.native_id, inner))
+        memory.released()
+        source.registers = [(tid, procfs.comm(pid, tid), r or {}) for tid, r in first.items()]
+        result = stacks(source, which, variables=variables, prepared=prep)
+    finally:
+        source.close()
+    kstate.annotate(result.threads, letters, {tid: r for tid, _name, r in source.registers if r})
+    result.held_ms = 0.0
+    result.nonblocking = True
+    for thread in result.threads:
+        thread.consistent = thread.tid not in changed
+        if not thread.consistent:
+            torn = "its stack changed while it was read (--no-pause): the frames shown are the first reading"
+            thread.error = "%s; %s" % (thread.error, torn) if thread.error else torn
+        thread.after_release = False  # nothing was held: every read is of the running process
+    return result
+
+
+def inner_to_host(native_id: Optional[int], inner: Dict[int, int]) -> Optional[int]:
+    """The host thread id of a thread id seen inside the process's PID namespace."""
+    if not inner or native_id is None:
+        return native_id
+    return next((host for host, ns in inner.items() if ns == native_id), native_id)
+
+
+class _Uncached:
+    """Reads straight from the process (the second reading of --no-pause)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.fd = memory.fd  # type: ignore[attr-defined]
+
+    def read(self, addr: int, size: int) -> bytes:
+        if addr <= 0 or size < 0 or addr >= (1 << 47):
+            raise MemoryError("bad address 0x%x" % addr)
+        try:
+            data = os.pread(self.fd, size, addr)
+        except (OSError, OverflowError) as exc:
+            raise MemoryError("cannot read 0x%x: %s" % (addr, exc)) from None
+        if len(data) != size:
+            raise MemoryError("cannot read 0x%x: short read" % addr)
+        return data
+
+
+def _read_raw(memory: Memory, start: int, size: int) -> bytes:
+    try:
+        return _Uncached(memory).read(start, size)
+    except MemoryError:
+        return b""
+
+
+def _py_key(thread: object) -> Tuple:
+    """What two readings of a thread's Python frames must agree on."""
+    groups = getattr(thread, "groups", [])
+    return tuple((f.function, f.file, f.line) for g in groups for f in g), getattr(thread, "error", None)
+
+
+def _user_regs(pid: int, tid: int) -> Optional[Dict[str, int]]:
+    """The user stack pointer and program counter of a thread blocked in the kernel, without stopping it
+    (``/proc/PID/task/TID/syscall``: "NR ARGS... SP PC", or "-1 SP PC" outside a system call); None
+    for a thread running on a CPU ("running") or unreadable."""
+    try:
+        with open("/proc/%d/task/%d/syscall" % (pid, tid)) as f:
+            fields = f.read().split()
+    except OSError:
+        return None
+    if len(fields) < 3 or fields[0] == "running":
+        return None
+    try:
+        sp, pc = int(fields[-2], 16), int(fields[-1], 16)
+    except ValueError:
+        return None
+    if not (sp and pc):
+        return None
+    regs = {"rsp": sp, "rip": pc}
+    if fields[0] not in ("-1", "running") and fields[0].lstrip("-").isdigit():
+        regs["orig_rax"] = int(fields[0])  # the system call it waits in, as kstate reads it from ptrace
+    return regs
+
+
+def _copy_stack(source: LiveSource, rsp: int) -> Tuple[int, bytes]:
     """Copy the live part of one thread's stack: from just below ``rsp`` to its mapping's end, bounded."""
     if not rsp:
-        return
+        return 0, b""
     span = source.mapping_of(rsp)
     end = min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
-    source.memory.copy(rsp - RED_ZONE, end)
+    start = rsp - RED_ZONE
+    taken = source.memory.copy(start, end)
+    base = start - start % PAGE
+    return base, b"".join(source.memory.pages.get(base + k, b"") for k in range(0, taken, PAGE)) \
+        if source.memory.pages is not None else b""
 
 
 def of_stopped(pid: int, threads: List[ThreadRegs], which: str,
@@ -343,9 +471,18 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
             continue
         cut = None
         late = getattr(memory, "late_reads", 0)
+        if not regs:  # --no-pause: a thread running on a CPU, whose registers cannot be read
+            found.append((tid, name, [], [], py, "no native frames: the thread ran on a CPU (--no-pause "
+                          "reads registers only of threads blocked in the kernel)"))
+            continue
         try:
             frames = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
         except CfiError as exc:
+            if getattr(source, "nonblocking", False):  # only rsp and rip: the unwind stops where they end
+                frames = getattr(exc, "frames", None) or []
+                cut = "native unwinding stopped at the last frame shown (--no-pause: rsp and rip only): %s" % exc
+                found.append((tid, name, frames, _native_frames(frames), py, cut))
+                continue
             if not source.partial_stacks or py is None:
                 raise Unsupported("thread %d: %s" % (tid, exc)) from None
             # memory or files missing: the innermost frame and the Python frames still count

@@ -239,6 +239,10 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
     _run(go)
 
 
+def _refuse(message: str) -> None:
+    raise TfnativeError(message)
+
+
 @main.command()
 @click.option("--pid", "-p", "pids", multiple=True, type=int, help="Process to inspect (repeatable).")
 @click.option("--children", multiple=True, type=int, metavar="PID",
@@ -263,10 +267,14 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
               metavar="S", help="Seconds between two samples.")
 @click.option("--locals", "variables", is_flag=True,
               help="Show each Python frame's arguments and locals (short reprs read from memory; no code runs).")
+@click.option("--no-pause", "--nonblocking", "no_pause", is_flag=True,
+              help="Never stop the process (no ptrace): each thread read twice, one that changed meanwhile "
+                   "marked inconsistent; native frames only of threads blocked in the kernel, cut where rsp "
+                   "and rip no longer suffice (docs/design.md).")
 @gdb_options
 def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str, ...], labels: Tuple[str, ...],
           all_threads: bool, no_group: bool, native_all: bool, full: bool, json_path: Optional[str],
-          with_gdb: bool, samples: int, interval: float, variables: bool,
+          with_gdb: bool, samples: int, interval: float, variables: bool, no_pause: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Print the mixed stacks of running (hung?) processes and why they may not progress; they run on afterwards.
 
@@ -278,12 +286,17 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
     with_gdb = with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod)
     group = all_threads and not no_group
+    if no_pause and with_gdb:
+        _run(lambda: _refuse("--no-pause reads without gdb: gdb would stop the process (--with-gdb, --gdb, "
+                             "--gdb-log, ...)"))
+    if no_pause and (children or patterns or labels or len(pids) != 1):
+        _run(lambda: _refuse("--no-pause takes one --pid"))
     if len(pids) == 1 and not (children or patterns or labels):
         from ..attach.session import run_stack
 
         _run(lambda: run_stack(pids[0], all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full,
                                with_gdb=with_gdb, samples=samples, interval=interval, variables=variables,
-                               group=group))
+                               group=group, nonblocking=no_pause))
         return
     from ..multistack import run_many
 
