@@ -220,18 +220,22 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
         # Before the hold, which is kept short: /proc/PID/maps, the files, what does not change as it runs.
         prep = _prepare(source, variables)
         letters = kstate.states(pid)  # before the hold, which makes every thread "t"
+        inner = source.namespace_tids()
         memory = source.memory
+        # One walk of the Python threads as the process runs learns which pages hold them (thread states,
+        # frames, code objects): the hold copies those pages, and the walk is done again from the copy.
+        python_pages = prep.learn_python_pages(inner)
         with _HOLD:
             with Frozen(pid) as frozen:
                 if memory.pages is not None:
                     memory.pages.clear()  # nothing read before the hold stands for the held process
                 regs = [(tid, frozen.regs[tid]) for tid in frozen.tids]
-                for _tid, r in regs:
-                    _copy_stack(source, r.get("rsp", 0))
-                prep.python_threads(source.namespace_tids())  # the thread states and every frame chain
+                memory.copy_many([_stack_span(source, r.get("rsp", 0)) for _tid, r in regs])
+                memory.refresh(python_pages)
                 frozen.release()
                 held = frozen.held_s
             memory.released()
+        prep.python_threads(inner)  # from the copy: a page it lacks marks the thread (after_release)
         source.registers = [(tid, frozen.thread_name(tid), r) for tid, r in regs]
         result = stacks(source, which, variables=variables, prepared=prep)
         result.held_ms = round(held * 1000, 1)
@@ -365,6 +369,14 @@ def _user_regs(pid: int, tid: int) -> Optional[Dict[str, int]]:
     return regs
 
 
+def _stack_span(source: LiveSource, rsp: int) -> Tuple[int, int]:
+    """The live part of one thread's stack: from just below ``rsp`` to its mapping's end, bounded."""
+    if not rsp:
+        return 0, 0
+    span = source.mapping_of(rsp)
+    return rsp - RED_ZONE, min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
+
+
 def _copy_stack(source: LiveSource, rsp: int) -> Tuple[int, bytes]:
     """Copy the live part of one thread's stack: from just below ``rsp`` to its mapping's end, bounded."""
     if not rsp:
@@ -412,6 +424,7 @@ class _Prepared:
         self.reader = _python_reader(memory, libs, self.warnings)
         if self.reader is not None:
             self.reader.want_variables = variables
+        self.memory = memory
         self.pythreads: Optional[PythonThreads] = None
         self.named = False
         self.inner: Dict[int, int] = {}
@@ -419,15 +432,38 @@ class _Prepared:
         self.result.warnings.extend(self.warnings)
 
     def python_threads(self, inner: Dict[int, int]) -> PythonThreads:
-        """The interpreter's thread states and each one's frames (read now: while the threads are held);
-        threading's names are read later (``names``)."""
+        """The interpreter's thread states and each one's frames; threading's names are read later
+        (``names``).  A state whose frames needed a page the hold's copy lacks is marked
+        ``after_release``."""
         if self.pythreads is None:
+            memory = self.memory
             self.inner = inner
+            late = getattr(memory, "late_reads", 0)
             self.pythreads = PythonThreads(self.reader, self.result, inner, names=False)
+            if getattr(memory, "late_reads", 0) != late:
+                self.result.warnings.append("the Python thread list was read partly after the process was let "
+                                            "go (threads started or ended meanwhile)")
             if self.reader is not None:
                 for state in self.pythreads.states:
+                    late = getattr(memory, "late_reads", 0)
                     self.reader.read_frames(state)
+                    if getattr(memory, "late_reads", 0) != late:
+                        state.after_release = True
         return self.pythreads
+
+    def learn_python_pages(self, inner: Dict[int, int]) -> List[int]:
+        """Walk the Python threads once (the process running): the pages the walk read, which the hold
+        copies; the walk is forgotten (``python_threads`` walks again, from the copy)."""
+        pages = getattr(self.memory, "pages", None)
+        if self.reader is None or pages is None:
+            return []
+        pages.clear()
+        self.python_threads(inner)
+        self.pythreads = None
+        self.result.python = None
+        self.result.warnings[:] = self.warnings
+        self.result.finalizing = False
+        return list(pages)
 
     def names(self) -> None:
         if self.pythreads is not None and not self.named:
@@ -511,7 +547,7 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
             thread.merge, thread.python_frames, thread.merge_detail = "partial", None, None
         if cut:
             thread.error = "%s; %s" % (thread.error, cut) if thread.error else cut
-        if tid in late_tids:
+        if tid in late_tids or (py is not None and py.after_release):
             thread.after_release = True
         result.threads.append(thread)
     if which != "selected":

@@ -33,3 +33,19 @@ def test_a_range_that_cannot_be_read_copies_nothing():
         assert mem.copy(PAGE, 2 * PAGE) == 0  # page 1 is never mapped
     finally:
         mem.close()
+
+
+def test_copy_many_and_refresh_fill_the_copy():
+    buf = ctypes.create_string_buffer(b"A" * (4 * PAGE))
+    addr = ctypes.addressof(buf)
+    base = addr - addr % PAGE + PAGE  # a page wholly inside the buffer
+    mem = Memory(os.getpid(), cache=True)
+    try:
+        assert mem.copy_many([(addr, addr + 100), (PAGE, 2 * PAGE)]) >= PAGE
+        assert mem.read(addr, 4) == b"AAAA"
+        ctypes.memset(base, ord("Z"), PAGE)
+        assert mem.refresh([base]) == 1  # read again: as the process has it now
+        mem.released()
+        assert mem.read(base, 2) == b"ZZ" and mem.late_reads == 0
+    finally:
+        mem.close()

@@ -87,6 +87,7 @@ class ThreadPy:
         self.holds_gil = False  # set by whoever read the runtime's GIL holder
         self.gc_collecting = False  # the same: the interpreter's collector runs (whoever holds the GIL runs it)
         self.frames_read = False  # read_frames has run: a second call keeps what the first read
+        self.after_release = False  # snapshot.take: its frames needed memory read after the process ran on
 
     @property
     def frames(self) -> List[PyFrame]:

@@ -25,7 +25,7 @@ import platform
 import signal
 import struct
 import time
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 from ..core import procfs
 from ..core.memory import USER_SPACE_END
@@ -53,17 +53,18 @@ class PtraceRefused(Unsupported):
     """ptrace was refused (permissions, Yama, another tracer)."""
 
 
-_libc = None
+_call = None
 
 
 def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.ptrace.restype = ctypes.c_long
-        _libc.ptrace.argtypes = (ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p)
-    ctypes.set_errno(0)
-    res = _libc.ptrace(request, tid, ctypes.c_void_p(addr), ctypes.c_void_p(data))
+    """ptrace(2) for the requests that return 0 or -1 (no PEEK): errno counts only at -1."""
+    global _call
+    if _call is None:
+        fn = ctypes.CDLL(None, use_errno=True).ptrace
+        fn.restype = ctypes.c_long
+        fn.argtypes = (ctypes.c_long, ctypes.c_long, ctypes.c_size_t, ctypes.c_size_t)  # plain ints: no boxing
+        _call = fn
+    res = _call(request, tid, addr, data)
     if res == -1:
         err = ctypes.get_errno()
         if err:
@@ -93,6 +94,7 @@ class Memory:
 
     def __init__(self, pid: int, cache: bool = False) -> None:
         self.fd = os.open("/proc/%d/mem" % pid, os.O_RDONLY | os.O_CLOEXEC)
+        self.pid = pid
         self.pages: Optional[Dict[int, bytes]] = {} if cache else None
         self.live = False  # released(): the process runs again, the cache is a copy of an earlier moment
         self.late_reads = 0
@@ -113,6 +115,44 @@ class Memory:
         for off in range(0, whole, PAGE):
             self.pages[base + off] = data[off: off + PAGE]
         return whole
+
+    def copy_many(self, ranges: List[Tuple[int, int]]) -> int:
+        """``copy`` of each ``[start, end)``; the bytes taken.  (One ``pread`` a range: measured faster here
+        than ``process_vm_readv`` batches, whose buffers Python must build and slice.)"""
+        return sum(self.copy(start, end) for start, end in ranges)
+
+    def refresh(self, bases: List[int]) -> int:
+        """Read the pages at ``bases`` again into the cache (adjacent pages with one ``pread``): the pages a
+        walk touched before the hold, copied as the held process has them.  The pages read."""
+        if self.pages is None:
+            return 0
+        runs: List[Tuple[int, int]] = []
+        for base in sorted(set(bases)):
+            if runs and base == runs[-1][0] + runs[-1][1] * PAGE:
+                runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+            else:
+                runs.append((base, 1))
+        return sum(self._refresh_run(start, count) for start, count in runs)
+
+    def _refresh_run(self, start: int, count: int) -> int:
+        try:
+            data = os.pread(self.fd, count * PAGE, start)
+        except (OSError, OverflowError):
+            data = b""
+        if len(data) == count * PAGE:
+            for k in range(count):
+                self.pages[start + k * PAGE] = data[k * PAGE: (k + 1) * PAGE]  # type: ignore[index]
+            return count
+        done = 0
+        for k in range(count):  # a page of the run is gone: one by one
+            base = start + k * PAGE
+            try:
+                page = os.pread(self.fd, PAGE, base)
+            except (OSError, OverflowError):
+                page = b""
+            self.pages[base] = page if len(page) == PAGE else b""  # type: ignore[index]
+            done += len(page) == PAGE
+        return done
 
     def released(self) -> None:
         """The process runs again: pages not in the copy are read live from now on, and counted."""
