@@ -23,8 +23,6 @@ import threading
 import time
 from typing import Any, Deque, Dict, List, Optional
 
-from pygdbmi.gdbmiparser import parse_response
-
 from ..errors import TfnativeError
 
 PR_SET_PDEATHSIG = 1
@@ -70,6 +68,8 @@ class GdbDied(TfnativeError):
 
 def parse_line(line: str) -> Dict[str, Any]:
     """One MI line as pygdbmi parses it; a line it cannot parse is console text."""
+    from pygdbmi.gdbmiparser import parse_response  # loaded with gdb's first line: `stack` without gdb pays none
+
     try:
         return parse_response(line)
     except Exception:
