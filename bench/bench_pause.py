@@ -9,6 +9,9 @@
    Each round runs every tool once, in turn (this machine's speed drifts over minutes).
 2. The wall time of ``stack`` on a hung TF process (``bench/scripts/tf_hang.py``).
 3. Start-up: ``tfnative --version`` and ``tfnative stack --help`` against ``python -c pass``.
+4. Nothing else slower (with --baseline): ``tfnative core`` of a TF core (``bench_core.make_core``) and
+   ``tfnative merge --all-threads`` of 1,000 documents (copies of one all-threads snapshot of the hung
+   TF process), this checkout against the baseline, interleaved.
 
 Tools: ``tfnative stack --pid`` of this checkout (``python -m tfnative`` from its root), the same of
 ``--baseline DIR`` where given (an older checkout, e.g. a ``git archive`` of main), ``py-spy dump
@@ -105,7 +108,7 @@ def _pause(threads: int, tf: bool, runs: int, tools: Dict[str, Callable[[int], C
     return out
 
 
-def _hung_tf(runs: int, tools: Dict[str, Callable[[int], Cmd]]) -> Dict[str, List[float]]:
+def _hung_tf(runs: int, tools: Dict[str, Callable[[int], Cmd]], doc_path: str = "") -> Dict[str, List[float]]:
     tmp = tempfile.mkdtemp(prefix="tfnative-bench-hang-")
     target = subprocess.Popen([PY, os.path.join(ROOT, "bench", "scripts", "tf_hang.py")], stdout=subprocess.PIPE,
                               text=True, env=dict(ENV, TMPDIR=tmp))
@@ -114,6 +117,9 @@ def _hung_tf(runs: int, tools: Dict[str, Callable[[int], Cmd]]) -> Dict[str, Lis
         assert target.stdout is not None
         target.stdout.readline()  # "ready"
         time.sleep(1.0)
+        if doc_path:  # the document merge is measured on
+            _run(([PY, "-m", "tfnative", "stack", "--pid", str(target.pid), "--all-threads", "--json", doc_path],
+                  ROOT))
         for cmd in tools.values():
             _run(cmd(target.pid))
         for i in range(runs):
@@ -146,15 +152,45 @@ def _startup(runs: int, baseline: Optional[str]) -> Dict[str, List[float]]:
     return out
 
 
+def _others(runs: int, baseline: str, doc_path: str, tmp: str) -> Dict[str, Dict[str, List[float]]]:
+    import json
+
+    from bench_core import make_core
+
+    with open(doc_path) as f:
+        doc = json.load(f)
+    docs = os.path.join(tmp, "docs1000.jsonl")
+    with open(docs, "w") as f:
+        for i in range(1000):
+            doc["pid"], doc["task"] = 100000 + i, {"type": "worker", "index": i}
+            f.write(json.dumps(doc, separators=(",", ":")) + "\n")
+    core = make_core(tmp)
+    cases = {"tfnative core CORE": ["core", core],
+             "tfnative merge --all-threads (1,000 documents)": ["merge", "--all-threads", docs]}
+    out: Dict[str, Dict[str, List[float]]] = {name: {"this": [], "baseline": []} for name in cases}
+    for argv in cases.values():
+        for where in (ROOT, baseline):
+            _run(([PY, "-m", "tfnative"] + argv, where))
+    for _ in range(runs):
+        for name, argv in cases.items():
+            for key, where in (("this", ROOT), ("baseline", baseline)):
+                _start, wall, code = _run(([PY, "-m", "tfnative"] + argv, where))
+                out[name][key].append(wall)
+                print("%-48s %-8s %.3f s (exit %d)" % (name, key, wall, code), flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--baseline", default=None, help="an older checkout to run side by side")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "pause.md"))
-    ap.add_argument("--only", choices=("pause", "hung", "startup"), action="append")
+    ap.add_argument("--only", choices=("pause", "hung", "startup", "others"), action="append")
     args = ap.parse_args()
     tools = _tools(args.baseline)
-    only = args.only or ["pause", "hung", "startup"]
+    only = args.only or ["pause", "hung", "startup", "others"]
+    tmp = tempfile.mkdtemp(prefix="tfnative-bench-others-")
+    doc_path = os.path.join(tmp, "one.json") if args.baseline and "others" in only else ""
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     lines = ["`bench/bench_pause.py --runs %d%s` on %s, commit %s; %d cores (shared), Python %s. "
@@ -171,8 +207,9 @@ def main() -> None:
             lines.append("| %s | %d | " % ("idle TensorFlow" if tf else "idle Python", int(r.pop("_threads")[0]))
                          + " | ".join(_fmt(r[n], ms=True) for n in tools) + " |")
         lines.append("")
+    if "hung" in only or doc_path:
+        r = _hung_tf(args.runs if "hung" in only else 0, tools, doc_path)
     if "hung" in only:
-        r = _hung_tf(args.runs, tools)
         lines += ["Wall time on a hung TF process (`bench/scripts/tf_hang.py`):", "",
                   "| " + " | ".join("`%s`" % n for n in tools) + " |", "|" + "---|" * len(tools),
                   "| " + " | ".join(_fmt(r[n]) for n in tools) + " |", ""]
@@ -180,6 +217,13 @@ def main() -> None:
         r = _startup(args.runs, args.baseline)
         lines += ["Start-up (%d runs each, interleaved):" % (args.runs * 3), "", "| command | wall |", "|---|---|"]
         lines += ["| `%s` | %s |" % (n, _fmt(xs, ms=True)) for n, xs in r.items()]
+        lines.append("")
+    if doc_path:
+        o = _others(args.runs, args.baseline, doc_path, tmp)
+        lines += ["Nothing else slower (this checkout vs the baseline, interleaved):", "",
+                  "| command | this checkout | baseline |", "|---|---|---|"]
+        lines += ["| `%s` | %s | %s |" % (n, _fmt(r2["this"]), _fmt(r2["baseline"])) for n, r2 in o.items()]
+    shutil.rmtree(tmp, ignore_errors=True)
     publish(lines, args.out)
 
 

@@ -232,6 +232,7 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
                 regs = [(tid, frozen.regs[tid]) for tid in frozen.tids]
                 memory.copy_many([_stack_span(source, r.get("rsp", 0)) for _tid, r in regs])
                 memory.refresh(python_pages)
+                prep.copy_thread_list()  # threads started since the walk: their states too, as held
                 frozen.release()
                 held = frozen.held_s
             memory.released()
@@ -450,6 +451,18 @@ class _Prepared:
                     if getattr(memory, "late_reads", 0) != late:
                         state.after_release = True
         return self.pythreads
+
+    def copy_thread_list(self) -> None:
+        """Walk the interpreter's list of thread states (a few reads a thread) so that every state is in
+        the copy, those of threads started since ``learn_python_pages`` included: the walk from the
+        copy then finds the threads as they were held.  Their frames, where new, are read after the
+        release (and marked)."""
+        if self.reader is None:
+            return
+        try:
+            self.reader.thread_states()
+        except MemoryError:
+            pass
 
     def learn_python_pages(self, inner: Dict[int, int]) -> List[int]:
         """Walk the Python threads once (the process running): the pages the walk read, which the hold
