@@ -39,7 +39,7 @@ import os
 import re
 import struct
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from .core import kstate, procfs
 from .core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
@@ -48,7 +48,7 @@ from .core.executors import pool_summary, unnamed_workers
 from .core.memory import Memory
 from .core.model import Capture, NativeFrame
 from .core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
-from .core.pyframes import NO_RUNTIME, PythonReader, open_reader
+from .core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
 from .core.threadnames import registered_names, registry_symbols
 from .core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
 from .sources.base import HasDebugInfo, Source, ThreadRegs
@@ -426,13 +426,15 @@ class _Prepared:
         if self.reader is not None:
             self.reader.want_variables = variables
         self.memory = memory
+        self.walked: Dict[int, Tuple[ThreadPy, Set[int]]] = {}  # learn_python_pages: tstate -> (state, pages)
+        self.before: Dict[int, bytes] = {}
         self.pythreads: Optional[PythonThreads] = None
         self.named = False
         self.inner: Dict[int, int] = {}
         self.result = Capture(pid=source.pid, via="cfi")
         self.result.warnings.extend(self.warnings)
 
-    def python_threads(self, inner: Dict[int, int]) -> PythonThreads:
+    def python_threads(self, inner: Dict[int, int], learn: bool = False) -> PythonThreads:
         """The interpreter's thread states and each one's frames; threading's names are read later
         (``names``).  A state whose frames needed a page the hold's copy lacks is marked
         ``after_release``."""
@@ -444,13 +446,37 @@ class _Prepared:
             if getattr(memory, "late_reads", 0) != late:
                 self.result.warnings.append("the Python thread list was read partly after the process was let "
                                             "go (threads started or ended meanwhile)")
-            if self.reader is not None:
+            if self.reader is not None and learn:  # before the hold: each state's frames and the pages read
                 for state in self.pythreads.states:
+                    touched: Set[int] = set()
+                    memory.track(touched)  # type: ignore[attr-defined]
+                    try:
+                        self.reader.read_frames(state)
+                    finally:
+                        memory.track(None)  # type: ignore[attr-defined]
+                    self.walked[state.tstate] = (state, touched)
+            elif self.reader is not None:
+                for state in self.pythreads.states:
+                    if self._reuse(state):
+                        continue
                     late = getattr(memory, "late_reads", 0)
                     self.reader.read_frames(state)
                     if getattr(memory, "late_reads", 0) != late:
                         state.after_release = True
         return self.pythreads
+
+    def _reuse(self, state: ThreadPy) -> bool:
+        """Take a state's frames from the walk before the hold where none of the pages that walk read of
+        it changed in the copy: reading them again would give the same frames."""
+        before = self.walked.get(state.tstate)
+        if before is None:
+            return False
+        old, touched = before
+        if any(self.memory.pages.get(p) != self.before.get(p) for p in touched):  # type: ignore[attr-defined]
+            return False
+        state.groups, state.entries, state.error = old.groups, old.entries, old.error
+        state.frames_read = True
+        return True
 
     def copy_thread_list(self) -> None:
         """Walk the interpreter's list of thread states (a few reads a thread) so that every state is in
@@ -467,11 +493,13 @@ class _Prepared:
     def learn_python_pages(self, inner: Dict[int, int]) -> List[int]:
         """Walk the Python threads once (the process running): the pages the walk read, which the hold
         copies; the walk is forgotten (``python_threads`` walks again, from the copy)."""
-        pages = getattr(self.memory, "pages", None)
-        if self.reader is None or pages is None:
+        memory = self.memory
+        pages = getattr(memory, "pages", None)
+        if self.reader is None or pages is None or not hasattr(memory, "track"):
             return []
         pages.clear()
-        self.python_threads(inner)
+        self.python_threads(inner, learn=True)
+        self.before = dict(pages)  # the bytes the walk read: a state whose pages the hold finds unchanged is kept
         self.pythreads = None
         self.result.python = None
         self.result.warnings[:] = self.warnings

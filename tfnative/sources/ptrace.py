@@ -154,6 +154,22 @@ class Memory:
             done += len(page) == PAGE
         return done
 
+    def track(self, pages: Optional[Set[int]]) -> None:
+        """Record in ``pages`` the page of every read from now on (None: stop)."""
+        if pages is None:
+            self.__dict__.pop("read", None)  # the class's read again: no cost when not tracking
+            return
+
+        def read(addr: int, size: int) -> bytes:
+            data = Memory.read(self, addr, size)
+            first = addr - addr % PAGE
+            pages.add(first)
+            if addr + size > first + PAGE:
+                pages.update(range(first + PAGE, addr + size, PAGE))
+            return data
+
+        self.read = read  # type: ignore[method-assign]
+
     def released(self) -> None:
         """The process runs again: pages not in the copy are read live from now on, and counted."""
         self.live = True
