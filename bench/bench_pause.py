@@ -194,9 +194,10 @@ def main() -> None:
     doc_path = os.path.join(tmp, "one.json") if args.baseline and "others" in only else ""
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    lines = ["`bench/bench_pause.py --runs %d%s` on %s, commit %s; %d cores (shared), Python %s. "
+    lines = ["`bench/bench_pause.py --runs %d%s%s` on %s, commit %s; %d cores (shared), Python %s. "
              "Medians of %d runs (min-max in brackets)." % (
                  args.runs, " --baseline %s" % args.baseline if args.baseline else "",
+                 "".join(" --only %s" % o for o in args.only or []),
                  time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit, os.cpu_count() or 0,
                  platform.python_version(), args.runs), ""]
     if "pause" in only:
