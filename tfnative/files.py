@@ -29,7 +29,6 @@ import contextlib
 import os
 import stat
 import sys
-import tempfile
 from typing import BinaryIO, Iterable, Iterator, Optional
 
 from .errors import TfnativeError
@@ -56,6 +55,8 @@ def atomic_write(path: str, chunks: Iterable[bytes]) -> None:
     """
     d = os.path.dirname(path)
     os.makedirs(d, exist_ok=True)
+    import tempfile  # loaded where a file is written: not on every command's start-up
+
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -165,6 +166,8 @@ def _replace(path: str, final: str, st: Optional[os.stat_result]) -> Iterator[Bi
     """Write ``final`` through a temporary file beside it and rename it into place."""
     directory = os.path.dirname(final) or "."
     try:
+        import tempfile
+
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(final) + ".", suffix=".tfnative-tmp", dir=directory)
     except OSError as exc:
         raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))

@@ -39,9 +39,9 @@ import os
 import re
 import struct
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from .core import cxxexc, kstate, locks, sourcelines
+from .core import cxxexc, kstate, locks, procfs, sourcelines
 from .core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
 from .core.elfindex import ElfError, data_symbols, display_names
 from .core.executors import pool_summary, unnamed_workers
@@ -54,7 +54,7 @@ from .core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_en
 from .sources.base import HasDebugInfo, Source, ThreadRegs
 from .sources.live import LiveSource
 from .sources.modules import Library, segments, shared
-from .sources.ptrace import Frozen, PtraceRefused, Unsupported
+from .sources.ptrace import PAGE, Frozen, PtraceRefused, Unsupported
 
 __all__ = ["HasDebugInfo", "Unsupported", "add_memory_facts", "of_stopped", "stacks", "take"]
 
@@ -195,12 +195,21 @@ def _named(regs: Dict[int, int]) -> Dict[str, int]:
     return {DWARF_REGS[i]: v for i, v in regs.items() if i < len(DWARF_REGS)}
 
 
+STACK_COPY = 256 << 10  # the most of each thread's stack copied while held, from its stack pointer up
+RED_ZONE = 128  # x86-64: a leaf function's data below its stack pointer
+
+
 def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
     """The mixed stacks of ``pid``'s threads (``which``: "python" or "all"), as ``-tfnative-capture``.
 
-    The threads are held with ptrace while they are read.  Raises
-    ``Unsupported`` (the caller uses gdb) when any thread cannot be unwound
-    from CFI alone or runs in a library with its own DWARF.
+    Copy, then let go: the threads are held with ptrace only while their
+    registers, the live part of each stack (``STACK_COPY`` at most, up to its
+    mapping's end) and the Python thread states and frames are copied; the
+    unwind, the symbols and the ops come from that copy after the process runs
+    again.  A thread whose unwind needed a page outside the copy (read from the
+    running process) is marked ``after_release``; ``held_ms`` is the hold.
+    Raises ``Unsupported`` (the caller uses gdb) when any thread cannot be
+    unwound from CFI alone or runs in a library with its own DWARF.
     """
     try:
         source = LiveSource(pid)
@@ -209,15 +218,178 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
             raise PtraceRefused("open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
         raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
     try:
-        source.libraries()  # /proc/PID/maps before the hold, which is kept short
+        # Before the hold, which is kept short: /proc/PID/maps, the files, what does not change as it runs.
+        prep = _prepare(source, variables)
         letters = kstate.states(pid)  # before the hold, which makes every thread "t"
-        with _HOLD, Frozen(pid) as frozen:
-            source.registers = [(tid, frozen.thread_name(tid), frozen.regs[tid]) for tid in frozen.tids]
-            result = stacks(source, which, variables=variables)
+        inner = source.namespace_tids()
+        memory = source.memory
+        # One walk of the Python threads as the process runs learns which pages hold them (thread states,
+        # frames, code objects): the hold copies those pages, and the walk is done again from the copy.
+        python_pages = prep.learn_python_pages(inner)
+        with _HOLD:
+            with Frozen(pid) as frozen:
+                if memory.pages is not None:
+                    memory.pages.clear()  # nothing read before the hold stands for the held process
+                regs = [(tid, frozen.regs[tid]) for tid in frozen.tids]
+                memory.copy_many([_stack_span(source, r.get("rsp", 0)) for _tid, r in regs])
+                memory.refresh(python_pages)
+                prep.copy_thread_list()  # threads started since the walk: their states too, as held
+                frozen.release()
+                held = frozen.held_s
+            memory.released()
+        prep.python_threads(inner)  # from the copy: a page it lacks marks the thread (after_release)
+        source.registers = [(tid, frozen.thread_name(tid), r) for tid, r in regs]
+        result = stacks(source, which, variables=variables, prepared=prep)
+        result.held_ms = round(held * 1000, 1)
     finally:
         source.close()
     kstate.annotate(result.threads, letters, {tid: regs for tid, _name, regs in source.registers})
     return result
+
+
+def take_nonblocking(pid: int, which: str = "python", variables: bool = False) -> Capture:
+    """``stack --no-pause``: the stacks of ``pid`` read without stopping it at all (no ptrace).
+
+    A thread's registers cannot be read while it runs: for one blocked in the
+    kernel ``/proc/PID/task/TID/syscall`` gives its user stack pointer and
+    program counter, the unwind starts there and stops at the first frame
+    whose CFA needs another register (``rbp``...); a thread running on a CPU
+    gets its Python frames alone.  Everything is read twice: a thread whose
+    registers, copied stack or Python frames differ between the two reads is
+    marked ``consistent: false`` (its first reading is shown, flagged, never
+    a mix of the two), the others ``consistent: true``.
+    """
+    try:
+        source = LiveSource(pid)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise PtraceRefused("open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
+        raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
+    source.nonblocking = True  # type: ignore[attr-defined]
+    source.partial_stacks = True  # a cut native stack is shown cut: no gdb, which would stop the process
+    try:
+        try:
+            tids = procfs.tids(pid)
+        except OSError:
+            raise Unsupported("process %d is gone" % pid) from None
+        letters = kstate.states(pid)
+        first = {tid: _user_regs(pid, tid) for tid in tids}
+        prep = _prepare(source, variables)
+        memory = source.memory
+        if memory.pages is not None:
+            memory.pages.clear()
+        spans = {tid: _copy_stack(source, r["rsp"]) for tid, r in first.items() if r}
+        inner = source.namespace_tids()
+        pythreads = prep.python_threads(inner)
+        frames1 = {t.tstate: _py_key(t) for t in pythreads.states}
+        # the second reading: registers, the same stack bytes, the Python frames
+        changed = {tid for tid in tids if _user_regs(pid, tid) != first[tid]}
+        for tid, (start, data) in spans.items():
+            if data and _read_raw(memory, start, len(data)) != data:
+                changed.add(tid)
+        check = _python_reader(_Uncached(memory), prep.libs, [])
+        if check is not None:
+            for t in PythonThreads(check, Capture(), inner, names=False).states:
+                check.read_frames(t)
+                if frames1.get(t.tstate) != _py_key(t):
+                    changed.add(inner_to_host(t.native_id, inner))
+        memory.released()
+        source.registers = [(tid, procfs.comm(pid, tid), r or {}) for tid, r in first.items()]
+        result = stacks(source, which, variables=variables, prepared=prep)
+    finally:
+        source.close()
+    kstate.annotate(result.threads, letters, {tid: r for tid, _name, r in source.registers if r})
+    result.held_ms = 0.0
+    result.nonblocking = True
+    for thread in result.threads:
+        thread.consistent = thread.tid not in changed
+        if not thread.consistent:
+            torn = "its stack changed while it was read (--no-pause): the frames shown are the first reading"
+            thread.error = "%s; %s" % (thread.error, torn) if thread.error else torn
+        thread.after_release = False  # nothing was held: every read is of the running process
+    return result
+
+
+def inner_to_host(native_id: Optional[int], inner: Dict[int, int]) -> Optional[int]:
+    """The host thread id of a thread id seen inside the process's PID namespace."""
+    if not inner or native_id is None:
+        return native_id
+    return next((host for host, ns in inner.items() if ns == native_id), native_id)
+
+
+class _Uncached:
+    """Reads straight from the process (the second reading of --no-pause)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.fd = memory.fd  # type: ignore[attr-defined]
+
+    def read(self, addr: int, size: int) -> bytes:
+        if addr <= 0 or size < 0 or addr >= (1 << 47):
+            raise MemoryError("bad address 0x%x" % addr)
+        try:
+            data = os.pread(self.fd, size, addr)
+        except (OSError, OverflowError) as exc:
+            raise MemoryError("cannot read 0x%x: %s" % (addr, exc)) from None
+        if len(data) != size:
+            raise MemoryError("cannot read 0x%x: short read" % addr)
+        return data
+
+
+def _read_raw(memory: Memory, start: int, size: int) -> bytes:
+    try:
+        return _Uncached(memory).read(start, size)
+    except MemoryError:
+        return b""
+
+
+def _py_key(thread: object) -> Tuple:
+    """What two readings of a thread's Python frames must agree on."""
+    groups = getattr(thread, "groups", [])
+    return tuple((f.function, f.file, f.line) for g in groups for f in g), getattr(thread, "error", None)
+
+
+def _user_regs(pid: int, tid: int) -> Optional[Dict[str, int]]:
+    """The user stack pointer and program counter of a thread blocked in the kernel, without stopping it
+    (``/proc/PID/task/TID/syscall``: "NR ARGS... SP PC", or "-1 SP PC" outside a system call); None
+    for a thread running on a CPU ("running") or unreadable."""
+    try:
+        with open("/proc/%d/task/%d/syscall" % (pid, tid)) as f:
+            fields = f.read().split()
+    except OSError:
+        return None
+    if len(fields) < 3 or fields[0] == "running":
+        return None
+    try:
+        sp, pc = int(fields[-2], 16), int(fields[-1], 16)
+    except ValueError:
+        return None
+    if not (sp and pc):
+        return None
+    regs = {"rsp": sp, "rip": pc}
+    if fields[0] not in ("-1", "running") and fields[0].lstrip("-").isdigit():
+        regs["orig_rax"] = int(fields[0])  # the system call it waits in, as kstate reads it from ptrace
+    return regs
+
+
+def _stack_span(source: LiveSource, rsp: int) -> Tuple[int, int]:
+    """The live part of one thread's stack: from just below ``rsp`` to its mapping's end, bounded."""
+    if not rsp:
+        return 0, 0
+    span = source.mapping_of(rsp)
+    return rsp - RED_ZONE, min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
+
+
+def _copy_stack(source: LiveSource, rsp: int) -> Tuple[int, bytes]:
+    """Copy the live part of one thread's stack: from just below ``rsp`` to its mapping's end, bounded."""
+    if not rsp:
+        return 0, b""
+    span = source.mapping_of(rsp)
+    end = min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
+    start = rsp - RED_ZONE
+    taken = source.memory.copy(start, end)
+    base = start - start % PAGE
+    return base, b"".join(source.memory.pages.get(base + k, b"") for k in range(0, taken, PAGE)) \
+        if source.memory.pages is not None else b""
 
 
 def of_stopped(pid: int, threads: List[ThreadRegs], which: str,
@@ -240,29 +412,133 @@ def of_stopped(pid: int, threads: List[ThreadRegs], which: str,
     return result
 
 
-def stacks(source: Source, which: str, selected: Optional[int] = None, variables: bool = False) -> Capture:
+class _Prepared:
+    """What ``stacks`` reads of a source before its threads: the libraries, the unwinder, the Python reader
+    and (``python_threads``) the interpreter's thread states with their frames."""
+
+    def __init__(self, source: Source, variables: bool) -> None:
+        memory = source.memory
+        self.warnings: List[str] = []
+        libs = source.libraries()
+        _link_map_names(memory, libs, source.executable)
+        self.libs = libs = libs + source.extra_code()
+        self.unwinder = Unwinder(libs, memory.read, source.mapping_of)  # type: ignore[arg-type]
+        self.reader = _python_reader(memory, libs, self.warnings)
+        if self.reader is not None:
+            self.reader.want_variables = variables
+        self.memory = memory
+        self.walked: Dict[int, Tuple[ThreadPy, Set[int]]] = {}  # learn_python_pages: tstate -> (state, pages)
+        self.before: Dict[int, bytes] = {}
+        self.pythreads: Optional[PythonThreads] = None
+        self.named = False
+        self.inner: Dict[int, int] = {}
+        self.result = Capture(pid=source.pid, via="cfi")
+        self.result.warnings.extend(self.warnings)
+
+    def python_threads(self, inner: Dict[int, int], learn: bool = False) -> PythonThreads:
+        """The interpreter's thread states and each one's frames; threading's names are read later
+        (``names``).  A state whose frames needed a page the hold's copy lacks is marked
+        ``after_release``."""
+        if self.pythreads is None:
+            memory = self.memory
+            self.inner = inner
+            late = getattr(memory, "late_reads", 0)
+            self.pythreads = PythonThreads(self.reader, self.result, inner, names=False)
+            if getattr(memory, "late_reads", 0) != late:
+                self.result.warnings.append("the Python thread list was read partly after the process was let "
+                                            "go (threads started or ended meanwhile)")
+            if self.reader is not None and learn:  # before the hold: each state's frames and the pages read
+                for state in self.pythreads.states:
+                    touched: Set[int] = set()
+                    memory.track(touched)  # type: ignore[attr-defined]
+                    try:
+                        self.reader.read_frames(state)
+                    finally:
+                        memory.track(None)  # type: ignore[attr-defined]
+                    self.walked[state.tstate] = (state, touched)
+            elif self.reader is not None:
+                for state in self.pythreads.states:
+                    if self._reuse(state):
+                        continue
+                    late = getattr(memory, "late_reads", 0)
+                    self.reader.read_frames(state)
+                    if getattr(memory, "late_reads", 0) != late:
+                        state.after_release = True
+        return self.pythreads
+
+    def _reuse(self, state: ThreadPy) -> bool:
+        """Take a state's frames from the walk before the hold where none of the pages that walk read of
+        it changed in the copy: reading them again would give the same frames."""
+        before = self.walked.get(state.tstate)
+        if before is None:
+            return False
+        old, touched = before
+        if any(self.memory.pages.get(p) != self.before.get(p) for p in touched):  # type: ignore[attr-defined]
+            return False
+        state.groups, state.entries, state.error = old.groups, old.entries, old.error
+        state.frames_read = True
+        return True
+
+    def copy_thread_list(self) -> None:
+        """Walk the interpreter's list of thread states (a few reads a thread) so that every state is in
+        the copy, those of threads started since ``learn_python_pages`` included: the walk from the
+        copy then finds the threads as they were held.  Their frames, where new, are read after the
+        release (and marked)."""
+        if self.reader is None:
+            return
+        try:
+            self.reader.thread_states()
+        except MemoryError:
+            pass
+
+    def learn_python_pages(self, inner: Dict[int, int]) -> List[int]:
+        """Walk the Python threads once (the process running): the pages the walk read, which the hold
+        copies; the walk is forgotten (``python_threads`` walks again, from the copy)."""
+        memory = self.memory
+        pages = getattr(memory, "pages", None)
+        if self.reader is None or pages is None or not hasattr(memory, "track"):
+            return []
+        pages.clear()
+        self.python_threads(inner, learn=True)
+        self.before = dict(pages)  # the bytes the walk read: a state whose pages the hold finds unchanged is kept
+        self.pythreads = None
+        self.result.python = None
+        self.result.warnings[:] = self.warnings
+        self.result.finalizing = False
+        return list(pages)
+
+    def names(self) -> None:
+        if self.pythreads is not None and not self.named:
+            self.named = True
+            self.pythreads.read_names()
+
+
+def _prepare(source: Source, variables: bool) -> _Prepared:
+    return _Prepared(source, variables)
+
+
+def stacks(source: Source, which: str, selected: Optional[int] = None, variables: bool = False,
+           prepared: Optional[_Prepared] = None) -> Capture:
     """Mixed stacks of a source's stopped threads (``sources/base.py``) from their registers and its memory.
 
     ``which``: "python", "all" or "selected" (only ``selected``);
-    ``variables``: read each Python frame's arguments and locals (``--locals``).
+    ``variables``: read each Python frame's arguments and locals (``--locals``);
+    ``prepared``: what ``take`` read while it held the threads.
     Raises ``HasDebugInfo`` when a library on a stack has its own DWARF, and
     ``Unsupported`` when a thread cannot be unwound from CFI alone (unless the
     source shows such stacks cut, ``partial_stacks``).
     """
     memory = source.memory
-    result = Capture(pid=source.pid, via="cfi")
-    libs = source.libraries()
-    _link_map_names(memory, libs, source.executable)
-    libs = libs + source.extra_code()
-    unwinder = Unwinder(libs, memory.read, source.mapping_of)  # type: ignore[arg-type]
-    reader = _python_reader(memory, libs, result.warnings)
-    if reader is not None:
-        reader.want_variables = variables
-    inner = source.namespace_tids()  # a process in another PID namespace (a container)
+    prep = prepared or _Prepared(source, variables)
+    result = prep.result
+    libs, unwinder, reader = prep.libs, prep.unwinder, prep.reader
+    pythreads = prep.python_threads(source.namespace_tids())  # a process in another PID namespace (a container)
+    prep.names()
+    inner = prep.inner
     if inner:
         result.ns_pid = inner.get(source.pid)
-    pythreads = PythonThreads(reader, result, inner)
     found = []
+    late_tids: set = set()  # threads whose unwind read pages the copy lacks, from the running process
     listed = source.threads()
     main_name = next((name for tid, name, _regs in listed if tid == source.pid), None)
     for tid, name, regs in listed:
@@ -272,9 +548,19 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
         if pythreads.states and not unwound(which, py is not None, name, main_name):
             continue
         cut = None
+        late = getattr(memory, "late_reads", 0)
+        if not regs:  # --no-pause: a thread running on a CPU, whose registers cannot be read
+            found.append((tid, name, [], [], py, "no native frames: the thread ran on a CPU (--no-pause "
+                          "reads registers only of threads blocked in the kernel)"))
+            continue
         try:
             frames = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
         except CfiError as exc:
+            if getattr(source, "nonblocking", False):  # only rsp and rip: the unwind stops where they end
+                frames = getattr(exc, "frames", None) or []
+                cut = "native unwinding stopped at the last frame shown (--no-pause: rsp and rip only): %s" % exc
+                found.append((tid, name, frames, _native_frames(frames), py, cut))
+                continue
             if not source.partial_stacks or py is None:
                 raise Unsupported("thread %d: %s" % (tid, exc)) from None
             # memory or files missing: the innermost frame and the Python frames still count
@@ -286,6 +572,8 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
             if lib is not None and not _is_interpreter(lib) and lib.has_dwarf() \
                     and (lib.dwarf_at(fr.pc) or lib.dwarf_at(fr.pc - 1)):
                 raise HasDebugInfo("%s has debug info: gdb gives its source lines" % lib.path)
+        if getattr(memory, "late_reads", 0) != late:
+            late_tids.add(tid)
         found.append((tid, name, frames, _native_frames(frames), py, cut))
     _name_frames([(s[2], s[3]) for s in found])
     kernels = OpKernelReader(memory)
@@ -297,8 +585,9 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
     for tid, name, frames, named, py, cut in found:
         _ops(memory, frames, named, kernels)
         thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
-        thread.lock_wait = _lock_wait(memory, reader, thread, py, regs_of[tid], tids, idents)
-        thread.cxx_exception = _cxx_exception(memory, runtimes, thread_pointers.get(tid), frames, named)
+        thread.lock_wait = _after_release(memory, _lock_wait, memory, reader, thread, py, regs_of[tid], tids, idents)
+        thread.cxx_exception = _after_release(memory, _cxx_exception, memory, runtimes, thread_pointers.get(tid),
+                                              frames, named)
         if len(frames) >= MAX_NATIVE_FRAMES:
             cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
         if tid in inner:
@@ -308,6 +597,8 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
             thread.merge, thread.python_frames, thread.merge_detail = "partial", None, None
         if cut:
             thread.error = "%s; %s" % (thread.error, cut) if thread.error else cut
+        if tid in late_tids or (py is not None and py.after_release):
+            thread.after_release = True
         result.threads.append(thread)
     if reader is not None and any(_COLLECTIVE_RE.search(f.function or "") for t in result.threads
                                   for f in t.frames if isinstance(f, NativeFrame)):
@@ -322,6 +613,17 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
         result.pool = pool_summary(result.threads, tf_names)
     result.threads = select_threads(result.threads, which)
     return result
+
+
+def _after_release(memory: Memory, read: Callable[..., Optional[Dict]], *args: Any) -> Optional[Dict]:
+    """``read(*args)``'s fact (a lock wait, a C++ exception), marked ``"read_after_release": true`` where reading it
+    took memory the hold's copy lacks (heap, other threads' data): read from the running process, after the
+    release, never mixed silently with what the hold saw."""
+    before = getattr(memory, "late_reads", 0)
+    found = read(*args)
+    if found is not None and getattr(memory, "late_reads", 0) != before:
+        found = dict(found, read_after_release=True)
+    return found
 
 
 def _lock_wait(memory: Memory, reader: Optional[PythonReader], thread: Thread, py: Optional[ThreadPy],

@@ -1,12 +1,16 @@
 """N idle Python threads (no TensorFlow) and a heartbeat that logs how long the process was held.
 
-    python many_threads_idle.py READY_FILE GAPS_FILE [N]
+    python many_threads_idle.py READY_FILE GAPS_FILE [N] [tf]
+
+With "tf": TensorFlow is imported and one tf.function run first (its pools start), and N
+counts the process's threads in all: idle Python threads are added up to N.
 
 The heartbeat thread sleeps 1 ms in a loop; every gap over 5 ms is appended to
 GAPS_FILE as "END_MONOTONIC GAP_SECONDS": a debugger that stops the process
 shows up as one gap as long as it held it.
 """
 
+import os
 import sys
 import threading
 import time
@@ -31,6 +35,12 @@ def main() -> None:
     ready, gaps = sys.argv[1], sys.argv[2]
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 220
     stop = threading.Event()
+    if sys.argv[4:] == ["tf"]:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+
+        tf.function(lambda x: tf.matmul(x, x))(tf.ones((64, 64))).numpy()
+        n -= len(os.listdir("/proc/self/task")) + 1  # the heartbeat is one more
     for i in range(n):
         threading.Thread(target=idle, args=(stop,), name="idle-%d" % i, daemon=True).start()
     threading.Thread(target=heartbeat, args=(gaps,), name="heartbeat", daemon=True).start()

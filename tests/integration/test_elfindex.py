@@ -174,6 +174,21 @@ def test_find_cxx_names(cache):
         cc.close()
 
 
+def test_a_library_and_its_debug_file_keep_their_own_cache_entries(cache):
+    """They share a build-id: one entry for both made every snapshot rebuild the two (issue #26)."""
+    from tfnative.core.debugfiles import separate_debug_files
+
+    with ElfIndex.open(LIBC) as idx:
+        debug = next(iter(separate_debug_files(LIBC, idx.build_id)), None) if idx.build_id else None
+    if debug is None or not os.path.exists(debug):
+        pytest.skip("no separate debug file for libc (libc6-dbg)")
+    ElfIndex.open(debug).close()
+    for path in (LIBC, debug):
+        with ElfIndex.open(path) as again:
+            assert again.from_cache, path
+    assert len(os.listdir(os.path.join(cache, "index"))) == 2
+
+
 def test_demangle_batch():
     names = ["_ZN10tensorflow12EagerContextD2Ev", "TF_NewSession", "_ZNK10tensorflow15OpKernelContext5inputEi"]
     assert demangle(names) == ["tensorflow::EagerContext::~EagerContext()", "TF_NewSession",

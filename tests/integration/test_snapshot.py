@@ -145,6 +145,9 @@ def test_library_with_cfi_only_is_read_without_gdb(tmp_path):
         ev, r = _stack(tmp_path, target.pid)
         assert ev["via"] == "cfi", r.stderr
         assert "through gdb" not in r.stderr
+        # copy, then let go: the hold is measured, and the unwind needed nothing outside the copy
+        assert isinstance(ev["held_ms"], float) and 0 < ev["held_ms"] < 60000
+        assert not any(t.get("after_release") for t in ev["threads"])
         frames = ev["threads"][0]["frames"]
         names = [f["function"] for f in frames]
         k = names.index("tfn_block")

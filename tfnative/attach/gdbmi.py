@@ -21,9 +21,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Any, Deque, Dict, List, Optional
-
-from pygdbmi.gdbmiparser import parse_response
+from typing import Any, Callable, Deque, Dict, List, Optional
 
 from ..errors import TfnativeError
 
@@ -68,10 +66,18 @@ class GdbDied(TfnativeError):
     """gdb exited or crashed under us."""
 
 
+_parse_response: Optional[Callable[[str], Dict[str, Any]]] = None
+
+
 def parse_line(line: str) -> Dict[str, Any]:
     """One MI line as pygdbmi parses it; a line it cannot parse is console text."""
+    global _parse_response
+    if _parse_response is None:  # loaded with gdb's first line: `stack` without gdb pays none (nor logging)
+        from pygdbmi.gdbmiparser import parse_response
+
+        _parse_response = parse_response
     try:
-        return parse_response(line)
+        return _parse_response(line)
     except Exception:
         return {"type": "output", "payload": line, "token": None}
 

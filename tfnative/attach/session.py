@@ -393,7 +393,8 @@ def check_pid(pid: int) -> psutil.Process:
 
 def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str],
               gdb_opts: GdbOptions, err: TextIO, out: TextIO, full: bool = False, with_gdb: bool = False,
-              samples: int = 1, interval: float = 1.0, variables: bool = False, group: bool = False) -> int:
+              samples: int = 1, interval: float = 1.0, variables: bool = False, group: bool = False,
+              nonblocking: bool = False) -> int:
     """``tfnative stack``: mixed stacks of a running process, which runs on afterwards.
 
     Without gdb when it can (``snapshot.py``: ptrace, CFI, our symbol index),
@@ -409,7 +410,7 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
     with _SignalGuard():
         try:
             doc = stack_document(pid, all_threads, native_all, gdb_opts, err, with_gdb, samples, interval,
-                                 variables=variables)
+                                 variables=variables, nonblocking=nonblocking)
         except Interrupted:
             printer.note("interrupted: detaching")
             return 130
@@ -424,7 +425,8 @@ def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional
 
 def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbOptions, err: TextIO,
                    with_gdb: bool = False, samples: int = 1, interval: float = 1.0,
-                   variables: bool = False, sleep: Callable[[float], None] = time.sleep) -> report.Document:
+                   variables: bool = False, sleep: Callable[[float], None] = time.sleep,
+                   nonblocking: bool = False) -> report.Document:
     """The ``stack`` document of ``pid`` (one ``snapshot`` event with its triage; ``host``, ``task``).
 
     Raises TfnativeError when ``pid`` cannot be read (gone, not ours), ``Interrupted`` on a signal
@@ -441,6 +443,8 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
     doc.scheduler = ranks.scheduler_of(env)
 
     def one() -> Capture:
+        if nonblocking:
+            return _take_nonblocking(pid, all_threads, variables)
         return _take_snapshot(pid, all_threads, gdb_opts, was_stopped, with_gdb, err, variables)
 
     def say(i: int) -> None:
@@ -459,6 +463,20 @@ def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbO
     doc.events.append(event)
     doc.triage = event.triage
     return doc
+
+
+def _take_nonblocking(pid: int, all_threads: bool, variables: bool) -> Capture:
+    """``stack --no-pause``: never stops the process, so never through gdb (``snapshot.take_nonblocking``)."""
+    try:
+        task = _live_task(pid)
+        result = snapshot.take_nonblocking(task, "all" if all_threads else "python", variables)
+        if not result.threads and not all_threads:
+            result = snapshot.take_nonblocking(task, "all", variables)
+        result.pid = pid
+        return result
+    except snapshot.Unsupported as exc:
+        _exited(pid)
+        raise TfnativeError("--no-pause: cannot read process %d without stopping it: %s" % (pid, exc))
 
 
 def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool, with_gdb: bool,

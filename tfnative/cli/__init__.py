@@ -9,24 +9,26 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import click
 
 from .. import __version__
-from ..attach.attachloop import run_attach
-from ..attach.gdbmi import find_gdb
-from ..attach.session import AttachOptions, GdbOptions, run_stack
-from ..attach.tfenv import DebugSwitches
 from ..errors import TfnativeError
 from ..files import is_stdout, write_output
-from ..multistack import run_many
 from .build import register as register_build
 from .core import register as register_core
 from .merge import register as register_merge
 from .util import gdb_options, run_command
 
+if TYPE_CHECKING:
+    from ..attach.session import AttachOptions
+
 _run = run_command  # the error contract (cli/util.py)
+
+# Each command imports what it runs when it runs (the attach loop, gdb's driver, psutil, the snapshot
+# path, merge): ``tfnative --version`` and every ``--help`` load click and this package's command
+# modules alone (tests/unit/test_startup.py).
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -126,6 +128,9 @@ def _attach_opts(script: Optional[str], module: Optional[str], args: List[str], 
                  interactive: bool = False, pid: Optional[int] = None, timeout: Optional[float] = None,
                  core: Optional[str] = None, follow_children: bool = False,
                  numerics_no_xla: bool = False) -> AttachOptions:
+    from ..attach.session import AttachOptions, GdbOptions
+    from ..attach.tfenv import DebugSwitches
+
     for text in list(breaks) + list(source_dirs) + list(break_ops):
         if "\n" in text or "\r" in text:
             raise TfnativeError("no newlines in --break, --break-op or --source-dir values: %r" % text)
@@ -196,7 +201,13 @@ def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], r
     if envs or slurm_job is not None or remote_tfnative is not None:
         _run(lambda: _watch_many(envs, slurm_job, remote_tfnative, interactive, kw, until_eof))
         return
-    _run(lambda: run_attach(_attach_opts(interactive=interactive, **kw), sys.stderr))
+
+    def go() -> int:
+        from ..attach.attachloop import run_attach
+
+        return run_attach(_attach_opts(interactive=interactive, **kw), sys.stderr)
+
+    _run(go)
 
 
 _WATCH_PASSED = ("all_threads", "native_all", "full")  # attach's options that --env/--slurm-job hand on
@@ -252,6 +263,8 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
                 click.echo("tfnative: report written to %s" % output, err=True)
             return code
 
+        from ..attach.attachloop import run_attach
+        from ..attach.gdbmi import find_gdb
         from ..output import bugreport  # the doctor's ELF readers: not on attach's path
 
         opts = _attach_opts(**kw)
@@ -267,6 +280,10 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
         return code
 
     _run(go)
+
+
+def _refuse(message: str) -> None:
+    raise TfnativeError(message)
 
 
 @main.command()
@@ -305,11 +322,15 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
               metavar="S", help="Seconds between two samples.")
 @click.option("--locals", "variables", is_flag=True,
               help="Show each Python frame's arguments and locals (short reprs read from memory; no code runs).")
+@click.option("--no-pause", "--nonblocking", "no_pause", is_flag=True,
+              help="Never stop the process (no ptrace): each thread read twice, one that changed meanwhile "
+                   "marked inconsistent; native frames only of threads blocked in the kernel, cut where rsp "
+                   "and rip no longer suffice (docs/design.md).")
 @gdb_options
 def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str, ...], envs: Tuple[str, ...],
           slurm_job: Optional[str], remote_tfnative: Optional[str], folded: bool, documents: Optional[str],
           labels: Tuple[str, ...], all_threads: bool, no_group: bool, native_all: bool, full: bool,
-          json_path: Optional[str], with_gdb: bool, samples: int, interval: float, variables: bool,
+          json_path: Optional[str], with_gdb: bool, samples: int, interval: float, variables: bool, no_pause: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Print the mixed stacks of running (hung?) processes and why they may not progress; they run on afterwards.
 
@@ -317,6 +338,8 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
     text block each (JSON Lines with --json); exit status 0 when at least one could be read.  --slurm-job
     JOBID: every Python process of a running Slurm job on all its nodes, as one merged tree.
     """
+    from ..attach.session import GdbOptions
+
     gdb = GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols)
     with_gdb = with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod)
     group = all_threads and not no_group
@@ -345,11 +368,20 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
 
         _run(refuse)
         return
+    if no_pause and with_gdb:
+        _run(lambda: _refuse("--no-pause reads without gdb: gdb would stop the process (--with-gdb, --gdb, "
+                             "--gdb-log, ...)"))
+    if no_pause and (children or patterns or labels or envs or len(pids) != 1):
+        _run(lambda: _refuse("--no-pause takes one --pid"))
     if len(pids) == 1 and not (children or patterns or labels or envs):
+        from ..attach.session import run_stack
+
         _run(lambda: run_stack(pids[0], all_threads, native_all, json_path, gdb, sys.stderr, sys.stdout, full=full,
                                with_gdb=with_gdb, samples=samples, interval=interval, variables=variables,
-                               group=group))
+                               group=group, nonblocking=no_pause))
         return
+    from ..multistack import run_many
+
     _run(lambda: run_many(pids, children, patterns, labels, all_threads, native_all, json_path, gdb, sys.stderr,
                           sys.stdout, full=full, with_gdb=with_gdb, samples=samples, interval=interval,
                           variables=variables, group=group, envs=envs))

@@ -10,8 +10,6 @@ from typing import List, Optional, Tuple
 import click
 
 from ..errors import TfnativeError
-from ..toolchain import presets as presets_mod
-from ..toolchain.tfinstall import tensorflow_libraries
 from .util import run_command as _run
 
 
@@ -19,6 +17,7 @@ from .util import run_command as _run
 @click.option("--json", "as_json", is_flag=True, help="A JSON list of {name, kind, gives, costs, flags}.")
 def presets_cmd(as_json: bool) -> None:
     """The Bazel presets of build/tfnative.bazelrc: what each gives, what it costs, its flags."""
+    from ..toolchain import presets as presets_mod
     if as_json:
         click.echo(json.dumps([p.to_json() for p in presets_mod.PRESETS], indent=2))
         return
@@ -26,6 +25,8 @@ def presets_cmd(as_json: bool) -> None:
 
 
 def _print_table() -> None:
+    from ..toolchain import presets as presets_mod
+
     for p in presets_mod.PRESETS:
         click.echo("%s  [%s]" % (p.name, p.kind))
         for line in presets_mod._wrap("gives: " + p.gives, "    "):
@@ -50,6 +51,8 @@ def bazelrc_cmd(preset: Optional[str], files: Tuple[str, ...], workspace: Option
     """Print tfnative.bazelrc, or one PRESET's lines ready to paste (tfn_targeted with its --files)."""
 
     def go() -> None:
+        from ..toolchain import presets as presets_mod
+
         ws = workspace
         if ws is not None and not os.path.isdir(ws):
             raise TfnativeError("--workspace %s: no such directory" % ws)
@@ -75,6 +78,7 @@ def doctor_cmd(paths: Tuple[str, ...], python: str, every: bool, source_dirs: Tu
 
     def go() -> None:
         from ..toolchain import doctor as doctor_mod  # imported here: every tfnative command would pay for it
+        from ..toolchain.tfinstall import tensorflow_libraries
 
         targets: List[str] = list(paths) or tensorflow_libraries(python, every)
         for p in targets:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional, TextIO, Tuple
+from typing import TYPE_CHECKING, Optional, TextIO, Tuple
 
 import click
 
-from .. import snapshot
-from ..core import tflog
 from ..errors import TfnativeError
 from ..files import is_stdout, write_output
-from ..output import report
-from ..output.coretriage import core_event, triage_lines
-from ..sources.coresource import CoreSource
 from .util import run_command
+
+if TYPE_CHECKING:  # the readers load when core runs (``tfnative --version`` pays for none of them)
+    from ..output import report
+    from ..sources.coresource import CoreSource
 
 
 def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
@@ -25,6 +24,10 @@ def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_
     process's end (the signal it died of) and, where the signal came from outside, the hang verdict.
     Through gdb (``coregdb.py``) with ``with_gdb``, or where a library on a stack has DWARF; ``variables``
     (``--locals``): each Python frame's arguments and locals."""
+    from .. import snapshot
+    from ..output.coretriage import core_event
+    from ..sources.coresource import CoreSource
+
     source = CoreSource(path, executable, sysroot)
     source.variables = variables
     which = "all" if all_threads else "python"
@@ -55,6 +58,8 @@ def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_
 def _add_fatal_log(doc: report.Document, source: CoreSource) -> None:
     """At an abort, TensorFlow's own fatal log line (``Check failed: ...``), read from the core's memory
     around the aborting thread's stack pointer (as ``attach`` reads it from the live process)."""
+    from ..core import tflog
+
     event = doc.events[0]
     if event.signal != "SIGABRT" or event.log:
         return
@@ -69,6 +74,9 @@ def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_t
              full: bool, json_path: Optional[str], out: TextIO, err: TextIO = sys.stderr, with_gdb: bool = False,
              gdb_path: Optional[str] = None, gdb_log: Optional[str] = None, variables: bool = False) -> int:
     """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``json_path``); 0."""
+    from ..output import report
+    from ..output.coretriage import triage_lines
+
     source, doc = read_core(path, executable, sysroot, all_threads, native_all, with_gdb, gdb_path, gdb_log, err,
                             variables)
     source.close()

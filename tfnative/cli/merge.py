@@ -9,8 +9,6 @@ from typing import Iterator, Optional, Tuple
 import click
 
 from ..errors import TfnativeError
-from ..files import write_output
-from ..output import merge as merge_mod
 from .util import run_command as _run
 
 
@@ -40,6 +38,9 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
     accepted) into one prefix tree, outermost frame first; the odd branch is flagged."""
 
     def go() -> None:
+        from ..files import write_output
+        from ..output import merge as merge_mod  # loaded when merge runs
+
         docs = merge_mod.iter_documents(_read(files))  # one at a time: none is kept
         if folded:
             for line in merge_mod.folded_lines(docs, all_threads):

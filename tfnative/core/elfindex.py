@@ -678,7 +678,9 @@ def _build(elf: ElfFile, build_id: Optional[str], mm: mmap.mmap, path: str) -> E
 
 def _cache_path(path: str, build_id: Optional[str], elf: ElfFile) -> str:
     if build_id:
-        key = "bid-" + build_id
+        # The size too: a stripped library and its separate debug file share the build-id, and with one
+        # entry for both each snapshot rebuilt the two indexes, each overwriting the other's.
+        key = "bid-%s-%d" % (build_id, len(elf.mm))
     else:
         # TensorFlow's wheels have no build-id: key by the real path and the headers.
         h = hashlib.sha1(os.path.realpath(path).encode())

@@ -225,6 +225,8 @@ class Thread:
     tf_functions_in_flight: Optional[List[str]] = None  # an executor thread, several in flight
     works_for: Optional[Json] = None  # a pool thread: {"tid", "waits_in", "how"}, the Python thread waiting on it
     lock_wait: Optional[Json] = None  # {"resource", "owner", "evidence"}: a lock it waits for whose holder memory says
+    after_release: bool = False  # stack: its unwind read memory the hold's copy lacked, after the process ran on
+    consistent: Optional[bool] = None  # stack --no-pause: False where its stack changed while it was read
     gdb_thread: Optional[int] = None  # internal: gdb's thread number
     cxx_exception: Optional[Json] = None  # {"type", "what", "state"}: the C++ exception in flight (cxxexc.py)
 
@@ -263,6 +265,10 @@ class Thread:
             out["lock_wait"] = self.lock_wait
         if self.cxx_exception:
             out["cxx_exception"] = self.cxx_exception
+        if self.after_release:
+            out["after_release"] = True
+        if self.consistent is not None:
+            out["consistent"] = self.consistent
         return out
 
     @classmethod
@@ -276,7 +282,8 @@ class Thread:
                    python_frames=frames_from_json(python_frames) if python_frames is not None else None,
                    error=d.get("error"), tf_functions_in_flight=d.get("tf_functions_in_flight"),
                    works_for=d.get("works_for"), gdb_thread=d.get("gdb_thread"), label=d.get("label"),
-                   lock_wait=d.get("lock_wait"), cxx_exception=d.get("cxx_exception"))
+                   lock_wait=d.get("lock_wait"), cxx_exception=d.get("cxx_exception"),
+                   after_release=bool(d.get("after_release")), consistent=d.get("consistent"))
 
     def runs_python(self) -> bool:
         """Whether a Python frame is on its merged stack."""
@@ -302,10 +309,13 @@ class Thread:
         out["gil"] = self.gil
         if self.gc:
             out["gc"] = True
-        for key in ("gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s", "lock_wait", "cxx_exception"):
+        for key in ("gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s", "lock_wait", "cxx_exception",
+                    "consistent"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.after_release:
+            out["after_release"] = True
         return out
 
 
@@ -328,6 +338,8 @@ class Capture:
     pool: Optional[Json] = None  # executors.pool_summary: TensorFlow's inter-op pool
     via: Optional[str] = None  # "cfi" (tfnative's unwinder) | "gdb"
     samples: Optional[Json] = None  # stack --samples: {"count", "interval_s", "span_s"}
+    held_ms: Optional[float] = None  # stack without gdb: how long the process was held
+    nonblocking: bool = False  # stack --no-pause: read without stopping the process
     stack_pointers: Dict[int, int] = field(default_factory=dict)  # internal: each thread's rsp at the stop
     tf_config: Optional[str] = None  # internal: TF_CONFIG from the program's os.environ (a thread in a collective)
 
@@ -340,10 +352,12 @@ class Capture:
             out["python"] = self.python
         if self.finalizing:
             out["finalizing"] = True
-        for key in ("selected_tid", "pool", "via", "samples"):
+        for key in ("selected_tid", "pool", "via", "samples", "held_ms"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.nonblocking:
+            out["nonblocking"] = True
         return out
 
     @classmethod
@@ -353,7 +367,8 @@ class Capture:
             return cls(pid=d.get("pid"), threads=[Thread.from_json(t) for t in d.get("threads") or []],
                        warnings=list(d.get("warnings") or []), ns_pid=d.get("ns_pid"), python=d.get("python"),
                        finalizing=bool(d.get("finalizing")), selected_tid=d.get("selected_tid"),
-                       pool=d.get("pool"), via=d.get("via"), samples=d.get("samples"))
+                       pool=d.get("pool"), via=d.get("via"), samples=d.get("samples"), held_ms=d.get("held_ms"),
+                       nonblocking=bool(d.get("nonblocking")))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError("a malformed capture (%s: %s)" % (type(exc).__name__, exc)) from None
 
@@ -378,6 +393,7 @@ class Event:
     warnings: List[str] = field(default_factory=list)
     pool: Optional[Json] = None
     samples: Optional[Json] = None
+    held_ms: Optional[float] = None  # stack without gdb: how long the process was held (0.0: --no-pause)
     finalizing: bool = False
     log: Optional[str] = None  # TensorFlow's fatal log line
     handler: Optional[bool] = None  # signal: the script has a handler for it
@@ -406,6 +422,8 @@ class Event:
             value = getattr(self, key)
             if value:
                 out[key] = value
+        if self.held_ms is not None:
+            out["held_ms"] = self.held_ms
         if self.finalizing:
             out["finalizing"] = True
         if self.log:
@@ -431,7 +449,8 @@ class Event:
                    sent_by=d.get("sent_by"), timeout=d.get("timeout"), thread=d.get("thread"), pid=d.get("pid"),
                    ns_pid=d.get("ns_pid"), threads=[Thread.from_json(t) for t in d.get("threads") or []],
                    python=d.get("python"), via=d.get("via"), warnings=list(d.get("warnings") or []),
-                   pool=d.get("pool"), samples=d.get("samples"), finalizing=bool(d.get("finalizing")),
+                   pool=d.get("pool"), samples=d.get("samples"), held_ms=d.get("held_ms"),
+                   finalizing=bool(d.get("finalizing")),
                    log=d.get("log"), handler=d.get("handler"), op=d.get("op"), fatal=d.get("fatal"),
                    reraised_by_handler=bool(d.get("reraised_by_handler")), cluster=d.get("cluster"),
                    triage=d.get("triage"), process=d.get("process"))

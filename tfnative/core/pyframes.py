@@ -87,6 +87,8 @@ class ThreadPy:
         self.daemon: Optional[bool] = None  # and whether it is a daemon thread
         self.holds_gil = False  # set by whoever read the runtime's GIL holder
         self.gc_collecting = False  # the same: the interpreter's collector runs (whoever holds the GIL runs it)
+        self.frames_read = False  # read_frames has run: a second call keeps what the first read
+        self.after_release = False  # snapshot.take: its frames needed memory read after the process ran on
 
     @property
     def frames(self) -> List[PyFrame]:
@@ -213,6 +215,10 @@ class PythonReader:
         return L.runtime_finalizing is not None and bool(self.u64(self.runtime + L.runtime_finalizing))
 
     def read_frames(self, thread: ThreadPy) -> ThreadPy:
+        """Read ``thread``'s frames into it (once: ``snapshot.take`` reads them while the process is held)."""
+        if thread.frames_read:
+            return thread
+        thread.frames_read = True
         try:
             if self.layout.chain == "frameobject":
                 self._read_310(thread)

@@ -24,10 +24,10 @@ class PythonThreads:
     """The interpreter's thread states, looked up by OS thread."""
 
     def __init__(self, reader: Optional[PythonReader], result: Capture,
-                 inner: Optional[Dict[int, int]] = None) -> None:
+                 inner: Optional[Dict[int, int]] = None, names: bool = True) -> None:
         """Reads the thread states; ``result`` gets the Python version, or a warning.  ``inner``: the thread
         ids inside the process's PID namespace by host thread id (``namespace_tids``); a thread state holds
-        the inner one."""
+        the inner one.  ``names``: read threading's names now (else ``read_names`` later)."""
         self.reader = reader
         self.inner = inner or {}
         states: List[ThreadPy] = []
@@ -43,16 +43,26 @@ class PythonThreads:
             except MemoryError as exc:
                 result.warnings.append("cannot read Python thread states: %s" % exc)
             try:
-                names = reader.objects.thread_names()
                 if reader.finalizing():
                     result.finalizing = True
             except MemoryError:
-                names = {}  # a name is a nicety: the stacks do not wait for it
-            for t in states:
-                t.name, t.daemon = names.get(t.pthread_id, (None, None))
+                pass
         self.states = states
         self.by_native = {t.native_id: t for t in states if t.native_id}
         self.by_pthread = {t.pthread_id: t for t in states}
+        if names:
+            self.read_names()
+
+    def read_names(self) -> None:
+        """threading's name and daemon flag of each thread state (a nicety: none where unreadable)."""
+        if self.reader is None:
+            return
+        try:
+            names = self.reader.objects.thread_names()
+        except MemoryError:
+            names = {}  # a name is a nicety: the stacks do not wait for it
+        for t in self.states:
+            t.name, t.daemon = names.get(t.pthread_id, (None, None))
 
     def find(self, tid: int, pthread_id: Callable[[], Optional[int]]) -> Optional[ThreadPy]:
         """The state of the thread with LWP ``tid``.

@@ -59,7 +59,7 @@ def make_event(kind: str, capture: Capture, native_all: bool = False,
                  threads=threads, python=capture.python, via=capture.via, warnings=list(capture.warnings),
                  # a process with TensorFlow's inter-op pool, or running TensorFlow with none (a forked child)
                  pool=pool if pool.get("threads") or (pool and _runs_tensorflow(threads)) else None,
-                 samples=capture.samples, finalizing=capture.finalizing)
+                 samples=capture.samples, held_ms=capture.held_ms, finalizing=capture.finalizing)
 
 
 # The pools of an unnamed pool summary (``executors.pool_summary``'s "pools"), as a thread's title says them.

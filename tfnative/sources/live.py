@@ -41,7 +41,8 @@ class LiveSource:
 
     def libraries(self) -> List[Library]:
         if self._libs is None:
-            self._libs = of_pid(self.pid)
+            rows = self._maps()
+            self._libs = of_pid(self.pid, rows or None)  # /proc/PID/maps read once
         return self._libs
 
     def _maps(self) -> List[procfs.Mapping]:

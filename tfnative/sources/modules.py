@@ -190,20 +190,14 @@ def vdso_of(pid: int, memory: Memory) -> List[Library]:
 _KNOWN: Dict[tuple, Library] = {}
 
 
-def of_pid(pid: int) -> List[Library]:
-    """Each file mapped into ``pid`` with executable code: path, load bias, code ranges."""
-    rows = []
+def of_pid(pid: int, mappings: Optional[List[procfs.Mapping]] = None) -> List[Library]:
+    """Each file mapped into ``pid`` with executable code: path, load bias, code ranges (``mappings``:
+    its ``/proc/PID/maps`` where the caller has read it already)."""
     root = file_root(pid)
-    with open("/proc/%d/maps" % pid) as f:
-        for line in f:
-            parts = line.split(None, 5)
-            if len(parts) < 6 or not parts[5].startswith("/"):
-                continue
-            path = parts[5].rstrip("\n")
-            if path.endswith(" (deleted)"):
-                continue
-            lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            rows.append((root + path, lo, hi, int(parts[2], 16), "x" in parts[1], parts[4]))
+    if mappings is None:
+        mappings = procfs.maps(pid)
+    rows = [(root + m.path, m.start, m.end, m.offset, "x" in m.perms, str(m.inode)) for m in mappings
+            if m.path.startswith("/") and not m.path.endswith(" (deleted)")]
     return modules_of(rows)
 
 
@@ -256,5 +250,22 @@ def segments(path: str) -> List[Tuple[int, int]]:
 
 
 def _first_load_vaddr(path: str) -> int:
-    """The page-aligned vaddr of the first PT_LOAD (0 for shared libraries and PIEs)."""
+    """The page-aligned vaddr of the first PT_LOAD (0 for shared libraries and PIEs).
+
+    Read from the first page of the file (ELF header and program headers, where every linker puts them):
+    a stack of a TF process opens some 150 files for it; any other layout goes through ``segments``."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+        if head[:6] == b"\x7fELF\x02\x01":  # 64-bit little-endian
+            phoff, = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            if phentsize >= 56 and phoff + phnum * phentsize <= len(head):
+                for k in range(phnum):
+                    p_type, = struct.unpack_from("<I", head, phoff + k * phentsize)
+                    if p_type == 1:
+                        return struct.unpack_from("<Q", head, phoff + k * phentsize + 16)[0] & ~0xFFF
+                return 0
+    except (OSError, struct.error):
+        pass
     return next((vaddr & ~0xFFF for p_type, vaddr in segments(path) if p_type == 1), 0)
