@@ -231,7 +231,7 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
                 if memory.pages is not None:
                     memory.pages.clear()  # nothing read before the hold stands for the held process
                 regs = [(tid, frozen.regs[tid]) for tid in frozen.tids]
-                memory.copy_many([_stack_span(source, r.get("rsp", 0)) for _tid, r in regs])
+                memory.copy_many([span for _tid, r in regs for span in _stack_spans(source, r)])
                 memory.refresh(python_pages)
                 prep.copy_thread_list()  # threads started since the walk: their states too, as held
                 frozen.release()
@@ -377,6 +377,19 @@ def _stack_span(source: LiveSource, rsp: int) -> Tuple[int, int]:
         return 0, 0
     span = source.mapping_of(rsp)
     return rsp - RED_ZONE, min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
+
+
+def _stack_spans(source: LiveSource, regs: Dict[str, int]) -> List[Tuple[int, int]]:
+    """What to copy of one thread's stacks: the live part at its stack pointer and, where the stack pointer is
+    outside the thread's own stack (oneDNN's JIT kernels move it to a buffer of their own), the top of its own
+    stack (below its thread pointer, ``fs_base``), where the frames that called the kernel are."""
+    rsp = regs.get("rsp", 0)
+    spans = [_stack_span(source, rsp)]
+    fs_base = regs.get("fs_base", 0)
+    own = source.mapping_of(fs_base - 1) if fs_base else None
+    if rsp and own is not None and not own[0] <= rsp < own[1] and source.mapping_of(rsp) != own:
+        spans.append((max(own[0], fs_base - STACK_COPY), min(own[1], fs_base)))
+    return spans
 
 
 def _copy_stack(source: LiveSource, rsp: int) -> Tuple[int, bytes]:
