@@ -4,7 +4,7 @@
     .venv/bin/python bench/bench_waitgraph.py [--runs 11] [--threads 200] [--baseline REV]
                                               [--out bench/results/waitgraph.md]
 
-The target (``bench/scripts/tf_hang_threads.py``) is started once; then ``python -m tfnative stack --pid``
+The target (``bench/scripts/tf_hang.py N``) is started once; then ``python -m tfnative stack --pid``
 runs alternately from this checkout and from ``git archive REV`` of the baseline (REV: the last commit
 before the wait-for graph, by default), ``--runs`` times each.  Medians of the wall times (min-max in
 brackets) and their ratio; the baseline's verdict and this tree's, to show what the time buys.
@@ -28,7 +28,7 @@ from benchutil import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
-TARGET = os.path.join(ROOT, "bench", "scripts", "tf_hang_threads.py")
+TARGET = os.path.join(ROOT, "bench", "scripts", "tf_hang.py")
 # The last commit before the wait-for graph (issue #25).
 BASELINE = "5ee41d1"
 
