@@ -54,7 +54,7 @@ from .core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_en
 from .sources.base import HasDebugInfo, Source, ThreadRegs
 from .sources.live import LiveSource
 from .sources.modules import Library, segments, shared
-from .sources.ptrace import PAGE, Frozen, PtraceRefused, Unsupported
+from .sources.ptrace import PAGE, Frozen, PtraceRefused, Unsupported, read_exact
 
 __all__ = ["HasDebugInfo", "Unsupported", "add_memory_facts", "of_stopped", "stacks", "take"]
 
@@ -199,6 +199,16 @@ STACK_COPY = 256 << 10  # the most of each thread's stack copied while held, fro
 RED_ZONE = 128  # x86-64: a leaf function's data below its stack pointer
 
 
+def _open_live(pid: int) -> LiveSource:
+    """``pid``'s memory and files; ``PtraceRefused`` where reading it is not allowed, ``Unsupported`` else."""
+    try:
+        return LiveSource(pid)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise PtraceRefused("open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
+        raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
+
+
 def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
     """The mixed stacks of ``pid``'s threads (``which``: "python" or "all"), as ``-tfnative-capture``.
 
@@ -211,12 +221,7 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
     Raises ``Unsupported`` (the caller uses gdb) when any thread cannot be
     unwound from CFI alone or runs in a library with its own DWARF.
     """
-    try:
-        source = LiveSource(pid)
-    except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EPERM):
-            raise PtraceRefused("open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
-        raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
+    source = _open_live(pid)
     try:
         # Before the hold, which is kept short: /proc/PID/maps, the files, what does not change as it runs.
         prep = _prepare(source, variables)
@@ -259,12 +264,7 @@ def take_nonblocking(pid: int, which: str = "python", variables: bool = False) -
     marked ``consistent: false`` (its first reading is shown, flagged, never
     a mix of the two), the others ``consistent: true``.
     """
-    try:
-        source = LiveSource(pid)
-    except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EPERM):
-            raise PtraceRefused("open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
-        raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
+    source = _open_live(pid)
     source.nonblocking = True  # type: ignore[attr-defined]
     source.partial_stacks = True  # a cut native stack is shown cut: no gdb, which would stop the process
     try:
@@ -324,15 +324,7 @@ class _Uncached:
         self.fd = memory.fd  # type: ignore[attr-defined]
 
     def read(self, addr: int, size: int) -> bytes:
-        if addr <= 0 or size < 0 or addr >= (1 << 47):
-            raise MemoryError("bad address 0x%x" % addr)
-        try:
-            data = os.pread(self.fd, size, addr)
-        except (OSError, OverflowError) as exc:
-            raise MemoryError("cannot read 0x%x: %s" % (addr, exc)) from None
-        if len(data) != size:
-            raise MemoryError("cannot read 0x%x: short read" % addr)
-        return data
+        return read_exact(self.fd, addr, size)
 
 
 def _read_raw(memory: Memory, start: int, size: int) -> bytes:

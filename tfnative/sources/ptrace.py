@@ -75,6 +75,20 @@ def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
 PAGE = 4096
 
 
+def read_exact(fd: int, addr: int, size: int) -> bytes:
+    """``size`` bytes at ``addr`` of the process whose ``/proc/PID/mem`` is open as ``fd``, read now;
+    MemoryError where they cannot all be read."""
+    if addr <= 0 or addr >= USER_SPACE_END or size < 0:
+        raise MemoryError("bad address 0x%x" % addr)
+    try:
+        data = os.pread(fd, size, addr)
+    except (OSError, OverflowError) as exc:
+        raise MemoryError("cannot read 0x%x: %s" % (addr, exc)) from None
+    if len(data) != size:
+        raise MemoryError("cannot read 0x%x: short read" % addr)
+    return data
+
+
 class Memory:
     """Reads of the target's memory through ``/proc/PID/mem``; ``MemoryError`` when unreadable.
 
@@ -211,13 +225,7 @@ class Memory:
                     return (page + nxt)[addr - base: addr - base + size]
         if self.live:
             self.late_reads += 1  # larger reads go to the process itself
-        try:
-            data = os.pread(self.fd, size, addr)
-        except (OSError, OverflowError) as exc:
-            raise MemoryError("cannot read 0x%x: %s" % (addr, exc)) from None
-        if len(data) != size:
-            raise MemoryError("cannot read 0x%x: short read" % addr)
-        return data
+        return read_exact(self.fd, addr, size)
 
     def close(self) -> None:
         if self.fd >= 0:
