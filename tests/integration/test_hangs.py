@@ -134,6 +134,12 @@ def snapshot_until(args, wanted, deadline, tmp, settled=lambda docs: True):
         time.sleep(0.5)
 
 
+def all_wait(docs):
+    """Every process of a forking program waits (an edge from its main thread): a child caught while it still
+    starts its op is not hung yet."""
+    return all(any(w.get("thread") == d["pid"] for w in (d.get("triage") or {}).get("waits") or []) for d in docs)
+
+
 def gil_waited(docs):
     """gil_mutex's C thread sleeps 0.5 s holding its mutex before it asks for the GIL: until then there is
     no cycle yet."""
@@ -172,7 +178,8 @@ def hangs(tmp_path_factory):
             # the control: samples mark its thread moving
             args = target + (["--samples", "3", "--interval", "0.5"] if name.endswith("_control") else [])
             text, docs = snapshot_until(args, [marker(name, w) for w in who], time.monotonic() + 90, tmp,
-                                        gil_waited if name == "gil_mutex" else lambda docs: True)
+                                        gil_waited if name == "gil_mutex" else all_wait if several
+                                        else lambda docs: True)
             print("%s: ready after %.1f s, its marked lines on the stacks after %.1f s"
                   % (name, ready_s, time.monotonic() - t0))
             procs = tree(proc.pid)
