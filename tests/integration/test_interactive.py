@@ -3,6 +3,7 @@
 import fcntl
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -38,6 +39,20 @@ class Terminal:
                     pass
         return self.buf
 
+    def prompt(self, timeout=120, since=0):
+        """Wait for gdb's own prompt at the end of the output (a warning may quote "(gdb)" in its text)."""
+        deadline = time.monotonic() + timeout
+        while not re.search(r"\(gdb\) $", self.buf[since:]):
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None and not select.select([self.master], [], [], 0)[0]:
+                raise AssertionError("no gdb prompt at the end of:\n%s" % self.buf)
+            if select.select([self.master], [], [], min(left, 0.5))[0]:
+                try:
+                    self.buf += os.read(self.master, 65536).decode("utf-8", "replace")
+                except OSError:
+                    pass
+        return self.buf
+
     def send(self, text):
         os.write(self.master, text.encode())
 
@@ -53,15 +68,17 @@ def test_interactive_gdb_at_first_hit():
     try:
         term.expect("breakpoint uname hit")
         term.expect("handing the stopped script to an interactive gdb")
-        term.expect("(gdb)")
+        term.prompt()
         assert "Attaching to process" in term.buf and "is a zombie" not in term.buf
-        # tf-bt already ran once on entry; run it again, as a user would
+        # tf-bt already ran once on entry; run it again, as a user would, and read only its output
+        start = len(term.buf)
         term.send("tf-bt\n")
         path = script("nested_uname.py")
-        out = term.expect("[py] <module> at", 60)
-        assert "[py] leaf at %s:%d" % (path, line_of(path, "os.uname()")) in out
+        out = term.prompt(60, since=start)[start:]
+        leaf = "[py] leaf at %s:%d" % (path, line_of(path, "os.uname()"))
+        assert leaf in out and "[py] <module> at" in out, "tf-bt printed:\n" + out
         term.send("continue\n")
-        term.expect("(gdb)", 60)
+        term.prompt(60)
         term.send("detach\n")
         term.send("quit\n")
         term.expect("done []", 60)
@@ -75,12 +92,14 @@ def test_interactive_gdb_at_a_fatal_signal():
     term = Terminal(TFNATIVE + ["attach", "--interactive", script("segv.py")])
     try:
         term.expect("fatal signal SIGSEGV")
-        term.expect("(gdb)")
+        term.prompt()
         term.send("continue\n")
         term.expect("received signal SIGSEGV", 60)
+        start = len(term.prompt(60, since=len(term.buf) - len("received signal SIGSEGV")))
         term.send("tf-bt\n")
-        out = term.expect("[py] <module> at", 60)
-        assert "[py] poke at %s:%d" % (script("segv.py"), line_of(script("segv.py"), "string_at(0)")) in out
+        out = term.prompt(60, since=start)[start:]
+        poke = "[py] poke at %s:%d" % (script("segv.py"), line_of(script("segv.py"), "string_at(0)"))
+        assert poke in out and "[py] <module> at" in out, "tf-bt printed:\n" + out
         term.send("kill\n")
         term.expect("(y or n)", 30)
         term.send("y\n")
