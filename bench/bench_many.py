@@ -152,8 +152,8 @@ def bench_holds(pids: List[int], runs: int) -> Dict[int, List[Tuple[float, float
     hold is the time from ``ptrace.Frozen``'s enter to its exit (every thread of the process stopped)."""
     import io
 
-    from tfnative import multistack
     from tfnative.attach.session import GdbOptions
+    from tfnative.snapshot.pipeline import many as multistack
     from tfnative.sources import ptrace
 
     holds: List[float] = []

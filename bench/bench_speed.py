@@ -473,7 +473,7 @@ def section_e(n: int, tmp: str, res: Dict) -> None:
 import json, os, sys, time
 sys.path.insert(0, %r)
 from tfnative.core.elfindex import ElfIndex
-from tfnative.attach.surrogate import build_surrogate
+from tfnative.gdb.surrogate import build_surrogate
 import tensorflow
 lib = os.path.join(os.path.dirname(tensorflow.__file__), "libtensorflow_cc.so.2")
 t0 = time.perf_counter(); idx = ElfIndex.open(lib); t1 = time.perf_counter()

@@ -24,7 +24,7 @@ from tfnative.core.pyframes import open_reader
 from tfnative.core.threadnames import registered_names, registry_symbols
 from tfnative.core.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
 
-MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot.py
+MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot/pipeline.py
 
 
 class GdbMemory:

@@ -46,7 +46,7 @@ def venv_core(tmp_path_factory):
 
 
 def mapped_files(core: str) -> list:
-    from tfnative.sources.corefile import Core
+    from tfnative.corefile.reader import Core
 
     with Core(core) as c:
         return list(dict.fromkeys(m.path for m in c.notes.files if os.path.isfile(m.path)))

@@ -299,7 +299,7 @@ def _nobody_python():
         if not os.path.exists(python):
             continue
         probe = subprocess.run(["runuser", "-u", "nobody", "--", "env", "PYTHONPATH=" + path, python, "-c",
-                                "import sys, click, psutil, tfnative.slurm; print(sys.version_info[:2])"],
+                                "import sys, click, psutil, tfnative.snapshot.slurm; print(sys.version_info[:2])"],
                                capture_output=True, text=True, timeout=60, cwd="/")
         if probe.returncode == 0 and probe.stdout.strip() == str(tuple(sys.version_info[:2])):
             return python, path
@@ -320,7 +320,7 @@ def test_not_yours(slurm, sleepers):
                         "--jobid=%s" % sleepers, "--overlap", "-N", "1", "true"],
                        capture_output=True, text=True, timeout=120, cwd="/", stdin=subprocess.DEVNULL)
     assert r.returncode != 0 and "Access/permission denied" in r.stderr, r.stderr
-    from tfnative import slurm as slurm_mod
+    from tfnative.snapshot.pipeline import slurm as slurm_mod
 
     job = slurm_mod.Job(id=sleepers, numeric=sleepers, state="RUNNING", user="root", nodes=[HOST])
     assert "is not yours" in slurm_mod._step_refused(job, r.stderr.strip().splitlines())

@@ -1,6 +1,6 @@
 """``tfnative stack`` without gdb, and when it hands over to gdb.
 
-The gdb-free snapshot (``tfnative/snapshot.py``) must give the frames gdb
+The gdb-free snapshot (``tfnative/snapshot/pipeline.py``) must give the frames gdb
 gives (``test_fast_path.py`` compares the two on TensorFlow); here: the case
 it must refuse (a library with its own DWARF), where gdb takes over, code
 without CFI, whose caller it recovers (checked against gdb), and a stripped

@@ -28,8 +28,8 @@ from typing import Dict, Iterator
 import pytest
 
 from tests.conftest import ROOT, requires_gdb, requires_tf
-from tfnative.attach.surrogate import build_surrogate, gdb_regex_escape, surrogate_path
 from tfnative.core.elfindex import ElfFile, ElfIndex, demangle, load_base, mapped_libraries
+from tfnative.gdb.surrogate import build_surrogate, gdb_regex_escape, surrogate_path
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf, pytest.mark.slow]
 
@@ -80,7 +80,7 @@ print("@@JSON" + json.dumps(out))
 SOLIBS = r"""
 import gdb, re, sys
 sys.path.insert(0, %(root)r)
-from tfnative.attach.surrogate import gdb_regex_escape
+from tfnative.gdb.surrogate import gdb_regex_escape
 text = gdb.execute("info sharedlibrary", to_string=True)
 names = re.findall(r"^(?:0x\S+\s+0x\S+\s+)?(?:Yes \(\*\)|Yes|No)\s+(/.*)$", text, re.M)
 skipped = [n for n in names if "libtensorflow_cc.so" in n]

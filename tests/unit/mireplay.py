@@ -17,7 +17,7 @@ import json
 import os
 from typing import Any, Deque, Dict, List, Optional
 
-from tfnative.attach.gdbmi import mi_quote, parse_line, result_payload
+from tfnative.gdb.mi import mi_quote, parse_line, result_payload
 
 TRANSCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "transcripts")
 

@@ -5,10 +5,10 @@ import signal
 import pytest
 
 from tfnative.attach.attachloop import Session, stop_kind
-from tfnative.attach.breakpoints import Breakpoints
 from tfnative.attach.session import NUMERICS_SIGNAL_NAME
 from tfnative.attach.targets import return_code
-from tfnative.attach.tfops import OpBreaks
+from tfnative.gdb.breakpoints import Breakpoints
+from tfnative.gdb.ops import OpBreaks
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ class _DyingGdb:
         self.message = message
 
     def command(self, cmd, **_kw):
-        from tfnative.attach.gdbmi import GdbError
+        from tfnative.gdb.mi import GdbError
         raise GdbError(self.message)
 
 
@@ -70,6 +70,6 @@ def test_a_continue_into_the_fatal_signal_is_no_error():
     session._resume()  # the exit record follows
     assert session.running
     session.gdb = _DyingGdb("Cannot execute this command while the target is running.")
-    from tfnative.attach.gdbmi import GdbError
+    from tfnative.gdb.mi import GdbError
     with pytest.raises(GdbError):
         session._resume()

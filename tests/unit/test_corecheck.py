@@ -10,9 +10,9 @@ import struct
 
 import pytest
 
-from tfnative.sources.corecheck import mismatch
-from tfnative.sources.corefile import NT_FILE, NT_PRSTATUS, Core
-from tfnative.sources.coresource import CoreSource
+from tfnative.corefile.checks import mismatch
+from tfnative.corefile.reader import NT_FILE, NT_PRSTATUS, Core
+from tfnative.corefile.source import CoreSource
 
 from .test_corefile_notes import note, prstatus
 

@@ -2,7 +2,7 @@
 
 import struct
 
-from tfnative.sources.corefile import NT_FILE, NT_PRPSINFO, NT_PRSTATUS, NT_SIGINFO, PRSTATUS_REGS, parse_notes
+from tfnative.corefile.reader import NT_FILE, NT_PRPSINFO, NT_PRSTATUS, NT_SIGINFO, PRSTATUS_REGS, parse_notes
 from tfnative.sources.ptrace import REGISTERS
 
 

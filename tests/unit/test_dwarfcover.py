@@ -14,9 +14,9 @@ import subprocess
 
 import pytest
 
-from tfnative.attach.symbolload import wants_surrogate
 from tfnative.core import dwarfcover
 from tfnative.core.elfindex import ElfIndex
+from tfnative.gdb.symbols import wants_surrogate
 
 requires_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("objcopy") is None,
                                   reason="gcc and objcopy are needed to build the test libraries")

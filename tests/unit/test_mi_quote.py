@@ -8,7 +8,7 @@ back whole, so no user text can add an MI command or option.
 import pytest
 from pygdbmi import gdbescapes
 
-from tfnative.attach.gdbmi import mi_quote
+from tfnative.gdb.mi import mi_quote
 
 NASTY = ['plain', 'a"b', 'c:\\x', 'ends with \\', 'x\ny\tz', '\x01\x1f\x7f', 'é漢字', '"; -exec-run',
          '" -i "\\"', 'tensorflow::OpKernel::Compute(tensorflow::OpKernelContext*)', '/tmp/my dir/f.py:12', '']

@@ -9,7 +9,7 @@ stopped with "error: Couldn't get registers" while the program ended as it would
 import collections
 import threading
 
-from tfnative.attach.gdbmi import Gdb
+from tfnative.gdb.mi import Gdb
 
 # From a real session (tfnative attach --check-numerics on a FusedPadConv2D abort, --gdb-log).
 LINES = ['22^running', '*running,thread-id="all"', '22^error,msg="Couldn\'t get registers: No such process."',

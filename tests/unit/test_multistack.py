@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
-from tfnative import multistack
 from tfnative.core.model import Document, Thread
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, report, threadgroups
 from tfnative.output.verdict import task_of
+from tfnative.snapshot.pipeline import many as multistack
 
 
 def test_task_of_tf_config():

@@ -4,10 +4,10 @@ messages (1 KiB pieces, refusals) on recorded text."""
 
 import json
 
-from tfnative import slurm
 from tfnative.core.model import Document
 from tfnative.core.ranks import cluster_of, describe, scheduler_of
 from tfnative.output import merge
+from tfnative.snapshot.pipeline import slurm
 
 SLURM_ENV = {"SLURM_JOB_ID": "12", "SLURM_PROCID": "2", "SLURM_STEP_ID": "0", "SLURMD_NODENAME": "vm",
              "SLURM_LOCALID": "2", "PATH": "/bin"}

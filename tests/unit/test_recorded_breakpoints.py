@@ -11,7 +11,7 @@ import io
 
 import pytest
 
-from tfnative.attach.breakpoints import library_starts
+from tfnative.gdb.breakpoints import library_starts
 
 from . import mireplay
 from .transcripts import scenarios

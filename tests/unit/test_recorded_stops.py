@@ -10,10 +10,10 @@ import io
 import pytest
 
 from tfnative.attach.attachloop import Session, stop_kind
-from tfnative.attach.breakpoints import Breakpoints
 from tfnative.attach.session import NUMERICS_SIGNAL_NAME
 from tfnative.attach.targets import return_code
-from tfnative.attach.tfops import DISPATCH_FUNCTIONS, OpBreaks
+from tfnative.gdb.breakpoints import Breakpoints
+from tfnative.gdb.ops import DISPATCH_FUNCTIONS, OpBreaks
 
 from . import mireplay
 from .transcripts import scenarios

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tfnative import samples
 from tfnative.core.model import Capture
+from tfnative.snapshot.pipeline import samples
 
 
 def thread(tid, *frames):

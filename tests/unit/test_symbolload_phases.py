@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tfnative.attach.symbolload import TRANSITIONS, Phase, SymbolLoader
+from tfnative.gdb.symbols import TRANSITIONS, Phase, SymbolLoader
 
 from . import mireplay
 from .transcripts import scenarios

@@ -39,12 +39,14 @@ from ..core import procfs
 from ..core.model import Event
 from ..core.threads import SIGNAL_FRAME
 from ..errors import TfnativeError
+from ..gdb import ops as tfops
+from ..gdb.breakpoints import Breakpoints
+from ..gdb.mi import Gdb, GdbDied, GdbError
+from ..gdb.symbols import QUIET_S, WATCH_S, SymbolLoader
 from ..output import report, verdict
 from ..sources import sessionsock
-from . import stopevent, tfops
-from .breakpoints import Breakpoints
+from . import stopevent
 from .follow import Follower, FollowingTarget, ParentReport
-from .gdbmi import Gdb, GdbDied, GdbError
 from .handoff import interactive_gdb, park
 from .keepcore import write_core
 from .launcher import exit_status, probe_python
@@ -61,7 +63,6 @@ from .session import (
     _source_paths,
     start_gdb,
 )
-from .symbolload import QUIET_S, WATCH_S, SymbolLoader
 from .targets import LaunchedTarget, PidTarget, Target, describe, note_child
 
 TIMEOUT_EXIT = 124  # as coreutils timeout

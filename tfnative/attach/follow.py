@@ -44,12 +44,12 @@ from typing import Any, Callable, Dict, List, Optional, TextIO
 from ..core import procfs, ranks
 from ..core.model import Event
 from ..errors import TfnativeError
-from ..multistack import runs_python
+from ..gdb.mi import Gdb
+from ..gdb.symbols import SymbolLoader
 from ..output import report, verdict
-from .gdbmi import Gdb
+from ..snapshot.many import runs_python
 from .procwatch import ChildWatch, listen
 from .session import AttachOptions
-from .symbolload import SymbolLoader
 from .targets import PidTarget, Target, note_child
 
 FORK_GRACE_S = 0.1  # a fork child that has not exec'd this long after its fork runs the parent's Python

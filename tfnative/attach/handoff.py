@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 
+from ..gdb.mi import Gdb, _die_with_parent, find_gdb
 from ..toolchain import bazelpaths
-from .gdbmi import Gdb, _die_with_parent, find_gdb
 from .session import TF_BT_SCRIPT, AttachOptions, _ensure_not_stopped, _substitutions
 
 

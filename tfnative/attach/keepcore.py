@@ -19,8 +19,8 @@ import tempfile
 from typing import Optional, TextIO
 
 from ..files import open_output
-from .gdbmi import Gdb, GdbDied, GdbError
-from .symbolload import SymbolLoader
+from ..gdb.mi import Gdb, GdbDied, GdbError
+from ..gdb.symbols import SymbolLoader
 
 GCORE_TIMEOUT = 600.0
 

@@ -21,18 +21,18 @@ from typing import Any, Callable, List, Optional, TextIO
 import psutil
 import tfnative_gdb
 
-from .. import samples as sampling
-from .. import snapshot
 from ..core import procfs, ranks
 from ..core.model import Capture, NativeFrame
 from ..errors import TfnativeError
 from ..files import is_stdout
+from ..gdb import ops as tfops
+from ..gdb.mi import Gdb, GdbDied, GdbError, find_gdb, mi_quote
+from ..gdb.symbols import SymbolLoader
 from ..output import report, verdict
+from ..snapshot import pipeline as snapshot
+from ..snapshot import samples as sampling
 from ..sources import modules, ptrace, sessionsock
 from ..toolchain import bazelpaths
-from . import tfops
-from .gdbmi import Gdb, GdbDied, GdbError, find_gdb, mi_quote
-from .symbolload import SymbolLoader
 from .tfenv import NUMERICS_SIGNAL, DebugSwitches
 
 FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")

@@ -13,16 +13,16 @@ import json
 import os
 from typing import Any, Optional
 
-from .. import snapshot
 from ..core import executors, tflog
 from ..core.model import Capture, Event, NativeFrame
+from ..gdb import ops as tfops
+from ..gdb.breakpoints import Breakpoints
+from ..gdb.mi import Gdb, GdbError
+from ..gdb.symbols import SymbolLoader
 from ..output import report
+from ..snapshot import pipeline as snapshot
 from ..sources import ptrace
-from . import tfops
-from .breakpoints import Breakpoints
-from .gdbmi import Gdb, GdbError
 from .session import CAPTURE_TIMEOUT, add_memory_facts, capture
-from .symbolload import SymbolLoader
 
 
 def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolLoader], kind: str,

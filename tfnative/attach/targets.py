@@ -21,8 +21,9 @@ from typing import Any, Callable, Dict, List, Optional, Protocol
 
 from ..core import procfs
 from ..errors import TfnativeError
+from ..gdb.mi import Gdb, GdbDied, GdbError
+from ..gdb.symbols import SymbolLoader
 from ..output.report import Document, Printer
-from .gdbmi import Gdb, GdbDied, GdbError
 from .launcher import PausedChild
 from .procwatch import ChildWatch
 from .session import (
@@ -34,7 +35,6 @@ from .session import (
     loaded_program,
     ptrace_refused_message,
 )
-from .symbolload import SymbolLoader
 from .traps import restore as restore_traps
 
 TERM_GRACE_S = 5.0  # --timeout: SIGTERM, then SIGKILL after this long

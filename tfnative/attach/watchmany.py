@@ -34,7 +34,7 @@ from typing import List, Optional, Sequence, TextIO
 
 from ..core import procfs, ranks
 from ..errors import TfnativeError
-from ..multistack import NOTHING_FOUND, with_environment
+from ..snapshot.many import NOTHING_FOUND, with_environment
 
 _LET_GO = (130, 143)  # a watch that we ended: it let go of its process
 
@@ -187,7 +187,7 @@ def watch_env(envs: Sequence[str], attach_args: Sequence[str], err: TextIO, unti
 
 def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], err: TextIO) -> int:
     """``tfnative attach --slurm-job JOBID`` (module docstring)."""
-    from .. import slurm
+    from ..snapshot import slurm
 
     try:
         argv = shlex.split(remote) if remote is not None else slurm.default_remote()

@@ -264,7 +264,7 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
             return code
 
         from ..attach.attachloop import run_attach
-        from ..attach.gdbmi import find_gdb
+        from ..gdb.mi import find_gdb
         from ..output import bugreport  # the doctor's ELF readers: not on attach's path
 
         opts = _attach_opts(**kw)
@@ -349,7 +349,7 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
             node_args += ["--samples", str(samples), "--interval", str(interval)]
 
         def slurm() -> int:
-            from ..slurm import run_slurm_stack
+            from ..snapshot.slurm import run_slurm_stack
 
             if pids or children or patterns or envs or labels:
                 raise TfnativeError("--slurm-job finds the job's processes itself: no --pid, --children, --match, "
@@ -380,7 +380,7 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
                                with_gdb=with_gdb, samples=samples, interval=interval, variables=variables,
                                group=group, nonblocking=no_pause))
         return
-    from ..multistack import run_many
+    from ..snapshot.many import run_many
 
     _run(lambda: run_many(pids, children, patterns, labels, all_threads, native_all, json_path, gdb, sys.stderr,
                           sys.stdout, full=full, with_gdb=with_gdb, samples=samples, interval=interval,

@@ -12,8 +12,8 @@ from ..files import is_stdout, write_output
 from .util import run_command
 
 if TYPE_CHECKING:  # the readers load when core runs (``tfnative --version`` pays for none of them)
+    from ..corefile.source import CoreSource
     from ..output import report
-    from ..sources.coresource import CoreSource
 
 
 def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
@@ -24,9 +24,9 @@ def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_
     process's end (the signal it died of) and, where the signal came from outside, the hang verdict.
     Through gdb (``coregdb.py``) with ``with_gdb``, or where a library on a stack has DWARF; ``variables``
     (``--locals``): each Python frame's arguments and locals."""
-    from .. import snapshot
-    from ..output.coretriage import core_event
-    from ..sources.coresource import CoreSource
+    from ..corefile.source import CoreSource
+    from ..corefile.triage import core_event
+    from ..snapshot import pipeline as snapshot
 
     source = CoreSource(path, executable, sysroot)
     source.variables = variables
@@ -37,7 +37,7 @@ def read_core(path: str, executable: Optional[str], sysroot: Optional[str], all_
                 raise snapshot.HasDebugInfo("--with-gdb")
             result = source.stacks(which, snapshot.stacks)
         except snapshot.HasDebugInfo as exc:
-            from ..sources import coregdb  # gdb's machinery: only where it is used
+            from ..corefile import withgdb as coregdb  # gdb's machinery: only where it is used
 
             if not with_gdb:
                 err.write("tfnative: reading the core through gdb: %s\n" % exc)
@@ -74,8 +74,8 @@ def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_t
              full: bool, json_path: Optional[str], out: TextIO, err: TextIO = sys.stderr, with_gdb: bool = False,
              gdb_path: Optional[str] = None, gdb_log: Optional[str] = None, variables: bool = False) -> int:
     """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``json_path``); 0."""
+    from ..corefile.triage import triage_lines
     from ..output import report
-    from ..output.coretriage import triage_lines
 
     source, doc = read_core(path, executable, sysroot, all_threads, native_all, with_gdb, gdb_path, gdb_log, err,
                             variables)
@@ -91,7 +91,7 @@ def run_core(path: str, executable: Optional[str], sysroot: Optional[str], all_t
 
 def run_core_report(path: str, executable: Optional[str], sysroot: Optional[str], output: str) -> int:
     """``tfnative report --core``: the Markdown bug report of a core, written to ``output``; 0."""
-    from ..output import corereport  # the doctor's ELF readers: not on core's path
+    from ..corefile import report as corereport  # the doctor's ELF readers: not on core's path
 
     source, doc = read_core(path, executable, sysroot, all_threads=False, native_all=False)
     try:

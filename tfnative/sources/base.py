@@ -1,4 +1,4 @@
-"""What every snapshot source gives the one snapshot path (``tfnative/snapshot.py``): the ``Source`` protocol.
+"""What every snapshot source gives the one snapshot path (``tfnative/snapshot/pipeline.py``): the ``Source`` protocol.
 
 A source is a stopped process seen one way (a live pid whose registers
 ptrace or gdb gave, a core file): its memory, the files it maps as modules

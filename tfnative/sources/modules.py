@@ -4,7 +4,7 @@ A source (``/proc/PID/maps``, a core's ``NT_FILE``) gives the mappings;
 ``modules_of`` makes them ``Library`` objects, shared by every snapshot of
 this process (what a file gives, by file: ``shared``).  The vDSO
 (``Vdso``) and executable memory no file backs (``Anonymous``) are modules
-too.  The snapshot path (``tfnative/snapshot.py``) names and unwinds frames
+too.  The snapshot path (``tfnative/snapshot/pipeline.py``) names and unwinds frames
 with them; the sources build them.
 """
 

@@ -26,9 +26,9 @@ import threading
 from typing import Any, Callable, Deque, Dict, List, Optional
 
 from tfnative.attach import session
-from tfnative.attach.gdbmi import Gdb, parse_line
 from tfnative.attach.targets import LaunchedTarget
 from tfnative.core import procfs
+from tfnative.gdb.mi import Gdb, parse_line
 from tfnative.output.report import Document
 
 from . import scenarios

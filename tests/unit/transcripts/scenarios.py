@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from tfnative.attach.attachloop import stop_kind
-from tfnative.attach.breakpoints import Breakpoints, CodeRows, library_starts
 from tfnative.attach.session import _setup_signals
-from tfnative.attach.symbolload import QUIET_S, WATCH_S, Phase, SymbolLoader
-from tfnative.attach.tfops import OpBreaks
+from tfnative.gdb.breakpoints import Breakpoints, CodeRows, library_starts
+from tfnative.gdb.ops import OpBreaks
+from tfnative.gdb.symbols import QUIET_S, WATCH_S, Phase, SymbolLoader
 
 PROBE_BREAK = "probe_hit"  # the function of probe.c every run calls first
 OVERLOADS_BREAKS = ["overloaded", "main"]  # overloads.cpp: two overloads, one plain function

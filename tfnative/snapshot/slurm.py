@@ -30,10 +30,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, TextIO
 
-from .errors import TfnativeError
-from .files import write_output
-from .multistack import NOTHING_FOUND
-from .output import merge as merge_mod
+from ..errors import TfnativeError
+from ..files import write_output
+from ..output import merge as merge_mod
+from .many import NOTHING_FOUND
 
 _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.S)

@@ -27,12 +27,12 @@ from typing import Callable, Dict, List, Optional, Sequence, TextIO
 
 import psutil
 
-from .attach.session import GdbOptions, Interrupted, _SignalGuard, stack_document
-from .core import procfs
-from .errors import TfnativeError
-from .files import is_stdout, write_output
-from .output import merge, report
-from .output.verdict import across, verdict_lines
+from ..attach.session import GdbOptions, Interrupted, _SignalGuard, stack_document
+from ..core import procfs
+from ..errors import TfnativeError
+from ..files import is_stdout, write_output
+from ..output import merge, report
+from ..output.verdict import across, verdict_lines
 
 NOTHING_FOUND = 3  # the exit status of a selection (--env) that finds no process
 MAX_JOBS = 4  # snapshots at a time: threads share the GIL, more would only stretch each process's hold

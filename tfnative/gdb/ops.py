@@ -36,7 +36,7 @@ from ..core.opkernel import KERNEL_RE, inherit_device_ops, op_frames
 from ..errors import TfnativeError
 from ..toolchain.tfinstall import tensorflow_package_dirs
 from .breakpoints import Breakpoints
-from .gdbmi import Gdb, GdbError, mi_quote
+from .mi import Gdb, GdbError, mi_quote
 
 # Where the CPU device runs kernels (libtensorflow_framework.so.2):
 # ThreadPoolDevice::Compute(OpKernel*, OpKernelContext*) and ::ComputeAsync(AsyncOpKernel*, ...,

@@ -41,20 +41,20 @@ import struct
 import threading
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from .core import cxxexc, kstate, locks, procfs, sourcelines
-from .core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
-from .core.elfindex import ElfError, data_symbols, display_names
-from .core.executors import pool_summary, unnamed_workers
-from .core.memory import Memory
-from .core.model import Capture, NativeFrame, Thread
-from .core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
-from .core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
-from .core.threadnames import registered_names, registry_symbols
-from .core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
-from .sources.base import HasDebugInfo, Source, ThreadRegs
-from .sources.live import LiveSource
-from .sources.modules import Library, segments, shared
-from .sources.ptrace import PAGE, Frozen, PtraceRefused, Unsupported, read_exact
+from ..core import cxxexc, kstate, locks, procfs, sourcelines
+from ..core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
+from ..core.elfindex import ElfError, data_symbols, display_names
+from ..core.executors import pool_summary, unnamed_workers
+from ..core.memory import Memory
+from ..core.model import Capture, NativeFrame, Thread
+from ..core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
+from ..core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
+from ..core.threadnames import registered_names, registry_symbols
+from ..core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
+from ..sources.base import HasDebugInfo, Source, ThreadRegs
+from ..sources.live import LiveSource
+from ..sources.modules import Library, segments, shared
+from ..sources.ptrace import PAGE, Frozen, PtraceRefused, Unsupported, read_exact
 
 __all__ = ["HasDebugInfo", "Unsupported", "add_memory_facts", "of_stopped", "stacks", "take"]
 

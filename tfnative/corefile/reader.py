@@ -25,7 +25,7 @@ from typing import IO, Callable, Dict, List, Optional, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfTruncated
 from ..errors import TfnativeError
-from .ptrace import REGISTERS
+from ..sources.ptrace import REGISTERS
 
 ET_CORE = 4
 EM_X86_64 = 62

@@ -17,8 +17,8 @@ import signal as signal_mod
 from typing import Any, Dict, List, Optional
 
 from ..core.model import Capture
-from ..sources.corefile import Notes
-from . import report, verdict
+from ..output import report, verdict
+from .reader import Notes
 
 
 def signal_name(signo: Optional[int]) -> Optional[str]:

@@ -49,7 +49,7 @@ from ..core.elfindex import ElfError, ElfIndex, display_names, load_base
 from ..core.model import Capture, NativeFrame
 from ..sources.modules import file_root
 from .breakpoints import Breakpoints, CodeRows, library_starts
-from .gdbmi import Gdb, GdbError
+from .mi import Gdb, GdbError
 from .surrogate import build_surrogate, gdb_regex_escape
 
 HUGE_BYTES = 4 * 1024 * 1024

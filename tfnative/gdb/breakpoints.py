@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
-from .gdbmi import Gdb, GdbDied, GdbError, mi_quote
+from .mi import Gdb, GdbDied, GdbError, mi_quote
 
 CodeRows = List[Tuple[int, int, str]]  # (start, end, path) of a process's executable file mappings
 LibraryLoad = Tuple[str, int]  # (path, start of its first executable mapping): one load of a library

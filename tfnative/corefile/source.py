@@ -19,14 +19,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..core.cfi import CfiError
 from ..core.elfindex import ElfError, ElfFile
 from ..core.model import Capture, NativeFrame, Thread
-from .base import HasDebugInfo, ThreadRegs
-from .corecheck import mismatch
-from .corefile import PF_X, PT_LOAD, Core, Mapping
-from .corepaths import PathRules
-from .modules import Anonymous, Library, modules_of
-from .ptrace import Unsupported
+from ..sources.base import HasDebugInfo, ThreadRegs
+from ..sources.modules import Anonymous, Library, modules_of
+from ..sources.ptrace import Unsupported
+from .checks import mismatch
+from .paths import PathRules
+from .reader import PF_X, PT_LOAD, Core, Mapping
 
-# ``stacks(source, which, selected, variables)``: the snapshot path (``tfnative.snapshot.stacks``), which the
+# ``stacks(source, which, selected, variables)``: the snapshot path (``tfnative.snapshot.pipeline.stacks``), which the
 # caller gives (sources do not import the snapshot path)
 Stacks = Callable[[Any, str, Optional[int], bool], Capture]
 

@@ -21,11 +21,11 @@ import struct
 from typing import Dict, List, Optional
 
 from ..core.elfindex import ElfError, ElfFile, data_symbols
-from ..sources.coresource import CoreSource
+from ..output import bugreport
+from ..output.report import Document
 from ..toolchain import doctor
-from . import bugreport
-from .coretriage import triage_phrases
-from .report import Document
+from .source import CoreSource
+from .triage import triage_phrases
 
 TF_ENV_RE = re.compile(r"^(TF_[A-Z0-9_]*|XLA_FLAGS|CUDA_VISIBLE_DEVICES|OMP_NUM_THREADS|KMP_[A-Z_]+)$")
 SITE_RE = re.compile(r"^(.*/(?:site|dist)-packages)/tensorflow/")

@@ -21,7 +21,7 @@ import struct
 from typing import List, Optional
 
 from ..core.elfindex import read_build_id
-from .corefile import PT_NOTE, Core, Mapping
+from .reader import PT_NOTE, Core, Mapping
 
 NT_GNU_BUILD_ID = 3
 PAGE = 4096

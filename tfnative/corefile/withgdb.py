@@ -21,15 +21,15 @@ import mmap
 import os
 from typing import List, Optional, TextIO
 
-from ..attach import tfops
-from ..attach.gdbmi import GdbDied, GdbError
 from ..attach.session import CAPTURE_TIMEOUT, GdbOptions, capture, start_gdb
-from ..attach.surrogate import build_surrogate
-from ..attach.symbolload import HUGE_BYTES, IndexedLibrary, SymbolLoader, wants_surrogate
 from ..core.elfindex import ElfError, ElfFile, ElfIndex
 from ..core.model import Capture
 from ..errors import TfnativeError
-from .coresource import CoreSource
+from ..gdb import ops as tfops
+from ..gdb.mi import GdbDied, GdbError
+from ..gdb.surrogate import build_surrogate
+from ..gdb.symbols import HUGE_BYTES, IndexedLibrary, SymbolLoader, wants_surrogate
+from .source import CoreSource
 
 
 def _first_vaddr(path: str) -> int:

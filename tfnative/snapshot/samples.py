@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .core.model import Capture, PythonFrame, Thread
+from ..core.model import Capture, PythonFrame, Thread
 
 
 def signature(thread: Thread) -> Tuple:
