@@ -152,8 +152,8 @@ def bench_holds(pids: List[int], runs: int) -> Dict[int, List[Tuple[float, float
     hold is the time from ``ptrace.Frozen``'s enter to its exit (every thread of the process stopped)."""
     import io
 
-    from tfnative.attach.session import GdbOptions
-    from tfnative.snapshot.pipeline import many as multistack
+    from tfnative.snapshot import many as multistack
+    from tfnative.snapshot.options import Selection, StackOptions
     from tfnative.sources import ptrace
 
     holds: List[float] = []
@@ -176,7 +176,7 @@ def bench_holds(pids: List[int], runs: int) -> Dict[int, List[Tuple[float, float
                 multistack.snapshot_all.__defaults__ = (jobs, None)
                 holds.clear()
                 t0 = time.perf_counter()
-                multistack.run_many(pids, [], [], [], False, False, None, GdbOptions(), io.StringIO(), io.StringIO())
+                multistack.run_many(Selection(pids=tuple(pids)), StackOptions(), io.StringIO(), io.StringIO())
                 out.setdefault(jobs, []).append((time.perf_counter() - t0, max(holds), statistics.median(holds)))
     finally:
         ptrace.Frozen.__enter__, ptrace.Frozen.__exit__ = enter, leave  # type: ignore[method-assign]

@@ -1,4 +1,24 @@
-"""The one exception type that reaches the user as a one-line message."""
+"""Every exception type tfnative raises across modules, and how our own signals become one.
+
+Three families, told apart by type (never by the order of ``except`` clauses):
+
+- ``TfnativeError`` reaches the user as one line (``tfnative: <message>``) and an exit code.
+  ``GdbError``, ``GdbDied`` and ``CoreError`` are kinds of it.
+- ``Unsupported`` means "the gdb-free path cannot take this snapshot; gdb can": the snapshot
+  policy (``snapshot/policy.py``) answers it by taking the stack through gdb.  ``HasDebugInfo``
+  is the one case where gdb gives more (source lines, inlined frames) rather than anything at all.
+- ``PtraceRefused`` means the kernel refused to let us read or trace the process: gdb would be
+  refused the same way, so it is no reason to fall back (the caller says why and how to fix it).
+
+``Interrupted`` is our own SIGINT/SIGTERM/SIGHUP while we hold a process (``SignalGuard``), so
+that every mode lets go of its target before it exits.
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+from typing import Any, Callable, Dict, Optional, Union
 
 
 class TfnativeError(Exception):
@@ -7,3 +27,61 @@ class TfnativeError(Exception):
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class GdbError(TfnativeError):
+    """gdb answered ``^error``."""
+
+
+class GdbDied(TfnativeError):
+    """gdb exited or crashed under us."""
+
+
+class CoreError(TfnativeError):
+    """A core file that cannot be read (missing, not an ELF core, cut short, cannot be decompressed)."""
+
+
+class Unsupported(Exception):
+    """The gdb-free path cannot take this snapshot: the caller falls back to gdb."""
+
+
+class HasDebugInfo(Unsupported):
+    """A library on a stack has its own DWARF: gdb gives its source lines and inlined frames."""
+
+
+class PtraceRefused(Exception):
+    """ptrace (or ``/proc/PID/mem``) was refused: permissions, Yama, another tracer.  gdb would be refused too."""
+
+
+class Interrupted(Exception):
+    """Our own SIGINT, SIGTERM or SIGHUP arrived while we held a process (raised by ``SignalGuard``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+_Handler = Union[Callable[[int, Optional[FrameType]], Any], int, None]
+
+
+class SignalGuard:
+    """Turn SIGINT/SIGTERM/SIGHUP into an ``Interrupted`` exception in the main thread (the first one only)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self) -> SignalGuard:
+        self.old: Dict[signal.Signals, _Handler] = {s: signal.getsignal(s) for s in self.SIGNALS}
+        self.count = 0
+
+        def handler(signum: int, frame: Optional[FrameType]) -> None:
+            self.count += 1
+            if self.count == 1:
+                raise Interrupted(signum)
+
+        for s in self.SIGNALS:
+            signal.signal(s, handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, h in self.old.items():
+            signal.signal(s, h)

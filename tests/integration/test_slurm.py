@@ -320,10 +320,10 @@ def test_not_yours(slurm, sleepers):
                         "--jobid=%s" % sleepers, "--overlap", "-N", "1", "true"],
                        capture_output=True, text=True, timeout=120, cwd="/", stdin=subprocess.DEVNULL)
     assert r.returncode != 0 and "Access/permission denied" in r.stderr, r.stderr
-    from tfnative.snapshot.pipeline import slurm as slurm_mod
+    from tfnative.snapshot import slurm as slurm_mod
 
     job = slurm_mod.Job(id=sleepers, numeric=sleepers, state="RUNNING", user="root", nodes=[HOST])
-    assert "is not yours" in slurm_mod._step_refused(job, r.stderr.strip().splitlines())
+    assert "is not yours" in slurm_mod.step_refused(job, r.stderr.strip().splitlines())
 
 
 def test_crash_watch_names_the_rank_that_dies(slurm, tmp_path):

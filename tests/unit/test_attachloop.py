@@ -4,8 +4,7 @@ import signal
 
 import pytest
 
-from tfnative.attach.attachloop import Session, stop_kind
-from tfnative.attach.session import NUMERICS_SIGNAL_NAME
+from tfnative.attach.session import NUMERICS_SIGNAL_NAME, Session, stop_kind
 from tfnative.attach.targets import return_code
 from tfnative.gdb.breakpoints import Breakpoints
 from tfnative.gdb.ops import OpBreaks

@@ -1,6 +1,13 @@
-"""The package's layers, as a newcomer reads them in the tree, and what gdb's Python needs of the core.
+"""The package's layers, which may import which, no import cycles, no private names across modules.
 
-``tfnative/core`` is imported inside gdb's embedded Python (by
+The rule, as ``docs/architecture.md`` draws it (lowest first): ``core`` (readers of
+memory and files, the model) < ``sources`` (memory, registers and mapped files of a
+process) and ``toolchain`` (ELF/DWARF facts, Bazel, the doctor) < ``gdb`` (driving gdb)
+and ``output`` (renderers, verdicts) < ``snapshot`` (the one snapshot path and its
+policy) < ``corefile`` and ``attach`` (the modes) < ``cli``.  ``errors`` and ``files``
+are shared by all; ``inject`` runs inside the target and imports nothing of ours.
+
+``tfnative/core`` is also imported inside gdb's embedded Python (by
 ``gdb_scripts/tfnative_gdb``), where neither click nor psutil nor tfnative's
 other layers may be importable: it must stand on the standard library alone.
 """
@@ -12,23 +19,51 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PKG = os.path.join(ROOT, "tfnative")
-LAYERS = ("attach", "cli", "core", "output", "sources", "toolchain")
-# What a core module may import of tfnative besides the core itself.
-CORE_MAY_USE = {"tfnative.errors", "tfnative.files"}
+SHARED = {"tfnative", "tfnative.errors", "tfnative.files"}
+# Beside the core, what gdb's Python may import of ours: the renderers that stand on the standard library alone.
+GDB_SCRIPTS_MAY_USE = {"tfnative.output.render", "tfnative.output.elide"}
+# Which layers a layer may import (itself and the shared modules always).
+MAY_IMPORT = {
+    "core": set(),
+    "sources": {"core"},
+    "toolchain": {"core"},
+    "gdb": {"core", "sources", "toolchain"},
+    "output": {"core", "toolchain"},
+    "snapshot": {"core", "sources", "toolchain", "gdb", "output"},
+    "corefile": {"core", "sources", "toolchain", "gdb", "output", "snapshot"},
+    "attach": {"core", "sources", "toolchain", "gdb", "output", "snapshot"},
+    "cli": {"core", "sources", "toolchain", "gdb", "output", "snapshot", "corefile", "attach"},
+    "inject": set(),
+}
+LAYERS = tuple(sorted(MAY_IMPORT))
+
+
+def _all_modules():
+    """(module, path) of every module of the package and of gdb_scripts/tfnative_gdb."""
+    for top, prefix in ((PKG, "tfnative"), (os.path.join(ROOT, "gdb_scripts", "tfnative_gdb"), "tfnative_gdb")):
+        for d, _, files in os.walk(top):
+            if "__pycache__" in d:
+                continue
+            rel = os.path.relpath(d, top)
+            pkg = prefix if rel == "." else prefix + "." + rel.replace(os.sep, ".")
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    yield (pkg if name == "__init__.py" else "%s.%s" % (pkg, name[:-3])), os.path.join(d, name)
+
+
+MODULES = dict(_all_modules())
 
 
 def _modules(layer):
-    d = os.path.join(PKG, layer)
-    for name in sorted(os.listdir(d)):
-        if name.endswith(".py"):
-            mod = "tfnative.%s" % layer if name == "__init__.py" else "tfnative.%s.%s" % (layer, name[:-3])
-            yield mod, os.path.join(d, name)
+    return sorted((m, p) for m, p in MODULES.items()
+                  if m == "tfnative." + layer or m.startswith("tfnative.%s." % layer))
 
 
-def _tfnative_imports(mod, path):
-    """The tfnative modules (or packages) a module imports, resolved to absolute names."""
+def _imports(mod, path, private=False):
+    """The modules of ours that ``mod`` imports anywhere in its text (function-level imports too), resolved to
+    absolute names; with ``private``, (module, name) of each private name it imports from another module."""
     pkg = mod if path.endswith("__init__.py") else mod.rsplit(".", 1)[0]
-    out = set()
+    out, names = set(), []
     for node in ast.walk(ast.parse(open(path).read())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
@@ -36,43 +71,122 @@ def _tfnative_imports(mod, path):
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if target.split(".")[0] != "tfnative":
+            if target.split(".")[0] not in ("tfnative", "tfnative_gdb"):
                 continue
             for alias in node.names:
                 full = "%s.%s" % (target, alias.name)
-                is_mod = os.path.exists(os.path.join(ROOT, *full.split(".")) + ".py") or os.path.isdir(
-                    os.path.join(ROOT, *full.split(".")))
-                out.add(full if is_mod else target)
+                if full in MODULES:
+                    out.add(full)
+                else:
+                    out.add(target)
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        names.append((target, alias.name))
         elif isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.split(".")[0] == "tfnative")
-    return out
+            out.update(a.name for a in node.names if a.name.split(".")[0] in ("tfnative", "tfnative_gdb"))
+    return names if private else out
+
+
+def _layer(mod):
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "tfnative" and parts[1] in MAY_IMPORT else None
 
 
 def test_every_module_lives_in_a_layer():
-    """The package's top level holds only the snapshot path, its stack modes (many processes, a Slurm job)
-    and what every layer shares."""
+    """The package's top level holds only what every layer shares."""
     top = sorted(n[:-3] for n in os.listdir(PKG) if n.endswith(".py"))
-    assert top == ["__init__", "__main__", "errors", "files", "multistack", "samples", "slurm", "snapshot"]
+    assert top == ["__init__", "__main__", "errors", "files"]
     assert sorted(n for n in os.listdir(PKG) if os.path.isdir(os.path.join(PKG, n)) and n != "__pycache__") == sorted(
-        LAYERS + ("inject",))
+        LAYERS)
 
 
-def test_core_imports_only_the_core():
+def test_each_layer_imports_only_the_layers_below_it():
     bad = []
-    for mod, path in _modules("core"):
-        for used in _tfnative_imports(mod, path):
-            if not (used == "tfnative.core" or used.startswith("tfnative.core.") or used in CORE_MAY_USE):
-                bad.append("%s imports %s" % (mod, used))
+    for mod in sorted(MODULES):
+        layer = _layer(mod)
+        if layer is None:
+            continue
+        for used in _imports(mod, MODULES[mod]):
+            other = _layer(used)
+            if used in SHARED or used == "tfnative.__main__" or other == layer or other in MAY_IMPORT[layer]:
+                continue
+            if layer == "gdb" and used == "tfnative_gdb":  # gdb's side of tfnative, sourced into gdb (gdbinit.py)
+                continue
+            bad.append("%s (%s) imports %s" % (mod, layer, used))
     assert bad == []
 
 
-def test_only_the_entry_point_imports_the_cli():
+def test_shared_modules_import_no_layer():
+    bad = ["%s imports %s" % (m, u) for m in ("tfnative.errors", "tfnative.files")
+           for u in _imports(m, MODULES[m]) if u not in SHARED]
+    assert bad == []
+
+
+def test_gdbs_python_imports_only_the_core():
+    """gdb_scripts/tfnative_gdb runs inside gdb: of tfnative, only the core (and the shared modules)."""
     bad = []
-    for layer in LAYERS:
-        if layer == "cli":
-            continue
-        for mod, path in _modules(layer):
-            bad += ["%s imports %s" % (mod, u) for u in _tfnative_imports(mod, path) if u.startswith("tfnative.cli")]
+    for mod, path in MODULES.items():
+        if mod.startswith("tfnative_gdb"):
+            bad += ["%s imports %s" % (mod, u) for u in _imports(mod, path)
+                    if u.startswith("tfnative.") and u not in SHARED | GDB_SCRIPTS_MAY_USE and _layer(u) != "core"]
+    assert bad == []
+
+
+def test_no_import_cycles():
+    """Between modules, counting imports inside functions: a cycle hidden by a lazy import is still a cycle.
+    A package's ``__init__`` counts as the package's own docstring only, so it is left out."""
+    graph = {m: {u for u in _imports(m, p) if u in MODULES and u != m and not MODULES[u].endswith("__init__.py")}
+             for m, p in MODULES.items() if not p.endswith("__init__.py")}
+    index, low, stack, on, cycles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_no_private_name_crosses_a_module():
+    bad = ["%s imports %s.%s" % (m, t, n) for m, p in sorted(MODULES.items()) for t, n in _imports(m, p, True)]
+    assert bad == []
+
+
+def test_no_private_attribute_of_another_module():
+    """``module._name`` reaches into another module's privates just as an import of it does."""
+    bad = []
+    for mod, path in sorted(MODULES.items()):
+        tree = ast.parse(open(path).read())
+        aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                aliases.update(a.asname or a.name for a in node.names if "%s.%s" % (node.module, a.name) in MODULES
+                               or node.level)
+            elif isinstance(node, ast.Import):
+                aliases.update((a.asname or a.name).split(".")[0] for a in node.names)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                bad.append("%s uses %s.%s" % (mod, node.value.id, node.attr))
     assert bad == []
 
 
@@ -86,11 +200,3 @@ def test_core_imports_with_the_standard_library_alone():
     r = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [str(len(mods)), "[]"]
-
-
-def test_sources_do_not_import_the_snapshot_path():
-    """A source gives memory, registers and mapped files (``sources/base.py``); the snapshot path reads them."""
-    bad = []
-    for mod, path in _modules("sources"):
-        bad += ["%s imports %s" % (mod, u) for u in _tfnative_imports(mod, path) if u == "tfnative.snapshot.pipeline"]
-    assert bad == []

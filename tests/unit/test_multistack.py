@@ -10,7 +10,7 @@ from tfnative.core.model import Document, Thread
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, report, threadgroups
 from tfnative.output.verdict import task_of
-from tfnative.snapshot.pipeline import many as multistack
+from tfnative.snapshot import many as multistack
 
 
 def test_task_of_tf_config():

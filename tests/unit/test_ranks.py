@@ -7,7 +7,7 @@ import json
 from tfnative.core.model import Document
 from tfnative.core.ranks import cluster_of, describe, scheduler_of
 from tfnative.output import merge
-from tfnative.snapshot.pipeline import slurm
+from tfnative.snapshot import slurm
 
 SLURM_ENV = {"SLURM_JOB_ID": "12", "SLURM_PROCID": "2", "SLURM_STEP_ID": "0", "SLURMD_NODENAME": "vm",
              "SLURM_LOCALID": "2", "PATH": "/bin"}
@@ -115,18 +115,18 @@ def test_refusals_from_srun_messages():
         "srun: unrecognized option '--overlap'": "this Slurm refuses 'srun --overlap' in job 7",
     }
     for message, expected in cases.items():
-        assert slurm._step_refused(JOB, [message]).startswith(expected), message
-    assert slurm._step_refused(JOB, ["srun: something else"]) is None
+        assert slurm.step_refused(JOB, [message]).startswith(expected), message
+    assert slurm.step_refused(JOB, ["srun: something else"]) is None
 
 
 def test_node_failures_name_the_node():
     missing = slurm.Node("n2", err=["slurmstepd-n2: error: execve(): tfnative: No such file or directory"],
                          status="Exited with exit code 2")
-    assert slurm._node_failure(missing, ["tfnative"]).startswith("tfnative is missing on node n2 (tfnative: ")
+    assert slurm.node_failure(missing, ["tfnative"]).startswith("tfnative is missing on node n2 (tfnative: ")
     no_module = slurm.Node("n1", err=["/usr/bin/python3: No module named tfnative"], status="Exited with exit code 1")
-    assert "missing on node n1" in slurm._node_failure(no_module, ["/usr/bin/python3", "-m", "tfnative"])
+    assert "missing on node n1" in slurm.node_failure(no_module, ["/usr/bin/python3", "-m", "tfnative"])
     other = slurm.Node("n1", err=["tfnative: error: something"], status="Exited with exit code 2")
-    assert slurm._node_failure(other, ["tfnative"]) == ("tfnative failed on node n1 (Exited with exit code 2): "
+    assert slurm.node_failure(other, ["tfnative"]) == ("tfnative failed on node n1 (Exited with exit code 2): "
                                                         "tfnative: error: something")
 
 

@@ -1,4 +1,4 @@
-"""``attachloop.stop_kind`` on gdb's real ``*stopped`` records (``transcripts/stops-*.json``).
+"""``session.stop_kind`` on gdb's real ``*stopped`` records (``transcripts/stops-*.json``).
 
 Each transcript is probe.c run from its exec to its end under a real gdb set
 up as a session sets it up (``transcripts/record.py``); replaying it drives
@@ -9,8 +9,7 @@ import io
 
 import pytest
 
-from tfnative.attach.attachloop import Session, stop_kind
-from tfnative.attach.session import NUMERICS_SIGNAL_NAME
+from tfnative.attach.session import NUMERICS_SIGNAL_NAME, Session, stop_kind
 from tfnative.attach.targets import return_code
 from tfnative.gdb.breakpoints import Breakpoints
 from tfnative.gdb.ops import DISPATCH_FUNCTIONS, OpBreaks

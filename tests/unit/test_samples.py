@@ -3,7 +3,7 @@
 import pytest
 
 from tfnative.core.model import Capture
-from tfnative.snapshot.pipeline import samples
+from tfnative.snapshot import samples
 
 
 def thread(tid, *frames):

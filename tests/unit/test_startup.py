@@ -14,7 +14,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # What only the commands that use them may load.
-HEAVY = ("tfnative.attach.attachloop", "tfnative.attach.session", "tfnative.gdb.mi", "tfnative.snapshot.pipeline",
+HEAVY = ("tfnative.attach.session", "tfnative.snapshot.process", "tfnative.gdb.mi", "tfnative.snapshot.pipeline",
          "tfnative.snapshot.many", "tfnative.output.merge", "tfnative.output.report", "tfnative.corefile.source",
          "tfnative.toolchain.doctor", "psutil", "pygdbmi", "tfnative_gdb")
 

@@ -48,8 +48,8 @@ from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
 from ..output import report, verdict
 from ..snapshot.many import runs_python
+from .options import AttachOptions
 from .procwatch import ChildWatch, listen
-from .session import AttachOptions
 from .targets import PidTarget, Target, note_child
 
 FORK_GRACE_S = 0.1  # a fork child that has not exec'd this long after its fork runs the parent's Python
@@ -58,6 +58,8 @@ LET_GO_EVERY_S = 0.5  # a child session is asked again this often until it has l
 
 NO_EVENTS = ("--follow-children needs the kernel's process events (the netlink proc connector), which this "
              "system refuses (kernels before 6.6 give them to root only)")
+
+LET_GO_REQUEST = "tfnative-let-go"  # the record that ends a session from outside (the parent ended)
 
 
 def process_info(pid: int) -> Dict[str, Any]:
@@ -300,7 +302,6 @@ class Follower:
 
     def stop(self) -> None:
         """Every child session lets go of its child and ends; no child is stopped or traced afterwards."""
-        from .attachloop import LET_GO_REQUEST  # the loop imports targets, which this module feeds
 
         with self.lock:
             self.closing = True

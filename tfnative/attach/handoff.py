@@ -13,9 +13,12 @@ import subprocess
 import sys
 import time
 
-from ..gdb.mi import Gdb, _die_with_parent, find_gdb
+from ..core import procfs
+from ..gdb.control import TF_BT_SCRIPT, substitutions
+from ..gdb.mi import Gdb, die_with_parent, find_gdb
+from ..sources.ptrace import ensure_not_stopped
 from ..toolchain import bazelpaths
-from .session import TF_BT_SCRIPT, AttachOptions, _ensure_not_stopped, _substitutions
+from .options import AttachOptions
 
 
 def park(gdb: Gdb, pid: int) -> None:
@@ -29,11 +32,8 @@ def park(gdb: Gdb, pid: int) -> None:
     gdb.command("-target-detach", timeout=30)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                    return
-        except OSError:
+        state = procfs.state(pid)
+        if state is None or state == "T":
             return
         time.sleep(0.01)
 
@@ -54,7 +54,7 @@ def interactive_gdb(opts: AttachOptions, pid: int) -> None:
             "-ex", "handle SIGSTOP nostop noprint nopass"]
     for d in opts.source_dirs:
         argv += ["-ex", "directory %s" % os.path.abspath(d)]
-    for old, new in _substitutions(opts.source_dirs, sys.stderr):  # the same guard as the MI session's
+    for old, new in substitutions(opts.source_dirs, sys.stderr):  # the same guard as the MI session's
         argv += ["-ex", "set substitute-path %s %s" % (old, new)]
     for loc in opts.breaks:
         argv += ["-ex", "break %s" % loc]
@@ -64,9 +64,9 @@ def interactive_gdb(opts: AttachOptions, pid: int) -> None:
         subprocess.call(argv, preexec_fn=_default_sigint, cwd=bazelpaths.gdb_cwd(opts.source_dirs))
     finally:
         signal.signal(signal.SIGINT, old)
-    _ensure_not_stopped(pid)
+    ensure_not_stopped(pid)
 
 
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    _die_with_parent()
+    die_with_parent()

@@ -1,611 +1,590 @@
-"""gdb for a session, and ``tfnative stack``: what every mode that drives gdb shares.
+"""``tfnative attach``: one loop over a target, one small handler per kind of stop.
 
-Starting gdb (``start_gdb``), attaching it (``_attach``, with why the kernel
-refused), the signal dispositions of a session, the capture command, turning
-our own SIGINT/SIGTERM into ``Interrupted``, detaching.  ``tfnative attach``
-(a launched script or a running pid) is the loop in ``attachloop.py``;
-``run_stack`` is one snapshot of a process someone else started.
+Follow one event from the command line to the report:
+
+1. ``cli.attach`` builds ``AttachOptions`` and calls ``run_attach`` here, which
+   picks the target (``targets.py``: a script it launches, or ``--pid``).
+2. ``Session.run`` starts gdb, lets the target ``start`` (attach; for a
+   script, catch its ``exec``), arms the breakpoints (``breakpoints.py``;
+   ``symbolload.py`` resolves them from our index), and resumes the target.
+3. ``Session._loop`` reads gdb's asynchronous records one at a time.  Each
+   goes to its record handler (``RECORDS``); a ``*stopped`` record goes to
+   the stop handler for its kind (``stop_kind`` and ``STOPS``: breakpoint,
+   op dispatch, numerics, child, fatal signal, library event, exit,
+   other); a quiet moment goes to ``on_idle`` (library symbols, ``--timeout``).
+4. A handler that reports makes the event at the stop (``stopevent.make``:
+   tfnative's unwinder, Python frames, ops), appends it to the document and
+   prints it (``report.py``), and says what the loop does next (``Next``).
+5. ``Session.run`` lets the target go (detach, hand-off, end), waits for its
+   end where it is ours, and writes the summary and the JSON document.
+
+A new mode is a new target or a new handler in the tables, not a branch in the loop.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import enum
 import os
-import re
+import shutil
 import signal
-import socket
+import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, TextIO
+from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
 import psutil
-import tfnative_gdb
 
-from ..core import procfs, ranks
-from ..core.model import Capture, NativeFrame
-from ..errors import TfnativeError
-from ..files import is_stdout
+from ..core import procfs
+from ..core.model import Event
+from ..core.threads import SIGNAL_FRAME
+from ..errors import Interrupted, SignalGuard, TfnativeError
 from ..gdb import ops as tfops
-from ..gdb.mi import Gdb, GdbDied, GdbError, find_gdb, mi_quote
-from ..gdb.symbols import SymbolLoader
+from ..gdb.breakpoints import Breakpoints
+from ..gdb.control import CAPTURE_TIMEOUT, FATAL_SIGNALS, gdb_tail, setup_signals, source_paths, start_gdb
+from ..gdb.mi import Gdb, GdbDied, GdbError
+from ..gdb.symbols import QUIET_S, WATCH_S, SymbolLoader
 from ..output import report, verdict
-from ..snapshot import pipeline as snapshot
-from ..snapshot import samples as sampling
-from ..sources import modules, ptrace, sessionsock
-from ..toolchain import bazelpaths
-from .tfenv import NUMERICS_SIGNAL, DebugSwitches
+from ..snapshot.process import argv_of
+from ..sources import sessionsock
+from . import stopevent
+from .follow import LET_GO_REQUEST, Follower, FollowingTarget, ParentReport
+from .handoff import interactive_gdb, park
+from .keepcore import write_core
+from .launcher import exit_status, probe_python
+from .options import AttachOptions
+from .targets import LaunchedTarget, PidTarget, Target, describe, note_child
+from .tfenv import NUMERICS_SIGNAL_NAME
 
-FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
-NUMERICS_SIGNAL_NAME = "SIG%d" % NUMERICS_SIGNAL  # gdb's name for a real-time signal
-GDBINIT = os.path.join(os.path.dirname(os.path.abspath(tfnative_gdb.__file__)), "gdbinit.py")
-TF_BT_SCRIPT = GDBINIT
-CAPTURE_TIMEOUT = 600.0  # the first capture may read a lot of debug info
-
-
-class Interrupted(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+TIMEOUT_EXIT = 124  # as coreutils timeout
+SNAPSHOT_REQUEST = "tfnative-snapshot"  # the record our SIGQUIT handler queues (see ``_SnapshotOnQuit``)
+STACK_REQUEST = "tfnative-stack"  # the record a ``tfnative stack --pid`` request queues (``sessionsock.py``)
 
 
-@dataclass
-class GdbOptions:
-    gdb_path: Optional[str] = None
-    debuginfod: bool = False
-    log: Optional[str] = None
-    full_symbols: bool = False
+class Next(enum.Enum):
+    """What the loop does after a handler."""
+
+    WAIT = "wait"  # nothing stopped: read the next record
+    RESUME = "resume"  # the target stopped: let it go on
+    END = "end"  # the session is over (the target exited, or we let go of it)
+    HANDOFF = "handoff"  # the stopped target goes to an interactive gdb
 
 
-@dataclass
-class AttachOptions:
-    script: Optional[str]  # None with module
-    args: List[str]
-    python: str
-    module: Optional[str] = None  # -m MODULE, as python -m runs it
-    breaks: List[str] = field(default_factory=list)
-    break_ops: List[str] = field(default_factory=list)
-    source_dirs: List[str] = field(default_factory=list)
-    max_hits: int = 1
-    all_threads: bool = False
-    native_all: bool = False
-    json_path: Optional[str] = None
-    interactive: bool = False
-    full: bool = False
-    switches: DebugSwitches = field(default_factory=DebugSwitches)
-    gdb: GdbOptions = field(default_factory=GdbOptions)
-    op_origins: bool = False  # --op-origins: the script's hook records where each graph op is created
-    pid: Optional[int] = None  # --pid: attach to this running process instead of starting a script
-    timeout: Optional[float] = None  # --timeout S: a ``timeout`` snapshot after S seconds, then end (exit 124)
-    core: Optional[str] = None  # --core FILE: the core at the first fatal signal
-    follow_children: bool = False  # --follow-children: every descendant running Python gets a session (follow.py)
+def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Document]] = None) -> int:
+    """``tfnative attach``: returns tfnative's exit status; ``keep`` receives the document.
 
-    @property
-    def target_argv(self) -> List[str]:
-        """What follows the interpreter on the command line: ``SCRIPT ARGS`` or ``-m MODULE ARGS``."""
-        if self.module is not None:
-            return ["-m", self.module, *self.args]
-        return [self.script or "", *self.args]
+    The status is the script's (128+N when signal N killed it); with
+    ``--pid``, the process's when it ended while watched, 0 when tfnative
+    let go of it after its hits, 128+N when our signal N interrupted us;
+    ``--timeout`` gives 124.
+    """
+    printer = (ParentReport if opts.follow_children else report.Printer)(err, native_all=opts.native_all,
+                                                                         full=opts.full)
+    # first: where the kernel will not tell of new processes, --follow-children is refused before anything runs
+    follower = Follower(opts, printer, err, Session) if opts.follow_children else None
+    try:
+        return _run_attach(opts, err, keep, printer, follower)
+    finally:
+        if follower is not None:
+            follower.stop()
 
 
-def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None, die_with_parent: bool = True) -> Gdb:
-    exe = find_gdb(opts.gdb_path)
-    early = [
-        "set debuginfod enabled %s" % ("on" if opts.debuginfod else "off"),
-        "set pagination off",
-        "set confirm off",
-        "set width 0",
-        "set height 0",
-        "set breakpoint pending on",
-        "set print demangle on",
-        "set print asm-demangle on",
-        # No auto-loaded scripts (pretty-printers, python-gdb.py, libthread_db):
-        # the capture needs none of them, and looking for them in every one of a
-        # TensorFlow process's libraries is a measurable part of the attach
-        # (README, "Fast attach").  Stricter, not looser, than gdb's default:
-        # safe-path is untouched.
-        "set auto-load off",
-    ] + SymbolLoader.early_commands(opts.full_symbols)
-    # gcc under Bazel records DW_AT_comp_dir=/proc/self/cwd, and gdb looks for
-    # split-DWARF .dwo files relative to its own cwd: run it in the execroot.
-    gdb = Gdb(exe, early, debug_log=opts.log, cwd=bazelpaths.gdb_cwd(source_dirs or []),
-              die_with_parent=die_with_parent)
-    gdb.command("-gdb-set mi-async on")
-    gdb.console_command("source %s" % GDBINIT)
-    return gdb
-
-
-def _attach(gdb: Gdb, pid: int) -> None:
-    program = loaded_program(pid)
-    if program is not None:  # run through the loader: gdb would take ld.so (/proc/PID/exe) for the program
+def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Document]], printer: report.Printer,
+                follower: Optional[Follower]) -> int:
+    pid_target: Optional[PidTarget] = None
+    if opts.pid is not None:
+        pid_target = PidTarget(opts.pid)
+        pid_target.check()
+        python = pid_target.executable()
         try:
-            gdb.command("-gdb-set exec-file-mismatch off", timeout=CAPTURE_TIMEOUT)
-            gdb.command("-file-exec-and-symbols %s" % mi_quote(program), timeout=CAPTURE_TIMEOUT)
-        except GdbError:
-            pass
+            argv = argv_of(psutil.Process(opts.pid))
+        except psutil.Error:
+            argv = []
+        doc = report.Document(argv=argv, pid=opts.pid, attached=True, has_exit=True)
+    else:
+        if opts.module is None and not os.path.isfile(opts.script or ""):
+            raise TfnativeError("script not found: %s" % opts.script)
+        info = probe_python(opts.python)
+        doc = report.Document(argv=[info.exe, *opts.target_argv], has_exit=True)
+        python = info.exe
+    for d in opts.source_dirs:
+        if not os.path.isdir(d):
+            raise TfnativeError("--source-dir %s: no such directory" % d)
+    origins_dir = tempfile.mkdtemp(prefix="tfnative-origins-") if opts.op_origins else None
     try:
-        gdb.command("-target-attach %d" % pid, timeout=CAPTURE_TIMEOUT)
-    except GdbError as exc:
-        msg = str(exc)
-        if "not permitted" in msg or "EPERM" in msg:
-            raise TfnativeError(ptrace_refused_message(pid))
-        raise TfnativeError("gdb could not attach to %d: %s" % (pid, msg))
-    if gdb.wait_event("stopped", CAPTURE_TIMEOUT) is None:
-        raise TfnativeError("gdb attached to %d but the process did not stop" % pid)
+        if origins_dir is not None:
+            opts.switches.op_origins = os.path.join(origins_dir, "ops.jsonl")
+        target: Target
+        if pid_target is not None:
+            target = pid_target
+            env = procfs.environ(pid_target.pid)
+        else:
+            env = opts.switches.environment(dict(os.environ))
+            target = LaunchedTarget(python, opts.target_argv, env)
+        tfops.check_op_types(opts.break_ops, python, env,
+                             tfops.loaded_tensorflow_dirs(pid_target.pid) if pid_target is not None else None)
+        if follower is not None:
+            target = FollowingTarget(target, follower)
+        return Session(opts, target, doc, printer, err).run(keep)
+    finally:
+        if origins_dir is not None:
+            shutil.rmtree(origins_dir, ignore_errors=True)
 
 
-def loaded_program(pid: int) -> Optional[str]:
-    """The interpreter a process runs when it was started through the loader (``ld-linux-x86-64.so.2
-    --library-path ... python3.14 script``): /proc/PID/exe names the loader, the mappings the program.
-    None for a process started the usual way (or whose files cannot be read)."""
-    try:
-        if not os.path.basename(os.readlink("/proc/%d/exe" % pid)).startswith("ld-linux"):
+def stop_kind(payload: Dict[str, Any], opbreaks: tfops.OpBreaks) -> str:
+    """Which handler a ``*stopped`` record goes to (a key of ``Session.STOPS``)."""
+    reason = payload.get("reason", "")
+    if reason.startswith("exited"):
+        return "exit"
+    if reason == "solib-event":
+        return "library"
+    if reason == "breakpoint-hit":
+        return "op-dispatch" if opbreaks.is_dispatch(payload.get("bkptno")) else "breakpoint"
+    if reason == "signal-received":
+        name = payload.get("signal-name")
+        if name == NUMERICS_SIGNAL_NAME:
+            return "numerics"
+        if name == "SIGCHLD":
+            return "child"
+        if name in FATAL_SIGNALS:
+            return "fatal-signal"
+    return "other"
+
+
+class Session:
+    """One ``attach`` session: gdb, the target, the breakpoints, the document; ``run`` is the whole story."""
+
+    def __init__(self, opts: AttachOptions, target: Target, doc: report.Document, printer: report.Printer,
+                 err: TextIO) -> None:
+        self.opts = opts
+        self.target = target
+        self.doc = doc
+        self.printer = printer
+        self.err = err
+        self.bps = Breakpoints()
+        self.opbreaks = tfops.OpBreaks(opts.break_ops, self.bps)
+        self.breaks = opts.breaks + self.opbreaks.dispatch_functions
+        self.gdb: Gdb
+        self.loader: Optional[SymbolLoader] = None
+        self.running = False
+        self.handoff = False
+        self.hits = 0
+        self.exit_stop: Optional[Dict[str, Any]] = None  # gdb's record of the target's end
+        self.interrupted: Optional[int] = None  # our own signal that ended the session
+        self.timed_out = False
+        self.deadline: Optional[float] = None
+
+    # -- the story ---------------------------------------------------------
+    def run(self, keep: Optional[List[report.Document]] = None) -> int:
+        started = time.time()
+        if self.opts.timeout is not None:
+            self.deadline = time.monotonic() + self.opts.timeout
+        target, printer = self.target, self.printer
+        # Signals are the main thread's: a session on another thread (a child's, ``follow.py``) is ended
+        # by a ``LET_GO_REQUEST`` instead.
+        main = threading.current_thread() is threading.main_thread()
+        with SignalGuard() if main else contextlib.nullcontext():
+            self.gdb = gdb = start_gdb(self.opts.gdb, self.opts.source_dirs, die_with_parent=target.owned)
+            quit_guard = _SnapshotOnQuit(gdb) if main else None
+            server = None
+            try:
+                self._setup()
+                server = self._listen()
+                self._loop()
+                self.bps.refresh(gdb)
+                if self.handoff:
+                    park(gdb, target.pid)
+            except Interrupted as exc:
+                printer.note("interrupted by %s: detaching" % exc)
+                target.interrupted(gdb, self.running, exc.signum)
+                self.interrupted = exc.signum
+                self.running = False
+            except GdbDied:
+                target.gdb_died(printer, sorted(self.bps.traps))
+                raise TfnativeError("gdb exited unexpectedly%s" % gdb_tail(gdb), exit_code=3)
+            except BaseException:
+                target.setup_failed()
+                raise
+            finally:
+                if server is not None:
+                    server.close()
+                if quit_guard is not None:
+                    quit_guard.restore()
+                target.release(gdb, self.running, self.handoff)
+            if self.timed_out:
+                target.end(printer)
+            if self.handoff:
+                printer.note("handing the stopped %s to an interactive gdb (tf-bt prints the mixed stack)"
+                             % ("script" if target.owned else "process"))
+                interactive_gdb(self.opts, target.pid)
+            returncode = target.wait(Interrupted, self.doc, printer, self.exit_stop)
+            return self._finish(returncode, started, keep)
+
+    def _setup(self) -> None:
+        """Signals, the target under gdb, the breakpoints armed, the target resumed."""
+        gdb, opts = self.gdb, self.opts
+        setup_signals(gdb, [NUMERICS_SIGNAL_NAME] if opts.switches.check_numerics else [])
+        if self.target.owned:
+            # Ctrl-\ on the terminal reaches the script too (our process group): it is ours, for a snapshot.
+            gdb.console_command("handle SIGQUIT nostop noprint nopass")
+        self.target.start(gdb, self.doc, self._set_running)
+        source_paths(gdb, opts.source_dirs, self.err)
+        self.bps.arm(gdb, self.breaks, self.err, CAPTURE_TIMEOUT)
+        self.loader = loader = SymbolLoader(gdb, self.target.pid, self.breaks, opts.gdb.full_symbols, self.err,
+                                            self.bps)
+        self.target.begin_symbols(loader)
+        loader.sync()
+        if self.bps.all_resolved():
+            loader.settle()
+        if not self.target.owned:
+            self._say_attached()
+        self._resume()
+
+    def _listen(self) -> Optional[sessionsock.Server]:
+        """Answer ``tfnative stack --pid`` for the target from now on (``sessionsock.py``)."""
+        try:
+            return sessionsock.Server(self.target.pid, lambda request: self.gdb.post(STACK_REQUEST, request))
+        except OSError as exc:
+            self.printer.note("warning: tfnative stack --pid %d cannot ask this session: %s" % (self.target.pid, exc))
             return None
-        mapped = [m.path for m in procfs.maps(pid) if m.path.startswith("/")]
-    except OSError:
-        return None
-    return next((p for p in mapped if re.fullmatch(r"python3\.\d+d?", os.path.basename(p))), None)
+
+    def _say_attached(self) -> None:
+        """``tfnative: attached to PID (python3.11, TF 2.21): armed LOCATIONS`` (or: watching)."""
+        what = describe(self.target.pid)
+        parts = [what["python"] or "no Python"] + (["TF %s" % what["tensorflow"]] if what["tensorflow"] else [])
+        armed = [loc.text for loc in self.bps.locations.values() if not loc.internal]
+        doing = "armed %s" % ", ".join(armed) if armed else "watching for a fatal signal or its exit"
+        if self.deadline is not None:
+            doing += " (timeout %gs)" % self.opts.timeout
+        self.printer.note("attached to %d (%s): %s" % (self.target.pid, ", ".join(parts), doing))
+        if what["python"] is None:
+            self.printer.note("note: process %d runs no Python that tfnative can see: native stacks only"
+                              % self.target.pid)
+
+    def _set_running(self, running: bool) -> None:
+        self.running = running
+
+    def _resume(self) -> None:
+        try:
+            self.gdb.command("-exec-continue")
+        except GdbError as exc:
+            # A fatal signal passed on can kill the process while gdb still resumes its threads: gdb
+            # answers "Couldn't get registers: No such process." and its exit record follows.
+            if "No such process" not in str(exc):
+                raise
+        self.running = True
+
+    def _loop(self) -> None:
+        """Read gdb's records and hand each to its handler until one ends the session."""
+        gdb, loader = self.gdb, self.loader
+        assert loader is not None
+        while True:
+            rec = gdb.next_event(self._wait_s())
+            if self.running:
+                loader.watch(due_only=True)  # also when gdb's records keep coming (thread events)
+            if rec is None:
+                step = self.on_idle()
+            else:
+                handler = self.RECORDS.get(rec.get("message") or "")
+                if handler is None:
+                    continue
+                step = handler(self, rec.get("payload") or {})
+            if step is Next.WAIT:
+                continue
+            if step is Next.HANDOFF:
+                self.handoff = True
+            if step is not Next.RESUME:
+                return
+            loader.watch()  # before gdb puts its traps back: none where a library went away
+            self._resume()
+
+    def _wait_s(self) -> Optional[float]:
+        """How long the loop may wait for gdb's next record before ``on_idle``."""
+        loader = self.loader
+        assert loader is not None
+        if not self.running:
+            return None
+        wait = QUIET_S if loader.pending else WATCH_S if loader.released else None
+        if self.deadline is not None:
+            left = max(0.0, self.deadline - time.monotonic())
+            wait = left if wait is None else min(wait, left)
+        return wait
+
+    def _finish(self, returncode: Optional[int], started: float, keep: Optional[List[report.Document]]) -> int:
+        doc = self.doc
+        if returncode is not None:
+            doc.set_exit(returncode)
+        doc.unresolved = self.bps.unresolved()
+        doc.dumps = self.opts.switches.produced(started)
+        self.printer.summary(self.bps.summary(), doc)
+        if self.opts.json_path:
+            report.write(doc, self.opts.json_path)
+        if keep is not None:
+            keep.append(doc)
+        if self.timed_out:
+            return TIMEOUT_EXIT
+        if returncode is not None:
+            return exit_status(returncode)
+        return 128 + self.interrupted if self.interrupted else 0
+
+    # -- record handlers: the target runs on -------------------------------
+    def on_breakpoint_note(self, payload: Dict[str, Any]) -> Next:
+        self.bps.note(payload.get("bkpt") or {})
+        return Next.WAIT
+
+    def on_library_loaded(self, payload: Dict[str, Any]) -> Next:
+        assert self.loader is not None
+        self.loader.note_library(payload)
+        return Next.WAIT
+
+    def on_stopped(self, payload: Dict[str, Any]) -> Next:
+        self.running = False
+        return self.STOPS[stop_kind(payload, self.opbreaks)](self, payload)
+
+    def on_idle(self) -> Next:
+        """No record for a moment: ``--timeout`` when it is due, else the new libraries' symbols."""
+        if self.deadline is not None and self.running and time.monotonic() >= self.deadline:
+            return self.on_timeout()
+        assert self.loader is not None
+        self.loader.quiet_sync()
+        return Next.WAIT
+
+    def on_snapshot_request(self, payload: Dict[str, Any]) -> Next:
+        """Ctrl-\\ (our SIGQUIT): every thread as a ``snapshot`` event; the target runs on."""
+        stopped_here = self.running
+        if stopped_here:
+            self.target.halt(self.gdb)
+            self.gdb.console_command("handle SIGSTOP nostop noprint pass")  # as before: the target's own
+            self.running = False
+        event = self._event("snapshot", all_threads=True)
+        event.triage = verdict.triage(event)
+        self.doc.events.append(event)
+        self.printer.event(event)
+        for line in verdict.verdict_lines(event.triage, event.pid):
+            self.printer.note(line)
+        return Next.RESUME if stopped_here else Next.WAIT
+
+    def on_stack_request(self, payload: Dict[str, Any]) -> Next:
+        """``tfnative stack --pid`` asks for the target's stacks: taken as for an event, sent back, not
+        reported here; the target runs on."""
+        stopped_here = self.running
+        try:
+            if stopped_here:
+                self.target.halt(self.gdb)
+                self.gdb.console_command("handle SIGSTOP nostop noprint pass")  # as before: the target's own
+                self.running = False
+            result = stopevent.stacks(self.gdb, self.loader, payload["which"], payload["locals"])
+        except (GdbError, TfnativeError) as exc:
+            result = {"error": str(exc)}
+        payload["reply"](result)
+        self.printer.note("answered tfnative stack --pid %d" % self.target.pid)
+        return Next.RESUME if stopped_here else Next.WAIT
+
+    def on_let_go(self, payload: Dict[str, Any]) -> Next:
+        """Asked from outside to end (``follow.py``: the session's parent ended): detach, the target runs on."""
+        if self.running:
+            self.target.halt(self.gdb)
+            self.running = False
+        self.target.let_go(self.gdb)
+        return Next.END
+
+    RECORDS: Dict[str, Callable[[Session, Dict[str, Any]], Next]] = {
+        SNAPSHOT_REQUEST: on_snapshot_request,
+        LET_GO_REQUEST: on_let_go,
+        STACK_REQUEST: on_stack_request,
+        "breakpoint-modified": on_breakpoint_note,
+        "breakpoint-created": on_breakpoint_note,
+        "library-loaded": on_library_loaded,
+        "stopped": on_stopped,
+    }
+
+    # -- stop handlers: the target is stopped ------------------------------
+    def on_exit(self, payload: Dict[str, Any]) -> Next:
+        self.exit_stop = payload
+        return Next.END
+
+    def on_library_event(self, payload: Dict[str, Any]) -> Next:
+        assert self.loader is not None
+        self.loader.sync()
+        if self.bps.all_resolved():
+            self.loader.settle()
+        return Next.RESUME
+
+    def on_op_dispatch(self, payload: Dict[str, Any]) -> Next:
+        assert self.loader is not None
+        self.opbreaks.on_dispatch(self.gdb, self.loader.name_of, self.err)
+        return Next.RESUME
+
+    def on_breakpoint(self, payload: Dict[str, Any]) -> Next:
+        opts = self.opts
+        self.hits += 1
+        loc = self.bps.hit(payload.get("bkptno"))
+        event = self._event("breakpoint", location=loc.text if loc else str(payload.get("bkptno")))
+        if loc is not None and loc.op:
+            stopevent.name_op_hit(event, self.bps)
+        if opts.switches.op_origins:
+            report.add_op_origin(event, opts.switches.op_origins)
+        self.doc.events.append(event)
+        self.printer.event(event, hit=self.hits, max_hits=opts.max_hits)
+        if opts.interactive:
+            return Next.HANDOFF
+        if self.hits >= opts.max_hits and self.bps.locations:
+            self.bps.delete_all(self.gdb)
+            if not self.target.keeps_watch_after_hits():
+                self.printer.note("%d hit(s): breakpoints removed; detaching, process %d runs on at full speed"
+                                  % (self.hits, self.target.pid))
+                return Next.END
+            self.printer.note("%d hit(s): breakpoints removed, the script runs on at full speed" % self.hits)
+        return Next.RESUME
+
+    def on_numerics(self, payload: Dict[str, Any]) -> Next:
+        event = self._event("numerics")
+        report.numerics_op(event)
+        self.doc.events.append(event)
+        self.printer.event(event)
+        return Next.RESUME
+
+    def on_child(self, payload: Dict[str, Any]) -> Next:
+        _note_dead_children(self.gdb, self.target.pid, self.doc, self.printer)
+        return Next.RESUME
+
+    def on_fatal_signal(self, payload: Dict[str, Any]) -> Next:
+        """A fatal signal: reported once (a handler that raises it again is the same fault), then passed on."""
+        name = payload["signal-name"]
+        event = self._event("signal", signal=name)
+        event.handler = _has_handler(self.target.pid, name)
+        if self.opts.switches.op_origins:
+            report.add_op_origin(event, self.opts.switches.op_origins)
+        earlier = _reraised(self.doc.events, event)
+        if earlier is not None:
+            # faulthandler (pytest, -X faulthandler) dumps the traceback and raises
+            # the same signal again from its handler: one fault, one event.
+            earlier.reraised_by_handler = True
+            self.printer.note("%s raised again by the script's handler: the same fault" % event.signal)
+        else:
+            self.doc.events.append(event)
+            self.printer.event(event)
+            if self.opts.save_core and self.doc.core is None:
+                self._keep_core(payload.get("thread-id"))
+        if self.opts.interactive:
+            # gdb must not hand the signal over on detach: the fault
+            # happens again, under the interactive gdb.
+            self.gdb.console_command("handle %s nopass" % name)
+            return Next.HANDOFF
+        return Next.RESUME
+
+    def _keep_core(self, thread: Optional[str]) -> None:
+        """``--core FILE``: the core of the process, at its first fatal signal, before it dies of it."""
+        assert self.opts.save_core is not None
+        self.printer.note("writing the core to %s" % self.opts.save_core)
+        self.doc.core = write_core(self.gdb, self.loader, self.opts.save_core, self.err, thread)
+        if self.doc.core:
+            self.printer.note("core written: read it again with 'tfnative core %s'" % self.doc.core)
+
+    def on_other(self, payload: Dict[str, Any]) -> Next:
+        return Next.RESUME
+
+    def on_timeout(self) -> Next:
+        """``--timeout``: the target still runs: stop it, an all-threads ``timeout`` event, and let go of it."""
+        self.target.halt(self.gdb)
+        self.running = False
+        event = self._event("timeout", all_threads=True, timeout=self.opts.timeout)
+        event.triage = verdict.triage(event)
+        self.doc.events.append(event)
+        self.printer.event(event)
+        for line in verdict.verdict_lines(event.triage, event.pid):
+            self.printer.note(line)
+        self.target.let_go(self.gdb)
+        self.timed_out = True
+        return Next.END
+
+    STOPS: Dict[str, Callable[[Session, Dict[str, Any]], Next]] = {
+        "exit": on_exit,
+        "library": on_library_event,
+        "op-dispatch": on_op_dispatch,
+        "breakpoint": on_breakpoint,
+        "numerics": on_numerics,
+        "child": on_child,
+        "fatal-signal": on_fatal_signal,
+        "other": on_other,
+    }
+
+    def _event(self, kind: str, all_threads: Optional[bool] = None, **extra: Any) -> Event:
+        return stopevent.make(self.gdb, self.opts.all_threads if all_threads is None else all_threads,
+                              self.opts.native_all, self.loader, kind, **extra)
 
 
-CAP_SYS_PTRACE = 19
+class _SnapshotOnQuit:
+    """While a session runs, our SIGQUIT (Ctrl-\\) queues a snapshot request for the loop; ``restore`` ends it."""
+
+    def __init__(self, gdb: Gdb) -> None:
+        self.old = signal.getsignal(signal.SIGQUIT)
+        signal.signal(signal.SIGQUIT, lambda signum, frame: gdb.post(SNAPSHOT_REQUEST))
+
+    def restore(self) -> None:
+        signal.signal(signal.SIGQUIT, self.old)
 
 
-def _has_cap_sys_ptrace() -> bool:
+CLD_KILLED, CLD_DUMPED = 2, 3  # siginfo si_code of a SIGCHLD for a child killed by a signal
+
+
+def _sigchld_info(gdb: Gdb) -> Optional[Tuple[int, int, bool]]:
+    """(pid, signal, core dumped) of the child a SIGCHLD stop is about, when it was killed by a signal."""
     try:
-        return bool(int(procfs.status(os.getpid()).get("CapEff", "0"), 16) >> CAP_SYS_PTRACE & 1)
-    except (OSError, ValueError):
+        code = int(gdb.command("-data-evaluate-expression $_siginfo.si_code")["value"])
+        if code not in (CLD_KILLED, CLD_DUMPED):
+            return None
+        pid = int(gdb.command("-data-evaluate-expression $_siginfo._sifields._sigchld.si_pid")["value"])
+        sig = int(gdb.command("-data-evaluate-expression $_siginfo._sifields._sigchld.si_status")["value"])
+    except (GdbError, KeyError, ValueError):
+        return None
+    return pid, sig, code == CLD_DUMPED
+
+
+def _note_dead_children(gdb: Gdb, pid: int, doc: report.Document, printer: report.Printer) -> None:
+    """At a SIGCHLD of the script: the child that died of a signal, named once (pid, name, signal).
+
+    The signal's own siginfo says which child and how, even when the script
+    reaps it at once; where gdb cannot read it, the script's zombie children
+    (not reaped yet) are looked at instead.
+    """
+    found: List[Tuple[int, int, bool]] = []
+    info = _sigchld_info(gdb)
+    if info is not None:
+        found.append(info)
+    else:
+        for cpid in procfs.children(pid):
+            status = procfs.exit_status(cpid)
+            if status is not None and os.WIFSIGNALED(status):
+                found.append((cpid, os.WTERMSIG(status), os.WCOREDUMP(status)))
+    for cpid, sig, dumped in found:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = "SIG%d" % sig
+        note_child({"pid": cpid, "name": procfs.comm(cpid), "signal": name, "core_dumped": dumped}, doc, printer)
+
+
+def _has_handler(pid: int, signal_name: str) -> bool:
+    """Whether the script catches ``signal_name`` (``SigCgt`` of /proc/PID/status)."""
+    try:
+        caught = int(procfs.status(pid).get("SigCgt", "0"), 16)
+        return bool(caught >> (getattr(signal, signal_name) - 1) & 1)
+    except (OSError, ValueError, AttributeError):
         return False
 
 
-def ptrace_refused_message(pid: int, failed: Optional[str] = None) -> str:
-    """Why the kernel refused to let us trace or read ``pid``, what failed, and how to fix it."""
-    why = "the kernel refused ptrace on %d" % pid
-    if failed:
-        why += " (%s)" % failed
-    scope = procfs.yama_scope()
-    if scope == 1:
-        fix = ("Yama ptrace_scope is 1 (only a parent may trace): run as root, or "
-               "'sudo sysctl kernel.yama.ptrace_scope=0', or start the script with 'tfnative attach'")
-    elif scope == 2:
-        fix = "Yama ptrace_scope is 2 (admin only): run as root or give gdb CAP_SYS_PTRACE"
-    elif scope == 3:
-        fix = "Yama ptrace_scope is 3: attaching is disabled until reboot"
-    elif not _has_cap_sys_ptrace() and os.geteuid() == 0:
-        fix = ("tfnative runs as root without CAP_SYS_PTRACE: in a container, run it with --cap-add SYS_PTRACE "
-               "(and a seccomp profile that allows ptrace)")
-    elif not _has_cap_sys_ptrace():
-        fix = ("no Yama restriction applies: the process may be protected (not dumpable, setuid) or traced by "
-               "another debugger; run tfnative as root")
-    elif procfs.status(os.getpid()).get("Seccomp") == "2":
-        fix = ("tfnative runs under a seccomp filter (Seccomp: 2 in /proc/self/status) that may deny ptrace, as "
-               "Docker's default profile does: run the container with --cap-add SYS_PTRACE (Docker then allows "
-               "ptrace) or --security-opt seccomp=unconfined")
-    else:
-        fix = ("tfnative has CAP_SYS_PTRACE and no Yama restriction applies, so a security module (SELinux, "
-               "AppArmor, Landlock, a BPF LSM) or the process's own namespace protects it%s"
-               % (" (pid 1 is the system's init)" if pid == 1 else ""))
-    missing = missing_capabilities(pid) if scope not in (1, 2, 3) else []
-    if missing:
-        fix = ("process %d holds capabilities that tfnative lacks (%s), so the kernel denies reading and tracing it"
-               "; run tfnative with those capabilities"
-               % (pid, ", ".join(missing)))
-    return "%s: %s" % (why, fix)
+def _reraised(events: List[Event], event: Event) -> Optional[Event]:
+    """The earlier event of the same fault when ``event`` is its signal raised again from the script's handler.
 
-
-_CAP_NAMES = ("CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP LINUX_IMMUTABLE "
-              "NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER SYS_MODULE SYS_RAWIO SYS_CHROOT "
-              "SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG MKNOD LEASE "
-              "AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ "
-              "PERFMON BPF CHECKPOINT_RESTORE").split()
-
-
-def _cap_eff(pid: str) -> Optional[int]:
-    try:
-        with open("/proc/%s/status" % pid) as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError):
+    That is: the same signal in the same thread, which had a handler then, and
+    a signal-handler frame on the thread's stack now (the handler is running).
+    """
+    earlier = next((e for e in reversed(events) if e.kind == "signal"), None)
+    if earlier is None or not earlier.handler or earlier.signal != event.signal:
         return None
-    return None
-
-
-def missing_capabilities(pid: int) -> List[str]:
-    """Names (``CAP_...``) of effective capabilities of ``pid`` that this process lacks; [] if unknown.
-
-    The kernel refuses ptrace (and ``/proc/PID/mem``) on a target whose capabilities exceed the tracer's.
-    """
-    theirs, ours = _cap_eff(str(pid)), _cap_eff("self")
-    if theirs is None or ours is None:
-        return []
-    extra = theirs & ~ours
-    return ["CAP_" + _CAP_NAMES[b] if b < len(_CAP_NAMES) else "capability %d" % b
-            for b in range(64) if extra >> b & 1]
-
-
-def _setup_signals(gdb: Gdb, numerics: bool = False) -> None:
-    gdb.console_command("handle all nostop noprint pass")
-    for sig in ("SIGINT", "SIGTRAP"):
-        # SIGINT from the terminal is the script's own; gdb must not eat it.
-        if sig == "SIGINT":
-            gdb.console_command("handle SIGINT nostop noprint pass")
-    for sig in FATAL_SIGNALS:
-        gdb.console_command("handle %s stop print pass" % sig)
-    if numerics:
-        gdb.console_command("handle %s stop print nopass" % NUMERICS_SIGNAL_NAME)
-
-
-def capture(gdb: Gdb, all_threads: bool, python_only: bool = False, variables: bool = False) -> Capture:
-    """The stopped target's mixed stacks as gdb's ``-tfnative-capture`` gives them (read from its JSON).
-    Raises GdbError on gdb's error, KeyError/ValueError on an answer that is no capture."""
-    arg = " --all-threads" if all_threads else (" --python-threads" if python_only else "")
-    if variables:
-        arg += " --locals"
-    payload = gdb.command("-tfnative-capture" + arg, timeout=CAPTURE_TIMEOUT)
-    return Capture.from_json(json.loads(payload["json"]))
-
-
-class _SignalGuard:
-    """Turn SIGINT/SIGTERM/SIGHUP into an ``Interrupted`` exception in the main thread."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __enter__(self) -> _SignalGuard:
-        self.old = {s: signal.getsignal(s) for s in self.SIGNALS}
-        self.count = 0
-
-        def handler(signum: int, frame: Any) -> None:
-            self.count += 1
-            if self.count == 1:
-                raise Interrupted(signum)
-
-        for s in self.SIGNALS:
-            signal.signal(s, handler)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for s, h in self.old.items():
-            signal.signal(s, h)
-
-
-def _stop_target_for_detach(gdb: Gdb, pid: Optional[int]) -> None:
-    """Bring a running target to a stop so that gdb can detach cleanly.
-
-    Not with ``-exec-interrupt``: on Linux gdb sends SIGINT to the target's
-    whole process group (ours too) and hands it to the script on detach.  A
-    SIGSTOP that gdb swallows (``nopass``) stops it without a trace.
-    """
-    try:
-        if pid is not None:
-            gdb.console_command("handle SIGSTOP stop print nopass", timeout=5)
-            os.kill(pid, signal.SIGSTOP)
-            if gdb.wait_event("stopped", 5) is not None:
-                return
-        gdb.command("-exec-interrupt --all", timeout=5)
-        gdb.wait_event("stopped", 5)
-    except (GdbError, GdbDied, ProcessLookupError):
-        pass
-
-
-def _detach(gdb: Gdb, running: bool, pid: Optional[int] = None) -> None:
-    if gdb.dead:
-        return
-    if running:
-        _stop_target_for_detach(gdb, pid)
-    try:
-        gdb.command("-target-detach", timeout=10)
-    except (GdbError, GdbDied):
-        pass
-
-
-def _source_paths(gdb: Gdb, source_dirs: List[str], err: TextIO) -> None:
-    """``directory`` for each --source-dir, and Bazel's relative paths mapped back to the tree."""
-    for d in source_dirs:
-        gdb.command("-environment-directory %s" % mi_quote(os.path.abspath(d)))
-    for old, new in _substitutions(source_dirs, err):
-        gdb.console_command("set substitute-path %s %s" % (old, new))
-
-
-def _substitutions(source_dirs: List[str], err: TextIO) -> List[tuple]:
-    """Bazel's path mappings that gdb's ``set substitute-path`` can carry (no blank or quote in them)."""
-    out = []
-    for old, new in bazelpaths.substitutions(source_dirs):
-        if any(c in old + new for c in " \t\"'\\"):
-            err.write("tfnative: warning: cannot map %s to %s in gdb (blank or quote in the path)\n" % (old, new))
-            continue
-        out.append((old, new))
-    return out
-
-
-def _gdb_tail(gdb: Gdb) -> str:
-    lines = [ln.strip() for ln in list(gdb.console)[-3:] if ln.strip()]
-    return (": " + " | ".join(lines)) if lines else ""
-
-
-def _live_threads(pid: int) -> int:
-    """``Threads:`` of /proc/PID/status (0 when it cannot be read)."""
-    try:
-        return int(procfs.status(pid).get("Threads", "0"))
-    except (OSError, ValueError):
-        return 0
-
-
-def _argv(proc: psutil.Process) -> List[str]:
-    """The command line of ``proc``; of a live thread when the leader is a zombie (it called pthread_exit)."""
-    try:
-        return proc.cmdline()
-    except psutil.ZombieProcess:
-        try:
-            tids = procfs.tids(proc.pid)
-        except ProcessLookupError:
-            return []
-        return next((argv for argv in (procfs.cmdline(proc.pid, tid) for tid in tids) if argv), [])
-    except psutil.NoSuchProcess:
-        raise TfnativeError("process %d exited" % proc.pid) from None
-
-
-def _exited(pid: int) -> None:
-    """Raise "process N exited" when ``pid`` has exited (a failure then is not the kernel's or gdb's)."""
-    try:
-        gone = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE and _live_threads(pid) <= 1
-    except psutil.NoSuchProcess:
-        gone = True
-    except psutil.AccessDenied:
-        gone = False
-    if gone:
-        raise TfnativeError("process %d exited" % pid)
-
-
-def _live_task(pid: int) -> int:
-    """``pid``, or a live thread of it when its leader has exited (``/proc/PID/mem``, maps are gone then)."""
-    if procfs.state(pid) != "Z":
-        return pid
-    try:
-        return next((tid for tid in sorted(procfs.tids(pid)) if procfs.state(pid, tid) not in (None, "Z")), pid)
-    except ProcessLookupError:
-        return pid
-
-
-def check_pid(pid: int) -> psutil.Process:
-    try:
-        proc = psutil.Process(pid)
-        status = proc.status()
-    except psutil.NoSuchProcess:
-        raise TfnativeError("no process with pid %d" % pid)
-    except psutil.AccessDenied:
-        raise TfnativeError("process %d is not yours: %s" % (pid, ptrace_refused_message(pid)))
-    if status == psutil.STATUS_ZOMBIE and _live_threads(pid) <= 1:  # a leader gone by pthread_exit: the rest live
-        raise TfnativeError("process %d is a zombie: it has exited" % pid)
-    if pid == os.getpid():
-        raise TfnativeError("tfnative cannot inspect itself")
-    try:
-        uids = proc.uids()
-        if os.geteuid() != 0 and os.geteuid() not in (uids.real, uids.effective):
-            raise TfnativeError("process %d belongs to another user: run tfnative as that user or root" % pid)
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("TracerPid:") and int(line.split()[1]) != 0 and not sessionsock.serves(pid):
-                    raise TfnativeError("process %d is already being traced by pid %s (another debugger?)"
-                                        % (pid, line.split()[1]))
-    except (psutil.AccessDenied, OSError):
-        pass
-    return proc
-
-
-def run_stack(pid: int, all_threads: bool, native_all: bool, json_path: Optional[str],
-              gdb_opts: GdbOptions, err: TextIO, out: TextIO, full: bool = False, with_gdb: bool = False,
-              samples: int = 1, interval: float = 1.0, variables: bool = False, group: bool = False,
-              nonblocking: bool = False) -> int:
-    """``tfnative stack``: mixed stacks of a running process, which runs on afterwards.
-
-    Without gdb when it can (``snapshot.py``: ptrace, CFI, our symbol index),
-    else through gdb; ``with_gdb`` asks for gdb.  ``samples`` > 1: that many
-    snapshots ``interval`` seconds apart, the last one reported with each
-    thread moving or stuck (``samples.py``).  The verdict (``verdict.py``)
-    goes to ``err`` and into the JSON document as ``"triage"``.  ``variables``
-    (``--locals``): each Python frame's arguments and locals.  ``group``:
-    identical thread stacks are printed once (``threadgroups.py``).
-    """
-    printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full,
-                             group=group)
-    with _SignalGuard():
-        try:
-            doc = stack_document(pid, all_threads, native_all, gdb_opts, err, with_gdb, samples, interval,
-                                 variables=variables, nonblocking=nonblocking)
-        except Interrupted:
-            printer.note("interrupted: detaching")
-            return 130
-    event = doc.events[0]
-    printer.event(event)
-    for line in verdict.verdict_lines(event.triage, event.pid):
-        report.write_note(err, line)
-    if json_path:
-        report.write(doc, json_path)
-    return 0
-
-
-def stack_document(pid: int, all_threads: bool, native_all: bool, gdb_opts: GdbOptions, err: TextIO,
-                   with_gdb: bool = False, samples: int = 1, interval: float = 1.0,
-                   variables: bool = False, sleep: Callable[[float], None] = time.sleep,
-                   nonblocking: bool = False) -> report.Document:
-    """The ``stack`` document of ``pid`` (one ``snapshot`` event with its triage; ``host``, ``task``).
-
-    Raises TfnativeError when ``pid`` cannot be read (gone, not ours), ``Interrupted`` on a signal
-    (or from ``sleep``, which waits between samples).  Safe to call from several threads at once, each
-    for another pid (``multistack.py``).
-    """
-    proc = check_pid(pid)
-    was_stopped = proc.status() == psutil.STATUS_STOPPED
-    doc = report.Document(argv=_argv(proc), pid=pid)
-    env = procfs.environ(pid)
-    tf_config = env.get("TF_CONFIG")
-    doc.host = socket.gethostname()
-    doc.task = verdict.task_of(tf_config)
-    doc.scheduler = ranks.scheduler_of(env)
-
-    def one() -> Capture:
-        if nonblocking:
-            return _take_nonblocking(pid, all_threads, variables)
-        return _take_snapshot(pid, all_threads, gdb_opts, was_stopped, with_gdb, err, variables)
-
-    def say(i: int) -> None:
-        err.write("tfnative: sample %d of %d\n" % (i, samples))
-        err.flush()
-
-    result = sampling.take(samples, interval, one, sleep=sleep, on_sample=say) if samples > 1 else one()
-    if tf_config is None and result.tf_config:  # set by the program itself: its os.environ has it
-        tf_config = result.tf_config
-        doc.task = verdict.task_of(tf_config)
-    event = report.make_event("snapshot", result, native_all=native_all)
-    job = verdict.cluster(tf_config) or ranks.cluster_of(env)
-    if job:
-        event.cluster = job
-    event.triage = verdict.triage(event)
-    doc.events.append(event)
-    doc.triage = event.triage
-    return doc
-
-
-def _take_nonblocking(pid: int, all_threads: bool, variables: bool) -> Capture:
-    """``stack --no-pause``: never stops the process, so never through gdb (``snapshot.take_nonblocking``)."""
-    try:
-        task = _live_task(pid)
-        result = snapshot.take_nonblocking(task, "all" if all_threads else "python", variables)
-        if not result.threads and not all_threads:
-            result = snapshot.take_nonblocking(task, "all", variables)
-        result.pid = pid
-        return result
-    except snapshot.Unsupported as exc:
-        _exited(pid)
-        raise TfnativeError("--no-pause: cannot read process %d without stopping it: %s" % (pid, exc))
-
-
-def _take_snapshot(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool, with_gdb: bool,
-                   err: TextIO, variables: bool = False) -> Capture:
-    """One snapshot of ``pid``: without gdb when it can, else (or with ``with_gdb``) through gdb; from the
-    ``attach`` session that holds it, where one does (``sessionsock.py``)."""
-    if sessionsock.serves(pid):
-        err.write("tfnative: process %d is held by a tfnative attach session: the snapshot comes from it\n" % pid)
-        return sessionsock.ask(pid, "all" if all_threads else "python", variables)
-    result = None
-    if not with_gdb:
-        try:
-            task = _live_task(pid)  # the process's files, read through a live thread
-            result = snapshot.take(task, "all" if all_threads else "python", variables)
-            if not result.threads and not all_threads:
-                # No Python thread found: show every thread rather than nothing.
-                result = snapshot.take(task, "all", variables)
-            if task != pid:
-                result.pid = pid
-                result.warnings.append("the main thread %d has exited (pthread_exit): the live "
-                                          "threads are shown" % pid)
-        except ptrace.PtraceRefused as exc:
-            # gdb's attach would be refused the same way, only slower
-            raise TfnativeError(ptrace_refused_message(pid, str(exc)))
-        except snapshot.Unsupported as exc:
-            _exited(pid)  # gone meanwhile (stack on many processes): say so, not "through gdb"
-            err.write("tfnative: taking the snapshot through gdb: %s\n" % exc)
-            result = None
-        except Interrupted:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a bug of ours must not cost the user the snapshot
-            if os.environ.get("TFNATIVE_DEBUG"):
-                raise
-            _exited(pid)  # its /proc files vanished with it: no bug of ours
-            err.write("tfnative: taking the snapshot through gdb: tfnative's unwinder failed (%s: %s)\n"
-                      % (type(exc).__name__, exc))
-            result = None
-        finally:
-            if not was_stopped:
-                _ensure_not_stopped(pid)
-    if result is None:
-        _exited(pid)
-        try:
-            result = _stack_with_gdb(pid, all_threads, gdb_opts, was_stopped, err, variables)
-        except TfnativeError:
-            _exited(pid)
-            raise
-    return result
-
-
-def add_memory_facts(gdb: Gdb, result: Capture) -> None:
-    """What ``snapshot.stacks`` reads from memory beside the frames (each thread's C++ exception in flight, the
-    lock it waits for), for a capture gdb took of a live process: the threads' registers from gdb."""
-    if not result.pid:
-        return
-    try:
-        regs = json.loads(gdb.command("-tfnative-registers --all-threads", timeout=CAPTURE_TIMEOUT)["json"])
-        memory = ptrace.Memory(result.pid)
-    except (GdbError, KeyError, ValueError, OSError):
-        return
-    try:
-        snapshot.add_memory_facts(memory, modules.of_pid(result.pid),
-                                  {t["tid"]: t["regs"] for t in regs["threads"]}, result)
-    except (KeyError, OSError, MemoryError):
-        pass
-    finally:
-        memory.close()
-
-
-def _stack_with_gdb(pid: int, all_threads: bool, gdb_opts: GdbOptions, was_stopped: bool,
-                    err: TextIO, variables: bool = False) -> Capture:
-    gdb = start_gdb(gdb_opts)
-    attached = False
-    try:
-        _attach(gdb, pid)
-        attached = True
-        loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
-        skipped = loader.sync_for_snapshot()
-        result = _snapshot(gdb, all_threads, variables)
-        if _meets(result, skipped):
-            # A frame in a library left without symbols (its return address was
-            # not on the stack as read): read them all and look again.
-            loader.sync(full_list=True)
-            result = _snapshot(gdb, all_threads, variables)
-        loader.symbolize(result)
-        tfops.annotate(gdb, result)
-        result.via = "gdb"
-        add_memory_facts(gdb, result)
-        return result
-    except GdbDied:
-        raise TfnativeError("gdb exited unexpectedly%s" % _gdb_tail(gdb), exit_code=3)
-    finally:
-        if attached:
-            _detach(gdb, running=False)
-        gdb.close()
-        if not was_stopped:
-            _ensure_not_stopped(pid)
-
-
-def _snapshot(gdb: Gdb, all_threads: bool, variables: bool = False) -> Capture:
-    result = capture(gdb, all_threads, python_only=not all_threads, variables=variables)
-    if not result.threads and not all_threads:
-        # No Python thread found: show every thread rather than nothing.
-        result = capture(gdb, True, variables=variables)
-    return result
-
-
-def _meets(result: Capture, paths: List[str]) -> bool:
-    """Whether a frame of the capture is in one of the libraries ``paths``."""
-    names = {os.path.basename(p) for p in paths}
-    return any(isinstance(f, NativeFrame) and f.library in names for t in result.threads for f in t.frames)
-
-
-def _ensure_not_stopped(pid: int) -> None:
-    """After a detach the target must run on, whatever happened."""
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return
-        if state not in ("t", "T"):
-            return
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGCONT)
-    except ProcessLookupError:
-        pass
-
-
-__all__ = ["AttachOptions", "GdbOptions", "run_stack"]
+    if earlier.thread != event.thread:
+        return None
+    stopped = next((t for t in event.threads if t.tid == event.thread), None)
+    frames = stopped.frames if stopped is not None else []
+    return earlier if any(f.function == SIGNAL_FRAME for f in frames) else None

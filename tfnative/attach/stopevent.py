@@ -1,7 +1,7 @@
 """The event at one stop of an ``attach`` session: the stopped target's mixed stacks as a schema EVENT.
 
 The loop (``attachloop.py``) calls ``make`` from its stop handlers; the
-stacks come from tfnative's own unwinder (``snapshot.py``) with the
+stacks come from tfnative's own unwinder (``snapshot/pipeline.py``) with the
 registers gdb gives, or from gdb's capture where that path steps aside, and
 ``report.make_event`` turns them into the event (``model.Event``) the printer
 and the JSON document share.
@@ -10,19 +10,20 @@ and the JSON document share.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Optional
 
 from ..core import executors, tflog
 from ..core.model import Capture, Event, NativeFrame
+from ..errors import PtraceRefused, Unsupported
 from ..gdb import ops as tfops
 from ..gdb.breakpoints import Breakpoints
+from ..gdb.control import CAPTURE_TIMEOUT
 from ..gdb.mi import Gdb, GdbError
 from ..gdb.symbols import SymbolLoader
 from ..output import report
-from ..snapshot import pipeline as snapshot
+from ..snapshot import pipeline, withgdb
+from ..snapshot.policy import take_stacks, why
 from ..sources import ptrace
-from .session import CAPTURE_TIMEOUT, add_memory_facts, capture
 
 
 def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolLoader], kind: str,
@@ -69,37 +70,31 @@ def _add_fatal_log(event: Event, pid: int, sp: int) -> None:
 
 
 def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool = False) -> Capture:
-    """Mixed stacks of the stopped target (``which``: "selected", "python" or "all").
+    """Mixed stacks of the stopped target (``which``: "selected", "python" or "all"), by the one policy
+    (``snapshot/policy.py``).
 
-    gdb gives the registers and tfnative unwinds from CFI (``snapshot.py``):
+    gdb gives the registers and tfnative unwinds from CFI (``snapshot/pipeline.py``):
     nothing waits for gdb to read symbols.  Where that path steps aside (a
     library with its own DWARF, code without CFI) or ``--full-symbols`` asks
     for gdb, gdb reads the new libraries' symbols and captures.
     """
-    if loader is not None and not loader.full:
+    def fast(which: str) -> Capture:
         try:
             regs = json.loads(gdb.command("-tfnative-registers" + ("" if which == "selected" else " --all-threads"),
                                           timeout=CAPTURE_TIMEOUT)["json"])
-            threads = [(t["tid"], t["name"], t["regs"]) for t in regs["threads"]]
-            result = snapshot.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"), variables)
-            result.stack_pointers = {t["tid"]: t["regs"].get("rsp") for t in regs["threads"]}
-            return result
-        except snapshot.Unsupported:
-            pass
-        except (GdbError, KeyError, ValueError, OSError, MemoryError) as exc:
-            if os.environ.get("TFNATIVE_DEBUG"):
-                raise
-            loader.err.write("tfnative: warning: capturing through gdb: tfnative's unwinder failed (%s: %s)\n"
-                             % (type(exc).__name__, exc))
-    if loader is not None:
-        loader.sync(full_list=True)
-    result = capture(gdb, which == "all", python_only=which == "python", variables=variables)
-    if loader is not None:
-        loader.symbolize(result)
-    tfops.annotate(gdb, result)
-    result.via = "gdb"
-    add_memory_facts(gdb, result)
-    return result
+        except GdbError as exc:
+            raise Unsupported("gdb gave no registers: %s" % exc) from None
+        threads = [(t["tid"], t["name"], t["regs"]) for t in regs["threads"]]
+        result = pipeline.of_stopped(regs["pid"], threads, which, regs.get("selected_tid"), variables)
+        result.stack_pointers = {t["tid"]: t["regs"].get("rsp") for t in regs["threads"]}
+        return result
+
+    def fallback(exc: BaseException) -> None:
+        if loader is not None and not isinstance(exc, (Unsupported, PtraceRefused)):
+            loader.err.write("tfnative: warning: capturing through gdb: %s\n" % why(exc))
+
+    return take_stacks(which, fast, lambda which: withgdb.stacks_at_stop(gdb, loader, which, variables), fallback,
+                       with_gdb=loader is None or loader.full)
 
 
 def name_op_hit(event: Event, bps: Breakpoints) -> None:

@@ -21,20 +21,16 @@ from typing import Any, Callable, Dict, List, Optional, Protocol
 
 from ..core import procfs
 from ..errors import TfnativeError
-from ..gdb.mi import Gdb, GdbDied, GdbError
+from ..gdb import control
+from ..gdb.control import loaded_program
+from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
 from ..output.report import Document, Printer
+from ..snapshot.process import check_pid
+from ..sources.permissions import ptrace_refused_message
+from ..sources.ptrace import ensure_not_stopped
 from .launcher import PausedChild
 from .procwatch import ChildWatch
-from .session import (
-    _attach,
-    _detach,
-    _ensure_not_stopped,
-    _stop_target_for_detach,
-    check_pid,
-    loaded_program,
-    ptrace_refused_message,
-)
 from .traps import restore as restore_traps
 
 TERM_GRACE_S = 5.0  # --timeout: SIGTERM, then SIGKILL after this long
@@ -110,7 +106,7 @@ class LaunchedTarget:
         self.child = PausedChild(self.exe, self.argv, gdb.pid, env=self.env)
         doc.pid = self.child.pid
         self.child.wait_paused()
-        _attach(gdb, self.child.pid)
+        control.attach(gdb, self.child.pid)
         self.child.end_job_stop()
         gdb.console_command("catch exec")
         gdb.command("-exec-continue")
@@ -139,11 +135,11 @@ class LaunchedTarget:
 
     def halt(self, gdb: Gdb) -> None:
         """Bring the running script to a stop under gdb (a SIGSTOP gdb swallows)."""
-        _stop_target_for_detach(gdb, self.pid)
+        control.stop_for_detach(gdb, self.pid)
 
     def let_go(self, gdb: Gdb) -> None:
         """Detach now (the script is stopped under gdb); it runs on until ``end``."""
-        _detach(gdb, False, self.pid)
+        control.detach(gdb, False, self.pid)
 
     def keeps_watch_after_hits(self) -> bool:
         """After ``--max-hits`` the script runs on under gdb: a fatal signal is still reported."""
@@ -153,7 +149,7 @@ class LaunchedTarget:
         """Our Ctrl-C / SIGTERM: detach and let the script have the signal (the terminal's SIGINT it had)."""
         if self.alive():
             assert self.child is not None
-            _detach(gdb, running, self.child.pid)
+            control.detach(gdb, running, self.child.pid)
             self.child.resume_if_stopped()
             if signum != signal.SIGINT:
                 try:
@@ -176,7 +172,7 @@ class LaunchedTarget:
     def release(self, gdb: Gdb, running: bool, handed_off: bool) -> None:
         """The loop is over: gdb lets go of the script (it runs on unless handed off)."""
         if self.alive() and running and not gdb.dead:
-            _detach(gdb, running, self.pid)
+            control.detach(gdb, running, self.pid)
         gdb.close()
         if self.alive() and not handed_off:
             assert self.child is not None
@@ -246,7 +242,7 @@ class PidTarget:
 
     def start(self, gdb: Gdb, doc: Document, running: Callable[[bool], None]) -> None:
         """Attach: the process stops where it is, its libraries already loaded."""
-        _attach(gdb, self.pid)
+        control.attach(gdb, self.pid)
         self.attached = True
 
     def halt(self, gdb: Gdb) -> None:
@@ -261,14 +257,7 @@ class PidTarget:
 
     def _detach(self, gdb: Gdb, running: bool) -> None:
         """Detach (halting the process first if it runs); nothing of gdb's is left in it."""
-        if gdb.dead:
-            return
-        try:
-            if running:
-                self.halt(gdb)
-            gdb.command("-target-detach", timeout=30)
-        except (GdbError, GdbDied, ProcessLookupError, TfnativeError):
-            pass  # gdb closing detaches it too (it reads the end of its input)
+        control.detach(gdb, running, self.pid, halt=lambda: self.halt(gdb), timeout=30)
         self.attached = False
 
     def let_go(self, gdb: Gdb) -> None:
@@ -313,7 +302,7 @@ class PidTarget:
         if self.was_stopped:
             _ensure_stopped(self.pid)
         else:
-            _ensure_not_stopped(self.pid)
+            ensure_not_stopped(self.pid)
 
     def end(self, printer: Printer) -> None:
         """``--timeout``: the process is not ours; it was detached and runs on."""

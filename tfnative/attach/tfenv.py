@@ -35,6 +35,7 @@ from ..errors import TfnativeError
 INJECT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "inject")  # tfnative/inject
 # A real-time signal no library of ours uses; gdb stops on it and drops it.
 NUMERICS_SIGNAL = int(signal.SIGRTMAX) - 2
+NUMERICS_SIGNAL_NAME = "SIG%d" % NUMERICS_SIGNAL  # gdb's name for a real-time signal
 
 
 @dataclass

@@ -218,7 +218,7 @@ def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], 
     assert proc.stderr is not None
 
     def one(line: str) -> None:
-        m = slurm._LABEL.match(line)
+        m = slurm.LABEL.match(line)
         if not m:
             if line.strip():
                 own.append(line)
@@ -252,12 +252,12 @@ def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], 
     if interrupted:
         raise KeyboardInterrupt
     if not any(n.err for n in tasks):
-        why = slurm._step_refused(job, own)
+        why = slurm.step_refused(job, own)
         raise TfnativeError(why or "srun started no step in job %s (exit %d): %s"
                             % (job.id, code, own[-1] if own else "no message"))
     if died:
         return died[0]
     failed = [n for n in tasks if n.err and not any("tfnative: watching" in ln for ln in n.err)]
     if failed and len(failed) == len(tasks):
-        raise TfnativeError(slurm._node_failure(failed[0], argv))
+        raise TfnativeError(slurm.node_failure(failed[0], argv))
     return 0 if code == 0 else code

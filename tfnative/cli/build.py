@@ -29,9 +29,9 @@ def _print_table() -> None:
 
     for p in presets_mod.PRESETS:
         click.echo("%s  [%s]" % (p.name, p.kind))
-        for line in presets_mod._wrap("gives: " + p.gives, "    "):
+        for line in presets_mod.wrap("gives: " + p.gives, "    "):
             click.echo(line)
-        for line in presets_mod._wrap("costs: " + p.costs, "    "):
+        for line in presets_mod.wrap("costs: " + p.costs, "    "):
             click.echo(line)
         click.echo("    flags: %s" % " ".join(p.flags))
         click.echo("")

@@ -53,3 +53,15 @@ def gdb_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--full-symbols", is_flag=True,
                       help="Let gdb read every library's symbols in full (slow on TensorFlow: ~25 s, 2.3 GB).")(fn)
     return fn
+
+
+def job_options(env_help: str, slurm_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--env``, ``--slurm-job`` and ``--remote-tfnative``: the processes of a job, for ``stack`` (their stacks)
+    and ``attach`` (the crash watch); each command says in ``env_help`` and ``slurm_help`` what it does to them."""
+    def add(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn = click.option("--remote-tfnative", metavar="CMD",
+                          help="With --slurm-job: how the nodes run tfnative (default: this Python, -m tfnative).")(fn)
+        fn = click.option("--slurm-job", "slurm_job", metavar="JOBID", help=slurm_help)(fn)
+        fn = click.option("--env", "envs", multiple=True, metavar="KEY=VALUE", help=env_help)(fn)
+        return fn
+    return add

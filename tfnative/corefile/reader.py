@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfTruncated
-from ..errors import TfnativeError
+from ..errors import CoreError
 from ..sources.ptrace import REGISTERS
 
 ET_CORE = 4
@@ -41,10 +41,6 @@ SI_USER, SI_QUEUE, SI_TKILL = 0, -1, -6  # si_code of a signal a process sent (s
 PRSTATUS_REGS = 112  # offset of pr_reg in x86-64's elf_prstatus
 MAX_NOTES = 1 << 20
 MAX_READ = 1 << 26
-
-
-class CoreError(TfnativeError):
-    """The file cannot be read as an x86-64 ELF core (the message is the one line the user sees)."""
 
 
 @dataclass

@@ -19,9 +19,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..core.cfi import CfiError
 from ..core.elfindex import ElfError, ElfFile
 from ..core.model import Capture, NativeFrame, Thread
-from ..sources.base import HasDebugInfo, ThreadRegs
+from ..errors import HasDebugInfo, Unsupported
+from ..sources.base import ThreadRegs
 from ..sources.modules import Anonymous, Library, modules_of
-from ..sources.ptrace import Unsupported
 from .checks import mismatch
 from .paths import PathRules
 from .reader import PF_X, PT_LOAD, Core, Mapping

@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import mmap
 import os
-from typing import List, Optional, TextIO
+from typing import List, TextIO
 
-from ..attach.session import CAPTURE_TIMEOUT, GdbOptions, capture, start_gdb
 from ..core.elfindex import ElfError, ElfFile, ElfIndex
 from ..core.model import Capture
 from ..errors import TfnativeError
 from ..gdb import ops as tfops
+from ..gdb.control import CAPTURE_TIMEOUT, GdbOptions, capture, start_gdb
 from ..gdb.mi import GdbDied, GdbError
 from ..gdb.surrogate import build_surrogate
 from ..gdb.symbols import HUGE_BYTES, IndexedLibrary, SymbolLoader, wants_surrogate
@@ -106,7 +106,3 @@ def stacks_with_gdb(source: CoreSource, which: str, opts: GdbOptions, err: TextI
     finally:
         gdb.close()
 
-
-def gdb_options(gdb_path: Optional[str] = None, log: Optional[str] = None) -> GdbOptions:
-    """gdb's options for a core: no debuginfod, never the full symbol load."""
-    return GdbOptions(gdb_path=gdb_path, debuginfod=False, log=log, full_symbols=False)

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional
 
-from ..errors import TfnativeError
+from ..errors import GdbDied, GdbError, TfnativeError
 
 PR_SET_PDEATHSIG = 1
 _libc = None
@@ -36,7 +36,7 @@ def prctl(option: int, arg: int) -> int:
     return _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0)
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:  # runs in the child between fork and exec
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -56,14 +56,6 @@ def mi_quote(text: str) -> str:
             out.append(ch)
     out.append('"')
     return "".join(out)
-
-
-class GdbError(TfnativeError):
-    """gdb answered ``^error``."""
-
-
-class GdbDied(TfnativeError):
-    """gdb exited or crashed under us."""
 
 
 _parse_response: Optional[Callable[[str], Dict[str, Any]]] = None
@@ -115,7 +107,7 @@ class Gdb:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_die_with_parent if die_with_parent else None,
+            preexec_fn=die_with_parent if die_with_parent else None,
             close_fds=True,
             cwd=cwd,
         )

@@ -3,7 +3,7 @@
 The processes are named by ``--pid`` (repeatable), ``--children PID`` (every descendant of PID that runs
 Python), ``--match REGEX`` (every process running Python whose command line matches) or ``--env KEY=VALUE``
 (every process running Python whose environment has it: ``SLURM_JOB_ID=123``), tfnative itself and its
-ancestors excepted by the last two.  Each is snapshotted by ``session.stack_document`` (the one snapshot path)
+ancestors excepted by the last two.  Each is snapshotted by ``process.stack_document`` (the one snapshot path)
 on a small pool of threads: a process is held only for its own snapshot, and what does not depend on
 where a library is mapped (symbol indexes, CFI, demangled names) is read once for all
 (``sources/modules.py``, ``shared``).  Output: JSON Lines (one schema-v1 document per process, with ``host``,
@@ -27,12 +27,13 @@ from typing import Callable, Dict, List, Optional, Sequence, TextIO
 
 import psutil
 
-from ..attach.session import GdbOptions, Interrupted, _SignalGuard, stack_document
 from ..core import procfs
-from ..errors import TfnativeError
+from ..errors import Interrupted, SignalGuard, TfnativeError
 from ..files import is_stdout, write_output
 from ..output import merge, report
 from ..output.verdict import across, verdict_lines
+from .options import Selection, StackOptions
+from .process import stack_document
 
 NOTHING_FOUND = 3  # the exit status of a selection (--env) that finds no process
 MAX_JOBS = 4  # snapshots at a time: threads share the GIL, more would only stretch each process's hold
@@ -253,14 +254,12 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
     return 0
 
 
-def run_many(pids: Sequence[int], children: Sequence[int], patterns: Sequence[str], labels: Sequence[str],
-             all_threads: bool, native_all: bool, json_path: Optional[str], gdb_opts: GdbOptions, err: TextIO,
-             out: TextIO, full: bool = False, with_gdb: bool = False, samples: int = 1, interval: float = 1.0,
-             variables: bool = False, group: bool = False, envs: Sequence[str] = ()) -> int:
+def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) -> int:
     """``tfnative stack`` on several processes (see the module's docstring); its exit status."""
-    tags = parse_labels(labels)
-    chosen = targets(pids, children, patterns, envs)
-    printer = report.Printer(err if is_stdout(json_path) else out, native_all=native_all, full=full, group=group)
+    tags = parse_labels(chosen.labels)
+    pids = targets(chosen.pids, chosen.children, chosen.patterns, chosen.envs)
+    printer = report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all, full=opts.full,
+                             group=opts.group)
 
     stop = threading.Event()
 
@@ -269,13 +268,12 @@ def run_many(pids: Sequence[int], children: Sequence[int], patterns: Sequence[st
             raise Interrupted(signal.SIGINT)
 
     def take(pid: int) -> report.Document:
-        return stack_document(pid, all_threads, native_all, gdb_opts, err, with_gdb, samples, interval,
-                              variables=variables, sleep=pause)
+        return stack_document(pid, opts, err, sleep=pause)
 
-    with _SignalGuard():
+    with SignalGuard():
         try:
-            outcomes = snapshot_all(chosen, take, stop=stop)
+            outcomes = snapshot_all(pids, take, stop=stop)
         except Interrupted:
             err.write("tfnative: interrupted: every process released\n")
             return 130
-    return report_all(outcomes, tags, json_path, printer, err)
+    return report_all(outcomes, tags, opts.json_path, printer, err)

@@ -51,12 +51,13 @@ from ..core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of
 from ..core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
 from ..core.threadnames import registered_names, registry_symbols
 from ..core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
-from ..sources.base import HasDebugInfo, Source, ThreadRegs
+from ..errors import HasDebugInfo, PtraceRefused, Unsupported
+from ..sources.base import Source, ThreadRegs
 from ..sources.live import LiveSource
 from ..sources.modules import Library, segments, shared
-from ..sources.ptrace import PAGE, Frozen, PtraceRefused, Unsupported, read_exact
+from ..sources.ptrace import PAGE, Frozen, read_exact
 
-__all__ = ["HasDebugInfo", "Unsupported", "add_memory_facts", "of_stopped", "stacks", "take"]
+__all__ = ["add_memory_facts", "of_stopped", "stacks", "take", "take_nonblocking"]
 
 _COLLECTIVE_RE = re.compile(r"TFE_EnableCollectiveOps|Collective")
 MAX_NATIVE_FRAMES = 1 << 16  # a bound on the walk: more than an 8 MiB stack of small frames holds

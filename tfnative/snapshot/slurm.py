@@ -34,9 +34,10 @@ from ..errors import TfnativeError
 from ..files import write_output
 from ..output import merge as merge_mod
 from .many import NOTHING_FOUND
+from .options import StackOptions
 
 _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
-_LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.S)
+LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.S)
 _EXITED = re.compile(r"^srun: error: (\S+): tasks? ([0-9,\-]+): (.*)$")
 _MISSING = ("No such file or directory", "No module named tfnative", "Permission denied", "command not found")
 
@@ -153,7 +154,7 @@ def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> tuple:
     def read_err() -> None:
         for raw in proc.stderr:
             line = raw.decode("utf-8", "replace").rstrip("\n")
-            m = _LABEL.match(line)
+            m = LABEL.match(line)
             if m:
                 n = node(int(m.group(1)))
                 n.err.append(m.group(2))
@@ -167,7 +168,7 @@ def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> tuple:
     try:
         for raw in proc.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
-            m = _LABEL.match(line)
+            m = LABEL.match(line)
             if m:
                 node(int(m.group(1))).out.append(m.group(2))
         code = proc.wait()
@@ -202,7 +203,7 @@ def _documents(n: Node) -> List[merge_mod.Document]:
         raise TfnativeError("node %s: tfnative's output could not be read back (%s)" % (n.name, exc)) from None
 
 
-def _step_refused(job: Job, own: List[str]) -> Optional[str]:
+def step_refused(job: Job, own: List[str]) -> Optional[str]:
     """Why srun started no step at all, from its messages (None: it did)."""
     text = "\n".join(own)
     last = next((ln for ln in reversed(own) if "error" in ln.lower()), own[-1] if own else "")
@@ -220,7 +221,7 @@ def _step_refused(job: Job, own: List[str]) -> Optional[str]:
     return None
 
 
-def _node_failure(n: Node, remote: Sequence[str]) -> str:
+def node_failure(n: Node, remote: Sequence[str]) -> str:
     """One line on a node whose task gave no document."""
     lines = [ln for ln in n.err if ln.strip()]
     last = lines[-1] if lines else (n.status or "no output")
@@ -234,7 +235,7 @@ def collect(job: Job, remote: Sequence[str], node_args: Sequence[str], err: Text
     """Every document of every node of ``job``.  Raises TfnativeError when none came back."""
     code, tasks, own = run_step(srun_command(job, remote, node_args), job.nodes, err)
     if not any(n.out or n.err or n.status for n in tasks):
-        why = _step_refused(job, own)
+        why = step_refused(job, own)
         if why is None:
             why = "srun started no step in job %s (exit %d): %s" % (job.id, code, own[-1] if own else "no message")
         raise TfnativeError(why)
@@ -249,7 +250,7 @@ def collect(job: Job, remote: Sequence[str], node_args: Sequence[str], err: Text
         if (n.status or "").endswith("exit code %d" % NOTHING_FOUND):
             empty.append(n.name)
         else:
-            failures.append(_node_failure(n, remote))
+            failures.append(node_failure(n, remote))
     if not docs:
         if failures:
             raise TfnativeError(failures[0] if len(failures) == 1 else
@@ -264,10 +265,28 @@ def collect(job: Job, remote: Sequence[str], node_args: Sequence[str], err: Text
     return docs
 
 
-def run_slurm_stack(job_id: str, remote: Optional[str], node_args: Sequence[str], all_threads: bool,
-                    json_path: Optional[str], folded: bool, documents: Optional[str], err: TextIO,
+@dataclass
+class JobOutput:
+    """How ``stack --slurm-job`` shows the merged job besides the tree (text, or ``--json``): ``--folded`` stacks
+    instead, and ``--documents FILE`` for every process's own document."""
+
+    folded: bool = False
+    documents: Optional[str] = None
+
+
+def node_arguments(opts: StackOptions) -> List[str]:
+    """The ``stack`` options each node's tfnative is run with (the rest is the merged view's)."""
+    args = (["--all-threads"] if opts.all_threads else []) + (["--with-gdb"] if opts.with_gdb else [])
+    if opts.samples > 1:
+        args += ["--samples", str(opts.samples), "--interval", str(opts.interval)]
+    return args
+
+
+def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, shown: JobOutput, err: TextIO,
                     out: TextIO) -> int:
     """``tfnative stack --slurm-job JOBID``: see the module's docstring.  Its exit status."""
+    node_args, all_threads, json_path = node_arguments(opts), opts.all_threads, opts.json_path
+    folded, documents = shown.folded, shown.documents
     try:
         argv = shlex.split(remote) if remote is not None else default_remote()
     except ValueError as exc:

@@ -14,12 +14,6 @@ from typing import Dict, List, Optional, Protocol, Tuple
 
 from ..core.memory import Memory
 from .modules import Library
-from .ptrace import Unsupported
-
-
-class HasDebugInfo(Unsupported):
-    """A library on a stack has its own DWARF: gdb gives its source lines and inlined frames."""
-
 
 # (tid, name, registers by gdb's names) of a stopped thread
 ThreadRegs = Tuple[int, str, Dict[str, int]]

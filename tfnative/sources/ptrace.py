@@ -29,8 +29,9 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from ..core import procfs
 from ..core.memory import USER_SPACE_END
+from ..errors import PtraceRefused, Unsupported
 
-__all__ = ["Frozen", "Memory", "PtraceRefused", "Unsupported", "REGISTERS"]
+__all__ = ["Frozen", "Memory", "REGISTERS", "ensure_not_stopped", "read_exact"]
 
 PTRACE_GETREGS = 12
 PTRACE_DETACH = 17
@@ -43,14 +44,6 @@ WALL = 0x40000000
 REGISTERS = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx",
              "rsi", "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base",
              "ds", "es", "fs", "gs")
-
-
-class Unsupported(Exception):
-    """The gdb-free path cannot take this snapshot: the caller falls back to gdb."""
-
-
-class PtraceRefused(Unsupported):
-    """ptrace was refused (permissions, Yama, another tracer)."""
 
 
 _call = None
@@ -346,3 +339,16 @@ class Frozen:
     def thread_name(self, tid: int) -> str:
         return procfs.comm(self.pid, tid)
 
+
+def ensure_not_stopped(pid: int, wait_s: float = 2.0) -> None:
+    """After we let go of ``pid`` (a detach, the end of a snapshot) it must run on, whatever happened: a
+    process still stopped after ``wait_s`` gets SIGCONT."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if procfs.state(pid) not in ("t", "T"):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass

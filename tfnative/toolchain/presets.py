@@ -135,7 +135,8 @@ def get(name: str) -> Preset:
     return BY_NAME[key]
 
 
-def _wrap(text: str, prefix: str, width: int = 100) -> List[str]:
+def wrap(text: str, prefix: str, width: int = 100) -> List[str]:
+    """``text`` in lines of at most ``width`` characters, each starting with ``prefix``."""
     words = text.split()
     lines: List[str] = []
     cur = prefix
@@ -151,8 +152,8 @@ def _wrap(text: str, prefix: str, width: int = 100) -> List[str]:
 
 def preset_block(p: Preset, extra_flags: Sequence[str] = ()) -> List[str]:
     lines = ["# %s (%s)" % (p.name, p.kind)]
-    lines += _wrap("gives: " + p.gives, "#   ")
-    lines += _wrap("costs: " + p.costs, "#   ")
+    lines += wrap("gives: " + p.gives, "#   ")
+    lines += wrap("costs: " + p.costs, "#   ")
     for f in tuple(p.flags) + tuple(extra_flags):
         lines.append("build:%s %s" % (p.name, f))
     return lines

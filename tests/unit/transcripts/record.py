@@ -5,7 +5,7 @@ Run it again when gdb or the scenarios change (it needs gdb, gcc and g++)::
     .venv/bin/python -m tests.unit.transcripts.record
 
 Each scenario (``scenarios.py``) runs over a real gdb started as a session
-starts it (``session.start_gdb``), on probe.c or overloads.cpp launched and
+starts it (``gdb/control.start_gdb``), on probe.c or overloads.cpp launched and
 caught at its exec as ``attach`` launches a script (``targets.LaunchedTarget``).
 What the scenario sends, and every line gdb writes back, goes to
 ``NAME.json`` beside this file, with facts read independently of gdb (the
@@ -25,9 +25,10 @@ import tempfile
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional
 
-from tfnative.attach import session
 from tfnative.attach.targets import LaunchedTarget
+from tfnative.attach.tfenv import NUMERICS_SIGNAL
 from tfnative.core import procfs
+from tfnative.gdb import control
 from tfnative.gdb.mi import Gdb, parse_line
 from tfnative.output.report import Document
 
@@ -106,12 +107,12 @@ def functions(exe: str, pid: int, names: List[str]) -> Dict[str, List[int]]:
 def record(name: str, exe: str, argv: List[str], run: Callable[[RecordingGdb, int, Dict[str, Any]], Any],
            facts: Callable[[int], Dict[str, Any]]) -> None:
     """Launch ``exe ARGV`` under a recording gdb, caught at its exec; run the scenario; write NAME.json."""
-    real_gdb = session.Gdb
-    session.Gdb = RecordingGdb  # start_gdb makes ours: the session's very setup
+    real_gdb = control.Gdb
+    control.Gdb = RecordingGdb  # start_gdb makes ours: the session's very setup
     try:
-        gdb = session.start_gdb(session.GdbOptions())
+        gdb = control.start_gdb(control.GdbOptions())
     finally:
-        session.Gdb = real_gdb
+        control.Gdb = real_gdb
     assert isinstance(gdb, RecordingGdb)
     target = LaunchedTarget(exe, argv, dict(os.environ))
     try:
@@ -147,7 +148,7 @@ def main() -> int:
 
         for mode in ("exit", "segv", "child"):
             record("stops-" + mode, exe["probe"], [mode], stops, probe_facts)
-        record("stops-numerics", exe["probe"], ["signal", str(session.NUMERICS_SIGNAL)], stops, probe_facts)
+        record("stops-numerics", exe["probe"], ["signal", str(NUMERICS_SIGNAL)], stops, probe_facts)
         record("phases", exe["probe"], ["exit"], lambda gdb, pid, known: scenarios.phases(gdb, pid, err)[0].log,
                probe_facts)
         record("breakpoints", exe["overloads"], [],

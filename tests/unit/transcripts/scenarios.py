@@ -1,7 +1,7 @@
 """What the recorded sessions do: run by ``record.py`` over a real gdb, by the tests over ``ReplayGdb``.
 
 Each scenario drives tfnative's own code (``Breakpoints``, ``SymbolLoader``,
-``attachloop.stop_kind``) as the attach session does, against whatever
+``session.stop_kind``) as the attach session does, against whatever
 answers as gdb; given the same answers it sends the same commands, so the
 replay checks that the code still does what it did with the real gdb.
 """
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
-from tfnative.attach.attachloop import stop_kind
-from tfnative.attach.session import _setup_signals
+from tfnative.attach.session import stop_kind
+from tfnative.attach.tfenv import NUMERICS_SIGNAL_NAME
 from tfnative.gdb.breakpoints import Breakpoints, CodeRows, library_starts
+from tfnative.gdb.control import setup_signals
 from tfnative.gdb.ops import OpBreaks
 from tfnative.gdb.symbols import QUIET_S, WATCH_S, Phase, SymbolLoader
 
@@ -39,11 +40,11 @@ class PhaseLog(SymbolLoader):
 def stops(gdb: Any, err: TextIO) -> List[Dict[str, Any]]:
     """probe.c from its exec to its end, as a session sets it up: every ``*stopped`` payload, in order.
 
-    Fatal signals and the numerics signal stop (``_setup_signals``), SIGCHLD
+    Fatal signals and the numerics signal stop (``setup_signals``), SIGCHLD
     stops (as for a launched script without the proc connector), gdb stops at
     every library event, and a breakpoint is set at ``probe_hit``.
     """
-    _setup_signals(gdb, numerics=True)
+    setup_signals(gdb, [NUMERICS_SIGNAL_NAME])
     gdb.console_command("handle SIGCHLD stop print pass")
     gdb.console_command("set stop-on-solib-events 1")
     Breakpoints().arm(gdb, [PROBE_BREAK], err, 60)
@@ -60,7 +61,7 @@ def stops(gdb: Any, err: TextIO) -> List[Dict[str, Any]]:
 
 
 def phases(gdb: Any, pid: int, err: TextIO) -> Tuple[PhaseLog, Breakpoints, List[str]]:
-    """probe.c from its exec to its end with ``--break probe_hit``, as ``attachloop.Session`` runs it.
+    """probe.c from its exec to its end with ``--break probe_hit``, as ``session.Session`` runs it.
 
     The loader starts at the exec; library events are synced and settle the
     loader once every breakpoint resolved; at the hit gdb is made ready to

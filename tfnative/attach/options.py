@@ -1,0 +1,42 @@
+"""What ``tfnative attach`` (and ``report``) was asked for, built once by the CLI (``cli/attach.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from ..gdb.control import GdbOptions
+from .tfenv import DebugSwitches
+
+
+@dataclass
+class AttachOptions:
+    """A script to start (or ``--pid`` to attach to), where to stop, what to show and where to write it."""
+
+    script: Optional[str]  # None with module
+    args: List[str]
+    python: str
+    module: Optional[str] = None  # -m MODULE, as python -m runs it
+    breaks: List[str] = field(default_factory=list)
+    break_ops: List[str] = field(default_factory=list)
+    source_dirs: List[str] = field(default_factory=list)
+    max_hits: int = 1
+    all_threads: bool = False
+    native_all: bool = False
+    json_path: Optional[str] = None
+    interactive: bool = False
+    full: bool = False
+    switches: DebugSwitches = field(default_factory=DebugSwitches)
+    gdb: GdbOptions = field(default_factory=GdbOptions)
+    op_origins: bool = False  # --op-origins: the script's hook records where each graph op is created
+    pid: Optional[int] = None  # --pid: attach to this running process instead of starting a script
+    timeout: Optional[float] = None  # --timeout S: a ``timeout`` snapshot after S seconds, then end (exit 124)
+    save_core: Optional[str] = None  # --save-core FILE (or the old --core FILE): the core at the first fatal signal
+    follow_children: bool = False  # --follow-children: every descendant running Python gets a session (follow.py)
+
+    @property
+    def target_argv(self) -> List[str]:
+        """What follows the interpreter on the command line: ``SCRIPT ARGS`` or ``-m MODULE ARGS``."""
+        if self.module is not None:
+            return ["-m", self.module, *self.args]
+        return [self.script or "", *self.args]

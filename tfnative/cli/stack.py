@@ -1,0 +1,137 @@
+"""``tfnative stack``: the mixed stacks of running processes, which run on afterwards.
+
+One ``--pid``: ``run_stack`` (the snapshot is ``snapshot/process.py``'s); several processes:
+``snapshot/many.py``; a Slurm job: ``snapshot/slurm.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Optional, TextIO, Tuple
+
+import click
+
+from ..errors import TfnativeError
+from ..files import is_stdout
+from .util import gdb_options, job_options, run_command
+
+if TYPE_CHECKING:
+    from ..snapshot.options import Selection, StackOptions
+
+ENV_HELP = ("Every process running Python whose environment has KEY=VALUE, e.g. SLURM_JOB_ID=123 "
+            "(repeatable: all of them; KEY alone: set to anything).")
+SLURM_HELP = ("Every Python process of this running Slurm job, on every node of its allocation (one "
+              "'srun --overlap' task per node), merged as 'tfnative merge' prints them.")
+
+
+def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
+    """``tfnative stack --pid PID``: mixed stacks of a running process, which runs on afterwards.
+
+    Without gdb when it can (``snapshot/pipeline.py``: ptrace, CFI, our symbol index), else through gdb
+    (``snapshot/policy.py``).  ``--samples`` > 1: that many snapshots ``--interval`` seconds apart, the last
+    one reported with each thread moving or stuck (``snapshot/samples.py``).  The verdict (``verdict.py``)
+    goes to ``err`` and into the JSON document as ``"triage"``.
+    """
+    from ..errors import Interrupted, SignalGuard
+    from ..output import report, verdict
+    from ..snapshot.process import stack_document
+
+    printer = report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all, full=opts.full,
+                             group=opts.group)
+    with SignalGuard():
+        try:
+            doc = stack_document(pid, opts, err)
+        except Interrupted:
+            printer.note("interrupted: detaching")
+            return 130
+    event = doc.events[0]
+    printer.event(event)
+    for line in verdict.verdict_lines(event.triage, event.pid):
+        report.write_note(err, line)
+    if opts.json_path:
+        report.write(doc, opts.json_path)
+    return 0
+
+
+@click.command("stack")
+@click.option("--pid", "-p", "pids", multiple=True, type=int, help="Process to inspect (repeatable).")
+@click.option("--children", multiple=True, type=int, metavar="PID",
+              help="Every descendant of PID that runs Python (repeatable).")
+@click.option("--match", "patterns", multiple=True, metavar="REGEX",
+              help="Every process running Python whose command line matches REGEX (repeatable).")
+@job_options(ENV_HELP, SLURM_HELP)
+@click.option("--folded", is_flag=True, help="With --slurm-job: flamegraph folded stacks instead of the tree.")
+@click.option("--documents", metavar="FILE",
+              help="With --slurm-job: also write every process's document (JSON Lines) to FILE.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
+              help="Add to each document's \"labels\" (repeatable); merge names a process by it.")
+@click.option("--all-threads", "-a", is_flag=True, help="Also threads that run no Python.")
+@click.option("--no-group", is_flag=True, help="With --all-threads, print each thread even where stacks are identical.")
+@click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
+@click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
+@click.option("--json", "json_path", metavar="FILE",
+              help="Write the snapshot as JSON to FILE (- for stdout; the text then goes to stderr); "
+                   "several processes: JSON Lines, one document per process; --slurm-job: the merged tree "
+                   "as 'merge --json' writes it.")
+@click.option("--with-gdb", is_flag=True,
+              help="Take the snapshot through gdb (slower): source lines and inlined frames from every debug "
+                   "file, libc's included. Implied by --gdb, --gdb-log and --full-symbols.")
+@click.option("--samples", default=1, show_default=True, type=click.IntRange(min=1, max=1000), metavar="N",
+              help="Take N snapshots and report the last, each thread marked moving or stuck.")
+@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0.0, max=3600.0),
+              metavar="S", help="Seconds between two samples.")
+@click.option("--locals", "variables", is_flag=True,
+              help="Show each Python frame's arguments and locals (short reprs read from memory; no code runs).")
+@click.option("--no-pause", "--nonblocking", "no_pause", is_flag=True,
+              help="Never stop the process (no ptrace): each thread read twice, one that changed meanwhile "
+                   "marked inconsistent; native frames only of threads blocked in the kernel, cut where rsp "
+                   "and rip no longer suffice (docs/design.md).")
+@gdb_options
+def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str, ...], envs: Tuple[str, ...],
+          slurm_job: Optional[str], remote_tfnative: Optional[str], folded: bool, documents: Optional[str],
+          labels: Tuple[str, ...], all_threads: bool, no_group: bool, native_all: bool, full: bool,
+          json_path: Optional[str], with_gdb: bool, samples: int, interval: float, variables: bool, no_pause: bool,
+          gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
+    """Print the mixed stacks of running (hung?) processes and why they may not progress; they run on afterwards.
+
+    One --pid: that process.  Several --pid, --children, --match or --env: each process concurrently, a
+    text block each (JSON Lines with --json); exit status 0 when at least one could be read.  --slurm-job
+    JOBID: every Python process of a running Slurm job on all its nodes, as one merged tree.
+    """
+    from ..gdb.control import GdbOptions
+    from ..snapshot.options import Selection, StackOptions
+
+    opts = StackOptions(
+        all_threads=all_threads, native_all=native_all, full=full, json_path=json_path,
+        with_gdb=with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod), samples=samples,
+        interval=interval, variables=variables, group=all_threads and not no_group, nonblocking=no_pause,
+        gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols))
+    chosen = Selection(pids=pids, children=children, patterns=patterns, envs=envs, labels=labels)
+    run_command(lambda: _stack(chosen, opts, slurm_job, remote_tfnative, folded, documents))
+
+
+def _stack(chosen: Selection, opts: StackOptions, slurm_job: Optional[str], remote: Optional[str], folded: bool,
+           documents: Optional[str]) -> int:
+    """Check the options against each other, then run the one-process, many-process or Slurm-job stack."""
+    if slurm_job is not None:
+        from ..snapshot.slurm import JobOutput, run_slurm_stack
+
+        if chosen.pids or chosen.children or chosen.patterns or chosen.envs or chosen.labels:
+            raise TfnativeError("--slurm-job finds the job's processes itself: no --pid, --children, --match, "
+                                "--env or --label with it")
+        if opts.variables or opts.gdb != type(opts.gdb)():
+            raise TfnativeError("--slurm-job takes no --locals or gdb options (the merged view has no place "
+                                "for them)")
+        return run_slurm_stack(slurm_job, remote, opts, JobOutput(folded, documents), sys.stderr, sys.stdout)
+    if remote is not None or folded or documents is not None:
+        raise TfnativeError("--remote-tfnative, --folded and --documents go with --slurm-job")
+    if opts.nonblocking and opts.with_gdb:
+        raise TfnativeError("--no-pause reads without gdb: gdb would stop the process (--with-gdb, --gdb, "
+                            "--gdb-log, ...)")
+    if opts.nonblocking and chosen.one_pid is None:
+        raise TfnativeError("--no-pause takes one --pid")
+    if chosen.one_pid is not None:
+        return run_stack(chosen.one_pid, opts, sys.stderr, sys.stdout)
+    from ..snapshot.many import run_many
+
+    return run_many(chosen, opts, sys.stderr, sys.stdout)

@@ -1,0 +1,188 @@
+"""One live process's snapshot: ``tfnative stack --pid PID`` (and each process of a many-process stack).
+
+Checks the pid (``check_pid``), takes its stacks by the one policy (``policy.py``:
+the pipeline, else gdb; from the ``attach`` session that holds it, where one does),
+samples them over time where asked, and builds the document with its verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Callable, List, TextIO
+
+import psutil
+
+from ..core import procfs, ranks
+from ..core.model import Capture
+from ..errors import PtraceRefused, TfnativeError, Unsupported
+from ..output import report, verdict
+from ..sources import ptrace, sessionsock
+from ..sources.permissions import ptrace_refused_message
+from . import pipeline, samples, withgdb
+from .options import StackOptions
+from .policy import take_stacks, why, widened
+
+
+def live_threads(pid: int) -> int:
+    """``Threads:`` of /proc/PID/status (0 when it cannot be read)."""
+    try:
+        return int(procfs.status(pid).get("Threads", "0"))
+    except (OSError, ValueError):
+        return 0
+
+
+def argv_of(proc: psutil.Process) -> List[str]:
+    """The command line of ``proc``; of a live thread when the leader is a zombie (it called pthread_exit)."""
+    try:
+        return proc.cmdline()
+    except psutil.ZombieProcess:
+        try:
+            tids = procfs.tids(proc.pid)
+        except ProcessLookupError:
+            return []
+        return next((argv for argv in (procfs.cmdline(proc.pid, tid) for tid in tids) if argv), [])
+    except psutil.NoSuchProcess:
+        raise TfnativeError("process %d exited" % proc.pid) from None
+
+
+def raise_if_exited(pid: int) -> None:
+    """Raise "process N exited" when ``pid`` has exited (a failure then is not the kernel's or gdb's)."""
+    try:
+        gone = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE and live_threads(pid) <= 1
+    except psutil.NoSuchProcess:
+        gone = True
+    except psutil.AccessDenied:
+        gone = False
+    if gone:
+        raise TfnativeError("process %d exited" % pid)
+
+
+def live_task(pid: int) -> int:
+    """``pid``, or a live thread of it when its leader has exited (``/proc/PID/mem``, maps are gone then)."""
+    if procfs.state(pid) != "Z":
+        return pid
+    try:
+        return next((tid for tid in sorted(procfs.tids(pid)) if procfs.state(pid, tid) not in (None, "Z")), pid)
+    except ProcessLookupError:
+        return pid
+
+
+def check_pid(pid: int) -> psutil.Process:
+    """``pid`` as psutil sees it, once it is known to be readable by us; TfnativeError says why not."""
+    try:
+        proc = psutil.Process(pid)
+        status = proc.status()
+    except psutil.NoSuchProcess:
+        raise TfnativeError("no process with pid %d" % pid)
+    except psutil.AccessDenied:
+        raise TfnativeError("process %d is not yours: %s" % (pid, ptrace_refused_message(pid)))
+    if status == psutil.STATUS_ZOMBIE and live_threads(pid) <= 1:  # a leader gone by pthread_exit: the rest live
+        raise TfnativeError("process %d is a zombie: it has exited" % pid)
+    if pid == os.getpid():
+        raise TfnativeError("tfnative cannot inspect itself")
+    try:
+        uids = proc.uids()
+        if os.geteuid() != 0 and os.geteuid() not in (uids.real, uids.effective):
+            raise TfnativeError("process %d belongs to another user: run tfnative as that user or root" % pid)
+        tracer = procfs.tracer(pid)
+        if tracer and not sessionsock.serves(pid):
+            raise TfnativeError("process %d is already being traced by pid %d (another debugger?)" % (pid, tracer))
+    except (psutil.AccessDenied, OSError, ValueError):
+        pass
+    return proc
+
+
+def stack_document(pid: int, opts: StackOptions, err: TextIO,
+                   sleep: Callable[[float], None] = time.sleep) -> report.Document:
+    """The ``stack`` document of ``pid`` (one ``snapshot`` event with its triage; ``host``, ``task``).
+
+    Raises TfnativeError when ``pid`` cannot be read (gone, not ours), ``Interrupted`` on a signal
+    (or from ``sleep``, which waits between samples).  Safe to call from several threads at once, each
+    for another pid (``many.py``).
+    """
+    proc = check_pid(pid)
+    was_stopped = proc.status() == psutil.STATUS_STOPPED
+    doc = report.Document(argv=argv_of(proc), pid=pid)
+    env = procfs.environ(pid)
+    tf_config = env.get("TF_CONFIG")
+    doc.host = socket.gethostname()
+    doc.task = verdict.task_of(tf_config)
+    doc.scheduler = ranks.scheduler_of(env)
+
+    def one() -> Capture:
+        if opts.nonblocking:
+            return take_nonblocking(pid, opts)
+        return take_once(pid, opts, was_stopped, err)
+
+    def say(i: int) -> None:
+        err.write("tfnative: sample %d of %d\n" % (i, opts.samples))
+        err.flush()
+
+    if opts.samples > 1:
+        result = samples.take(opts.samples, opts.interval, one, sleep=sleep, on_sample=say)
+    else:
+        result = one()
+    if tf_config is None and result.tf_config:  # set by the program itself: its os.environ has it
+        tf_config = result.tf_config
+        doc.task = verdict.task_of(tf_config)
+    event = report.make_event("snapshot", result, native_all=opts.native_all)
+    job = verdict.cluster(tf_config) or ranks.cluster_of(env)
+    if job:
+        event.cluster = job
+    event.triage = verdict.triage(event)
+    doc.events.append(event)
+    doc.triage = event.triage
+    return doc
+
+
+def take_nonblocking(pid: int, opts: StackOptions) -> Capture:
+    """``stack --no-pause``: never stops the process, so never through gdb (``pipeline.take_nonblocking``)."""
+    try:
+        task = live_task(pid)
+        result = widened(lambda which: pipeline.take_nonblocking(task, which, opts.variables), opts.which)
+        result.pid = pid
+        return result
+    except Unsupported as exc:
+        raise_if_exited(pid)
+        raise TfnativeError("--no-pause: cannot read process %d without stopping it: %s" % (pid, exc))
+
+
+def take_once(pid: int, opts: StackOptions, was_stopped: bool, err: TextIO) -> Capture:
+    """One snapshot of ``pid`` by the policy: the pipeline, else (or with ``--with-gdb``) through gdb; from the
+    ``attach`` session that holds it, where one does (``sessionsock.py``)."""
+    if sessionsock.serves(pid):
+        err.write("tfnative: process %d is held by a tfnative attach session: the snapshot comes from it\n" % pid)
+        return sessionsock.ask(pid, opts.which, opts.variables)
+    task = live_task(pid)  # the process's files, read through a live thread
+
+    def fast(which: str) -> Capture:
+        try:
+            result = pipeline.take(task, which, opts.variables)
+        finally:
+            if not was_stopped:
+                ptrace.ensure_not_stopped(pid)
+        if task != pid:
+            result.pid = pid
+            result.warnings.append("the main thread %d has exited (pthread_exit): the live threads are shown"
+                                   % pid)
+        return result
+
+    def through_gdb(which: str) -> Capture:
+        raise_if_exited(pid)
+        try:
+            return withgdb.stack_of_pid(pid, which, opts.gdb, was_stopped, err, opts.variables)
+        except TfnativeError:
+            raise_if_exited(pid)
+            raise
+
+    def fallback(exc: BaseException) -> None:
+        raise_if_exited(pid)  # gone meanwhile (stack on many processes): say so, not "through gdb"
+        err.write("tfnative: taking the snapshot through gdb: %s\n" % why(exc))
+
+    def refused(exc: PtraceRefused) -> Exception:  # gdb's attach would be refused the same way, only slower
+        return TfnativeError(ptrace_refused_message(pid, str(exc)))
+
+    return take_stacks(opts.which, fast, through_gdb, fallback, with_gdb=opts.with_gdb, widen=True,
+                       refused=refused)

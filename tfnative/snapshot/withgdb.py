@@ -1,0 +1,96 @@
+"""Stacks taken through gdb: of a live pid (gdb starts, attaches, captures, detaches), of the target a gdb
+holds at a stop, and what tfnative reads from memory beside gdb's frames.
+
+The gdb half of the snapshot policy (``policy.py``); the core's gdb path is ``corefile/withgdb.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import List, Optional, TextIO
+
+from ..core.model import Capture, NativeFrame
+from ..errors import GdbDied, GdbError, TfnativeError
+from ..gdb import ops
+from ..gdb.control import CAPTURE_TIMEOUT, GdbOptions, attach, capture, detach, gdb_tail, start_gdb
+from ..gdb.mi import Gdb
+from ..gdb.symbols import SymbolLoader
+from ..sources import modules, ptrace
+from . import pipeline
+from .policy import widened
+
+
+def gdb_memory_facts(gdb: Gdb, result: Capture) -> None:
+    """What ``pipeline.stacks`` reads from memory beside the frames (each thread's C++ exception in flight, the
+    lock it waits for), for a capture gdb took of a live process: the threads' registers from gdb."""
+    if not result.pid:
+        return
+    try:
+        regs = json.loads(gdb.command("-tfnative-registers --all-threads", timeout=CAPTURE_TIMEOUT)["json"])
+        memory = ptrace.Memory(result.pid)
+    except (GdbError, KeyError, ValueError, OSError):
+        return
+    try:
+        pipeline.add_memory_facts(memory, modules.of_pid(result.pid),
+                                  {t["tid"]: t["regs"] for t in regs["threads"]}, result)
+    except (KeyError, OSError, MemoryError):
+        pass
+    finally:
+        memory.close()
+
+
+def stack_of_pid(pid: int, which: str, gdb_opts: GdbOptions, was_stopped: bool, err: TextIO,
+                 variables: bool = False) -> Capture:
+    """``pid``'s stacks through a gdb of its own (started, attached, detached here); "python" widens to every
+    thread where none runs Python.  The process runs on afterwards (stopped again if it was)."""
+    gdb = start_gdb(gdb_opts)
+    attached = False
+    try:
+        attach(gdb, pid)
+        attached = True
+        loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
+        skipped = loader.sync_for_snapshot()
+        result = widened(lambda w: capture_which(gdb, w, variables), which)
+        if _meets(result, skipped):
+            # A frame in a library left without symbols (its return address was
+            # not on the stack as read): read them all and look again.
+            loader.sync(full_list=True)
+            result = widened(lambda w: capture_which(gdb, w, variables), which)
+        loader.symbolize(result)
+        ops.annotate(gdb, result)
+        result.via = "gdb"
+        gdb_memory_facts(gdb, result)
+        return result
+    except GdbDied:
+        raise TfnativeError("gdb exited unexpectedly%s" % gdb_tail(gdb), exit_code=3)
+    finally:
+        if attached:
+            detach(gdb, running=False)
+        gdb.close()
+        if not was_stopped:
+            ptrace.ensure_not_stopped(pid)
+
+
+def capture_which(gdb: Gdb, which: str, variables: bool = False) -> Capture:
+    """gdb's capture of ``which`` threads ("all", "python", "selected") of the target it holds stopped."""
+    return capture(gdb, which == "all", python_only=which == "python", variables=variables)
+
+
+def stacks_at_stop(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool = False) -> Capture:
+    """The stopped target's stacks through gdb: the new libraries' symbols read first, ops named, memory facts."""
+    if loader is not None:
+        loader.sync(full_list=True)
+    result = capture_which(gdb, which, variables)
+    if loader is not None:
+        loader.symbolize(result)
+    ops.annotate(gdb, result)
+    result.via = "gdb"
+    gdb_memory_facts(gdb, result)
+    return result
+
+
+def _meets(result: Capture, paths: List[str]) -> bool:
+    """Whether a frame of the capture is in one of the libraries ``paths``."""
+    names = {os.path.basename(p) for p in paths}
+    return any(isinstance(f, NativeFrame) and f.library in names for t in result.threads for f in t.frames)
