@@ -15,7 +15,7 @@ import time
 
 from ..core import procfs
 from ..gdb.control import TF_BT_SCRIPT, substitutions
-from ..gdb.mi import Gdb, die_with_parent, find_gdb
+from ..gdb.mi import Gdb, end_with_parent, find_gdb
 from ..sources.ptrace import ensure_not_stopped
 from ..toolchain import bazelpaths
 from .options import AttachOptions
@@ -69,4 +69,4 @@ def interactive_gdb(opts: AttachOptions, pid: int) -> None:
 
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    die_with_parent()
+    end_with_parent()

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import select
-import signal
 import socket
 import struct
 import threading
 from typing import Callable, Dict, List, Optional
 
 from ..core import procfs
+from ..core.signals import signal_name
 
 NETLINK_CONNECTOR = 11
 CN_IDX_PROC = 1
@@ -123,11 +123,7 @@ class ChildWatch(threading.Thread):
             self._tell("exit", tgid)
             if os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
-                try:
-                    sig_name = signal.Signals(sig).name
-                except ValueError:
-                    sig_name = "SIG%d" % sig
-                self.killed.append({"pid": tgid, "name": name, "signal": sig_name,
+                self.killed.append({"pid": tgid, "name": name, "signal": signal_name(sig),
                                     "core_dumped": os.WCOREDUMP(status)})
 
     def _tell(self, what: str, pid: int) -> None:

@@ -37,6 +37,7 @@ import psutil
 
 from ..core import procfs
 from ..core.model import Event
+from ..core.signals import signal_name
 from ..core.threads import SIGNAL_FRAME
 from ..errors import Interrupted, SignalGuard, TfnativeError
 from ..gdb import ops as tfops
@@ -558,11 +559,8 @@ def _note_dead_children(gdb: Gdb, pid: int, doc: report.Document, printer: repor
             if status is not None and os.WIFSIGNALED(status):
                 found.append((cpid, os.WTERMSIG(status), os.WCOREDUMP(status)))
     for cpid, sig, dumped in found:
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = "SIG%d" % sig
-        note_child({"pid": cpid, "name": procfs.comm(cpid), "signal": name, "core_dumped": dumped}, doc, printer)
+        note_child({"pid": cpid, "name": procfs.comm(cpid), "signal": signal_name(sig), "core_dumped": dumped}, doc,
+                   printer)
 
 
 def _has_handler(pid: int, signal_name: str) -> bool:

@@ -234,7 +234,7 @@ class PidTarget:
         A program run through the loader (``ld-linux-x86-64.so.2 python3.14 ...``) has the loader as its
         ``/proc/PID/exe``: the mapped ``python3.X`` is the executable then (gdb reads its symbols from it)."""
         try:
-            return loaded_program(self.pid) or os.readlink("/proc/%d/exe" % self.pid)
+            return loaded_program(self.pid) or procfs.exe(self.pid)
         except PermissionError:
             raise TfnativeError(ptrace_refused_message(self.pid, "reading /proc/%d/exe" % self.pid)) from None
         except OSError as exc:
@@ -380,7 +380,7 @@ def describe(pid: int) -> Dict[str, Optional[str]]:
     except OSError:
         paths = set()
     try:
-        exe = os.path.basename(os.readlink("/proc/%d/exe" % pid))
+        exe = os.path.basename(procfs.exe(pid))
     except OSError:
         exe = ""
     # The executable, else a mapped ``python3.X``: run through the loader (``ld-linux-x86-64.so.2

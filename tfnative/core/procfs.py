@@ -8,7 +8,7 @@ each function says, never a half-parsed result.  Nothing here needs ptrace.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 
 class Mapping(NamedTuple):
@@ -144,3 +144,51 @@ def environ(pid: int) -> Dict[str, str]:
         if sep:
             out[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
     return out
+
+
+def exe(pid: int) -> str:
+    """The path ``/proc/PID/exe`` links to, as the process's own mount namespace names it.  Raises ``OSError``."""
+    return os.readlink("/proc/%d/exe" % pid)
+
+
+def other_namespace(pid: int, kind: str) -> bool:
+    """Whether ``pid`` lives in another namespace of ``kind`` ("mnt", "pid"...) than this process.  False when
+    either link cannot be read (the same namespace is what a reader may then assume)."""
+    try:
+        return os.readlink("/proc/%d/ns/%s" % (pid, kind)) != os.readlink("/proc/self/ns/%s" % kind)
+    except OSError:
+        return False
+
+
+def syscall(pid: int, tid: int) -> Optional[List[str]]:
+    """The fields of ``/proc/PID/task/TID/syscall`` ("NR ARGS... SP PC", "-1 SP PC" outside a system call,
+    "running"); None when it cannot be read."""
+    try:
+        with open("/proc/%d/task/%d/syscall" % (pid, tid)) as f:
+            return f.read().split()
+    except OSError:
+        return None
+
+
+def auxv(pid: int) -> bytes:
+    """The raw auxiliary vector of ``pid`` (``/proc/PID/auxv``).  Raises ``OSError``."""
+    with open("/proc/%d/auxv" % pid, "rb") as f:
+        return f.read()
+
+
+def cpuinfo() -> Tuple[str, List[str]]:
+    """This machine's CPU model name and its flags (the first processor's), from ``/proc/cpuinfo``;
+    ("unknown", []) when it cannot be read."""
+    model: str = "unknown"
+    flags: List[str] = []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown":
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = line.split(":", 1)[1].split()
+                    break
+    except OSError:
+        pass
+    return model, flags

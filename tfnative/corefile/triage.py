@@ -13,9 +13,9 @@ no kernel state and no samples, so the verdict says nothing about either.
 
 from __future__ import annotations
 
-import signal as signal_mod
 from typing import Any, Dict, List, Optional
 
+from ..core import signals
 from ..core.model import Capture
 from ..output import report, verdict
 from .reader import Notes
@@ -25,10 +25,7 @@ def signal_name(signo: Optional[int]) -> Optional[str]:
     """``SIGSEGV`` for 11; None for no signal."""
     if not signo:
         return None
-    try:
-        return signal_mod.Signals(signo).name
-    except ValueError:
-        return "SIG%d" % signo
+    return signals.signal_name(signo)
 
 
 def sent_by(notes: Notes) -> Optional[int]:

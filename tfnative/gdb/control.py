@@ -101,7 +101,7 @@ def loaded_program(pid: int) -> Optional[str]:
     --library-path ... python3.14 script``): /proc/PID/exe names the loader, the mappings the program.
     None for a process started the usual way (or whose files cannot be read)."""
     try:
-        if not os.path.basename(os.readlink("/proc/%d/exe" % pid)).startswith("ld-linux"):
+        if not os.path.basename(procfs.exe(pid)).startswith("ld-linux"):
             return None
         mapped = [m.path for m in procfs.maps(pid) if m.path.startswith("/")]
     except OSError:

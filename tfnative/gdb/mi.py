@@ -36,7 +36,7 @@ def prctl(option: int, arg: int) -> int:
     return _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0)
 
 
-def die_with_parent() -> None:  # runs in the child between fork and exec
+def end_with_parent() -> None:  # runs in the child between fork and exec
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -107,7 +107,7 @@ class Gdb:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=die_with_parent if die_with_parent else None,
+            preexec_fn=end_with_parent if die_with_parent else None,
             close_fds=True,
             cwd=cwd,
         )

@@ -13,6 +13,7 @@ import shlex
 import subprocess
 from typing import Dict, List, Optional
 
+from ..core import procfs
 from ..errors import TfnativeError
 from ..toolchain import doctor
 from ..toolchain.tfinstall import tensorflow_libraries
@@ -56,18 +57,8 @@ def host_facts(env: Dict[str, str]) -> Dict[str, str]:
                     os_name = line.split("=", 1)[1].strip().strip('"')
     except OSError:
         pass
-    cpu, flags = "unknown", []
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and cpu == "unknown":
-                    cpu = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    have = set(line.split(":", 1)[1].split())
-                    flags = [fl for fl in CPU_FLAGS if fl in have]
-                    break
-    except OSError:
-        pass
+    cpu, have = procfs.cpuinfo()
+    flags = [fl for fl in CPU_FLAGS if fl in have]
     onednn = env.get("TF_ENABLE_ONEDNN_OPTS")
     return {
         "OS": "%s (kernel %s, %s)" % (os_name, platform.release(), platform.machine()),

@@ -81,7 +81,7 @@ _TF_LIB_RE = re.compile(r"^(libtensorflow|_pywrap_|lib_pywrap_|libpywrap_|pywrap
                         r"|fast_module_type|flags_pybind|_proto_comparators|_errors_test_helper)")
 _TF_NATIVE_NAMES = ("tensorflow::", "tsl::", "Eigen::", "xla::", "mlir::", "TFE_", "TF_", "pybind11::",
                     "absl::")
-_INTERPRETER_LIB_RE = re.compile(r"^(libpython3\.\d+|python3(\.\d+)?$|python$)")
+INTERPRETER_LIB_RE = re.compile(r"^(libpython3\.\d+|python3(\.\d+)?$|python$)")  # the interpreter's own files
 
 
 def frame_class(frame: Frame) -> str:
@@ -97,7 +97,7 @@ def frame_class(frame: Frame) -> str:
     name = frame.function or ""
     if _TF_LIB_RE.match(lib):
         return "tensorflow-native"
-    if _INTERPRETER_LIB_RE.match(lib):
+    if INTERPRETER_LIB_RE.match(lib):
         return "interpreter"
     if name.startswith(_TF_NATIVE_NAMES) and lib.endswith(".so") and "tensorflow" in lib:
         return "tensorflow-native"

@@ -52,7 +52,6 @@ from . import render, waitgraph
 
 # Native frames that only carry a call from Python to a C function (ctypes, libffi), and the interpreter's.
 _CALL_LIB_RE = re.compile(r"^(libffi|_ctypes)")
-_INTERPRETER_LIB_RE = re.compile(r"^(libpython3\.\d+|python3(\.\d+)?$|python$)")
 # Built-ins a thread commonly waits in, by their C function in the interpreter.
 BUILTINS = {"lock_PyThread_acquire_lock": "lock.acquire", "rlock_acquire": "RLock.acquire",
             "time_sleep": "time.sleep", "select_select": "select.select", "select_select_impl": "select.select",
@@ -108,7 +107,7 @@ def blocked_in(t: Thread) -> Optional[str]:
         if _CALL_LIB_RE.match(lib):
             continue  # ctypes and libffi carry the call to the function
         name = _base(f.function or "??")
-        if _INTERPRETER_LIB_RE.match(lib):  # a built-in function of the interpreter
+        if render.INTERPRETER_LIB_RE.match(lib):  # a built-in function of the interpreter
             return BUILTINS.get(name, name) if name != "??" else "a built-in function"
         return name if name != "??" else "?? in %s" % lib
     return None

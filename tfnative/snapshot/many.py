@@ -57,10 +57,10 @@ def parse_labels(items: Sequence[str]) -> Dict[str, str]:
 def runs_python(pid: int) -> bool:
     """Whether ``pid`` runs a CPython interpreter: its executable is ``python*``, or it maps libpython."""
     try:
-        if _PYTHON_EXE.match(os.path.basename(os.readlink("/proc/%d/exe" % pid))):
+        if _PYTHON_EXE.match(os.path.basename(procfs.exe(pid))):
             return True
-        with open("/proc/%d/maps" % pid) as f:  # libpython, or python3.X run through the loader
-            return any("/libpython3" in line or _MAPPED_PYTHON.search(line) for line in f)
+        # libpython, or python3.X run through the loader
+        return any("/libpython3" in m.path or _MAPPED_PYTHON.search(m.path) for m in procfs.maps(pid))
     except OSError:
         return False
 

@@ -345,12 +345,8 @@ def _user_regs(pid: int, tid: int) -> Optional[Dict[str, int]]:
     """The user stack pointer and program counter of a thread blocked in the kernel, without stopping it
     (``/proc/PID/task/TID/syscall``: "NR ARGS... SP PC", or "-1 SP PC" outside a system call); None
     for a thread running on a CPU ("running") or unreadable."""
-    try:
-        with open("/proc/%d/task/%d/syscall" % (pid, tid)) as f:
-            fields = f.read().split()
-    except OSError:
-        return None
-    if len(fields) < 3 or fields[0] == "running":
+    fields = procfs.syscall(pid, tid)
+    if fields is None or len(fields) < 3 or fields[0] == "running":
         return None
     try:
         sp, pc = int(fields[-2], 16), int(fields[-1], 16)

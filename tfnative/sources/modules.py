@@ -167,8 +167,7 @@ def mapping_of_rows(rows: List[procfs.Mapping]) -> Callable[[int], Optional[Tupl
 def vdso_of(pid: int, memory: Memory) -> List[Library]:
     """The target's vDSO as a module (empty when it has none or it cannot be read)."""
     try:
-        with open("/proc/%d/auxv" % pid, "rb") as f:
-            base = vdso.auxv_vdso_base(f.read())
+        base = vdso.auxv_vdso_base(procfs.auxv(pid))
     except OSError:
         return []
     if base is None:
@@ -207,12 +206,7 @@ def file_root(pid: int) -> str:
     The paths ``pid`` sees (its maps, its executable) are read on this host
     under that prefix: the kernel resolves them in the target's own mounts.
     """
-    try:
-        if os.readlink("/proc/%d/ns/mnt" % pid) != os.readlink("/proc/self/ns/mnt"):
-            return "/proc/%d/root" % pid
-    except OSError:
-        pass
-    return ""
+    return "/proc/%d/root" % pid if procfs.other_namespace(pid, "mnt") else ""
 
 
 def modules_of(rows: List[Tuple[str, int, int, int, bool, str]]) -> List[Library]:
