@@ -30,9 +30,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, TextIO
+from typing import List, Optional, Sequence, TextIO, Tuple
 
 from ..core import procfs, ranks
+from ..core.signals import signal_name
 from ..errors import TfnativeError
 from ..snapshot.many import NOTHING_FOUND, with_environment
 
@@ -57,13 +58,6 @@ def _who(pid: int) -> Watch:
     return Watch(pid, "rank %s" % sched["rank"], "%s, pid %d" % (words, pid))
 
 
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(code - 128).name
-    except ValueError:
-        return "signal %d" % (code - 128)
-
-
 def _status(name: str) -> int:
     """128+N of a signal's name (``SIGSEGV``); 1 for a name that is none."""
     try:
@@ -83,106 +77,113 @@ def watch_env(envs: Sequence[str], attach_args: Sequence[str], err: TextIO, unti
         raise TfnativeError("--env %s: no process running Python has that in its environment"
                             % " --env ".join(envs), exit_code=NOTHING_FOUND)
     watches = sorted((_who(p) for p in pids), key=lambda w: (w.name.startswith("pid"), w.name))
-    lock = threading.Lock()
-    ended: List[tuple] = []  # (watch, status), in the order they ended
-    done = threading.Condition(lock)
+    return _Watches(watches, err).run(attach_args, until_eof)
 
-    def pump(w: Watch) -> None:
-        assert w.proc is not None and w.proc.stderr is not None
-        for raw in w.proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            with lock:
-                err.write("%s: %s\n" % (w.name, line))
-                err.flush()
-        code = w.proc.wait()
-        with done:
-            ended.append((w, code))
-            done.notify_all()
 
-    threads = []
-    for w in watches:
+class _Watches:
+    """One ``tfnative attach --pid`` per process, their stderr relayed line by line under the process's name;
+    the first to die of a signal ends the others' watches."""
+
+    def __init__(self, watches: List[Watch], err: TextIO) -> None:
+        self.watches = watches
+        self.err = err
+        self.lock = threading.Lock()
+        self.done = threading.Condition(self.lock)
+        self.ended: List[Tuple[Watch, int]] = []  # (watch, status), in the order they ended
+        self.stopped = False  # SIGTERM or the end of standard input: every process let go
+
+    def say(self, text: str) -> None:
+        with self.lock:
+            self.err.write(text)
+            self.err.flush()
+
+    def run(self, attach_args: Sequence[str], until_eof: bool) -> int:
+        threads = [self.start(w, attach_args) for w in self.watches]
+        self.say("tfnative: watching %d process%s: %s\n" % (
+            len(self.watches), "" if len(self.watches) == 1 else "es", "; ".join(w.words for w in self.watches)))
+        old = signal.signal(signal.SIGTERM, self.on_term)
+        if until_eof:
+            threading.Thread(target=self.read_stdin, name="tfnative-watch-stdin", daemon=True).start()
+        try:
+            first = self.wait_first()
+        except KeyboardInterrupt:
+            self.stop_all()
+            for w in self.watches:
+                if w.proc is not None:
+                    w.proc.wait()
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, old)
+        for t in threads:
+            t.join(timeout=30)
+        if first is not None:
+            return first[1]
+        return 143 if self.stopped else 0
+
+    def start(self, w: Watch, attach_args: Sequence[str]) -> threading.Thread:
         cmd = [sys.executable, "-m", "tfnative", "attach", "--pid", str(w.pid), *attach_args]
         w.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, start_new_session=True)
-        t = threading.Thread(target=pump, args=(w,), name="tfnative-watch-%d" % w.pid, daemon=True)
+        t = threading.Thread(target=self.pump, args=(w,), name="tfnative-watch-%d" % w.pid, daemon=True)
         t.start()
-        threads.append(t)
-    with lock:
-        err.write("tfnative: watching %d process%s: %s\n" % (len(watches), "" if len(watches) == 1 else "es",
-                                                              "; ".join(w.words for w in watches)))
-        err.flush()
-    first: Optional[tuple] = None
-    stopped = False
+        return t
 
-    def stop_all(sig: int = signal.SIGTERM) -> None:
-        for w in watches:
+    def pump(self, w: Watch) -> None:
+        assert w.proc is not None and w.proc.stderr is not None
+        for raw in w.proc.stderr:
+            self.say("%s: %s\n" % (w.name, raw.decode("utf-8", "replace").rstrip("\n")))
+        code = w.proc.wait()
+        with self.done:
+            self.ended.append((w, code))
+            self.done.notify_all()
+
+    def stop_all(self, sig: int = signal.SIGTERM) -> None:
+        for w in self.watches:
             if w.proc is not None and w.proc.poll() is None:
                 try:
                     w.proc.send_signal(sig)
                 except ProcessLookupError:
                     pass
 
-    def on_term(signum: int, frame: object) -> None:  # srun ends the step, or the user: let every process go
-        nonlocal stopped
-        stopped = True
-        stop_all()
+    def on_term(self, signum: int, frame: object) -> None:  # srun ends the step, or the user: let every process go
+        self.stopped = True
+        self.stop_all()
 
-    old = signal.signal(signal.SIGTERM, on_term)
-    if until_eof:
-        def read_stdin() -> None:
-            # the file descriptor, not sys.stdin: a daemon thread blocked in a buffered reader makes the
-            # interpreter abort at exit ("could not acquire lock for <stdin> at interpreter shutdown")
-            nonlocal stopped
-            seen = b""
-            while True:
-                try:
-                    chunk = os.read(0, 4096)
-                except OSError:
-                    break
-                seen = (seen + chunk)[-64:]
-                if not chunk or b"stop\n" in seen:
-                    break
-            stopped = True
-            stop_all()
-
-        threading.Thread(target=read_stdin, name="tfnative-watch-stdin", daemon=True).start()
-    try:
-        seen = 0
+    def read_stdin(self) -> None:
+        # the file descriptor, not sys.stdin: a daemon thread blocked in a buffered reader makes the
+        # interpreter abort at exit ("could not acquire lock for <stdin> at interpreter shutdown")
+        seen = b""
         while True:
-            with done:
-                while len(ended) == seen:
-                    done.wait(0.5)
-                news = ended[seen:]
-                seen = len(ended)
+            try:
+                chunk = os.read(0, 4096)
+            except OSError:
+                break
+            seen = (seen + chunk)[-64:]
+            if not chunk or b"stop\n" in seen:
+                break
+        self.stopped = True
+        self.stop_all()
+
+    def wait_first(self) -> Optional[Tuple[Watch, int]]:
+        """Wait for every watch to end; the first whose process died of a signal (the others then let go)."""
+        first: Optional[Tuple[Watch, int]] = None
+        seen = 0
+        while seen < len(self.watches):
+            with self.done:
+                while len(self.ended) == seen:
+                    self.done.wait(0.5)
+                news = self.ended[seen:]
+                seen = len(self.ended)
             for w, code in news:
-                if stopped or code in _LET_GO:
+                if self.stopped or code in _LET_GO:
                     continue
                 if code > 128 and first is None:
                     first = (w, code)
-                    with lock:
-                        err.write("tfnative: the first to die: %s: %s\n" % (w.words, _signal_name(code)))
-                        err.flush()
-                    stop_all()
+                    self.say("tfnative: the first to die: %s: %s\n" % (w.words, signal_name(code - 128)))
+                    self.stop_all()
                 elif first is None:
-                    with lock:
-                        err.write("tfnative: %s: its watch ended with status %d; watching the others\n"
-                                  % (w.words, code))
-                        err.flush()
-            if seen == len(watches):
-                break
-    except KeyboardInterrupt:
-        stop_all()
-        for w in watches:
-            if w.proc is not None:
-                w.proc.wait()
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, old)
-    for t in threads:
-        t.join(timeout=30)
-    if first is not None:
-        return first[1]
-    return 143 if stopped else 0
+                    self.say("tfnative: %s: its watch ended with status %d; watching the others\n" % (w.words, code))
+        return first
 
 
 def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], err: TextIO) -> int:
