@@ -5,22 +5,25 @@ This is the one place where gdb is asked for frames.  ``capture()`` returns a
 prints it.
 """
 
+from __future__ import annotations
+
 import copy
 import os
 import re
 from contextlib import contextmanager
-from typing import Dict, List, Optional, Tuple
+from functools import partial
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-import gdb  # type: ignore
+import gdb
 
 from tfnative.core import procfs
 from tfnative.core.debugfiles import DEBUG_ROOT, separate_debug_file
 from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
 from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.memory import USER_SPACE_END
-from tfnative.core.model import Capture, NativeFrame
+from tfnative.core.model import Capture, NativeFrame, Thread
 from tfnative.core.opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
-from tfnative.core.pyframes import open_reader
+from tfnative.core.pyframes import PythonReader, open_reader
 from tfnative.core.threadnames import registered_names, registry_symbols
 from tfnative.core.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
 
@@ -28,16 +31,19 @@ MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot/pipeline.py
 
 
 class GdbMemory:
-    def __init__(self, inferior):
+    """The target's memory as gdb's inferior gives it (``core.memory.Memory``)."""
+
+    def __init__(self, inferior: gdb.Inferior) -> None:
         self.inferior = inferior
 
     def read(self, addr: int, size: int) -> bytes:
         if addr <= 0 or addr >= USER_SPACE_END:
             raise MemoryError("bad address 0x%x" % addr)
         try:
-            return self.inferior.read_memory(addr, size).tobytes()
+            data: bytes = self.inferior.read_memory(addr, size).tobytes()
         except gdb.error as exc:  # gdb.MemoryError is a gdb.error
             raise MemoryError(str(exc)) from None
+        return data
 
 
 def symbol_address(name: str) -> Optional[int]:
@@ -79,10 +85,10 @@ def _interpreter_debug_files() -> None:
                 pass
 
 
-_DEBUG_TRIED: set = set()
+_DEBUG_TRIED: Set[str] = set()
 
 
-def python_reader(inferior=None):
+def python_reader(inferior: Optional[gdb.Inferior] = None) -> Tuple[Optional[PythonReader], Optional[str]]:
     """A PythonReader for the target, or (None, reason)."""
     inferior = inferior or gdb.selected_inferior()
     _interpreter_debug_files()
@@ -99,11 +105,11 @@ def _library(pc: int) -> Optional[str]:
     return os.path.basename(lib) if lib else None
 
 
-def native_frames(limit: int = MAX_NATIVE_FRAMES, stack: Optional[List[Optional[int]]] = None) \
-        -> (List[NativeFrame], Optional[str]):
+def native_frames(limit: int = MAX_NATIVE_FRAMES,
+                  stack: Optional[List[Optional[int]]] = None) -> Tuple[List[NativeFrame], Optional[str]]:
     """The selected thread's frames, innermost first; ``stack`` (a list) gets each one's stack pointer."""
     frames: List[NativeFrame] = []
-    error = None
+    error: Optional[str] = None
     try:
         f = gdb.newest_frame()
     except gdb.error as exc:
@@ -144,7 +150,7 @@ def native_frames(limit: int = MAX_NATIVE_FRAMES, stack: Optional[List[Optional[
     return frames, error
 
 
-def _pthread_id(thread) -> Optional[int]:
+def _pthread_id(thread: gdb.InferiorThread) -> Optional[int]:
     try:
         handle = thread.handle()
         return int.from_bytes(handle, "little")
@@ -156,7 +162,7 @@ def _pthread_id(thread) -> Optional[int]:
 
 
 @contextmanager
-def _selection_kept():
+def _selection_kept() -> Iterator[Optional[gdb.InferiorThread]]:
     """Switch threads freely inside: the thread and frame selected before are selected again after."""
     original = gdb.selected_thread()
     try:
@@ -172,7 +178,7 @@ def _selection_kept():
                 original_frame.select()
 
 
-def frame_registers(frame, names: Tuple[str, ...]) -> Dict[str, int]:
+def frame_registers(frame: Optional[gdb.Frame], names: Tuple[str, ...]) -> Dict[str, int]:
     """The registers ``names`` as gdb unwinds them for ``frame`` (unreadable ones left out; none for None)."""
     if frame is None:
         return {}
@@ -185,7 +191,7 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
     inferior = gdb.selected_inferior()
     result = Capture(pid=inferior.pid)
     reader, why = python_reader(inferior)
-    if reader is None:
+    if why is not None:  # no reader, and why not
         result.warnings.append(why)
     if reader is not None:
         reader.want_variables = variables
@@ -203,7 +209,7 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
             # TensorFlow's pool workers): the others would be filtered out anyway, and unwinding
             # them is most of the cost.
             main_name = next((t.name or "" for t in inferior.threads() if t.ptid[1] == inferior.pid), None)
-            threads = [t for t in threads if unwound(which, pythreads.find(t.ptid[1], lambda t=t: _pthread_id(t))
+            threads = [t for t in threads if unwound(which, pythreads.find(t.ptid[1], partial(_pthread_id, t))
                                                      is not None, t.name or "", main_name)]
         if tids:
             threads = [t for t in threads if t.ptid[1] in tids]
@@ -211,7 +217,7 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
         for th in threads:
             th.switch()
             lwp = th.ptid[1]
-            py = pythreads.find(lwp, lambda th=th: _pthread_id(th))
+            py = pythreads.find(lwp, partial(_pthread_id, th))
             stack: List[Optional[int]] = []
             native, err = native_frames(stack=stack)
             entry = thread_entry(lwp, th.name or "", native, reader, py, stack)
@@ -275,7 +281,7 @@ class _LiveMaps:
         return display_names([hit[0]])[0] if hit else None
 
 
-def _named_copy(thread, maps: "_LiveMaps"):
+def _named_copy(thread: Thread, maps: _LiveMaps) -> Thread:
     """``thread`` with its frames that gdb could not name named from the index (a shallow copy; the capture's
     own frames are left as gdb gave them)."""
     if not any((f.function or "??") == "??" for f in thread.frames if isinstance(f, NativeFrame)):
@@ -293,9 +299,10 @@ def _named_copy(thread, maps: "_LiveMaps"):
     return named
 
 
-def _tf_thread_names(inferior, threads, maps: Optional["_LiveMaps"]) -> Dict[int, str]:
+def _tf_thread_names(inferior: gdb.Inferior, threads: List[gdb.InferiorThread],
+                     maps: Optional[_LiveMaps]) -> Dict[int, str]:
     """tid -> the name TensorFlow's thread-name registry gives the thread (``core/threadnames.py``)."""
-    addresses = []
+    addresses: List[int] = []
     paths = {objfile.filename or "" for objfile in gdb.objfiles()}
     if maps is not None:
         paths |= {path for _lo, _hi, path in maps.rows}
@@ -316,7 +323,8 @@ def _tf_thread_names(inferior, threads, maps: Optional["_LiveMaps"]) -> Dict[int
     return registered_names(GdbMemory(inferior).read, addresses, {t.ptid[1]: _pthread_id(t) for t in threads})
 
 
-def _threads(inferior, which: str, original, result: Optional[Capture]) -> List:
+def _threads(inferior: gdb.Inferior, which: str, original: Optional[gdb.InferiorThread],
+             result: Optional[Capture]) -> List[gdb.InferiorThread]:
     """The threads to look at, in gdb's order (only the user's selected one for "selected").
 
     Notes the selected thread's LWP in ``result`` (``selected_tid``), where one is given.
@@ -333,10 +341,10 @@ REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9",
              "r14", "r15", "rip", "fs_base", "orig_rax")
 
 
-def registers(which: str = "selected") -> Dict:
+def registers(which: str = "selected") -> Dict[str, Any]:
     """Each thread's registers in its newest frame (for tfnative's own unwinder, ``snapshot.py``)."""
     inferior = gdb.selected_inferior()
-    result: Dict = {"pid": inferior.pid, "threads": []}
+    result: Dict[str, Any] = {"pid": inferior.pid, "threads": []}
     with _selection_kept() as original:
         if original is not None:
             result["selected_tid"] = original.ptid[1]
@@ -347,21 +355,22 @@ def registers(which: str = "selected") -> Dict:
     return result
 
 
-def _function_start(frame) -> Optional[int]:
+def _function_start(frame: gdb.Frame) -> Optional[int]:
     """Entry address of the function a frame runs, from gdb's symbols (full or minimal)."""
     try:
         block = frame.block()
         while block.function is None and block.superblock is not None:
             block = block.superblock
         if block.function is not None:
-            return block.start
+            start: int = block.start
+            return start
     except RuntimeError:
         pass
     found = info_symbol(frame.pc())
     return frame.pc() - found[1] if found else None
 
 
-def info_symbol(addr: int) -> Optional[tuple]:
+def info_symbol(addr: int) -> Optional[Tuple[str, int]]:
     """(name, offset) of the minimal symbol gdb knows at ``addr`` (``info symbol``), or None."""
     try:
         text = gdb.execute("info symbol 0x%x" % addr, to_string=True)
@@ -374,7 +383,7 @@ def info_symbol(addr: int) -> Optional[tuple]:
     return (m.group(1).strip(), int(m.group(2))) if m else (head.strip(), 0)
 
 
-def register_value(frame, name: str) -> Optional[int]:
+def register_value(frame: gdb.Frame, name: str) -> Optional[int]:
     try:
         return int(frame.read_register(name)) & ((1 << 64) - 1)
     except (gdb.error, ValueError):
@@ -382,7 +391,7 @@ def register_value(frame, name: str) -> Optional[int]:
 
 
 def op_context(lwp: int, level: int, start: int, device: bool = False,
-               kernels: Optional[OpKernelReader] = None) -> Optional[Dict]:
+               kernels: Optional[OpKernelReader] = None) -> Optional[Dict[str, str]]:
     """``{"type", "name", "kernel"}`` of the op a native frame runs, or None.
 
     ``start`` is the entry address of the frame's function (0: ask gdb).
@@ -399,7 +408,7 @@ def op_context(lwp: int, level: int, start: int, device: bool = False,
         return _op_of(kernels, level, start, device)
 
 
-def _op_of(kernels: OpKernelReader, level: int, start: int, device: bool) -> Optional[Dict]:
+def _op_of(kernels: OpKernelReader, level: int, start: int, device: bool) -> Optional[Dict[str, str]]:
     """``op_context`` for frame ``level`` of the selected thread."""
     try:
         frame = gdb.newest_frame()
@@ -428,6 +437,7 @@ def annotate_ops(result: Capture) -> None:
     kernels = OpKernelReader(GdbMemory(gdb.selected_inferior()))
     for t in result.threads:
         for f, device in op_frames(t.frames):
+            assert f.level is not None  # op_frames gives only frames with a level
             op = op_context(t.tid, f.level, 0, device=device, kernels=kernels)
             if op:
                 f.op = op
@@ -437,7 +447,7 @@ def annotate_ops(result: Capture) -> None:
 STACK_SCAN_LIMIT = 4 << 20
 
 
-def code_on_stacks(code: List[tuple], stacks: List[tuple]) -> List[int]:
+def code_on_stacks(code: List[Tuple[int, int]], stacks: List[Tuple[int, int]]) -> List[int]:
     """Indices of the ``code`` ranges ``(lo, hi)`` that some thread may be running or return into.
 
     For each thread: its pc, and every word of its stack (from its stack
@@ -449,14 +459,14 @@ def code_on_stacks(code: List[tuple], stacks: List[tuple]) -> List[int]:
     import bisect
     import struct
 
-    code = sorted((lo, hi, i) for i, (lo, hi) in enumerate(code))
-    los = [c[0] for c in code]
-    found = set()
+    ranges = sorted((lo, hi, i) for i, (lo, hi) in enumerate(code))
+    los = [c[0] for c in ranges]
+    found: Set[int] = set()
 
     def note(value: int) -> None:
         k = bisect.bisect_right(los, value) - 1
-        if k >= 0 and value < code[k][1]:
-            found.add(code[k][2])
+        if k >= 0 and value < ranges[k][1]:
+            found.add(ranges[k][2])
 
     inferior = gdb.selected_inferior()
     memory = GdbMemory(inferior)

@@ -1,8 +1,11 @@
 """gdb commands: ``tf-bt`` for people, ``-tfnative-capture`` for tfnative."""
 
-import json
+from __future__ import annotations
 
-import gdb  # type: ignore
+import json
+from typing import Callable, Dict, List, Optional, Tuple, TypedDict
+
+import gdb
 
 from tfnative.core.opkernel import OpKernelReader
 from tfnative.output.render import is_glue, thread_block
@@ -10,9 +13,23 @@ from tfnative.output.render import is_glue, thread_block
 from . import SCHEMA_VERSION, opbreak
 from .capture import GdbMemory, annotate_ops, capture, code_on_stacks, op_context, registers
 
+_registered = False  # gdbinit sets it once register() has run (a second sourcing registers nothing)
 
-def _parse(argv):
-    opts = {"which": "selected", "native_all": False, "json": False, "tids": [], "full": False, "locals": False}
+
+class _Options(TypedDict):
+    """What ``tf-bt``'s and ``-tfnative-capture``'s arguments ask for."""
+
+    which: str  # "selected" | "all" | "python"
+    native_all: bool
+    json: bool
+    tids: List[int]
+    full: bool
+    locals: bool
+
+
+def _parse(argv: List[str]) -> _Options:
+    opts: _Options = {"which": "selected", "native_all": False, "json": False, "tids": [], "full": False,
+                      "locals": False}
     for a in argv:
         if a in ("-a", "--all-threads", "all"):
             opts["which"] = "all"
@@ -43,10 +60,10 @@ With no argument: the selected thread.  -a: every thread (Python ones first);
 Python frame's arguments and locals (short reprs read from memory).
 Python frames are read from memory, so the interpreter needs no debug info."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("tf-bt", gdb.COMMAND_STACK)
 
-    def invoke(self, arg, from_tty):
+    def invoke(self, arg: str, from_tty: bool) -> None:
         opts = _parse(gdb.string_to_argv(arg))
         result = capture(opts["which"], opts["tids"] or None, opts["locals"])
         annotate_ops(result)
@@ -63,9 +80,10 @@ Python frames are read from memory, so the interpreter needs no debug info."""
             gdb.write("\n".join(thread_block(t, fold=not opts["full"], width=width)) + "\n\n")
 
 
-def _width():
+def _width() -> Optional[int]:
     """The columns gdb's ``width`` setting gives its lines (the terminal's, where gdb runs on one); None when
     unlimited (``gdb -batch``, ``set width 0``)."""
+    width: object
     try:
         width = gdb.parameter("width")
     except (gdb.error, RuntimeError):
@@ -78,10 +96,10 @@ if hasattr(gdb, "MICommand"):
     class MiCapture(gdb.MICommand):
         """-tfnative-capture [--all-threads|--python-threads] [--locals] [--thread=LWP]...: JSON of mixed stacks."""
 
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__("-tfnative-capture")
 
-        def invoke(self, argv):
+        def invoke(self, argv: List[str]) -> Dict[str, str]:
             opts = _parse(argv)
             result = capture(opts["which"], opts["tids"] or None, opts["locals"]).to_json()
             result["schema"] = SCHEMA_VERSION
@@ -94,12 +112,12 @@ if hasattr(gdb, "MICommand"):
         answer has one entry per request, ``{"type", "name", "kernel"}`` or null.
         """
 
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__("-tfnative-op-context")
 
-        def invoke(self, argv):
+        def invoke(self, argv: List[str]) -> Dict[str, str]:
             kernels = OpKernelReader(GdbMemory(gdb.selected_inferior()))
-            out = []
+            out: List[Optional[Dict[str, str]]] = []
             for req in argv:
                 parts = req.split(":")
                 try:
@@ -112,11 +130,12 @@ if hasattr(gdb, "MICommand"):
     class MiStackCode(gdb.MICommand):
         """-tfnative-stack-code c:LO:HI... s:LO:HI...: the code ranges (c) that pcs and stacks (s) point into."""
 
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__("-tfnative-stack-code")
 
-        def invoke(self, argv):
-            code, stacks = [], []
+        def invoke(self, argv: List[str]) -> Dict[str, str]:
+            code: List[Tuple[int, int]] = []
+            stacks: List[Tuple[int, int]] = []
             for arg in argv:
                 kind, lo, hi = arg.split(":")
                 (code if kind == "c" else stacks).append((int(lo, 16), int(hi, 16)))
@@ -130,11 +149,11 @@ if hasattr(gdb, "MICommand"):
         kernel's Compute (the op kernel in rdi).  Answers the breakpoint number.
         """
 
-        def __init__(self, name, cls):
+        def __init__(self, name: str, cls: Callable[[str, List[str]], gdb.Breakpoint]) -> None:
             super().__init__(name)
             self.cls = cls
 
-        def invoke(self, argv):
+        def invoke(self, argv: List[str]) -> Dict[str, str]:
             if len(argv) < 2:
                 raise gdb.GdbError("usage: %s SPEC TYPE..." % self.name)
             bp = self.cls(argv[0], argv[1:])
@@ -143,19 +162,19 @@ if hasattr(gdb, "MICommand"):
     class MiRegisters(gdb.MICommand):
         """-tfnative-registers [--all-threads]: each thread's registers (JSON), for tfnative's own unwinder."""
 
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__("-tfnative-registers")
 
-        def invoke(self, argv):
+        def invoke(self, argv: List[str]) -> Dict[str, str]:
             return {"json": json.dumps(registers("all" if "--all-threads" in argv else "selected"))}
 
     class MiOpDispatch(gdb.MICommand):
         """-tfnative-op-dispatch: at a -tfnative-break-op stop, the kernel to run and its vtable (JSON)."""
 
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__("-tfnative-op-dispatch")
 
-        def invoke(self, argv):
+        def invoke(self, argv: List[str]) -> Dict[str, str]:
             return {"json": json.dumps(opbreak.dispatched())}
 
 

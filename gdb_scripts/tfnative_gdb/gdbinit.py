@@ -7,8 +7,10 @@ import sys
 _dir = os.path.dirname(os.path.abspath(__file__))
 
 
-def _load(name, init):
+def _load(name: str, init: str) -> None:
     spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[os.path.dirname(init)])
+    if spec is None or spec.loader is None:  # a .py file always has both
+        raise ImportError("cannot load %s from %s" % (name, init))
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)

@@ -16,9 +16,11 @@ Created with the MI commands ``-tfnative-break-op`` and
 ``-tfnative-break-op-kernel`` (``commands.py``).
 """
 
-from typing import Dict, List, Optional
+from __future__ import annotations
 
-import gdb  # type: ignore
+from typing import Any, Dict, List, Optional, Set
+
+import gdb
 
 from tfnative.core.opkernel import VTABLE_SLOTS, OpKernelReader
 
@@ -30,7 +32,7 @@ _reader: Optional[OpKernelReader] = None
 def reader() -> OpKernelReader:
     global _reader
     inferior = gdb.selected_inferior()
-    if _reader is None or _reader.mem.inferior != inferior:
+    if _reader is None or not isinstance(_reader.mem, GdbMemory) or _reader.mem.inferior != inferior:
         _reader = OpKernelReader(GdbMemory(inferior))
     return _reader
 
@@ -42,17 +44,17 @@ def _register(name: str) -> Optional[int]:
 class _OpBreakpoint(gdb.Breakpoint):
     REGISTER = "rdi"
 
-    def __init__(self, spec: str, op_types: List[str]):
+    def __init__(self, spec: str, op_types: List[str]) -> None:
         super().__init__(spec, gdb.BP_BREAKPOINT, internal=False)
         self.op_types = set(op_types)
 
-    def kernel_info(self) -> Optional[Dict]:
+    def kernel_info(self) -> Optional[Dict[str, str]]:
         obj = _register(self.REGISTER)
         return reader().info(obj) if obj else None
 
 
 class KernelBreakpoint(_OpBreakpoint):
-    def stop(self):
+    def stop(self) -> bool:
         info = self.kernel_info()
         return info is not None and info["type"] in self.op_types
 
@@ -60,11 +62,11 @@ class KernelBreakpoint(_OpBreakpoint):
 class DispatchBreakpoint(_OpBreakpoint):
     REGISTER = "rsi"
 
-    def __init__(self, spec: str, op_types: List[str]):
+    def __init__(self, spec: str, op_types: List[str]) -> None:
         super().__init__(spec, op_types)
-        self.seen_vtables: set = set()
+        self.seen_vtables: Set[int] = set()
 
-    def stop(self):
+    def stop(self) -> bool:
         info = self.kernel_info()
         if info is None or info["type"] not in self.op_types:
             return False
@@ -78,16 +80,17 @@ class DispatchBreakpoint(_OpBreakpoint):
         return True
 
 
-def dispatched() -> Optional[Dict]:
+def dispatched() -> Optional[Dict[str, Any]]:
     """At a DispatchBreakpoint's stop: the kernel about to run, and its vtable (addresses, names gdb knows)."""
     obj = _register("rsi")
     if not obj:
         return None
     r = reader()
-    info = r.info(obj)
-    if info is None:
+    kernel = r.info(obj)
+    if kernel is None:
         return None
     slots = list(r.vtable(obj))[:VTABLE_SLOTS]
-    names = [(info_symbol(addr) or (None,))[0] for addr in slots]
+    names = [found[0] if found else None for found in map(info_symbol, slots)]
+    info: Dict[str, Any] = dict(kernel)
     info.update({"slots": ["0x%x" % a for a in slots], "names": names})
     return info

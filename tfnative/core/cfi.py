@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import struct
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, Literal, NamedTuple, Optional, Tuple, TypedDict, Union
 
 from .elfindex import ElfError, ElfFile, Section
 from .elfindex import sleb128 as _sleb
@@ -48,6 +48,9 @@ Reader = Callable[[int, int], bytes]
 
 class CfiError(Exception):
     """This pc cannot be unwound from CFI alone."""
+
+    # Set by ``Unwinder.unwind``: the frames unwound before the one that failed.
+    frames: Optional[List[Frame]] = None
 
 
 class Cie(NamedTuple):
@@ -71,11 +74,31 @@ class Fde(NamedTuple):
     program: bytes
 
 
+# The CFA rule: ("reg", reg, offset) | ("expr", bytes).
+CfaRule = Union[Tuple[Literal["reg"], int, int], Tuple[Literal["expr"], bytes]]
+# A register's rule (a register without one keeps its value: "same value").
+RegRule = Union[
+    Tuple[Literal["offset"], int],  # saved at CFA + n
+    Tuple[Literal["val_offset"], int],  # is CFA + n
+    Tuple[Literal["register"], int],  # in another register
+    Tuple[Literal["expr"], bytes],  # saved at the address the expression gives
+    Tuple[Literal["val_expr"], bytes],  # is the value the expression gives
+    Tuple[Literal["undefined"]],
+]
+
+
+class _State(TypedDict):
+    """What a CFA program changes as it runs: the CFA rule and the register rules."""
+
+    cfa: Optional[CfaRule]
+    rules: Dict[int, RegRule]
+
+
 class Row(NamedTuple):
     """The unwind row at one address: the CFA rule, the register rules, the return-address column."""
 
-    cfa: Optional[tuple]  # ("reg", reg, offset) | ("expr", bytes) | None
-    rules: Dict[int, tuple]  # DWARF register -> ("offset", n) | ("register", r) | ("expr", bytes) | ...
+    cfa: Optional[CfaRule]
+    rules: Dict[int, RegRule]  # DWARF register -> its rule
     ra_reg: int
     signal_frame: bool
 
@@ -245,11 +268,11 @@ class EhFrame:
 # ------------------------------------------------------------------------------------ CFA programs
 
 
-def _run(program: bytes, code_align: int, data_align: int, loc: int, pc: int, state: dict,
-         initial: Optional[dict]) -> int:
+def _run(program: bytes, code_align: int, data_align: int, loc: int, pc: int, state: _State,
+         initial: Optional[Dict[int, RegRule]]) -> int:
     """Run CFA instructions from ``loc`` while the location is <= ``pc``; update ``state``."""
     rules = state["rules"]
-    stack: List[tuple] = []
+    stack: List[Tuple[Optional[CfaRule], Dict[int, RegRule]]] = []
     pos, n = 0, len(program)
     while pos < n:
         op = program[pos]
@@ -319,7 +342,10 @@ def _run(program: bytes, code_align: int, data_align: int, loc: int, pc: int, st
         elif op in (0x10, 0x16):  # expression, val_expression
             reg, pos = _uleb(program, pos)
             size, pos = _uleb(program, pos)
-            rules[reg] = ("expr" if op == 0x10 else "val_expr", program[pos:pos + size])
+            if op == 0x10:
+                rules[reg] = ("expr", program[pos:pos + size])
+            else:
+                rules[reg] = ("val_expr", program[pos:pos + size])
             pos += size
         elif op == 0x11:  # offset_extended_sf
             reg, pos = _uleb(program, pos)
@@ -347,21 +373,21 @@ def _run(program: bytes, code_align: int, data_align: int, loc: int, pc: int, st
     return loc
 
 
-def _restore(rules: dict, initial: Optional[dict], reg: int) -> None:
+def _restore(rules: Dict[int, RegRule], initial: Optional[Dict[int, RegRule]], reg: int) -> None:
     if initial is not None and reg in initial:
         rules[reg] = initial[reg]
     else:
         rules.pop(reg, None)
 
 
-def _cfa_reg(state: dict) -> int:
+def _cfa_reg(state: _State) -> int:
     cfa = state["cfa"]
     if cfa is None or cfa[0] != "reg":
         raise CfiError("CFA offset change without a register rule")
     return cfa[1]
 
 
-def _cfa_offset(state: dict) -> int:
+def _cfa_offset(state: _State) -> int:
     cfa = state["cfa"]
     if cfa is None or cfa[0] != "reg":
         raise CfiError("CFA register change without an offset rule")
@@ -444,7 +470,7 @@ def _signed(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
-_BINARY = {
+_BINARY: Dict[int, Callable[[int, int], int]] = {
     0x1A: lambda a, b: a & b,
     0x1C: lambda a, b: a - b,
     0x1E: lambda a, b: a * b,
@@ -543,10 +569,10 @@ class Unwinder:
                 found = recover_caller(frame.regs, self.read, lambda pc: self.module_of(pc) is not None, stack)
                 recovered += 1
                 if found is None or recovered > MAX_RECOVERED:
-                    exc.frames = frames  # type: ignore[attr-defined] # what was unwound before it
+                    exc.frames = frames  # what was unwound before it
                     raise
-                regs, how = found
-                caller = Frame(regs[RIP], regs, self.module_of(regs[RIP]))
+                caller_regs, how = found
+                caller = Frame(caller_regs[RIP], caller_regs, self.module_of(caller_regs[RIP]))
                 caller.recovered = how
             if caller is None or caller.pc == 0:
                 return frames
@@ -570,7 +596,7 @@ class Unwinder:
                     if at_clone is not None:
                         return at_clone or None
                 raise
-            state = {"cfa": None, "rules": {}}
+            state: _State = {"cfa": None, "rules": {}}
             _run(cie.initial, cie.code_align, cie.data_align, start, 1 << 64, state, None)
             initial = dict(state["rules"])
             _run(program, cie.code_align, cie.data_align, start, lookup, state, initial)
@@ -592,20 +618,19 @@ class Unwinder:
         new = dict(regs)
         new[RSP] = cfa
         for reg, rule in rules.items():
-            kind = rule[0]
-            if kind == "undefined":
+            if rule[0] == "undefined":
                 new.pop(reg, None)
-            elif kind == "offset":
+            elif rule[0] == "offset":
                 new[reg] = self._u64((cfa + rule[1]) & MASK)
-            elif kind == "val_offset":
+            elif rule[0] == "val_offset":
                 new[reg] = (cfa + rule[1]) & MASK
-            elif kind == "register":
+            elif rule[0] == "register":
                 if rule[1] not in regs:
                     raise CfiError("register rule reads unknown register %d" % rule[1])
                 new[reg] = regs[rule[1]]
-            elif kind == "expr":
+            elif rule[0] == "expr":
                 new[reg] = self._u64(_evaluate(rule[1], regs, self.read, push_cfa=cfa))
-            elif kind == "val_expr":
+            elif rule[0] == "val_expr":
                 new[reg] = _evaluate(rule[1], regs, self.read, push_cfa=cfa)
         pc = new.get(ra_reg)
         if pc is None:
@@ -618,7 +643,7 @@ class Unwinder:
             raise CfiError("the caller of 0x%x returns to 0x%x, in no known code" % (frame.pc, pc))
         return Frame(pc, new, module)
 
-    def _after_clone(self, frame: Frame) -> Optional[object]:
+    def _after_clone(self, frame: Frame) -> Union[Frame, Literal[False], None]:
         """The caller of a thread stopped just after glibc's ``clone``/``clone3`` syscall, which has no FDE.
 
         glibc leaves the few instructions after the syscall without CFI.  The
@@ -646,6 +671,7 @@ class Unwinder:
 
     def _u64(self, addr: int) -> int:
         try:
-            return struct.unpack("<Q", self.read(addr, 8))[0]
+            value: int = struct.unpack("<Q", self.read(addr, 8))[0]
         except MemoryError as exc:
             raise CfiError("cannot read the saved register at 0x%x: %s" % (addr, exc)) from None
+        return value

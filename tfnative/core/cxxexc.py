@@ -44,7 +44,7 @@ from __future__ import annotations
 import mmap
 import struct
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .elfindex import PT_LOAD, ElfError, ElfFile, data_symbols, demangle
 from .memory import USER_SPACE_END
@@ -112,7 +112,8 @@ class CxxException:
 
 
 def _s32(code: bytes, at: int) -> int:
-    return struct.unpack_from("<i", code, at)[0]
+    value: int = struct.unpack_from("<i", code, at)[0]
+    return value
 
 
 def tls_recipe(code: bytes, vaddr: int) -> Optional[TlsRecipe]:
@@ -180,7 +181,8 @@ def tls_recipe(code: bytes, vaddr: int) -> Optional[TlsRecipe]:
 
 
 def _u64(read: Reader, addr: int) -> int:
-    return struct.unpack("<Q", read(addr, 8))[0]
+    value: int = struct.unpack("<Q", read(addr, 8))[0]
+    return value
 
 
 def _plausible(addr: int) -> bool:
@@ -369,7 +371,7 @@ def exceptions(read: Reader, globals_addr: int, vtables: Optional[Dict[str, int]
     except (MemoryError, OSError, struct.error):
         return []
     out: List[CxxException] = []
-    seen = set()
+    seen: Set[int] = set()
     header, steps = caught, 0
     while header and steps < MAX_CHAIN:
         steps += 1
@@ -391,7 +393,7 @@ def exceptions(read: Reader, globals_addr: int, vtables: Optional[Dict[str, int]
 
 
 def _uncaught(read: Reader, stack: Optional[Tuple[int, int]], registers: Sequence[int],
-              vtables: Dict[str, int], seen: set) -> Optional[CxxException]:
+              vtables: Dict[str, int], seen: Set[int]) -> Optional[CxxException]:
     """An exception being unwound: a pointer to its ``unwindHeader`` (what ``_Unwind_RaiseException``,
     the personality routine and a cleanup's landing pad pass along, kept in a register or on the stack)
     or to its header."""
@@ -435,7 +437,7 @@ def terminating(frames: Sequence[Tuple[Optional[str], Optional[str]]]) -> bool:
     ran), though no handler of the program's caught it."""
     for (function, _lib), (_caller, caller_lib) in zip(frames, frames[1:]):
         if function == "abort":
-            return bool(caller_lib) and caller_lib.startswith("libstdc++")
+            return caller_lib is not None and caller_lib.startswith("libstdc++")
     return False
 
 

@@ -293,7 +293,12 @@ class _Sections:
 # ---------------------------------------------------------------- compile units
 
 
-def _abbrev(abbrevs: memoryview, table: int, code: int, cache: Dict[Tuple[int, int], tuple]) -> Optional[tuple]:
+# An abbreviation: (tag, [(attribute, form, implicit_const)]).
+Abbrev = Tuple[int, List[Tuple[int, int, int]]]
+
+
+def _abbrev(abbrevs: memoryview, table: int, code: int,
+            cache: Dict[Tuple[int, int], Optional[Abbrev]]) -> Optional[Abbrev]:
     """(tag, [(attribute, form, implicit_const)]) of abbreviation ``code`` in the table at ``table``."""
     key = (table, code)
     if key in cache:
@@ -306,7 +311,7 @@ def _abbrev(abbrevs: memoryview, table: int, code: int, cache: Dict[Tuple[int, i
             break
         tag, pos = uleb128(abbrevs, pos)
         pos += 1  # has_children
-        attrs = []
+        attrs: List[Tuple[int, int, int]] = []
         while pos < n:
             at, pos = uleb128(abbrevs, pos)
             form, pos = uleb128(abbrevs, pos)
@@ -319,7 +324,7 @@ def _abbrev(abbrevs: memoryview, table: int, code: int, cache: Dict[Tuple[int, i
         cache[(table, c)] = (tag, attrs)
         if c == code:
             return cache[key]
-    cache[key] = None  # type: ignore[assignment]
+    cache[key] = None
     return None
 
 
@@ -342,7 +347,7 @@ def _units(info: memoryview, abbrevs: memoryview, e: str,
 
     An inline string's value is its offset in ``.debug_info``, its text put in ``strings``.
     """
-    cache: Dict[Tuple[int, int], tuple] = {}
+    cache: Dict[Tuple[int, int], Optional[Abbrev]] = {}
     n = len(info)
     for count, h in enumerate(unit_headers(info, e), 1):
         if count > MAX_UNITS:
@@ -659,7 +664,7 @@ def _read_mapped(cov: Cover, mm: mmap.mmap, path: str) -> None:
         cov.ranges = []
 
 
-_CACHE: Dict[tuple, Cover] = {}
+_CACHE: Dict[Tuple[str, int, int, int, int], Cover] = {}
 _CACHE_LOCK = threading.Lock()
 _CACHE_MAX = 512
 
@@ -668,7 +673,7 @@ def cover(path: str) -> Cover:
     """``read(path)``, once per file (path, size, mtime, inode); a file that cannot be read has no DWARF."""
     try:
         st = os.stat(path)
-        key: tuple = (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+        key = (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
     except OSError:
         return Cover(path, elf=False)
     with _CACHE_LOCK:

@@ -236,7 +236,8 @@ class ElfIndex:
     """Function symbols of one ELF file, sorted by address (see the module docstring)."""
 
     def __init__(self, path: str, build_id: Optional[str], table: str, strtab_offset: int, strtab_size: int,
-                 addrs: array.array, sizes: array.array, names: array.array, by_name: array.array,
+                 addrs: array.array[int], sizes: array.array[int], names: array.array[int],
+                 by_name: array.array[int],
                  mm: mmap.mmap, from_cache: bool) -> None:
         self.path = path
         self.build_id = build_id
@@ -270,7 +271,7 @@ class ElfIndex:
                 got = _load_cache(entry, st, build_id, mm, path)
                 if got is not None:
                     return got
-            idx = _build(elf, build_id, mm, path)
+            idx = build_index(elf, build_id, mm, path)
             if use_cache:
                 try:
                     _store_cache(entry, idx, st)
@@ -488,7 +489,9 @@ def _strip_templates(s: str) -> str:
 
 def _split_top(s: str, sep: str = "::") -> List[str]:
     """Split on ``sep`` outside <...> and (...)."""
-    parts, depth, cur, i = [], 0, [], 0
+    parts: List[str] = []
+    cur: List[str] = []
+    depth = i = 0
     while i < len(s):
         c = s[i]
         if c in "<(":
@@ -632,7 +635,10 @@ def display_names(names: Sequence[str]) -> List[str]:
 # building and caching
 
 
-def _build(elf: ElfFile, build_id: Optional[str], mm: mmap.mmap, path: str) -> ElfIndex:
+def build_index(elf: ElfFile, build_id: Optional[str], mm: mmap.mmap, path: str) -> ElfIndex:
+    """The index of ``elf``'s function symbols (``.symtab``, else ``.dynsym``), built without the cache:
+    ``mm`` is the mapping ``elf`` reads, ``path`` the name the index gives (also for an image in memory,
+    such as the vDSO)."""
     symtab = None
     for want in (SHT_SYMTAB, SHT_DYNSYM):
         for s in elf.sections:

@@ -24,7 +24,7 @@ A worker is busy when its stack runs an executor or a kernel (``ExecutorState::P
 """
 
 import re
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .model import NativeFrame, PythonFrame, Thread
 
@@ -136,7 +136,7 @@ def pools(threads: List[Thread], tf_names: Optional[Dict[int, str]] = None) -> D
     return out
 
 
-def pool_summary(threads: List[Thread], tf_names: Optional[Dict[int, str]] = None) -> Dict:
+def pool_summary(threads: List[Thread], tf_names: Optional[Dict[int, str]] = None) -> Dict[str, Any]:
     """``{"name", "threads", "busy": [tid...], "idle": [tid...]}`` of the inter-op pool's workers among
     ``threads`` (every thread of the capture); ``threads`` 0 when none is seen.
 
@@ -157,7 +157,7 @@ def pool_summary(threads: List[Thread], tf_names: Optional[Dict[int, str]] = Non
     unknown = [t for t in threads if worker_loop(t) == "eigen" and pool_of(t, names.get(t.tid)) is None]
     workers = known + unknown
     busy = [t.tid for t in known if runs_kernel(t)]
-    out = {"name": None, "threads": len(workers), "busy": busy,
+    out: Dict[str, Any] = {"name": None, "threads": len(workers), "busy": busy,
            "idle": [t.tid for t in workers if t.tid not in busy], "exact": not unknown}
     if workers:
         out["pools"] = pools(threads, names)

@@ -165,6 +165,7 @@ def _saved_frame_pointer(read: Reader, is_code: Callable[[int], bool], rsp: int,
     A saved frame pointer points above the return address into the stack,
     and the word after the frame it points to is itself a return address.
     """
+    words: Tuple[int, ...]
     try:
         words = struct.unpack("<%dQ" % ((slot - rsp) // 8), read(rsp, slot - rsp)) if slot > rsp else ()
     except MemoryError:

@@ -32,7 +32,7 @@ def line_310(table: bytes, firstlineno: int, addr: int) -> Optional[int]:
     return None
 
 
-def _varint(table: bytes, pos: int):
+def _varint(table: bytes, pos: int) -> Tuple[int, int]:
     b = table[pos]
     pos += 1
     val = b & 63
@@ -45,7 +45,7 @@ def _varint(table: bytes, pos: int):
     return val, pos
 
 
-def _svarint(table: bytes, pos: int):
+def _svarint(table: bytes, pos: int) -> Tuple[int, int]:
     val, pos = _varint(table, pos)
     return (-(val >> 1) if val & 1 else (val >> 1)), pos
 

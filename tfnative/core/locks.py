@@ -87,6 +87,7 @@ def futex_address(regs: Mapping[str, int]) -> Optional[int]:
 def mutex_owner(read: Reader, addr: int) -> Optional[int]:
     """The thread id that holds the pthread mutex at ``addr`` (its lock word), or None where the bytes there
     are no locked mutex of a kind glibc defines."""
+    owner: int
     try:
         lock, _count, owner, _nusers, kind = struct.unpack("<iIiIi", read(addr, 20))
     except (OSError, MemoryError, struct.error):

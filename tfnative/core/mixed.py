@@ -9,7 +9,7 @@ guess: the thread is marked ``"merge": "mismatch"`` and both stacks are kept.
 
 from typing import List, Optional
 
-from .model import NativeFrame, PythonFrame, Thread
+from .model import Frame, NativeFrame, PythonFrame, Thread
 
 EVAL_FUNCTION = "_PyEval_EvalFrameDefault"
 
@@ -41,7 +41,7 @@ def merge(thread: Thread, native: List[NativeFrame], groups: Optional[List[List[
             len(evals), len(groups))
         thread.python_frames = [f for g in groups for f in g]
         return
-    out: List = []
+    out: List[Frame] = []
     gi = 0
     for f in native:
         if is_eval_frame(f):

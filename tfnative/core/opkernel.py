@@ -66,7 +66,8 @@ class OpKernelReader:
         self._vtables: Dict[int, Tuple[int, ...]] = {}
 
     def u64(self, addr: int) -> int:
-        return struct.unpack("<Q", self.mem.read(addr, 8))[0]
+        value: int = struct.unpack("<Q", self.mem.read(addr, 8))[0]
+        return value
 
     def vtable(self, obj: int) -> Tuple[int, ...]:
         """The first VTABLE_SLOTS entries of the vtable of ``obj`` (empty when unreadable)."""
@@ -169,7 +170,7 @@ def stack_words(memory: Memory, low: int, high: int) -> List[int]:
 
 
 def op_of_frame(kernels: OpKernelReader, start: int, pc: int, level: int, regs: Dict[str, int],
-                caller_regs: Dict[str, int], low: int, high: int, device: bool = False) -> Optional[Dict]:
+                caller_regs: Dict[str, int], low: int, high: int, device: bool = False) -> Optional[Dict[str, str]]:
     """``{"type", "name", "kernel"}`` of the op a native frame runs, or None.
 
     ``start`` is the entry of the frame's function, ``regs`` and

@@ -13,7 +13,7 @@ current frame -> ``previous``/``f_back`` links, cut into one group per
 import os
 import re
 import struct
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .linetable import line_for
 from .memory import Memory
@@ -29,6 +29,9 @@ from .pylayout import (
     debug_offsets_layout,
 )
 from .pyobjects import ObjectReader
+
+# A code object's (qualified name, file name, first line, line table), read once per capture.
+CodeInfo = Tuple[str, Optional[str], int, bytes]
 
 MAX_FRAMES = 1 << 17  # a bound on any walk; far more than a C stack holds
 MAX_THREADS = 4096
@@ -61,8 +64,8 @@ class PyFrame:
         self.code = code  # the code object it runs
         self.locals: Dict[str, str] = {}
         self.objects: Dict[str, int] = {}
-        self.converted: Optional[dict] = None
-        self.variables: Optional[List[dict]] = None  # --locals: {"name", "repr", "arg"} in order
+        self.converted: Optional[Dict[str, Any]] = None
+        self.variables: Optional[List[Dict[str, Any]]] = None  # --locals: {"name", "repr", "arg"} in order
 
     def to_frame(self) -> PythonFrame:
         """The frame as the model's (a capture's Python frame: no ``class``, ``user`` or source yet)."""
@@ -105,20 +108,23 @@ class PythonReader:
         self.str_type = str_type
         self.bytes_type = bytes_type
         self._strings: Dict[int, Optional[str]] = {}
-        self._code: Dict[int, tuple] = {}
-        self._lines: Dict[tuple, Optional[int]] = {}  # (code object, instruction offset) -> line
+        self._code: Dict[int, CodeInfo] = {}
+        self._lines: Dict[Tuple[int, int], Optional[int]] = {}  # (code object, instruction offset) -> line
         self.want_variables = False  # --locals: read each frame's arguments and locals
         self.objects = ObjectReader(self)
 
     # -- primitive reads -------------------------------------------------
     def u64(self, addr: int) -> int:
-        return struct.unpack("<Q", self.mem.read(addr, 8))[0]
+        value: int = struct.unpack("<Q", self.mem.read(addr, 8))[0]
+        return value
 
     def i64(self, addr: int) -> int:
-        return struct.unpack("<q", self.mem.read(addr, 8))[0]
+        value: int = struct.unpack("<q", self.mem.read(addr, 8))[0]
+        return value
 
     def i32(self, addr: int) -> int:
-        return struct.unpack("<i", self.mem.read(addr, 4))[0]
+        value: int = struct.unpack("<i", self.mem.read(addr, 4))[0]
+        return value
 
     def u8(self, addr: int) -> int:
         return self.mem.read(addr, 1)[0]
@@ -173,7 +179,7 @@ class PythonReader:
         L = self.layout
         out: List[ThreadPy] = []
         interp = self.u64(self.runtime + L.runtime_interpreters_head)
-        seen = set()
+        seen: Set[int] = set()
         while interp and interp not in seen and len(seen) < 64:
             seen.add(interp)
             ts = self.u64(interp + L.interp_threads_head)
@@ -229,7 +235,7 @@ class PythonReader:
         return thread
 
     # -- code objects ----------------------------------------------------
-    def _code_info(self, code: int):
+    def _code_info(self, code: int) -> CodeInfo:
         info = self._code.get(code)
         if info is None:
             L = self.layout
@@ -277,7 +283,7 @@ class PythonReader:
                     pass
         return frame
 
-    def local_objects(self, code: int, frame_addr: int, names: List[str]) -> Dict[str, int]:
+    def local_objects(self, code: int, frame_addr: int, names: Sequence[str]) -> Dict[str, int]:
         """Addresses of the objects bound to the locals ``names`` of a frame (unbound ones are left out)."""
         L = self.layout
         if L.frame_localsplus is None or L.code_localsplusnames is None:
@@ -286,13 +292,13 @@ class PythonReader:
         out: Dict[str, int] = {}
         for i, item in enumerate(self.tuple_items(tup)):
             local_name = self.string(item)
-            if local_name in names:
+            if local_name is not None and local_name in names:
                 obj = self.ref(frame_addr + L.frame_localsplus + 8 * i)
                 if obj:
                     out[local_name] = obj
         return out
 
-    def string_locals(self, code: int, frame_addr: int, names: List[str]) -> Dict[str, str]:
+    def string_locals(self, code: int, frame_addr: int, names: Sequence[str]) -> Dict[str, str]:
         """Values of the str/bytes locals ``names`` of a frame (others are skipped)."""
         out: Dict[str, str] = {}
         for local_name, obj in self.local_objects(code, frame_addr, names).items():
@@ -338,11 +344,11 @@ class PythonReader:
             value |= (struct.unpack("<I", self.mem.read(obj + 24 + 4 * i, 4))[0] & 0x3FFFFFFF) << (30 * i)
         return -value if negative else value
 
-    def dict_items(self, obj: int) -> List[tuple]:
+    def dict_items(self, obj: int) -> List[Tuple[int, int]]:
         """(key, value) object addresses of a dict, in insertion order."""
         return list(self.dict_entries(obj))
 
-    def dict_entries(self, obj: int) -> Iterator[tuple]:
+    def dict_entries(self, obj: int) -> Iterator[Tuple[int, int]]:
         """The same, read as they are asked for (a lookup stops at its key)."""
         L = self.layout
         keys = self.u64(obj + L.dict_keys)
@@ -374,7 +380,7 @@ class PythonReader:
     def _read_310(self, thread: ThreadPy) -> None:
         L = self.layout
         f = self.u64(thread.tstate + L.tstate_frame)
-        seen = set()
+        seen: Set[int] = set()
         while f:
             if _stop(thread, f, seen):
                 return
@@ -403,7 +409,7 @@ class PythonReader:
         else:
             f = self.u64(thread.tstate + L.tstate_frame)
         group: List[PyFrame] = []
-        seen = set()
+        seen: Set[int] = set()
         while f:
             if _stop(thread, f, seen):
                 break
@@ -421,7 +427,7 @@ class PythonReader:
                     instr = self.u64(f + L.frame_instr)
                     start = code + L.code_code
                     group.append(self._frame(code, instr - start if instr else -1, f))
-                entry = L.chain == "entry_flag" and self.u8(f + L.frame_is_entry)
+                entry = L.chain == "entry_flag" and L.frame_is_entry is not None and self.u8(f + L.frame_is_entry)
                 f = self.u64(f + L.frame_previous)
             except MemoryError as exc:
                 thread.error = _unreadable(f, len(seen) - 1, exc)
@@ -436,7 +442,7 @@ class PythonReader:
             thread.groups.append(group)
 
 
-def _stop(thread: ThreadPy, frame: int, seen: set) -> bool:
+def _stop(thread: ThreadPy, frame: int, seen: Set[int]) -> bool:
     """Whether the walk stops before ``frame``: the chain loops back on itself, or is implausibly long."""
     if frame in seen:
         thread.error = ("the Python frame chain loops back to frame 0x%x after %d frames: memory corrupted; "
@@ -457,7 +463,7 @@ def _unreadable(frame: int, index: int, exc: Exception) -> str:
 NO_RUNTIME = "no _PyRuntime symbol: the target does not run CPython (or it is not loaded yet)"
 
 
-def open_reader(memory, symbol: Callable[[str], Optional[int]],  # noqa: ANN001 - any reader of memory
+def open_reader(memory: Memory, symbol: Callable[[str], Optional[int]],
                 library: Callable[[int], str]) -> Tuple[Optional[PythonReader], Optional[str]]:
     """A PythonReader for the target's interpreter, or (None, why).
 
@@ -496,7 +502,7 @@ def open_reader(memory, symbol: Callable[[str], Optional[int]],  # noqa: ANN001 
                         symbol("PyBytes_Type")), None
 
 
-def _head(memory, runtime: int) -> bytes:  # noqa: ANN001 - any reader of memory
+def _head(memory: Memory, runtime: int) -> bytes:
     """The head of ``_PyRuntime`` (where 3.13+ keep ``_Py_DebugOffsets``): as much of the first
     ``DEBUG_OFFSETS_MAX`` bytes as can be read; b"" when none can."""
     size = DEBUG_OFFSETS_MAX

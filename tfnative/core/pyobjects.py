@@ -16,10 +16,15 @@ value, never an error for the whole frame.
   ``<TYPE at 0xADDR>`` (the type's own name, without its module).  py-spy and pystack show locals the same way.
 """
 
+from __future__ import annotations
+
 import struct
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .pylayout import STACKREF_TAG_BITS
+
+if TYPE_CHECKING:
+    from .pyframes import PythonReader
 
 MANAGED_DICT = 1 << 4  # Py_TPFLAGS_MANAGED_DICT (3.11+)
 INLINE_VALUES = 1 << 2  # Py_TPFLAGS_INLINE_VALUES (3.13)
@@ -30,7 +35,7 @@ MAX_VARIABLES = 64  # locals shown per frame
 MAX_SHARED_KEYS = 1024
 
 
-def cstring(reader, addr: int, limit: int = 200) -> str:  # noqa: ANN001 - a PythonReader
+def cstring(reader: PythonReader, addr: int, limit: int = 200) -> str:
     """A NUL-terminated string (a type's ``tp_name``), read page by page, at most ``limit`` bytes."""
     out = b""
     while len(out) < limit:
@@ -46,7 +51,7 @@ def cstring(reader, addr: int, limit: int = 200) -> str:  # noqa: ANN001 - a Pyt
 class ObjectReader:
     """Reads objects by name and shows them short, with per-type caches for one capture."""
 
-    def __init__(self, reader) -> None:  # noqa: ANN001 - a PythonReader
+    def __init__(self, reader: PythonReader) -> None:
         self.r = reader
         self.L = reader.layout
         self._type_names: Dict[int, str] = {}
@@ -97,7 +102,7 @@ class ObjectReader:
         L, r = self.L, self.r
         if L.heaptype_cached_keys is None:
             return []
-        if not self._heap_type_checked(tp):
+        if not self._heap_type_checked(tp, L.heaptype_cached_keys):
             return []
         keys = r.u64(tp + L.heaptype_cached_keys)
         if not keys:
@@ -115,13 +120,14 @@ class ObjectReader:
                 out.append((key, value))
         return out
 
-    def _heap_type_checked(self, tp: int) -> bool:
+    def _heap_type_checked(self, tp: int, cached_keys: int) -> bool:
         """Whether ``ht_cached_keys`` sits where the layout says in the class ``tp``: the ``ht_name`` three
         pointers before it must be a str that ends ``tp_name`` (3.14+ derive that offset from the published
-        size of ``PyTypeObject``; this catches a build where the derivation does not hold)."""
+        size of ``PyTypeObject``; this catches a build where the derivation does not hold).  ``cached_keys``
+        is the layout's ``heaptype_cached_keys``."""
         ok = self._checked_types.get(tp)
         if ok is None:
-            name = self.r.string(self.r.u64(tp + self.L.heaptype_cached_keys - 24))
+            name = self.r.string(self.r.u64(tp + cached_keys - 24))
             full = cstring(self.r, self.r.u64(tp + self.L.type_name))
             ok = self._checked_types[tp] = bool(name) and full.rsplit(".", 1)[-1] == name
         return ok
@@ -248,10 +254,11 @@ class ObjectReader:
             return "{" + ", ".join(pairs) + "}"
         return "<%s at 0x%x>" % (kind.rsplit(".", 1)[-1], obj)  # EagerTensor, not tensorflow.python...
 
-    def variables(self, code: int, frame_addr: int) -> List[Dict]:
+    def variables(self, code: int, frame_addr: int) -> List[Dict[str, Any]]:
         """The frame's arguments and locals in order: ``{"name", "repr", "arg"}``; unbound ones left out."""
         L, r = self.L, self.r
-        if L.frame_localsplus is None or L.code_localsplusnames is None or L.code_argcount is None:
+        if (L.frame_localsplus is None or L.code_localsplusnames is None or L.code_argcount is None
+                or L.code_kwonlyargcount is None or L.code_flags is None):
             return []
         names = r.tuple_items(r.u64(code + L.code_localsplusnames))
         argcount, kwonly = r.i32(code + L.code_argcount), r.i32(code + L.code_kwonlyargcount)
@@ -261,7 +268,7 @@ class ObjectReader:
             # counts that cannot be (3.14+ derive co_kwonlyargcount and co_flags from the published
             # co_argcount): show the variables, mark none an argument rather than guess
             nargs = 0
-        out: List[Dict] = []
+        out: List[Dict[str, Any]] = []
         for i, name_obj in enumerate(names[:MAX_VARIABLES]):
             bits = r.u64(frame_addr + L.frame_localsplus + 8 * i)
             number = r.tagged_int(bits)  # 3.14+: a small int may be kept in the slot itself

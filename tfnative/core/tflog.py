@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Tuple
 
 from .memory import USER_SPACE_END
 
@@ -73,7 +73,7 @@ def _read_below(read: Read, sp: int, size: int) -> bytes:
     return bytes(out)
 
 
-def _varint(buf: bytes, i: int) -> tuple:
+def _varint(buf: bytes, i: int) -> Tuple[int, int]:
     value = shift = 0
     while i < len(buf) and shift < 64:
         b = buf[i]
@@ -85,9 +85,9 @@ def _varint(buf: bytes, i: int) -> tuple:
     raise ValueError("truncated varint")
 
 
-def _strings(buf: bytes, depth: int = 0) -> list:
+def _strings(buf: bytes, depth: int = 0) -> List[bytes]:
     """The string leaves of a protobuf message, in order (nested messages tried first)."""
-    out: list = []
+    out: List[bytes] = []
     i = 0
     while i < len(buf):
         key, i = _varint(buf, i)
@@ -114,7 +114,7 @@ def _decoded(chunk: bytes) -> Optional[str]:
     for m in _ENCODED.finditer(chunk):
         if len(m.group(2)) != m.group(1)[0]:
             continue
-        text: list = []
+        text: List[bytes] = []
         try:
             line, i = _varint(chunk, m.end())
             while i < len(chunk):
@@ -153,13 +153,13 @@ def fatal_line(read: Read, sp: int) -> Optional[str]:
     if sp >= 0x10000 + BELOW_SP_BYTES:
         chunks.append(_read_below(read, sp, BELOW_SP_BYTES))
     for chunk in chunks:
-        found = [m for m in _LINE.findall(chunk) if m.startswith(b"F")]
+        found: List[bytes] = [m for m in _LINE.findall(chunk) if m.startswith(b"F")]
         if found:
             return found[-1].decode("utf-8", "replace").rstrip()
         decoded = _decoded(chunk)
         if decoded:
             return decoded
-        tsl = _TSL_LINE.findall(chunk)
+        tsl: List[bytes] = _TSL_LINE.findall(chunk)
         if tsl:
             return tsl[-1].decode("utf-8", "replace").rstrip()
     return None

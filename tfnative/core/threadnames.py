@@ -16,7 +16,7 @@ thread's ``pthread_t``, which on x86-64 glibc is its thread pointer (``fs_base``
 
 import mmap
 import struct
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .elfindex import SHT_DYNSYM, SHT_SYMTAB, ElfFile
 
@@ -55,9 +55,9 @@ def registry_symbols(path: str) -> Dict[str, int]:
     return found
 
 
-def _names_in(mm: mmap.mmap, lo: int, hi: int) -> List[tuple]:
+def _names_in(mm: mmap.mmap, lo: int, hi: int) -> List[Tuple[str, int]]:
     """(name, offset in the string table) of the registry's symbol names in the string table at [lo, hi)."""
-    out: List[tuple] = []
+    out: List[Tuple[str, int]] = []
     pos = mm.find(_SYMBOL_PARTS[0], lo, hi)
     while pos >= 0 and len(out) < 16:
         start = mm.rfind(b"\0", lo, pos) + 1
@@ -71,7 +71,8 @@ def _names_in(mm: mmap.mmap, lo: int, hi: int) -> List[tuple]:
 
 
 def _u64(read: Reader, addr: int) -> int:
-    return struct.unpack("<Q", read(addr, 8))[0]
+    value: int = struct.unpack("<Q", read(addr, 8))[0]
+    return value
 
 
 def read_registry(read: Reader, pointer_addr: int) -> Dict[int, str]:

@@ -72,7 +72,10 @@ class PythonThreads:
         """
         if self.by_native:
             return self.by_native.get(self.inner.get(tid, tid))
-        return self.by_pthread.get(pthread_id()) if self.by_pthread else None
+        if not self.by_pthread:
+            return None
+        ptid = pthread_id()
+        return self.by_pthread.get(ptid) if ptid is not None else None
 
 
 def namespace_tids(pid: int) -> Dict[int, int]:

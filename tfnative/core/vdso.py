@@ -14,7 +14,7 @@ import struct
 from typing import Callable, List, Optional
 
 from .cfi import EhFrame
-from .elfindex import ElfError, ElfFile, ElfIndex, _build
+from .elfindex import ElfError, ElfFile, ElfIndex, build_index
 
 __all__ = ["VDSO", "auxv_vdso_base", "cfi", "code_size", "image_of", "symbols"]
 
@@ -66,7 +66,8 @@ def code_size(image: mmap.mmap) -> int:
     for i in range(phnum):
         p_type, p_flags, _off, vaddr, _pa, _fs, memsz = struct.unpack_from("<IIQQQQQ", image, phoff + i * phentsize)
         if p_type == 1 and p_flags & 1:
-            return vaddr + memsz
+            end: int = vaddr + memsz
+            return end
     return 0
 
 
@@ -77,6 +78,6 @@ def cfi(image: mmap.mmap) -> EhFrame:
 def symbols(image: mmap.mmap) -> List[ElfIndex]:
     """The image's ``.dynsym`` as a symbol index (empty list if it has none)."""
     try:
-        return [_build(ElfFile(image, VDSO), None, image, VDSO)]
+        return [build_index(ElfFile(image, VDSO), None, image, VDSO)]
     except (ElfError, ValueError, struct.error):
         return []

@@ -43,14 +43,17 @@ import traceback
 import weakref
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SIGNAL = int(os.environ.pop("TFNATIVE_NUMERICS_SIGNAL", "0") or 0)
 _ORIGINS = os.environ.pop("TFNATIVE_OP_ORIGINS", "")
 _NO_XLA = os.environ.pop("TFNATIVE_NUMERICS_NO_XLA", "") == "1"
-_OPS = {}  # instrumented graph op: error message -> (type, node name, creation stack)
-_XLA_SKIPPED = set()  # names of the XLA-compiled functions left uninstrumented
+# A frame of a creation stack: (file, line, function); the line None where Python knows none.
+StackRow = Tuple[str, Optional[int], str]
+# instrumented graph op: error message -> (type, node name, creation stack)
+_OPS: Dict[str, Tuple[str, str, List[StackRow]]] = {}
+_XLA_SKIPPED: Set[str] = set()  # names of the XLA-compiled functions left uninstrumented
 # The last eager op's check: (its error message, op type, weak references to its inputs); looked at only when
 # that check fails, so that no op pays more than the references.
 _LAST_EAGER: List[Any] = []
@@ -82,8 +85,10 @@ def _tfnative_numerics_stop(op_type: str, op_name: str, created_at: str,
     return op_type, op_name, created_at, xla_functions
 
 
-def _stack_text(frames: List[Tuple[str, int, str]]) -> str:
-    return "\n".join("%s\t%d\t%s" % (f, line, fn) for f, line, fn in frames)
+def _stack_text(frames: List[StackRow]) -> str:
+    """One "file<TAB>line<TAB>function" row per frame; a frame without a line gets an empty line column
+    (``report`` skips such rows)."""
+    return "\n".join("%s\t%s\t%s" % (f, "" if line is None else "%d" % line, fn) for f, line, fn in frames)
 
 
 def _reported(error: Optional[BaseException]) -> bool:
@@ -129,8 +134,8 @@ def _hide_from_tracebacks() -> None:
     for name in ("tensorflow.python.util.traceback_utils", "keras.src.utils.traceback_utils"):
         module = sys.modules.get(name)
         paths = getattr(module, "_EXCLUDED_PATHS", None)
-        if isinstance(paths, tuple) and _HERE not in paths:
-            module._EXCLUDED_PATHS = paths + (_HERE,)  # type: ignore[union-attr]
+        if module is not None and isinstance(paths, tuple) and _HERE not in paths:
+            setattr(module, "_EXCLUDED_PATHS", paths + (_HERE,))  # noqa: B010 - another library's module
 
 
 def _enable(tf: ModuleType) -> None:
@@ -174,7 +179,7 @@ def _enable_numerics(tf: ModuleType) -> None:
     make_message = cnc.get_check_numerics_error_message
 
     def message(*args: Any, **kwargs: Any) -> str:
-        text = make_message(*args, **kwargs)
+        text: str = make_message(*args, **kwargs)
         graph, stack = kwargs.get("graph"), kwargs.get("traceback")
         if graph is None and len(args) >= 5 and _XLA_SKIPPED:
             try:
@@ -241,7 +246,7 @@ def _run_without_xla() -> None:
     polymorphic_function.Function.__init__ = without_xla
 
 
-_XLA_FUNCTIONS = {}  # function name -> compiled by XLA
+_XLA_FUNCTIONS: Dict[str, bool] = {}  # function name -> compiled by XLA
 
 
 def _xla_function(name: str) -> bool:
@@ -300,7 +305,7 @@ class _TensorFlowHook:
             exec_module(module)
             _enable(module)
 
-        spec.loader.exec_module = run
+        setattr(spec.loader, "exec_module", run)  # noqa: B010 - a method replaced on this loader alone
         return spec
 
 

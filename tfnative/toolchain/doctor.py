@@ -16,7 +16,7 @@ import re
 import struct
 import zlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..core import dwarfcover
 from ..core.elfindex import ElfError, ElfFile, Section
@@ -120,10 +120,12 @@ class Elf:
             zs = self.sections.get(".z" + name[1:])
             if zs is None:
                 return 0
-            return struct.unpack_from(">Q", self._m, zs.offset + 4)[0]
+            zsize: int = struct.unpack_from(">Q", self._m, zs.offset + 4)[0]
+            return zsize
         if s.flags & SHF_COMPRESSED:
             fmt = "IIQQ" if self.is64 else "III"
-            return struct.unpack_from(self.end + fmt, self._m, s.offset)[2 if self.is64 else 1]
+            ch_size: int = struct.unpack_from(self.end + fmt, self._m, s.offset)[2 if self.is64 else 1]
+            return ch_size
         return s.size
 
     def data(self, name: str) -> Optional[memoryview]:
@@ -206,13 +208,13 @@ class AbbrevReader:
         self.data = data
         self.cache: Dict[int, Dict[int, Abbrev]] = {}
         self.pos: Dict[int, int] = {}
-        self.tags_cache: Dict[int, set] = {}
+        self.tags_cache: Dict[int, Set[int]] = {}
 
     def find(self, table: int, code: int) -> Optional[Abbrev]:
         entries = self.cache.setdefault(table, {})
         if code in entries:
             return entries[code]
-        pos = self.pos.get(table, table)
+        pos: Optional[int] = self.pos.get(table, table)
         d = self.data
         while pos is not None and pos < len(d):
             c, pos = _uleb(d, pos)
@@ -238,9 +240,9 @@ class AbbrevReader:
         self.pos[table] = len(d) if pos is None else pos
         return None
 
-    def all_location_tags(self) -> set:
+    def all_location_tags(self) -> Set[int]:
         """DW_TAG values with a DW_AT_location anywhere in the section (every table, end to end)."""
-        tags: set = set()
+        tags: Set[int] = set()
         pos = 0
         while pos < len(self.data):
             self.find(pos, -1)
@@ -249,7 +251,7 @@ class AbbrevReader:
             pos = end if end > pos else len(self.data)
         return tags
 
-    def tags(self, table: int) -> set:
+    def tags(self, table: int) -> Set[int]:
         """The DW_TAG values with a DW_AT_location attribute in one abbreviation table."""
         if table in self.tags_cache:
             return self.tags_cache[table]
@@ -282,15 +284,16 @@ class DwarfReader:
         self.info = elf.data(".debug_info" + suffix)
         abbrev = elf.data(".debug_abbrev" + suffix)
         self.abbrevs = AbbrevReader(abbrev) if abbrev is not None else None
-        self._str = None
-        self._line_str = None
-        self._str_offsets = None
+        self._str: Optional[memoryview] = None
+        self._line_str: Optional[memoryview] = None
+        self._str_offsets: Optional[memoryview] = None
 
     def _section(self, attr: str, name: str) -> Optional[memoryview]:
         if getattr(self, attr) is None:
             setattr(self, attr, self.elf.data(name) if self.elf.sections.get(name) or
                     self.elf.sections.get(".z" + name[1:]) else memoryview(b""))
-        return getattr(self, attr)
+        section: Optional[memoryview] = getattr(self, attr)
+        return section
 
     @staticmethod
     def _cstr(d: Optional[memoryview], off: int) -> Optional[str]:
@@ -380,7 +383,8 @@ class DwarfReader:
             return None
         form, val = fv
         if form == 0x08:
-            return val
+            inline: str = val  # the string itself (``_first_die``)
+            return inline
         suffix = self.suffix
         if form == 0x0E:
             return self._cstr(self._section("_str", ".debug_str" + suffix), val)

@@ -11,7 +11,7 @@ import glob
 import json
 import os
 import subprocess
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, cast
 
 from ..errors import TfnativeError
 
@@ -33,7 +33,7 @@ def tensorflow_package_dirs(python: str, env: Optional[Dict[str, str]] = None) -
         dirs = None
     if dirs is None:
         raise TfnativeError("--python %s failed: %s" % (python, (out.stderr.strip().splitlines() or ["?"])[-1]))
-    return dirs
+    return cast(List[str], dirs)  # the JSON list the code above prints
 
 
 def tensorflow_libraries(python: str, every: bool = False) -> List[str]:
