@@ -29,7 +29,7 @@ import contextlib
 import os
 import stat
 import sys
-from typing import BinaryIO, Iterable, Iterator, Optional
+from typing import BinaryIO, Iterable, Iterator, Optional, Tuple
 
 from .errors import TfnativeError
 
@@ -78,7 +78,7 @@ def is_stdout(path: Optional[str]) -> bool:
     return path == STDOUT
 
 
-def _resolve(path: str) -> tuple:
+def _resolve(path: str) -> Tuple[str, bool]:
     """Follow ``path``'s symbolic links: (final path, whether a link went through /proc or /dev/fd).
 
     Links into ``/proc`` (``/dev/stdout`` -> ``/proc/self/fd/1``) are the

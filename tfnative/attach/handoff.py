@@ -59,11 +59,11 @@ def interactive_gdb(opts: AttachOptions, pid: int) -> None:
     for loc in opts.breaks:
         argv += ["-ex", "break %s" % loc]
     argv += ["-ex", "tf-bt", "-p", str(pid)]
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         subprocess.call(argv, preexec_fn=_default_sigint, cwd=bazelpaths.gdb_cwd(opts.source_dirs))
     finally:
-        signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGINT, old_sigint)
     ensure_not_stopped(pid)
 
 

@@ -18,8 +18,9 @@ import shutil
 import tempfile
 from typing import Optional, TextIO
 
+from ..errors import GdbDied, GdbError
 from ..files import open_output
-from ..gdb.mi import Gdb, GdbDied, GdbError
+from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
 
 GCORE_TIMEOUT = 600.0

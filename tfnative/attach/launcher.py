@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..core import procfs
 from ..errors import TfnativeError
@@ -45,7 +45,7 @@ os.execv("/bin/sh", ["sh", "-c", 'kill -STOP $$; exec "$0" "$@"'] + sys.argv[3:]
 @dataclass
 class PythonInfo:
     exe: str
-    version: tuple
+    version: Tuple[int, ...]
 
 
 def probe_python(exe: str) -> PythonInfo:
@@ -69,7 +69,7 @@ def probe_python(exe: str) -> PythonInfo:
     version = tuple(int(p) for p in parts[1:])
     if not (3, 10) <= version[:2] <= (3, 15):
         raise TfnativeError(
-            "--python %s is Python %d.%d; tfnative supports CPython 3.10 to 3.15" % ((exe,) + version[:2])
+            "--python %s is Python %d.%d; tfnative supports CPython 3.10 to 3.15" % (exe, version[0], version[1])
         )
     return PythonInfo(path, version)
 
@@ -77,7 +77,8 @@ def probe_python(exe: str) -> PythonInfo:
 class PausedChild:
     """The script's process, stopped before its first instruction."""
 
-    def __init__(self, python: str, target: Sequence[str], tracer_pid: int, env: Optional[dict] = None) -> None:
+    def __init__(self, python: str, target: Sequence[str], tracer_pid: int,
+                 env: Optional[Dict[str, str]] = None) -> None:
         """``target``: what follows ``python`` on its command line (``SCRIPT ARGS`` or ``-m MODULE ARGS``)."""
         argv: List[str] = [sys.executable, "-I", "-S", "-c", TRAMPOLINE, str(tracer_pid), str(os.getpid()),
                            python, *target]

@@ -84,8 +84,8 @@ class ChildWatch(threading.Thread):
     def run(self) -> None:
         try:
             while True:
-                ready, _, _ = select.select([self.sock, self._stop_r], [], [])
-                if self._stop_r in ready:
+                ready, _, _ = select.select([self.sock.fileno(), self._stop_r], [], [])
+                if self._stop_r in ready:  # file descriptors both
                     self._drain()
                     return
                 self._handle(self.sock.recv(65536))

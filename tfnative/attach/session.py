@@ -31,19 +31,19 @@ import signal
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple, Union
 
 import psutil
 
 from ..core import procfs
-from ..core.model import Event
+from ..core.model import Capture, Document, Event
 from ..core.signals import signal_name
 from ..core.threads import SIGNAL_FRAME
-from ..errors import Interrupted, SignalGuard, TfnativeError
+from ..errors import GdbDied, GdbError, Interrupted, SignalGuard, TfnativeError
 from ..gdb import ops as tfops
 from ..gdb.breakpoints import Breakpoints
 from ..gdb.control import CAPTURE_TIMEOUT, FATAL_SIGNALS, gdb_tail, setup_signals, source_paths, start_gdb
-from ..gdb.mi import Gdb, GdbDied, GdbError
+from ..gdb.mi import Gdb
 from ..gdb.symbols import QUIET_S, WATCH_S, SymbolLoader
 from ..output import report, verdict
 from ..snapshot.process import argv_of
@@ -71,7 +71,7 @@ class Next(enum.Enum):
     HANDOFF = "handoff"  # the stopped target goes to an interactive gdb
 
 
-def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Document]] = None) -> int:
+def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[Document]] = None) -> int:
     """``tfnative attach``: returns tfnative's exit status; ``keep`` receives the document.
 
     The status is the script's (128+N when signal N killed it); with
@@ -90,7 +90,7 @@ def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Docu
             follower.stop()
 
 
-def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Document]], printer: report.Printer,
+def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[Document]], printer: report.Printer,
                 follower: Optional[Follower]) -> int:
     pid_target: Optional[PidTarget] = None
     if opts.pid is not None:
@@ -101,12 +101,12 @@ def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[report.Doc
             argv = argv_of(psutil.Process(opts.pid))
         except psutil.Error:
             argv = []
-        doc = report.Document(argv=argv, pid=opts.pid, attached=True, has_exit=True)
+        doc = Document(argv=argv, pid=opts.pid, attached=True, has_exit=True)
     else:
         if opts.module is None and not os.path.isfile(opts.script or ""):
             raise TfnativeError("script not found: %s" % opts.script)
         info = probe_python(opts.python)
-        doc = report.Document(argv=[info.exe, *opts.target_argv], has_exit=True)
+        doc = Document(argv=[info.exe, *opts.target_argv], has_exit=True)
         python = info.exe
     for d in opts.source_dirs:
         if not os.path.isdir(d):
@@ -155,7 +155,7 @@ def stop_kind(payload: Dict[str, Any], opbreaks: tfops.OpBreaks) -> str:
 class Session:
     """One ``attach`` session: gdb, the target, the breakpoints, the document; ``run`` is the whole story."""
 
-    def __init__(self, opts: AttachOptions, target: Target, doc: report.Document, printer: report.Printer,
+    def __init__(self, opts: AttachOptions, target: Target, doc: Document, printer: report.Printer,
                  err: TextIO) -> None:
         self.opts = opts
         self.target = target
@@ -176,7 +176,7 @@ class Session:
         self.deadline: Optional[float] = None
 
     # -- the story ---------------------------------------------------------
-    def run(self, keep: Optional[List[report.Document]] = None) -> int:
+    def run(self, keep: Optional[List[Document]] = None) -> int:
         started = time.time()
         if self.opts.timeout is not None:
             self.deadline = time.monotonic() + self.opts.timeout
@@ -256,7 +256,7 @@ class Session:
         armed = [loc.text for loc in self.bps.locations.values() if not loc.internal]
         doing = "armed %s" % ", ".join(armed) if armed else "watching for a fatal signal or its exit"
         if self.deadline is not None:
-            doing += " (timeout %gs)" % self.opts.timeout
+            doing += " (timeout %gs)" % (self.opts.timeout or 0.0)
         self.printer.note("attached to %d (%s): %s" % (self.target.pid, ", ".join(parts), doing))
         if what["python"] is None:
             self.printer.note("note: process %d runs no Python that tfnative can see: native stacks only"
@@ -311,7 +311,7 @@ class Session:
             wait = left if wait is None else min(wait, left)
         return wait
 
-    def _finish(self, returncode: Optional[int], started: float, keep: Optional[List[report.Document]]) -> int:
+    def _finish(self, returncode: Optional[int], started: float, keep: Optional[List[Document]]) -> int:
         doc = self.doc
         if returncode is not None:
             doc.set_exit(returncode)
@@ -369,15 +369,16 @@ class Session:
         """``tfnative stack --pid`` asks for the target's stacks: taken as for an event, sent back, not
         reported here; the target runs on."""
         stopped_here = self.running
+        reply: Union[Capture, Dict[str, str]]
         try:
             if stopped_here:
                 self.target.halt(self.gdb)
                 self.gdb.console_command("handle SIGSTOP nostop noprint pass")  # as before: the target's own
                 self.running = False
-            result = stopevent.stacks(self.gdb, self.loader, payload["which"], payload["locals"])
+            reply = stopevent.stacks(self.gdb, self.loader, payload["which"], payload["locals"])
         except (GdbError, TfnativeError) as exc:
-            result = {"error": str(exc)}
-        payload["reply"](result)
+            reply = {"error": str(exc)}
+        payload["reply"](reply)
         self.printer.note("answered tfnative stack --pid %d" % self.target.pid)
         return Next.RESUME if stopped_here else Next.WAIT
 
@@ -542,7 +543,7 @@ def _sigchld_info(gdb: Gdb) -> Optional[Tuple[int, int, bool]]:
     return pid, sig, code == CLD_DUMPED
 
 
-def _note_dead_children(gdb: Gdb, pid: int, doc: report.Document, printer: report.Printer) -> None:
+def _note_dead_children(gdb: Gdb, pid: int, doc: Document, printer: report.Printer) -> None:
     """At a SIGCHLD of the script: the child that died of a signal, named once (pid, name, signal).
 
     The signal's own siginfo says which child and how, even when the script

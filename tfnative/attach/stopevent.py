@@ -14,11 +14,11 @@ from typing import Any, Optional
 
 from ..core import executors, tflog
 from ..core.model import Capture, Event, NativeFrame
-from ..errors import PtraceRefused, Unsupported
+from ..errors import GdbError, PtraceRefused, Unsupported
 from ..gdb import ops as tfops
 from ..gdb.breakpoints import Breakpoints
 from ..gdb.control import CAPTURE_TIMEOUT
-from ..gdb.mi import Gdb, GdbError
+from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
 from ..output import report
 from ..snapshot import pipeline, withgdb

@@ -47,7 +47,7 @@ class Watch:
     pid: int
     name: str  # rank 2, or pid 1234
     words: str  # rank 2 on node vm (slurm job 5, step 0), pid 1234
-    proc: Optional[subprocess.Popen] = None
+    proc: Optional[subprocess.Popen[bytes]] = None
 
 
 def _who(pid: int) -> Watch:

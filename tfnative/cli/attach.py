@@ -55,7 +55,7 @@ class ScriptCommand(click.Command):
 
 def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options of ``attach``, shared with ``report``."""
-    options = [
+    options: List[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.argument("script", type=click.Path(dir_okay=False), required=False),
         click.argument("args", nargs=-1, type=click.UNPROCESSED),
         click.option("--module", "module", hidden=True),  # what ScriptCommand makes of -m MODULE

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from typing import Optional, TextIO, Tuple
 
 from ..core import tflog
-from ..core.model import Capture
+from ..core.model import Capture, Document
 from ..errors import HasDebugInfo, TfnativeError, Unsupported
 from ..gdb.control import GdbOptions
-from ..output import report
 from ..snapshot import pipeline
 from ..snapshot.policy import take_stacks, why
 from . import withgdb
@@ -38,7 +37,7 @@ class CoreOptions:
     gdb: GdbOptions = field(default_factory=GdbOptions)
 
 
-def read_core(opts: CoreOptions, err: TextIO = sys.stderr) -> Tuple[CoreSource, report.Document]:
+def read_core(opts: CoreOptions, err: TextIO = sys.stderr) -> Tuple[CoreSource, Document]:
     """The core's source (open: the caller closes it) and its document: one event of kind "core", the
     process's end (the signal it died of) and, where the signal came from outside, the hang verdict.
     Through gdb (``withgdb.py``) with ``--with-gdb``, or where a library on a stack has DWARF; ``--locals``:
@@ -73,7 +72,7 @@ def read_core(opts: CoreOptions, err: TextIO = sys.stderr) -> Tuple[CoreSource, 
         raise
 
 
-def _add_fatal_log(doc: report.Document, source: CoreSource) -> None:
+def _add_fatal_log(doc: Document, source: CoreSource) -> None:
     """At an abort, TensorFlow's own fatal log line (``Check failed: ...``), read from the core's memory
     around the aborting thread's stack pointer (as ``attach`` reads it from the live process)."""
     event = doc.events[0]

@@ -21,8 +21,8 @@ import struct
 from typing import Dict, List, Optional
 
 from ..core.elfindex import ElfError, ElfFile, data_symbols
+from ..core.model import Document
 from ..output import bugreport
-from ..output.report import Document
 from ..toolchain import doctor
 from .source import CoreSource
 from .triage import triage_phrases

@@ -19,14 +19,13 @@ from __future__ import annotations
 import json
 import mmap
 import os
-from typing import List, TextIO
+from typing import List, TextIO, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfIndex
 from ..core.model import Capture
-from ..errors import TfnativeError
+from ..errors import GdbDied, GdbError, TfnativeError
 from ..gdb import ops as tfops
 from ..gdb.control import CAPTURE_TIMEOUT, GdbOptions, capture, start_gdb
-from ..gdb.mi import GdbDied, GdbError
 from ..gdb.surrogate import build_surrogate
 from ..gdb.symbols import HUGE_BYTES, IndexedLibrary, SymbolLoader, wants_surrogate
 from .source import CoreSource
@@ -56,7 +55,7 @@ def stacks_with_gdb(source: CoreSource, which: str, opts: GdbOptions, err: TextI
             gdb.console_command("file %s" % _gdb_path(source.executable), timeout=CAPTURE_TIMEOUT)
         gdb.console_command("core-file %s" % _gdb_path(core.file_path), timeout=CAPTURE_TIMEOUT)
         # the libraries a stack meets: the code ranges that the pcs and stack words point into
-        libs: List[tuple] = []  # (host path, load bias, code ranges)
+        libs: List[Tuple[str, int, List[Tuple[int, int]]]] = []  # (host path, load bias, code ranges)
         for m in notes.files:
             host = source.host_of(m.path)
             if m.offset == 0 and host and host != source.executable:

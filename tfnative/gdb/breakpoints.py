@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
-from .mi import Gdb, GdbDied, GdbError, mi_quote
+from ..errors import GdbDied, GdbError
+from .mi import Gdb, mi_quote
 
 CodeRows = List[Tuple[int, int, str]]  # (start, end, path) of a process's executable file mappings
 LibraryLoad = Tuple[str, int]  # (path, start of its first executable mapping): one load of a library
@@ -55,7 +56,7 @@ class Breakpoints:
         self.locations: Dict[str, Location] = {}
         self._by_number: Dict[str, Location] = {}
         self.retired = False  # deleted for good (--max-hits reached): nothing is armed any more
-        self.traps: set = set()  # every code address gdb was told of for a breakpoint of ours (see traps.py)
+        self.traps: Set[int] = set()  # every code address gdb was told of for a breakpoint of ours (see traps.py)
         self.pinned: Dict[str, LibraryLoad] = {}  # address breakpoint's gdb number -> the library load it is in
 
     def arm(self, gdb: Gdb, locations: List[str], err: TextIO, timeout: float) -> None:

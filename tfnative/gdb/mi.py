@@ -33,7 +33,7 @@ def prctl(option: int, arg: int) -> int:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
-    return _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0)
+    return int(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0))
 
 
 def end_with_parent() -> None:  # runs in the child between fork and exec

@@ -28,15 +28,15 @@ import glob
 import json
 import os
 import re
-from typing import Any, Dict, Iterable, List, Optional, Set, TextIO
+from typing import Any, Dict, Iterable, List, Optional, Set, TextIO, Tuple
 
 from ..core import procfs
 from ..core.model import Capture
 from ..core.opkernel import KERNEL_RE, inherit_device_ops, op_frames
-from ..errors import TfnativeError
+from ..errors import GdbError, TfnativeError
 from ..toolchain.tfinstall import tensorflow_package_dirs
 from .breakpoints import Breakpoints
-from .mi import Gdb, GdbError, mi_quote
+from .mi import Gdb, mi_quote
 
 # Where the CPU device runs kernels (libtensorflow_framework.so.2):
 # ThreadPoolDevice::Compute(OpKernel*, OpKernelContext*) and ::ComputeAsync(AsyncOpKernel*, ...,
@@ -132,11 +132,11 @@ def annotate(gdb: Gdb, capture: Capture) -> None:
     A frame's ``start`` (its function's entry) is known where tfnative named
     it (surrogate libraries); gdb finds the others.
     """
-    requests: List[tuple] = []
+    requests: List[Tuple[Any, str]] = []
     for t in capture.threads:
         for f, device in op_frames(t.frames):
             start = f.start or 0
-            requests.append((f, "%d:%d:0x%x%s" % (t.tid, f.level, start, ":device" if device else "")))
+            requests.append((f, "%d:%d:0x%x%s" % (t.tid, f.level or 0, start, ":device" if device else "")))
     if not requests:
         return
     try:

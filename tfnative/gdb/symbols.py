@@ -42,14 +42,15 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
 from ..core import dwarfcover, procfs
 from ..core.elfindex import ElfError, ElfIndex, display_names, load_base
 from ..core.model import Capture, NativeFrame
+from ..errors import GdbError
 from ..sources.modules import file_root
 from .breakpoints import Breakpoints, CodeRows, library_starts
-from .mi import Gdb, GdbError
+from .mi import Gdb
 from .surrogate import build_surrogate, gdb_regex_escape
 
 HUGE_BYTES = 4 * 1024 * 1024
@@ -154,7 +155,7 @@ class SymbolLoader:
         self.tokens = {re.findall(r"[A-Za-z_][A-Za-z0-9_]*", b.split("(")[0])[-1].encode()
                        for b in self.breaks if re.search(r"[A-Za-z_]", b)}
         self.breakpoints = breakpoints
-        self.seen: set = set()
+        self.seen: Set[Any] = set()
         self.surrogates: Dict[str, IndexedLibrary] = {}  # big libraries gdb has a surrogate for
         self.indexed: Dict[str, IndexedLibrary] = {}  # big libraries our index knows (with or without one)
         self.pending: List[Dict[str, Any]] = []
@@ -265,12 +266,14 @@ class SymbolLoader:
         if addresses is None:
             return False
         bps.delete(self.gdb)
+        released = False
         try:
             self.gdb.console_command("nosharedlibrary")
             self.gdb.console_command("set osabi none")
             self._enter(Phase.RELEASED)
+            released = True
         finally:
-            if self.phase is not Phase.RELEASED:  # gdb refused: it keeps following the loads, as before
+            if not released:  # gdb refused: it keeps following the loads, as before
                 self.gdb.console_command("set osabi auto")
             rows = self._code_rows()
             bps.pin(self.gdb, addresses, rows)
@@ -338,7 +341,7 @@ class SymbolLoader:
             return []
         return [(loc, base + vaddr) for loc, vaddr in self._functions(index)]
 
-    def _functions(self, index: ElfIndex) -> List[tuple]:
+    def _functions(self, index: ElfIndex) -> List[Tuple[str, int]]:
         """(location, vaddr) of each function ``index``'s library defines for a function breakpoint."""
         return [(loc, vaddr) for loc in self.breaks for _name, vaddr in index.find(loc)]
 
@@ -365,7 +368,9 @@ class SymbolLoader:
         self._load(libs, full_list)
 
     def _listing(self) -> List[Dict[str, Any]]:
-        return self.gdb.command("-file-list-shared-libraries", timeout=120).get("shared-libraries", [])
+        libs: List[Dict[str, Any]] = self.gdb.command("-file-list-shared-libraries", timeout=120).get(
+            "shared-libraries", [])
+        return libs
 
     def _load(self, libs: List[Dict[str, Any]], full_list: bool) -> None:
         """Symbols for ``libs`` (MI library records); ``full_list``: they are gdb's whole list.
@@ -453,7 +458,7 @@ class SymbolLoader:
             return []
         libs = self._listing()
         paths = [lib.get("target-name") or "" for lib in libs]
-        by_file: Dict[tuple, str] = {}
+        by_file: Dict[Tuple[int, int], str] = {}
         root = file_root(self.pid)
         for p in paths:
             try:
@@ -461,9 +466,9 @@ class SymbolLoader:
                 by_file[(st.st_dev, st.st_ino)] = p
             except OSError:
                 continue
-        code: List[tuple] = []
+        code: List[Tuple[Any, ...]] = []
         owners: List[str] = []
-        stacks: List[tuple] = []
+        stacks: List[Tuple[Any, ...]] = []
         for lo, hi, perms, _off, dev, inode, name in procfs.maps(self.pid):
             if "x" in perms and inode:
                 major, minor = (int(x, 16) for x in dev.split(":"))

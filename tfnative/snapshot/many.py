@@ -28,6 +28,7 @@ from typing import Callable, Dict, List, Optional, Sequence, TextIO
 import psutil
 
 from ..core import procfs
+from ..core.model import Document
 from ..errors import Interrupted, SignalGuard, TfnativeError
 from ..files import is_stdout, write_output
 from ..output import merge, report
@@ -74,7 +75,8 @@ def _is_tfnative(argv: List[str]) -> bool:
 
 
 def _ancestors() -> List[int]:
-    out, proc = [], psutil.Process()
+    out: List[int] = []
+    proc: Optional[psutil.Process] = psutil.Process()
     while proc is not None:
         out.append(proc.pid)
         try:
@@ -176,11 +178,11 @@ class Outcome:
     """One process's result: its document, or why it could not be read."""
 
     pid: int
-    doc: Optional[report.Document] = None
+    doc: Optional[Document] = None
     error: Optional[str] = None
 
 
-def snapshot_all(pids: Sequence[int], take: Callable[[int], report.Document], jobs: int = MAX_JOBS,
+def snapshot_all(pids: Sequence[int], take: Callable[[int], Document], jobs: int = MAX_JOBS,
                  stop: Optional[threading.Event] = None) -> List[Outcome]:
     """``take(pid)`` of every pid on ``jobs`` threads, outcomes in the order of ``pids``.
 
@@ -191,7 +193,7 @@ def snapshot_all(pids: Sequence[int], take: Callable[[int], report.Document], jo
     outcomes = [Outcome(pid) for pid in pids]
     pool = ThreadPoolExecutor(max_workers=max(1, min(jobs, len(pids))), thread_name_prefix="tfnative-stack")
     try:
-        futures: List[Future] = [pool.submit(take, pid) for pid in pids]
+        futures: List[Future[Document]] = [pool.submit(take, pid) for pid in pids]
         for outcome, fut in zip(outcomes, futures):
             try:
                 outcome.doc = fut.result()
@@ -206,7 +208,7 @@ def snapshot_all(pids: Sequence[int], take: Callable[[int], report.Document], jo
     return outcomes
 
 
-def process_title(doc: report.Document) -> str:
+def process_title(doc: Document) -> str:
     """``process 123 worker:2 on host1: python3 train.py ...``: what a text block is about."""
     label = merge.member_label(doc)
     argv = " ".join(doc.argv)
@@ -217,7 +219,7 @@ def process_title(doc: report.Document) -> str:
     return "process %s%s on %s: %s" % (doc.pid, name, host, argv)
 
 
-def json_lines(docs: Sequence[report.Document]) -> bytes:
+def json_lines(docs: Sequence[Document]) -> bytes:
     """One compact schema-v1 document per line."""
     return b"".join(json.dumps(d.to_json(), separators=(",", ":")).encode() + b"\n"
                     for d in docs)
@@ -235,7 +237,7 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
         if labels:
             o.doc.labels = dict(labels)
         event = o.doc.events[0]
-        said = "".join("%s\n" % line for line in verdict_lines(event.triage, event.pid))
+        said = "".join("%s\n" % line for line in verdict_lines(event.triage or {}, event.pid))
         if is_stdout(json_path):
             err.write("tfnative: %s\n%s" % (process_title(o.doc), "".join("  " + line + "\n"
                                                                            for line in said.splitlines())))
@@ -267,7 +269,7 @@ def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) ->
         if stop.wait(seconds):
             raise Interrupted(signal.SIGINT)
 
-    def take(pid: int) -> report.Document:
+    def take(pid: int) -> Document:
         return stack_document(pid, opts, err, sleep=pause)
 
     with SignalGuard():

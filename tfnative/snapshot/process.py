@@ -15,7 +15,7 @@ from typing import Callable, List, TextIO
 import psutil
 
 from ..core import procfs, ranks
-from ..core.model import Capture
+from ..core.model import Capture, Document
 from ..errors import PtraceRefused, TfnativeError, Unsupported
 from ..output import report, verdict
 from ..sources import ptrace, sessionsock
@@ -95,7 +95,7 @@ def check_pid(pid: int) -> psutil.Process:
 
 
 def stack_document(pid: int, opts: StackOptions, err: TextIO,
-                   sleep: Callable[[float], None] = time.sleep) -> report.Document:
+                   sleep: Callable[[float], None] = time.sleep) -> Document:
     """The ``stack`` document of ``pid`` (one ``snapshot`` event with its triage; ``host``, ``task``).
 
     Raises TfnativeError when ``pid`` cannot be read (gone, not ours), ``Interrupted`` on a signal
@@ -104,7 +104,7 @@ def stack_document(pid: int, opts: StackOptions, err: TextIO,
     """
     proc = check_pid(pid)
     was_stopped = proc.status() == psutil.STATUS_STOPPED
-    doc = report.Document(argv=argv_of(proc), pid=pid)
+    doc = Document(argv=argv_of(proc), pid=pid)
     env = procfs.environ(pid)
     tf_config = env.get("TF_CONFIG")
     doc.host = socket.gethostname()

@@ -26,9 +26,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..core.model import Capture, PythonFrame, Thread
 
 
-def signature(thread: Thread) -> Tuple:
+def signature(thread: Thread) -> Tuple[Any, ...]:
     """What must be equal for a thread to count as not having moved: each frame, innermost first."""
-    out = []
+    out: List[Tuple[Any, ...]] = []
     for f in thread.frames:
         if isinstance(f, PythonFrame):
             out.append(("py", f.file, f.line, f.function))

@@ -28,8 +28,9 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, TextIO
+from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 
+from ..core.model import Document
 from ..errors import TfnativeError
 from ..files import write_output
 from ..output import merge as merge_mod
@@ -137,7 +138,7 @@ def srun_command(job: Job, remote: Sequence[str], node_args: Sequence[str]) -> L
             *remote, "stack", "--env", "SLURM_JOB_ID=%s" % job.numeric, "--json", "-", *node_args]
 
 
-def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> tuple:
+def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> Tuple[int, List[Node], List[str]]:
     """Run the step; (its exit status, Node per task, srun's own stderr lines).  Node stderr lines are
     passed on to ``err`` as they come, prefixed with the node's name."""
     tasks = [Node(n) for n in nodes]
@@ -152,6 +153,7 @@ def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> tuple:
                             env=client_env())
 
     def read_err() -> None:
+        assert proc.stderr is not None
         for raw in proc.stderr:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             m = LABEL.match(line)
@@ -166,6 +168,7 @@ def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> tuple:
     reader = threading.Thread(target=read_err, name="tfnative-srun-stderr", daemon=True)
     reader.start()
     try:
+        assert proc.stdout is not None
         for raw in proc.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             m = LABEL.match(line)
@@ -192,7 +195,7 @@ def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> tuple:
     return code, tasks, own
 
 
-def _documents(n: Node) -> List[merge_mod.Document]:
+def _documents(n: Node) -> List[Document]:
     """The documents a node's task printed (its pieces joined)."""
     body = "".join(n.out)
     if not body.strip():
@@ -231,7 +234,7 @@ def node_failure(n: Node, remote: Sequence[str]) -> str:
     return "tfnative failed on node %s (%s): %s" % (n.name, n.status or "no documents", last)
 
 
-def collect(job: Job, remote: Sequence[str], node_args: Sequence[str], err: TextIO) -> List[merge_mod.Document]:
+def collect(job: Job, remote: Sequence[str], node_args: Sequence[str], err: TextIO) -> List[Document]:
     """Every document of every node of ``job``.  Raises TfnativeError when none came back."""
     code, tasks, own = run_step(srun_command(job, remote, node_args), job.nodes, err)
     if not any(n.out or n.err or n.status for n in tasks):
@@ -239,7 +242,7 @@ def collect(job: Job, remote: Sequence[str], node_args: Sequence[str], err: Text
         if why is None:
             why = "srun started no step in job %s (exit %d): %s" % (job.id, code, own[-1] if own else "no message")
         raise TfnativeError(why)
-    docs: List[merge_mod.Document] = []
+    docs: List[Document] = []
     failures = []
     empty = []
     for n in tasks:

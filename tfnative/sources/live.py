@@ -10,7 +10,7 @@ are read once per source (``libraries``: before the threads are held),
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..core import procfs
 from ..core.threads import namespace_tids
@@ -30,7 +30,7 @@ class LiveSource:
         self.registers: List[ThreadRegs] = registers or []
         self._libs: Optional[List[Library]] = None
         self._rows: Optional[List[procfs.Mapping]] = None
-        self._mapping = None
+        self._mapping: Optional[Callable[[int], Optional[Tuple[int, int]]]] = None
 
     @property
     def executable(self) -> Optional[str]:

@@ -84,7 +84,7 @@ def _file_has_dwarf(path: str) -> bool:
 # far, whether it has DWARF), by (path, size, mtime, inode): the processes of one ``stack`` call, mapping
 # the same libraries at other addresses, share it.  One lock: threads snapshotting processes at the same
 # time open each file once.
-_FILES: Dict[tuple, Dict[str, Any]] = {}
+_FILES: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
 _FILES_LOCK = threading.Lock()
 
 
@@ -92,7 +92,7 @@ def shared(path: str, what: str, make: Callable[[str], Any]) -> Any:
     """``make(path)``, once per file and ``what``; an exception is raised again to every caller."""
     try:
         st = os.stat(path)
-        key: tuple = (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+        key: Tuple[Any, ...] = (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
     except OSError:
         key = (path,)
     with _FILES_LOCK:
@@ -102,9 +102,9 @@ def shared(path: str, what: str, make: Callable[[str], Any]) -> Any:
                 entry[what] = (make(path), None)
             except Exception as exc:  # noqa: BLE001 - kept and raised again, as a fresh open would
                 entry[what] = (None, exc)
-        value, exc = entry[what]
-    if exc is not None:
-        raise exc
+        value, error = entry[what]
+    if error is not None:
+        raise error
     return value
 
 
@@ -186,7 +186,7 @@ def vdso_of(pid: int, memory: Memory) -> List[Library]:
 
 # Libraries already opened, by (path, inode, where mapped): a session's later
 # stops reuse their symbol index, CFI and the FDEs parsed so far.
-_KNOWN: Dict[tuple, Library] = {}
+_KNOWN: Dict[Tuple[Any, ...], Library] = {}
 
 
 def of_pid(pid: int, mappings: Optional[List[procfs.Mapping]] = None) -> List[Library]:
@@ -215,7 +215,7 @@ def modules_of(rows: List[Tuple[str, int, int, int, bool, str]]) -> List[Library
     The source of a snapshot (``/proc/PID/maps``, a core's ``NT_FILE``) gives
     the rows; a library is a file with executable code mapped at offset 0.
     """
-    by_path: Dict[str, dict] = {}
+    by_path: Dict[str, Dict[str, Any]] = {}
     for path, lo, hi, offset, executable, inode in rows:
         entry = by_path.setdefault(path, {"first": None, "ranges": [], "inode": inode})
         if offset == 0 and entry["first"] is None:
@@ -258,7 +258,7 @@ def _first_load_vaddr(path: str) -> int:
                 for k in range(phnum):
                     p_type, = struct.unpack_from("<I", head, phoff + k * phentsize)
                     if p_type == 1:
-                        return struct.unpack_from("<Q", head, phoff + k * phentsize + 16)[0] & ~0xFFF
+                        return int(struct.unpack_from("<Q", head, phoff + k * phentsize + 16)[0]) & ~0xFFF
                 return 0
     except (OSError, struct.error):
         pass

@@ -62,7 +62,7 @@ def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
         err = ctypes.get_errno()
         if err:
             raise OSError(err, os.strerror(err))
-    return res
+    return int(res)
 
 
 PAGE = 4096

@@ -95,7 +95,7 @@ def ask(pid: int, which: str, variables: bool, timeout: float = ANSWER_TIMEOUT) 
                 if not chunk:
                     break
                 data += chunk
-        except socket.timeout:
+        except TimeoutError:
             raise TfnativeError("process %d is held by a tfnative attach session that did not answer in %d s"
                                 % (pid, timeout)) from None
         except OSError as exc:
@@ -136,7 +136,7 @@ class Server:
         while not self._closed.is_set():
             try:
                 conn, _ = sock.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return
