@@ -231,7 +231,7 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
         result.threads = select_threads(out, which)
         return result
     # The pools are told apart by their frames: those in libraries gdb only has a surrogate for (TensorFlow's)
-    # are named from tfnative's index first (as the report names them afterwards, symbolload.symbolize).
+    # are named from tfnative's index first (as the report names them afterwards, gdb/symbols.py's symbolize).
     maps = _LiveMaps(inferior.pid) if live else None
     seen = [_named_copy(t, maps) for t in out] if maps is not None else out
     tf_names = _tf_thread_names(inferior, threads, maps) if unnamed_workers(seen) else None
@@ -244,7 +244,7 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
 
 class _LiveMaps:
     """A live target's mapped files (``/proc/PID/maps``): which file an address is in, its load bias, and
-    tfnative's symbol index of it (the cached one symbolload made), each opened once."""
+    tfnative's symbol index of it (the cached one gdb/symbols.py made), each opened once."""
 
     def __init__(self, pid: int) -> None:
         try:

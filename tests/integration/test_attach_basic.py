@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ..conftest import (
+from ..utils import (
     SCRIPTS,
     frames_of,
     line_of,

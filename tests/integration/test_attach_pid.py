@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from ..conftest import (
+from ..utils import (
     ROOT,
     TFNATIVE,
     assert_gone,

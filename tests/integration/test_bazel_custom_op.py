@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ..conftest import ROOT, line_of, requires_gdb, requires_tf, run_tfnative
+from ..utils import ROOT, line_of, requires_gdb, requires_tf, run_tfnative
 
 pytestmark = [
     pytest.mark.bazel,

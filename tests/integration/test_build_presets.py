@@ -7,7 +7,7 @@ import pytest
 
 from tfnative.toolchain import bazelpaths, presets
 
-from ..conftest import ROOT, run_tfnative
+from ..utils import ROOT, run_tfnative
 
 OP = os.path.join(ROOT, "tests", "bazel_op")
 NAMES = ["tfn_symbols", "tfn_lines", "tfn_targeted", "tfn_split", "tfn_dbg", "tfn_index", "tfn_compressed",

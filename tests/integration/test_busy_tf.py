@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ..conftest import load_json, requires_tf, run_tfnative, script, wait_for_file
+from ..utils import load_json, requires_tf, run_tfnative, script, wait_for_file
 
 pytestmark = [requires_tf, pytest.mark.tf]
 

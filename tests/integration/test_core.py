@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ..conftest import line_of, load_json, run_tfnative, script
+from ..utils import line_of, load_json, run_tfnative, script
 
 PYTHON = os.path.realpath(sys.executable)
 

@@ -17,7 +17,7 @@ import sysconfig
 
 import pytest
 
-from ..conftest import load_json, run_tfnative
+from ..utils import load_json, run_tfnative
 from .test_core import _raise_core_limit
 
 PYVER = "python%d.%d" % sys.version_info[:2]

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from ..conftest import line_of, load_json, run_tfnative, script
+from ..utils import line_of, load_json, run_tfnative, script
 from .test_core import _raise_core_limit, make_core
 
 SEGV = script("tf_pyfunc_segv.py")

@@ -28,7 +28,7 @@ from typing import NamedTuple, Optional, Tuple
 import psutil
 import pytest
 
-from ..conftest import ROOT, line_of, load_json, requires_gdb, requires_tf, run_tfnative
+from ..utils import ROOT, line_of, load_json, requires_gdb, requires_tf, run_tfnative
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from ..conftest import pyenv_pythons, script, stack_event, wait_for_file
+from ..utils import pyenv_pythons, script, stack_event, wait_for_file
 
 PYTHONS = pyenv_pythons()
 CASES = [(v, m) for v in ("3.10", "3.12") for m in ("cycle", "unreadable")]

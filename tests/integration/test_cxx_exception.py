@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from ..conftest import held, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script, stack_event
+from ..utils import held, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script, stack_event
 from .test_core import make_core
 
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ..conftest import line_of, pyenv_pythons, script, stack_event, wait_for_file
+from ..utils import line_of, pyenv_pythons, script, stack_event, wait_for_file
 
 PYTHONS = pyenv_pythons()
 CASES = [(v, mode, depth) for v in ("3.10", "3.12") for mode, depth in (("python", 5000), ("c", 600))]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ..conftest import requires_tf, run_tfnative
+from ..utils import requires_tf, run_tfnative
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 

@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
-from tests.conftest import ROOT, has_tensorflow
+from tests.utils import ROOT, has_tensorflow
 from tfnative.core.elfindex import ElfFile, ElfIndex, cache_dir, demangle, load_base, read_build_id
 
 requires_nm = pytest.mark.skipif(shutil.which("nm") is None, reason="binutils nm is not installed")

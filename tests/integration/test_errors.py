@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ..conftest import ROOT, TFNATIVE, requires_gdb, run_tfnative, script, wait_for_file
+from ..utils import ROOT, TFNATIVE, requires_gdb, run_tfnative, script, wait_for_file
 
 
 def _one_line_error(r, *words):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from ..conftest import line_of, pyenv_pythons, run_tfnative, script, wait_for_file
+from ..utils import line_of, pyenv_pythons, run_tfnative, script, wait_for_file
 
 PROGRAM = script("exit_hang.py")
 PYTHONS = dict(pyenv_pythons())

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ..conftest import load_json, requires_gdb, requires_tf, run_tfnative, script, state_of, wait_for_file
+from ..utils import load_json, requires_gdb, requires_tf, run_tfnative, script, state_of, wait_for_file
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 

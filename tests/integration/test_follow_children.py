@@ -18,7 +18,7 @@ import pytest
 
 from tfnative.attach.procwatch import listen
 
-from ..conftest import (
+from ..utils import (
     ROOT,
     TFNATIVE,
     assert_gone,

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ..conftest import line_of, pyenv_pythons, requires_gdb, script, stack_event
+from ..utils import line_of, pyenv_pythons, requires_gdb, script, stack_event
 
 pytestmark = requires_gdb
 

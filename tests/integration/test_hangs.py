@@ -24,7 +24,7 @@ import time
 import psutil
 import pytest
 
-from ..conftest import ROOT, assert_gone, has_tensorflow, line_of, requires_gdb, run_tfnative
+from ..utils import ROOT, assert_gone, has_tensorflow, line_of, requires_gdb, run_tfnative
 
 HANGS = os.path.join(ROOT, "tests", "hangs")
 CAPTURES = os.path.join(HANGS, "captures")

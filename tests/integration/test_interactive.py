@@ -10,7 +10,7 @@ import subprocess
 import termios
 import time
 
-from ..conftest import ROOT, TFNATIVE, line_of, requires_gdb, script
+from ..utils import ROOT, TFNATIVE, line_of, requires_gdb, script
 
 pytestmark = requires_gdb
 

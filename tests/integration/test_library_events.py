@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from ..conftest import frames_of, line_of, load_json, python_frames, requires_gdb, run_tfnative
+from ..utils import frames_of, line_of, load_json, python_frames, requires_gdb, run_tfnative
 
 pytestmark = [requires_gdb, pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")]
 

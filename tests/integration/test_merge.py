@@ -8,7 +8,7 @@ import sys
 
 from tfnative.output.merge import compress
 
-from ..conftest import TFNATIVE, line_of, run_tfnative, script, wait_for_file
+from ..utils import TFNATIVE, line_of, run_tfnative, script, wait_for_file
 
 
 def test_merge_flags_the_odd_process(tmp_path):

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ..conftest import TFNATIVE, load_json, requires_gdb
+from ..utils import TFNATIVE, load_json, requires_gdb
 
 pytestmark = requires_gdb
 

@@ -14,7 +14,7 @@ import pytest
 from tfnative.output.merge import compress
 from tfnative.output.threadgroups import ranges
 
-from ..conftest import TFNATIVE, assert_running_untraced, line_of, run_tfnative, script, wait_for_file
+from ..utils import TFNATIVE, assert_running_untraced, line_of, run_tfnative, script, wait_for_file
 
 WORKER = script("merge_worker.py")
 TFNATIVE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "tfnative")

@@ -18,7 +18,7 @@ import time
 import psutil
 import pytest
 
-from ..conftest import TFNATIVE, assert_gone, line_of, requires_tf, run_tfnative, script
+from ..utils import TFNATIVE, assert_gone, line_of, requires_tf, run_tfnative, script
 
 pytestmark = [requires_tf, pytest.mark.tf, pytest.mark.slow]
 

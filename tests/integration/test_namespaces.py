@@ -13,7 +13,7 @@ import sys
 import psutil
 import pytest
 
-from ..conftest import ROOT, TFNATIVE, assert_running_untraced, load_json, run_tfnative, script, wait_for_file
+from ..utils import ROOT, TFNATIVE, assert_running_untraced, load_json, run_tfnative, script, wait_for_file
 
 PYENV = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.11.*")))
 

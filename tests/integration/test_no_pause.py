@@ -5,7 +5,7 @@ import sys
 import textwrap
 import time
 
-from ..conftest import load_json, run_tfnative, tracer_of, wait_for_file
+from ..utils import load_json, run_tfnative, tracer_of, wait_for_file
 
 TARGET = textwrap.dedent("""\
     import sys

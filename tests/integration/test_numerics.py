@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ..conftest import ROOT, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+from ..utils import ROOT, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ..conftest import TFNATIVE, load_json, run_tfnative, script, wait_for_file
+from ..utils import TFNATIVE, load_json, run_tfnative, script, wait_for_file
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

@@ -19,8 +19,8 @@ import pytest
 
 from tfnative.core import dwarfcover
 
-from ..conftest import ROOT, line_of, load_json, requires_gdb, run_tfnative, script, wait_for_file
 from ..matrix.pairs import cache_dir, is_ready
+from ..utils import ROOT, line_of, load_json, requires_gdb, run_tfnative, script, wait_for_file
 
 OPEN_SESSION = os.path.join(ROOT, "examples", "open_session.py")
 MATMUL = script("ops_matmul.py")

@@ -18,8 +18,8 @@ import subprocess
 
 import pytest
 
-from ..conftest import held, line_of, load_json, requires_gdb, run_tfnative, script
 from ..matrix import pairs
+from ..utils import held, line_of, load_json, requires_gdb, run_tfnative, script
 
 pytestmark = [requires_gdb]
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ..conftest import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+from ..utils import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 

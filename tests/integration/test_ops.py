@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ..conftest import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+from ..utils import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 
@@ -158,7 +158,7 @@ def test_tf_bt_in_a_plain_gdb_names_the_op(tmp_path):
     import subprocess
     import sys
 
-    from ..conftest import ROOT, wait_for_file
+    from ..utils import ROOT, wait_for_file
 
     ready, release = tmp_path / "ready", tmp_path / "release"
     target = subprocess.Popen([sys.executable, script("tf_hang.py"), str(ready), str(release)],

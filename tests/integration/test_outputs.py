@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ..conftest import assert_running_untraced, requires_gdb, run_tfnative, script, wait_for_file
+from ..utils import assert_running_untraced, requires_gdb, run_tfnative, script, wait_for_file
 
 
 @pytest.fixture(scope="module")

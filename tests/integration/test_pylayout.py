@@ -18,7 +18,7 @@ import pytest
 
 from tfnative.core.pylayout import LAYOUTS
 
-from ..conftest import pyenv_pythons
+from ..utils import pyenv_pythons
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 

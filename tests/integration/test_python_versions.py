@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from ..conftest import (
+from ..utils import (
     ROOT,
     frames_of,
     held,

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from ..conftest import (
+from ..utils import (
     TFNATIVE,
     assert_gone,
     assert_running_untraced,

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from ..conftest import line_of, load_json, requires_gdb, run_tfnative, script
+from ..utils import line_of, load_json, requires_gdb, run_tfnative, script
 
 pytestmark = requires_gdb
 

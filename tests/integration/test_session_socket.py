@@ -14,7 +14,7 @@ import subprocess
 
 from tfnative.sources import sessionsock
 
-from ..conftest import TFNATIVE, line_of, run_tfnative, script, tracer_of, wait_for_file
+from ..utils import TFNATIVE, line_of, run_tfnative, script, tracer_of, wait_for_file
 
 SLEEPER = script("sleeper.py")
 

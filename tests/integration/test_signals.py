@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..conftest import load_json, requires_gdb, run_tfnative
+from ..utils import load_json, requires_gdb, run_tfnative
 
 pytestmark = requires_gdb
 

@@ -27,8 +27,8 @@ import time
 import psutil
 import pytest
 
-from ..conftest import ROOT, TFNATIVE, has_tensorflow, line_of, script
 from ..slurmlocal import LocalSlurm, SlurmUnavailable
+from ..utils import ROOT, TFNATIVE, has_tensorflow, line_of, script
 
 WORKER = script("mwms_worker.py")
 SLURM_WORKER = script("mwms_slurm_worker.py")

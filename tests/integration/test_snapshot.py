@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from ..conftest import (
+from ..utils import (
     assert_running_untraced,
     load_json,
     python_frames,

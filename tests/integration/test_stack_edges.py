@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from ..conftest import load_json, python_frames, run_tfnative, script, stack_event, wait_for_file
+from ..utils import load_json, python_frames, run_tfnative, script, stack_event, wait_for_file
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

@@ -27,7 +27,7 @@ from typing import Dict, Iterator
 
 import pytest
 
-from tests.conftest import ROOT, requires_gdb, requires_tf
+from tests.utils import ROOT, requires_gdb, requires_tf
 from tfnative.core.elfindex import ElfFile, ElfIndex, demangle, load_base, mapped_libraries
 from tfnative.gdb.surrogate import build_surrogate, gdb_regex_escape, surrogate_path
 

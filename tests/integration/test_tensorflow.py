@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ..conftest import (
+from ..utils import (
     ROOT,
     assert_gone,
     descendants,

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from ..conftest import ROOT, TFNATIVE, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+from ..utils import ROOT, TFNATIVE, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 SCRIPT = script("tf_check_failed.py")

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ..conftest import load_json, requires_gdb, requires_tf, run_tfnative, script
+from ..utils import load_json, requires_gdb, requires_tf, run_tfnative, script
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
 

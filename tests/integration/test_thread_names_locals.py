@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ..conftest import line_of, pyenv_pythons, run_tfnative, script, wait_for_file
+from ..utils import line_of, pyenv_pythons, run_tfnative, script, wait_for_file
 
 PROGRAM = script("named_threads.py")
 STRIPPED = "/usr/bin/python3.11"

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from ..conftest import ROOT, assert_gone, descendants, line_of, load_json, script, state_of, wait_for_file
+from ..utils import ROOT, assert_gone, descendants, line_of, load_json, script, state_of, wait_for_file
 
 MATRIX_SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 OPEN_SESSION = os.path.join(ROOT, "examples", "open_session.py")

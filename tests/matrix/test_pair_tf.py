@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from ..conftest import assert_running_untraced, held, line_of, load_json, script, state_of, wait_for_file
+from ..utils import assert_running_untraced, held, line_of, load_json, script, state_of, wait_for_file
 
 ABORT = script("tf_check_failed.py")
 SQRT_GRAD = script("tf_sqrt_grad.py")

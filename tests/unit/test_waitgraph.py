@@ -14,7 +14,7 @@ import pytest
 from tfnative.core.model import Document, Event, Thread, frames_from_json
 from tfnative.output import verdict, waitgraph
 
-from ..conftest import ROOT, line_of
+from ..utils import ROOT, line_of
 
 CAPTURES = os.path.join(ROOT, "tests", "hangs", "captures")
 HANGS = os.path.join(ROOT, "tests", "hangs")

@@ -1,7 +1,4 @@
-"""``tfnative attach``: gdb at a stop as a source, and the session that drives it.
+"""``tfnative attach``: the session that drives gdb over one target, one handler per kind of stop.
 
-The session (``attachloop``) runs one target (``targets``) under gdb
-(``gdbmi``, ``session``), arms breakpoints (``breakpoints``, ``symbolload``,
-``tfops``) and hands each stop to its handler, which makes the event
-(``stopevent``) through the one snapshot path.
+The map of its modules, and how one event flows through them: ``docs/architecture.md``.
 """

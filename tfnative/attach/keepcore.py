@@ -4,7 +4,7 @@ gdb's ``gcore`` writes the stopped process's memory (as ``coredump_filter``
 says), a note per thread with its registers and the signal, and the mapped
 files: what the kernel's own core would hold, and what ``tfnative core``
 reads.  It needs no symbols, only gdb's GNU/Linux ABI, which the loop may
-have set aside while the process ran (``symbolload.release``).
+have set aside while the process ran (``gdb/symbols.py``'s release).
 
 The core goes to a private temporary directory first and is then copied to
 FILE by the output rules of ``files.py`` (a symlink written through, a FIFO

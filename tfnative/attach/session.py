@@ -6,7 +6,7 @@ Follow one event from the command line to the report:
    picks the target (``targets.py``: a script it launches, or ``--pid``).
 2. ``Session.run`` starts gdb, lets the target ``start`` (attach; for a
    script, catch its ``exec``), arms the breakpoints (``breakpoints.py``;
-   ``symbolload.py`` resolves them from our index), and resumes the target.
+   ``gdb/symbols.py`` resolves them from our index), and resumes the target.
 3. ``Session._loop`` reads gdb's asynchronous records one at a time.  Each
    goes to its record handler (``RECORDS``); a ``*stopped`` record goes to
    the stop handler for its kind (``stop_kind`` and ``STOPS``: breakpoint,

@@ -1,6 +1,6 @@
 """The event at one stop of an ``attach`` session: the stopped target's mixed stacks as a schema EVENT.
 
-The loop (``attachloop.py``) calls ``make`` from its stop handlers; the
+The loop (``attach/session.py``) calls ``make`` from its stop handlers; the
 stacks come from tfnative's own unwinder (``snapshot/pipeline.py``) with the
 registers gdb gives, or from gdb's capture where that path steps aside, and
 ``report.make_event`` turns them into the event (``model.Event``) the printer

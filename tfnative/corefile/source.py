@@ -220,7 +220,7 @@ class CoreSource:
 
     def stacks(self, which: str, stacks: Stacks) -> Capture:
         """``stacks`` (the snapshot path) on the core; the thread that took the signal is ``selected_tid``.
-        Raises ``base.HasDebugInfo`` where a library on a stack has DWARF (``coregdb.py`` then); a thread
+        Raises ``base.HasDebugInfo`` where a library on a stack has DWARF (``corefile/withgdb.py`` then); a thread
         that cannot be read is read alone (``_thread_by_thread``)."""
         crashed = self.core.notes.threads[0].tid
         try:

@@ -2,7 +2,7 @@
 
 One ``--break LOCATION`` may end up as several gdb breakpoints: the pending
 one gdb resolves by name in libraries whose symbols it reads, and address
-breakpoints that ``symbolload`` sets itself in libraries it gives gdb only a
+breakpoints that ``gdb/symbols.py`` sets itself in libraries it gives gdb only a
 surrogate for.  This table maps gdb's numbers back to the user's location and
 says, at the end, which locations never resolved or never fired.
 
@@ -11,9 +11,9 @@ and *dispatch locations* (internal: the device's Compute, see
 ``tfops.py``); their gdb breakpoints are made by ``tfnative_gdb.opbreak``
 and stop only for the op types asked for.
 
-Once gdb no longer follows the target's library loads (``symbolload``'s
+Once gdb no longer follows the target's library loads (``gdb/symbols.py``'s
 RELEASED phase), the breakpoints are *pinned*: address breakpoints, each
-remembered with the library load it is in (``pin``).  ``symbolload`` says
+remembered with the library load it is in (``pin``).  ``gdb/symbols.py`` says
 which libraries came and went; ``loaded`` arms the functions a new one
 defines and ``unloaded`` deletes the breakpoints of one that went.
 """
@@ -93,7 +93,7 @@ class Breakpoints:
 
         gdb breaks on a library's ``NAME@plt`` stub only while it knows no
         definition of NAME; the definition in a library that only tfnative's
-        index knows (``symbolload``) leaves gdb with the stub, and a stop
+        index knows (``gdb/symbols.py``) leaves gdb with the stub, and a stop
         there shows a frame with no name before the function has run.  gdb
         itself drops the stub once it knows the definition: so do we.
         Returns the gdb numbers disabled.
@@ -143,7 +143,7 @@ class Breakpoints:
         """(location, address) for every code address gdb's breakpoints are set at now.
 
         A gdb breakpoint still pending whose location resolved elsewhere (the
-        name breakpoint of a function ``symbolload`` set an address breakpoint
+        name breakpoint of a function ``gdb/symbols.py`` set an address breakpoint
         for) has nothing to pin.  None when a location has no address at all,
         or is not a plain breakpoint of ours (an op breakpoint decides in gdb
         whether to stop): those cannot be pinned.
@@ -186,7 +186,7 @@ class Breakpoints:
         """A library came while gdb stops at each load: address breakpoints at ``found``.
 
         ``found``: (location, address) of each breakpoint function the library
-        defines, resolved by ``symbolload`` from its index.  gdb's refusal
+        defines, resolved by ``gdb/symbols.py`` from its index.  gdb's refusal
         raises ``GdbError``.
         """
         for text, address in found:

@@ -1,2 +1,4 @@
-"""Snapshots: the unwinder pipeline (``pipeline``), the one "CFI first, gdb where it must" rule (``policy``),
-one process (``process``), many processes (``many``), samples over time (``samples``) and a Slurm job (``slurm``)."""
+"""Snapshots: the one snapshot path, the one "CFI first, gdb where it must" policy, one process, many, a job.
+
+The map of its modules: ``docs/architecture.md``.
+"""

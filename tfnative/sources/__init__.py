@@ -1,7 +1,4 @@
-"""Sources: where a snapshot's memory, registers and mapped files come from.
+"""Sources: where a snapshot's memory, registers and mapped files come from (a live pid, ptrace, a session's socket).
 
-A ptrace-held pid (``ptrace``), a core file (``corefile``, ``coresource``,
-with ``corecheck`` and ``corepaths`` for its files), a core read through gdb
-(``coregdb``), a pid held by a running ``attach`` session (``sessionsock``).
-gdb at a stop is the source of ``tfnative.attach``.
+A core file is a source too (``tfnative/corefile``). The map: ``docs/architecture.md``.
 """

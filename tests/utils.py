@@ -1,0 +1,174 @@
+"""What tests share: paths, running tfnative, reading its documents, processes held and checked.
+
+Imported by the tests themselves (``from ..utils import ...``); ``conftest.py`` holds pytest's fixtures only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Iterator, List, Optional
+
+import psutil
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(ROOT, "tests", "scripts")
+TFNATIVE = [sys.executable, "-m", "tfnative"]
+
+
+def script(name: str) -> str:
+    return os.path.join(SCRIPTS, name)
+
+
+def run_tfnative(args: List[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    return subprocess.run(TFNATIVE + args, capture_output=True, text=True, timeout=timeout, cwd=kw.pop("cwd", ROOT),
+                          **kw)
+
+
+def stack_event(tmp_path, pid: int, *options: str, name: str = "s") -> tuple:
+    """``tfnative stack --pid PID OPTIONS --json FILE``: (the completed run, its snapshot event); exit 0 checked."""
+    out = tmp_path / ("%s.json" % name)
+    r = run_tfnative(["stack", "--pid", str(pid), *options, "--json", str(out)], timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r, load_json(out)["events"][0]
+
+
+def load_json(path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def frames_of(doc: dict, event: int = 0, thread: int = 0) -> list:
+    return doc["events"][event]["threads"][thread]["frames"]
+
+
+def python_frames(frames: list) -> list:
+    return [(f["function"], os.path.basename(f["file"] or ""), f["line"]) for f in frames if f["kind"] == "python"]
+
+
+def line_of(path: str, text: str) -> int:
+    """1-based line number of the first line of ``path`` containing ``text``."""
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if text in line:
+                return i
+    raise AssertionError("%r not in %s" % (text, path))
+
+
+def pyenv_pythons() -> dict:
+    out = {}
+    for minor in (10, 11, 12, 13):
+        found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.%d.*/bin/python3.%d" % (minor, minor))))
+        if found:
+            out["3.%d" % minor] = found[-1]
+    return out
+
+
+def has_tensorflow() -> bool:
+    try:
+        import importlib.util
+
+        return importlib.util.find_spec("tensorflow") is not None
+    except Exception:
+        return False
+
+
+requires_tf = pytest.mark.skipif(not has_tensorflow(), reason="tensorflow is not installed in this Python")
+requires_gdb = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
+
+
+def descendants(pid: int) -> List[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def assert_gone(procs: List[psutil.Process], timeout: float = 10.0) -> None:
+    """Every process is gone (or a zombie nobody waits for), none left stopped."""
+    deadline = time.monotonic() + timeout
+    alive: List[psutil.Process] = []
+    while time.monotonic() < deadline:
+        alive = []
+        for p in procs:
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive:
+            return
+        time.sleep(0.1)
+    desc = []
+    for p in alive:
+        try:
+            desc.append("%d %s %s" % (p.pid, p.name(), p.status()))
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    raise AssertionError("left behind: %s" % ", ".join(desc))
+
+
+def wait_for_file(path: str, timeout: float = 120.0, proc: Optional[subprocess.Popen] = None) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            with open(path) as f:
+                return f.read()
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError("process exited early with %s" % proc.returncode)
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for %s" % path)
+
+
+@contextlib.contextmanager
+def held(python: str, program: str, tmp_path, ready_timeout: float = 300) -> Iterator[subprocess.Popen]:
+    """Run a test program that takes READY and RELEASE paths (``tf_hang.py``, ``tf_data_hang.py``...):
+    give it once it has written READY (it is then blocked where it was meant to be); on leaving, release
+    it and check it finishes cleanly; whatever happens, nothing is left running."""
+    ready, release = os.path.join(str(tmp_path), "ready"), os.path.join(str(tmp_path), "release")
+    proc = subprocess.Popen([python, program, ready, release], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        wait_for_file(ready, ready_timeout, proc)
+        yield proc
+        with open(release, "w") as f:
+            f.write("go")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def tracer_of(pid: int) -> int:
+    """The pid tracing ``pid`` (0: none), from /proc/PID/status."""
+    with open("/proc/%d/status" % pid) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("TracerPid:"))
+
+
+def assert_running_untraced(pid: int, within: float = 10.0) -> None:
+    """``pid`` runs (not stopped) and nobody traces it: once its tracer has let go (``within`` seconds at
+    most, gdb's detach), and still a moment later."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and (tracer_of(pid) != 0 or state_of(pid) in ("t", "T")):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert state_of(pid) in ("S", "R")
+    assert tracer_of(pid) == 0
+
+
+def state_of(pid: int) -> Optional[str]:
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
