@@ -1,0 +1,99 @@
+"""Issue #24 (the layering): this checkout against an older one, the same commands interleaved.
+
+    .venv/bin/python bench/bench_layering.py --baseline DIR [--runs 11] [--out bench/results/layering.md]
+
+``DIR`` is the tree before the change (e.g. ``git worktree add DIR COMMIT``), run with this venv's
+interpreter (``python -m tfnative`` in that directory).  On one hung TensorFlow process
+(``bench/scripts/tf_hang.py``): ``stack --pid P -a`` and ``stack --pid P``; then ``tfnative --version``
+(start-up).  Each round runs every command once from each tree, alternating which goes first, so a
+drift of the machine's speed falls on both; the medians of ``--runs`` rounds and their ratio are
+reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List
+
+from benchutil import publish
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+
+
+def wall(argv: List[str], cwd: str) -> float:
+    """Seconds one ``python -m tfnative ARGV`` takes in ``cwd`` (a failed run is an error: nothing to compare)."""
+    start = time.monotonic()
+    code = subprocess.run([PY, "-m", "tfnative", *argv], cwd=cwd, env=ENV, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL).returncode
+    took = time.monotonic() - start
+    if code != 0:
+        raise SystemExit("tfnative %s in %s exited %d" % (" ".join(argv), cwd, code))
+    return took
+
+
+def measure(cases: Dict[str, List[str]], trees: Dict[str, str], runs: int) -> Dict[str, Dict[str, List[float]]]:
+    """{case: {tree: walls}}: every case from every tree once per round, the trees' order alternating."""
+    out: Dict[str, Dict[str, List[float]]] = {c: {t: [] for t in trees} for c in cases}
+    for argv in cases.values():  # warm-up: byte code, symbol caches, page cache
+        for where in trees.values():
+            wall(argv, where)
+    names = list(trees)
+    for i in range(runs):
+        order = names if i % 2 == 0 else names[::-1]
+        for case, argv in cases.items():
+            for t in order:
+                out[case][t].append(wall(argv, trees[t]))
+            print("round %d %-28s %s" % (i + 1, case, "  ".join("%s %.3f s" % (t, out[case][t][-1]) for t in names)),
+                  flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--baseline", required=True, help="the tree before the change")
+    ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "layering.md"))
+    args = ap.parse_args()
+    baseline = os.path.abspath(args.baseline)
+    tmp = tempfile.mkdtemp(prefix="tfnative-bench-layering-")
+    target = subprocess.Popen([PY, os.path.join(ROOT, "bench", "scripts", "tf_hang.py")], stdout=subprocess.PIPE,
+                              text=True, env=dict(ENV, TMPDIR=tmp))
+    try:
+        assert target.stdout is not None
+        target.stdout.readline()  # "ready"
+        time.sleep(1.0)
+        pid = str(target.pid)
+        cases = {"stack --pid P -a": ["stack", "--pid", pid, "-a"], "stack --pid P": ["stack", "--pid", pid],
+                 "--version": ["--version"]}
+        res = measure(cases, {"this": ROOT, "baseline": baseline}, args.runs)
+    finally:
+        target.kill()
+        target.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    commits = [subprocess.run(["git", "-C", d, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip() for d in (ROOT, baseline)]
+    lines = ["`bench/bench_layering.py --baseline BASELINE --runs %d` on %s: this checkout %s, baseline %s; "
+             "%d cores (shared), Python %s. Medians of %d interleaved rounds (min-max in brackets), on one hung "
+             "TF process (`bench/scripts/tf_hang.py`)." % (
+                 args.runs, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commits[0], commits[1],
+                 os.cpu_count() or 0, platform.python_version(), args.runs), "",
+             "| command | this checkout | baseline | ratio |", "|---|---|---|---|"]
+    for case, r in res.items():
+        a, b = statistics.median(r["this"]), statistics.median(r["baseline"])
+        lines.append("| `tfnative %s` | **%.3f s** [%.3f-%.3f] | %.3f s [%.3f-%.3f] | %.2f |" % (
+            case, a, min(r["this"]), max(r["this"]), b, min(r["baseline"]), max(r["baseline"]), a / b))
+    publish(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
