@@ -236,13 +236,14 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
             with Frozen(pid) as frozen:
                 if memory.pages is not None:
                     memory.pages.clear()  # nothing read before the hold stands for the held process
-                regs = [(tid, frozen.regs[tid]) for tid in frozen.tids]
-                memory.copy_many([span for _tid, r in regs for span in _stack_spans(source, r)])
+                memory.copy_many([span for tid in frozen.tids
+                                  for span in _stack_spans(source, *frozen.stack_registers(tid))])
                 memory.refresh(python_pages)
                 prep.copy_thread_list()  # threads started since the walk: their states too, as held
                 frozen.release()
                 held = frozen.held_s
             memory.released()
+            regs = [(tid, frozen.regs[tid]) for tid in frozen.tids]
         prep.python_threads(inner)  # from the copy: a page it lacks marks the thread (after_release)
         source.registers = [(tid, frozen.thread_name(tid), r) for tid, r in regs]
         result = stacks(source, which, variables=variables, prepared=prep)
@@ -368,13 +369,11 @@ def _stack_span(source: LiveSource, rsp: int) -> Tuple[int, int]:
     return rsp - RED_ZONE, min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
 
 
-def _stack_spans(source: LiveSource, regs: Dict[str, int]) -> List[Tuple[int, int]]:
+def _stack_spans(source: LiveSource, rsp: int, fs_base: int) -> List[Tuple[int, int]]:
     """What to copy of one thread's stacks: the live part at its stack pointer and, where the stack pointer is
     outside the thread's own stack (oneDNN's JIT kernels move it to a buffer of their own), the top of its own
     stack (below its thread pointer, ``fs_base``), where the frames that called the kernel are."""
-    rsp = regs.get("rsp", 0)
     spans = [_stack_span(source, rsp)]
-    fs_base = regs.get("fs_base", 0)
     own = source.mapping_of(fs_base - 1) if fs_base else None
     if rsp and own is not None and not own[0] <= rsp < own[1] and source.mapping_of(rsp) != own:
         spans.append((max(own[0], fs_base - STACK_COPY), min(own[1], fs_base)))

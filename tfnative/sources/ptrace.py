@@ -66,6 +66,7 @@ def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
 
 
 PAGE = 4096
+_RSP_AT, _FS_BASE_AT = 8 * REGISTERS.index("rsp"), 8 * REGISTERS.index("fs_base")
 
 
 def read_exact(fd: int, addr: int, size: int) -> bytes:
@@ -239,7 +240,9 @@ class Frozen:
             raise Unsupported("the gdb-free snapshot reads x86-64 Linux registers only")
         self.pid = pid
         self.held: Dict[int, int] = {}  # tid -> signal to hand back at the detach (0: none)
-        self.regs: Dict[int, Dict[str, int]] = {}
+        self.raw: Dict[int, bytes] = {}  # tid -> its user_regs_struct as read while held (``regs`` after)
+        self._regs: Optional[Dict[int, Dict[str, int]]] = None
+        self._buf = ctypes.create_string_buffer(8 * len(REGISTERS))
         self.exited: Set[int] = set()  # zombie threads: the leader after pthread_exit
         self.started = 0.0  # time.monotonic() as the first thread was taken
         self.held_s = 0.0  # from then to the last thread's release
@@ -250,7 +253,7 @@ class Frozen:
             self._seize_all()
             for tid in list(self.held):
                 try:
-                    self.regs[tid] = self._getregs(tid)
+                    self.raw[tid] = self._getregs(tid)
                 except OSError as exc:
                     if exc.errno != errno.ESRCH:
                         raise Unsupported("ptrace(PTRACE_GETREGS, %d): %s" % (tid, exc.strerror)) from None
@@ -265,7 +268,21 @@ class Frozen:
 
     @property
     def tids(self) -> List[int]:
-        return sorted(self.regs, key=lambda t: (t != self.pid, t))
+        return sorted(self.raw, key=lambda t: (t != self.pid, t))
+
+    @property
+    def regs(self) -> Dict[int, Dict[str, int]]:
+        """tid -> its registers by name; made from the raw copies on first use (after the hold, where it costs
+        the target nothing)."""
+        if self._regs is None:
+            fmt = "<%dQ" % len(REGISTERS)
+            self._regs = {tid: dict(zip(REGISTERS, struct.unpack(fmt, raw))) for tid, raw in self.raw.items()}
+        return self._regs
+
+    def stack_registers(self, tid: int) -> Tuple[int, int]:
+        """(rsp, fs_base) of a held thread, read from its raw copy: what the hold needs to copy its stack."""
+        raw = self.raw[tid]
+        return struct.unpack_from("<Q", raw, _RSP_AT)[0], struct.unpack_from("<Q", raw, _FS_BASE_AT)[0]
 
     def _list(self) -> List[int]:
         try:
@@ -320,10 +337,9 @@ class Frozen:
                 self.held[tid] = sig
             return
 
-    def _getregs(self, tid: int) -> Dict[str, int]:
-        buf = ctypes.create_string_buffer(8 * len(REGISTERS))
-        _ptrace(PTRACE_GETREGS, tid, 0, ctypes.addressof(buf))
-        return dict(zip(REGISTERS, struct.unpack("<%dQ" % len(REGISTERS), buf.raw)))
+    def _getregs(self, tid: int) -> bytes:
+        _ptrace(PTRACE_GETREGS, tid, 0, ctypes.addressof(self._buf))
+        return self._buf.raw
 
     def release(self) -> None:
         """Detach every held thread (idempotent); a held signal goes back to its thread."""
