@@ -109,7 +109,7 @@ def options_of(kw: Dict[str, Any]) -> AttachOptions:
     """The ``AttachOptions`` of the command line's values (click's keyword arguments), checked against each other."""
     from ..attach.options import AttachOptions
     from ..attach.tfenv import DebugSwitches
-    from ..gdb.control import GdbOptions
+    from ..gdb.options import GdbOptions
 
     script, module, args = kw.get("script"), kw.get("module"), list(kw.get("args", ()))
     breaks, break_ops, source_dirs = list(kw["breaks"]), list(kw["break_ops"]), list(kw["source_dirs"])

@@ -67,7 +67,7 @@ def core_cmd(core_path: str, executable: Optional[str], sysroot: Optional[str], 
     """Print the mixed stacks of a crashed process from its CORE dump (.zst, .lz4, .xz too)."""
     def go() -> int:
         from ..corefile.document import CoreOptions
-        from ..gdb.control import GdbOptions
+        from ..gdb.options import GdbOptions
 
         opts = CoreOptions(core_path, executable, sysroot, all_threads=all_threads, native_all=native_all,
                            full=full, json_path=json_path, with_gdb=with_gdb or bool(gdb_path or gdb_log),

@@ -98,7 +98,7 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
     text block each (JSON Lines with --json); exit status 0 when at least one could be read.  --slurm-job
     JOBID: every Python process of a running Slurm job on all its nodes, as one merged tree.
     """
-    from ..gdb.control import GdbOptions
+    from ..gdb.options import GdbOptions
     from ..snapshot.options import Selection, StackOptions
 
     opts = StackOptions(

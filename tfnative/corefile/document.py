@@ -13,7 +13,7 @@ from typing import Optional, TextIO, Tuple
 from ..core import tflog
 from ..core.model import Capture, Document
 from ..errors import HasDebugInfo, TfnativeError, Unsupported
-from ..gdb.control import GdbOptions
+from ..gdb.options import GdbOptions
 from ..snapshot import pipeline
 from ..snapshot.policy import take_stacks, why
 from . import withgdb

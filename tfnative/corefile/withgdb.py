@@ -25,7 +25,8 @@ from ..core.elfindex import ElfError, ElfFile, ElfIndex
 from ..core.model import Capture
 from ..errors import GdbDied, GdbError, TfnativeError
 from ..gdb import ops as tfops
-from ..gdb.control import CAPTURE_TIMEOUT, GdbOptions, capture, start_gdb
+from ..gdb.control import CAPTURE_TIMEOUT, capture, start_gdb
+from ..gdb.options import GdbOptions
 from ..gdb.surrogate import build_surrogate
 from ..gdb.symbols import HUGE_BYTES, IndexedLibrary, SymbolLoader, wants_surrogate
 from .source import CoreSource

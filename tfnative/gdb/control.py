@@ -11,7 +11,6 @@ import json
 import os
 import re
 import signal
-from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, TextIO, Tuple
 
 import tfnative_gdb
@@ -22,6 +21,7 @@ from ..errors import GdbDied, GdbError, TfnativeError
 from ..sources.permissions import ptrace_refused_message
 from ..toolchain import bazelpaths
 from .mi import Gdb, find_gdb, mi_quote
+from .options import GdbOptions
 from .symbols import SymbolLoader
 
 FATAL_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
@@ -32,21 +32,6 @@ TF_BT_SCRIPT = GDBINIT
 
 
 CAPTURE_TIMEOUT = 600.0  # the first capture may read a lot of debug info
-
-
-@dataclass
-class GdbOptions:
-    """How to run gdb (``--gdb``, ``--debuginfod``, ``--gdb-log``, ``--full-symbols``): built once by the CLI."""
-
-    gdb_path: Optional[str] = None
-    debuginfod: bool = False
-    log: Optional[str] = None
-    full_symbols: bool = False
-
-    @classmethod
-    def of(cls, gdb_path: Optional[str] = None, log: Optional[str] = None) -> GdbOptions:
-        """The options of a command that takes only ``--gdb`` and ``--gdb-log``."""
-        return cls(gdb_path=gdb_path, log=log)
 
 
 def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None, die_with_parent: bool = True) -> Gdb:

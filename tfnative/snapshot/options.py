@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
-from ..gdb.control import GdbOptions
+from ..gdb.options import GdbOptions
 
 
 @dataclass

@@ -20,7 +20,7 @@ from ..errors import PtraceRefused, TfnativeError, Unsupported
 from ..output import report, verdict
 from ..sources import ptrace, sessionsock
 from ..sources.permissions import ptrace_refused_message
-from . import pipeline, samples, withgdb
+from . import pipeline, samples
 from .options import StackOptions
 from .policy import take_stacks, why, widened
 
@@ -170,6 +170,8 @@ def take_once(pid: int, opts: StackOptions, was_stopped: bool, err: TextIO) -> C
         return result
 
     def through_gdb(which: str) -> Capture:
+        from . import withgdb  # gdb's machinery, loaded only where the policy needs it
+
         raise_if_exited(pid)
         try:
             return withgdb.stack_of_pid(pid, which, opts.gdb, was_stopped, err, opts.variables)

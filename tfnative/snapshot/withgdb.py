@@ -13,8 +13,9 @@ from typing import List, Optional, TextIO
 from ..core.model import Capture, NativeFrame
 from ..errors import GdbDied, GdbError, TfnativeError
 from ..gdb import ops
-from ..gdb.control import CAPTURE_TIMEOUT, GdbOptions, attach, capture, detach, gdb_tail, start_gdb
+from ..gdb.control import CAPTURE_TIMEOUT, attach, capture, detach, gdb_tail, start_gdb
 from ..gdb.mi import Gdb
+from ..gdb.options import GdbOptions
 from ..gdb.symbols import SymbolLoader
 from ..sources import modules, ptrace
 from . import pipeline
