@@ -71,12 +71,17 @@ def bazelrc_cmd(preset: Optional[str], files: Tuple[str, ...], workspace: Option
 @click.option("--all", "every", is_flag=True, help="Without PATH: every .so of the TensorFlow package.")
 @click.option("--source-dir", "source_dirs", multiple=True, type=click.Path(),
               help="A Bazel workspace/execroot to look for .dwo files in (as attach --source-dir).")
-@click.option("--json", "as_json", is_flag=True, help="A JSON list, one object per file.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON list, one object per file (or per check).")
+@click.option("--system", is_flag=True,
+              help="Will tfnative work here? gdb, ptrace (Yama, capabilities, seccomp), containers, where cores "
+                   "go, debuginfod, the Python and its TensorFlow: each ok or what to do. Exit 1 when one needs a fix.")
 def doctor_cmd(paths: Tuple[str, ...], python: str, every: bool, source_dirs: Tuple[str, ...],
-               as_json: bool) -> None:
-    """What debug info each shared object carries, and what gdb can do with it."""
+               as_json: bool, system: bool) -> None:
+    """What debug info each shared object carries, and what gdb can do with it; --system: will tfnative work here."""
 
-    def go() -> None:
+    def go() -> Optional[int]:
+        if system:
+            return _system(paths, python, as_json)
         from ..toolchain import doctor as doctor_mod  # imported here: every tfnative command would pay for it
         from ..toolchain.tfinstall import tensorflow_libraries
 
@@ -91,6 +96,7 @@ def doctor_cmd(paths: Tuple[str, ...], python: str, every: bool, source_dirs: Tu
             click.echo(json.dumps([r.to_json() for r in reports], indent=2))
         else:
             click.echo("\n\n".join(doctor_mod.render(r) for r in reports))
+        return None
 
     _run(go)
 
@@ -100,3 +106,18 @@ def register(main: click.Group) -> None:
     main.add_command(presets_cmd)
     main.add_command(bazelrc_cmd)
     main.add_command(doctor_cmd)
+
+
+def _system(paths: Tuple[str, ...], python: str, as_json: bool) -> int:
+    """``doctor --system``: one line per check; 1 when one says what to fix."""
+    from ..toolchain.selfcheck import system_checks
+
+    if paths:
+        raise TfnativeError("--system checks this machine: give it no PATH")
+    checks = system_checks(python)
+    if as_json:
+        click.echo(json.dumps([vars(c) for c in checks], indent=2))
+    else:
+        for c in checks:
+            click.echo(c.line())
+    return 1 if any(c.status == "fix" for c in checks) else 0

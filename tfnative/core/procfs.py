@@ -192,3 +192,37 @@ def cpuinfo() -> Tuple[str, List[str]]:
     except OSError:
         pass
     return model, flags
+
+
+def capabilities(pid: int) -> Optional[int]:
+    """The effective capability set of ``pid`` (``CapEff``); None when it cannot be read."""
+    try:
+        return int(status(pid).get("CapEff", ""), 16)
+    except (OSError, ValueError):
+        return None
+
+
+def core_pattern() -> Optional[str]:
+    """``kernel.core_pattern``: where the kernel writes a core (a pipe to a helper when it starts with ``|``)."""
+    try:
+        with open("/proc/sys/kernel/core_pattern") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def in_container() -> Optional[str]:
+    """What this process runs in, when it looks like a container ("docker", "podman", "kubernetes",
+    "containerd", "lxc"); None on a host (or when nothing says)."""
+    for marker, name in (("/.dockerenv", "docker"), ("/run/.containerenv", "podman")):
+        if os.path.exists(marker):
+            return name
+    try:
+        with open("/proc/1/cgroup") as f:
+            text = f.read()
+    except OSError:
+        return None
+    for word in ("kubepods", "docker", "containerd", "libpod", "lxc"):
+        if word in text:
+            return {"kubepods": "kubernetes", "libpod": "podman"}.get(word, word)
+    return None

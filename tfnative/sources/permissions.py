@@ -15,17 +15,9 @@ from ..core import procfs
 CAP_SYS_PTRACE = 19
 
 
-def _cap_eff(pid: int) -> Optional[int]:
-    """The effective capability set of ``pid`` (None when it cannot be read)."""
-    try:
-        return int(procfs.status(pid).get("CapEff", ""), 16)
-    except (OSError, ValueError):
-        return None
-
-
 def has_cap_sys_ptrace() -> bool:
     """Whether this process holds CAP_SYS_PTRACE."""
-    caps = _cap_eff(os.getpid())
+    caps = procfs.capabilities(os.getpid())
     return caps is not None and bool(caps >> CAP_SYS_PTRACE & 1)
 
 
@@ -76,7 +68,7 @@ def missing_capabilities(pid: int) -> List[str]:
 
     The kernel refuses ptrace (and ``/proc/PID/mem``) on a target whose capabilities exceed the tracer's.
     """
-    theirs, ours = _cap_eff(pid), _cap_eff(os.getpid())
+    theirs, ours = procfs.capabilities(pid), procfs.capabilities(os.getpid())
     if theirs is None or ours is None:
         return []
     extra = theirs & ~ours
