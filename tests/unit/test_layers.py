@@ -19,7 +19,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PKG = os.path.join(ROOT, "tfnative")
-SHARED = {"tfnative", "tfnative.errors", "tfnative.files"}
+SHARED = {"tfnative", "tfnative.errors", "tfnative.files", "tfnative.progress"}
 # Beside the core, what gdb's Python may import of ours: the renderers that stand on the standard library alone.
 GDB_SCRIPTS_MAY_USE = {"tfnative.output.render", "tfnative.output.elide"}
 # Which layers a layer may import (itself and the shared modules always).
@@ -94,7 +94,7 @@ def _layer(mod):
 def test_every_module_lives_in_a_layer():
     """The package's top level holds only what every layer shares."""
     top = sorted(n[:-3] for n in os.listdir(PKG) if n.endswith(".py"))
-    assert top == ["__init__", "__main__", "errors", "files"]
+    assert top == ["__init__", "__main__", "errors", "files", "progress"]
     assert sorted(n for n in os.listdir(PKG) if os.path.isdir(os.path.join(PKG, n)) and n != "__pycache__") == sorted(
         LAYERS)
 
@@ -116,7 +116,7 @@ def test_each_layer_imports_only_the_layers_below_it():
 
 
 def test_shared_modules_import_no_layer():
-    bad = ["%s imports %s" % (m, u) for m in ("tfnative.errors", "tfnative.files")
+    bad = ["%s imports %s" % (m, u) for m in ("tfnative.errors", "tfnative.files", "tfnative.progress")
            for u in _imports(m, MODULES[m]) if u not in SHARED]
     assert bad == []
 

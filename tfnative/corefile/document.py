@@ -14,6 +14,7 @@ from ..core import tflog
 from ..core.model import Capture, Document
 from ..errors import HasDebugInfo, TfnativeError, Unsupported
 from ..gdb.options import GdbOptions
+from ..progress import progress
 from ..snapshot import pipeline
 from ..snapshot.policy import take_stacks, why
 from . import withgdb
@@ -55,7 +56,8 @@ def read_core(opts: CoreOptions, err: TextIO = sys.stderr) -> Tuple[CoreSource, 
                 raise TfnativeError("%s: cannot unwind: %s" % (opts.path, exc)) from None
 
         def through_gdb(which: str) -> Capture:
-            result = source.finish(withgdb.stacks_with_gdb(source, which, opts.gdb, err), which)
+            with progress("gdb reads %s" % opts.path):
+                result = source.finish(withgdb.stacks_with_gdb(source, which, opts.gdb, err), which)
             pipeline.add_memory_facts(source.memory, source.libraries(),
                                       {t.tid: t.regs for t in source.core.notes.threads}, result)
             return result

@@ -17,7 +17,6 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
-import shutil
 import struct
 import tempfile
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import IO, Callable, Dict, List, Optional, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfTruncated
 from ..errors import CoreError
+from ..progress import progress
 from ..sources.ptrace import REGISTERS
 
 ET_CORE = 4
@@ -169,8 +169,13 @@ def _decompress(path: str) -> Optional[IO[bytes]]:
         return None
     tmp = tempfile.TemporaryFile(prefix="tfnative-core-")  # unlinked at once: nothing survives us
     try:
-        with open(path, "rb") as f, opener(f) as src:
-            shutil.copyfileobj(src, tmp, 1 << 20)
+        with open(path, "rb") as f, opener(f) as src, progress("decompressing %s" % path) as shown:
+            while True:
+                chunk = src.read(1 << 20)
+                if not chunk:
+                    break
+                tmp.write(chunk)
+                shown.update("%d MB" % (tmp.tell() >> 20))
     except Exception as exc:  # noqa: BLE001 - any decoder error is "this file is damaged"
         tmp.close()
         raise CoreError("%s: cannot decompress: %s" % (path, exc)) from None

@@ -17,6 +17,7 @@ from ..gdb.control import CAPTURE_TIMEOUT, attach, capture, detach, gdb_tail, st
 from ..gdb.mi import Gdb
 from ..gdb.options import GdbOptions
 from ..gdb.symbols import SymbolLoader
+from ..progress import progress
 from ..sources import modules, ptrace
 from . import pipeline
 from .policy import widened
@@ -51,12 +52,14 @@ def stack_of_pid(pid: int, which: str, gdb_opts: GdbOptions, was_stopped: bool, 
         attach(gdb, pid)
         attached = True
         loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
-        skipped = loader.sync_for_snapshot()
+        with progress("gdb reads the libraries' symbols"):
+            skipped = loader.sync_for_snapshot()
         result = widened(lambda w: capture_which(gdb, w, variables), which)
         if _meets(result, skipped):
             # A frame in a library left without symbols (its return address was
             # not on the stack as read): read them all and look again.
-            loader.sync(full_list=True)
+            with progress("gdb reads every library's symbols"):
+                loader.sync(full_list=True)
             result = widened(lambda w: capture_which(gdb, w, variables), which)
         loader.symbolize(result)
         ops.annotate(gdb, result)
@@ -81,7 +84,8 @@ def capture_which(gdb: Gdb, which: str, variables: bool = False) -> Capture:
 def stacks_at_stop(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool = False) -> Capture:
     """The stopped target's stacks through gdb: the new libraries' symbols read first, ops named, memory facts."""
     if loader is not None:
-        loader.sync(full_list=True)
+        with progress("gdb reads the new libraries' symbols"):
+            loader.sync(full_list=True)
     result = capture_which(gdb, which, variables)
     if loader is not None:
         loader.symbolize(result)
