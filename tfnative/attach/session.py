@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 import psutil
 
 from ..core import procfs
-from ..core.model import Event
+from ..core.model import ChildDeath, Event, EventKind
 from ..core.threads import SIGNAL_FRAME
 from ..errors import Interrupted, SignalGuard, TfnativeError
 from ..gdb import ops as tfops
@@ -509,7 +509,7 @@ class Session:
         "other": on_other,
     }
 
-    def _event(self, kind: str, all_threads: Optional[bool] = None, **extra: Any) -> Event:
+    def _event(self, kind: EventKind, all_threads: Optional[bool] = None, **extra: Any) -> Event:
         return stopevent.make(self.gdb, self.opts.all_threads if all_threads is None else all_threads,
                               self.opts.native_all, self.loader, kind, **extra)
 
@@ -562,7 +562,7 @@ def _note_dead_children(gdb: Gdb, pid: int, doc: report.Document, printer: repor
             name = signal.Signals(sig).name
         except ValueError:
             name = "SIG%d" % sig
-        note_child({"pid": cpid, "name": procfs.comm(cpid), "signal": name, "core_dumped": dumped}, doc, printer)
+        note_child(ChildDeath(pid=cpid, name=procfs.comm(cpid), signal=name, core_dumped=dumped), doc, printer)
 
 
 def _has_handler(pid: int, signal_name: str) -> bool:
