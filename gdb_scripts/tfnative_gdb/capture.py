@@ -21,7 +21,7 @@ from tfnative.core.debugfiles import DEBUG_ROOT, separate_debug_file
 from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
 from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.memory import USER_SPACE_END
-from tfnative.core.model import Capture, NativeFrame, Thread
+from tfnative.core.model import Capture, NativeFrame, Op, Thread
 from tfnative.core.opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from tfnative.core.pyframes import PythonReader, open_reader
 from tfnative.core.threadnames import registered_names, registry_symbols
@@ -440,7 +440,7 @@ def annotate_ops(result: Capture) -> None:
             assert f.level is not None  # op_frames gives only frames with a level
             op = op_context(t.tid, f.level, 0, device=device, kernels=kernels)
             if op:
-                f.op = op
+                f.op = Op.from_json(op)
         inherit_device_ops(t.frames)
 
 

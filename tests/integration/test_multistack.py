@@ -223,7 +223,7 @@ def test_ctrl_c_releases_every_process(tmp_path):
 def test_libraries_read_once_for_all_processes(tmp_path):
     """Two processes map libc at other addresses: each has its own library object (its own load bias),
     and both share the file's symbol index and CFI, opened once."""
-    from tfnative.snapshot.pipeline import pipeline as snapshot
+    from tfnative.snapshot import pipeline as snapshot
     from tfnative.sources import modules
 
     procs = start(tmp_path, ("peer", "peer"), "share")

@@ -8,7 +8,7 @@ op run eagerly through its generated ``*_eager_fallback`` (op callbacks on, as u
 
 import os
 
-from tfnative.core.model import Capture, Document, Thread, frames_from_json
+from tfnative.core.model import Capture, Document, TfFunction, Thread, frames_from_json
 from tfnative.output import render, report
 
 SITE = "/venv/lib/python3.11/site-packages/tensorflow/python"
@@ -78,8 +78,8 @@ def test_a_tf_data_map_crash_names_the_waiting_thread_and_the_users_line():
     assert worker.works_for == {"tid": 100, "waits_in": "the next element of a tf.data iterator",
                                 "how": "only thread waiting in TensorFlow"}
     t = triage(event)
-    assert t["nearest_user_frame"] == {"function": "<module>", "file": APP, "line": 15}
-    assert t["op"]["type"] == "FusedPadConv2D"
+    assert t.nearest_user_frame == {"function": "<module>", "file": APP, "line": 15}
+    assert t.op["type"] == "FusedPadConv2D"
     lines = []
     report.Printer(_Out(lines)).event(event)
     assert "working for thread 100, which waits for the next element of a tf.data iterator" in "".join(lines)
@@ -89,7 +89,7 @@ def test_no_waiting_thread_is_named_where_two_could_be_waiting():
     other = thread(102, [n("TFE_Execute", CC), py("step", 30)])
     event = crash(thread(101, WORKER), thread(100, GET_NEXT), other, selected=101)
     assert event.threads[0].works_for is None
-    assert triage(event)["nearest_user_frame"] is None
+    assert triage(event).nearest_user_frame is None
 
 
 def test_an_eager_fallback_op_is_no_tf_function():
@@ -97,14 +97,14 @@ def test_an_eager_fallback_op_is_no_tf_function():
     t = event.threads[0]
     assert t.tf_function is None
     tr = triage(event)
-    assert tr["tf_function"] is None
-    assert tr["op"]["type"] == "FusedPadConv2D"
-    assert not any("tf.function" in p for p in report.triage_phrases(tr))
+    assert tr.tf_function is None
+    assert tr.op["type"] == "FusedPadConv2D"
+    assert not any("tf.function" in p for p in report.summary_phrases(tr))
 
 
 def test_a_real_tf_function_call_is_one():
     event = crash(thread(100, FUNCTION), selected=100)
-    assert event.threads[0].tf_function == {"name": "__inference_step_24", "python_function": "step"}
+    assert event.threads[0].tf_function == TfFunction(name="__inference_step_24", python_function="step")
 
 
 def test_the_op_comes_from_the_generated_op_when_no_kernel_frame_is_left(tmp_path):
@@ -119,9 +119,9 @@ def test_the_op_comes_from_the_generated_op_when_no_kernel_frame_is_left(tmp_pat
                                py("audio_spectrogram", 3, str(gen)), py("<module>", 7)])
     event = crash(Thread(tid=100, name="python", frames=frames), selected=100)
     tr = triage(event)
-    assert tr["op"] == {"type": "AudioSpectrogram", "name": None, "from": "gen_audio_ops.audio_spectrogram"}
+    assert tr.op == {"type": "AudioSpectrogram", "name": None, "from": "gen_audio_ops.audio_spectrogram"}
     assert "op `AudioSpectrogram` (from `gen_audio_ops.audio_spectrogram`)" in "; ".join(
-        report.triage_phrases(tr, "`"))
+        report.summary_phrases(tr, "`"))
 
 
 def test_paths_are_normal_and_labels_match_the_text():

@@ -11,7 +11,7 @@ import pytest
 
 from tfnative.core import cxxexc
 from tfnative.core.cxxexc import GNU_CXX, GNU_CXX_DEPENDENT, HEADER, TlsRecipe
-from tfnative.core.model import Thread
+from tfnative.core.model import CrashSummary, Thread
 from tfnative.output import pyop, render, report
 
 from .fakemem import FakeMemory
@@ -227,15 +227,14 @@ def test_the_thread_field_travels_and_is_shown():
     assert "cxx_exception" not in Thread(tid=8).to_json()
     assert render.thread_block(t)[1] == (
         '  C++ exception in flight: std::length_error: "vector::_M_default_append" (being handled)')
-    t = {"breakpoints": {}, "signal": "SIGSEGV", "nearest_user_frame": None, "tf_function": None, "dumps": 0,
-         "cxx_exception": exc, "op": {"type": "AudioSpectrogram", "name": None,
-                                      "from": "gen_audio_ops.audio_spectrogram"}}
-    parts = report.triage_phrases(t)
+    t = CrashSummary(signal="SIGSEGV", cxx_exception=exc, op={"type": "AudioSpectrogram", "name": None,
+                                                              "from": "gen_audio_ops.audio_spectrogram"})
+    parts = report.summary_phrases(t)
     assert 'C++ exception std::length_error: "vector::_M_default_append" (being handled)' in parts
     assert "op AudioSpectrogram (from gen_audio_ops.audio_spectrogram)" in parts
     assert parts[-1].startswith("to see where it was thrown: rerun with --break __cxa_throw")
-    t["breakpoints"] = {"__cxa_throw": 1}  # seen already
-    assert not any("rerun" in p for p in report.triage_phrases(t))
+    t.breakpoints = {"__cxa_throw": 1}  # seen already
+    assert not any("rerun" in p for p in report.summary_phrases(t))
 
 
 GEN_OPS = '''

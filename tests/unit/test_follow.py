@@ -38,7 +38,7 @@ def test_listener_hears_the_tree_only():
         for s in socks:
             s.close()
     assert heard == [("fork", 200), ("fork", 400), ("exec", 400), ("exit", 400)]
-    assert [(k["pid"], k["signal"]) for k in w.killed] == [(400, "SIGSEGV")]
+    assert [(k.pid, k.signal) for k in w.killed] == [(400, "SIGSEGV")]
 
 
 def test_process_phrase():
@@ -58,10 +58,10 @@ def test_child_events_leave_the_parents_exit_and_triage_alone():
     doc.set_exit(3)
     assert crash.fatal is None  # the child's signal is the child's: the parent exited with status 3
     tri = document_triage(doc)
-    assert tri["signal"] is None and tri["breakpoints"] == {"uname": 1}
+    assert tri.signal is None and tri.breakpoints == {"uname": 1}
     assert crash.to_json()["process"] == child and "process" not in hit.to_json()
     assert Event.from_json(crash.to_json()).process == child
     # the child's own document sees the same event as its own
     cdoc = Document(argv=["python3"], pid=20, attached=True, events=[crash], has_exit=True)
     cdoc.set_exit(-11)
-    assert crash.fatal is True and document_triage(cdoc)["signal"] == "SIGSEGV"
+    assert crash.fatal is True and document_triage(cdoc).signal == "SIGSEGV"

@@ -63,7 +63,7 @@ def test_capture_typed_with_its_internal_fields():
 def test_stack_document_typed():
     doc = Document.from_json(load("doc_stack_a.json"))
     assert not doc.has_exit and "exit" not in doc.to_json()
-    assert doc.host and doc.triage["verdict"].startswith("the main thread waits for tf.function step")
+    assert doc.host and doc.triage.verdict.startswith("the main thread waits for tf.function step")
     (event,) = doc.events
     assert event.kind == "snapshot" and event.via == "cfi" and event.python == "3.11"
     main = event.threads[0]
@@ -72,10 +72,10 @@ def test_stack_document_typed():
     assert main.frames[0].library == "libc.so.6" and main.frames[0].frame_class == "system"
     user = [f for f in main.frames if isinstance(f, PythonFrame) and f.user]
     assert [(Path(f.file).name, f.function) for f in user] == [("tf_hang.py", "main"), ("tf_hang.py", "<module>")]
-    assert main.tf_function["python_function"] == "step"
-    worker = next(t for t in event.threads if t.tf_function and t.tf_function.get("how"))
-    assert worker.name == "tf_Compute" and worker.tf_function["called_by"] == main.tid
-    kernels = [f.op["type"] for f in worker.frames if isinstance(f, NativeFrame) and f.op]
+    assert main.tf_function.python_function == "step"
+    worker = next(t for t in event.threads if t.tf_function and t.tf_function.how)
+    assert worker.name == "tf_Compute" and worker.tf_function.called_by == main.tid
+    kernels = [f.op.type for f in worker.frames if isinstance(f, NativeFrame) and f.op]
     assert kernels and set(kernels) == {"EagerPyFunc"}
     assert all(t.kernel and t.kernel["state"] for t in event.threads)
 
@@ -107,8 +107,8 @@ def test_attach_document_with_a_crash():
     assert event.op["type"] == "EagerPyFunc"
     created = [model.frame_from_json(f) for f in event.op["created_at"]]
     assert all(isinstance(f, PythonFrame) and f.frame_class is None for f in created)
-    assert doc.triage["signal"] == "SIGSEGV"
-    assert doc.triage["nearest_user_frame"]["function"] == "bad_callback"
+    assert doc.triage.signal == "SIGSEGV"
+    assert doc.triage.nearest_user_frame["function"] == "bad_callback"
 
 
 def test_internal_fields_stay_out_of_json():
@@ -164,7 +164,7 @@ def test_one_document_type_from_the_session_to_the_file(tmp_path):
 
     d = load("doc_attach_segv.json")
     doc = Document.from_json(d)
-    assert doc.has_exit and report.document_triage(doc) == d["triage"]
+    assert doc.has_exit and report.document_triage(doc).to_json() == d["triage"]
     out = tmp_path / "again.json"
     report.write(doc, str(out))
     assert out.read_text() == (DATA / "doc_attach_segv.json").read_text()
@@ -176,3 +176,146 @@ def test_one_document_type_from_the_session_to_the_file(tmp_path):
     assert [e.fatal for e in fresh.events] == [False, True]
     assert Document(pid=4, attached=True).target_name() == "process 4"
     assert "attached" not in Document(attached=True).to_json()
+
+
+# -- every recorded document and capture, and the typed leaves ---------------------------------------------
+HANG_CAPTURES = sorted((Path(__file__).parents[1] / "hangs" / "captures").glob("*.json"))
+
+
+def recorded(path):
+    """The JSON objects of a recorded file: one (indented), or one a line (a multi-process snapshot)."""
+    text = path.read_text().strip()
+    if text.startswith("{") and "\n{" in text:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [json.loads(text)]
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.json")), ids=lambda p: p.stem)
+def test_every_recorded_object_reads_back_as_it_was(path):
+    """Each file of data/: a document or a capture round-trips byte for byte; a trimmed snapshot event
+    (pool_*, tfdata_*: frames trimmed to a few keys, with keys of its own) keeps its TRIAGE, its threads' ops
+    and tf.functions exactly."""
+    d = json.loads(path.read_text())
+    if "tfnative" in d:
+        assert json.dumps(Document.from_json(d).to_json(), indent=1) + "\n" == path.read_text()
+    elif "threads" in d and "kind" not in d:
+        assert json.dumps(Capture.from_json(d).to_json(), indent=1) + "\n" == path.read_text()
+    elif d.get("kind") in model.EVENT_KINDS:
+        event = Event.from_json(d)
+        assert isinstance(event.triage, model.HangVerdict)
+        assert list(event.triage.to_json().items()) == list(d["triage"].items())
+        for t, raw in zip(event.threads, d["threads"]):
+            if raw.get("tf_function"):
+                assert list(t.tf_function.to_json().items()) == list(raw["tf_function"].items())
+            for f, rf in zip(t.frames, raw["frames"]):
+                if rf.get("op"):
+                    assert list(f.op.to_json().items()) == list(rf["op"].items())
+    else:
+        assert path.stem.startswith("pyruntime-"), "a recorded file of no known shape"
+
+
+@pytest.mark.parametrize("path", HANG_CAPTURES, ids=lambda p: p.stem)
+def test_recorded_hang_documents_read_back_as_they_were(path):
+    """tests/hangs/captures: ``stack --json`` documents with the wait-for graph (waits, cycle, chain)."""
+    for d in recorded(path):
+        doc = Document.from_json(d)
+        assert isinstance(doc.triage, model.HangVerdict) and doc.triage.waits is not None
+        assert json.dumps(doc.to_json(), indent=1) == json.dumps(d, indent=1)
+
+
+def test_op_keys_in_their_order():
+    op = model.Op.from_json({"type": "MatMul", "name": "m", "kernel_type": "_MklMatMul", "kernel": "0x10"})
+    assert op.kernel_type == "_MklMatMul" and list(op.to_json()) == ["type", "name", "kernel_type", "kernel"]
+    assert model.Op(type="Log", name="Log").to_json() == {"type": "Log", "name": "Log"}
+    frame = NativeFrame(function="f", op=op, level=2, start=5)
+    assert list(frame.capture_json())[-3:] == ["level", "start", "op"] and frame.capture_json()["op"] == op.to_json()
+    assert list(frame.to_json())[-1] == "op"
+    assert NativeFrame.from_json({"kind": "native", "function": "f", "op": {}}).op is None  # no op read
+
+
+def test_tf_function_read_or_attributed():
+    own = model.TfFunction(name="__inference_step_8", python_function="step")
+    assert own.to_json() == {"name": "__inference_step_8", "python_function": "step"}
+    given = model.TfFunction.from_json({"name": "__inference_step_8", "python_function": "step",
+                                        "called_by": 7, "how": "only tf.function in flight"})
+    assert given.called_by == 7 and list(given.to_json()) == ["name", "python_function", "called_by", "how"]
+    # a thread writes its own tf.function before the merge's details, an attributed one after its error
+    thread = Thread(tid=1, frames=[], python_frames=[], merge_detail="x", error="e", tf_function=own)
+    assert list(thread.to_json()).index("tf_function") < list(thread.to_json()).index("merge_detail")
+    thread.tf_function = given
+    keys = list(thread.to_json())
+    assert keys.index("tf_function") == keys.index("error") + 1 and keys.count("tf_function") == 1
+    assert Thread.from_json(thread.to_json()).tf_function == given
+    assert "tf_function" not in thread.capture_json()
+
+
+def test_child_death_keeps_its_four_keys():
+    dead = model.ChildDeath(pid=12, name="python3", signal="SIGSEGV", core_dumped=True)
+    assert list(dead.to_json().items()) == [("pid", 12), ("name", "python3"), ("signal", "SIGSEGV"),
+                                             ("core_dumped", True)]
+    doc = Document(pid=1, children_killed=[dead])
+    assert doc.to_json()["children_killed"] == [dead.to_json()]
+    assert Document.from_json(doc.to_json()).children_killed == [dead]
+    assert "children_killed" not in Document(pid=1).to_json()
+
+
+def test_hang_verdict_writes_its_graph_together():
+    bare = model.HangVerdict(verdict="v")
+    assert list(bare.to_json()) == ["verdict", "pattern", "gil_holder", "waiting_for_gil", "waiting_for_function",
+                                    "stuck", "moving", "pool"]  # a document from before the wait-for graph
+    graph = model.HangVerdict(verdict="v", waits=[], chain=[])
+    assert list(graph.to_json())[-3:] == ["waits", "cycle", "chain"] and graph.to_json()["cycle"] is None
+    assert model.triage_from_json(graph.to_json()) == graph
+
+
+def test_crash_summary_keys_and_phrases():
+    from tfnative.output import report
+
+    summary = model.CrashSummary(signal="SIGSEGV", children_killed=["12 SIGSEGV"],
+                                 tf_function=model.TfFunction(name="__inference_f_1", python_function="f"))
+    out = summary.to_json()
+    assert list(out) == ["breakpoints", "signal", "handled_signals", "numerics", "nearest_user_frame",
+                         "tf_function", "dumps", "children_killed", "op"]  # cxx_exception, log: where set
+    assert out["tf_function"] == {"name": "__inference_f_1", "python_function": "f"}
+    back = model.triage_from_json(out)
+    assert isinstance(back, model.CrashSummary) and back == summary
+    assert report.summary_phrases(summary) == ["no breakpoint hit", "fatal SIGSEGV", "in tf.function __inference_f_1",
+                                               "child 12 SIGSEGV"]
+    summary.log = "Check failed"
+    assert list(summary.to_json())[-1] == "log"
+
+
+def test_every_event_kind_has_its_title():
+    import io
+
+    from tfnative.output import report
+
+    assert set(report.Printer.TITLES) == set(model.EVENT_KINDS)
+    titles = {}
+    for kind in model.EVENT_KINDS:
+        out = io.StringIO()
+        report.Printer(out, fit=False).event(Event(kind=kind, pid=5, signal="SIGSEGV", location="op Log", timeout=2),
+                                             hit=1, max_hits=3)
+        titles[kind] = out.getvalue().splitlines()[1]
+    assert titles["breakpoint"].startswith("=== tfnative: breakpoint op Log hit (hit 1 of 3)")
+    assert titles["core"].startswith("=== tfnative: core of pid 5, fatal signal SIGSEGV")
+    assert titles["timeout"].startswith("=== tfnative: timeout: pid 5 still runs after 2 s")
+    assert titles["snapshot"].startswith("=== tfnative: snapshot of pid 5")
+
+
+def test_key_tables_name_only_attributes():
+    """Each table row holds an attribute of its class (or a value it derives), and every attribute a class
+    has is in its table, or internal (never in JSON)."""
+    import dataclasses
+
+    internal = {"Capture": {"stack_pointers", "tf_config"}, "Document": {"has_exit", "attached"}}
+    for cls, keys in ((NativeFrame, model._NATIVE_KEYS), (PythonFrame, model._PYTHON_KEYS),
+                      (ElidedFrame, model._ELIDED_KEYS), (Thread, model._THREAD_KEYS),
+                      (Capture, model._CAPTURE_KEYS), (Event, model._EVENT_KEYS),
+                      (Document, model._DOCUMENT_KEYS), (model.HangVerdict, model._HANG_VERDICT_KEYS),
+                      (model.CrashSummary, model._CRASH_SUMMARY_KEYS), (model.ChildDeath, model._CHILD_DEATH_KEYS),
+                      (model.Op, model._OP_KEYS), (model.TfFunction, model._TF_FUNCTION_KEYS)):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        read = {k.attr for k in keys if k.read}
+        assert read <= fields, cls
+        assert fields - read <= internal.get(cls.__name__, set()), cls

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from tfnative.core.model import frames_from_json
+from tfnative.core.model import Op, frames_from_json
 from tfnative.core.opkernel import OpKernelReader, graph_op_type, inherit_device_ops, op_frames, op_of_frame
 
 from .fakemem import FakeMemory
@@ -92,7 +92,7 @@ def test_op_frames_and_device_inheritance():
     ])
     assert [device for _, device in op_frames(frames)] == [False, True]
     inherit_device_ops(frames)
-    assert frames[1].op == {"type": "Log", "name": "Log"}
+    assert frames[1].op == Op(type="Log", name="Log")
 
 
 def test_onednn_kernels_are_named_by_the_graphs_op_type():

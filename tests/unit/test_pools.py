@@ -155,16 +155,16 @@ def test_verdict_tf218_matches_tf221():
     d18, d21 = doc("218"), doc("221")
     v18 = verdict.triage(event_with_pool(d18, d18["threads"], tf218_names(d18)))
     v21 = verdict.triage(event_with_pool(d21, d21["threads"]))
-    assert v21["verdict"] == (
+    assert v21.verdict == (
         "the main thread waits for tf.function step at tf_hang.py:28; the work is on tf_Compute thread 6924 in "
         "the tf.py_function callback slow_callback at tf_hang.py:17, blocked in time.sleep()")
-    assert v18["verdict"] == (
+    assert v18.verdict == (
         "the main thread waits for tf.function step at tf_hang.py:28; the work is on the inter-op pool's thread "
         "5740 in the tf.py_function callback slow_callback at tf_hang.py:17, blocked in time.sleep()")
-    assert v18["pattern"] == v21["pattern"] == "waiting_on_executor"
-    assert d18["triage"]["verdict"] == v18["verdict"]  # what tfnative said on the live 2.18 process
+    assert v18.pattern == v21.pattern == "waiting_on_executor"
+    assert d18["triage"]["verdict"] == v18.verdict  # what tfnative said on the live 2.18 process
     # without the registry, the frames alone give the same verdict
-    assert verdict.triage(event_with_pool(d18, d18["threads"]))["verdict"] == v18["verdict"]
+    assert verdict.triage(event_with_pool(d18, d18["threads"])).verdict == v18.verdict
 
 
 def test_exhausted_unnamed_pool_only_when_every_worker_is_placed():
@@ -175,15 +175,15 @@ def test_exhausted_unnamed_pool_only_when_every_worker_is_placed():
     idle = next(t for t in threads if t["tid"] == 5739)
     idle["frames"], idle["tf_function"], idle["kernel"] = busy["frames"], busy.get("tf_function"), busy.get("kernel")
     t = verdict.triage(event_with_pool(d, threads, tf218_names(d)))
-    assert t["pattern"] == "pool_exhausted"
-    assert t["verdict"].startswith(
+    assert t.pattern == "pool_exhausted"
+    assert t.verdict.startswith(
         "TensorFlow's inter-op pool is exhausted: all 2 threads of the inter-op pool are inside tf.py_function "
         "callbacks or wait for the GIL (threads 5740, 5739 in the tf.py_function callback slow_callback at "
         "tf_hang.py:17, blocked in time.sleep()); the main thread waits for tf.function step at tf_hang.py:28")
     # frames alone cannot tell the idle Eigen workers' pool: no claim that the pool is exhausted
     t = verdict.triage(event_with_pool(d, threads))
-    assert t["pattern"] == "waiting_on_executor"
-    assert "the work is on the inter-op pool's threads 5740, 5739 in the tf.py_function callback" in t["verdict"]
+    assert t.pattern == "waiting_on_executor"
+    assert "the work is on the inter-op pool's threads 5740, 5739 in the tf.py_function callback" in t.verdict
 
 
 def test_function_without_thread_on_unnamed_pool():
@@ -195,11 +195,11 @@ def test_function_without_thread_on_unnamed_pool():
     busy["frames"], busy["kernel"] = idle["frames"], idle.get("kernel")
     busy.pop("tf_function", None)
     t = verdict.triage(event_with_pool(d, threads, tf218_names(d)))
-    assert t["verdict"] == ("the main thread waits for tf.function step at tf_hang.py:28, and no thread runs its "
+    assert t.verdict == ("the main thread waits for tf.function step at tf_hang.py:28, and no thread runs its "
                             "ops (all 2 threads of the inter-op pool wait for work): its ops wait for an event "
                             "from outside this process's threads")
     t = verdict.triage(event_with_pool(d, threads))
-    assert "(all 5 worker threads of TensorFlow's pools wait for work)" in t["verdict"]
+    assert "(all 5 worker threads of TensorFlow's pools wait for work)" in t.verdict
 
 
 def test_tf_data_threads_by_their_frames():
@@ -217,19 +217,19 @@ def test_tf_data_threads_by_their_frames():
         assert loops == {"eigen", "unbounded"}, version  # the private pool's workers, the iterator threads
         assert not any(executors.is_pool_worker(ts[tid]) for tid in data)  # none is the inter-op pool's
         t = verdict.triage(Event.from_json(d))
-        assert t["pattern"] == "waiting_on_tf_data", t["verdict"]
-        assert t["verdict"] == (
+        assert t.pattern == "waiting_on_tf_data", t.verdict
+        assert t.verdict == (
             "the main thread waits for the next element of a tf.data iterator at tf_data_hang.py:24; the work is "
             "on tf.data threads %s in the tf.py_function callback slow_map at tf_data_hang.py:17, blocked in "
             "time.sleep()" % ", ".join(map(str, callbacks)))
-        assert d["triage"]["verdict"] == t["verdict"]  # as tfnative said on the live process
+        assert d["triage"]["verdict"] == t.verdict  # as tfnative said on the live process
 
 
 def test_tf_data_verdict_needs_a_busy_tf_data_thread():
     d = doc_named("tfdata_tf221.json")
     busy = [t for t in d["threads"] if any(f.get("function") == "slow_map" for f in t["frames"])]
     rest = [t for t in d["threads"] if t not in busy]
-    assert verdict.triage(Event.from_json(dict(d, threads=rest)))["pattern"] is None
+    assert verdict.triage(Event.from_json(dict(d, threads=rest))).pattern is None
 
 
 def test_thread_titles_say_the_pool_where_names_do_not():

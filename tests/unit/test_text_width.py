@@ -10,10 +10,10 @@ import termios
 
 import pytest
 
-from tfnative.core.model import Document, Event, NativeFrame, PythonFrame, Thread
+from tfnative.core.model import Document, Event, NativeFrame, Op, PythonFrame, TfFunction, Thread
 from tfnative.output import fit, render, report
 
-OP = {"type": "FusedPadConv2D", "name": "FusedPadConv2D"}
+OP = Op(type="FusedPadConv2D", name="FusedPadConv2D")
 TF = "libtensorflow_framework.so.2"
 KERNEL = ("tensorflow::FusedResizeConv2DUsingGemmOp<float, tensorflow::(anonymous namespace)::FusedResizeAndPadConv"
           "Functor<float, float, float, FastGemmFunctor<float, float, float>, (tensorflow::(anonymous namespace)::"
@@ -49,8 +49,8 @@ def aborting_thread():
     frames = [native(n, lib, op=OP if "Compute(" in n and "Device" in n or n == KERNEL else None)
               for n, lib in ABORTING]
     thread = Thread(tid=4866, name="tf_Compute", frames=frames)
-    thread.tf_function = {"name": "__inference_bad_pad_conv_8", "python_function": "bad_pad_conv",
-                          "how": "only tf.function in flight", "called_by": 4840}
+    thread.tf_function = TfFunction(name="__inference_bad_pad_conv_8", python_function="bad_pad_conv",
+                                    how="only tf.function in flight", called_by=4840)
     return thread
 
 

@@ -63,7 +63,7 @@ def event(*threads, pool=None):
 
 def triage(event):
     """The verdict on an event given as its JSON, read into the model as ``report.make_event`` gives it."""
-    return verdict.triage(Event.from_json(event))
+    return verdict.triage(Event.from_json(event)).to_json()
 
 
 def blocked_in(frames):

@@ -42,7 +42,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
 from ..core import procfs, ranks
-from ..core.model import Event
+from ..core.model import ChildDeath, Event
 from ..errors import TfnativeError
 from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
@@ -213,7 +213,7 @@ class Follower:
         if sock is None:
             raise TfnativeError(NO_EVENTS)
         self.sock: Optional[socket.socket] = sock
-        self.opts = dataclasses.replace(opts, pid=None, json_path=None, interactive=False, core=None, timeout=None,
+        self.opts = dataclasses.replace(opts, pid=None, json_path=None, interactive=False, save_core=None, timeout=None,
                                         follow_children=False)
         self.doc = report.Document(argv=[])  # the target's, from ``start``
         self.printer = printer
@@ -287,8 +287,8 @@ class Follower:
             session.run()
             if cdoc.exit is not None and "signal" in cdoc.exit:
                 with self.lock:
-                    note_child({"pid": pid, "name": procfs.comm(pid) or _exe_name(process), "signal":
-                                cdoc.exit["signal"], "core_dumped": False}, self.doc, self.printer)
+                    note_child(ChildDeath(pid=pid, name=procfs.comm(pid) or _exe_name(process),
+                                          signal=cdoc.exit["signal"], core_dumped=False), self.doc, self.printer)
         except TfnativeError as exc:
             if procfs.state(pid) not in (None, "Z", "X"):
                 with self.lock:

@@ -21,6 +21,7 @@ import threading
 from typing import Callable, Dict, List, Optional
 
 from ..core import procfs
+from ..core.model import ChildDeath
 from ..core.signals import signal_name
 
 NETLINK_CONNECTOR = 11
@@ -68,7 +69,7 @@ class ChildWatch(threading.Thread):
         self.root = root
         self.listener = listener
         self.tree: Dict[int, str] = {root: ""}  # pid -> name (comm, after its exec)
-        self.killed: List[Dict[str, object]] = []
+        self.killed: List[ChildDeath] = []
         self._stop_r, self._stop_w = os.pipe()
 
     @classmethod
@@ -123,14 +124,14 @@ class ChildWatch(threading.Thread):
             self._tell("exit", tgid)
             if os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
-                self.killed.append({"pid": tgid, "name": name, "signal": signal_name(sig),
-                                    "core_dumped": os.WCOREDUMP(status)})
+                self.killed.append(ChildDeath(pid=tgid, name=name, signal=signal_name(sig),
+                                              core_dumped=os.WCOREDUMP(status)))
 
     def _tell(self, what: str, pid: int) -> None:
         if self.listener is not None:
             self.listener(what, pid)
 
-    def stop(self) -> List[Dict[str, object]]:
+    def stop(self) -> List[ChildDeath]:
         """Stop listening (events already queued are read first) and return the children killed by a signal."""
         os.write(self._stop_w, b"x")
         self.join(5)

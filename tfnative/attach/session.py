@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple, Union
 import psutil
 
 from ..core import procfs
-from ..core.model import Capture, Document, Event
+from ..core.model import Capture, ChildDeath, Document, Event, EventKind
 from ..core.signals import signal_name
 from ..core.threads import SIGNAL_FRAME
 from ..errors import GdbDied, GdbError, Interrupted, SignalGuard, TfnativeError
@@ -511,7 +511,7 @@ class Session:
         "other": on_other,
     }
 
-    def _event(self, kind: str, all_threads: Optional[bool] = None, **extra: Any) -> Event:
+    def _event(self, kind: EventKind, all_threads: Optional[bool] = None, **extra: Any) -> Event:
         return stopevent.make(self.gdb, self.opts.all_threads if all_threads is None else all_threads,
                               self.opts.native_all, self.loader, kind, **extra)
 
@@ -560,7 +560,7 @@ def _note_dead_children(gdb: Gdb, pid: int, doc: Document, printer: report.Print
             if status is not None and os.WIFSIGNALED(status):
                 found.append((cpid, os.WTERMSIG(status), os.WCOREDUMP(status)))
     for cpid, sig, dumped in found:
-        note_child({"pid": cpid, "name": procfs.comm(cpid), "signal": signal_name(sig), "core_dumped": dumped}, doc,
+        note_child(ChildDeath(pid=cpid, name=procfs.comm(cpid), signal=signal_name(sig), core_dumped=dumped), doc,
                    printer)
 
 

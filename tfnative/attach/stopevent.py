@@ -13,7 +13,7 @@ import json
 from typing import Any, Optional
 
 from ..core import executors, tflog
-from ..core.model import Capture, Event, NativeFrame
+from ..core.model import Capture, Event, EventKind, NativeFrame
 from ..errors import GdbError, PtraceRefused, Unsupported
 from ..gdb import ops as tfops
 from ..gdb.breakpoints import Breakpoints
@@ -26,7 +26,7 @@ from ..snapshot.policy import take_stacks, why
 from ..sources import ptrace
 
 
-def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolLoader], kind: str,
+def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolLoader], kind: EventKind,
          **extra: Any) -> Event:
     """An EVENT of ``kind`` for the stopped target: the thread that stopped (``all_threads``: every thread).
 
@@ -43,8 +43,8 @@ def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolL
         # event: the user's line is there.
         python = stacks(gdb, loader, "python")
         in_flight = report.in_flight_functions(python)
-        if len({w["tf_function"]["name"] for w in in_flight}) == 1:
-            waiting = {w["tid"] for w in in_flight}
+        if len({fn.name for _, fn in in_flight}) == 1:
+            waiting = {tid for tid, _ in in_flight}
         else:
             waiting = {t.tid for t in python.threads if executors.tf_wait(t)}
         result.threads = result.threads + [t for t in python.threads if t.tid in waiting]
@@ -103,8 +103,8 @@ def name_op_hit(event: Event, bps: Breakpoints) -> None:
     op = next((f.op for f in frames if isinstance(f, NativeFrame) and f.op), None)
     if op is None:
         return
-    event.op = {"type": op["type"], "name": op["name"]}
-    where = tfops.op_location(op["type"])
+    event.op = {"type": op.type, "name": op.name}
+    where = tfops.op_location(str(op.type))
     if where != event.location:
         bps.recount(event.location or "", where)
         event.location = where

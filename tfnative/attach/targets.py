@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Protocol
 
 from ..core import procfs
+from ..core.model import ChildDeath
 from ..errors import TfnativeError
 from ..gdb import control
 from ..gdb.control import loaded_program
@@ -406,14 +407,14 @@ def describe(pid: int) -> Dict[str, Optional[str]]:
     return {"python": python, "tensorflow": tf}
 
 
-def note_child(dead: Dict[str, Any], doc: Document, printer: Printer) -> None:
+def note_child(dead: ChildDeath, doc: Document, printer: Printer) -> None:
     """Record and say, once, that a child of the script died of a signal."""
-    if any(c["pid"] == dead["pid"] for c in doc.children_killed):
+    if any(c.pid == dead.pid for c in doc.children_killed):
         return
     doc.children_killed.append(dead)
-    name = " (%s)" % dead["name"] if dead["name"] else ""
-    printer.note("child process %d%s died of %s%s" % (dead["pid"], name, dead["signal"],
-                                                        " (core dumped)" if dead["core_dumped"] else ""))
+    name = " (%s)" % dead.name if dead.name else ""
+    printer.note("child process %d%s died of %s%s" % (dead.pid, name, dead.signal,
+                                                        " (core dumped)" if dead.core_dumped else ""))
 
 
 __all__ = ["LaunchedTarget", "PidTarget", "Target", "describe", "refusal", "return_code"]

@@ -1,32 +1,277 @@
 """The typed model of tfnative's documents: frames, threads, captures, events, documents (JSON schema v1).
 
-Each class holds one schema object (docs/json-schema.md) as typed attributes.
-``to_json()`` gives exactly the schema's dict: the same keys in the same
-order as the documents tfnative writes, optional keys left out where they
-are absent.  ``from_json()`` reads one back (``merge``'s input, a saved
-document).  A ``Capture`` (a process's threads before the report) is made of
-the same frames and threads; its wire form (``Capture.to_json``, the frames'
-and threads' ``capture_json``: over MI, the session socket, ``tf-bt --json``)
+Each class holds one schema object (docs/json-schema.md) as typed attributes,
+and lists its JSON keys once, in a table of ``_Key`` rows (``_NATIVE_KEYS``,
+``_THREAD_KEYS``...): each row names the key, the attribute, when the key is
+written in a document (``to_json``) and in the capture's wire form
+(``capture_json``), and how ``from_json`` reads it.  ``to_json()`` gives
+exactly the schema's dict: the same keys in the same order as the documents
+tfnative writes, optional keys left out where they are absent.
+``from_json()`` reads one back (``merge``'s input, a saved document).  A
+``Capture`` (a process's threads before the report) is made of the same
+frames and threads; its wire form (``Capture.to_json``, the frames' and
+threads' ``capture_json``: over MI, the session socket, ``tf-bt --json``)
 also carries the internal attributes (``level``, ``start``, ``eval_address``,
-``gdb_thread``) that a document's ``to_json()`` never writes.
+``gdb_thread``) that a document's ``to_json()`` never writes; where its keys
+come in another order, the class names that order (``_NATIVE_WIRE``...).
 
-The small leaf objects of the schema (``op``, ``tf_function``, ``kernel``,
-``pool``, ``samples``, ``cluster``, a TRIAGE) stay JSON dicts: they are
-written and read as they are.  This module is pure: no gdb, no process, no
-file.
+The leaf objects a reader looks into are typed too: a kernel frame's ``Op``,
+a ``TfFunction``, a child that died of a signal (``ChildDeath``), and the two
+TRIAGEs: the hang verdict (``HangVerdict``, ``verdict.triage``) and the
+summary of a document that says how its process ended (``CrashSummary``,
+``report.document_triage``).  The others (``kernel``, ``pool``, ``samples``,
+``cluster``, an event's ``op``...) stay JSON dicts, written and read as they
+are.  This module is pure: no gdb, no process, no file.
 """
 
 from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional, Union
+from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Sequence, Tuple, Union, get_args
 
-__all__ = ["SCHEMA", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event", "Document",
-           "frame_from_json", "frames_from_json"]
+__all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
+           "Triage", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event", "Document",
+           "frame_from_json", "frames_from_json", "triage_from_json"]
 
 SCHEMA = 1
 Json = Dict[str, Any]
+
+# What stopped the target (an EVENT's "kind"): a --break location or --break-op hit, a signal, a NaN/Inf
+# (--check-numerics), a snapshot (stack, attach's SIGQUIT), attach --timeout, a core file.
+EventKind = Literal["breakpoint", "signal", "numerics", "snapshot", "timeout", "core"]
+EVENT_KINDS: Tuple[str, ...] = get_args(EventKind)
+
+
+# -- the key tables ------------------------------------------------------------------------------------------
+Rule = Callable[[Any, Any], bool]  # (the object, the attribute's value) -> whether its key is written
+
+
+def _always(obj: Any, value: Any) -> bool:
+    return True
+
+
+def _never(obj: Any, value: Any) -> bool:
+    return False
+
+
+def _is_set(obj: Any, value: Any) -> bool:
+    return value is not None
+
+
+def _truthy(obj: Any, value: Any) -> bool:
+    return bool(value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _as_list(value: Any) -> List[Any]:
+    return list(value or [])
+
+
+@dataclass(frozen=True)
+class _Key:
+    """One JSON key of a model class: where it is, when it is written, how it is read."""
+
+    key: str  # the JSON key
+    attr: str  # the attribute that holds it
+    doc: Rule = _is_set  # when ``to_json`` writes it
+    wire: Rule = _never  # when ``capture_json`` (the capture's wire form) writes it
+    load: Callable[[Any], Any] = _same  # the JSON value (None where absent) -> the attribute's value
+    read: bool = True  # False: derived (written, never read), or the same attribute at a second place
+    required: bool = False  # from_json: a KeyError where the key is absent
+    get: Optional[Callable[[Any], Any]] = None  # the value written, where it is not the attribute's
+
+
+def _k(key: str, attr: Optional[str] = None, doc: Rule = _is_set, wire: Rule = _never, **more: Any) -> _Key:
+    return _Key(key, attr or key, doc, wire, **more)
+
+
+def _dump(value: Any, wire: bool) -> Any:
+    """A value as JSON: model objects by their own ``to_json`` (``capture_json`` in the wire form)."""
+    if isinstance(value, list):
+        return [_dump(v, wire) for v in value]
+    if wire and hasattr(value, "capture_json"):
+        return value.capture_json()
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    return value
+
+
+def _write(obj: Any, keys: Sequence[_Key], wire: bool = False, order: Optional[Sequence[str]] = None) -> Json:
+    """``obj`` as JSON by its key table, in the table's order (or ``order``: the keys of the wire form)."""
+    if order is not None:
+        by_key = {k.key: k for k in keys if k.wire is not _never}
+        keys = [by_key[name] for name in order]
+    out: Json = {}
+    for k in keys:
+        value = k.get(obj) if k.get is not None else getattr(obj, k.attr)
+        if (k.wire if wire else k.doc)(obj, value):
+            out[k.key] = _dump(value, wire)
+    return out
+
+
+def _read(keys: Sequence[_Key], d: Json) -> Json:
+    """The attributes (keyword arguments of the class) that JSON ``d`` gives, by the key table."""
+    return {k.attr: k.load(d[k.key] if k.required else d.get(k.key)) for k in keys if k.read}
+
+
+def _optional(load: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``load`` of a key whose absence (or an empty object) is None."""
+    return lambda value: load(value) if value else None
+
+
+# -- the leaf objects ----------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Op:
+    """The op a kernel's (or a device's) ``Compute`` frame runs, read from its ``OpKernel`` (``"op"`` of a
+    native FRAME)."""
+
+    type: Optional[str] = None  # the graph's op type
+    name: Optional[str] = None  # the node's name
+    kernel_type: Optional[str] = None  # oneDNN's rewrite: the type the kernel itself carries (_MklMatMul)
+    kernel: Optional[str] = None  # "0x%x": the OpKernel's address
+
+    def to_json(self) -> Json:
+        return _write(self, _OP_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> Op:
+        return cls(**_read(_OP_KEYS, d))
+
+
+_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"))
+
+
+@dataclass(slots=True)
+class TfFunction:
+    """The tf.function a thread runs (``"tf_function"`` of a THREAD, of TF's ``quick_execute`` FRAME): read
+    from the frame, or attributed to an executor thread (``called_by``, ``how``)."""
+
+    name: str  # the graph function's name: __inference_step_8
+    python_function: Optional[str] = None  # its Python name: step
+    called_by: Optional[int] = None  # an executor thread's: the tid of the thread waiting for it
+    how: Optional[str] = None  # an executor thread's: why this one ("only tf.function in flight")
+
+    def to_json(self) -> Json:
+        return _write(self, _TF_FUNCTION_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> TfFunction:
+        return cls(**_read(_TF_FUNCTION_KEYS, d))
+
+
+_TF_FUNCTION_KEYS = (_k("name", doc=_always, required=True), _k("python_function", doc=_always), _k("called_by"),
+                     _k("how"))
+
+
+@dataclass(slots=True)
+class ChildDeath:
+    """A child of the script that died of a signal (``children_killed`` of a document)."""
+
+    pid: int
+    name: Optional[str]  # its command name (comm), where it was read
+    signal: str  # "SIGSEGV"
+    core_dumped: bool = False
+
+    def to_json(self) -> Json:
+        return _write(self, _CHILD_DEATH_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> ChildDeath:
+        return cls(**_read(_CHILD_DEATH_KEYS, d))
+
+
+_CHILD_DEATH_KEYS = (_k("pid", doc=_always, required=True), _k("name", doc=_always),
+                     _k("signal", doc=_always, required=True), _k("core_dumped", doc=_always, load=bool))
+
+
+def _graph_written(obj: Any, value: Any) -> bool:
+    return obj.waits is not None
+
+
+@dataclass(slots=True)
+class HangVerdict:
+    """Why a process does not progress (the TRIAGE of a snapshot: ``verdict.triage``; a ``stack``
+    document's, an event's of ``attach``'s SIGQUIT or ``--timeout``, a core's whose signal came from outside)."""
+
+    verdict: str = ""
+    pattern: Optional[str] = None  # the hang pattern that fits (verdict.py), None where none does
+    gil_holder: Optional[Json] = None  # {"tid", "name", "blocked_in", "function", "file", "line"}
+    waiting_for_gil: List[int] = field(default_factory=list)
+    waiting_for_function: List[Json] = field(default_factory=list)  # {"tid", "tf_function", "at"}
+    stuck: Optional[List[int]] = None  # stack --samples only
+    moving: Optional[List[int]] = None
+    pool: Optional[Json] = None
+    # the wait-for graph (output/waitgraph.py): every edge, the cycle (a deadlock), the chain of waits; all
+    # three written together, always by today's tfnative (None: a document from before the graph)
+    waits: Optional[List[Json]] = None
+    cycle: Optional[List[Json]] = None
+    chain: Optional[List[Json]] = None
+
+    def to_json(self) -> Json:
+        return _write(self, _HANG_VERDICT_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> HangVerdict:
+        return cls(**_read(_HANG_VERDICT_KEYS, d))
+
+
+_HANG_VERDICT_KEYS = (
+    _k("verdict", doc=_always), _k("pattern", doc=_always), _k("gil_holder", doc=_always),
+    _k("waiting_for_gil", doc=_always, load=_as_list), _k("waiting_for_function", doc=_always, load=_as_list),
+    _k("stuck", doc=_always), _k("moving", doc=_always), _k("pool", doc=_always),
+    _k("waits", doc=_graph_written), _k("cycle", doc=_graph_written), _k("chain", doc=_graph_written))
+
+
+@dataclass(slots=True)
+class CrashSummary:
+    """What happened, in a few fields (the TRIAGE of a document that says how the process ended:
+    ``report.document_triage``): hits per location, the signal, the op, the user frame nearest the last
+    event, the tf.function, dumps, children."""
+
+    breakpoints: Dict[str, int] = field(default_factory=dict)  # location -> hits
+    signal: Optional[str] = None  # the fatal signal
+    handled_signals: List[str] = field(default_factory=list)
+    numerics: int = 0  # NaN/Inf events
+    nearest_user_frame: Optional[Json] = None  # {"function", "file", "line"}
+    tf_function: Optional[TfFunction] = None
+    dumps: int = 0
+    children_killed: List[str] = field(default_factory=list)  # "PID SIGNAL"
+    op: Optional[Json] = None  # {"type", "name", "kernel_type"?, "from"?, "from_xla"?, "created_at"?, "forward"?}
+    cxx_exception: Optional[Json] = None  # {"type", "what", "state"}
+    log: Optional[str] = None  # TensorFlow's fatal log line
+
+    def to_json(self) -> Json:
+        return _write(self, _CRASH_SUMMARY_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> CrashSummary:
+        return cls(**_read(_CRASH_SUMMARY_KEYS, d))
+
+
+_CRASH_SUMMARY_KEYS = (
+    _k("breakpoints", doc=_always, load=lambda v: dict(v or {})), _k("signal", doc=_always),
+    _k("handled_signals", doc=_always, load=_as_list), _k("numerics", doc=_always, load=lambda v: v or 0),
+    _k("nearest_user_frame", doc=_always), _k("tf_function", doc=_always, load=_optional(TfFunction.from_json)),
+    _k("dumps", doc=_always, load=lambda v: v or 0), _k("children_killed", doc=_always, load=_as_list),
+    _k("op", doc=_always), _k("cxx_exception", doc=_truthy), _k("log", doc=_truthy))
+
+Triage = Union[HangVerdict, CrashSummary]
+
+
+def triage_from_json(d: Optional[Json]) -> Optional[Triage]:
+    """The TRIAGE ``d`` stands for: a hang verdict (it has a ``"verdict"``), else a crash summary."""
+    if d is None:
+        return None
+    return HangVerdict.from_json(d) if "verdict" in d else CrashSummary.from_json(d)
+
+
+# -- frames --------------------------------------------------------------------------------------------------
+def _kind(obj: Any) -> str:
+    return str(obj.kind)
 
 
 @dataclass(slots=True)
@@ -41,7 +286,7 @@ class NativeFrame:
     address: Optional[str] = None  # "0x%016x"
     inline: bool = False  # gdb: a frame inlined into its caller
     tailcall: bool = False  # gdb: a caller inferred from DWARF call sites, not on the stack
-    op: Optional[Json] = None  # {"type", "name", "kernel", "kernel_type"}: a kernel's or the device's Compute
+    op: Optional[Op] = None  # a kernel's or the device's Compute
     recovered: Optional[str] = None  # "frame-pointer" | "scan": found without CFI
     frame_class: Optional[str] = None  # "class": user, tensorflow-native, interpreter, system...
     source: Optional[str] = None  # the text of file:line
@@ -51,45 +296,28 @@ class NativeFrame:
     def capture_json(self) -> Json:
         """The frame as a capture carries it (MI, the session socket, ``tf-bt --json``): the internal
         attributes too, nothing of the report's (``class``, ``source``)."""
-        out: Json = {"kind": "native", "function": self.function, "file": self.file, "line": self.line,
-                     "library": self.library, "address": self.address}
-        if self.level is not None:
-            out["level"] = self.level
-        if self.inline:
-            out["inline"] = True
-        if self.tailcall:
-            out["tailcall"] = True
-        if self.recovered:
-            out["recovered"] = self.recovered
-        if self.start is not None:
-            out["start"] = self.start
-        if self.op:
-            out["op"] = self.op
-        return out
+        return _write(self, _NATIVE_KEYS, wire=True, order=_NATIVE_WIRE)
 
     def to_json(self) -> Json:
-        out: Json = {"kind": "native", "function": self.function, "file": self.file, "line": self.line,
-                     "library": self.library, "address": self.address}
-        if self.inline:
-            out["inline"] = True
-        if self.tailcall:
-            out["tailcall"] = True
-        if self.op:
-            out["op"] = self.op
-        if self.recovered:
-            out["recovered"] = self.recovered
-        if self.frame_class is not None:
-            out["class"] = self.frame_class
-        if self.source is not None:
-            out["source"] = self.source
-        return out
+        return _write(self, _NATIVE_KEYS)
 
     @classmethod
     def from_json(cls, d: Json) -> NativeFrame:
-        return cls(function=d.get("function"), file=d.get("file"), line=d.get("line"), library=d.get("library"),
-                   address=d.get("address"), inline=bool(d.get("inline")), tailcall=bool(d.get("tailcall")),
-                   op=d.get("op"), recovered=d.get("recovered"), frame_class=d.get("class"),
-                   source=d.get("source"), level=d.get("level"), start=d.get("start"))
+        return cls(**_read(_NATIVE_KEYS, d))
+
+
+# A frame's place, as both forms write it: "kind", "function", "file", "line" always.
+_PLACE = (_k("kind", doc=_always, wire=_always, read=False, get=_kind),
+          _k("function", doc=_always, wire=_always), _k("file", doc=_always, wire=_always),
+          _k("line", doc=_always, wire=_always))
+_NATIVE_KEYS = _PLACE + (
+    _k("library", doc=_always, wire=_always), _k("address", doc=_always, wire=_always),
+    _k("inline", doc=_truthy, wire=_truthy, load=bool), _k("tailcall", doc=_truthy, wire=_truthy, load=bool),
+    _k("op", doc=_truthy, wire=_truthy, load=_optional(Op.from_json)),
+    _k("recovered", doc=_truthy, wire=_truthy), _k("class", "frame_class"), _k("source"),
+    _k("level", doc=_never, wire=_is_set), _k("start", doc=_never, wire=_is_set))
+_NATIVE_WIRE = ("kind", "function", "file", "line", "library", "address", "level", "inline", "tailcall",
+                "recovered", "start", "op")
 
 
 @dataclass(slots=True)
@@ -103,7 +331,7 @@ class PythonFrame:
     user: Optional[bool] = None  # the user's code (not TensorFlow's, the standard library's...)
     locals: Optional[Dict[str, str]] = None  # the few locals tfnative reads (quick_execute's op_name)
     variables: Optional[List[Json]] = None  # --locals: [{"name", "repr", "arg"}...]
-    tf_function: Optional[Json] = None  # {"name", "python_function"}: on TF's quick_execute frame
+    tf_function: Optional[TfFunction] = None  # on TF's quick_execute frame
     converted: Optional[Json] = None  # {"function", "file", "line"}: where AutoGraph's generated code ran
     frame_class: Optional[str] = None
     source: Optional[str] = None
@@ -111,41 +339,21 @@ class PythonFrame:
 
     def capture_json(self) -> Json:
         """The frame as a capture carries it (see ``NativeFrame.capture_json``)."""
-        out: Json = {"kind": "python", "function": self.function, "file": self.file, "line": self.line}
-        if self.locals:
-            out["locals"] = self.locals
-        if self.converted:
-            out["converted"] = self.converted
-        if self.variables is not None:
-            out["variables"] = self.variables
-        if self.eval_address is not None:
-            out["eval_address"] = self.eval_address
-        return out
+        return _write(self, _PYTHON_KEYS, wire=True, order=_PYTHON_WIRE)
 
     def to_json(self) -> Json:
-        out: Json = {"kind": "python", "function": self.function, "file": self.file, "line": self.line}
-        if self.user is not None:
-            out["user"] = self.user
-        if self.locals:
-            out["locals"] = self.locals
-        if self.variables is not None:
-            out["variables"] = self.variables
-        if self.tf_function:
-            out["tf_function"] = self.tf_function
-        if self.converted:
-            out["converted"] = self.converted
-        if self.frame_class is not None:
-            out["class"] = self.frame_class
-        if self.source is not None:
-            out["source"] = self.source
-        return out
+        return _write(self, _PYTHON_KEYS)
 
     @classmethod
     def from_json(cls, d: Json) -> PythonFrame:
-        return cls(function=d.get("function"), file=d.get("file"), line=d.get("line"), user=d.get("user"),
-                   locals=d.get("locals"), variables=d.get("variables"), tf_function=d.get("tf_function"),
-                   converted=d.get("converted"), frame_class=d.get("class"), source=d.get("source"),
-                   eval_address=d.get("eval_address"))
+        return cls(**_read(_PYTHON_KEYS, d))
+
+
+_PYTHON_KEYS = _PLACE + (
+    _k("user"), _k("locals", doc=_truthy, wire=_truthy), _k("variables", wire=_is_set),
+    _k("tf_function", doc=_truthy, load=_optional(TfFunction.from_json)), _k("converted", doc=_truthy, wire=_truthy),
+    _k("class", "frame_class"), _k("source"), _k("eval_address", doc=_never, wire=_is_set))
+_PYTHON_WIRE = ("kind", "function", "file", "line", "locals", "converted", "variables", "eval_address")
 
 
 @dataclass(slots=True)
@@ -173,32 +381,49 @@ class ElidedFrame:
         return self.to_json()
 
     def to_json(self) -> Json:
-        return {"kind": "elided", "count": self.count, "functions": self.functions, "function": self.function,
-                "file": None, "line": None}
+        return _write(self, _ELIDED_KEYS)
 
     @classmethod
     def from_json(cls, d: Json) -> ElidedFrame:
-        return cls(count=d.get("count", 0), functions=list(d.get("functions") or []))
+        return cls(**_read(_ELIDED_KEYS, d))
 
+
+_ELIDED_KEYS = (_k("kind", doc=_always, read=False, get=_kind), _k("count", doc=_always, load=lambda v: v or 0),
+                _k("functions", doc=_always, load=_as_list), _k("function", doc=_always, read=False),
+                _k("file", doc=_always, read=False), _k("line", doc=_always, read=False))
 
 Frame = Union[NativeFrame, PythonFrame, ElidedFrame]
-_FRAME_KINDS = {"native": NativeFrame, "python": PythonFrame, "elided": ElidedFrame}
+_FRAME_KINDS: Dict[Any, Any] = {"native": NativeFrame, "python": PythonFrame, "elided": ElidedFrame}
 
 
 def frame_from_json(d: Json) -> Frame:
     """The frame a FRAME dict stands for, by its ``kind``.  Raises ValueError on an unknown kind."""
-    cls = _FRAME_KINDS.get(d.get("kind"))  # type: ignore[arg-type]
+    cls = _FRAME_KINDS.get(d.get("kind"))
     if cls is None:
         raise ValueError("a frame of unknown kind %r" % d.get("kind"))
-    return cls.from_json(d)
+    frame: Frame = cls.from_json(d)
+    return frame
 
 
 def frames_from_json(ds: Optional[List[Json]]) -> List[Frame]:
     return [frame_from_json(d) for d in ds or []]
 
 
-def _frames_json(frames: List[Frame]) -> List[Json]:
-    return [f.to_json() for f in frames]
+def _optional_frames(ds: Optional[List[Json]]) -> Optional[List[Frame]]:
+    return frames_from_json(ds) if ds is not None else None
+
+
+# -- threads, captures, events, documents --------------------------------------------------------------------
+def _own_function(t: Any, fn: Optional[TfFunction]) -> bool:
+    return fn is not None and not fn.how
+
+
+def _attributed_function(t: Any, fn: Optional[TfFunction]) -> bool:
+    return fn is not None and bool(fn.how)
+
+
+def _mismatched(t: Any, value: Any) -> bool:
+    return t.python_frames is not None
 
 
 @dataclass(slots=True)
@@ -218,7 +443,7 @@ class Thread:
     progress: Optional[str] = None  # "stuck" | "moving" (stack --samples)
     stuck_s: Optional[float] = None
     ns_tid: Optional[int] = None
-    tf_function: Optional[Json] = None
+    tf_function: Optional[TfFunction] = None
     merge_detail: Optional[str] = None  # merge "mismatch": why
     python_frames: Optional[List[Frame]] = None  # merge "mismatch": the Python stack alone
     error: Optional[str] = None
@@ -231,59 +456,11 @@ class Thread:
     cxx_exception: Optional[Json] = None  # {"type", "what", "state"}: the C++ exception in flight (cxxexc.py)
 
     def to_json(self) -> Json:
-        out: Json = {"tid": self.tid, "name": self.name}
-        if self.label is not None:
-            out["label"] = self.label
-        out.update(frames=_frames_json(self.frames), merge=self.merge, gil=self.gil)
-        if self.python_name is not None:
-            out["python_name"] = self.python_name
-        if self.daemon is not None:
-            out["daemon"] = self.daemon
-        if self.gc:
-            out["gc"] = True
-        for key in ("kernel", "progress", "stuck_s", "ns_tid"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        # A tf.function read from the thread's own frames comes before the merge's details; one attributed
-        # to an executor thread ("how") after them, where the thread's fields end.
-        attributed = bool(self.tf_function and self.tf_function.get("how"))
-        if self.tf_function and not attributed:
-            out["tf_function"] = self.tf_function
-        if self.python_frames is not None:
-            out["merge_detail"] = self.merge_detail
-            out["python_frames"] = _frames_json(self.python_frames)
-        if self.error:
-            out["error"] = self.error
-        if attributed:
-            out["tf_function"] = self.tf_function
-        if self.tf_functions_in_flight:
-            out["tf_functions_in_flight"] = self.tf_functions_in_flight
-        if self.works_for:
-            out["works_for"] = self.works_for
-        if self.lock_wait:
-            out["lock_wait"] = self.lock_wait
-        if self.cxx_exception:
-            out["cxx_exception"] = self.cxx_exception
-        if self.after_release:
-            out["after_release"] = True
-        if self.consistent is not None:
-            out["consistent"] = self.consistent
-        return out
+        return _write(self, _THREAD_KEYS)
 
     @classmethod
     def from_json(cls, d: Json) -> Thread:
-        python_frames = d.get("python_frames")
-        return cls(tid=d["tid"], name=d.get("name") or "", frames=frames_from_json(d.get("frames")),
-                   merge=d.get("merge"), gil=d.get("gil"), python_name=d.get("python_name"), daemon=d.get("daemon"),
-                   gc=bool(d.get("gc")), kernel=d.get("kernel"), progress=d.get("progress"),
-                   stuck_s=d.get("stuck_s"), ns_tid=d.get("ns_tid"), tf_function=d.get("tf_function"),
-                   merge_detail=d.get("merge_detail"),
-                   python_frames=frames_from_json(python_frames) if python_frames is not None else None,
-                   error=d.get("error"), tf_functions_in_flight=d.get("tf_functions_in_flight"),
-                   works_for=d.get("works_for"), gdb_thread=d.get("gdb_thread"), label=d.get("label"),
-                   lock_wait=d.get("lock_wait"), cxx_exception=d.get("cxx_exception"),
-                   after_release=bool(d.get("after_release")), consistent=d.get("consistent"))
+        return cls(**_read(_THREAD_KEYS, d))
 
     def runs_python(self) -> bool:
         """Whether a Python frame is on its merged stack."""
@@ -295,28 +472,32 @@ class Thread:
 
     def capture_json(self) -> Json:
         """The thread as a capture carries it (see ``NativeFrame.capture_json``)."""
-        out: Json = {"tid": self.tid, "name": self.name}
-        if self.python_name is not None:
-            out["python_name"] = self.python_name
-        if self.daemon is not None:
-            out["daemon"] = self.daemon
-        out["frames"] = [f.capture_json() for f in self.frames]
-        out["merge"] = self.merge
-        if self.python_frames is not None:
-            out["merge_detail"] = self.merge_detail
-            out["python_frames"] = [f.capture_json() for f in self.python_frames]
-        out["has_python"] = self.has_python()
-        out["gil"] = self.gil
-        if self.gc:
-            out["gc"] = True
-        for key in ("gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s", "lock_wait", "cxx_exception",
-                    "consistent"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        if self.after_release:
-            out["after_release"] = True
-        return out
+        return _write(self, _THREAD_KEYS, wire=True, order=_THREAD_WIRE)
+
+
+# A tf.function read from the thread's own frames comes before the merge's details; one attributed to an
+# executor thread ("how") after them, where the thread's fields end.
+_THREAD_KEYS = (
+    _k("tid", doc=_always, wire=_always, required=True), _k("name", doc=_always, wire=_always, load=lambda v: v or ""),
+    _k("label"), _k("frames", doc=_always, wire=_always, load=frames_from_json),
+    _k("merge", doc=_always, wire=_always), _k("gil", doc=_always, wire=_always),
+    _k("python_name", wire=_is_set), _k("daemon", wire=_is_set), _k("gc", doc=_truthy, wire=_truthy, load=bool),
+    _k("kernel", wire=_is_set), _k("progress", wire=_is_set), _k("stuck_s", wire=_is_set),
+    _k("ns_tid", wire=_is_set), _k("tf_function", doc=_own_function, load=_optional(TfFunction.from_json)),
+    _k("merge_detail", doc=_mismatched, wire=_mismatched), _k("python_frames", wire=_is_set, load=_optional_frames),
+    _k("has_python", doc=_never, wire=_always, read=False, get=lambda t: t.has_python()),
+    _k("error", doc=_truthy, wire=_is_set), _k("tf_function", doc=_attributed_function, read=False),
+    _k("tf_functions_in_flight", doc=_truthy), _k("works_for", doc=_truthy),
+    _k("lock_wait", doc=_truthy, wire=_is_set), _k("cxx_exception", doc=_truthy, wire=_is_set),
+    _k("after_release", doc=_truthy, wire=_truthy, load=bool), _k("consistent", wire=_is_set),
+    _k("gdb_thread", doc=_never, wire=_is_set))
+_THREAD_WIRE = ("tid", "name", "python_name", "daemon", "frames", "merge", "merge_detail", "python_frames",
+                "has_python", "gil", "gc", "gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s",
+                "lock_wait", "cxx_exception", "consistent", "after_release")
+
+
+def _threads(ds: Optional[List[Json]]) -> List[Thread]:
+    return [Thread.from_json(t) for t in ds or []]
 
 
 @dataclass(slots=True)
@@ -344,40 +525,38 @@ class Capture:
     tf_config: Optional[str] = None  # internal: TF_CONFIG from the program's os.environ (a thread in a collective)
 
     def to_json(self) -> Json:
-        out: Json = {"pid": self.pid, "threads": [t.capture_json() for t in self.threads],
-                     "warnings": self.warnings}
-        if self.ns_pid is not None:
-            out["ns_pid"] = self.ns_pid
-        if self.python is not None:
-            out["python"] = self.python
-        if self.finalizing:
-            out["finalizing"] = True
-        for key in ("selected_tid", "pool", "via", "samples", "held_ms"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        if self.nonblocking:
-            out["nonblocking"] = True
-        return out
+        return _write(self, _CAPTURE_KEYS, wire=True)
 
     @classmethod
     def from_json(cls, d: Json) -> Capture:
         """The capture ``d`` stands for.  Raises ValueError where ``d`` is no capture."""
         try:
-            return cls(pid=d.get("pid"), threads=[Thread.from_json(t) for t in d.get("threads") or []],
-                       warnings=list(d.get("warnings") or []), ns_pid=d.get("ns_pid"), python=d.get("python"),
-                       finalizing=bool(d.get("finalizing")), selected_tid=d.get("selected_tid"),
-                       pool=d.get("pool"), via=d.get("via"), samples=d.get("samples"), held_ms=d.get("held_ms"),
-                       nonblocking=bool(d.get("nonblocking")))
+            return cls(**_read(_CAPTURE_KEYS, d))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError("a malformed capture (%s: %s)" % (type(exc).__name__, exc)) from None
+
+
+def _wire(key: str, rule: Rule = _is_set, **more: Any) -> _Key:
+    """A key of the wire form alone (a ``Capture``'s)."""
+    return _k(key, doc=_never, wire=rule, **more)
+
+
+_CAPTURE_KEYS = (
+    _wire("pid", _always), _wire("threads", _always, load=_threads), _wire("warnings", _always, load=_as_list),
+    _wire("ns_pid"), _wire("python"), _wire("finalizing", _truthy, load=bool), _wire("selected_tid"), _wire("pool"),
+    _wire("via"), _wire("samples"), _wire("held_ms"), _wire("nonblocking", _truthy, load=bool))
+
+
+def _core_or_set(event: Any, value: Any) -> bool:
+    """A core's event always says its signal's code and fault address, null or not."""
+    return value is not None or event.kind == "core"
 
 
 @dataclass(slots=True)
 class Event:
     """One stop of the target (EVENT): what stopped it, and its threads, the stopped one first."""
 
-    kind: str  # "breakpoint" | "signal" | "numerics" | "snapshot" | "timeout" | "core"
+    kind: EventKind
     location: Optional[str] = None  # breakpoint
     signal: Optional[str] = None  # signal, core
     signal_code: Optional[int] = None  # core (always written there, null or not)
@@ -397,63 +576,34 @@ class Event:
     finalizing: bool = False
     log: Optional[str] = None  # TensorFlow's fatal log line
     handler: Optional[bool] = None  # signal: the script has a handler for it
-    op: Optional[Json] = None
+    op: Optional[Json] = None  # {"type", "name", "created_at"?, "forward"?, "from_xla"?}: the op it stopped at
     fatal: Optional[bool] = None
     reraised_by_handler: bool = False
     cluster: Optional[Json] = None
-    triage: Optional[Json] = None
+    triage: Optional[HangVerdict] = None  # a snapshot's (SIGQUIT, --timeout), a core's from outside
     process: Optional[Json] = None  # attach --follow-children: {"pid", "cmdline", "task"?} of a child's event
 
     def to_json(self) -> Json:
-        out: Json = {"kind": self.kind}
-        core = self.kind == "core"
-        for key, value, always in (("location", self.location, False), ("signal", self.signal, False),
-                                   ("signal_code", self.signal_code, core),
-                                   ("fault_address", self.fault_address, core),
-                                   ("sent_by", self.sent_by, False), ("timeout", self.timeout, False)):
-            if always or value is not None:
-                out[key] = value
-        out["thread"] = self.thread
-        out["pid"] = self.pid
-        if self.ns_pid is not None:
-            out["ns_pid"] = self.ns_pid
-        out["threads"] = [t.to_json() for t in self.threads]
-        for key in ("python", "via", "warnings", "pool", "samples"):
-            value = getattr(self, key)
-            if value:
-                out[key] = value
-        if self.held_ms is not None:
-            out["held_ms"] = self.held_ms
-        if self.finalizing:
-            out["finalizing"] = True
-        if self.log:
-            out["log"] = self.log
-        for key in ("handler", "op", "fatal"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        if self.reraised_by_handler:
-            out["reraised_by_handler"] = True
-        if self.cluster:
-            out["cluster"] = self.cluster
-        if self.triage is not None:
-            out["triage"] = self.triage
-        if self.process is not None:
-            out["process"] = self.process
-        return out
+        return _write(self, _EVENT_KEYS)
 
     @classmethod
     def from_json(cls, d: Json) -> Event:
-        return cls(kind=d["kind"], location=d.get("location"), signal=d.get("signal"),
-                   signal_code=d.get("signal_code"), fault_address=d.get("fault_address"),
-                   sent_by=d.get("sent_by"), timeout=d.get("timeout"), thread=d.get("thread"), pid=d.get("pid"),
-                   ns_pid=d.get("ns_pid"), threads=[Thread.from_json(t) for t in d.get("threads") or []],
-                   python=d.get("python"), via=d.get("via"), warnings=list(d.get("warnings") or []),
-                   pool=d.get("pool"), samples=d.get("samples"), held_ms=d.get("held_ms"),
-                   finalizing=bool(d.get("finalizing")),
-                   log=d.get("log"), handler=d.get("handler"), op=d.get("op"), fatal=d.get("fatal"),
-                   reraised_by_handler=bool(d.get("reraised_by_handler")), cluster=d.get("cluster"),
-                   triage=d.get("triage"), process=d.get("process"))
+        return cls(**_read(_EVENT_KEYS, d))
+
+
+_EVENT_KEYS = (
+    _k("kind", doc=_always, required=True), _k("location"), _k("signal"), _k("signal_code", doc=_core_or_set),
+    _k("fault_address", doc=_core_or_set), _k("sent_by"), _k("timeout"), _k("thread", doc=_always),
+    _k("pid", doc=_always), _k("ns_pid"), _k("threads", doc=_always, load=_threads), _k("python", doc=_truthy),
+    _k("via", doc=_truthy), _k("warnings", doc=_truthy, load=_as_list), _k("pool", doc=_truthy),
+    _k("samples", doc=_truthy), _k("held_ms"), _k("finalizing", doc=_truthy, load=bool), _k("log", doc=_truthy),
+    _k("handler"), _k("op"), _k("fatal"), _k("reraised_by_handler", doc=_truthy, load=bool),
+    _k("cluster", doc=_truthy), _k("triage", load=lambda v: HangVerdict.from_json(v) if v is not None else None),
+    _k("process"))
+
+
+def _has_exit(doc: Any, value: Any) -> bool:
+    return bool(doc.has_exit)
 
 
 @dataclass(slots=True)
@@ -461,8 +611,8 @@ class Document:
     """One tfnative document: a process and its events (``attach``, ``stack --json``, ``core``).
 
     ``has_exit``: the document says how the process ended (``attach``, ``core``: ``"exit"`` is written,
-    null or not; its ``triage`` is its events' summary, ``report.document_triage``); a ``stack`` document
-    has no ``"exit"``, and its ``triage`` is the hang verdict (``verdict.triage``).
+    null or not; its ``triage`` is its events' summary, a ``CrashSummary``); a ``stack`` document
+    has no ``"exit"``, and its ``triage`` is the hang verdict (a ``HangVerdict``).
     """
 
     argv: List[str] = field(default_factory=list)
@@ -476,29 +626,13 @@ class Document:
     has_exit: bool = False
     exit: Optional[Json] = None  # {"code": int} | {"signal": "SIGSEGV"} | None
     dumps: List[str] = field(default_factory=list)
-    children_killed: List[Json] = field(default_factory=list)  # {"pid", "signal"}: children that died of one
+    children_killed: List[ChildDeath] = field(default_factory=list)  # children that died of a signal
     core: Optional[str] = None  # attach --core: where the core written at the fatal signal is
-    triage: Optional[Json] = None
+    triage: Optional[Triage] = None
     attached: bool = False  # internal: attach --pid, a process tfnative did not start
 
     def to_json(self) -> Json:
-        out: Json = {"tfnative": SCHEMA, "pid": self.pid, "argv": self.argv,
-                     "events": [e.to_json() for e in self.events], "unresolved": self.unresolved}
-        for key in ("host", "task", "labels", "scheduler"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        if self.has_exit:
-            out["exit"] = self.exit
-        if self.dumps:
-            out["dumps"] = self.dumps
-        if self.children_killed:
-            out["children_killed"] = self.children_killed
-        if self.core:
-            out["core"] = self.core
-        if self.triage is not None:
-            out["triage"] = self.triage
-        return out
+        return _write(self, _DOCUMENT_KEYS)
 
     @classmethod
     def from_json(cls, d: Json) -> Document:
@@ -506,12 +640,7 @@ class Document:
         if not isinstance(d, dict) or d.get("tfnative") != SCHEMA:
             raise ValueError("not a tfnative schema %d document" % SCHEMA)
         try:
-            return cls(argv=list(d.get("argv") or []), pid=d.get("pid"),
-                       events=[Event.from_json(e) for e in d.get("events") or []],
-                       unresolved=list(d.get("unresolved") or []), host=d.get("host"), task=d.get("task"),
-                       labels=d.get("labels"), scheduler=d.get("scheduler"), has_exit="exit" in d, exit=d.get("exit"),
-                       dumps=list(d.get("dumps") or []), children_killed=list(d.get("children_killed") or []),
-                       core=d.get("core"), triage=d.get("triage"))
+            return cls(has_exit="exit" in d, **_read(_DOCUMENT_KEYS, d))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError("a malformed tfnative document (%s: %s)" % (type(exc).__name__, exc)) from None
 
@@ -525,7 +654,7 @@ class Document:
 
     def own(self, event: Event) -> bool:
         """Whether ``event`` is of this document's process, not of a child (``attach --follow-children``)."""
-        return (event.process or {}).get("pid", self.pid) == self.pid
+        return bool((event.process or {}).get("pid", self.pid) == self.pid)
 
     def set_exit(self, returncode: int) -> None:
         """The process's end (a ``Popen`` return code: negative for a signal); a ``signal`` event is fatal
@@ -543,3 +672,13 @@ class Document:
         fatal = next((e for e in reversed(signals) if e.signal == self.exit.get("signal")), None)
         for e in signals:
             e.fatal = e is fatal
+
+
+_DOCUMENT_KEYS = (
+    _k("tfnative", doc=_always, read=False, get=lambda d: SCHEMA), _k("pid", doc=_always),
+    _k("argv", doc=_always, load=_as_list),
+    _k("events", doc=_always, load=lambda v: [Event.from_json(e) for e in v or []]),
+    _k("unresolved", doc=_always, load=_as_list), _k("host"), _k("task"), _k("labels"), _k("scheduler"),
+    _k("exit", doc=_has_exit), _k("dumps", doc=_truthy, load=_as_list),
+    _k("children_killed", doc=_truthy, load=lambda v: [ChildDeath.from_json(c) for c in v or []]),
+    _k("core", doc=_truthy), _k("triage", load=triage_from_json))

@@ -25,7 +25,7 @@ from ..core.model import Document
 from ..output import bugreport
 from ..toolchain import doctor
 from .source import CoreSource
-from .triage import triage_phrases
+from .triage import core_phrases
 
 TF_ENV_RE = re.compile(r"^(TF_[A-Z0-9_]*|XLA_FLAGS|CUDA_VISIBLE_DEVICES|OMP_NUM_THREADS|KMP_[A-Z_]+)$")
 SITE_RE = re.compile(r"^(.*/(?:site|dist)-packages)/tensorflow/")
@@ -125,9 +125,9 @@ def summary(source: CoreSource, doc: Document) -> List[str]:
             event.signal, " sent by pid %d" % event.sent_by if event.sent_by is not None else ""))
     else:
         lines.append("no signal in the core (written by gcore?)")
-    lines += [p for p in triage_phrases(doc, code="`") if not p.startswith("fatal ")]
+    lines += [p for p in core_phrases(doc, code="`") if not p.startswith("fatal ")]
     if event.triage:
-        lines.append("hang verdict: %s" % event.triage["verdict"])
+        lines.append("hang verdict: %s" % event.triage.verdict)
     lines += ["warning: %s" % w for w in event.warnings]
     return lines
 

@@ -57,14 +57,15 @@ def core_event(notes: Notes, argv: List[str], result: Capture, native_all: bool)
     return doc
 
 
-def triage_phrases(doc: report.Document, code: str = "") -> List[str]:
-    """The fatal-signal triage of a core as short phrases (nothing about breakpoints: a core has none)."""
+def core_phrases(doc: report.Document, code: str = "") -> List[str]:
+    """The fatal-signal triage of a core's document as short phrases (nothing about breakpoints: a core has
+    none)."""
     event = doc.events[0]
     if not event.signal:
         return []
     t = report.document_triage(doc)
-    parts = report.triage_phrases(t, code)
-    if not t["breakpoints"]:
+    parts = report.summary_phrases(t, code)
+    if not t.breakpoints:
         parts = parts[1:]  # "no breakpoint hit": true of every core, so nothing to say
     if event.sent_by is not None:
         parts = [p + (" (sent by pid %d)" % event.sent_by if p == "fatal %s" % event.signal else "")
@@ -75,7 +76,7 @@ def triage_phrases(doc: report.Document, code: str = "") -> List[str]:
 def triage_lines(doc: report.Document) -> List[str]:
     """The lines ``tfnative core`` writes on stderr: ``triage: ...`` and, where it applies, ``verdict: ...``."""
     lines = []
-    parts = triage_phrases(doc)
+    parts = core_phrases(doc)
     if parts:
         lines.append("triage: " + "; ".join(parts))
     hang = doc.events[0].triage

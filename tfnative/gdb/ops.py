@@ -31,7 +31,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Set, TextIO, Tuple
 
 from ..core import procfs
-from ..core.model import Capture
+from ..core.model import Capture, Op
 from ..core.opkernel import KERNEL_RE, inherit_device_ops, op_frames
 from ..errors import GdbError, TfnativeError
 from ..toolchain.tfinstall import tensorflow_package_dirs
@@ -146,7 +146,7 @@ def annotate(gdb: Gdb, capture: Capture) -> None:
         return
     for (f, _req), op in zip(requests, ops):
         if op:
-            f.op = op
+            f.op = Op.from_json(op)
     for t in capture.threads:
         inherit_device_ops(t.frames)
 

@@ -5,9 +5,9 @@ same thing.  Frames and threads are those of the typed model (``model.py``).
 """
 
 import re
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Union
 
-from ..core.model import ElidedFrame, Frame, NativeFrame, PythonFrame, Thread
+from ..core.model import ElidedFrame, Frame, NativeFrame, Op, PythonFrame, Thread
 from .elide import elided_text
 from .fit import compact_cpp, cut_line, cut_middle, cut_name, cut_path, wrap
 
@@ -290,10 +290,13 @@ def _fit_native(head: str, name: str, where: str, f: Frame, lib: str, address: s
     return cut_line(head + shown + where + lib + extra + mark, width, keep_end=mark)
 
 
-def op_label(op: Dict) -> str:
+def op_label(op: Union[Op, Dict]) -> str:
     """``MatMul "model/dense/MatMul"``: an op's type and node name; where oneDNN rewrote the op, the type its
     kernel carries, labelled (``Conv2D (oneDNN kernel _MklNativeConv2D)``).  An eager op's node is named
-    after its type, a rewritten one after the kernel's type: no name is shown for those."""
+    after its type, a rewritten one after the kernel's type: no name is shown for those.  ``op``: a kernel
+    frame's ``Op``, or an op as JSON (an event's, a triage's)."""
+    if isinstance(op, Op):
+        op = op.to_json()
     label = op.get("type") or "?"
     kernel = op.get("kernel_type")
     if op.get("name") and op["name"] not in (label, kernel):

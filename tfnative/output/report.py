@@ -8,13 +8,25 @@ a ``model.Document`` (``Document`` here is that class) until it is written
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
-from typing import Any, Dict, List, Optional, TextIO
+from typing import Any, Callable, ClassVar, Dict, List, Optional, TextIO, Tuple
 
 from ..core import executors, kstate, model, sourcelines
-from ..core.model import Capture, Document, Event, Frame, NativeFrame, PythonFrame, Thread
+from ..core.model import (
+    Capture,
+    CrashSummary,
+    Document,
+    Event,
+    EventKind,
+    Frame,
+    NativeFrame,
+    PythonFrame,
+    TfFunction,
+    Thread,
+)
 from ..files import write_output
 from . import pyop, render, threadgroups
 from .elide import elide
@@ -23,14 +35,14 @@ from .fit import cut_line, terminal_width, wrap
 SCHEMA = model.SCHEMA
 
 
-def make_event(kind: str, capture: Capture, native_all: bool = False,
-               in_flight: Optional[List[Dict[str, Any]]] = None, **extra: Any) -> Event:
+def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
+               in_flight: Optional[List[Tuple[int, TfFunction]]] = None, **extra: Any) -> Event:
     """Turn one capture into an event (EVENT of the schema); the event takes over its threads and frames.
 
     Frames get their ``class``, ``user`` and source line, glue frames are
     hidden (unless ``native_all``) and deep stacks elided.  ``extra``: the event's fields of its kind (``location``,
     ``signal``, ``signal_code``, ``fault_address``, ``sent_by``, ``timeout``).
-    ``in_flight``: ``{"tid", "tf_function"}`` of Python threads outside the
+    ``in_flight``: (tid, tf.function) of Python threads outside the
     capture that wait for a tf.function (for executor threads' context).
     """
     selected = capture.selected_tid
@@ -195,7 +207,8 @@ def add_op_origin(event: Event, origins_path: str) -> None:
                 origins.setdefault(row.get("node"), []).append(row)
     except OSError:
         return
-    graph = ((threads[0].tf_function or {}).get("python_function") if threads else None)
+    fn = threads[0].tf_function if threads else None
+    graph = fn.python_function if fn is not None else None
 
     def find(node: str) -> Optional[Dict[str, Any]]:
         rows = origins.get(node) or []
@@ -213,8 +226,8 @@ def add_op_origin(event: Event, origins_path: str) -> None:
 
 
 def _frames_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
-    """The op of the first kernel frame (a native frame with its op read) among ``frames``."""
-    return next((f.op for f in frames if isinstance(f, NativeFrame) and f.op), None)
+    """The op of the first kernel frame (a native frame with its op read) among ``frames``, as JSON."""
+    return next((f.op.to_json() for f in frames if isinstance(f, NativeFrame) and f.op), None)
 
 
 def _forward_of(op: Dict[str, Any], found: Dict[str, Any], origins: Dict[str, List[Dict[str, Any]]]
@@ -246,17 +259,17 @@ def _forward_of(op: Dict[str, Any], found: Dict[str, Any], origins: Dict[str, Li
 _EXECUTOR_RE = re.compile(r"Executor(State|Impl)\b|ExecutorState<")
 
 
-def in_flight_functions(capture: Capture) -> List[Dict[str, Any]]:
-    """``{"tid", "tf_function"}`` for each thread of a capture that waits for a tf.function."""
+def in_flight_functions(capture: Capture) -> List[Tuple[int, TfFunction]]:
+    """(tid, tf.function) for each thread of a capture that waits for a tf.function."""
     out = []
     for t in capture.threads:
         fn = next((fn for fn in map(tf_function, t.frames) if fn), None)
         if fn:
-            out.append({"tid": t.tid, "tf_function": fn})
+            out.append((t.tid, fn))
     return out
 
 
-def _attribute_executors(threads: List[Thread], extra: List[Dict[str, Any]]) -> None:
+def _attribute_executors(threads: List[Thread], extra: List[Tuple[int, TfFunction]]) -> None:
     """Executor threads running kernels say which tf.function, when only one is in flight.
 
     An executor thread holds no ``quick_execute`` frame that would name its
@@ -265,18 +278,18 @@ def _attribute_executors(threads: List[Thread], extra: List[Dict[str, Any]]) -> 
     (JSON ``"tf_function"`` with ``"how": "only tf.function in flight"`` and
     the waiting thread); with several, ``"tf_functions_in_flight"`` lists them.
     """
-    waiting = {w["tid"]: w["tf_function"] for w in extra}
+    waiting = dict(extra)
     waiting.update({t.tid: t.tf_function for t in threads if t.tf_function})
-    names: Dict[str, Dict[str, Any]] = {}
+    names: Dict[str, TfFunction] = {}
     for tid, fn in waiting.items():
-        names.setdefault(fn["name"], dict(fn, called_by=tid))
+        names.setdefault(fn.name, dataclasses.replace(fn, called_by=tid))
     for t in threads:
         if t.tf_function:
             continue
         if not any(_EXECUTOR_RE.search(f.function or "") for f in t.frames):
             continue
         if len(names) == 1:
-            t.tf_function = dict(next(iter(names.values())), how="only tf.function in flight")
+            t.tf_function = dataclasses.replace(next(iter(names.values())), how="only tf.function in flight")
         elif names:
             t.tf_functions_in_flight = sorted(names)
 
@@ -338,47 +351,52 @@ def signal_title(event: Event) -> str:
     return "fatal signal %s" % name
 
 
-def triage_phrases(t: Dict[str, Any], code: str = "") -> List[str]:
-    """The triage as short phrases; ``code`` quotes names (a backtick for Markdown)."""
+def summary_phrases(t: CrashSummary, code: str = "") -> List[str]:
+    """A document's crash summary (``document_triage``) as short phrases; ``code`` quotes names (a backtick
+    for Markdown)."""
     def q(text: str) -> str:
         return "%s%s%s" % (code, text, code)
 
-    parts = [", ".join("%s x%d" % (q(loc), n) for loc, n in t["breakpoints"].items()) or "no breakpoint hit"]
-    if t["signal"]:
-        parts.append("fatal %s" % t["signal"])
-    for name in t.get("handled_signals") or []:
+    parts = [", ".join("%s x%d" % (q(loc), n) for loc, n in t.breakpoints.items()) or "no breakpoint hit"]
+    if t.signal:
+        parts.append("fatal %s" % t.signal)
+    for name in t.handled_signals:
         parts.append("signal %s (handled by the script)" % name)
-    if t.get("numerics"):
-        parts.append("%d NaN/Inf event(s)" % t["numerics"])
-    if t.get("cxx_exception"):
-        parts.append("C++ exception %s" % render.cxx_exception_text(t["cxx_exception"], q))
-    if t.get("op") and (t["op"].get("created_at") or "op %s" % t["op"]["type"] not in t["breakpoints"]):
-        op = t["op"]
-        text = "op %s" % q(render.op_label(op))
-        if op.get("from"):
-            text += " (from %s)" % q(op["from"])
-        if op.get("from_xla"):
-            text += " (NaN/Inf out of XLA-compiled %s: --numerics-no-xla checks its ops)" % ", ".join(
-                q(name) for name in op["from_xla"])
-        if op.get("created_at"):
-            text += " created at %s" % q("%s:%s" % (op["created_at"]["file"], op["created_at"]["line"]))
-        if (op.get("forward") or {}).get("created_at"):
-            fwd = op["forward"]
-            text += ", forward op %s at %s" % (q(fwd.get("type") or "?"),
-                                               q("%s:%s" % (fwd["created_at"]["file"], fwd["created_at"]["line"])))
-        parts.append(text)
-    if t["nearest_user_frame"]:
-        u = t["nearest_user_frame"]
+    if t.numerics:
+        parts.append("%d NaN/Inf event(s)" % t.numerics)
+    if t.cxx_exception:
+        parts.append("C++ exception %s" % render.cxx_exception_text(t.cxx_exception, q))
+    if t.op and (t.op.get("created_at") or "op %s" % t.op["type"] not in t.breakpoints):
+        parts.append(_op_phrase(t.op, q))
+    if t.nearest_user_frame:
+        u = t.nearest_user_frame
         parts.append("nearest user frame %s at %s" % (q(u["function"]), q("%s:%s" % (u["file"], u["line"]))))
-    if t["tf_function"]:
-        parts.append("in tf.function %s" % q(t["tf_function"]["name"]))
-    if t["dumps"]:
-        parts.append("%d dump file(s)" % t["dumps"])
-    if t.get("children_killed"):
-        parts.append("child %s" % ", ".join("%s" % q(c) for c in t["children_killed"]))
-    if t.get("cxx_exception") and CXA_THROW not in t["breakpoints"]:
+    if t.tf_function:
+        parts.append("in tf.function %s" % q(t.tf_function.name))
+    if t.dumps:
+        parts.append("%d dump file(s)" % t.dumps)
+    if t.children_killed:
+        parts.append("child %s" % ", ".join("%s" % q(c) for c in t.children_killed))
+    if t.cxx_exception and CXA_THROW not in t.breakpoints:
         parts.append(cxx_throw_hint(q))
     return parts
+
+
+def _op_phrase(op: Dict[str, Any], q: Callable[[str], str]) -> str:
+    """``op `Log` created at `app.py:3``` : the summary's op, where it came from and where it was created."""
+    text = "op %s" % q(render.op_label(op))
+    if op.get("from"):
+        text += " (from %s)" % q(op["from"])
+    if op.get("from_xla"):
+        text += " (NaN/Inf out of XLA-compiled %s: --numerics-no-xla checks its ops)" % ", ".join(
+            q(name) for name in op["from_xla"])
+    if op.get("created_at"):
+        text += " created at %s" % q("%s:%s" % (op["created_at"]["file"], op["created_at"]["line"]))
+    if (op.get("forward") or {}).get("created_at"):
+        fwd = op["forward"]
+        text += ", forward op %s at %s" % (q(fwd.get("type") or "?"),
+                                           q("%s:%s" % (fwd["created_at"]["file"], fwd["created_at"]["line"])))
+    return text
 
 
 CXA_THROW = "__cxa_throw"
@@ -401,7 +419,7 @@ def normal_path(path: Optional[str]) -> Optional[str]:
     return os.path.normpath(path)
 
 
-def tf_function(frame: Frame, caller: Optional[PythonFrame] = None) -> Optional[Dict[str, Any]]:
+def tf_function(frame: Frame, caller: Optional[PythonFrame] = None) -> Optional[TfFunction]:
     """The tf.function a ``quick_execute`` frame runs: its graph function name and Python name.
 
     ``quick_execute`` also runs single eager ops: a generated op's ``*_eager_fallback`` (``caller``, the
@@ -415,7 +433,7 @@ def tf_function(frame: Frame, caller: Optional[PythonFrame] = None) -> Optional[
     if caller is not None and _is_eager_fallback(caller):
         return None
     m = _INFERENCE_RE.match(name)
-    return {"name": name, "python_function": m.group(1) if m else None}
+    return TfFunction(name=name, python_function=m.group(1) if m else None)
 
 
 _EXECUTE_PY = "/eager/execute.py"
@@ -443,7 +461,7 @@ def process_phrase(process: Dict[str, Any]) -> str:
     return "in child %s (%s)" % (process.get("pid"), cmdline)
 
 
-def document_triage(doc: Document) -> Dict[str, Any]:
+def document_triage(doc: Document) -> CrashSummary:
     """What happened, in a few fields (the TRIAGE of a document that says how the process ended): hits per
     location, the signal, the op, the user frame nearest the last event, the tf.function, dumps, children."""
     hits: Dict[str, int] = {}
@@ -458,9 +476,10 @@ def document_triage(doc: Document) -> Dict[str, Any]:
     last = signal_event or numerics or (signals[-1] if signals else None) or (
         doc.events[-1] if doc.events else None)
     op = next((e.op for e in ([last] if last else []) + doc.events if e.op), None)
-    nearest: Optional[PythonFrame] = None
-    function = None
-    cxx_exception = None
+    out = CrashSummary(breakpoints=hits, signal=signal_event.signal if signal_event else None,
+                       handled_signals=[e.signal for e in signals if e.fatal is False and e.signal is not None],
+                       numerics=sum(e.kind == "numerics" for e in doc.events), dumps=len(doc.dumps),
+                       children_killed=["%d %s" % (c.pid, c.signal) for c in doc.children_killed])
     if last is not None and last.threads:
         thread = last.threads[0]
         if op is None or last.op is None:
@@ -469,43 +488,42 @@ def document_triage(doc: Document) -> Dict[str, Any]:
         if op is None and last is signal_event:
             # no kernel frame left (a C++ exception unwound it): the op's Python wrapper
             op = pyop.python_op(thread.frames + (thread.python_frames or []))
-        cxx_exception = thread.cxx_exception
-        # the merged stack, else the Python stack alone (a thread whose merge failed); an executor
-        # thread has no Python frame: then the thread that called its tf.function, which follows it
-        caller = (thread.tf_function or {}).get("called_by") or (thread.works_for or {}).get("tid")
-        for t in [thread] + [t for t in last.threads[1:] if caller is not None and t.tid == caller]:
-            nearest = next((f for f in t.frames + (t.python_frames or [])
-                            if isinstance(f, PythonFrame) and f.user), None)
-            if nearest is not None:
-                break
-        function = thread.tf_function
-    out: Dict[str, Any] = {"breakpoints": hits, "signal": signal_event.signal if signal_event else None,
-                           "handled_signals": [e.signal for e in signals if e.fatal is False],
-                           "numerics": sum(e.kind == "numerics" for e in doc.events),
-                           "nearest_user_frame": None, "tf_function": function, "dumps": len(doc.dumps),
-                           "children_killed": ["%d %s" % (c["pid"], c["signal"]) for c in doc.children_killed],
-                           "op": _triage_op(op) if op else None}
-    for key, origin, into in (("op", op, out["op"]), ("forward", (op or {}).get("forward"), None)):
-        if not origin or not origin.get("created_at"):
-            continue
-        created = next((f for f in reversed(origin["created_at"]) if f.get("user")), None)
-        if created is None:
-            continue
-        where = {"file": created["file"], "line": created["line"], "function": created["function"]}
-        if key == "op":
-            into["created_at"] = where
-        else:
-            out["op"]["forward"] = {"type": origin.get("type"), "name": origin.get("name"), "created_at": where}
-    if cxx_exception:
-        out["cxx_exception"] = cxx_exception
+        if thread.cxx_exception:
+            out.cxx_exception = thread.cxx_exception
+        nearest = _nearest_user_frame(thread, last.threads[1:])
+        if nearest is not None:
+            out.nearest_user_frame = {"function": nearest.function, "file": nearest.file, "line": nearest.line}
+        out.tf_function = thread.tf_function
+    out.op = _triage_op(op) if op else None
     if last is not None and last.log:
-        out["log"] = last.log
-    if nearest is not None:
-        out["nearest_user_frame"] = {"function": nearest.function, "file": nearest.file, "line": nearest.line}
+        out.log = last.log
     return out
 
 
+def _nearest_user_frame(thread: Thread, others: List[Thread]) -> Optional[PythonFrame]:
+    """The user's frame nearest the stopped ``thread``: on its merged stack, else its Python stack alone (a
+    thread whose merge failed); an executor thread has no Python frame: then that of the thread that called
+    its tf.function, among ``others`` (it follows it)."""
+    caller = (thread.tf_function.called_by if thread.tf_function else None) or (thread.works_for or {}).get("tid")
+    for t in [thread] + [t for t in others if caller is not None and t.tid == caller]:
+        nearest = next((f for f in t.frames + (t.python_frames or [])
+                        if isinstance(f, PythonFrame) and f.user), None)
+        if nearest is not None:
+            return nearest
+    return None
+
+
+def _created_where(origin: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """``{"file", "line", "function"}`` of the user's frame nearest the op's creation, from its ``created_at``."""
+    created = next((f for f in reversed(origin.get("created_at") or []) if f.get("user")), None)
+    if created is None:
+        return None
+    return {"file": created["file"], "line": created["line"], "function": created["function"]}
+
+
 def _triage_op(op: Dict[str, Any]) -> Dict[str, Any]:
+    """The triage's op: its type and name, where it came from, and where the user created it (and its
+    forward op, for a gradient op)."""
     out = {"type": op.get("type"), "name": op.get("name")}
     if op.get("kernel_type"):
         out["kernel_type"] = op["kernel_type"]  # oneDNN's rewrite: the type the kernel itself carries
@@ -513,6 +531,13 @@ def _triage_op(op: Dict[str, Any]) -> Dict[str, Any]:
         out["from"] = op["from"]  # no kernel frame on the stack: the op's Python wrapper (output/pyop.py)
     if op.get("from_xla"):
         out["from_xla"] = op["from_xla"]  # --check-numerics: the NaN/Inf came out of these XLA functions
+    where = _created_where(op)
+    if where is not None:
+        out["created_at"] = where
+    forward = op.get("forward")
+    where = _created_where(forward) if forward else None
+    if forward and where is not None:
+        out["forward"] = {"type": forward.get("type"), "name": forward.get("name"), "created_at": where}
     return out
 
 
@@ -606,22 +631,40 @@ class Printer:
         self.out.write("".join(line + "\n" for line in note_lines(text, self.width)))
         self.out.flush()
 
+    @staticmethod
+    def _breakpoint_title(event: Event, hit: Optional[int], max_hits: Optional[int]) -> str:
+        title = "breakpoint %s hit" % event.location
+        if hit is not None:
+            title += " (hit %d of %d)" % (hit, max_hits or hit)
+        return title
+
+    @staticmethod
+    def _signal_title(event: Event, hit: Optional[int], max_hits: Optional[int]) -> str:
+        return signal_title(event)
+
+    @staticmethod
+    def _core_title(event: Event, hit: Optional[int], max_hits: Optional[int]) -> str:
+        return "core of pid %s, fatal signal %s" % (event.pid, event.signal)
+
+    @staticmethod
+    def _numerics_title(event: Event, hit: Optional[int], max_hits: Optional[int]) -> str:
+        return numerics_title(event.op or {})
+
+    @staticmethod
+    def _timeout_title(event: Event, hit: Optional[int], max_hits: Optional[int]) -> str:
+        return "timeout: pid %s still runs after %g s" % (event.pid, event.timeout or 0)
+
+    @staticmethod
+    def _snapshot_title(event: Event, hit: Optional[int], max_hits: Optional[int]) -> str:
+        return "snapshot of pid %s" % event.pid
+
+    # An event's title by its kind (``hit``/``max_hits``: a breakpoint's count); another kind is a snapshot's.
+    TITLES: ClassVar[Dict[str, Callable[[Event, Optional[int], Optional[int]], str]]] = {
+        "breakpoint": _breakpoint_title, "signal": _signal_title, "core": _core_title,
+        "numerics": _numerics_title, "timeout": _timeout_title, "snapshot": _snapshot_title}
+
     def event(self, event: Event, hit: Optional[int] = None, max_hits: Optional[int] = None) -> None:
-        kind = event.kind
-        if kind == "breakpoint":
-            title = "breakpoint %s hit" % event.location
-            if hit is not None:
-                title += " (hit %d of %d)" % (hit, max_hits or hit)
-        elif kind == "signal":
-            title = signal_title(event)
-        elif kind == "core":
-            title = "core of pid %s, fatal signal %s" % (event.pid, event.signal)
-        elif kind == "numerics":
-            title = numerics_title(event.op or {})
-        elif kind == "timeout":
-            title = "timeout: pid %s still runs after %g s" % (event.pid, event.timeout or 0)
-        else:
-            title = "snapshot of pid %s" % event.pid
+        title = self.TITLES.get(event.kind, Printer._snapshot_title)(event, hit, max_hits)
         if event.process:
             title += " " + process_phrase(event.process)
         if event.ns_pid is not None:
@@ -657,11 +700,11 @@ class Printer:
         head = pool_phrase(t.tid, event.pool)
         if t.tf_function:
             fn = t.tf_function
-            if fn.get("how"):
+            if fn.how:
                 head += " working for tf.function %s (%s; %s, called by thread %s)" % (
-                    fn.get("python_function") or "?", fn["name"], fn["how"], fn.get("called_by"))
+                    fn.python_function or "?", fn.name, fn.how, fn.called_by)
             else:
-                head += " in tf.function %s (%s)" % (fn.get("python_function") or "?", fn["name"])
+                head += " in tf.function %s (%s)" % (fn.python_function or "?", fn.name)
         elif t.tf_functions_in_flight:
             head += " working for one of the tf.functions in flight: %s" % ", ".join(t.tf_functions_in_flight)
         elif t.works_for:
@@ -681,5 +724,5 @@ class Printer:
                 self.note("%s was killed by %s" % (doc.target_name(), doc.exit["signal"]))
             elif doc.exit["code"] != 0:
                 self.note("%s exited with status %d" % (doc.target_name(), doc.exit["code"]))
-        parts = triage_phrases(document_triage(doc))
+        parts = summary_phrases(document_triage(doc))
         self.note("triage: " + "; ".join(parts))

@@ -36,7 +36,7 @@ The known patterns, tried in this order:
     a collective op waiting for its peers.
 
 When none fits, the verdict says so and lists what it saw; it never guesses.
-Pure: the event is a ``model.Event``; the verdict a TRIAGE dict of the JSON schema.
+Pure: the event is a ``model.Event``; the verdict a ``model.HangVerdict`` (a TRIAGE of the JSON schema).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait
-from ..core.model import Event, Frame, NativeFrame, PythonFrame, Thread
+from ..core.model import Event, Frame, HangVerdict, NativeFrame, PythonFrame, Thread
 from . import render, waitgraph
 
 # Native frames that only carry a call from Python to a C function (ctypes, libffi), and the interpreter's.
@@ -154,7 +154,7 @@ def _in_state(t: Thread) -> str:
 def _callers(threads: List[Thread]) -> List[Thread]:
     """Threads that wait for a tf.function they called or a ``Session.run`` (TensorFlow 1's graphs), not
     executor threads working for one."""
-    return [t for t in threads if (t.tf_function and not t.tf_function.get("how") or tf_wait(t) == "Session.run")
+    return [t for t in threads if (t.tf_function and not t.tf_function.how or tf_wait(t) == "Session.run")
             and not is_any_pool_worker(t)]
 
 
@@ -163,8 +163,8 @@ def _function_phrase(callers: List[Thread], pid: Optional[int]) -> str:
     line grouped ("threads 12, 13 wait for tf.function step at app.py:31")."""
     groups: Dict[tuple, List[Thread]] = {}
     for t in callers:
-        fn = t.tf_function or {}
-        name = fn.get("python_function") or fn.get("name")
+        fn = t.tf_function
+        name = (fn.python_function or fn.name) if fn else None
         groups.setdefault(("tf.function %s" % name if fn else "Session.run", _user_where(t)), []).append(t)
     parts = []
     for (what, at), ts in groups.items():
@@ -199,10 +199,10 @@ def _work_of(t: Thread) -> str:
         return "in the tf.py_function callback %s, %s" % (where(py), state)
     k = kernel_frame(t)
     if k is not None:
-        op = k.op or {}
-        label = op.get("type") or _base(k.function or "?")
-        if op.get("name") and op["name"] != op.get("type"):
-            label += ' "%s"' % op["name"]
+        op_type, op_name = (k.op.type, k.op.name) if k.op else (None, None)
+        label = op_type or _base(k.function or "?")
+        if op_name and op_name != op_type:
+            label += ' "%s"' % op_name
         return "in kernel %s, %s" % (label, state)
     return state
 
@@ -252,48 +252,46 @@ class _Scene:
         self.waits, self.loop, self.steps = waitgraph.analyse(event)
 
 
-def triage(event: Event) -> Dict[str, Any]:
-    """``{"verdict": str, "pattern": str|None, "gil_holder", "waiting_for_gil", "waiting_for_function",
-    "stuck", "moving", "pool"}`` for a snapshot event (threads as ``report.make_event`` gives them)."""
+def triage(event: Event) -> HangVerdict:
+    """The hang verdict (``verdict``, ``pattern``, ``gil_holder``, ``waiting_for_gil``, ``waiting_for_function``,
+    ``stuck``, ``moving``, ``pool``, the wait-for graph) for a snapshot event (threads as ``report.make_event``
+    gives them)."""
     s = _Scene(event)
     sampled = any(t.progress for t in s.threads)
-    out: Dict[str, Any] = {
-        "verdict": "", "pattern": None,
-        "gil_holder": None, "waiting_for_gil": [t.tid for t in s.waiters],
-        "waiting_for_function": [{"tid": t.tid, "tf_function": (t.tf_function or {}).get("name"),
-                                  "at": _user_where(t)} for t in s.callers],
-        "stuck": [t.tid for t in s.threads if t.progress == "stuck"] if sampled else None,
-        "moving": [t.tid for t in s.threads if t.progress == "moving"] if sampled else None,
-        "pool": s.pool or None,
+    out = HangVerdict(
+        waiting_for_gil=[t.tid for t in s.waiters],
+        waiting_for_function=[{"tid": t.tid, "tf_function": t.tf_function.name if t.tf_function else None,
+                               "at": _user_where(t)} for t in s.callers],
+        stuck=[t.tid for t in s.threads if t.progress == "stuck"] if sampled else None,
+        moving=[t.tid for t in s.threads if t.progress == "moving"] if sampled else None,
+        pool=s.pool or None,
         # the wait-for graph (output/waitgraph.py): every edge, the cycle (a deadlock) or the chain from the
         # thread the user waits on to where the work is
-        "waits": [w.to_json() for w in s.waits],
-        "cycle": [w.to_json() for w in s.loop] if s.loop else None,
-        "chain": [w.to_json() for w in s.steps],
-    }
+        waits=[w.to_json() for w in s.waits],
+        cycle=[w.to_json() for w in s.loop] if s.loop else None,
+        chain=[w.to_json() for w in s.steps])
     if s.holder is not None:
         f = _python_where(s.holder)
-        out["gil_holder"] = {"tid": s.holder.tid, "name": s.holder.name,
-                             "blocked_in": blocked_in(s.holder),
-                             "function": f.function if f else None, "file": f.file if f else None,
-                             "line": f.line if f else None}
+        out.gil_holder = {"tid": s.holder.tid, "name": s.holder.name, "blocked_in": blocked_in(s.holder),
+                          "function": f.function if f else None, "file": f.file if f else None,
+                          "line": f.line if f else None}
     for pattern in (_deadlock, _exit_waits_for_threads, _interpreter_finalizing, _fork_without_pools,
                     _gil_held_blocked, _pool_exhausted, _waiting_on_peer, _queue_without_producer,
                     _waiting_on_executor, _waiting_on_tf_data, _function_without_thread):
         text = pattern(s)
         if text:
-            out["verdict"] = text
-            out["pattern"] = pattern.__name__.lstrip("_")
+            out.verdict = text
+            out.pattern = pattern.__name__.lstrip("_")
             return out
-    out["verdict"] = "no known hang pattern fits: " + _facts(s)
+    out.verdict = "no known hang pattern fits: " + _facts(s)
     return out
 
 
-def verdict_lines(triage: Dict[str, Any], pid: Optional[int]) -> List[str]:
+def verdict_lines(triage: HangVerdict, pid: Optional[int]) -> List[str]:
     """``verdict: ...`` and, under it, the cycle or the chain of waits as a short block (text output)."""
-    lines = ["verdict: %s" % triage.get("verdict", "")]
-    steps = triage.get("cycle") or triage.get("chain") or []
-    if len(steps) > 1 or (steps and triage.get("pattern") is None):
+    lines = ["verdict: %s" % triage.verdict]
+    steps = triage.cycle or triage.chain or []
+    if len(steps) > 1 or (steps and triage.pattern is None):
         lines += ["  " + line for line in waitgraph.chain_lines(steps, pid)]
     return lines
 
@@ -323,7 +321,7 @@ def _fork_without_pools(s: _Scene) -> Optional[str]:
         return None
     t = next((t for t in s.threads if t.tid == w.thread), None)
     k = kernel_frame(t) if t is not None else None
-    op = "its %s" % (k.op or {}).get("type") if k is not None and k.op else "its op"
+    op = "its %s" % k.op.type if k is not None and k.op else "its op"
     site = waitgraph.fork_site(t) if t is not None else None
     if site is not None and "pool thread" not in w.evidence:
         return ("%s waits in TensorFlow at %s, and no thread of this process runs its ops: it was forked at %s "
@@ -536,7 +534,7 @@ def across(docs: List[Any]) -> None:
     TensorFlow started its pools, and a worker waiting in a collective for peers of its cluster that are not
     in it (the stalled ranks).  Each document's triage is changed in place."""
     events = {d.pid: d.events[0] for d in docs if d.events and d.events[0].triage}
-    forked = {pid: e for pid, e in events.items() if e.triage.get("pattern") == "fork_without_pools"}
+    forked = {pid: e for pid, e in events.items() if _verdict(e).pattern == "fork_without_pools"}
     for pid, e in events.items():
         if pid in forked:
             continue
@@ -544,9 +542,15 @@ def across(docs: List[Any]) -> None:
     _stalled_peers(docs, events)
 
 
+def _verdict(e: Event) -> HangVerdict:
+    """The hang verdict of an event that has one."""
+    assert e.triage is not None
+    return e.triage
+
+
 def _parent_of_forked(e: Event, forked: Dict[int, Event]) -> None:
-    t = e.triage
-    last = (t.get("chain") or [None])[-1]
+    t = _verdict(e)
+    last = t.chain[-1] if t.chain else None
     if not forked or last is None or last.get("waits_for") is not None:
         return
     resource = last.get("resource") or ""
@@ -555,10 +559,10 @@ def _parent_of_forked(e: Event, forked: Dict[int, Event]) -> None:
         return
     children = named or sorted(forked)
     child = forked[children[0]]
-    where_child = next((w.get("at") for w in child.triage.get("chain") or []), "?")
+    where_child = next((w.get("at") for w in _verdict(child).chain or []), "?")
     who_waits = "the main thread" if last.get("thread") == e.pid else "thread %s" % last.get("thread")
-    t["pattern"] = "fork_without_pools"
-    t["verdict"] = ("%s waits at %s for %s; %s forked after TensorFlow started its thread pools: %s at %s waits "
+    t.pattern = "fork_without_pools"
+    t.verdict = ("%s waits at %s for %s; %s forked after TensorFlow started its thread pools: %s at %s waits "
                     "for pool threads that do not exist in the child" % (
                         who_waits, last.get("at"), resource if named else "its child processes %s" % ", ".join(
                             str(p) for p in children),
@@ -576,8 +580,8 @@ def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
         if len(tasks) > 1:
             clusters.setdefault(tasks, []).append(d)
     for members in clusters.values():
-        waiting = [d for d in members if events[d.pid].triage.get("pattern") in ("waiting_on_peer",
-                                                                                  "function_without_thread")]
+        waiting = [d for d in members if _verdict(events[d.pid]).pattern in ("waiting_on_peer",
+                                                                               "function_without_thread")]
         others = [d for d in members if d not in waiting]
         if not waiting or not others:
             continue
@@ -585,21 +589,21 @@ def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
             _task_text(events[d.pid]), d.pid, _main_at(events[d.pid])) for d in others)
         for d in waiting:
             e = events[d.pid]
-            t = e.triage
+            t = _verdict(e)
             names = ", ".join(_task_text(events[o.pid]) for o in others)
-            chain = t.get("chain") or []
+            chain = t.chain or []
             if chain and chain[-1].get("waits_for") is None:
                 sink = chain[-1]
-                for edge in [sink] + [w for w in t.get("waits") or [] if w.get("thread") == sink["thread"]]:
+                for edge in [sink] + [w for w in t.waits or [] if w.get("thread") == sink["thread"]]:
                     edge["resource"] = "%s of its cluster, not in the collective" % names
                     edge["evidence"] += "; the other workers' snapshots: %s" % stalled
             else:
                 edge = {"thread": e.pid, "waits_for": None, "resource": "%s of its cluster, not in the collective"
                         % names, "evidence": "the other workers' snapshots: %s" % stalled, "at": _main_at(e)}
-                t["chain"] = chain + [edge]
-                t["waits"] = [w for w in t.get("waits") or [] if w.get("thread") != e.pid] + [dict(edge)]
-            t["pattern"] = "waiting_on_peer"
-            t["verdict"] = "the main thread waits at %s for %s of its cluster, in a collective: %s" % (
+                t.chain = chain + [edge]
+                t.waits = [w for w in t.waits or [] if w.get("thread") != e.pid] + [dict(edge)]
+            t.pattern = "waiting_on_peer"
+            t.verdict = "the main thread waits at %s for %s of its cluster, in a collective: %s" % (
                 _main_at(e), names, stalled)
 
 

@@ -103,8 +103,8 @@ def _variable(caller: Optional[PythonFrame], method: str) -> Optional[str]:
 
 
 def _kernel_op(t: Thread, pattern: re.Pattern[str]) -> Optional[Dict[str, str]]:
-    return next((f.op for f in t.frames if isinstance(f, NativeFrame) and f.op
-                 and pattern.match(f.op.get("type") or "")), None)
+    return next((f.op.to_json() for f in t.frames if isinstance(f, NativeFrame) and f.op
+                 and pattern.match(f.op.type or "")), None)
 
 
 def _tf_loaded(event: Event) -> bool:
@@ -134,7 +134,7 @@ def source_queue(t: Thread) -> Optional[Tuple[str, str, str]]:
     run = _RUN_RE.search(text)
     if found is None and run:
         found = _assigned_dequeue(lines, run.group(1))
-    function = (t.tf_function or {}).get("python_function")
+    function = t.tf_function.python_function if t.tf_function else None
     if found is None and function:
         found = _dequeue_in_body(lines, function)
     if found is None:
@@ -201,7 +201,7 @@ def build(event: Event) -> List[Wait]:
     tids = {t.tid for t in threads}
     workers_of: Dict[int, List[Thread]] = {}
     for t in threads:
-        caller = (t.tf_function or {}).get("called_by") or (t.works_for or {}).get("tid")
+        caller = (t.tf_function.called_by if t.tf_function else None) or (t.works_for or {}).get("tid")
         if caller is not None and t.tid != caller:
             workers_of.setdefault(caller, []).append(t)
     pool_threads = [t for t in threads if worker_loop(t) is not None]
@@ -260,7 +260,7 @@ def _edge(event: Event, t: Thread, holder: Optional[Thread], workers_of: Dict[in
                         where(t), inner[-1].split("(", 1)[0],
                         "every other pool thread is busy too" if free <= 0 else "%d pool thread(s) idle" % free))
     workers = workers_of.get(t.tid, [])
-    caller = (bool(t.tf_function and not t.tf_function.get("how")) or tf_wait(t) == "Session.run") \
+    caller = (bool(t.tf_function and not t.tf_function.how) or tf_wait(t) == "Session.run") \
         and worker_loop(t) is None
     what = "tf.function" if t.tf_function else "Session.run"
     if py and caller and not any(runs_kernel(w) or _py(w) for w in workers):
@@ -292,10 +292,10 @@ def _edge(event: Event, t: Thread, holder: Optional[Thread], workers_of: Dict[in
         pool = event.pool or {}
         if (not pool_threads and "threads" in pool and not pool["threads"] and event.kind in ("snapshot", "timeout")
                 and (t.kernel or {}).get("state") in ("S", "D", None)):
-            op = next((f.op for f in t.frames if isinstance(f, NativeFrame) and f.op), None)
+            kernel_op = next((f.op for f in t.frames if isinstance(f, NativeFrame) and f.op), None)
             return Wait(t.tid, None, "TensorFlow's thread pools, which a forked child inherits without their "
                         "threads", "%s waits in TensorFlow and the process has no pool thread at all" % (
-                            "its op %s" % op["type"] if op else "it"))
+                            "its op %s" % kernel_op.type if kernel_op else "it"))
         if any(GET_NEXT_RE.search(n) for n in native):
             data = [w for w in event.threads if pool_of(w) == TF_DATA and (runs_kernel(w) or _py(w))]
             if data:

@@ -46,7 +46,7 @@ from ..core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
 from ..core.elfindex import ElfError, data_symbols, display_names
 from ..core.executors import pool_summary, unnamed_workers
 from ..core.memory import Memory
-from ..core.model import Capture, NativeFrame, Thread
+from ..core.model import Capture, NativeFrame, Op, Thread
 from ..core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from ..core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
 from ..core.threadnames import registered_names, registry_symbols
@@ -188,7 +188,7 @@ def _ops(memory: Memory, frames: List[Frame], named: List[NativeFrame], kernels:
         op = op_of_frame(kernels, d.start or 0, frames[level].pc, level, regs, caller,
                          regs.get("rsp") or 0, high, device=device)
         if op:
-            d.op = op
+            d.op = Op.from_json(op)
     inherit_device_ops(named)
 
 
