@@ -39,10 +39,10 @@ import signal
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, TextIO
+from typing import Any, Callable, Dict, List, Optional, Set, TextIO, Type
 
 from ..core import procfs, ranks
-from ..core.model import ChildDeath, Event
+from ..core.model import ChildDeath, Document, Event
 from ..errors import TfnativeError
 from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
@@ -116,7 +116,7 @@ class ChildTarget(PidTarget):
         super().check()
         self.was_stopped = False
 
-    def start(self, gdb: Gdb, doc: report.Document, running: Callable[[bool], None]) -> None:
+    def start(self, gdb: Gdb, doc: Document, running: Callable[[bool], None]) -> None:
         """Attach, then end the job-control stop our SIGSTOP began (gdb holds the child now).
 
         Left in place, that stop would put the child back in a stop at gdb's detach, and a stopped member
@@ -144,7 +144,7 @@ class ChildReport(report.Printer):
     own summary is not printed (a child is named only by its events, and by ``children_killed``).
     """
 
-    def __init__(self, parent: report.Printer, process: Dict[str, Any], doc: report.Document,
+    def __init__(self, parent: report.Printer, process: Dict[str, Any], doc: Document,
                  lock: threading.Lock) -> None:
         super().__init__(parent.out, native_all=parent.native_all, full=parent.full, group=parent.group)
         self.parent = parent
@@ -162,7 +162,7 @@ class ChildReport(report.Printer):
             self.doc.events.append(event)
             self.parent.event(event, hit=hit, max_hits=max_hits)
 
-    def summary(self, notes: List[str], doc: report.Document) -> None:
+    def summary(self, notes: List[str], doc: Document) -> None:
         pass
 
 
@@ -188,7 +188,7 @@ class ParentReport(report.Printer):
     """The target's printer under ``--follow-children``: its closing notes say they are about the target
     (a breakpoint that "never fired" there may have fired in a child)."""
 
-    def summary(self, notes: List[str], doc: report.Document) -> None:
+    def summary(self, notes: List[str], doc: Document) -> None:
         super().summary(["%s: %s" % (doc.target_name(), n) for n in notes], doc)
 
 
@@ -215,17 +215,17 @@ class Follower:
         self.sock: Optional[socket.socket] = sock
         self.opts = dataclasses.replace(opts, pid=None, json_path=None, interactive=False, save_core=None, timeout=None,
                                         follow_children=False)
-        self.doc = report.Document(argv=[])  # the target's, from ``start``
+        self.doc = Document(argv=[])  # the target's, from ``start``
         self.printer = printer
         self.err = err
         self.session_class = session_class
         self.lock = threading.Lock()  # the children's table, and the printer's output
         self.children: Dict[int, _Child] = {}
-        self.execed: set = set()
+        self.execed: Set[int] = set()
         self.closing = False
         self.watch: Optional[ChildWatch] = None
 
-    def start(self, root: int, doc: report.Document) -> None:
+    def start(self, root: int, doc: Document) -> None:
         """Follow the descendants of ``root``; their events go into ``doc``."""
         assert self.sock is not None
         self.doc = doc
@@ -279,7 +279,7 @@ class Follower:
             if not _wait_until(lambda: _stopped_or_gone(pid), STOP_WAIT_S) or procfs.state(pid) in (None, "Z", "X"):
                 return
             process = process_info(pid)
-            cdoc = report.Document(argv=process["cmdline"].split(" "), pid=pid, attached=True, has_exit=True)
+            cdoc = Document(argv=process["cmdline"].split(" "), pid=pid, attached=True, has_exit=True)
             printer = ChildReport(self.printer, process, self.doc, self.lock)
             target.check()
             session = self.session_class(self.opts, target, cdoc, printer, ChildStream(self.err, pid, self.lock))
@@ -344,7 +344,7 @@ class FollowingTarget:
     def pid(self) -> int:
         return self.inner.pid
 
-    def start(self, gdb: Gdb, doc: report.Document, running: Callable[[bool], None]) -> None:
+    def start(self, gdb: Gdb, doc: Document, running: Callable[[bool], None]) -> None:
         self.inner.start(gdb, doc, running)
         self.follower.start(self.inner.pid, doc)
 
@@ -382,7 +382,7 @@ class FollowingTarget:
     def end(self, printer: report.Printer) -> None:
         self.inner.end(printer)
 
-    def wait(self, interrupted: type, doc: report.Document, printer: report.Printer,
+    def wait(self, interrupted: Type[BaseException], doc: Document, printer: report.Printer,
              exit_payload: Optional[Dict[str, Any]]) -> Optional[int]:
         """The target's end as the inner target says; then the children still followed are let go."""
         try:

@@ -17,16 +17,16 @@ import re
 import signal
 import subprocess
 import time
-from typing import Any, Callable, Dict, List, Optional, Protocol
+from typing import Any, Callable, Dict, List, Optional, Protocol, Type
 
 from ..core import procfs
-from ..core.model import ChildDeath
+from ..core.model import ChildDeath, Document
 from ..errors import TfnativeError
 from ..gdb import control
 from ..gdb.control import loaded_program
 from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
-from ..output.report import Document, Printer
+from ..output.report import Printer
 from ..snapshot.process import check_pid
 from ..sources.permissions import ptrace_refused_message
 from ..sources.ptrace import ensure_not_stopped
@@ -77,8 +77,8 @@ class Target(Protocol):
     def end(self, printer: Printer) -> None:
         """After ``--timeout``: end the process (ours) or leave it running (not ours)."""
 
-    def wait(self, interrupted: type, doc: Document, printer: Printer, exit_payload: Optional[Dict[str, Any]]
-             ) -> Optional[int]:
+    def wait(self, interrupted: Type[BaseException], doc: Document, printer: Printer,
+             exit_payload: Optional[Dict[str, Any]]) -> Optional[int]:
         """The process's return code (-N: signal N), or None when it runs on."""
 
 
@@ -113,7 +113,7 @@ class LaunchedTarget:
         gdb.command("-exec-continue")
         running(True)
         while True:
-            stop = gdb.wait_event("stopped", None)
+            stop = gdb.wait_event("stopped", None) or {}
             running(False)
             if stop.get("reason") == "exec":
                 break
@@ -192,8 +192,8 @@ class LaunchedTarget:
         except (ProcessLookupError, subprocess.TimeoutExpired):
             self.child.kill()
 
-    def wait(self, interrupted: type, doc: Document, printer: Printer, exit_payload: Optional[Dict[str, Any]]
-             ) -> Optional[int]:
+    def wait(self, interrupted: Type[BaseException], doc: Document, printer: Printer,
+             exit_payload: Optional[Dict[str, Any]]) -> Optional[int]:
         """Wait for the script; a second Ctrl-C / SIGTERM ends it for good.  Its return code (-N: signal N)."""
         assert self.child is not None
         while True:
@@ -309,8 +309,8 @@ class PidTarget:
         """``--timeout``: the process is not ours; it was detached and runs on."""
         printer.note("detached: process %d runs on" % self.pid)
 
-    def wait(self, interrupted: type, doc: Document, printer: Printer, exit_payload: Optional[Dict[str, Any]]
-             ) -> Optional[int]:
+    def wait(self, interrupted: Type[BaseException], doc: Document, printer: Printer,
+             exit_payload: Optional[Dict[str, Any]]) -> Optional[int]:
         """The process's return code (-N: signal N) if it ended under gdb, else None (it runs on)."""
         return return_code(exit_payload)
 

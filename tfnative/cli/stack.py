@@ -46,7 +46,7 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
             return 130
     event = doc.events[0]
     printer.event(event)
-    for line in verdict.verdict_lines(event.triage or {}, event.pid):
+    for line in (verdict.verdict_lines(event.triage, event.pid) if event.triage else []):
         report.write_note(err, line)
     if opts.json_path:
         report.write(doc, opts.json_path)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ..core import signals
-from ..core.model import Capture
+from ..core.model import Capture, Document
 from ..output import report, verdict
 from .reader import Notes
 
@@ -37,7 +37,7 @@ def sent_by(notes: Notes) -> Optional[int]:
     return None if notes.sender_pid in own else notes.sender_pid
 
 
-def core_event(notes: Notes, argv: List[str], result: Capture, native_all: bool) -> report.Document:
+def core_event(notes: Notes, argv: List[str], result: Capture, native_all: bool) -> Document:
     """The document of a core: one event of kind "core" (``signal``, ``signal_code``, ``fault_address``,
     ``sent_by`` where another process sent it, ``triage``: the hang verdict where it applies) and the exit
     (``{"signal": NAME}``: the process died of it; None without a signal)."""
@@ -51,13 +51,13 @@ def core_event(notes: Notes, argv: List[str], result: Capture, native_all: bool)
     event = report.make_event("core", result, native_all=native_all, **extra)
     if not signo or sender is not None:
         event.triage = verdict.triage(event)
-    doc = report.Document(argv=argv, pid=notes.pid, events=[event])
+    doc = Document(argv=argv, pid=notes.pid, events=[event])
     if signo:
         doc.exit, doc.has_exit = {"signal": event.signal}, True
     return doc
 
 
-def core_phrases(doc: report.Document, code: str = "") -> List[str]:
+def core_phrases(doc: Document, code: str = "") -> List[str]:
     """The fatal-signal triage of a core's document as short phrases (nothing about breakpoints: a core has
     none)."""
     event = doc.events[0]
@@ -73,7 +73,7 @@ def core_phrases(doc: report.Document, code: str = "") -> List[str]:
     return parts
 
 
-def triage_lines(doc: report.Document) -> List[str]:
+def triage_lines(doc: Document) -> List[str]:
     """The lines ``tfnative core`` writes on stderr: ``triage: ...`` and, where it applies, ``verdict: ...``."""
     lines = []
     parts = core_phrases(doc)

@@ -14,11 +14,12 @@ import subprocess
 from typing import Dict, List, Optional
 
 from ..core import procfs
+from ..core.model import Document
 from ..errors import TfnativeError
 from ..toolchain import doctor
 from ..toolchain.tfinstall import tensorflow_libraries
 from . import render
-from .report import Document, document_triage, op_lines, signal_title, summary_phrases
+from .report import document_triage, op_lines, signal_title, summary_phrases
 
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
 

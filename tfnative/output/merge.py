@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ..core import ranks
 from ..core.model import Document, Frame, Thread
@@ -42,7 +42,7 @@ def iter_documents(texts: Iterable[Tuple[str, str]]) -> Iterator[Document]:
                 break
             try:
                 doc, pos = dec.raw_decode(body, pos)
-            except ValueError as e:
+            except json.JSONDecodeError as e:
                 raise TfnativeError("%s: not JSON at character %d (%s)" % (name, pos, e.msg)) from None
             if not isinstance(doc, dict) or doc.get("tfnative") != 1:
                 raise TfnativeError("%s: a document that is not tfnative schema 1 (from 'tfnative stack "
@@ -89,7 +89,7 @@ def member_names(docs: List[Document]) -> List[str]:
     """``member_label`` of each document, except that a name two processes share (one ``--label`` given
     to several, the same task in two jobs) falls back to ``host:pid`` for each of them."""
     names = [member_label(d) for d in docs]
-    owners: Dict[str, set] = {}
+    owners: Dict[str, Set[Any]] = {}
     for name, d in zip(names, docs):
         owners.setdefault(name, set()).add((d.host, d.pid))
     return [n if len(owners[n]) == 1 else _host_pid(d) for n, d in zip(names, docs)]
@@ -108,8 +108,9 @@ def compress(labels: Iterable[str]) -> str:
     out = []
     for head in sorted(groups):
         nums = sorted(groups[head])
-        parts, start = [], nums[0]
-        for a, b in zip(nums, nums[1:] + [None]):
+        parts: List[str] = []
+        start = nums[0]
+        for a, b in zip(nums, nums[1:] + [-1]):
             if b != a + 1:
                 parts.append(str(start) if start == a else "%d-%d" % (start, a))
                 start = b
@@ -174,7 +175,7 @@ def build_tree(docs: Iterable[Document], all_threads: bool = False) -> Node:
         todo.extend(node.children.values())
     root.processes = []
     for d, n in zip(who, names):
-        entry = {"label": n, "pid": d.pid, "host": d.host}
+        entry: Dict[str, Any] = {"label": n, "pid": d.pid, "host": d.host}
         if d.scheduler is not None:
             entry["scheduler"] = d.scheduler
         root.processes.append(entry)

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import os
 import re
-from typing import Any, Callable, ClassVar, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Set, TextIO, Tuple
 
 from ..core import executors, kstate, model, sourcelines
 from ..core.model import (
@@ -335,8 +335,8 @@ def _cleaned(frames: List[Frame]) -> List[Frame]:
             f.file = normal_path(f.file)
             f.user = render.is_user_frame(f)
             f.tf_function = tf_function(f, callers.get(id(f)))
-        f.frame_class = render.frame_class(f)
         if isinstance(f, (NativeFrame, PythonFrame)):
+            f.frame_class = render.frame_class(f)
             f.source = f.source or source_line(f.file, f.line)
     return frames
 
@@ -579,7 +579,7 @@ def _created_at_plan(frames: List[Dict[str, Any]], full: bool) -> List[Optional[
     """The frames of an op's creation stack worth printing: the user's, and the TF call each makes."""
     if full:
         return list(frames)
-    keep = set()
+    keep: Set[int] = set()
     for i, f in enumerate(frames):
         if f.get("user"):
             keep.update((i, i + 1))

@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait
 from ..core.model import Event, Frame, HangVerdict, NativeFrame, PythonFrame, Thread
@@ -161,7 +161,7 @@ def _callers(threads: List[Thread]) -> List[Thread]:
 def _function_phrase(callers: List[Thread], pid: Optional[int]) -> str:
     """"the main thread waits for tf.function step at app.py:20", callers of the same function at the same
     line grouped ("threads 12, 13 wait for tf.function step at app.py:31")."""
-    groups: Dict[tuple, List[Thread]] = {}
+    groups: Dict[Tuple[Any, ...], List[Thread]] = {}
     for t in callers:
         fn = t.tf_function
         name = (fn.python_function or fn.name) if fn else None
@@ -573,7 +573,7 @@ def _parent_of_forked(e: Event, forked: Dict[int, Event]) -> None:
 def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
     """Workers of one cluster (the same TF_CONFIG task list) that wait in a collective, or for a tf.function
     with no thread running its ops, while other workers of it are elsewhere: those are the stalled ranks."""
-    clusters: Dict[tuple, List[Any]] = {}
+    clusters: Dict[Tuple[Any, ...], List[Any]] = {}
     for d in docs:
         e = events.get(d.pid)
         tasks = tuple((e.cluster or {}).get("tasks") or []) if e is not None else ()

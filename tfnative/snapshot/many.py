@@ -237,7 +237,7 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
         if labels:
             o.doc.labels = dict(labels)
         event = o.doc.events[0]
-        said = "".join("%s\n" % line for line in verdict_lines(event.triage or {}, event.pid))
+        said = "".join("%s\n" % line for line in (verdict_lines(event.triage, event.pid) if event.triage else []))
         if is_stdout(json_path):
             err.write("tfnative: %s\n%s" % (process_title(o.doc), "".join("  " + line + "\n"
                                                                            for line in said.splitlines())))
