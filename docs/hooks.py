@@ -10,7 +10,8 @@
 * Links from a page to the files at the top of the repository (``../CONTRIBUTING.md``, ``../README.md``),
   written so that the pages also read well on GitHub, point at the site's pages instead.
 
-The functions below take and return text, so the tests call them without building the site.
+A marker quoted in backticks (`` `<!-- options: CMD -->` ``) is left as it is.  The functions below take and
+return text, so the tests call them without building the site.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import sys
 from typing import Any, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OPTIONS_MARK = re.compile(r"<!-- options: ([\w-]+) -->")
-INCLUDE_MARK = re.compile(r"<!-- include: (\S+)((?: [\w=-]+)*) -->")
+OPTIONS_MARK = re.compile(r"(?<!`)<!-- options: ([\w-]+) -->")
+INCLUDE_MARK = re.compile(r"(?<!`)<!-- include: (\S+)((?: [\w=-]+)*) -->")
 # A link to a file at the top of the repository, from a page in docs/ (or from included text, whose links
 # are relative to the top): the site page that holds it.
 TOP_LINKS = {"CONTRIBUTING.md": "contributing.md", "README.md": "index.md"}
