@@ -204,3 +204,26 @@ def test_cli_stack_refuses_stdout_for_pictures():
     r = subprocess.run([sys.executable, "-m", "tfnative", "stack", "--pid", "1", "--html", "-"], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode != 0 and "--html and --speedscope write a file" in r.stderr
+
+
+def test_slurm_job_pictures(monkeypatch, tmp_path):
+    """``stack --slurm-job J --html F --speedscope S``: the job's documents (here without Slurm) drawn as
+    ``merge`` draws them, beside the text tree."""
+    import io
+
+    from tfnative.snapshot import slurm
+    from tfnative.snapshot.options import StackOptions
+
+    docs = job(scheduler=True)
+    monkeypatch.setattr(slurm, "client", lambda name: name)
+    monkeypatch.setattr(slurm, "job_of", lambda j: slurm.Job(j, j, "RUNNING", "me", ["vm"]))
+    monkeypatch.setattr(slurm, "collect", lambda *a: docs)
+    page, prof = tmp_path / "job.html", tmp_path / "job.json"
+    opts = StackOptions(html_path=str(page), speedscope_path=str(prof))
+    out, err = io.StringIO(), io.StringIO()
+    assert slurm.run_slurm_stack("12", "tfnative", opts, slurm.JobOutput(), err, out) == 0
+    assert "<== OUTLIER" in out.getvalue()
+    data = data_of(page.read_text())
+    assert data["title"] == "tfnative stack: Slurm job 12"
+    assert [n["members"] for n in data["nodes"] if n["outlier"]] == ["rank:4"]
+    check_speedscope(json.loads(prof.read_text()))
