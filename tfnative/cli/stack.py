@@ -50,6 +50,11 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
         report.write_note(err, line)
     if opts.json_path:
         report.write(doc, opts.json_path)
+    if opts.html_path or opts.speedscope_path:
+        from ..output.pictures import write_pictures
+
+        title = "tfnative stack: pid %s on %s: %s" % (doc.pid, doc.host or "localhost", " ".join(doc.argv)[:200])
+        write_pictures([doc], title, opts.html_path, opts.speedscope_path, all_threads=True)
     return 0
 
 
@@ -73,6 +78,12 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
               help="Write the snapshot as JSON to FILE (- for stdout; the text then goes to stderr); "
                    "several processes: JSON Lines, one document per process; --slurm-job: the merged tree "
                    "as 'merge --json' writes it.")
+@click.option("--html", "html_path", metavar="FILE",
+              help="Also write the stacks as one self-contained HTML page to FILE: a flame graph of every thread "
+                   "(several processes: merged, the outlier marked), zoom, search.")
+@click.option("--speedscope", "speedscope_path", metavar="FILE",
+              help="Also write the stacks in speedscope's format to FILE (a profile per process, a sample per "
+                   "thread).")
 @click.option("--with-gdb", is_flag=True,
               help="Take the snapshot through gdb (slower): source lines and inlined frames from every debug "
                    "file, libc's included. Implied by --gdb, --gdb-log and --full-symbols.")
@@ -90,7 +101,8 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
 def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str, ...], envs: Tuple[str, ...],
           slurm_job: Optional[str], remote_tfnative: Optional[str], folded: bool, documents: Optional[str],
           labels: Tuple[str, ...], all_threads: bool, no_group: bool, native_all: bool, full: bool,
-          json_path: Optional[str], with_gdb: bool, samples: int, interval: float, variables: bool, no_pause: bool,
+          json_path: Optional[str], html_path: Optional[str], speedscope_path: Optional[str], with_gdb: bool,
+          samples: int, interval: float, variables: bool, no_pause: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Print the mixed stacks of running (hung?) processes and why they may not progress; they run on afterwards.
 
@@ -102,7 +114,8 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
     from ..snapshot.options import Selection, StackOptions
 
     opts = StackOptions(
-        all_threads=all_threads, native_all=native_all, full=full, json_path=json_path,
+        all_threads=all_threads, native_all=native_all, full=full, json_path=json_path, html_path=html_path,
+        speedscope_path=speedscope_path,
         with_gdb=with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod), samples=samples,
         interval=interval, variables=variables, group=all_threads and not no_group, nonblocking=no_pause,
         gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log, full_symbols=full_symbols))
@@ -113,6 +126,9 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
 def _stack(chosen: Selection, opts: StackOptions, slurm_job: Optional[str], remote: Optional[str], folded: bool,
            documents: Optional[str]) -> int:
     """Check the options against each other, then run the one-process, many-process or Slurm-job stack."""
+    if is_stdout(opts.html_path) or is_stdout(opts.speedscope_path):
+        raise TfnativeError("--html and --speedscope write a file (stdout has the text; 'tfnative stack --json - "
+                            "| tfnative merge --html -' writes the page to stdout)")
     if slurm_job is not None:
         from ..snapshot.slurm import JobOutput, run_slurm_stack
 

@@ -32,6 +32,7 @@ from ..core.model import Document
 from ..errors import Interrupted, SignalGuard, TfnativeError
 from ..files import is_stdout, write_output
 from ..output import merge, report
+from ..output.pictures import write_pictures
 from ..output.verdict import across, verdict_lines
 from .options import Selection, StackOptions
 from .process import stack_document
@@ -278,4 +279,9 @@ def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) ->
         except Interrupted:
             err.write("tfnative: interrupted: every process released\n")
             return 130
-    return report_all(outcomes, tags, opts.json_path, printer, err)
+    status = report_all(outcomes, tags, opts.json_path, printer, err)
+    if opts.html_path or opts.speedscope_path:
+        docs = [o.doc for o in outcomes if o.doc is not None]
+        write_pictures(docs, "tfnative stack: %d processes" % len(docs), opts.html_path, opts.speedscope_path,
+                       all_threads=True)
+    return status

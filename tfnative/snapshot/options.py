@@ -16,6 +16,8 @@ class StackOptions:
     native_all: bool = False  # keep interpreter glue frames
     full: bool = False  # do not fold TensorFlow-internal frames
     json_path: Optional[str] = None  # --json FILE ("-": standard output, the text then goes to stderr)
+    html_path: Optional[str] = None  # --html FILE: the flame graph page (output/flamegraph.py)
+    speedscope_path: Optional[str] = None  # --speedscope FILE (output/speedscope.py)
     with_gdb: bool = False  # take the stacks through gdb
     samples: int = 1  # --samples N, --interval S apart
     interval: float = 1.0

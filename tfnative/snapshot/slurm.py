@@ -34,6 +34,7 @@ from ..core.model import Document
 from ..errors import TfnativeError
 from ..files import write_output
 from ..output import merge as merge_mod
+from ..output.pictures import write_pictures
 from .many import NOTHING_FOUND
 from .options import StackOptions
 
@@ -302,6 +303,9 @@ def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, show
     err.write("tfnative: job %s: %d process%s on %d node%s\n" % (
         job.id, len(docs), "" if len(docs) == 1 else "es", len(job.nodes), "" if len(job.nodes) == 1 else "s"))
     err.flush()
+    if opts.html_path or opts.speedscope_path:
+        write_pictures(docs, "tfnative stack: Slurm job %s" % job.id, opts.html_path, opts.speedscope_path,
+                       all_threads=True)
     if documents:
         write_output(documents, b"".join(json.dumps(d.to_json(), separators=(",", ":")).encode() + b"\n"
                                          for d in docs))
