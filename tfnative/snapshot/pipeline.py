@@ -47,7 +47,7 @@ from ..core.elfindex import ElfError, data_symbols, display_names
 from ..core.executors import pool_summary, unnamed_workers
 from ..core.memory import Memory
 from ..core.model import Capture, NativeFrame, Thread
-from ..core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
+from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from ..core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
 from ..core.threadnames import registered_names, registry_symbols
 from ..core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
@@ -185,8 +185,8 @@ def _ops(memory: Memory, frames: List[Frame], named: List[NativeFrame], kernels:
         for k in (level + 2, level + 1):
             if not high and k < len(frames):
                 high = frames[k].regs.get(7, 0)
-        op = op_of_frame(kernels, d.start or 0, frames[level].pc, level, regs, caller,
-                         regs.get("rsp") or 0, high, device=device)
+        op = op_of_frame(kernels, FrameContext(d.start or 0, frames[level].pc, level, regs, caller,
+                                               regs.get("rsp") or 0, high), device=device)
         if op:
             d.op = op
     inherit_device_ops(named)
