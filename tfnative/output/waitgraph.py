@@ -204,13 +204,13 @@ class _Scene:
     pool_threads: List[Thread]
     enqueuers: List[Thread]
     tids: Set[int]
-    _tf_loaded: Optional[bool] = None
+    _tf_seen: Optional[bool] = None
 
     def tf_loaded(self) -> bool:
         """Whether TensorFlow's code is on a stack of the event (looked at once, when first asked)."""
-        if self._tf_loaded is None:
-            self._tf_loaded = _tf_loaded(self.event)
-        return self._tf_loaded
+        if self._tf_seen is None:
+            self._tf_seen = _tf_loaded(self.event)
+        return self._tf_seen
 
 
 def build(event: Event) -> List[Wait]:
