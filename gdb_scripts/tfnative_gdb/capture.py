@@ -22,7 +22,14 @@ from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
 from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.memory import USER_SPACE_END
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
-from tfnative.core.opkernel import CALLEE_SAVED, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
+from tfnative.core.opkernel import (
+    CALLEE_SAVED,
+    FrameContext,
+    OpKernelReader,
+    inherit_device_ops,
+    op_frames,
+    op_of_frame,
+)
 from tfnative.core.pyframes import PythonReader, open_reader
 from tfnative.core.threadnames import registered_names, registry_symbols
 from tfnative.core.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
@@ -425,9 +432,9 @@ def _op_of(kernels: OpKernelReader, level: int, start: int, device: bool) -> Opt
             if fr is not None and not high:
                 high = register_value(fr, "rsp") or 0
         names = CALLEE_SAVED + ("rdi", "rsi")
-        return op_of_frame(kernels, start, frame.pc(), level, frame_registers(frame, names),
-                           frame_registers(caller, names), register_value(frame, "rsp") or 0, high,
-                           device=device)
+        context = FrameContext(start, frame.pc(), level, frame_registers(frame, names),
+                               frame_registers(caller, names), register_value(frame, "rsp") or 0, high)
+        return op_of_frame(kernels, context, device=device)
     except (gdb.error, RuntimeError):
         return None
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import struct
 
 from tfnative.core.model import Op, frames_from_json
-from tfnative.core.opkernel import OpKernelReader, graph_op_type, inherit_device_ops, op_frames, op_of_frame
+from tfnative.core.opkernel import (
+    FrameContext,
+    OpKernelReader,
+    graph_op_type,
+    inherit_device_ops,
+    op_frames,
+    op_of_frame,
+)
 
 from .fakemem import FakeMemory
 
@@ -39,8 +46,8 @@ def _memory() -> FakeMemory:
 def test_kernel_found_in_a_callee_saved_register():
     mem = _memory()
     obj = _kernel(mem, HEAP, HEAP + 0x8000, COMPUTE, b"model/dense/MatMul", b"MatMul")
-    op = op_of_frame(OpKernelReader(mem), COMPUTE, COMPUTE + 0x40, 1, {"rbx": 0x1234, "r13": obj}, {},
-                     STACK, STACK + 0x100)
+    op = op_of_frame(OpKernelReader(mem), FrameContext(COMPUTE, COMPUTE + 0x40, 1, {"rbx": 0x1234, "r13": obj}, {},
+                                                       STACK, STACK + 0x100))
     assert op == {"type": "MatMul", "name": "model/dense/MatMul", "kernel": "0x%x" % obj}
 
 
@@ -49,7 +56,7 @@ def test_kernel_found_on_the_stack_in_libcxx_layout_and_layout_remembered():
     obj = _kernel(mem, HEAP, HEAP + 0x8000, COMPUTE, b"bad_pad_conv", b"FusedPadConv2D", length_first=False)
     mem.u64(STACK + 0x80, obj)
     reader = OpKernelReader(mem)
-    op = op_of_frame(reader, COMPUTE, COMPUTE + 0x99, 2, {}, {}, STACK, STACK + 0x1000)
+    op = op_of_frame(reader, FrameContext(COMPUTE, COMPUTE + 0x99, 2, {}, {}, STACK, STACK + 0x1000))
     assert op is not None and (op["type"], op["name"]) == ("FusedPadConv2D", "bad_pad_conv")
     assert reader.layout == (FIELDS_AT, False)
 
@@ -57,19 +64,20 @@ def test_kernel_found_on_the_stack_in_libcxx_layout_and_layout_remembered():
 def test_an_object_whose_vtable_lacks_the_function_is_not_taken():
     mem = _memory()
     decoy = _kernel(mem, HEAP, HEAP + 0x8000, OTHER, b"decoy", b"Decoy")
-    op = op_of_frame(OpKernelReader(mem), COMPUTE, COMPUTE + 0x40, 1, {"rbx": decoy}, {}, STACK, STACK + 0x100)
+    op = op_of_frame(OpKernelReader(mem), FrameContext(COMPUTE, COMPUTE + 0x40, 1, {"rbx": decoy}, {}, STACK,
+                                                       STACK + 0x100))
     assert op is None
 
 
 def test_entry_of_the_device_compute_takes_its_first_argument():
     mem = _memory()
     obj = _kernel(mem, HEAP, HEAP + 0x8000, COMPUTE, b"Log", b"Log")
-    op = op_of_frame(OpKernelReader(mem), 0x7F00_0030_0000, 0x7F00_0030_0004, 0, {"rsi": obj}, {}, STACK,
-                     STACK + 0x100, device=True)
+    op = op_of_frame(OpKernelReader(mem), FrameContext(0x7F00_0030_0000, 0x7F00_0030_0004, 0, {"rsi": obj}, {},
+                                                       STACK, STACK + 0x100), device=True)
     assert op is not None and op["type"] == "Log"
     # past the entry the argument register is gone: no guess
-    assert op_of_frame(OpKernelReader(mem), 0x7F00_0030_0000, 0x7F00_0030_0080, 1, {"rsi": obj}, {}, STACK,
-                       STACK + 0x100, device=True) is None
+    assert op_of_frame(OpKernelReader(mem), FrameContext(0x7F00_0030_0000, 0x7F00_0030_0080, 1, {"rsi": obj}, {},
+                                                         STACK, STACK + 0x100), device=True) is None
 
 
 def test_garbage_and_unmapped_pointers_are_refused_in_bounded_reads():
@@ -77,7 +85,7 @@ def test_garbage_and_unmapped_pointers_are_refused_in_bounded_reads():
     for i in range(0, 0x4000, 8):
         mem.u64(STACK + i, 0xDEAD_BEEF_0000 + i * 8)  # unmapped, aligned, plausible-looking
     reader = OpKernelReader(mem)
-    assert op_of_frame(reader, COMPUTE, COMPUTE + 1, 3, {}, {}, STACK, STACK + 0x100000) is None
+    assert op_of_frame(reader, FrameContext(COMPUTE, COMPUTE + 1, 3, {}, {}, STACK, STACK + 0x100000)) is None
     assert mem.reads <= 0x4000 // 8 + 2  # one vtable read per word at most, the stack read once
 
 

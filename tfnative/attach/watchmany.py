@@ -30,12 +30,15 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, TextIO, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, TextIO, Tuple
 
 from ..core import procfs, ranks
 from ..core.signals import signal_name
 from ..errors import TfnativeError
 from ..snapshot.many import NOTHING_FOUND, with_environment
+
+if TYPE_CHECKING:
+    from ..snapshot import slurm
 
 _LET_GO = (130, 143)  # a watch that we ended: it let go of its process
 
@@ -190,12 +193,7 @@ def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], 
     """``tfnative attach --slurm-job JOBID`` (module docstring)."""
     from ..snapshot import slurm
 
-    try:
-        argv = shlex.split(remote) if remote is not None else slurm.default_remote()
-    except ValueError as exc:
-        raise TfnativeError("--remote-tfnative %r: %s" % (remote, exc)) from None
-    if not argv:
-        raise TfnativeError("--remote-tfnative needs a command")
+    argv = _remote_argv(remote)
     slurm.client("srun")
     job = slurm.job_of(job_id)
     cmd = [slurm.client("srun"), "--jobid=%s" % job.id, "--overlap", "-N", str(max(1, len(job.nodes))),
@@ -205,60 +203,91 @@ def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], 
     # srun's standard input (--input=all: every task's), closed
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=slurm.client_env(), start_new_session=True)
-
-    def let_go() -> None:
-        try:
-            assert proc.stdin is not None
-            proc.stdin.close()
-        except OSError:
-            pass
-
-    tasks = [slurm.Node(n) for n in job.nodes]
-    own: List[str] = []
-    died: List[int] = []
-    assert proc.stderr is not None
-
-    def one(line: str) -> None:
-        m = slurm.LABEL.match(line)
-        if not m:
-            if line.strip():
-                own.append(line)
-            return
-        i = int(m.group(1))
-        name = tasks[i].name if i < len(tasks) else "task %d" % i
-        if i < len(tasks):
-            tasks[i].err.append(m.group(2))
-        err.write("%s: %s\n" % (name, m.group(2)))
-        err.flush()
-        if m.group(2).startswith("tfnative: the first to die: ") and not died:
-            died.append(_status(m.group(2).rsplit(": ", 1)[-1]))
-            if len(tasks) > 1:
-                time.sleep(0.5)  # its last lines
-                let_go()  # the other nodes' watches
-
-    interrupted = False
-    while True:
-        try:
-            for raw in proc.stderr:
-                one(raw.decode("utf-8", "replace").rstrip("\n"))
-            break
-        except KeyboardInterrupt:
-            if interrupted:  # a second Ctrl-C: no more waiting (gdb detaches when its tfnative dies)
-                proc.kill()
-                proc.wait()
-                raise
-            interrupted = True
-            let_go()  # the watches let their processes go; their last lines are read
+    step = _SlurmStep(proc, [slurm.Node(n) for n in job.nodes], err)
+    interrupted = step.read()
     code = proc.wait()
     if interrupted:
         raise KeyboardInterrupt
+    tasks = step.tasks
     if not any(n.err for n in tasks):
-        why = slurm.step_refused(job, own)
+        why = slurm.step_refused(job, step.own)
         raise TfnativeError(why or "srun started no step in job %s (exit %d): %s"
-                            % (job.id, code, own[-1] if own else "no message"))
-    if died:
-        return died[0]
+                            % (job.id, code, step.own[-1] if step.own else "no message"))
+    if step.died:
+        return step.died[0]
     failed = [n for n in tasks if n.err and not any("tfnative: watching" in ln for ln in n.err)]
     if failed and len(failed) == len(tasks):
         raise TfnativeError(slurm.node_failure(failed[0], argv))
     return 0 if code == 0 else code
+
+
+def _remote_argv(remote: Optional[str]) -> List[str]:
+    """The command that runs tfnative on the job's nodes: ``--remote-tfnative``, else Slurm's default."""
+    from ..snapshot import slurm
+
+    try:
+        argv = shlex.split(remote) if remote is not None else slurm.default_remote()
+    except ValueError as exc:
+        raise TfnativeError("--remote-tfnative %r: %s" % (remote, exc)) from None
+    if not argv:
+        raise TfnativeError("--remote-tfnative needs a command")
+    return argv
+
+
+class _SlurmStep:
+    """The srun step that watches a job's tasks: its lines, shown with their node's name, srun's own lines,
+    and the status of the first process to die."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], tasks: List[slurm.Node], err: TextIO) -> None:
+        self.proc = proc
+        self.tasks = tasks
+        self.err = err
+        self.own: List[str] = []
+        self.died: List[int] = []
+
+    def let_go(self) -> None:
+        """Close srun's standard input: the watches let their processes go."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+    def line(self, line: str) -> None:
+        """One line of srun's standard error: a task's (labelled) shown with its node's name, else srun's own."""
+        from ..snapshot import slurm
+
+        m = slurm.LABEL.match(line)
+        if not m:
+            if line.strip():
+                self.own.append(line)
+            return
+        tasks = self.tasks
+        i = int(m.group(1))
+        name = tasks[i].name if i < len(tasks) else "task %d" % i
+        if i < len(tasks):
+            tasks[i].err.append(m.group(2))
+        self.err.write("%s: %s\n" % (name, m.group(2)))
+        self.err.flush()
+        if m.group(2).startswith("tfnative: the first to die: ") and not self.died:
+            self.died.append(_status(m.group(2).rsplit(": ", 1)[-1]))
+            if len(tasks) > 1:
+                time.sleep(0.5)  # its last lines
+                self.let_go()  # the other nodes' watches
+
+    def read(self) -> bool:
+        """Read srun's standard error to its end; True where a Ctrl-C came (the watches then let go)."""
+        assert self.proc.stderr is not None
+        interrupted = False
+        while True:
+            try:
+                for raw in self.proc.stderr:
+                    self.line(raw.decode("utf-8", "replace").rstrip("\n"))
+                return interrupted
+            except KeyboardInterrupt:
+                if interrupted:  # a second Ctrl-C: no more waiting (gdb detaches when its tfnative dies)
+                    self.proc.kill()
+                    self.proc.wait()
+                    raise
+                interrupted = True
+                self.let_go()  # the watches let their processes go; their last lines are read

@@ -116,6 +116,22 @@ def _s32(code: bytes, at: int) -> int:
     return value
 
 
+_MOV_FS0 = b"\x64\x48\x8b\x04\x25\x00\x00\x00\x00"  # mov %fs:0,%rax
+_ADD_FS0 = b"\x64\x48\x03\x04\x25\x00\x00\x00\x00"  # add %fs:0,%rax
+
+
+def _recipe_at_ret(state: Optional[str], got: int, addend: int) -> Optional[TlsRecipe]:
+    """The recipe of what %rax holds at ``__cxa_get_globals``'s ``ret`` (``tls_recipe``'s state); None for
+    anything else."""
+    if state == "dynamic":
+        return TlsRecipe("dynamic", got, addend)
+    if state == "ie":
+        return TlsRecipe("initial-exec", got, addend)
+    if state == "tp":
+        return TlsRecipe("local-exec", 0, addend)
+    return None
+
+
 def tls_recipe(code: bytes, vaddr: int) -> Optional[TlsRecipe]:
     """Decode the TLS access of ``__cxa_get_globals`` (its first bytes ``code``, at file address ``vaddr``).
 
@@ -129,8 +145,6 @@ def tls_recipe(code: bytes, vaddr: int) -> Optional[TlsRecipe]:
     state: Optional[str] = None  # what %rax holds: "dynamic", "got" (a GOT slot's value), "tp", "ie"
     got = 0
     addend = 0
-    fs0 = b"\x64\x48\x8b\x04\x25\x00\x00\x00\x00"  # mov %fs:0,%rax
-    add_fs0 = b"\x64\x48\x03\x04\x25\x00\x00\x00\x00"  # add %fs:0,%rax
     while pos < n:
         rest = code[pos:]
         if rest.startswith(b"\xf3\x0f\x1e\xfa"):  # endbr64
@@ -155,10 +169,10 @@ def tls_recipe(code: bytes, vaddr: int) -> Optional[TlsRecipe]:
             state, got, pos = "dynamic", tls_index, pos + 7
         elif rest[:3] == b"\x48\x8b\x05" and n - pos >= 7 and state is None:  # mov X(%rip),%rax
             state, got, pos = "got", vaddr + pos + 7 + _s32(code, pos + 3), pos + 7
-        elif rest.startswith(add_fs0) and state == "got":
-            state, pos = "ie", pos + len(add_fs0)
-        elif rest.startswith(fs0) and state is None:
-            state, pos = "tp", pos + len(fs0)
+        elif rest.startswith(_ADD_FS0) and state == "got":
+            state, pos = "ie", pos + len(_ADD_FS0)
+        elif rest.startswith(_MOV_FS0) and state is None:
+            state, pos = "tp", pos + len(_MOV_FS0)
         elif rest[:3] == b"\x48\x03\x05" and n - pos >= 7 and state == "tp":  # add X(%rip),%rax
             state, got, pos = "ie", vaddr + pos + 7 + _s32(code, pos + 3), pos + 7
         elif rest[:2] == b"\x48\x05" and n - pos >= 6 and state:  # add $imm32,%rax
@@ -168,13 +182,7 @@ def tls_recipe(code: bytes, vaddr: int) -> Optional[TlsRecipe]:
         elif rest[:3] == b"\x48\x8d\x40" and n - pos >= 4 and state:  # lea imm8(%rax),%rax
             addend, pos = addend + struct.unpack_from("<b", code, pos + 3)[0], pos + 4
         elif rest[:1] == b"\xc3":  # ret
-            if state == "dynamic":
-                return TlsRecipe("dynamic", got, addend)
-            if state == "ie":
-                return TlsRecipe("initial-exec", got, addend)
-            if state == "tp":
-                return TlsRecipe("local-exec", 0, addend)
-            return None
+            return _recipe_at_ret(state, got, addend)
         else:
             return None
     return None

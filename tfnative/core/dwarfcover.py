@@ -358,12 +358,13 @@ def _units(info: memoryview, abbrevs: memoryview, e: str,
             code, pos = uleb128(info, h.die)
             ab = _abbrev(abbrevs, h.abbrev_offset, code, cache) if code else None
             if ab is not None and ab[0] in (_TAG_COMPILE_UNIT, _TAG_PARTIAL_UNIT, _TAG_SKELETON_UNIT):
-                yield h.version, h.address_size, h.offset_size, _first_die(
-                    info, pos, h.end, ab[1], h.address_size, h.offset_size, h.version, e, strings)
+                yield h.version, h.address_size, h.offset_size, _first_die(info, pos, h, ab[1], e, strings)
 
 
-def _first_die(d: memoryview, pos: int, end: int, attrs: List[Tuple[int, int, int]], addr_size: int, osz: int,
-               version: int, e: str, strings: Dict[int, str]) -> Dict[int, Tuple[int, int]]:
+def _first_die(d: memoryview, pos: int, h: UnitHeader, attrs: List[Tuple[int, int, int]], e: str,
+               strings: Dict[int, str]) -> Dict[int, Tuple[int, int]]:
+    """The wanted attributes (form, value) of unit ``h``'s first DIE at ``pos``, its abbreviation ``attrs``."""
+    end, addr_size, osz, version = h.end, h.address_size, h.offset_size, h.version
     vals: Dict[int, Tuple[int, int]] = {}
     for at, form, const in attrs:
         if pos > end:

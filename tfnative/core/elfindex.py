@@ -35,7 +35,8 @@ import shutil
 import struct
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..files import atomic_write, cache_dir
 from . import procfs
@@ -76,23 +77,22 @@ class ElfTruncated(ElfError):
     """An ELF file cut short: its header tables run past its end."""
 
 
+@dataclass(eq=False, repr=False)
 class Section:
     """One section header, with its name resolved."""
 
     __slots__ = ("name", "type", "flags", "addr", "offset", "size", "link", "info", "addralign", "entsize")
 
-    def __init__(self, name: str, type: int, flags: int, addr: int, offset: int, size: int,  # noqa: A002
-                 link: int, info: int, addralign: int, entsize: int) -> None:
-        self.name = name
-        self.type = type
-        self.flags = flags
-        self.addr = addr
-        self.offset = offset
-        self.size = size
-        self.link = link
-        self.info = info
-        self.addralign = addralign
-        self.entsize = entsize
+    name: str
+    type: int
+    flags: int
+    addr: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    addralign: int
+    entsize: int
 
     def __repr__(self) -> str:
         return f"Section({self.name}, addr=0x{self.addr:x}, size=0x{self.size:x})"
@@ -232,22 +232,36 @@ def read_build_id(path: str) -> Optional[str]:
 # The index
 
 
+class StringTable(NamedTuple):
+    """Where the names of an index's symbols are: a string table's file offset and size."""
+
+    offset: int
+    size: int
+
+
+class SymbolArrays(NamedTuple):
+    """An index's function symbols as flat arrays, in address order."""
+
+    addrs: array.array[int]  # 'Q', sorted
+    sizes: array.array[int]  # 'Q'
+    names: array.array[int]  # 'I': offsets into the string table
+    by_name: array.array[int]  # 'I': symbol indices sorted by name offset
+
+
 class ElfIndex:
     """Function symbols of one ELF file, sorted by address (see the module docstring)."""
 
-    def __init__(self, path: str, build_id: Optional[str], table: str, strtab_offset: int, strtab_size: int,
-                 addrs: array.array[int], sizes: array.array[int], names: array.array[int],
-                 by_name: array.array[int],
-                 mm: mmap.mmap, from_cache: bool) -> None:
+    def __init__(self, path: str, build_id: Optional[str], table: str, strings: StringTable,
+                 symbols: SymbolArrays, mm: mmap.mmap, from_cache: bool) -> None:
         self.path = path
         self.build_id = build_id
         self.table = table  # ".symtab" or ".dynsym"
-        self._str0 = strtab_offset
-        self._strsz = strtab_size
-        self._addrs = addrs  # 'Q', sorted
-        self._sizes = sizes  # 'Q'
-        self._names = names  # 'I': offsets into the string table
-        self._by_name = by_name  # 'I': symbol indices sorted by name offset
+        self._str0 = strings.offset
+        self._strsz = strings.size
+        self._addrs = symbols.addrs  # 'Q', sorted
+        self._sizes = symbols.sizes  # 'Q'
+        self._names = symbols.names  # 'I': offsets into the string table
+        self._by_name = symbols.by_name  # 'I': symbol indices sorted by name offset
         self._mm = mm
         self.from_cache = from_cache
 
@@ -649,9 +663,8 @@ def build_index(elf: ElfFile, build_id: Optional[str], mm: mmap.mmap, path: str)
             break
     if symtab is None or not (0 < symtab.link < len(elf.sections)):
         strtab = Section("", SHT_STRTAB, 0, 0, 0, 0, 0, 0, 0, 0)
-        empty_q, empty_i = array.array("Q"), array.array("I")
-        return ElfIndex(path, build_id, "", 0, 0, empty_q, array.array("Q"), empty_i, array.array("I"), mm,
-                        False)
+        empty = SymbolArrays(array.array("Q"), array.array("Q"), array.array("I"), array.array("I"))
+        return ElfIndex(path, build_id, "", StringTable(0, 0), empty, mm, False)
     strtab = elf.sections[symtab.link]
     entsize = struct.calcsize(elf.sym_fmt)
     n = symtab.size // entsize
@@ -678,8 +691,8 @@ def build_index(elf: ElfFile, build_id: Optional[str], mm: mmap.mmap, path: str)
     names = array.array("I", [r[2] for r in rows])
     by_name = array.array("I", sorted(range(len(rows)), key=names.__getitem__))
     table = ".symtab" if symtab.type == SHT_SYMTAB else ".dynsym"
-    return ElfIndex(path, build_id, table, strtab.offset, strtab.size, addrs, sizes, names, by_name, mm,
-                    False)
+    return ElfIndex(path, build_id, table, StringTable(strtab.offset, strtab.size),
+                    SymbolArrays(addrs, sizes, names, by_name), mm, False)
 
 
 def _cache_path(path: str, build_id: Optional[str], elf: ElfFile) -> str:
@@ -740,8 +753,8 @@ def _load_cache(entry: str, st: os.stat_result, build_id: Optional[str], mm: mma
             return None
     except (ValueError, KeyError, TypeError):
         return None
-    return ElfIndex(path, build_id, h["table"], h["strtab_offset"], h["strtab_size"], arrays[0], arrays[1],
-                    arrays[2], arrays[3], mm, True)
+    return ElfIndex(path, build_id, h["table"], StringTable(h["strtab_offset"], h["strtab_size"]),
+                    SymbolArrays(arrays[0], arrays[1], arrays[2], arrays[3]), mm, True)
 
 
 def data_symbols(path: str, names: Sequence[str]) -> Dict[str, int]:

@@ -23,7 +23,7 @@ Only memory is read: no call into the target, no lock taken.
 
 import re
 import struct
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .memory import USER_SPACE_END, Memory
 from .model import Frame, NativeFrame
@@ -169,17 +169,28 @@ def stack_words(memory: Memory, low: int, high: int) -> List[int]:
 
 
 
-def op_of_frame(kernels: OpKernelReader, start: int, pc: int, level: int, regs: Dict[str, int],
-                caller_regs: Dict[str, int], low: int, high: int, device: bool = False) -> Optional[Dict[str, str]]:
+class FrameContext(NamedTuple):
+    """What ``op_of_frame`` knows of a native frame: its function's entry, its pc and level, the registers
+    (by name, missing when unknown) of the frame and of its caller, and the stack ``low``..``high`` to scan."""
+
+    start: int
+    pc: int
+    level: int
+    regs: Dict[str, int]
+    caller_regs: Dict[str, int]
+    low: int
+    high: int
+
+
+def op_of_frame(kernels: OpKernelReader, frame: FrameContext, device: bool = False) -> Optional[Dict[str, str]]:
     """``{"type", "name", "kernel"}`` of the op a native frame runs, or None.
 
-    ``start`` is the entry of the frame's function, ``regs`` and
-    ``caller_regs`` the registers of the frame and of its caller (by name;
-    missing when unknown), ``low``..``high`` the stack to scan.  For a kernel's
-    ``Compute``, the OpKernel is the object whose vtable holds that function;
-    for a device's ``Compute`` (``device``), it is the first argument at the
-    function's entry (``rsi``).
+    For a kernel's ``Compute``, the OpKernel is the object whose vtable holds
+    that function (``frame.start``), found in the frame's or its caller's
+    registers or on its stack; for a device's ``Compute`` (``device``), it is
+    the first argument at the function's entry (``rsi``).
     """
+    start, pc, level, regs, caller_regs, low, high = frame
     # At the entry, or just past what gdb skips of a prologue (endbr64, push %rbp; mov %rsp,%rbp)
     # when it breaks on a function by name: the arguments are still in their registers.
     at_entry = level == 0 and start and 0 <= pc - start <= 8

@@ -302,37 +302,10 @@ def layout_from_offsets(version: Tuple[int, int], o: Dict[str, int]) -> Layout:
     * 3.13 publishes neither the type's size nor ``gc.collecting``: its DWARF values are used.
     """
     def at(name: str, default: Optional[int] = None) -> int:
-        value = o.get(name, default)
-        assert value is not None, name
-        return value
+        return _published(o, name, default)
 
-    extra = dict(_UNPUBLISHED_313)
-    argcount = at("code_object.argcount")
-    extra.update(code_argcount=argcount, code_flags=argcount - 4, code_kwonlyargcount=argcount + 8)
-    if "heap_type_object.ht_cached_keys" in o:  # published from 3.15
-        extra["heaptype_cached_keys"] = o["heap_type_object.ht_cached_keys"]
-    elif "type_object.size" in o:
-        extra["heaptype_cached_keys"] = o["type_object.size"] + 58 * 8
-    values: Dict[str, object] = {}
-    if "pyobject.ob_type" in o:
-        ascii_size = at("unicode_object.asciiobject_size")
-        values.update(
-            ob_type=at("pyobject.ob_type"), type_name=at("type_object.tp_name"), type_flags=at("type_object.tp_flags"),
-            tuple_items=at("tuple_object.ob_item"), tuple_size=at("tuple_object.ob_size"),
-            list_items=at("list_object.ob_item"), dict_keys=at("dict_object.ma_keys"),
-            dict_values=at("dict_object.ma_values"), dict_used=at("dict_object.ma_keys") - 16,
-            float_value=at("float_object.ob_fval"), bytes_size=at("bytes_object.ob_size"),
-            bytes_sval=at("bytes_object.ob_sval"), unicode_state=at("unicode_object.state"),
-            unicode_length=at("unicode_object.length"), unicode_ascii_size=ascii_size,
-            unicode_compact_size=o.get("unicode_object.compactunicodeobject_size", ascii_size + 16),
-        )
-        for name, field in (("type_basicsize", "tp_basicsize"), ("type_dictoffset", "tp_dictoffset")):
-            if "type_object." + field in o:  # published from 3.15
-                values[name] = o["type_object." + field]
-        collecting = at("gc.collecting")
-    else:
-        values.update(unicode_ascii_size=40, unicode_compact_size=56)
-        collecting = GC_COLLECTING
+    extra = _code_and_heaptype(o)
+    values, collecting = _object_fields(o)
     gil = at("interpreter_state.gil_runtime_state")
     return Layout(
         version=version, chain="cstack_shim", interp_gil=at("interpreter_state.ceval_gil"),
@@ -354,6 +327,57 @@ def layout_from_offsets(version: Tuple[int, int], o: Dict[str, int]) -> Layout:
         long_lv_tag=True, dict_values_offset=8, interp_modules=at("interpreter_state.imports_modules"),
         runtime_finalizing=at("runtime_state.finalizing"), **values, **extra,  # type: ignore[arg-type]
     )
+
+
+def _published(o: Dict[str, int], name: str, default: Optional[int] = None) -> int:
+    """The published offset ``name`` (``default`` where it is not published); there must be one."""
+    value = o.get(name, default)
+    assert value is not None, name
+    return value
+
+
+def _code_and_heaptype(o: Dict[str, int]) -> Dict[str, int]:
+    """The code object's flags and argument counts, and the heap type's ``ht_cached_keys``, derived where
+    not published (``layout_from_offsets``); 3.13's DWARF values where nothing says."""
+    extra = dict(_UNPUBLISHED_313)
+    argcount = _published(o, "code_object.argcount")
+    extra.update(code_argcount=argcount, code_flags=argcount - 4, code_kwonlyargcount=argcount + 8)
+    if "heap_type_object.ht_cached_keys" in o:  # published from 3.15
+        extra["heaptype_cached_keys"] = o["heap_type_object.ht_cached_keys"]
+    elif "type_object.size" in o:
+        extra["heaptype_cached_keys"] = o["type_object.size"] + 58 * 8
+    return extra
+
+
+def _object_fields(o: Dict[str, int]) -> Tuple[Dict[str, object], int]:
+    """The object layouts' fields (type, tuple, list, dict, float, bytes, str) where the offsets publish them,
+    and the offset of ``collecting`` in the GC state (``layout_from_offsets``)."""
+
+    def at(name: str, default: Optional[int] = None) -> int:
+        """The published offset ``name`` of ``o``."""
+        return _published(o, name, default)
+
+    values: Dict[str, object] = {}
+    if "pyobject.ob_type" in o:
+        ascii_size = at("unicode_object.asciiobject_size")
+        values.update(
+            ob_type=at("pyobject.ob_type"), type_name=at("type_object.tp_name"), type_flags=at("type_object.tp_flags"),
+            tuple_items=at("tuple_object.ob_item"), tuple_size=at("tuple_object.ob_size"),
+            list_items=at("list_object.ob_item"), dict_keys=at("dict_object.ma_keys"),
+            dict_values=at("dict_object.ma_values"), dict_used=at("dict_object.ma_keys") - 16,
+            float_value=at("float_object.ob_fval"), bytes_size=at("bytes_object.ob_size"),
+            bytes_sval=at("bytes_object.ob_sval"), unicode_state=at("unicode_object.state"),
+            unicode_length=at("unicode_object.length"), unicode_ascii_size=ascii_size,
+            unicode_compact_size=o.get("unicode_object.compactunicodeobject_size", ascii_size + 16),
+        )
+        for name, field in (("type_basicsize", "tp_basicsize"), ("type_dictoffset", "tp_dictoffset")):
+            if "type_object." + field in o:  # published from 3.15
+                values[name] = o["type_object." + field]
+        collecting = at("gc.collecting")
+    else:
+        values.update(unicode_ascii_size=40, unicode_compact_size=56)
+        collecting = GC_COLLECTING
+    return values, collecting
 
 
 class UnsupportedLayout(ValueError):

@@ -24,7 +24,7 @@ import hashlib
 import mmap
 import os
 import struct
-from typing import Iterable, List, Optional, Tuple
+from typing import Iterable, List, NamedTuple, Optional, Tuple
 
 from ..core.elfindex import SHT_NOBITS, ElfError, ElfFile
 from ..files import atomic_write, cache_dir
@@ -76,40 +76,58 @@ def build_surrogate(path: str) -> str:
     return out
 
 
-def _image(elf: ElfFile, mm: mmap.mmap) -> Iterable[bytes]:
-    """The bytes of the surrogate, in order."""
-    keep = []  # (name, type, flags, addr, data or None, size, addralign)
+class _Kept(NamedTuple):
+    """A section the surrogate keeps: its header's fields, and where its bytes are in the library (None: no
+    bytes, ``SHT_NOBITS``)."""
+
+    name: str
+    type: int
+    flags: int
+    addr: int
+    data: Optional[Tuple[int, int]]  # (offset, size) in the library
+    size: int
+    addralign: int
+
+
+def _kept(elf: ElfFile) -> List[_Kept]:
+    """The library's sections the surrogate keeps: its CFI with its bytes, its code as ``SHT_NOBITS``."""
+    keep = []
     for s in elf.sections:
         if s.name in CFI_SECTIONS and s.type != SHT_NOBITS and s.size:
-            keep.append((s.name, SHT_PROGBITS, s.flags, s.addr, (s.offset, s.size), s.size, s.addralign))
+            keep.append(_Kept(s.name, SHT_PROGBITS, s.flags, s.addr, (s.offset, s.size), s.size, s.addralign))
         elif s.flags & SHF_EXECINSTR and s.flags & SHF_ALLOC and s.size:
-            keep.append((s.name, SHT_NOBITS, s.flags, s.addr, None, s.size, s.addralign))
-    # section indices: 0 NULL, 1.. kept, then .symtab (the null symbol only), .strtab, .shstrtab
-    symtab = b"\0" * 24
-    strtab = b"\0"
+            keep.append(_Kept(s.name, SHT_NOBITS, s.flags, s.addr, None, s.size, s.addralign))
+    return keep
 
-    names = [k[0] for k in keep] + [".symtab", ".strtab", ".shstrtab"]
+
+def _string_table(names: List[str]) -> Tuple[bytes, List[int]]:
+    """The section-name string table of ``names`` and each name's offset in it."""
     shstrtab = bytearray(b"\0")
     name_off = []
     for n in names:
         name_off.append(len(shstrtab))
         shstrtab += n.encode() + b"\0"
+    return bytes(shstrtab), name_off
 
-    # file layout: ehdr | section data (8-aligned) | section headers
+
+def _place(keep: List[_Kept], tail: List[Tuple[bytes, int]]) -> Tuple[List[Tuple[int, int]], List[object], int]:
+    """The file layout after the ELF header (section data 8-aligned, then the section headers): (offset, size)
+    of each kept section then of each ``tail`` (data, alignment), the blobs in order (bytes, or an (offset,
+    size) of the library), and the section headers' offset."""
     pos = 64
-    placed = []  # (offset, size) in the new file for each section in `names`
+    placed = []  # (offset, size) in the new file for each section
     blobs: List[object] = []
     for k in keep:
-        if k[4] is None:
-            placed.append((pos, k[5]))
+        if k.data is None:
+            placed.append((pos, k.size))
             continue
-        pad = (-pos) % max(k[6], 1)
+        pad = (-pos) % max(k.addralign, 1)
         blobs.append(b"\0" * pad)
         pos += pad
-        placed.append((pos, k[5]))
-        blobs.append(k[4])
-        pos += k[5]
-    for data, align in ((symtab, 8), (strtab, 1), (bytes(shstrtab), 1)):
+        placed.append((pos, k.size))
+        blobs.append(k.data)
+        pos += k.size
+    for data, align in tail:
         pad = (-pos) % align
         blobs.append(b"\0" * pad)
         pos += pad
@@ -119,7 +137,18 @@ def _image(elf: ElfFile, mm: mmap.mmap) -> Iterable[bytes]:
     pad = (-pos) % 8
     blobs.append(b"\0" * pad)
     pos += pad
-    shoff = pos
+    return placed, blobs, pos
+
+
+def _image(elf: ElfFile, mm: mmap.mmap) -> Iterable[bytes]:
+    """The bytes of the surrogate, in order."""
+    keep = _kept(elf)
+    # section indices: 0 NULL, 1.. kept, then .symtab (the null symbol only), .strtab, .shstrtab
+    symtab = b"\0" * 24
+    strtab = b"\0"
+    names = [k.name for k in keep] + [".symtab", ".strtab", ".shstrtab"]
+    shstrtab, name_off = _string_table(names)
+    placed, blobs, shoff = _place(keep, [(symtab, 8), (strtab, 1), (shstrtab, 1)])
     nsec = len(names) + 1
     strtab_i, shstrtab_i = len(keep) + 2, len(keep) + 3
 
@@ -129,7 +158,8 @@ def _image(elf: ElfFile, mm: mmap.mmap) -> Iterable[bytes]:
     shdrs = [b"\0" * 64]
     for i, k in enumerate(keep):
         off, size = placed[i]
-        shdrs.append(struct.pack("<IIQQQQIIQQ", name_off[i], k[1], k[2], k[3], off, size, 0, 0, k[6], 0))
+        shdrs.append(struct.pack("<IIQQQQIIQQ", name_off[i], k.type, k.flags, k.addr, off, size, 0, 0,
+                                 k.addralign, 0))
     tail = [
         (".symtab", SHT_SYMTAB, 0, strtab_i, 1, 8, 24),
         (".strtab", SHT_STRTAB, 0, 0, 0, 1, 0),

@@ -5,7 +5,7 @@ same thing.  Frames and threads are those of the typed model (``model.py``).
 """
 
 import re
-from typing import Callable, Dict, Iterable, List, Optional, Union
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Union
 
 from ..core.model import ElidedFrame, Frame, NativeFrame, Op, PythonFrame, Thread
 from .elide import elided_text
@@ -266,12 +266,25 @@ def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = Fals
     if width is None:
         # the source line goes under the frame's line, not inside it
         return head + _short(name, name_width) + where + lib + address + extra + mark + source
-    return _fit_native(head, name, where, f, lib, address, extra, mark, width) + cut_line(source, width + 1)
+    parts = _NativeParts(head, name, where, lib, address, extra, mark)
+    return _fit_native(parts, f, width) + cut_line(source, width + 1)
 
 
-def _fit_native(head: str, name: str, where: str, f: Frame, lib: str, address: str, extra: str, mark: str,
-                width: int) -> str:
+class _NativeParts(NamedTuple):
+    """The pieces of a native frame's line, in order (``#3      name at file:line in lib [address] extra mark``)."""
+
+    head: str
+    name: str
+    where: str
+    lib: str
+    address: str
+    extra: str
+    mark: str
+
+
+def _fit_native(parts: _NativeParts, f: Frame, width: int) -> str:
     """A native frame's line within ``width`` (see ``frame_line``)."""
+    head, name, where, lib, address, extra, mark = parts
     if name == "??":
         extra = address + extra  # a named frame's address is in --full and the JSON
     fixed = len(head) + len(extra) + len(mark)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..core import sourcelines
 from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait, worker_loop
@@ -193,115 +193,216 @@ def _queue_wait(event: Event, t: Thread, op_type: str) -> Optional[Wait]:
     return Wait(t.tid, None, "%s %s (a TensorFlow queue)" % (kind, var), evidence)
 
 
+@dataclass
+class _Scene:
+    """What the edge finders share about the event: its GIL holder, who works for whom, its pool threads, the
+    threads that enqueue into a TensorFlow queue, its thread ids."""
+
+    event: Event
+    holder: Optional[Thread]
+    workers_of: Dict[int, List[Thread]]
+    pool_threads: List[Thread]
+    enqueuers: List[Thread]
+    tids: Set[int]
+    _tf_seen: Optional[bool] = None
+
+    def tf_loaded(self) -> bool:
+        """Whether TensorFlow's code is on a stack of the event (looked at once, when first asked)."""
+        if self._tf_seen is None:
+            self._tf_seen = _tf_loaded(self.event)
+        return self._tf_seen
+
+
 def build(event: Event) -> List[Wait]:
     """The edges of the event's wait-for graph, one or none per thread (its innermost wait)."""
     threads = event.threads
-    holder = next((t for t in threads if t.gil == "held"), None)
-    waits: List[Wait] = []
-    tids = {t.tid for t in threads}
     workers_of: Dict[int, List[Thread]] = {}
     for t in threads:
         caller = (t.tf_function.called_by if t.tf_function else None) or (t.works_for or {}).get("tid")
         if caller is not None and t.tid != caller:
             workers_of.setdefault(caller, []).append(t)
-    pool_threads = [t for t in threads if worker_loop(t) is not None]
-    enqueuers = [t for t in threads if _kernel_op(t, _ENQUEUE_OP_RE)]
+    scene = _Scene(event, next((t for t in threads if t.gil == "held"), None), workers_of,
+                   [t for t in threads if worker_loop(t) is not None],
+                   [t for t in threads if _kernel_op(t, _ENQUEUE_OP_RE)], {t.tid for t in threads})
+    waits: List[Wait] = []
     for t in threads:
-        edge = _edge(event, t, holder, workers_of, pool_threads, enqueuers, tids)
+        edge = _edge(scene, t)
         if edge is not None:
             edge.at = where(t)
             waits.append(edge)
     return waits
 
 
-def _edge(event: Event, t: Thread, holder: Optional[Thread], workers_of: Dict[int, List[Thread]],
-          pool_threads: List[Thread], enqueuers: List[Thread], tids: set) -> Optional[Wait]:
+def _edge(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """The thread's innermost wait: the first edge finder (``_FINDERS``, in order) that sees one."""
+    for finder in _FINDERS:
+        edge = finder(scene, t)
+        if edge is not None:
+            return edge
+    return None
+
+
+def _lock_owner(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """Exact, from memory: a lock whose recorded owner is a thread of the event (or a thread it joins)."""
     lock = t.lock_wait or {}
     owner = lock.get("owner")
-    if owner in tids:  # exact: memory records the holder
+    if owner in scene.tids:
         return Wait(t.tid, owner, lock.get("resource") or "a lock", lock.get("evidence") or "")
+    return None
+
+
+def _gil(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A thread waiting for the GIL waits for its holder."""
+    holder = scene.holder
     if t.gil == "waiting" and holder is not None and holder.tid != t.tid:
         return Wait(t.tid, holder.tid, "the GIL", "waits in take_gil; thread %d holds the GIL" % holder.tid)
-    py = _py(t)
-    native = _native(t)
-    if lock.get("process"):  # wait4 for one child: its pid
+    return None
+
+
+def _one_child(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A wait4 for one child process, its pid read from memory."""
+    lock = t.lock_wait or {}
+    if lock.get("process"):
         return Wait(t.tid, None, lock["resource"], lock.get("evidence") or "")
-    library = _library_wait(py)
+    return None
+
+
+def _library(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A standard-library wait with no owner: a queue, an event, a condition, a pool's or a child's process."""
+    library = _library_wait(_py(t))
     if library is not None:
         return Wait(t.tid, None, library[0], library[1] % where(t))
+    return None
+
+
+def _ownerless_lock(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A lock read from memory whose owner is no thread of the event."""
+    lock = t.lock_wait or {}
     if lock:
         return Wait(t.tid, None, lock.get("resource") or "a lock", lock.get("evidence") or "")
+    return None
+
+
+def _child_syscall(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A thread in wait4/waitid (its syscall or its innermost frames) waits for a child process."""
     syscall = (t.kernel or {}).get("syscall")
     if syscall in _CHILD_SYSCALLS or any(n.startswith(("__GI___wait4", "__wait4", "wait4", "waitpid"))
-                                         for n in native[:3]):
+                                         for n in _native(t)[:3]):
         return Wait(t.tid, None, "a child process", "%s at %s" % (syscall or "waitpid", where(t)))
+    return None
+
+
+def _tf_queue(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A TensorFlow queue's dequeue waits for a thread that enqueues into it, else for the queue itself."""
     op = _kernel_op(t, _QUEUE_OP_RE)
-    if op is not None:
-        producer = next((w for w in enqueuers if w.tid != t.tid), None)
-        if producer is None:
-            named = _queue_wait(event, t, op.get("type") or "a dequeue")
-            if named is not None:
-                return named
-        name = op.get("name") or op.get("type")
-        return Wait(t.tid, producer.tid if producer else None, "the TensorFlow queue of %s" % name,
-                    "%s dequeues from an empty queue%s" % (
-                        op.get("type"), "" if producer else "; no thread runs an enqueue into it"))
+    if op is None:
+        return None
+    producer = next((w for w in scene.enqueuers if w.tid != t.tid), None)
+    if producer is None:
+        named = _queue_wait(scene.event, t, op.get("type") or "a dequeue")
+        if named is not None:
+            return named
+    name = op.get("name") or op.get("type")
+    return Wait(t.tid, producer.tid if producer else None, "the TensorFlow queue of %s" % name,
+                "%s dequeues from an empty queue%s" % (
+                    op.get("type"), "" if producer else "; no thread runs an enqueue into it"))
+
+
+def _collective(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A collective op waits for the other workers of its cluster."""
+    native = _native(t)
     if any(_COLLECTIVE_RE.search(n) for n in native):
-        return Wait(t.tid, None, "the other workers of its cluster%s" % _peers(event),
+        return Wait(t.tid, None, "the other workers of its cluster%s" % _peers(scene.event),
                     "%s waits for its collective's peers" % next(n.split("(", 1)[0] for n in native
                                                                   if _COLLECTIVE_RE.search(n)))
+    return None
+
+
+def _pool_callback(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A pool worker's Python callback (tf.py_function, py_func) waits in TensorFlow for work of its own."""
     inner = _inner_native(t)
-    if py and worker_loop(t) is not None and inner and any(_TF_EXEC_RE.search(n) for n in inner):
-        # a pool worker's Python callback (tf.py_function, py_func) waits in TensorFlow for work of its own
-        busy = [w for w in pool_threads if w.tid != t.tid and (runs_kernel(w) or _py(w))]
-        free = len(pool_threads) - len(busy) - 1
-        return Wait(t.tid, None, "a free thread of TensorFlow's pool",
-                    "its callback at %s waits in TensorFlow (%s) for work that needs a pool thread; %s" % (
-                        where(t), inner[-1].split("(", 1)[0],
-                        "every other pool thread is busy too" if free <= 0 else "%d pool thread(s) idle" % free))
-    workers = workers_of.get(t.tid, [])
+    if not (_py(t) and worker_loop(t) is not None and inner and any(_TF_EXEC_RE.search(n) for n in inner)):
+        return None
+    pool_threads = scene.pool_threads
+    busy = [w for w in pool_threads if w.tid != t.tid and (runs_kernel(w) or _py(w))]
+    free = len(pool_threads) - len(busy) - 1
+    return Wait(t.tid, None, "a free thread of TensorFlow's pool",
+                "its callback at %s waits in TensorFlow (%s) for work that needs a pool thread; %s" % (
+                    where(t), inner[-1].split("(", 1)[0],
+                    "every other pool thread is busy too" if free <= 0 else "%d pool thread(s) idle" % free))
+
+
+def _idle_caller(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A tf.function's or Session.run's caller none of whose workers runs: a queue, a busy pool, a fork, or
+    an event from outside the process's threads."""
     caller = (bool(t.tf_function and not t.tf_function.how) or tf_wait(t) == "Session.run") \
         and worker_loop(t) is None
+    if not (_py(t) and caller and not any(runs_kernel(w) or _py(w) for w in scene.workers_of.get(t.tid, []))):
+        return None
     what = "tf.function" if t.tf_function else "Session.run"
-    if py and caller and not any(runs_kernel(w) or _py(w) for w in workers):
-        queued = None if enqueuers else _queue_wait(event, t, "its %s" % what)
-        if queued is not None:
-            return queued
-        busy = [w for w in pool_threads if runs_kernel(w) or _py(w)]
-        if busy:  # the pool's threads run callbacks (their own tf.functions): the caller's ops wait for one
-            return Wait(t.tid, busy[0].tid, "the threads of TensorFlow's pool, all busy",
-                        "no pool thread runs its %s's ops; thread(s) %s run callbacks" % (
-                            what, ", ".join(str(w.tid) for w in busy)))
-        site = fork_site(t)
-        if site is not None:
-            return Wait(t.tid, None, "TensorFlow's threads and locks, which a forked child inherits without "
-                        "their threads", "forked at %s (multiprocessing) from a process running TensorFlow; "
-                        "no thread of this child runs its %s's ops" % (site, what))
-        return Wait(t.tid, None, "the ops of its %s, which no thread of this process runs" % what,
-                    "every pool thread waits for work: the ops wait for an event from outside the process's "
-                    "threads (a peer, a queue)")
-    if py and workers:
-        busy = [w for w in workers if runs_kernel(w) or _py(w)]
-        if busy:
-            first = busy[0]
-            what = ("the tf.data threads producing for its iterator" if any(GET_NEXT_RE.search(n) for n in native)
-                    else "the threads running its tf.function")
-            return Wait(t.tid, first.tid, what, "thread %s works for it%s" % (
-                first.tid, "" if len(busy) == 1 else " (and %s)" % ", ".join(str(w.tid) for w in busy[1:])))
-    if py and not is_any_pool_worker(t) and any(_TF_EXEC_RE.search(n) for n in native) and _tf_loaded(event):
-        pool = event.pool or {}
-        if (not pool_threads and "threads" in pool and not pool["threads"] and event.kind in ("snapshot", "timeout")
-                and (t.kernel or {}).get("state") in ("S", "D", None)):
-            kernel_op = next((f.op for f in t.frames if isinstance(f, NativeFrame) and f.op), None)
-            return Wait(t.tid, None, "TensorFlow's thread pools, which a forked child inherits without their "
-                        "threads", "%s waits in TensorFlow and the process has no pool thread at all" % (
-                            "its op %s" % kernel_op.type if kernel_op else "it"))
-        if any(GET_NEXT_RE.search(n) for n in native):
-            data = [w for w in event.threads if pool_of(w) == TF_DATA and (runs_kernel(w) or _py(w))]
-            if data:
-                return Wait(t.tid, data[0].tid, "the tf.data threads producing for its iterator",
-                            "tf.data thread %s runs its work" % data[0].tid)
+    queued = None if scene.enqueuers else _queue_wait(scene.event, t, "its %s" % what)
+    if queued is not None:
+        return queued
+    busy = [w for w in scene.pool_threads if runs_kernel(w) or _py(w)]
+    if busy:  # the pool's threads run callbacks (their own tf.functions): the caller's ops wait for one
+        return Wait(t.tid, busy[0].tid, "the threads of TensorFlow's pool, all busy",
+                    "no pool thread runs its %s's ops; thread(s) %s run callbacks" % (
+                        what, ", ".join(str(w.tid) for w in busy)))
+    site = fork_site(t)
+    if site is not None:
+        return Wait(t.tid, None, "TensorFlow's threads and locks, which a forked child inherits without "
+                    "their threads", "forked at %s (multiprocessing) from a process running TensorFlow; "
+                    "no thread of this child runs its %s's ops" % (site, what))
+    return Wait(t.tid, None, "the ops of its %s, which no thread of this process runs" % what,
+                "every pool thread waits for work: the ops wait for an event from outside the process's "
+                "threads (a peer, a queue)")
+
+
+def _working_workers(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A caller whose workers run waits for the first of them (tf.data's for an iterator, a tf.function's)."""
+    busy = [w for w in scene.workers_of.get(t.tid, []) if runs_kernel(w) or _py(w)]
+    if not (_py(t) and busy):
+        return None
+    first = busy[0]
+    what = ("the tf.data threads producing for its iterator" if any(GET_NEXT_RE.search(n) for n in _native(t))
+            else "the threads running its tf.function")
+    return Wait(t.tid, first.tid, what, "thread %s works for it%s" % (
+        first.tid, "" if len(busy) == 1 else " (and %s)" % ", ".join(str(w.tid) for w in busy[1:])))
+
+
+def _waits_in_tf(scene: _Scene, t: Thread) -> bool:
+    """A Python thread, no pool worker, that waits in TensorFlow's executor, in a process running TensorFlow."""
+    return bool(_py(t)) and not is_any_pool_worker(t) and any(_TF_EXEC_RE.search(n) for n in _native(t)) \
+        and scene.tf_loaded()
+
+
+def _no_pool(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A thread waiting in TensorFlow in a process with no pool thread at all (a forked child)."""
+    pool = scene.event.pool or {}
+    if not (_waits_in_tf(scene, t) and not scene.pool_threads and "threads" in pool and not pool["threads"]
+            and scene.event.kind in ("snapshot", "timeout") and (t.kernel or {}).get("state") in ("S", "D", None)):
+        return None
+    op = next((f.op for f in t.frames if isinstance(f, NativeFrame) and f.op), None)
+    return Wait(t.tid, None, "TensorFlow's thread pools, which a forked child inherits without their "
+                "threads", "%s waits in TensorFlow and the process has no pool thread at all" % (
+                    "its op %s" % op.type if op else "it"))
+
+
+def _tf_data(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A thread in ``IteratorGetNext`` waits for the tf.data threads that run its work."""
+    if not (_waits_in_tf(scene, t) and any(GET_NEXT_RE.search(n) for n in _native(t))):
+        return None
+    data = [w for w in scene.event.threads if pool_of(w) == TF_DATA and (runs_kernel(w) or _py(w))]
+    if data:
+        return Wait(t.tid, data[0].tid, "the tf.data threads producing for its iterator",
+                    "tf.data thread %s runs its work" % data[0].tid)
     return None
+
+
+# The edge finders, tried in order: the first edge found is the thread's.
+_FINDERS: Tuple[Callable[[_Scene, Thread], Optional[Wait]], ...] = (
+    _lock_owner, _gil, _one_child, _library, _ownerless_lock, _child_syscall, _tf_queue, _collective,
+    _pool_callback, _idle_caller, _working_workers, _no_pool, _tf_data)
 
 
 def _library_wait(py: List[PythonFrame]) -> Optional[Tuple[str, str]]:

@@ -39,7 +39,7 @@ import os
 import re
 import struct
 import threading
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from ..core import cxxexc, kstate, locks, procfs, sourcelines
 from ..core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
@@ -47,7 +47,7 @@ from ..core.elfindex import ElfError, data_symbols, display_names
 from ..core.executors import pool_summary, unnamed_workers
 from ..core.memory import Memory
 from ..core.model import Capture, NativeFrame, Op, Thread
-from ..core.opkernel import OpKernelReader, inherit_device_ops, op_frames, op_of_frame
+from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from ..core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
 from ..core.threadnames import registered_names, registry_symbols
 from ..core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
@@ -185,8 +185,8 @@ def _ops(memory: Memory, frames: List[Frame], named: List[NativeFrame], kernels:
         for k in (level + 2, level + 1):
             if not high and k < len(frames):
                 high = frames[k].regs.get(7, 0)
-        op = op_of_frame(kernels, d.start or 0, frames[level].pc, level, regs, caller,
-                         regs.get("rsp") or 0, high, device=device)
+        op = op_of_frame(kernels, FrameContext(d.start or 0, frames[level].pc, level, regs, caller,
+                                               regs.get("rsp") or 0, high), device=device)
         if op:
             d.op = Op.from_json(op)
     inherit_device_ops(named)
@@ -529,18 +529,51 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
     ``Unsupported`` when a thread cannot be unwound from CFI alone (unless the
     source shows such stacks cut, ``partial_stacks``).
     """
-    memory = source.memory
     prep = prepared or _Prepared(source, variables)
     result = prep.result
-    libs, unwinder, reader = prep.libs, prep.unwinder, prep.reader
     pythreads = prep.python_threads(source.namespace_tids())  # a process in another PID namespace (a container)
     prep.names()
-    inner = prep.inner
-    if inner:
-        result.ns_pid = inner.get(source.pid)
-    found = []
-    late_tids: set = set()  # threads whose unwind read pages the copy lacks, from the running process
+    if prep.inner:
+        result.ns_pid = prep.inner.get(source.pid)
     listed = source.threads()
+    found, late_tids = _unwind_all(source, prep.unwinder, pythreads, listed, which, selected)
+    _name_frames([(s.frames, s.named) for s in found])
+    _add_threads(source.memory, prep, pythreads, listed, found, late_tids)
+    if prep.reader is not None and any(_COLLECTIVE_RE.search(f.function or "") for t in result.threads
+                                       for f in t.frames if isinstance(f, NativeFrame)):
+        try:  # the cluster a worker waits for, where the program set TF_CONFIG itself
+            result.tf_config = prep.reader.objects.environ_value("TF_CONFIG")
+        except (MemoryError, OSError, struct.error):
+            pass
+    if which != "selected":
+        tf_names = None
+        if unnamed_workers(result.threads):
+            tf_names = _tf_thread_names(source.memory, prep.libs,
+                                        {tid: regs.get("fs_base") for tid, _n, regs in listed})
+        result.pool = pool_summary(result.threads, tf_names)
+    result.threads = select_threads(result.threads, which)
+    return result
+
+
+class _Unwound(NamedTuple):
+    """One thread's native stack as ``stacks`` unwound it: the CFI frames, their model frames (unnamed yet),
+    its Python state, and why the stack is cut (None: whole)."""
+
+    tid: int
+    name: str
+    frames: List[Frame]
+    named: List[NativeFrame]
+    py: Optional[ThreadPy]
+    cut: Optional[str]
+
+
+def _unwind_all(source: Source, unwinder: Unwinder, pythreads: PythonThreads, listed: List[ThreadRegs],
+                which: str, selected: Optional[int]) -> Tuple[List[_Unwound], Set[int]]:
+    """The threads ``which`` selects, unwound (``stacks``), and the threads whose unwind read pages the copy
+    lacks, from the running process."""
+    memory = source.memory
+    found: List[_Unwound] = []
+    late_tids: Set[int] = set()
     main_name = next((name for tid, name, _regs in listed if tid == source.pid), None)
     for tid, name, regs in listed:
         if which == "selected" and tid != selected:
@@ -548,40 +581,54 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
         py = pythreads.find(tid, lambda regs=regs: regs.get("fs_base"))
         if pythreads.states and not unwound(which, py is not None, name, main_name):
             continue
-        cut = None
         late = getattr(memory, "late_reads", 0)
-        if not regs:  # --no-pause: a thread running on a CPU, whose registers cannot be read
-            found.append((tid, name, [], [], py, "no native frames: the thread ran on a CPU (--no-pause "
-                          "reads registers only of threads blocked in the kernel)"))
-            continue
-        try:
-            frames = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
-        except CfiError as exc:
-            if getattr(source, "nonblocking", False):  # only rsp and rip: the unwind stops where they end
-                frames = getattr(exc, "frames", None) or []
-                cut = "native unwinding stopped at the last frame shown (--no-pause: rsp and rip only): %s" % exc
-                found.append((tid, name, frames, _native_frames(frames), py, cut))
-                continue
-            if not source.partial_stacks or py is None:
-                raise Unsupported("thread %d: %s" % (tid, exc)) from None
-            # memory or files missing: the innermost frame and the Python frames still count
-            frames = getattr(exc, "frames", None) or unwinder.unwind(regs, 1)
-            cut = "native unwinding stopped at the last frame shown: %s" % exc
-        for fr in frames:
-            lib = fr.module
-            # only where the library's own DWARF describes the frame's code (a return address: pc - 1 too)
-            if lib is not None and not _is_interpreter(lib) and lib.has_dwarf() \
-                    and (lib.dwarf_at(fr.pc) or lib.dwarf_at(fr.pc - 1)):
-                raise HasDebugInfo("%s has debug info: gdb gives its source lines" % lib.path)
-        if getattr(memory, "late_reads", 0) != late:
+        frames, cut, checked = _unwind_thread(source, unwinder, tid, regs, py)
+        if checked and getattr(memory, "late_reads", 0) != late:
             late_tids.add(tid)
-        found.append((tid, name, frames, _native_frames(frames), py, cut))
-    _name_frames([(s[2], s[3]) for s in found])
+        found.append(_Unwound(tid, name, frames, _native_frames(frames), py, cut))
+    return found, late_tids
+
+
+def _unwind_thread(source: Source, unwinder: Unwinder, tid: int, regs: Dict[str, int],
+                   py: Optional[ThreadPy]) -> Tuple[List[Frame], Optional[str], bool]:
+    """(frames, why the stack is cut or None, whether its frames were checked for DWARF) of one thread.
+
+    Raises ``HasDebugInfo`` where a frame's library has DWARF for it, ``Unsupported`` where CFI cannot
+    unwind the thread (unless the source shows such stacks cut)."""
+    if not regs:  # --no-pause: a thread running on a CPU, whose registers cannot be read
+        return [], ("no native frames: the thread ran on a CPU (--no-pause reads registers only of threads "
+                    "blocked in the kernel)"), False
+    cut = None
+    try:
+        frames = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
+    except CfiError as exc:
+        if getattr(source, "nonblocking", False):  # only rsp and rip: the unwind stops where they end
+            return (getattr(exc, "frames", None) or [],
+                    "native unwinding stopped at the last frame shown (--no-pause: rsp and rip only): %s" % exc,
+                    False)
+        if not source.partial_stacks or py is None:
+            raise Unsupported("thread %d: %s" % (tid, exc)) from None
+        # memory or files missing: the innermost frame and the Python frames still count
+        frames = getattr(exc, "frames", None) or unwinder.unwind(regs, 1)
+        cut = "native unwinding stopped at the last frame shown: %s" % exc
+    for fr in frames:
+        lib = fr.module
+        # only where the library's own DWARF describes the frame's code (a return address: pc - 1 too)
+        if lib is not None and not _is_interpreter(lib) and lib.has_dwarf() \
+                and (lib.dwarf_at(fr.pc) or lib.dwarf_at(fr.pc - 1)):
+            raise HasDebugInfo("%s has debug info: gdb gives its source lines" % lib.path)
+    return frames, cut, True
+
+
+def _add_threads(memory: Memory, prep: _Prepared, pythreads: PythonThreads, listed: List[ThreadRegs],
+                 found: List[_Unwound], late_tids: Set[int]) -> None:
+    """The unwound threads, with their ops, lock waits and C++ exceptions, into ``prep.result``."""
+    reader, inner = prep.reader, prep.inner
     kernels = OpKernelReader(memory)
     tids = [tid for tid, _name, _regs in listed]
     idents = locks.thread_idents(pythreads.states)
     regs_of = {tid: regs for tid, _name, regs in listed}
-    runtimes = _cxx_runtimes(libs)
+    runtimes = _cxx_runtimes(prep.libs)
     thread_pointers = {tid: regs.get("fs_base") for tid, _n, regs in listed}
     for tid, name, frames, named, py, cut in found:
         _ops(memory, frames, named, kernels)
@@ -600,20 +647,7 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
             thread.error = "%s; %s" % (thread.error, cut) if thread.error else cut
         if tid in late_tids or (py is not None and py.after_release):
             thread.after_release = True
-        result.threads.append(thread)
-    if reader is not None and any(_COLLECTIVE_RE.search(f.function or "") for t in result.threads
-                                  for f in t.frames if isinstance(f, NativeFrame)):
-        try:  # the cluster a worker waits for, where the program set TF_CONFIG itself
-            result.tf_config = reader.objects.environ_value("TF_CONFIG")
-        except (MemoryError, OSError, struct.error):
-            pass
-    if which != "selected":
-        tf_names = None
-        if unnamed_workers(result.threads):
-            tf_names = _tf_thread_names(memory, libs, {tid: regs.get("fs_base") for tid, _n, regs in listed})
-        result.pool = pool_summary(result.threads, tf_names)
-    result.threads = select_threads(result.threads, which)
-    return result
+        prep.result.threads.append(thread)
 
 
 def _after_release(memory: Memory, read: Callable[..., Optional[Dict]], *args: Any) -> Optional[Dict]:

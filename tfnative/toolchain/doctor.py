@@ -640,11 +640,19 @@ def _check_split(rep: Report, split: List[Unit], path: str, subs: List[Tuple[str
 
 
 def _verdict(rep: Report) -> None:
+    """The report's verdict: what gdb can do with the file, and the next step (``next_preset``)."""
     rep.can_break_functions = rep.symtab_symbols > 0 or rep.dynsym_symbols > 0
     has_units = rep.dwarf_units > 0 and rep.dwarf_own_code
     split_ok = rep.split_units == 0 or rep.dwp is not None or not rep.dwo_missing
     rep.can_see_lines = has_units and rep.line_tables and split_ok
     rep.can_see_locals = rep.can_see_lines and bool(rep.locals_units)
+    parts = _abilities(rep, has_units, split_ok)
+    rep.next_preset, nxt = _next_step(rep, has_units, split_ok)
+    rep.verdict = "you can %s. Next: %s." % ("; ".join(parts), nxt)
+
+
+def _abilities(rep: Report, has_units: bool, split_ok: bool) -> List[str]:
+    """What gdb can do with the file: break on which functions, see which lines and locals."""
     parts = []
     if rep.symtab:
         parts.append("break on any function (%d symbols in .symtab)" % rep.symtab_symbols)
@@ -673,35 +681,40 @@ def _verdict(rep: Report) -> None:
                                                                100 * rep.dwarf_code_share))
     else:
         parts.append("no DWARF: no file:line, no locals")
-    # what gets you further
+    return parts
+
+
+def _next_step(rep: Report, has_units: bool, split_ok: bool) -> Tuple[Optional[str], str]:
+    """(the build preset that gets the file further or None, what to do): what gets you further."""
+    preset: Optional[str]
     if rep.debuglink and rep.debuglink_plausible and not rep.debuglink_found:
-        rep.next_preset = None
+        preset = None
         nxt = ("install the separate debug file %s (the distribution's -dbgsym/-dbg package, or debuginfod)"
                % rep.debuglink)
     elif not rep.symtab:
-        rep.next_preset = "tfn_lines"
+        preset = "tfn_lines"
         nxt = "rebuild with --config=tfn_lines (or at least --strip=never to keep .symtab)"
     elif not has_units:
-        rep.next_preset = "tfn_lines"
+        preset = "tfn_lines"
         nxt = ("rebuild with --config=tfn_lines for file:line everywhere, or --config=tfn_targeted "
                "(tfnative bazelrc tfn_targeted --files REGEX) for locals in the files you care about")
     elif not split_ok:
-        rep.next_preset = "tfn_split"
+        preset = "tfn_split"
         nxt = "keep the build tree, or 'bazel build TARGET.dwp' and put the .dwp next to the library"
     elif not rep.can_see_locals:
-        rep.next_preset = "tfn_targeted"
+        preset = "tfn_targeted"
         nxt = "add --config=tfn_targeted with --files REGEX for the files whose locals you need"
     elif rep.index is None and rep.dwarf_size > 256 * 1024 * 1024:
-        rep.next_preset = "tfn_index"
+        preset = "tfn_index"
         nxt = ("add --config=tfn_index: %d MB of DWARF without an index takes gdb minutes to load"
                % (rep.dwarf_size >> 20))
     elif rep.locals_units is not None and rep.locals_units < rep.dwarf_units:
-        rep.next_preset = "tfn_targeted"
+        preset = "tfn_targeted"
         nxt = "widen the --files regexes of tfn_targeted (or tfn_symbols) to see locals elsewhere"
     else:
-        rep.next_preset = None
+        preset = None
         nxt = "nothing to add"
-    rep.verdict = "you can %s. Next: %s." % ("; ".join(parts), nxt)
+    return preset, nxt
 
 
 # ---------------------------------------------------------------- text output
