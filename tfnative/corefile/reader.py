@@ -266,7 +266,8 @@ class Core:
         seg = self._segment(addr)
         return (seg.vaddr, seg.vaddr + seg.memsz) if seg is not None else None
 
-    def _mapping(self, addr: int) -> Optional[Mapping]:
+    def file_mapping(self, addr: int) -> Optional[Mapping]:
+        """The mapped file (from the core's NT_FILE note) that holds ``addr``; None for anonymous memory."""
         for m in self.notes.files:
             if m.start <= addr < m.end:
                 return m
@@ -319,7 +320,7 @@ class Core:
                 n = min(n, seg.filesz - rel, self.size - seg.offset - rel)
                 out += self.mm[seg.offset + rel:seg.offset + rel + n]
                 continue
-            m = self._mapping(at) if rel >= seg.filesz else None  # dumped pages cut off: the file's are stale
+            m = self.file_mapping(at) if rel >= seg.filesz else None  # dumped pages cut off: the file's are stale
             if m is not None:
                 n = min(n, m.end - at)
                 data = self._from_file(m, at, n)

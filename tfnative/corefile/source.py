@@ -259,9 +259,15 @@ class CoreSource:
         for t in result.threads:
             for f in t.frames:
                 if isinstance(f, NativeFrame) and not f.library and f.address:
-                    m = self.core._mapping(int(f.address, 16))
+                    m = self.core.file_mapping(int(f.address, 16))
                     if m is not None:
                         f.library = os.path.basename(m.path)
+
+    def one_thread(self, tid: int) -> CoreSource:
+        """This source with thread ``tid`` alone (the others' registers hidden), its files and memory shared."""
+        alone = copy.copy(self)
+        alone._only = tid
+        return alone
 
     def _thread_by_thread(self, which: str, stacks: Stacks) -> Capture:
         """Each thread on its own, so that the ones whose memory the core holds are still shown."""
@@ -269,8 +275,7 @@ class CoreSource:
         merged: Optional[Capture] = None
         threads: List[Thread] = []
         for tid, name, _regs in self.threads():
-            alone = copy.copy(self)
-            alone._only = tid
+            alone = self.one_thread(tid)
             try:
                 one = stacks(alone, which if tid != notes.threads[0].tid else "all", tid, self.variables)
             except Unsupported as exc:

@@ -5,7 +5,7 @@ same thing.  Frames and threads are those of the typed model (``model.py``).
 """
 
 import re
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Union
 
 from ..core.model import ElidedFrame, Frame, NativeFrame, Op, PythonFrame, Thread
 from .elide import elided_text
@@ -172,7 +172,7 @@ def abort_text(frames: List[Frame]) -> str:
     return "... %d frames of %s ..." % (len(frames), said)
 
 
-def fold_plan(frames: List[Frame], keep_head: int = 2, keep_tail: int = 2, min_run: int = 8) -> List:
+def fold_plan(frames: List[Frame], keep_head: int = 2, keep_tail: int = 2, min_run: int = 8) -> List[Any]:
     """Indices to print, with ``("fold", n)`` markers for runs of TensorFlow-internal frames.
 
     Runs shorter than ``min_run`` are shown whole; of a longer run, the first
@@ -181,7 +181,7 @@ def fold_plan(frames: List[Frame], keep_head: int = 2, keep_tail: int = 2, min_r
     deliver the abort (``abort_run``) are one ``("fold", n, text)``.
     ``--full`` prints everything; JSON always has everything.
     """
-    out: List = []
+    out: List[Any] = []
     i = 0
     n = len(frames)
     top = abort_run(frames)
@@ -303,7 +303,7 @@ def _fit_native(parts: _NativeParts, f: Frame, width: int) -> str:
     return cut_line(head + shown + where + lib + extra + mark, width, keep_end=mark)
 
 
-def op_label(op: Union[Op, Dict]) -> str:
+def op_label(op: Union[Op, Dict[str, Any]]) -> str:
     """``MatMul "model/dense/MatMul"``: an op's type and node name; where oneDNN rewrote the op, the type its
     kernel carries, labelled (``Conv2D (oneDNN kernel _MklNativeConv2D)``).  An eager op's node is named
     after its type, a rewritten one after the kernel's type: no name is shown for those.  ``op``: a kernel
@@ -323,7 +323,7 @@ CXX_STATES = {"caught": "being handled", "uncaught": "thrown, not caught yet", "
               "terminate": "not caught: std::terminate"}
 
 
-def cxx_exception_text(exc: Dict, q: Callable[[str], str] = str) -> str:
+def cxx_exception_text(exc: Dict[str, Any], q: Callable[[str], str] = str) -> str:
     """``std::length_error: "vector::_M_default_append" (being handled)``: a C++ exception (``q`` quotes
     its type)."""
     text = q(exc.get("type") or "?")
@@ -332,7 +332,7 @@ def cxx_exception_text(exc: Dict, q: Callable[[str], str] = str) -> str:
     return text + " (%s)" % CXX_STATES.get(exc.get("state") or "", "in flight")
 
 
-def cxx_exception_line(exc: Dict) -> str:
+def cxx_exception_line(exc: Dict[str, Any]) -> str:
     """The line under a thread's title: ``C++ exception in flight: std::length_error: "..." (being handled)``."""
     return "C++ exception in flight: " + cxx_exception_text(exc)
 

@@ -87,10 +87,11 @@ def where(t: Thread) -> str:
     named = [f for f in t.frames if isinstance(f, NativeFrame) and f.function and f.function != "??"]
     # past the C library's and the interpreter's waiting frames, to the code that waits
     own = [f for f in named if not _WAIT_LIB_RE.match(f.library or "") and render.frame_class(f) != "interpreter"]
-    f = (own or named or [None])[0]
-    if f is None:
+    found = own or named
+    if not found:
         return "?"
-    return "%s in %s" % ((f.function or "?").split("(", 1)[0], f.library) if f.library else f.function or "?"
+    nf = found[0]
+    return "%s in %s" % ((nf.function or "?").split("(", 1)[0], nf.library) if nf.library else nf.function or "?"
 
 
 def _variable(caller: Optional[PythonFrame], method: str) -> Optional[str]:

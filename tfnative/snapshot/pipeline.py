@@ -126,12 +126,22 @@ def _python_reader(memory: Memory, libs: List[Library], warnings: List[str]) -> 
         if "_PyRuntime" not in syms:
             continue
         at = {k: v + lib.bias for k, v in syms.items()}
-        reader, why = open_reader(memory, at.get, lambda _addr, lib=lib: lib.name)
+        reader, why = open_reader(memory, at.get, _named_as(lib.name))
         if reader is None:
-            warnings.append(why)
+            warnings.append(why or "no Python runtime in %s" % lib.name)
         return reader
     warnings.append(NO_RUNTIME)
     return None
+
+
+def _named_as(name: str) -> Callable[[int], str]:
+    """A symbolizer that names every address by one library's name (where the interpreter is)."""
+    return lambda _addr: name
+
+
+def _constant(value: Optional[int]) -> Callable[[], Optional[int]]:
+    """``value``, asked for lazily (a thread's ``fs_base``)."""
+    return lambda: value
 
 
 def _is_interpreter(lib: Library) -> bool:
@@ -294,7 +304,9 @@ def take_nonblocking(pid: int, which: str = "python", variables: bool = False) -
             for t in PythonThreads(check, Capture(), inner, names=False).states:
                 check.read_frames(t)
                 if frames1.get(t.tstate) != _py_key(t):
-                    changed.add(inner_to_host(t.native_id, inner))
+                    host = inner_to_host(t.native_id, inner)
+                    if host is not None:
+                        changed.add(host)
         memory.released()
         source.registers = [(tid, procfs.comm(pid, tid), r or {}) for tid, r in first.items()]
         result = stacks(source, which, variables=variables, prepared=prep)
@@ -336,7 +348,7 @@ def _read_raw(memory: Memory, start: int, size: int) -> bytes:
         return b""
 
 
-def _py_key(thread: object) -> Tuple:
+def _py_key(thread: object) -> Tuple[Any, ...]:
     """What two readings of a thread's Python frames must agree on."""
     groups = getattr(thread, "groups", [])
     return tuple((f.function, f.file, f.line) for g in groups for f in g), getattr(thread, "error", None)
@@ -578,7 +590,7 @@ def _unwind_all(source: Source, unwinder: Unwinder, pythreads: PythonThreads, li
     for tid, name, regs in listed:
         if which == "selected" and tid != selected:
             continue
-        py = pythreads.find(tid, lambda regs=regs: regs.get("fs_base"))
+        py = pythreads.find(tid, _constant(regs.get("fs_base")))
         if pythreads.states and not unwound(which, py is not None, name, main_name):
             continue
         late = getattr(memory, "late_reads", 0)
@@ -614,7 +626,7 @@ def _unwind_thread(source: Source, unwinder: Unwinder, tid: int, regs: Dict[str,
     for fr in frames:
         lib = fr.module
         # only where the library's own DWARF describes the frame's code (a return address: pc - 1 too)
-        if lib is not None and not _is_interpreter(lib) and lib.has_dwarf() \
+        if isinstance(lib, Library) and not _is_interpreter(lib) and lib.has_dwarf() \
                 and (lib.dwarf_at(fr.pc) or lib.dwarf_at(fr.pc - 1)):
             raise HasDebugInfo("%s has debug info: gdb gives its source lines" % lib.path)
     return frames, cut, True
@@ -650,7 +662,8 @@ def _add_threads(memory: Memory, prep: _Prepared, pythreads: PythonThreads, list
         prep.result.threads.append(thread)
 
 
-def _after_release(memory: Memory, read: Callable[..., Optional[Dict]], *args: Any) -> Optional[Dict]:
+def _after_release(memory: Memory, read: Callable[..., Optional[Dict[str, Any]]], *args: Any
+                   ) -> Optional[Dict[str, Any]]:
     """``read(*args)``'s fact (a lock wait, a C++ exception), marked ``"read_after_release": true`` where reading it
     took memory the hold's copy lacks (heap, other threads' data): read from the running process, after the
     release, never mixed silently with what the hold saw."""
@@ -662,7 +675,7 @@ def _after_release(memory: Memory, read: Callable[..., Optional[Dict]], *args: A
 
 
 def _lock_wait(memory: Memory, reader: Optional[PythonReader], thread: Thread, py: Optional[ThreadPy],
-               regs: Dict[str, int], tids: List[int], idents: Dict[int, int]) -> Optional[Dict]:
+               regs: Dict[str, int], tids: List[int], idents: Dict[int, int]) -> Optional[Dict[str, Any]]:
     """The lock the thread waits for, where memory records who holds it (``core/locks.py``)."""
     found = locks.mutex_wait(memory.read, thread.frames, regs, tids) or locks.child_wait(regs)
     if found is not None or reader is None or py is None:

@@ -32,8 +32,10 @@ class Source(Protocol):
     """
 
     pid: int
-    memory: Memory
     partial_stacks: bool
+
+    @property
+    def memory(self) -> Memory: ...
 
     @property
     def executable(self) -> Optional[str]: ...
