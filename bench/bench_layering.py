@@ -7,7 +7,7 @@ interpreter (``python -m tfnative`` in that directory).  On one hung TensorFlow 
 (``bench/scripts/tf_hang.py``): ``stack --pid P -a`` and ``stack --pid P``; then ``tfnative --version``
 (start-up).  Each round runs every command once from each tree, alternating which goes first, so a
 drift of the machine's speed falls on both; the medians of ``--runs`` rounds and their ratio are
-reported.
+reported, for wall time and for CPU time (user + system, which moves less on a shared machine).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from benchutil import publish
 
@@ -30,20 +30,26 @@ PY = sys.executable
 ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
 
 
-def wall(argv: List[str], cwd: str) -> float:
-    """Seconds one ``python -m tfnative ARGV`` takes in ``cwd`` (a failed run is an error: nothing to compare)."""
+def wall(argv: List[str], cwd: str) -> Tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one ``python -m tfnative ARGV`` in ``cwd`` (a failed run is
+    an error: nothing to compare).  CPU time moves less than wall time on a shared machine."""
     start = time.monotonic()
-    code = subprocess.run([PY, "-m", "tfnative", *argv], cwd=cwd, env=ENV, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL).returncode
+    proc = subprocess.Popen([PY, "-m", "tfnative", *argv], cwd=cwd, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(proc.pid, 0)
     took = time.monotonic() - start
-    if code != 0:
-        raise SystemExit("tfnative %s in %s exited %d" % (" ".join(argv), cwd, code))
-    return took
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit("tfnative %s in %s exited %d" % (" ".join(argv), cwd, proc.returncode))
+    return took, usage.ru_utime + usage.ru_stime
 
 
-def measure(cases: Dict[str, List[str]], trees: Dict[str, str], runs: int) -> Dict[str, Dict[str, List[float]]]:
-    """{case: {tree: walls}}: every case from every tree once per round, the trees' order alternating."""
-    out: Dict[str, Dict[str, List[float]]] = {c: {t: [] for t in trees} for c in cases}
+Runs = Dict[str, Dict[str, List[Tuple[float, float]]]]
+
+
+def measure(cases: Dict[str, List[str]], trees: Dict[str, str], runs: int) -> Runs:
+    """{case: {tree: [(wall, cpu)]}}: every case from every tree once per round, the trees' order alternating."""
+    out: Runs = {c: {t: [] for t in trees} for c in cases}
     for argv in cases.values():  # warm-up: byte code, symbol caches, page cache
         for where in trees.values():
             wall(argv, where)
@@ -53,8 +59,8 @@ def measure(cases: Dict[str, List[str]], trees: Dict[str, str], runs: int) -> Di
         for case, argv in cases.items():
             for t in order:
                 out[case][t].append(wall(argv, trees[t]))
-            print("round %d %-28s %s" % (i + 1, case, "  ".join("%s %.3f s" % (t, out[case][t][-1]) for t in names)),
-                  flush=True)
+            print("round %d %-28s %s" % (i + 1, case, "  ".join("%s %.3f s" % (t, out[case][t][-1][0])
+                                                                for t in names)), flush=True)
     return out
 
 
@@ -87,11 +93,16 @@ def main() -> None:
              "TF process (`bench/scripts/tf_hang.py`)." % (
                  args.runs, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commits[0], commits[1],
                  os.cpu_count() or 0, platform.python_version(), args.runs), "",
-             "| command | this checkout | baseline | ratio |", "|---|---|---|---|"]
+             "| command | wall: this checkout | wall: baseline | ratio | CPU: this checkout | CPU: baseline | ratio |",
+             "|---|---|---|---|---|---|---|"]
     for case, r in res.items():
-        a, b = statistics.median(r["this"]), statistics.median(r["baseline"])
-        lines.append("| `tfnative %s` | **%.3f s** [%.3f-%.3f] | %.3f s [%.3f-%.3f] | %.2f |" % (
-            case, a, min(r["this"]), max(r["this"]), b, min(r["baseline"]), max(r["baseline"]), a / b))
+        cells = []
+        for k in (0, 1):
+            a, b = ([x[k] for x in r[t]] for t in ("this", "baseline"))
+            cells.append("**%.3f s** [%.3f-%.3f] | %.3f s [%.3f-%.3f] | %.2f" % (
+                statistics.median(a), min(a), max(a), statistics.median(b), min(b), max(b),
+                statistics.median(a) / statistics.median(b)))
+        lines.append("| `tfnative %s` | %s |" % (case, " | ".join(cells)))
     publish(lines, args.out)
 
 
