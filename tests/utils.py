@@ -172,3 +172,21 @@ def state_of(pid: int) -> Optional[str]:
             return f.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return None
+
+
+def start_merge_workers(tmp_path, modes, tag: str = "w") -> List[subprocess.Popen]:
+    """``tests/scripts/merge_worker.py`` processes, one per mode ("peer", "odd"), each with ``tag`` in its
+    command line; every one ready (blocked where its mode puts it) on return."""
+    procs: List[subprocess.Popen] = []
+    for i, mode in enumerate(modes):
+        ready = os.path.join(str(tmp_path), "%s-%d" % (tag, i))
+        procs.append(subprocess.Popen([sys.executable, script("merge_worker.py"), mode, ready]))
+        wait_for_file(ready, proc=procs[-1])
+    return procs
+
+
+def kill_all(procs: List[subprocess.Popen]) -> None:
+    """Kill and reap every process of ``procs``."""
+    for p in procs:
+        p.kill()
+        p.wait()

@@ -12,7 +12,6 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 import zlib
 from html.parser import HTMLParser
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 from tfnative.core.model import Document
 from tfnative.output import flamegraph
 
-from ..utils import ROOT, TFNATIVE, line_of, run_tfnative, script, wait_for_file
+from ..utils import ROOT, TFNATIVE, kill_all, line_of, run_tfnative, script, start_merge_workers
 
 WORKER = script("merge_worker.py")
 DATA = Path(ROOT) / "tests" / "unit" / "data"
@@ -139,21 +138,6 @@ def coloured_fraction(chromium, tmp_path, page, fragment="", quiet=True):
     return coloured / float(width * height)
 
 
-def start_workers(tmp_path, modes):
-    procs = []
-    for i, mode in enumerate(modes):
-        ready = tmp_path / ("ready-%d" % i)
-        procs.append(subprocess.Popen([sys.executable, WORKER, mode, str(ready)]))
-        wait_for_file(str(ready), proc=procs[-1])
-    return procs
-
-
-def stop(procs):
-    for p in procs:
-        p.kill()
-        p.wait()
-
-
 def test_recorded_document_page(chromium, tmp_path):
     """A recorded ``stack --all-threads`` document of a hung TensorFlow program: every thread drawn, ops
     and user frames marked, thread groups, no console error, and a screenshot that is not blank."""
@@ -182,14 +166,14 @@ def test_blank_page_fails_the_screenshot_check(chromium, tmp_path):
 
 def test_stack_html_of_a_live_process(chromium, tmp_path):
     """``tfnative stack --pid P --html F --speedscope S`` of a waiting Python program."""
-    (proc,) = start_workers(tmp_path, ["peer"])
+    (proc,) = start_merge_workers(tmp_path, ["peer"])
     try:
         page, prof = tmp_path / "stack.html", tmp_path / "stack.speedscope.json"
         r = run_tfnative(["stack", "--pid", str(proc.pid), "--html", str(page), "--speedscope", str(prof)])
         assert r.returncode == 0, r.stderr
         assert "wait_for_peers" in r.stdout  # the text as before
     finally:
-        stop([proc])
+        kill_all([proc])
     seen = Elements(dom_of(chromium, tmp_path, page))
     assert seen.by_id["title"].startswith("tfnative stack: pid %d" % proc.pid)
     (wait,) = [n for n in seen.nodes if n["text"].startswith("wait_for_peers")]
@@ -204,7 +188,7 @@ def test_stack_html_of_a_live_process(chromium, tmp_path):
 def test_merge_html_outlier_zoom_search(chromium, tmp_path):
     """Three real processes, one elsewhere: merged by ``merge --html`` and by ``stack --pid ... --html`` (the
     same page); the outlier is shown; ``#zoom=`` draws its branch only; ``#search=`` marks the frame."""
-    procs = start_workers(tmp_path, ["peer", "peer", "odd"])
+    procs = start_merge_workers(tmp_path, ["peer", "peer", "odd"])
     try:
         docs = []
         for p in procs:
@@ -220,7 +204,7 @@ def test_merge_html_outlier_zoom_search(chromium, tmp_path):
         r = run_tfnative(args)
         assert r.returncode == 0, r.stderr
     finally:
-        stop(procs)
+        kill_all(procs)
     host, odd_pid = os.uname().nodename, procs[2].pid
     for p in (many, page):  # the merge page's outlier last: zoomed into below
         seen = Elements(dom_of(chromium, tmp_path, p))

@@ -14,26 +14,19 @@ import pytest
 from tfnative.output.merge import compress
 from tfnative.output.threadgroups import ranges
 
-from ..utils import TFNATIVE, assert_running_untraced, line_of, run_tfnative, script, wait_for_file
+from ..utils import (
+    TFNATIVE,
+    assert_running_untraced,
+    kill_all,
+    line_of,
+    run_tfnative,
+    script,
+    start_merge_workers,
+    wait_for_file,
+)
 
 WORKER = script("merge_worker.py")
 TFNATIVE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "tfnative")
-
-
-def start(tmp_path, modes, tag):
-    """merge_worker.py processes, one per mode, each with ``tag`` in its command line; ready on return."""
-    procs = []
-    for i, mode in enumerate(modes):
-        ready = tmp_path / ("%s-%d" % (tag, i))
-        procs.append(subprocess.Popen([sys.executable, WORKER, mode, str(ready)]))
-        wait_for_file(str(ready), proc=procs[-1])
-    return procs
-
-
-def stop(procs):
-    for p in procs:
-        p.kill()
-        p.wait()
 
 
 def gone_pid():
@@ -55,7 +48,7 @@ def check_merge(stdout, procs):
 
 
 def test_several_pids_one_gone(tmp_path):
-    procs = start(tmp_path, ("peer", "peer", "odd"), "w")
+    procs = start_merge_workers(tmp_path, ("peer", "peer", "odd"), "w")
     try:
         dead = gone_pid()
         args = ["stack", "--json", "-", "--label", "rank=7"]
@@ -78,7 +71,7 @@ def test_several_pids_one_gone(tmp_path):
         lines, flagged = check_merge(r.stdout, procs)
         assert "[%s:%d] (1 thread)" % (os.uname().nodename, procs[2].pid) in flagged
     finally:
-        stop(procs)
+        kill_all(procs)
 
 
 def test_only_gone_pids_fail(tmp_path):
@@ -90,7 +83,7 @@ def test_only_gone_pids_fail(tmp_path):
 
 
 def test_match_into_merge(tmp_path):
-    procs = start(tmp_path, ("peer", "odd", "peer"), "matchme")
+    procs = start_merge_workers(tmp_path, ("peer", "odd", "peer"), "matchme")
     try:
         r = run_tfnative(["stack", "--match", "merge_worker.py .*/matchme-", "--json", "-"])
         assert r.returncode == 0, r.stderr
@@ -107,7 +100,7 @@ def test_match_into_merge(tmp_path):
         for p in procs:
             assert "##### process %d on %s: %s %s" % (p.pid, host, sys.executable, WORKER) in r.stdout
     finally:
-        stop(procs)
+        kill_all(procs)
 
 
 @pytest.mark.skipif(shutil.which("pdsh") is None or not os.path.exists(TFNATIVE_SCRIPT),
@@ -115,7 +108,8 @@ def test_match_into_merge(tmp_path):
 def test_pdsh_fan_out(tmp_path):
     """Two "hosts" through pdsh's exec module, each snapshotting its own processes (its name in their
     command lines); pdsh prefixes each line with ``host: ``, merge reads it as it is."""
-    procs = start(tmp_path, ("peer", "odd"), "fan-localhost") + start(tmp_path, ("peer",), "fan-127.0.0.1")
+    procs = (start_merge_workers(tmp_path, ("peer", "odd"), "fan-localhost")
+             + start_merge_workers(tmp_path, ("peer",), "fan-127.0.0.1"))
     try:
         # the console script: pdsh execs its command by its base name, which loses python's venv
         cmd = ["pdsh", "-S", "-R", "exec", "-w", "localhost,127.0.0.1", TFNATIVE_SCRIPT,
@@ -129,7 +123,7 @@ def test_pdsh_fan_out(tmp_path):
         peers = [ln for ln in lines if "wait_for_peers at" in ln]
         assert len(peers) == 1 and "(2 threads)" in peers[0]
     finally:
-        stop(procs)
+        kill_all(procs)
 
 
 def test_identical_threads_grouped(tmp_path):
@@ -165,7 +159,7 @@ def test_identical_threads_grouped(tmp_path):
 def test_a_process_that_vanishes_between_samples(tmp_path):
     """Two processes sampled three times; one is killed once the second round of samples begins: the
     other is still reported, the vanished one named in one line, exit status 0."""
-    procs = start(tmp_path, ("peer", "odd"), "v")
+    procs = start_merge_workers(tmp_path, ("peer", "odd"), "v")
     out = tmp_path / "out.jsonl"
     cmd = TFNATIVE + ["stack", "--pid", str(procs[0].pid), "--pid", str(procs[1].pid), "--samples", "3",
                       "--interval", "1", "--json", str(out)]
@@ -193,11 +187,11 @@ def test_a_process_that_vanishes_between_samples(tmp_path):
         if run.poll() is None:
             run.kill()
             run.wait()
-        stop(procs)
+        kill_all(procs)
 
 
 def test_ctrl_c_releases_every_process(tmp_path):
-    procs = start(tmp_path, ("peer", "peer", "odd"), "c")
+    procs = start_merge_workers(tmp_path, ("peer", "peer", "odd"), "c")
     cmd = TFNATIVE + ["stack", "--samples", "20", "--interval", "0.2"]
     for p in procs:
         cmd += ["--pid", str(p.pid)]
@@ -217,7 +211,7 @@ def test_ctrl_c_releases_every_process(tmp_path):
         if run.poll() is None:
             run.kill()
             run.wait()
-        stop(procs)
+        kill_all(procs)
 
 
 def test_libraries_read_once_for_all_processes(tmp_path):
@@ -226,7 +220,7 @@ def test_libraries_read_once_for_all_processes(tmp_path):
     from tfnative.snapshot import pipeline as snapshot
     from tfnative.sources import modules
 
-    procs = start(tmp_path, ("peer", "peer"), "share")
+    procs = start_merge_workers(tmp_path, ("peer", "peer"), "share")
     try:
         for p in procs:
             assert snapshot.take(p.pid).threads
@@ -241,4 +235,4 @@ def test_libraries_read_once_for_all_processes(tmp_path):
         for p in procs:
             assert_running_untraced(p.pid)
     finally:
-        stop(procs)
+        kill_all(procs)

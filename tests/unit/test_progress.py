@@ -21,28 +21,28 @@ def _read_all(fd):
     return out.decode()
 
 
-def test_a_terminal_sees_long_work_then_the_line_is_erased():
+def _on_a_terminal(what, seconds, detail=None):
+    """What ``progress(what)`` writes on a real pty around ``seconds`` of work."""
     master, slave = pty.openpty()
     os.set_blocking(master, False)
     with os.fdopen(slave, "w") as tty:
-        with progress("reading symbols", tty) as shown:
-            shown.update("3 of 9 libraries")
-            time.sleep(1.6)
+        with progress(what, tty) as shown:
+            if detail:
+                shown.update(detail)
+            time.sleep(seconds)
         text = _read_all(master)
     os.close(master)
+    return text
+
+
+def test_a_terminal_sees_long_work_then_the_line_is_erased():
+    text = _on_a_terminal("reading symbols", 1.6, "3 of 9 libraries")
     assert "\rtfnative: reading symbols... 3 of 9 libraries, 1 s" in text
     assert text.endswith("\r\x1b[K")
 
 
 def test_short_work_shows_nothing():
-    master, slave = pty.openpty()
-    os.set_blocking(master, False)
-    with os.fdopen(slave, "w") as tty:
-        with progress("quick", tty):
-            time.sleep(0.2)
-        text = _read_all(master)
-    os.close(master)
-    assert text == ""
+    assert _on_a_terminal("quick", 0.2) == ""
 
 
 def test_a_pipe_or_a_file_never_gets_progress():
