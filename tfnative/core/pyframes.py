@@ -192,6 +192,17 @@ class PythonReader:
             interp = self.u64(interp + L.interp_next)
         return out
 
+    def thread_list_heads(self) -> List[int]:
+        """The address of each interpreter's ``threads.head`` field: a new thread state is put there, so a
+        list whose heads hold what they held before has gained no thread (a snapshot's hold checks them)."""
+        L = self.layout
+        out: List[int] = []
+        interp = self.u64(self.runtime + L.runtime_interpreters_head)
+        while interp and interp + L.interp_threads_head not in out and len(out) < 64:
+            out.append(interp + L.interp_threads_head)
+            interp = self.u64(interp + L.interp_next)
+        return out
+
     def gil_holder(self) -> Optional[int]:
         """The thread state that holds the GIL (``last_holder`` while ``locked`` is 1), or None when it is
         free or the layout does not say where the GIL is."""

@@ -34,18 +34,20 @@ left out: frames there are named from the debug file's symbols.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import gc
 import os
 import re
 import struct
 import threading
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from ..core import cxxexc, kstate, locks, procfs, sourcelines
 from ..core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
 from ..core.elfindex import ElfError, data_symbols, display_names
 from ..core.executors import pool_summary, unnamed_workers
-from ..core.memory import Memory
+from ..core.memory import USER_SPACE_END, Memory
 from ..core.model import Capture, NativeFrame, Op, Thread
 from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from ..core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
@@ -56,6 +58,7 @@ from ..sources.base import Source, ThreadRegs
 from ..sources.live import LiveSource
 from ..sources.modules import Library, segments, shared
 from ..sources.ptrace import PAGE, Frozen, read_exact
+from ..sources.vmread import Batch, spare
 
 __all__ = ["add_memory_facts", "of_stopped", "stacks", "take", "take_nonblocking"]
 
@@ -68,6 +71,19 @@ PY_SYMBOLS = ("_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBy
 # overlap would each last as long as all of them; the rest of a snapshot (its /proc reads, the report,
 # the waits between samples, gdb) runs concurrently.
 _HOLD = threading.Lock()
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """No cyclic garbage collection during a hold: a collection over a snapshot's objects takes longer than
+    the hold's own work, and the target would wait for it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _link_map_names(memory: Memory, libs: List[Library], exe: Optional[str]) -> None:
@@ -208,6 +224,8 @@ def _named(regs: Dict[int, int]) -> Dict[str, int]:
 
 STACK_COPY = 256 << 10  # the most of each thread's stack copied while held, from its stack pointer up
 RED_ZONE = 128  # x86-64: a leaf function's data below its stack pointer
+STACK_GUESS = 12 << 10  # the live stack of a thread, for the buffer made before the hold (1,000 idle Python
+# threads: 6 KiB each; more goes to memory touched in the hold)
 
 
 def _open_live(pid: int) -> LiveSource:
@@ -241,15 +259,18 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
         memory = source.memory
         # One walk of the Python threads as the process runs learns which pages hold them (thread states,
         # frames, code objects): the hold copies those pages, and the walk is done again from the copy.
-        python_pages = prep.learn_python_pages(inner)
-        with _HOLD:
+        python_pages = memory.plan_pages(prep.learn_python_pages(inner))
+        learned = set(procfs.tids(pid))
+        stacks_buffer = spare(len(learned) * STACK_GUESS)
+        if memory.pages is not None:
+            memory.pages.clear()  # nothing read before the hold stands for the held process
+        with _HOLD, _no_gc():
             with Frozen(pid) as frozen:
-                if memory.pages is not None:
-                    memory.pages.clear()  # nothing read before the hold stands for the held process
-                memory.copy_many([span for tid in frozen.tids
-                                  for span in _stack_spans(source, *frozen.stack_registers(tid))])
-                memory.refresh(python_pages)
-                prep.copy_thread_list()  # threads started since the walk: their states too, as held
+                stack_ranges = _stack_ranges(source, frozen.stack_pointers())
+                memory.fetch(Batch(pid, stack_ranges, buffer=stacks_buffer))
+                memory.fetch(python_pages.without(stack_ranges))
+                if set(frozen.raw) != learned or prep.list_changed(memory.fd):
+                    prep.copy_thread_list()  # threads started or ended since the walk: their states as held
                 frozen.release()
                 held = frozen.held_s
             memory.released()
@@ -373,23 +394,29 @@ def _user_regs(pid: int, tid: int) -> Optional[Dict[str, int]]:
     return regs
 
 
-def _stack_span(source: LiveSource, rsp: int) -> Tuple[int, int]:
-    """The live part of one thread's stack: from just below ``rsp`` to its mapping's end, bounded."""
-    if not rsp:
-        return 0, 0
-    span = source.mapping_of(rsp)
-    return rsp - RED_ZONE, min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
-
-
-def _stack_spans(source: LiveSource, rsp: int, fs_base: int) -> List[Tuple[int, int]]:
-    """What to copy of one thread's stacks: the live part at its stack pointer and, where the stack pointer is
-    outside the thread's own stack (oneDNN's JIT kernels move it to a buffer of their own), the top of its own
-    stack (below its thread pointer, ``fs_base``), where the frames that called the kernel are."""
-    spans = [_stack_span(source, rsp)]
-    own = source.mapping_of(fs_base - 1) if fs_base else None
-    if rsp and own is not None and not own[0] <= rsp < own[1] and source.mapping_of(rsp) != own:
-        spans.append((max(own[0], fs_base - STACK_COPY), min(own[1], fs_base)))
-    return spans
+def _stack_ranges(source: LiveSource, pointers: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    """What to copy of the held threads' stacks, page-aligned, from each one's (rsp, fs_base): the live part
+    at its stack pointer (from just below it to its mapping's end, ``STACK_COPY`` at most) and, where the
+    stack pointer is outside the thread's own stack (oneDNN's JIT kernels move it to a buffer of their own),
+    the top of its own stack (below its thread pointer, ``fs_base``), where the frames that called the
+    kernel are.  One pass, run while the process is held."""
+    mapping = source.mapping_of
+    out: List[Tuple[int, int]] = []
+    for rsp, fs_base in pointers:
+        if not rsp:
+            continue
+        span = mapping(rsp)
+        start = rsp - RED_ZONE
+        end = min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
+        if 0 < start < end <= USER_SPACE_END:
+            out.append((start - start % PAGE, -(-end // PAGE) * PAGE))
+        if not fs_base or (span is not None and span[0] < fs_base <= span[1]):
+            continue  # the usual case: the stack pointer is in the thread's own stack
+        own = mapping(fs_base - 1)
+        if own is not None and not own[0] <= rsp < own[1] and span != own:
+            low = max(own[0], fs_base - STACK_COPY)
+            out.append((low - low % PAGE, -(-min(own[1], fs_base) // PAGE) * PAGE))
+    return out
 
 
 def _copy_stack(source: LiveSource, rsp: int) -> Tuple[int, bytes]:
@@ -442,6 +469,7 @@ class _Prepared:
         self.memory = memory
         self.walked: Dict[int, Tuple[ThreadPy, Set[int]]] = {}  # learn_python_pages: tstate -> (state, pages)
         self.before: Dict[int, bytes] = {}
+        self.heads: Dict[int, bytes] = {}  # learn_python_pages: each interpreter's threads.head field -> its value
         self.pythreads: Optional[PythonThreads] = None
         self.named = False
         self.inner: Dict[int, int] = {}
@@ -496,13 +524,24 @@ class _Prepared:
         """Walk the interpreter's list of thread states (a few reads a thread) so that every state is in
         the copy, those of threads started since ``learn_python_pages`` included: the walk from the
         copy then finds the threads as they were held.  Their frames, where new, are read after the
-        release (and marked)."""
+        release (and marked).  Run in the hold only where the list may have changed (``list_changed``)."""
         if self.reader is None:
             return
         try:
             self.reader.thread_states()
         except MemoryError:
             pass
+
+    def list_changed(self, fd: int) -> bool:
+        """Whether a thread state may have been added since ``learn_python_pages``: the head of an
+        interpreter's list (read now, through ``fd``) holds another state than the walk found there."""
+        for addr, head in self.heads.items():
+            try:
+                if read_exact(fd, addr, 8) != head:
+                    return True
+            except MemoryError:
+                return True
+        return False
 
     def learn_python_pages(self, inner: Dict[int, int]) -> List[int]:
         """Walk the Python threads once (the process running): the pages the walk read, which the hold
@@ -512,6 +551,10 @@ class _Prepared:
         if self.reader is None or pages is None or not hasattr(memory, "track"):
             return []
         pages.clear()
+        try:
+            self.heads = {addr: memory.read(addr, 8) for addr in self.reader.thread_list_heads()}
+        except MemoryError:
+            self.heads = {}
         self.python_threads(inner, learn=True)
         self.before = dict(pages)  # the bytes the walk read: a state whose pages the hold finds unchanged is kept
         self.pythreads = None

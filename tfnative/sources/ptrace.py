@@ -25,11 +25,12 @@ import platform
 import signal
 import struct
 import time
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..core import procfs
 from ..core.memory import USER_SPACE_END
 from ..errors import PtraceRefused, Unsupported
+from .vmread import Batch
 
 __all__ = ["Frozen", "Memory", "REGISTERS", "ensure_not_stopped", "read_exact"]
 
@@ -46,18 +47,27 @@ REGISTERS = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8",
              "ds", "es", "fs", "gs")
 
 
-_call = None
+# waitpid's status for the stop PTRACE_INTERRUPT causes (event, signal byte, stopped marker), masked as
+# ``_take`` masks it: (PTRACE_EVENT_STOP << 16) | (SIGTRAP << 8) | 0x7f, any group-stop signal aside.
+_INTERRUPT_STOP = (PTRACE_EVENT_STOP << 16) | 0x7F
+
+_call: Optional[Callable[[int, int, int, int], int]] = None
 
 
-def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
-    """ptrace(2) for the requests that return 0 or -1 (no PEEK): errno counts only at -1."""
+def _ptrace_call() -> Callable[[int, int, int, int], int]:
+    """libc's ptrace(2), loaded once: -1 and errno (``ctypes.get_errno``) on failure."""
     global _call
     if _call is None:
         fn = ctypes.CDLL(None, use_errno=True).ptrace
         fn.restype = ctypes.c_long
         fn.argtypes = (ctypes.c_long, ctypes.c_long, ctypes.c_size_t, ctypes.c_size_t)  # plain ints: no boxing
         _call = fn
-    res = _call(request, tid, addr, data)
+    return _call
+
+
+def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
+    """ptrace(2) for the requests that return 0 or -1 (no PEEK): errno counts only at -1."""
+    res = _ptrace_call()(request, tid, addr, data)
     if res == -1:
         err = ctypes.get_errno()
         if err:
@@ -90,12 +100,14 @@ class Memory:
     this object is used (a snapshot): the many small reads of an unwind and of
     the Python readers then cost one ``pread`` per page.
 
-    Copy, then let go (``snapshot.take``): while the threads are held, ``copy``
-    takes whole ranges (each thread's live stack) into the page cache and the
-    Python readers' reads land there too; ``released()`` marks the moment the
-    process runs again.  From then on every read is served from the copy where
-    it holds the pages, and a page it lacks is read from the running process
-    and counted in ``late_reads`` (its address in ``late_pages``), so that the
+    Copy, then let go (``snapshot.take``): while the threads are held,
+    ``fetch`` reads batches (each thread's live stack; ``plan_pages``: the
+    pages of the Python thread states and frames, planned before the hold)
+    with as few system calls as the kernel allows (``vmread``); ``released()``
+    marks the moment the process runs again and cuts the batches into the
+    page cache.  From then on every read is served from the copy where it
+    holds the pages, and a page it lacks is read from the running process and
+    counted in ``late_reads`` (its address in ``late_pages``), so that the
     caller can mark what was read after the release: a copy is never mixed
     silently with the process as it is later.
     """
@@ -107,60 +119,67 @@ class Memory:
         self.live = False  # released(): the process runs again, the cache is a copy of an earlier moment
         self.late_reads = 0
         self.late_pages: Set[int] = set()
+        self._pending: List[Batch] = []  # fetched, not yet cut into pages
 
     def copy(self, start: int, end: int) -> int:
-        """Take ``[start, end)`` (page-aligned outwards) into the page cache with one ``pread``; the bytes
-        taken (0 where the range cannot be read: its pages are then read one by one when asked)."""
-        if self.pages is None or start <= 0 or end <= start or end > USER_SPACE_END:
-            return 0
-        base = start - start % PAGE
-        end = -(-end // PAGE) * PAGE
-        try:
-            data = os.pread(self.fd, end - base, base)
-        except (OSError, OverflowError):
-            return 0
-        whole = len(data) - len(data) % PAGE
-        for off in range(0, whole, PAGE):
-            self.pages[base + off] = data[off: off + PAGE]
-        return whole
+        """Take ``[start, end)`` (page-aligned outwards) into the page cache; the bytes taken (0 where the
+        range cannot be read: its pages are then read one by one when asked)."""
+        return self.copy_many([(start, end)])
 
     def copy_many(self, ranges: List[Tuple[int, int]]) -> int:
-        """``copy`` of each ``[start, end)``; the bytes taken.  (One ``pread`` a range: measured faster here
-        than ``process_vm_readv`` batches, whose buffers Python must build and slice.)"""
-        return sum(self.copy(start, end) for start, end in ranges)
+        """``copy`` of each ``[start, end)``, read together (``plan``, ``fetch``); the bytes taken."""
+        batch = self.plan(ranges)
+        taken = self.fetch(batch)
+        self.settle()
+        return taken
 
     def refresh(self, bases: List[int]) -> int:
-        """Read the pages at ``bases`` again into the cache (adjacent pages with one ``pread``): the pages a
-        walk touched before the hold, copied as the held process has them.  The pages read."""
-        if self.pages is None:
-            return 0
+        """Read the pages at ``bases`` again into the cache: the pages a walk touched before the hold,
+        copied as the held process has them.  The pages read."""
+        batch = self.plan_pages(bases)
+        self.fetch(batch)
+        self.settle()
+        return sum(done // PAGE for done in batch.done)
+
+    def plan(self, ranges: List[Tuple[int, int]]) -> Batch:
+        """The ranges, page-aligned outwards, to be read together by ``fetch``."""
+        spans = []
+        for start, end in ranges:
+            if start <= 0 or end <= start or end > USER_SPACE_END:
+                continue
+            spans.append((start - start % PAGE, -(-end // PAGE) * PAGE))
+        return Batch(self.pid, spans)
+
+    def plan_pages(self, bases: List[int]) -> Batch:
+        """The pages at ``bases`` (adjacent ones as one range) to be read again by ``fetch``: built before the
+        hold, where the pages are known; a page that cannot be read is then cached as unreadable."""
         runs: List[Tuple[int, int]] = []
         for base in sorted(set(bases)):
-            if runs and base == runs[-1][0] + runs[-1][1] * PAGE:
-                runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+            if runs and base == runs[-1][1]:
+                runs[-1] = (runs[-1][0], base + PAGE)
             else:
-                runs.append((base, 1))
-        return sum(self._refresh_run(start, count) for start, count in runs)
+                runs.append((base, base + PAGE))
+        return Batch(self.pid, runs, whole=True)
 
-    def _refresh_run(self, start: int, count: int) -> int:
-        try:
-            data = os.pread(self.fd, count * PAGE, start)
-        except (OSError, OverflowError):
-            data = b""
-        if len(data) == count * PAGE:
-            for k in range(count):
-                self.pages[start + k * PAGE] = data[k * PAGE: (k + 1) * PAGE]  # type: ignore[index]
-            return count
-        done = 0
-        for k in range(count):  # a page of the run is gone: one by one
-            base = start + k * PAGE
-            try:
-                page = os.pread(self.fd, PAGE, base)
-            except (OSError, OverflowError):
-                page = b""
-            self.pages[base] = page if len(page) == PAGE else b""  # type: ignore[index]
-            done += len(page) == PAGE
-        return done
+    def fetch(self, batch: Batch) -> int:
+        """Read ``batch`` now (the hold's system calls); its pages reach the cache at ``settle`` (after the
+        hold, where cutting them costs the target nothing).  The bytes read."""
+        if self.pages is None:
+            return 0
+        taken = batch.read(self.fd)
+        self._pending.append(batch)
+        return taken - taken % PAGE
+
+    def settle(self) -> None:
+        """Cut the fetched batches into the page cache (a later batch's pages replace an earlier one's)."""
+        pending, self._pending = self._pending, []
+        for batch in pending:
+            self.pages.update(batch.pages())  # type: ignore[union-attr]
+            if batch.whole:
+                for (start, end), done in zip(batch.ranges, batch.done):
+                    for base in range(start + done - done % PAGE, end, PAGE):
+                        self.pages[base] = b""  # type: ignore[index]
+            batch.close()
 
     def track(self, pages: Optional[Set[int]]) -> None:
         """Record in ``pages`` the page of every read from now on (None: stop)."""
@@ -180,6 +199,7 @@ class Memory:
 
     def released(self) -> None:
         """The process runs again: pages not in the copy are read live from now on, and counted."""
+        self.settle()
         self.live = True
 
     def _page(self, base: int) -> bytes:
@@ -208,6 +228,9 @@ class Memory:
     def _read(self, addr: int, size: int) -> bytes:
         if addr <= 0 or addr >= USER_SPACE_END or size < 0:
             raise MemoryError("bad address 0x%x" % addr)
+        if self._pending:
+            self.settle()
+            return self.read(addr, size)
         if self.pages is not None and size <= PAGE:
             base = addr - addr % PAGE
             page = self._page(base)
@@ -241,6 +264,7 @@ class Frozen:
         self.pid = pid
         self.held: Dict[int, int] = {}  # tid -> signal to hand back at the detach (0: none)
         self.raw: Dict[int, bytes] = {}  # tid -> its user_regs_struct as read while held (``regs`` after)
+        self.running: Set[int] = set()  # seized, not seen stopped yet
         self._regs: Optional[Dict[int, Dict[str, int]]] = None
         self._buf = ctypes.create_string_buffer(8 * len(REGISTERS))
         self.exited: Set[int] = set()  # zombie threads: the leader after pthread_exit
@@ -248,16 +272,10 @@ class Frozen:
         self.held_s = 0.0  # from then to the last thread's release
 
     def __enter__(self) -> Frozen:
-        self.started = time.monotonic()
         try:
-            self._seize_all()
-            for tid in list(self.held):
-                try:
-                    self.raw[tid] = self._getregs(tid)
-                except OSError as exc:
-                    if exc.errno != errno.ESRCH:
-                        raise Unsupported("ptrace(PTRACE_GETREGS, %d): %s" % (tid, exc.strerror)) from None
-                    self.held.pop(tid, None)  # it exited meanwhile
+            self._seize_all()  # PTRACE_SEIZE stops nothing: done before the hold, which it does not lengthen
+            self.started = time.monotonic()
+            self._hold_all()
         except BaseException:
             self.release()
             raise
@@ -279,10 +297,10 @@ class Frozen:
             self._regs = {tid: dict(zip(REGISTERS, struct.unpack(fmt, raw))) for tid, raw in self.raw.items()}
         return self._regs
 
-    def stack_registers(self, tid: int) -> Tuple[int, int]:
-        """(rsp, fs_base) of a held thread, read from its raw copy: what the hold needs to copy its stack."""
-        raw = self.raw[tid]
-        return struct.unpack_from("<Q", raw, _RSP_AT)[0], struct.unpack_from("<Q", raw, _FS_BASE_AT)[0]
+    def stack_pointers(self) -> List[Tuple[int, int]]:
+        """(rsp, fs_base) of each held thread, from its raw copy: what the hold needs to copy its stack."""
+        rsp, fs_base = struct.Struct("<Q").unpack_from, struct.Struct("<Q").unpack_from
+        return [(rsp(raw, _RSP_AT)[0], fs_base(raw, _FS_BASE_AT)[0]) for raw in self.raw.values()]
 
     def _list(self) -> List[int]:
         try:
@@ -290,43 +308,88 @@ class Frozen:
         except ProcessLookupError:
             raise Unsupported("process %d is gone" % self.pid) from None
 
+    def _seize(self, tid: int) -> bool:
+        """PTRACE_SEIZE one thread (it runs on); False where it is gone or a zombie leader."""
+        try:
+            _ptrace(PTRACE_SEIZE, tid)
+        except OSError as exc:
+            if exc.errno == errno.ESRCH:  # it exited meanwhile
+                return False
+            if exc.errno == errno.EPERM and _zombie(self.pid, tid):
+                self.exited.add(tid)  # a leader gone by pthread_exit: its threads live on
+                return False
+            raise PtraceRefused("ptrace(PTRACE_SEIZE, %d): %s" % (tid, exc.strerror)) from None
+        self.held[tid] = 0
+        self.running.add(tid)
+        return True
+
     def _seize_all(self) -> None:
+        for tid in self._list():
+            if tid not in self.held and tid not in self.exited:
+                self._seize(tid)
+
+    def _interrupt(self, tids: List[int]) -> None:
+        call = _ptrace_call()
+        for tid in tids:
+            call(PTRACE_INTERRUPT, tid, 0, 0)  # fails only for a thread gone meanwhile, which the wait sees
+
+    def _hold_all(self) -> None:
+        """Stop every seized thread and read its registers as soon as it has stopped; then the threads
+        started meanwhile, until ``/proc/PID/task`` shows no new one."""
+        pending = list(self.held)
+        self._interrupt(pending)
         for _round in range(100):
+            self._take(pending)
             new = [t for t in self._list() if t not in self.held and t not in self.exited]
             if not new:
                 return
-            taken = []
-            for tid in new:
-                try:
-                    _ptrace(PTRACE_SEIZE, tid)
-                except OSError as exc:
-                    if exc.errno == errno.ESRCH:  # it exited meanwhile
-                        continue
-                    if exc.errno == errno.EPERM and _zombie(self.pid, tid):
-                        self.exited.add(tid)  # a leader gone by pthread_exit: its threads live on
-                        continue
-                    raise PtraceRefused("ptrace(PTRACE_SEIZE, %d): %s" % (tid, exc.strerror)) from None
-                self.held[tid] = 0
-                taken.append(tid)
-                try:
-                    _ptrace(PTRACE_INTERRUPT, tid)
-                except OSError:
-                    pass
-            for tid in taken:
-                self._wait_stop(tid)
+            pending = [t for t in new if self._seize(t)]
+            self._interrupt(pending)
         raise Unsupported("the threads of process %d keep changing" % self.pid)
 
-    def _wait_stop(self, tid: int) -> None:
-        while True:
+    def _take(self, tids: List[int]) -> None:
+        """Wait for each interrupted thread's stop and read its registers.  The target waits on this loop:
+        the usual stop (the interrupt's event stop) is told by one comparison, anything else goes to
+        ``_wait_stop``."""
+        waitpid, held, running, raw = os.waitpid, self.held, self.running, self.raw
+        call = _ptrace_call()
+        buf = self._buf
+        where = ctypes.addressof(buf)
+        for tid in tids:
             try:
-                _pid, status = os.waitpid(tid, WALL)
+                status = waitpid(tid, WALL)[1]
             except ChildProcessError:
+                status = -1
+            if status & 0xFFFF00FF != _INTERRUPT_STOP:
+                self._wait_stop(tid, status)
+            running.discard(tid)
+            if tid not in held:
+                continue
+            if call(PTRACE_GETREGS, tid, 0, where) == -1:
+                err = ctypes.get_errno()
+                if err != errno.ESRCH:
+                    raise Unsupported("ptrace(PTRACE_GETREGS, %d): %s" % (tid, os.strerror(err)))
+                held.pop(tid, None)  # it exited meanwhile
+                continue
+            raw[tid] = buf.raw
+
+    def _wait_stop(self, tid: int, status: Optional[int] = None) -> None:
+        """Wait until ``tid`` is stopped (``status``: what a first ``waitpid`` gave; -1: it is no child of
+        ours); a thread that exited is dropped, a signal it stopped for is kept for the detach."""
+        while True:
+            if status is None:
+                try:
+                    status = os.waitpid(tid, WALL)[1]
+                except ChildProcessError:
+                    status = -1
+            if status == -1:
                 self.held.pop(tid, None)
                 return
             if os.WIFEXITED(status) or os.WIFSIGNALED(status):
                 self.held.pop(tid, None)
                 return
             if not os.WIFSTOPPED(status):
+                status = None
                 continue
             sig = os.WSTOPSIG(status)
             if status >> 16 == PTRACE_EVENT_STOP:
@@ -337,18 +400,18 @@ class Frozen:
                 self.held[tid] = sig
             return
 
-    def _getregs(self, tid: int) -> bytes:
-        _ptrace(PTRACE_GETREGS, tid, 0, ctypes.addressof(self._buf))
-        return self._buf.raw
-
     def release(self) -> None:
-        """Detach every held thread (idempotent); a held signal goes back to its thread."""
-        for tid, sig in list(self.held.items()):
-            try:
-                _ptrace(PTRACE_DETACH, tid, 0, sig)
-            except OSError:
-                pass
-            self.held.pop(tid, None)
+        """Detach every held thread (idempotent); a held signal goes back to its thread.  A thread seized but
+        not stopped yet (an error came between) is stopped first: only a stopped tracee can be detached."""
+        if self.running:
+            self._interrupt(list(self.running))
+            for tid in list(self.running):
+                self._wait_stop(tid)
+            self.running.clear()
+        call = _ptrace_call()
+        for tid, sig in self.held.items():
+            call(PTRACE_DETACH, tid, 0, sig)  # fails only for a thread gone meanwhile
+        self.held.clear()
         if self.started and not self.held_s:
             self.held_s = time.monotonic() - self.started
 
