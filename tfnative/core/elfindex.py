@@ -242,10 +242,11 @@ class StringTable(NamedTuple):
 class SymbolArrays(NamedTuple):
     """An index's function symbols as flat arrays, in address order."""
 
-    addrs: array.array[int]  # 'Q', sorted
-    sizes: array.array[int]  # 'Q'
-    names: array.array[int]  # 'I': offsets into the string table
-    by_name: array.array[int]  # 'I': symbol indices sorted by name offset
+    # array.array where the index was built now; views of the cache entry's mapping where it was loaded
+    addrs: Sequence[int]  # 'Q', sorted
+    sizes: Sequence[int]  # 'Q'
+    names: Sequence[int]  # 'I': offsets into the string table
+    by_name: Sequence[int]  # 'I': symbol indices sorted by name offset
 
 
 class ElfIndex:
@@ -716,21 +717,26 @@ def _store_cache(entry: str, idx: ElfIndex, st: os.stat_result) -> None:
         "count": len(idx._addrs), "byteorder": sys.byteorder,
     }
     hb = json.dumps(header).encode() + b"\n"
-    atomic_write(entry, [_MAGIC, hb, idx._addrs.tobytes(), idx._sizes.tobytes(), idx._names.tobytes(),
-                         idx._by_name.tobytes()])
+    arrays = (idx._addrs, idx._sizes, idx._names, idx._by_name)  # arrays or memoryviews: both buffers
+    atomic_write(entry, [_MAGIC, hb] + [bytes(memoryview(a)) for a in arrays])  # type: ignore[arg-type]
 
 
 def _load_cache(entry: str, st: os.stat_result, build_id: Optional[str], mm: mmap.mmap,
                 path: str) -> Optional[ElfIndex]:
+    """The index stored at ``entry``, where it is whole and of this file as it is now.  The entry is mapped,
+    not read: its arrays are views of the mapping, so a lookup touches only the pages its binary search
+    lands on (TensorFlow's indexes are tens of MiB; a snapshot reads a few hundred of their pages)."""
     try:
         with open(entry, "rb") as f:
-            data = f.read()
-    except OSError:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
         return None
     try:
-        if not data.startswith(_MAGIC):
+        if not data[:len(_MAGIC)] == _MAGIC:
             return None
-        nl = data.index(b"\n", len(_MAGIC))
+        nl = data.find(b"\n", len(_MAGIC), len(_MAGIC) + 4096)
+        if nl < 0:
+            return None
         h = json.loads(data[len(_MAGIC): nl])
         if (h.get("version") != CACHE_VERSION or h.get("size") != st.st_size
                 or h.get("mtime_ns") != st.st_mtime_ns
@@ -738,14 +744,13 @@ def _load_cache(entry: str, st: os.stat_result, build_id: Optional[str], mm: mma
             return None
         n = int(h["count"])
         pos = nl + 1
-        arrays = []
-        for code in ("Q", "Q", "I", "I"):
-            a = array.array(code)
-            nbytes = n * a.itemsize
+        arrays: List[Sequence[int]] = []
+        view = memoryview(data)
+        for wide in (True, True, False, False):
+            nbytes = n * (8 if wide else 4)
             if pos + nbytes > len(data):
                 return None
-            a.frombytes(data[pos: pos + nbytes])
-            arrays.append(a)
+            arrays.append(view[pos: pos + nbytes].cast("Q" if wide else "I"))
             pos += nbytes
         if pos != len(data):
             return None
