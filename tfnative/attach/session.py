@@ -33,8 +33,6 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple, Union
 
-import psutil
-
 from ..core import procfs
 from ..core.model import Capture, ChildDeath, Document, Event, EventKind
 from ..core.signals import signal_name
@@ -98,8 +96,8 @@ def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[Document]]
         pid_target.check()
         python = pid_target.executable()
         try:
-            argv = argv_of(psutil.Process(opts.pid))
-        except psutil.Error:
+            argv = argv_of(opts.pid)
+        except TfnativeError:
             argv = []
         doc = Document(argv=argv, pid=opts.pid, attached=True, has_exit=True)
     else:

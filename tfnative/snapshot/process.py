@@ -8,11 +8,8 @@ samples them over time where asked, and builds the document with its verdict.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from typing import Callable, List, TextIO
-
-import psutil
 
 from ..core import procfs, ranks
 from ..core.model import Capture, Document
@@ -33,29 +30,25 @@ def live_threads(pid: int) -> int:
         return 0
 
 
-def argv_of(proc: psutil.Process) -> List[str]:
-    """The command line of ``proc``; of a live thread when the leader is a zombie (it called pthread_exit)."""
+def argv_of(pid: int) -> List[str]:
+    """The command line of ``pid``; of a live thread when the leader is a zombie (it called pthread_exit)."""
+    state = procfs.state(pid)
+    if state is None:
+        raise TfnativeError("process %d exited" % pid)
+    argv = procfs.cmdline(pid)
+    if argv or state != "Z":
+        return argv
     try:
-        return proc.cmdline()
-    except psutil.ZombieProcess:
-        try:
-            tids = procfs.tids(proc.pid)
-        except ProcessLookupError:
-            return []
-        return next((argv for argv in (procfs.cmdline(proc.pid, tid) for tid in tids) if argv), [])
-    except psutil.NoSuchProcess:
-        raise TfnativeError("process %d exited" % proc.pid) from None
+        tids = procfs.tids(pid)
+    except ProcessLookupError:
+        return []
+    return next((argv for argv in (procfs.cmdline(pid, tid) for tid in tids) if argv), [])
 
 
 def raise_if_exited(pid: int) -> None:
     """Raise "process N exited" when ``pid`` has exited (a failure then is not the kernel's or gdb's)."""
-    try:
-        gone = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE and live_threads(pid) <= 1
-    except psutil.NoSuchProcess:
-        gone = True
-    except psutil.AccessDenied:
-        gone = False
-    if gone:
+    state = procfs.state(pid)
+    if state is None or (state == "Z" and live_threads(pid) <= 1):
         raise TfnativeError("process %d exited" % pid)
 
 
@@ -69,29 +62,29 @@ def live_task(pid: int) -> int:
         return pid
 
 
-def check_pid(pid: int) -> psutil.Process:
-    """``pid`` as psutil sees it, once it is known to be readable by us; TfnativeError says why not."""
-    try:
-        proc = psutil.Process(pid)
-        status = proc.status()
-    except psutil.NoSuchProcess:
+def check_pid(pid: int) -> str:
+    """``pid``'s scheduler state (``procfs.state``), once it is known to be readable by us; TfnativeError says
+    why not.  Read from ``/proc`` alone: the one-pid path loads nothing it does not use."""
+    state = procfs.state(pid)
+    if state is None:
+        if os.path.isdir("/proc/%d" % pid):
+            raise TfnativeError("process %d is not yours: %s" % (pid, ptrace_refused_message(pid)))
         raise TfnativeError("no process with pid %d" % pid)
-    except psutil.AccessDenied:
-        raise TfnativeError("process %d is not yours: %s" % (pid, ptrace_refused_message(pid)))
-    if status == psutil.STATUS_ZOMBIE and live_threads(pid) <= 1:  # a leader gone by pthread_exit: the rest live
+    if state == "Z" and live_threads(pid) <= 1:  # a leader gone by pthread_exit: the rest live
         raise TfnativeError("process %d is a zombie: it has exited" % pid)
     if pid == os.getpid():
         raise TfnativeError("tfnative cannot inspect itself")
     try:
-        uids = proc.uids()
-        if os.geteuid() != 0 and os.geteuid() not in (uids.real, uids.effective):
+        fields = procfs.status(pid)
+        real, effective = (int(u) for u in fields["Uid"].split()[:2])
+        if os.geteuid() != 0 and os.geteuid() not in (real, effective):
             raise TfnativeError("process %d belongs to another user: run tfnative as that user or root" % pid)
-        tracer = procfs.tracer(pid)
+        tracer = int(fields.get("TracerPid", "0").split()[0])
         if tracer and not sessionsock.serves(pid):
             raise TfnativeError("process %d is already being traced by pid %d (another debugger?)" % (pid, tracer))
-    except (psutil.AccessDenied, OSError, ValueError):
+    except (OSError, ValueError, KeyError):
         pass
-    return proc
+    return state
 
 
 def stack_document(pid: int, opts: StackOptions, err: TextIO,
@@ -102,12 +95,11 @@ def stack_document(pid: int, opts: StackOptions, err: TextIO,
     (or from ``sleep``, which waits between samples).  Safe to call from several threads at once, each
     for another pid (``many.py``).
     """
-    proc = check_pid(pid)
-    was_stopped = proc.status() == psutil.STATUS_STOPPED
-    doc = Document(argv=argv_of(proc), pid=pid)
+    was_stopped = check_pid(pid) == "T"  # stopped by job control: it stays stopped
+    doc = Document(argv=argv_of(pid), pid=pid)
     env = procfs.environ(pid)
     tf_config = env.get("TF_CONFIG")
-    doc.host = socket.gethostname()
+    doc.host = os.uname().nodename  # gethostname(), without loading socket
     doc.task = verdict.task_of(tf_config)
     doc.scheduler = ranks.scheduler_of(env)
 

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import struct
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
 
 from ..core import procfs
 from ..core.model import Capture
 from ..errors import TfnativeError
+
+if TYPE_CHECKING:  # socket loads where a session is there to talk to; `stack` of any other process never needs it
+    import socket
 
 REQUEST_LIMIT = 4096  # bytes of one request line
 ANSWER_TIMEOUT = 120.0  # seconds a session may take to answer (it may be inside another stop's report)
@@ -39,6 +41,8 @@ def address(pid: int) -> str:
 
 def _peer(sock: socket.socket) -> Tuple[int, int]:
     """(pid, uid) of the other end."""
+    import socket
+
     pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                                           struct.calcsize("3i")))
     return pid, uid
@@ -58,6 +62,8 @@ def _connect(pid: int, timeout: float) -> Optional[socket.socket]:
     holder = _holder(pid)
     if holder is None:
         return None
+    import socket
+
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
@@ -117,6 +123,8 @@ class Server:
     """The session's listener: each request goes to ``post(request)``, which the session's loop answers."""
 
     def __init__(self, pid: int, post: Callable[[Request], None]) -> None:
+        import socket
+
         self.post = post
         self._closed = threading.Event()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -182,6 +190,8 @@ class Server:
         self._closed.set()
         if self.sock is not None:
             try:
+                import socket
+
                 self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() in _serve: the address is free at once
             except OSError:
                 pass
