@@ -44,3 +44,22 @@ def test_help_loads_no_command_body(argv):
     assert "Usage:" in out
     assert "tfnative.cli" in mods and "click" in mods
     assert sorted(m for m in mods if m in HEAVY) == []
+
+
+def test_stack_of_a_pid_loads_neither_the_attach_loop_nor_gdb_nor_psutil():
+    """``stack --pid`` of a process no session holds: the snapshot path and the report, nothing else."""
+    target = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        out, mods = _imported("stack", "--pid", str(target.pid))
+    finally:
+        target.kill()
+        target.wait()
+    assert "time.sleep" in out or "<module>" in out  # the snapshot was taken
+    assert "tfnative.snapshot.pipeline" in mods and "tfnative.output.report" in mods
+    unwanted = [m for m in mods if m.startswith(("tfnative.attach", "tfnative.gdb.", "tfnative.corefile",
+                                                  "tfnative.output.merge", "tfnative.snapshot.withgdb"))
+                and m != "tfnative.gdb.options"  # GdbOptions, the options' plain record: gdb's machinery is not
+                or m in ("psutil", "pygdbmi", "socket", "tfnative_gdb")]
+    assert unwanted == []
