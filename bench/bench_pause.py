@@ -13,10 +13,12 @@
    ``tfnative merge --all-threads`` of 1,000 documents (copies of one all-threads snapshot of the hung
    TF process), this checkout against the baseline, interleaved.
 
-Tools: ``tfnative stack --pid`` of this checkout (``python -m tfnative`` from its root), the same of
-``--baseline DIR`` where given (an older checkout, e.g. a ``git archive`` of main), ``py-spy dump
---native`` and ``pystack remote --native``.  Medians of --runs (min-max in brackets).  The tools run
-with byte-code caching on (as installed packages run), whatever PYTHONDONTWRITEBYTECODE says here.
+Tools: ``tfnative stack --pid`` of this checkout, the same of ``--baseline DIR`` where given (an older
+checkout, e.g. a ``git worktree`` of an older commit), ``py-spy dump --native`` and ``pystack remote
+--native``.  Each checkout is installed as a user installs it (``pip install``, not editable: an
+editable install's import hook costs ~20 ms a start that users do not pay) into a venv of its own, and
+runs from outside any checkout.  Medians of --runs (min-max in brackets).  The tools run with byte-code
+caching on (as installed packages run), whatever PYTHONDONTWRITEBYTECODE says here.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from benchutil import longest_pause, publish
+from benchutil import install, longest_pause, publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -48,12 +50,21 @@ def _tool(name: str) -> str:
 Cmd = Tuple[List[str], Optional[str]]  # argv, cwd
 
 
+# tfnative as users run it: each checkout installed by pip into a venv of its own (``benchutil.install``), run
+# from outside any checkout.  Set by main().
+INSTALLED: Dict[str, str] = {}  # "this" / "baseline" -> that venv's python
+OUTSIDE = tempfile.gettempdir()  # the directory the tools run in
+
+
+def _tfnative(which: str, *argv: str) -> Cmd:
+    return [INSTALLED[which], "-m", "tfnative", *argv], OUTSIDE
+
+
 def _tools(baseline: Optional[str]) -> Dict[str, Callable[[int], Cmd]]:
     tools: Dict[str, Callable[[int], Cmd]] = {
-        "tfnative stack --pid": lambda pid: ([PY, "-m", "tfnative", "stack", "--pid", str(pid)], ROOT)}
+        "tfnative stack --pid": lambda pid: _tfnative("this", "stack", "--pid", str(pid))}
     if baseline:
-        tools["tfnative (baseline) stack --pid"] = lambda pid: (
-            [PY, "-m", "tfnative", "stack", "--pid", str(pid)], baseline)
+        tools["tfnative (baseline) stack --pid"] = lambda pid: _tfnative("baseline", "stack", "--pid", str(pid))
     tools["py-spy dump --native"] = lambda pid: ([_tool("py-spy"), "dump", "--native", "--pid", str(pid)], None)
     tools["pystack remote --native"] = lambda pid: ([_tool("pystack"), "remote", "--native", str(pid)], None)
     return tools
@@ -137,12 +148,12 @@ def _hung_tf(runs: int, tools: Dict[str, Callable[[int], Cmd]], doc_path: str = 
 
 
 def _startup(runs: int, baseline: Optional[str]) -> Dict[str, List[float]]:
-    cases: Dict[str, Cmd] = {"python -c pass": ([PY, "-c", "pass"], ROOT),
-                             "tfnative --version": ([PY, "-m", "tfnative", "--version"], ROOT),
-                             "tfnative stack --help": ([PY, "-m", "tfnative", "stack", "--help"], ROOT)}
+    cases: Dict[str, Cmd] = {"python -c pass": ([INSTALLED["this"], "-c", "pass"], OUTSIDE),
+                             "tfnative --version": _tfnative("this", "--version"),
+                             "tfnative stack --help": _tfnative("this", "stack", "--help")}
     if baseline:
-        cases["tfnative (baseline) --version"] = ([PY, "-m", "tfnative", "--version"], baseline)
-        cases["tfnative (baseline) stack --help"] = ([PY, "-m", "tfnative", "stack", "--help"], baseline)
+        cases["tfnative (baseline) --version"] = _tfnative("baseline", "--version")
+        cases["tfnative (baseline) stack --help"] = _tfnative("baseline", "stack", "--help")
     out: Dict[str, List[float]] = {name: [] for name in cases}
     for cmd in cases.values():
         _run(cmd)  # byte-code written
@@ -170,12 +181,12 @@ def _others(runs: int, baseline: str, doc_path: str, tmp: str) -> Dict[str, Dict
              "tfnative merge --all-threads (1,000 documents)": ["merge", "--all-threads", docs]}
     out: Dict[str, Dict[str, List[float]]] = {name: {"this": [], "baseline": []} for name in cases}
     for argv in cases.values():
-        for where in (ROOT, baseline):
-            _run(([PY, "-m", "tfnative"] + argv, where))
+        for key in ("this", "baseline"):
+            _run(_tfnative(key, *argv))
     for _ in range(runs):
         for name, argv in cases.items():
-            for key, where in (("this", ROOT), ("baseline", baseline)):
-                _start, wall, code = _run(([PY, "-m", "tfnative"] + argv, where))
+            for key in ("this", "baseline"):
+                _start, wall, code = _run(_tfnative(key, *argv))
                 out[name][key].append(wall)
                 print("%-48s %-8s %.3f s (exit %d)" % (name, key, wall, code), flush=True)
     return out
@@ -188,6 +199,10 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "pause.md"))
     ap.add_argument("--only", choices=("pause", "hung", "startup", "others"), action="append")
     args = ap.parse_args()
+    venvs = tempfile.mkdtemp(prefix="tfnative-bench-venvs-")
+    INSTALLED["this"] = install(ROOT, os.path.join(venvs, "this"))
+    if args.baseline:
+        INSTALLED["baseline"] = install(args.baseline, os.path.join(venvs, "baseline"))
     tools = _tools(args.baseline)
     only = args.only or ["pause", "hung", "startup", "others"]
     tmp = tempfile.mkdtemp(prefix="tfnative-bench-others-")
@@ -229,6 +244,7 @@ def main() -> None:
                   "| command | this checkout | baseline |", "|---|---|---|"]
         lines += ["| `%s` | %s | %s |" % (n, _fmt(r2["this"]), _fmt(r2["baseline"])) for n, r2 in o.items()]
     shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(venvs, ignore_errors=True)
     publish(lines, args.out)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import List, Optional
 
 
@@ -24,3 +27,31 @@ def publish(lines: List[str], out: Optional[str]) -> None:
     if out:
         with open(out, "w") as f:
             f.write(text)
+
+
+def install(tree: str, where: str) -> str:
+    """tfnative of the checkout ``tree`` installed the way a user installs it (``pip install``: a wheel, not
+    editable, its byte-code compiled) into a new venv at ``where``; its dependencies are this venv's (one
+    ``.pth`` line).  The venv's python.  An editable install runs setuptools' import hook at every start
+    (~20 ms here), which an installed tfnative does not."""
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", where], check=True)
+    py = os.path.join(where, "bin", "python")
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tfnative-bench-src-") as src:
+        # from a copy: setuptools builds in the tree (build/lib, egg-info), and a checkout keeps its own
+        src = os.path.join(src, "tfnative")
+        shutil.copytree(tree, src, ignore=shutil.ignore_patterns(
+            ".git", ".venv", "__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache", ".pytest_cache", "lib",
+            "bdist.*", "site", "results"))
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+                        "--no-build-isolation", "--target", site, src], check=True)
+    subprocess.run([py, "-m", "compileall", "-q", site], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(site, "tfnative-bench-deps.pth"), "w") as f:
+        f.write(sysconfig.get_paths()["purelib"] + "\n")
+    return py
