@@ -13,6 +13,9 @@
    ``tfnative merge --all-threads`` of 1,000 documents (copies of one all-threads snapshot of the hung
    TF process), this checkout against the baseline, interleaved.
 
+With ``BENCH_PTRACE_FLOOR=1`` the pause rows add ``bench/scripts/ptrace_floor.py``: every thread stopped and let go
+with ptrace, nothing read, the least any ptrace snapshot costs.
+
 Tools: ``tfnative stack --pid`` of this checkout, the same of ``--baseline DIR`` where given (an older
 checkout, e.g. a ``git worktree`` of an older commit), ``py-spy dump --native`` and ``pystack remote
 --native``.  Each checkout is installed as a user installs it (``pip install``, not editable: an
@@ -65,6 +68,9 @@ def _tools(baseline: Optional[str]) -> Dict[str, Callable[[int], Cmd]]:
         "tfnative stack --pid": lambda pid: _tfnative("this", "stack", "--pid", str(pid))}
     if baseline:
         tools["tfnative (baseline) stack --pid"] = lambda pid: _tfnative("baseline", "stack", "--pid", str(pid))
+    if os.environ.get("BENCH_PTRACE_FLOOR"):
+        tools["ptrace alone (nothing read)"] = lambda pid: (
+            [PY, os.path.join(ROOT, "bench", "scripts", "ptrace_floor.py"), str(pid)], OUTSIDE)
     tools["py-spy dump --native"] = lambda pid: ([_tool("py-spy"), "dump", "--native", "--pid", str(pid)], None)
     tools["pystack remote --native"] = lambda pid: ([_tool("pystack"), "remote", "--native", str(pid)], None)
     return tools
