@@ -40,6 +40,7 @@ import gc
 import os
 import re
 import struct
+import sys
 import threading
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
@@ -71,6 +72,57 @@ PY_SYMBOLS = ("_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBy
 # overlap would each last as long as all of them; the rest of a snapshot (its /proc reads, the report,
 # the waits between samples, gdb) runs concurrently.
 _HOLD = threading.Lock()
+
+
+class _Alongside:
+    """A batch read by a thread of its own in the hold, while the hold's thread computes and copies the stacks:
+    ``process_vm_readv`` runs without the GIL, so the two copies overlap on two CPUs.  ``with`` it around the
+    hold: the thread waits before, is woken by ``start`` (the switch interval is cut meanwhile, so that it
+    gets the GIL at once), and ``finish`` says whether it read the batch."""
+
+    def __init__(self, batch: Batch, fd: int) -> None:
+        self.batch, self.fd = batch, fd
+        self.go = threading.Event()
+        self.done = threading.Event()
+        self.ok = False
+        self.interval: Optional[float] = None  # the switch interval before ``start`` (taken under _HOLD)
+        self.thread = threading.Thread(target=self._run, name="tfnative-copy", daemon=True)
+
+    def __enter__(self) -> _Alongside:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
+        self.done.set()  # never started (an error before): the thread ends without reading
+        self.go.set()
+        self.thread.join(5.0)
+
+    def _restore(self) -> None:
+        if self.interval is not None:
+            sys.setswitchinterval(self.interval)
+            self.interval = None
+
+    def _run(self) -> None:
+        self.go.wait()
+        try:
+            if not self.done.is_set():
+                self.batch.read(self.fd)
+                self.ok = True
+        finally:
+            self.done.set()
+
+    def start(self) -> None:
+        self.interval = sys.getswitchinterval()
+        sys.setswitchinterval(0.0001)
+        self.go.set()
+
+    def finish(self) -> bool:
+        """Whether the thread read the batch (waited for 10 s at most: the copy then comes from the hold's
+        thread)."""
+        ok = self.done.wait(10.0) and self.ok
+        self._restore()
+        return ok
 
 
 @contextlib.contextmanager
@@ -264,11 +316,16 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
         stacks_buffer = spare(len(learned) * STACK_GUESS)
         if memory.pages is not None:
             memory.pages.clear()  # nothing read before the hold stands for the held process
-        with _HOLD, _no_gc():
+        alongside = _Alongside(python_pages, memory.fd)
+        with _HOLD, _no_gc(), alongside:
             with Frozen(pid) as frozen:
+                alongside.start()
                 stack_ranges = _stack_ranges(source, frozen.stack_pointers())
                 memory.fetch(Batch(pid, stack_ranges, buffer=stacks_buffer))
-                memory.fetch(python_pages.without(stack_ranges))
+                if alongside.finish():
+                    memory.adopt(python_pages)
+                else:  # a buffer of its own: the other thread may still write into the first one
+                    memory.fetch(Batch(pid, python_pages.ranges, whole=True).without(stack_ranges))
                 if set(frozen.raw) != learned or prep.list_changed(memory.fd):
                     prep.copy_thread_list()  # threads started or ended since the walk: their states as held
                 frozen.release()

@@ -170,6 +170,11 @@ class Memory:
         self._pending.append(batch)
         return taken - taken % PAGE
 
+    def adopt(self, batch: Batch) -> None:
+        """A batch read by another thread in the hold (``Batch.read``): its pages reach the cache at ``settle``."""
+        if self.pages is not None:
+            self._pending.append(batch)
+
     def settle(self) -> None:
         """Cut the fetched batches into the page cache (a later batch's pages replace an earlier one's)."""
         pending, self._pending = self._pending, []
