@@ -526,7 +526,8 @@ class _Prepared:
         self.memory = memory
         self.walked: Dict[int, Tuple[ThreadPy, Set[int]]] = {}  # learn_python_pages: tstate -> (state, pages)
         self.before: Dict[int, bytes] = {}
-        self.heads: Dict[int, bytes] = {}  # learn_python_pages: each interpreter's threads.head field -> its value
+        # learn_python_pages: each interpreter's threads.head field -> its value (None: could not be read)
+        self.heads: Optional[Dict[int, bytes]] = {}
         self.pythreads: Optional[PythonThreads] = None
         self.named = False
         self.inner: Dict[int, int] = {}
@@ -592,6 +593,8 @@ class _Prepared:
     def list_changed(self, fd: int) -> bool:
         """Whether a thread state may have been added since ``learn_python_pages``: the head of an
         interpreter's list (read now, through ``fd``) holds another state than the walk found there."""
+        if self.heads is None:
+            return True  # the walk could not read a list head: the list may have changed
         for addr, head in self.heads.items():
             try:
                 if read_exact(fd, addr, 8) != head:
@@ -611,7 +614,7 @@ class _Prepared:
         try:
             self.heads = {addr: memory.read(addr, 8) for addr in self.reader.thread_list_heads()}
         except MemoryError:
-            self.heads = {}
+            self.heads = None
         self.python_threads(inner, learn=True)
         self.before = dict(pages)  # the bytes the walk read: a state whose pages the hold finds unchanged is kept
         self.pythreads = None

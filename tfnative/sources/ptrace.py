@@ -304,8 +304,8 @@ class Frozen:
 
     def stack_pointers(self) -> List[Tuple[int, int]]:
         """(rsp, fs_base) of each held thread, from its raw copy: what the hold needs to copy its stack."""
-        rsp, fs_base = struct.Struct("<Q").unpack_from, struct.Struct("<Q").unpack_from
-        return [(rsp(raw, _RSP_AT)[0], fs_base(raw, _FS_BASE_AT)[0]) for raw in self.raw.values()]
+        word = struct.Struct("<Q").unpack_from
+        return [(word(raw, _RSP_AT)[0], word(raw, _FS_BASE_AT)[0]) for raw in self.raw.values()]
 
     def _list(self) -> List[int]:
         try:

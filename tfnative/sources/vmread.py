@@ -8,9 +8,9 @@ arrays) is built before the hold where the ranges are known then, and the
 bytes are cut into pages after it, so that the hold itself is the system calls.
 
 The kernel stops a call at the first page it cannot read: the ranges before
-it are whole, the one it stopped in is read again page by page with
-``pread`` (a page that cannot be read is left out), and the call goes on
-with the next range.  Where ``process_vm_readv`` is not allowed (seccomp,
+it are whole, the one it stopped in is read again with one ``pread``, which
+keeps what precedes its first unreadable page, and the calls go on with the
+next range.  Where ``process_vm_readv`` is not allowed (seccomp,
 an old kernel) every range is read with ``pread``.
 """
 
@@ -67,8 +67,8 @@ class Batch:
             total += e - s
         # Where the bytes go.  A page of our own memory touched for the first time costs a fault (several
         # microseconds in a VM), so a batch planned before the hold gets its buffer now, touched, and a batch
-        # planned in the hold takes a buffer touched before it (``spare``); what does not fit there goes to
-        # an anonymous mapping, whose pages are made only as the kernel copies into them.
+        # planned in the hold takes a buffer touched before it (``spare``); one that does not fit there goes
+        # to an anonymous mapping, whose pages are made only as the kernel copies into them.
         self.data: Union[bytearray, mmap.mmap]
         if buffer is None:
             self.data = bytearray(total)
@@ -138,7 +138,7 @@ class Batch:
                 self.done[k] = size
                 got -= size
                 continue
-            self._pread(fd, k)  # the kernel stopped in this range: the rest of it page by page
+            self._pread(fd, k)  # the kernel stopped in this range: read again, up to its first unreadable page
             return k + 1
         return i + count
 
