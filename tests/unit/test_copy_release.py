@@ -35,7 +35,7 @@ def test_a_range_that_cannot_be_read_copies_nothing():
         mem.close()
 
 
-def test_copy_many_and_refresh_fill_the_copy():
+def test_copy_many_and_a_page_fetched_again_fill_the_copy():
     buf = ctypes.create_string_buffer(b"A" * (4 * PAGE))
     addr = ctypes.addressof(buf)
     base = addr - addr % PAGE + PAGE  # a page wholly inside the buffer
@@ -44,7 +44,9 @@ def test_copy_many_and_refresh_fill_the_copy():
         assert mem.copy_many([(addr, addr + 100), (PAGE, 2 * PAGE)]) >= PAGE
         assert mem.read(addr, 4) == b"AAAA"
         ctypes.memset(base, ord("Z"), PAGE)
-        assert mem.refresh([base]) == 1  # read again: as the process has it now
+        again = mem.plan_pages([base])
+        mem.fetch(again)
+        assert again.done == [PAGE]  # read again: as the process has it now
         mem.released()
         assert mem.read(base, 2) == b"ZZ" and mem.late_reads == 0
     finally:

@@ -477,16 +477,15 @@ def _stack_ranges(source: LiveSource, pointers: List[Tuple[int, int]]) -> List[T
 
 
 def _copy_stack(source: LiveSource, rsp: int) -> Tuple[int, bytes]:
-    """Copy the live part of one thread's stack: from just below ``rsp`` to its mapping's end, bounded."""
-    if not rsp:
+    """Copy the live part of one thread's stack (the first range ``_stack_ranges`` gives for it); (its first
+    page's address, the bytes copied)."""
+    ranges = _stack_ranges(source, [(rsp, 0)])
+    pages = source.memory.pages
+    if not ranges or pages is None:
         return 0, b""
-    span = source.mapping_of(rsp)
-    end = min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
-    start = rsp - RED_ZONE
-    taken = source.memory.copy(start, end)
-    base = start - start % PAGE
-    return base, b"".join(source.memory.pages.get(base + k, b"") for k in range(0, taken, PAGE)) \
-        if source.memory.pages is not None else b""
+    base, end = ranges[0]
+    taken = source.memory.copy(base, end)
+    return base, b"".join(pages.get(base + k, b"") for k in range(0, taken, PAGE))
 
 
 def of_stopped(pid: int, threads: List[ThreadRegs], which: str,

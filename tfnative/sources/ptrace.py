@@ -133,14 +133,6 @@ class Memory:
         self.settle()
         return taken
 
-    def refresh(self, bases: List[int]) -> int:
-        """Read the pages at ``bases`` again into the cache: the pages a walk touched before the hold,
-        copied as the held process has them.  The pages read."""
-        batch = self.plan_pages(bases)
-        self.fetch(batch)
-        self.settle()
-        return sum(done // PAGE for done in batch.done)
-
     def plan(self, ranges: List[Tuple[int, int]]) -> Batch:
         """The ranges, page-aligned outwards, to be read together by ``fetch``."""
         spans = []
