@@ -4,8 +4,10 @@
 
 1. The pause: idle processes of 200 and 1,000 threads, plain Python and TensorFlow
    (``bench/scripts/many_threads_idle.py``; with TF, idle Python threads are added to TF's own up to
-   the count).  The target's heartbeat thread sleeps 1 ms in a loop and logs every gap over 5 ms:
-   the longest gap during a tool's run is how long that tool held the process, measured from inside.
+   the count).  Two heartbeat threads, the first and the last started, sleep 1 ms in a loop and log
+   every gap over 5 ms: the longest gap either saw during a tool's run is how long that tool held a
+   thread of the process, measured from inside.  A tool stops and lets go of the threads one after
+   another: the first one stopped may wait longest, or the last one let go, so both ends are watched.
    Each round runs every tool once, in turn (this machine's speed drifts over minutes).
 2. The wall time of ``stack`` on a hung TF process (``bench/scripts/tf_hang.py``).
 3. Start-up: ``tfnative --version`` and ``tfnative stack --help`` against ``python -c pass``.
@@ -222,7 +224,8 @@ def main() -> None:
                  time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit, os.cpu_count() or 0,
                  platform.python_version(), args.runs), ""]
     if "pause" in only:
-        lines += ["Longest pause the target's heartbeat saw during one run:", "",
+        lines += ["Longest pause either of the target's heartbeats (its first and its last thread) saw during one "
+                  "run:", "",
                   "| target | threads | " + " | ".join("`%s`" % n for n in tools) + " |",
                   "|---|---|" + "---|" * len(tools)]
         walls = []

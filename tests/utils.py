@@ -150,9 +150,17 @@ def held(python: str, program: str, tmp_path, ready_timeout: float = 300) -> Ite
 
 
 def tracer_of(pid: int) -> int:
-    """The pid tracing ``pid`` (0: none), from /proc/PID/status."""
+    """The process tracing ``pid`` (0: none), from /proc/PID/status: TracerPid names the tracing thread, and
+    that thread's Tgid its process."""
     with open("/proc/%d/status" % pid) as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("TracerPid:"))
+        tid = next(int(line.split()[1]) for line in f if line.startswith("TracerPid:"))
+    if not tid:
+        return 0
+    try:
+        with open("/proc/%d/status" % tid) as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("Tgid:"))
+    except OSError:  # gone meanwhile
+        return tid
 
 
 def assert_running_untraced(pid: int, within: float = 10.0) -> None:

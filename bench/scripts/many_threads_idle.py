@@ -5,9 +5,13 @@
 With "tf": TensorFlow is imported and one tf.function run first (its pools start), and N
 counts the process's threads in all: idle Python threads are added up to N.
 
-The heartbeat thread sleeps 1 ms in a loop; every gap over 5 ms is appended to
-GAPS_FILE as "END_MONOTONIC GAP_SECONDS": a debugger that stops the process
-shows up as one gap as long as it held it.
+Two heartbeat threads, one started before the idle threads and one after, sleep
+1 ms in a loop; every gap over 5 ms is appended to GAPS_FILE as "END_MONOTONIC
+GAP_SECONDS": a debugger that stops the process shows up as a gap as long as it
+held that thread.  A tool stops and lets go of threads one after another, in
+the order it lists them (the order they were started, for every tool measured):
+the first thread may wait longest (stopped first, while the others are being
+stopped) or the last one (let go last), so both ends are watched.
 """
 
 import os
@@ -40,8 +44,9 @@ def main() -> None:
         import tensorflow as tf
 
         tf.function(lambda x: tf.matmul(x, x))(tf.ones((64, 64))).numpy()
-        n -= len(os.listdir("/proc/self/task")) + 1  # the heartbeat is one more
-    for i in range(n):
+        n -= len(os.listdir("/proc/self/task")) + 1  # the heartbeats are one more
+    threading.Thread(target=heartbeat, args=(gaps,), name="heartbeat-first", daemon=True).start()
+    for i in range(n - 1):
         threading.Thread(target=idle, args=(stop,), name="idle-%d" % i, daemon=True).start()
     threading.Thread(target=heartbeat, args=(gaps,), name="heartbeat", daemon=True).start()
     with open(ready, "w") as f:

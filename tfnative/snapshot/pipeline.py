@@ -34,9 +34,11 @@ left out: frames there are named from the debug file's symbols.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import gc
+import itertools
 import os
 import re
 import struct
@@ -57,8 +59,8 @@ from ..core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_e
 from ..errors import HasDebugInfo, PtraceRefused, Unsupported
 from ..sources.base import Source, ThreadRegs
 from ..sources.live import LiveSource
-from ..sources.modules import Library, segments, shared
-from ..sources.ptrace import PAGE, Frozen, read_exact
+from ..sources.modules import Library, Mappings, segments, shared
+from ..sources.ptrace import PAGE, REGISTERS, Frozen, read_exact
 from ..sources.vmread import Batch, spare
 
 __all__ = ["add_memory_facts", "of_stopped", "stacks", "take", "take_nonblocking"]
@@ -313,25 +315,31 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
         # frames, code objects): the hold copies those pages, and the walk is done again from the copy.
         python_pages = memory.plan_pages(prep.learn_python_pages(inner))
         learned = set(procfs.tids(pid))
+        source.mappings()  # sorted before the hold, which looks each stack up in them
         stacks_buffer = spare(len(learned) * STACK_GUESS)
         if memory.pages is not None:
             memory.pages.clear()  # nothing read before the hold stands for the held process
         alongside = _Alongside(python_pages, memory.fd)
+
+        def copy(frozen: Frozen) -> None:
+            """The hold itself, on the thread that holds the process: the copies, then the thread list."""
+            alongside.start()
+            with frozen.words() as words:
+                stack_copy = _stack_batch(pid, source.mappings(), words, stacks_buffer)
+            memory.fetch(stack_copy)
+            if alongside.finish():
+                memory.adopt(python_pages)
+            else:  # a buffer of its own: the other thread may still write into the first one
+                memory.fetch(Batch(pid, python_pages.ranges, whole=True).without(stack_copy.ranges))
+            if set(frozen.order) != learned or prep.list_changed(memory.fd):
+                prep.copy_thread_list()  # threads started or ended since the walk: their states as held
+
+        frozen = Frozen(pid)
         with _HOLD, _no_gc(), alongside:
-            with Frozen(pid) as frozen:
-                alongside.start()
-                stack_ranges = _stack_ranges(source, frozen.stack_pointers())
-                memory.fetch(Batch(pid, stack_ranges, buffer=stacks_buffer))
-                if alongside.finish():
-                    memory.adopt(python_pages)
-                else:  # a buffer of its own: the other thread may still write into the first one
-                    memory.fetch(Batch(pid, python_pages.ranges, whole=True).without(stack_ranges))
-                if set(frozen.raw) != learned or prep.list_changed(memory.fd):
-                    prep.copy_thread_list()  # threads started or ended since the walk: their states as held
-                frozen.release()
-                held = frozen.held_s
-            memory.released()
-            regs = [(tid, frozen.regs[tid]) for tid in frozen.tids]
+            frozen.hold(copy)
+        memory.released()
+        regs = [(tid, frozen.regs[tid]) for tid in frozen.tids]
+        held = frozen.held_s
         prep.python_threads(inner)  # from the copy: a page it lacks marks the thread (after_release)
         source.registers = [(tid, frozen.thread_name(tid), r) for tid, r in regs]
         result = stacks(source, which, variables=variables, prepared=prep)
@@ -451,35 +459,58 @@ def _user_regs(pid: int, tid: int) -> Optional[Dict[str, int]]:
     return regs
 
 
-def _stack_ranges(source: LiveSource, pointers: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
-    """What to copy of the held threads' stacks, page-aligned, from each one's (rsp, fs_base): the live part
-    at its stack pointer (from just below it to its mapping's end, ``STACK_COPY`` at most) and, where the
-    stack pointer is outside the thread's own stack (oneDNN's JIT kernels move it to a buffer of their own),
-    the top of its own stack (below its thread pointer, ``fs_base``), where the frames that called the
-    kernel are.  One pass, run while the process is held."""
-    mapping = source.mapping_of
+def _thread_stack(mapping: Callable[[int], Optional[Tuple[int, int]]], rsp: int,
+                  fs_base: int) -> List[Tuple[int, int]]:
+    """What to copy of a held thread's stack, page-aligned, from its rsp and fs_base: the live part at its
+    stack pointer (from just below it to its mapping's end, ``STACK_COPY`` at most) and, where the stack
+    pointer is outside the thread's own stack (oneDNN's JIT kernels move it to a buffer of their own), the
+    top of its own stack (below its thread pointer, ``fs_base``), where the frames that called the kernel
+    are."""
+    if not rsp:
+        return []
     out: List[Tuple[int, int]] = []
-    for rsp, fs_base in pointers:
-        if not rsp:
-            continue
-        span = mapping(rsp)
-        start = rsp - RED_ZONE
-        end = min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
-        if 0 < start < end <= USER_SPACE_END:
-            out.append((start - start % PAGE, -(-end // PAGE) * PAGE))
-        if not fs_base or (span is not None and span[0] < fs_base <= span[1]):
-            continue  # the usual case: the stack pointer is in the thread's own stack
-        own = mapping(fs_base - 1)
-        if own is not None and not own[0] <= rsp < own[1] and span != own:
-            low = max(own[0], fs_base - STACK_COPY)
-            out.append((low - low % PAGE, -(-min(own[1], fs_base) // PAGE) * PAGE))
+    span = mapping(rsp)
+    start = rsp - RED_ZONE
+    end = min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
+    if 0 < start < end <= USER_SPACE_END:
+        out.append((start - start % PAGE, -(-end // PAGE) * PAGE))
+    if not fs_base or (span is not None and span[0] < fs_base <= span[1]):
+        return out  # the usual case: the stack pointer is in the thread's own stack
+    own = mapping(fs_base - 1)
+    if own is not None and not own[0] <= rsp < own[1] and span != own:
+        low = max(own[0], fs_base - STACK_COPY)
+        out.append((low - low % PAGE, -(-min(own[1], fs_base) // PAGE) * PAGE))
     return out
 
 
+_RSP, _FS_BASE = REGISTERS.index("rsp"), REGISTERS.index("fs_base")
+
+
+def _stack_batch(pid: int, mappings: Mappings, words: memoryview, buffer: bytearray) -> Batch:
+    """Every held thread's ``_thread_stack``, as one batch, from the registers read in the hold
+    (``Frozen.words``: ``len(REGISTERS)`` words a thread).  Run in the hold, where each microsecond a thread
+    costs is a millisecond of pause for a thousand: the usual case (the stack pointer in the thread's own
+    stack, its thread pointer at that stack's top) is computed here, with the mappings looked up by
+    ``bisect`` for all threads at once; the rest goes to ``_thread_stack``."""
+    count = len(REGISTERS)
+    rsps, bases = words[_RSP::count].tolist(), words[_FS_BASE::count].tolist()
+    spans = mappings.spans
+    ranges: List[Tuple[int, int]] = []
+    add = ranges.append
+    for rsp, fs_base, k in zip(rsps, bases, map(bisect.bisect_right, itertools.repeat(mappings.starts), rsps)):
+        lo, hi = spans[k - 1] if k else (0, 0)
+        if lo < fs_base <= hi and RED_ZONE < rsp < hi:
+            start, end = rsp - RED_ZONE, rsp + STACK_COPY
+            add((start - start % PAGE, hi if end >= hi else -(-end // PAGE) * PAGE))
+        else:
+            ranges.extend(_thread_stack(mappings, rsp, fs_base))
+    return Batch(pid, ranges, buffer=buffer)
+
+
 def _copy_stack(source: LiveSource, rsp: int) -> Tuple[int, bytes]:
-    """Copy the live part of one thread's stack (the first range ``_stack_ranges`` gives for it); (its first
+    """Copy the live part of one thread's stack (the first range ``_thread_stack`` gives for it); (its first
     page's address, the bytes copied)."""
-    ranges = _stack_ranges(source, [(rsp, 0)])
+    ranges = _thread_stack(source.mapping_of, rsp, 0)
     pages = source.memory.pages
     if not ranges or pages is None:
         return 0, b""

@@ -10,12 +10,12 @@ are read once per source (``libraries``: before the threads are held),
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..core import procfs
 from ..core.threads import namespace_tids
 from .base import ThreadRegs
-from .modules import Library, anonymous_code, file_root, mapping_of_rows, of_pid, vdso_of
+from .modules import Library, Mappings, anonymous_code, file_root, mapping_of_rows, of_pid, vdso_of
 from .ptrace import Memory
 
 
@@ -30,7 +30,7 @@ class LiveSource:
         self.registers: List[ThreadRegs] = registers or []
         self._libs: Optional[List[Library]] = None
         self._rows: Optional[List[procfs.Mapping]] = None
-        self._mapping: Optional[Callable[[int], Optional[Tuple[int, int]]]] = None
+        self._mapping: Optional[Mappings] = None
 
     @property
     def executable(self) -> Optional[str]:
@@ -57,9 +57,13 @@ class LiveSource:
         return vdso_of(self.pid, self.memory) + anonymous_code(self._maps())
 
     def mapping_of(self, addr: int) -> Optional[Tuple[int, int]]:
+        return self.mappings()(addr)
+
+    def mappings(self) -> Mappings:
+        """The mappings, sorted (made once, from the ``/proc/PID/maps`` read first)."""
         if self._mapping is None:
             self._mapping = mapping_of_rows(self._maps())
-        return self._mapping(addr)
+        return self._mapping
 
     def threads(self) -> List[ThreadRegs]:
         return self.registers

@@ -152,16 +152,23 @@ def anonymous_code(rows: List[procfs.Mapping]) -> List[Library]:
     return [Anonymous(name, ranges) for name, ranges in by_name.items()]
 
 
-def mapping_of_rows(rows: List[procfs.Mapping]) -> Callable[[int], Optional[Tuple[int, int]]]:
+class Mappings:
+    """The target's mappings, sorted: ``mappings(address)`` is the (start, end) of the one holding an
+    address (None: none); ``starts`` and ``spans`` are there for a caller that looks up many addresses in
+    a loop of its own (the hold's stack copy)."""
+
+    def __init__(self, rows: List[procfs.Mapping]) -> None:
+        self.spans = sorted((m.start, m.end) for m in rows)
+        self.starts = [lo for lo, _ in self.spans]
+
+    def __call__(self, addr: int) -> Optional[Tuple[int, int]]:
+        k = bisect.bisect_right(self.starts, addr) - 1
+        return self.spans[k] if k >= 0 and addr < self.spans[k][1] else None
+
+
+def mapping_of_rows(rows: List[procfs.Mapping]) -> Mappings:
     """``mapping(address)``: the (start, end) of the mapping holding an address (None: none)."""
-    spans = sorted((m.start, m.end) for m in rows)
-    los = [lo for lo, _ in spans]
-
-    def mapping(addr: int) -> Optional[Tuple[int, int]]:
-        k = bisect.bisect_right(los, addr) - 1
-        return spans[k] if k >= 0 and addr < spans[k][1] else None
-
-    return mapping
+    return Mappings(rows)
 
 
 def vdso_of(pid: int, memory: Memory) -> List[Library]:

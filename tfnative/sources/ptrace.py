@@ -5,13 +5,15 @@ This is what ``tfnative stack`` needs when it does not start gdb (see
 registers of each, and reads of the target's memory.
 
 * Threads are taken with ``PTRACE_SEIZE`` + ``PTRACE_INTERRUPT``, never with a
-  SIGSTOP: should tfnative die (even ``kill -9``) while it holds them, the
-  kernel detaches them and they run on, with no signal left pending.
-* A signal that arrives while a thread is held is handed back to it at the
-  detach, so the target loses nothing.
+  SIGSTOP, by a thread of ours made for the hold; they are let go by letting
+  that thread end, and the kernel detaches them in one pass, as it does
+  should tfnative die (even ``kill -9``) while it holds them: they run on,
+  with no signal left pending (``Frozen``).
+* A signal that arrives while a thread is held reaches it after the detach,
+  so the target loses nothing.
 * A process that was stopped (job control) stays stopped after the detach.
-* ``/proc/PID/task`` is listed again until no new thread shows up: a thread
-  created while the others were being seized is seized too.
+* A thread created while the others were being seized is seized too: the
+  hold ends only when the process has no thread it does not hold.
 
 Linux on x86-64 only: ``Unsupported`` elsewhere, and the caller uses gdb.
 """
@@ -24,6 +26,7 @@ import os
 import platform
 import signal
 import struct
+import threading
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
@@ -32,10 +35,9 @@ from ..core.memory import USER_SPACE_END
 from ..errors import PtraceRefused, Unsupported
 from .vmread import Batch
 
-__all__ = ["Frozen", "Memory", "REGISTERS", "ensure_not_stopped", "read_exact"]
+__all__ = ["Frozen", "Memory", "REGISTERS", "ensure_not_stopped", "read_exact", "stack_words"]
 
 PTRACE_GETREGS = 12
-PTRACE_DETACH = 17
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207
 PTRACE_EVENT_STOP = 128
@@ -46,10 +48,6 @@ REGISTERS = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8",
              "rsi", "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base",
              "ds", "es", "fs", "gs")
 
-
-# waitpid's status for the stop PTRACE_INTERRUPT causes (event, signal byte, stopped marker), masked as
-# ``_take`` masks it: (PTRACE_EVENT_STOP << 16) | (SIGTRAP << 8) | 0x7f, any group-stop signal aside.
-_INTERRUPT_STOP = (PTRACE_EVENT_STOP << 16) | 0x7F
 
 _call: Optional[Callable[[int, int, int, int], int]] = None
 
@@ -76,7 +74,14 @@ def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
 
 
 PAGE = 4096
-_RSP_AT, _FS_BASE_AT = 8 * REGISTERS.index("rsp"), 8 * REGISTERS.index("fs_base")
+_STACK_WORDS = struct.Struct("<%dxQ%dxQ" % (8 * REGISTERS.index("rsp"),
+                                            8 * (REGISTERS.index("fs_base") - REGISTERS.index("rsp") - 1)))
+
+
+def stack_words(raw: bytes) -> Tuple[int, int]:
+    """(rsp, fs_base) of a thread from its raw ``user_regs_struct``: what the hold needs to copy its stack."""
+    rsp, fs_base = _STACK_WORDS.unpack_from(raw)
+    return rsp, fs_base
 
 
 def read_exact(fd: int, addr: int, size: int) -> bytes:
@@ -247,43 +252,95 @@ class Memory:
             self.fd = -1
 
 
-def _zombie(pid: int, tid: int) -> bool:
-    """Whether thread ``tid`` of ``pid`` has exited and waits to be reaped (state Z)."""
-    return procfs.state(pid, tid) == "Z"
+REGS_SIZE = 8 * len(REGISTERS)
 
 
 class Frozen:
-    """``with Frozen(pid) as f:`` every thread of ``pid`` is stopped; ``f.regs[tid]`` holds its registers."""
+    """Every thread of a process stopped, its registers read: ``Frozen(pid).hold(while_held)`` runs
+    ``while_held(frozen)`` while they are, and returns once they run again; ``frozen.regs[tid]`` holds each
+    one's registers.
+
+    ptrace ties a tracee to the thread that seized it, and the threads are
+    traced by a thread of ours made for the hold, ``tfnative-hold``: it seizes
+    them (which stops nothing), stops them all, reads each one's registers,
+    runs ``while_held`` and ends.  The kernel detaches every tracee of a tracer
+    that exits, in one pass ("If the tracer dies, all tracees are
+    automatically detached and restarted, unless they were in group-stop",
+    ptrace(2)), where one ``PTRACE_DETACH`` a thread made the last one wait
+    ~10 µs for each one before it in this VM; and the thread that held them
+    lets them go itself, with no wake-up of another thread in between.  That
+    pass leaves a stopping signal where it was, so a thread stopped for a
+    signal gets it, and a process stopped by job control stays stopped.  It
+    is also what happens should tfnative die while it holds them.
+
+    A thread's registers are read as soon as it is in a ptrace stop, with no
+    ``waitpid`` first: the stop the interrupt causes is the usual one, and
+    only a thread not there yet (still on its way, or gone) is waited for.
+    """
 
     def __init__(self, pid: int) -> None:
         if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
             raise Unsupported("the gdb-free snapshot reads x86-64 Linux registers only")
         self.pid = pid
-        self.held: Dict[int, int] = {}  # tid -> signal to hand back at the detach (0: none)
-        self.raw: Dict[int, bytes] = {}  # tid -> its user_regs_struct as read while held (``regs`` after)
-        self.running: Set[int] = set()  # seized, not seen stopped yet
-        self._regs: Optional[Dict[int, Dict[str, int]]] = None
-        self._buf = ctypes.create_string_buffer(8 * len(REGISTERS))
+        self.held: Dict[int, int] = {}  # tid -> the signal it stopped for (0: none), in the order seized
+        self.order: List[int] = []  # the threads whose registers were read, in ``words``' order
         self.exited: Set[int] = set()  # zombie threads: the leader after pthread_exit
-        self.started = 0.0  # time.monotonic() as the first thread was taken
-        self.held_s = 0.0  # from then to the last thread's release
+        self.started = 0.0  # time.monotonic() as the first thread was stopped
+        self.held_s = 0.0  # from then to the release
+        self._regs: Optional[Dict[int, Dict[str, int]]] = None
+        self._area = ctypes.create_string_buffer(0)  # user_regs_struct after user_regs_struct, ``order``'s
+        self._tracer_tid = 0
+        self._error: Optional[BaseException] = None
 
-    def __enter__(self) -> Frozen:
+    def hold(self, while_held: Callable[[Frozen], None]) -> None:
+        """Stop every thread, run ``while_held(self)`` on the tracer thread, let them go.  Returns once they
+        are let go, or raises there what the hold or ``while_held`` raised."""
+        tracer = threading.Thread(target=self._trace, args=(while_held,), name="tfnative-hold", daemon=True)
+        tracer.start()
+        try:
+            tracer.join()
+        finally:  # Ctrl-C here: the hold ends on its own, in milliseconds; it is waited for all the same
+            while tracer.is_alive():
+                tracer.join(0.05)
+            self._gone()
+        if self._error is not None:
+            raise self._error
+
+    def _trace(self, while_held: Callable[[Frozen], None]) -> None:
+        """The tracer thread: seize, hold, ``while_held``; its end detaches every thread it held."""
+        self._tracer_tid = threading.get_native_id()
         try:
             self._seize_all()  # PTRACE_SEIZE stops nothing: done before the hold, which it does not lengthen
             self.started = time.monotonic()
             self._hold_all()
-        except BaseException:
-            self.release()
-            raise
-        return self
+            while_held(self)
+        except BaseException as exc:  # noqa: BLE001 - raised again by hold(), on the caller's thread
+            self._error = exc
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    def _gone(self) -> None:
+        """Wait until the tracer thread has left the kernel's thread list (``join`` returns before its exit
+        itself): its tracees are detached then."""
+        if self._tracer_tid:
+            gone = "/proc/self/task/%d" % self._tracer_tid
+            deadline = time.monotonic() + 5.0
+            while os.path.exists(gone) and time.monotonic() < deadline:
+                time.sleep(0.0001)
+        if self.started and not self.held_s:
+            self.held_s = time.monotonic() - self.started
+
+    @property
+    def raw(self) -> Dict[int, bytes]:
+        """tid -> its user_regs_struct as read in the hold."""
+        area = self._area.raw
+        return {tid: area[k * REGS_SIZE: (k + 1) * REGS_SIZE] for k, tid in enumerate(self.order)}
+
+    def words(self) -> memoryview:
+        """The registers read in the hold as 64-bit words: ``len(REGISTERS)`` a thread, in ``order``."""
+        return memoryview(self._area).cast("B")[: len(self.order) * REGS_SIZE].cast("Q")
 
     @property
     def tids(self) -> List[int]:
-        return sorted(self.raw, key=lambda t: (t != self.pid, t))
+        return sorted(self.order, key=lambda t: (t != self.pid, t))
 
     @property
     def regs(self) -> Dict[int, Dict[str, int]]:
@@ -293,11 +350,6 @@ class Frozen:
             fmt = "<%dQ" % len(REGISTERS)
             self._regs = {tid: dict(zip(REGISTERS, struct.unpack(fmt, raw))) for tid, raw in self.raw.items()}
         return self._regs
-
-    def stack_pointers(self) -> List[Tuple[int, int]]:
-        """(rsp, fs_base) of each held thread, from its raw copy: what the hold needs to copy its stack."""
-        word = struct.Struct("<Q").unpack_from
-        return [(word(raw, _RSP_AT)[0], word(raw, _FS_BASE_AT)[0]) for raw in self.raw.values()]
 
     def _list(self) -> List[int]:
         try:
@@ -312,18 +364,32 @@ class Frozen:
         except OSError as exc:
             if exc.errno == errno.ESRCH:  # it exited meanwhile
                 return False
-            if exc.errno == errno.EPERM and _zombie(self.pid, tid):
-                self.exited.add(tid)  # a leader gone by pthread_exit: its threads live on
-                return False
+            if exc.errno == errno.EPERM:  # the kernel refuses an exiting thread too
+                state = procfs.state(self.pid, tid)
+                if state == "Z":
+                    self.exited.add(tid)  # a leader gone by pthread_exit: its threads live on
+                    return False
+                if state in (None, "X"):
+                    return False  # it was exiting, and is gone now
             raise PtraceRefused("ptrace(PTRACE_SEIZE, %d): %s" % (tid, exc.strerror)) from None
         self.held[tid] = 0
-        self.running.add(tid)
         return True
 
     def _seize_all(self) -> None:
-        for tid in self._list():
+        """Seize every thread, the last listed first: the kernel's pass at the tracer's exit lets go of the
+        last seized first, so that the first thread stopped (the one that waits longest) is let go first."""
+        for tid in reversed(self._list()):
             if tid not in self.held and tid not in self.exited:
                 self._seize(tid)
+        self._room(len(self.held))
+
+    def _room(self, count: int) -> None:
+        """Room in the registers' area for ``count`` threads (made before the hold; grown only for threads
+        started during it)."""
+        if len(self._area) < count * REGS_SIZE:
+            area = ctypes.create_string_buffer((count + 64) * REGS_SIZE)
+            ctypes.memmove(area, self._area, len(self.order) * REGS_SIZE)
+            self._area = area
 
     def _interrupt(self, tids: List[int]) -> None:
         call = _ptrace_call()
@@ -332,85 +398,60 @@ class Frozen:
 
     def _hold_all(self) -> None:
         """Stop every seized thread and read its registers as soon as it has stopped; then the threads
-        started meanwhile, until ``/proc/PID/task`` shows no new one."""
-        pending = list(self.held)
+        started meanwhile, until the process has no thread that is not held."""
+        pending = list(reversed(self.held))  # stopped in the order listed
         self._interrupt(pending)
         for _round in range(100):
             self._take(pending)
+            if procfs.num_threads(self.pid) == len(self.held) + len(self.exited):
+                return  # every thread the process has is held (or a zombie leader): no listing in the hold
             new = [t for t in self._list() if t not in self.held and t not in self.exited]
             if not new:
                 return
             pending = [t for t in new if self._seize(t)]
+            self._room(len(self.order) + len(pending))
             self._interrupt(pending)
         raise Unsupported("the threads of process %d keep changing" % self.pid)
 
     def _take(self, tids: List[int]) -> None:
-        """Wait for each interrupted thread's stop and read its registers.  The target waits on this loop:
-        the usual stop (the interrupt's event stop) is told by one comparison, anything else goes to
-        ``_wait_stop``."""
-        waitpid, held, running, raw = os.waitpid, self.held, self.running, self.raw
+        """Read each interrupted thread's registers into the area as soon as it is stopped.  The target
+        waits on this loop: the usual thread is stopped by now and costs one system call; one that is not
+        (still on its way to the stop, or gone) is waited for (``_wait_stop``)."""
         call = _ptrace_call()
-        buf = self._buf
-        where = ctypes.addressof(buf)
+        order, held = self.order, self.held
+        base = ctypes.addressof(self._area)
         for tid in tids:
-            try:
-                status = waitpid(tid, WALL)[1]
-            except ChildProcessError:
-                status = -1
-            if status & 0xFFFF00FF != _INTERRUPT_STOP:
-                self._wait_stop(tid, status)
-            running.discard(tid)
-            if tid not in held:
-                continue
+            where = base + len(order) * REGS_SIZE
             if call(PTRACE_GETREGS, tid, 0, where) == -1:
-                err = ctypes.get_errno()
-                if err != errno.ESRCH:
-                    raise Unsupported("ptrace(PTRACE_GETREGS, %d): %s" % (tid, os.strerror(err)))
-                held.pop(tid, None)  # it exited meanwhile
-                continue
-            raw[tid] = buf.raw
+                self._wait_stop(tid)
+                if tid not in held:
+                    continue
+                if call(PTRACE_GETREGS, tid, 0, where) == -1:
+                    err = ctypes.get_errno()
+                    if err != errno.ESRCH:
+                        raise Unsupported("ptrace(PTRACE_GETREGS, %d): %s" % (tid, os.strerror(err)))
+                    held.pop(tid, None)  # it exited meanwhile
+                    continue
+            order.append(tid)
 
-    def _wait_stop(self, tid: int, status: Optional[int] = None) -> None:
-        """Wait until ``tid`` is stopped (``status``: what a first ``waitpid`` gave; -1: it is no child of
-        ours); a thread that exited is dropped, a signal it stopped for is kept for the detach."""
+    def _wait_stop(self, tid: int) -> None:
+        """Wait until ``tid`` is stopped; a thread that exited is dropped, a signal it stopped for is noted
+        (the detach leaves it to the thread)."""
         while True:
-            if status is None:
-                try:
-                    status = os.waitpid(tid, WALL)[1]
-                except ChildProcessError:
-                    status = -1
-            if status == -1:
+            try:
+                status = os.waitpid(tid, WALL)[1]
+            except ChildProcessError:  # no tracee of ours: gone
                 self.held.pop(tid, None)
                 return
             if os.WIFEXITED(status) or os.WIFSIGNALED(status):
                 self.held.pop(tid, None)
                 return
             if not os.WIFSTOPPED(status):
-                status = None
                 continue
             sig = os.WSTOPSIG(status)
-            if status >> 16 == PTRACE_EVENT_STOP:
-                return  # the interrupt (or a group stop): the thread is held
-            # A signal on its way to the thread: keep it for the detach.  The
-            # thread is stopped now, which is all we need.
-            if sig != signal.SIGTRAP:
-                self.held[tid] = sig
+            if status >> 16 != PTRACE_EVENT_STOP and sig != signal.SIGTRAP:
+                self.held[tid] = sig  # a signal on its way to the thread: it is stopped now, all we need
             return
-
-    def release(self) -> None:
-        """Detach every held thread (idempotent); a held signal goes back to its thread.  A thread seized but
-        not stopped yet (an error came between) is stopped first: only a stopped tracee can be detached."""
-        if self.running:
-            self._interrupt(list(self.running))
-            for tid in list(self.running):
-                self._wait_stop(tid)
-            self.running.clear()
-        call = _ptrace_call()
-        for tid, sig in self.held.items():
-            call(PTRACE_DETACH, tid, 0, sig)  # fails only for a thread gone meanwhile
-        self.held.clear()
-        if self.started and not self.held_s:
-            self.held_s = time.monotonic() - self.started
 
     def thread_name(self, tid: int) -> str:
         return procfs.comm(self.pid, tid)

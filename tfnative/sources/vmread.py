@@ -22,6 +22,7 @@ import errno
 import mmap
 import os
 from array import array
+from itertools import accumulate
 from typing import Callable, List, Optional, Tuple, Union
 
 __all__ = ["Batch", "IOV_MAX", "spare"]
@@ -60,11 +61,9 @@ class Batch:
         self.pid = pid
         self.whole = whole
         self.ranges = [(s, e) for s, e in ranges if 0 < s < e]
-        self.offsets: List[int] = []
-        total = 0
-        for s, e in self.ranges:
-            self.offsets.append(total)
-            total += e - s
+        sizes = [e - s for s, e in self.ranges]
+        self.offsets: List[int] = list(accumulate(sizes, initial=0))
+        total = self.offsets.pop()
         # Where the bytes go.  A page of our own memory touched for the first time costs a fault (several
         # microseconds in a VM), so a batch planned before the hold gets its buffer now, touched, and a batch
         # planned in the hold takes a buffer touched before it (``spare``); one that does not fit there goes
@@ -77,13 +76,18 @@ class Batch:
         else:
             self.data = mmap.mmap(-1, max(total, 1))
         self.done = [0] * len(self.ranges)
-        self._local = array("Q")
-        self._remote = array("Q")
+        # The iovec arrays, (address, length) pairs: made with whole-array operations, for a batch built in the
+        # hold (a thousand stacks).
+        count = len(self.ranges)
+        self._local = array("Q", bytes(16 * count))
+        self._remote = array("Q", bytes(16 * count))
         if self.ranges:
             base = ctypes.addressof((ctypes.c_char * total).from_buffer(self.data))
-            for (s, e), off in zip(self.ranges, self.offsets):
-                self._remote.extend((s, e - s))
-                self._local.extend((base + off, e - s))
+            lengths = array("Q", sizes)
+            self._remote[0::2] = array("Q", [s for s, _e in self.ranges])
+            self._remote[1::2] = lengths
+            self._local[0::2] = array("Q", [base + off for off in self.offsets])
+            self._local[1::2] = lengths
 
     def without(self, spans: List[Tuple[int, int]]) -> Batch:
         """This batch less its ranges that lie wholly inside one of ``spans`` (another batch of the same
