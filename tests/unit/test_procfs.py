@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -39,6 +40,7 @@ def test_threads_states_and_names():
         assert procfs.comm(os.getpid()) == os.path.basename(sys.executable)[:15]
         assert procfs.tracer(os.getpid()) == 0
         assert procfs.status(os.getpid())["Pid"] == str(os.getpid())
+        assert procfs.num_threads(os.getpid()) == len(procfs.tids(os.getpid()))
     finally:
         stop.set()
         t.join()
@@ -66,3 +68,40 @@ def test_a_stopped_then_gone_process():
     assert procfs.cmdline(child.pid) == []
     with pytest.raises(ProcessLookupError):
         procfs.tids(child.pid)
+    assert procfs.num_threads(child.pid) is None
+
+
+def test_the_tracer_is_the_tracing_threads_process():
+    """TracerPid names the thread that traces; ``tracer`` gives its process (``stack``'s hold traces from a
+    thread of its own)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = (ctypes.c_long, ctypes.c_long, ctypes.c_size_t, ctypes.c_size_t)
+    seen = {}
+    done = threading.Event()
+
+    def trace() -> None:
+        seen["seize"] = libc.ptrace(0x4206, child.pid, 0, 0)  # PTRACE_SEIZE: stops nothing
+        seen["tid"] = threading.get_native_id()
+        seen["tracer"] = procfs.tracer(child.pid)
+        done.wait(10)  # its end detaches the child
+
+    try:
+        t = threading.Thread(target=trace)
+        t.start()
+        while "tracer" not in seen and t.is_alive():
+            time.sleep(0.01)
+        assert seen["seize"] == 0, os.strerror(ctypes.get_errno())
+        assert seen["tid"] != os.getpid()
+        assert int(procfs.status(child.pid)["TracerPid"]) == seen["tid"]
+        assert seen["tracer"] == procfs.tracer(child.pid) == os.getpid()
+        done.set()
+        t.join()
+        deadline = time.monotonic() + 10
+        while procfs.tracer(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procfs.tracer(child.pid) == 0 and procfs.state(child.pid) in ("S", "R")
+    finally:
+        done.set()
+        child.kill()
+        child.wait()

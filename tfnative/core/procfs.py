@@ -52,9 +52,10 @@ def state(pid: int, tid: Optional[int] = None) -> Optional[str]:
 
 def num_threads(pid: int) -> Optional[int]:
     """How many threads the process has (``stat`` field 20: one small read, where listing
-    ``/proc/PID/task`` of a thousand threads takes milliseconds); None when gone."""
+    ``/proc/PID/task`` of a thousand threads takes milliseconds); None when gone.  Read from the leader's
+    own ``task/PID/stat``: the process's ``stat`` adds up every thread's times first."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
+        with open("/proc/%d/task/%d/stat" % (pid, pid), "rb") as f:
             return int(f.read().rsplit(b")", 1)[1].split()[17])
     except (OSError, IndexError, ValueError):
         return None
