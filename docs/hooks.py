@@ -40,7 +40,10 @@ def _main() -> Any:
 
 def commands() -> List[str]:
     """Every command of ``tfnative`` (each must have a page with its options marker)."""
-    return sorted(_main().commands)
+    import click
+
+    main = _main()
+    return sorted(main.list_commands(click.Context(main, info_name="tfnative")))
 
 
 def _cell(text: str) -> str:
@@ -86,8 +89,9 @@ def options_table(name: str) -> str:
     import click
 
     main = _main()
-    cmd = main.commands[name]
-    ctx = click.Context(cmd, info_name=name, parent=click.Context(main, info_name="tfnative"))
+    parent = click.Context(main, info_name="tfnative")
+    cmd = main.get_command(parent, name)
+    ctx = click.Context(cmd, info_name=name, parent=parent)
     lines = ["```", cmd.get_usage(ctx), "```", ""]
     args = [p for p in cmd.params if isinstance(p, click.Argument)]
     if args:

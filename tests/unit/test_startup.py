@@ -61,5 +61,6 @@ def test_stack_of_a_pid_loads_neither_the_attach_loop_nor_gdb_nor_psutil():
     unwanted = [m for m in mods if m.startswith(("tfnative.attach", "tfnative.gdb.", "tfnative.corefile",
                                                   "tfnative.output.merge", "tfnative.snapshot.withgdb"))
                 and m != "tfnative.gdb.options"  # GdbOptions, the options' plain record: gdb's machinery is not
-                or m in ("psutil", "pygdbmi", "socket", "tfnative_gdb")]
+                or m in ("psutil", "pygdbmi", "socket", "tfnative_gdb")
+                or m in ("tfnative.cli.attach", "tfnative.cli.build", "tfnative.cli.core", "tfnative.cli.merge")]
     assert unwanted == []

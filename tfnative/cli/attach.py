@@ -271,9 +271,3 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
     _run(go)
 
 
-
-
-def register(main: click.Group) -> None:
-    """Add ``tfnative attach`` and ``tfnative report`` to the command group."""
-    main.add_command(attach)
-    main.add_command(report)

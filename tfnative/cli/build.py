@@ -101,13 +101,6 @@ def doctor_cmd(paths: Tuple[str, ...], python: str, every: bool, source_dirs: Tu
     _run(go)
 
 
-def register(main: click.Group) -> None:
-    """Add the build helpers to ``tfnative``'s command group."""
-    main.add_command(presets_cmd)
-    main.add_command(bazelrc_cmd)
-    main.add_command(doctor_cmd)
-
-
 def _system(paths: Tuple[str, ...], python: str, as_json: bool) -> int:
     """``doctor --system``: one line per check; 1 when one says what to fix."""
     from ..toolchain.selfcheck import system_checks

@@ -76,7 +76,3 @@ def core_cmd(core_path: str, executable: Optional[str], sysroot: Optional[str], 
 
     run_command(go)
 
-
-def register(main: click.Group) -> None:
-    """Add ``tfnative core`` to the command group."""
-    main.add_command(core_cmd)

@@ -84,7 +84,3 @@ def _pictures(docs: List[Document], html_path: Optional[str], speedscope_path: O
     write_pictures(docs, title, html_path, speedscope_path, all_threads)
     return iter(docs)
 
-
-def register(main: click.Group) -> None:
-    """Add ``merge`` to ``tfnative``'s command group."""
-    main.add_command(merge_cmd)

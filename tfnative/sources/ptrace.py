@@ -23,7 +23,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import signal
 import struct
 import threading
@@ -279,7 +278,8 @@ class Frozen:
     """
 
     def __init__(self, pid: int) -> None:
-        if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        system = os.uname()
+        if system.sysname != "Linux" or system.machine != "x86_64":
             raise Unsupported("the gdb-free snapshot reads x86-64 Linux registers only")
         self.pid = pid
         self.held: Dict[int, int] = {}  # tid -> the signal it stopped for (0: none), in the order seized
