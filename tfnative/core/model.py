@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Sequence, Tuple, Union, get_args
+from typing import Any, Callable, ClassVar, Dict, List, Literal, NamedTuple, Optional, Sequence, Tuple, Union, get_args
 
 __all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
            "Triage", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event", "Document",
@@ -71,9 +71,10 @@ def _as_list(value: Any) -> List[Any]:
     return list(value or [])
 
 
-@dataclass(frozen=True)
-class _Key:
-    """One JSON key of a model class: where it is, when it is written, how it is read."""
+class _Key(NamedTuple):
+    """One JSON key of a model class: where it is, when it is written, how it is read (a NamedTuple: some
+    140 of them are made at every start, and a frozen dataclass costs several times as much to define and
+    to make)."""
 
     key: str  # the JSON key
     attr: str  # the attribute that holds it

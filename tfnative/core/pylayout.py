@@ -44,8 +44,7 @@ interpreter frame.  Debian's 3.14 and 3.15 are built with GCC without it (no
 untested.
 """
 
-from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 FRAME_OWNED_BY_CSTACK = 3  # 3.12, 3.13 (kept for the tests of those versions)
 ENTRY_OWNER_MIN = 3  # an owner >= this marks the interpreter's entry frame (3.12-3.15: see above)
@@ -53,8 +52,11 @@ STACKREF_TAG_BITS = 3
 STACKREF_INT_TAG = 3
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
+    """Where CPython keeps what the frame walk reads, for one interpreter build: offsets into its
+    structures (an immutable record: a NamedTuple, which costs a tenth of a frozen dataclass's 70 generated
+    fields to define at every start)."""
+
     version: Tuple[int, int]
     chain: str  # "frameobject" | "entry_flag" | "cstack_shim"
     runtime_interpreters_head: int
