@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
@@ -149,7 +149,7 @@ def bench_merge(pid: int, runs: int, tmp: str) -> List[Tuple[int, int, List[floa
 
 def bench_holds(pids: List[int], runs: int) -> Dict[int, List[Tuple[float, float, float]]]:
     """(wall, longest hold, median hold) of ``multistack.run_many`` in this process, per pool size; a
-    hold is the time from ``ptrace.Frozen``'s enter to its exit (every thread of the process stopped)."""
+    hold is ``ptrace.Frozen``'s ``held_s``: from the first thread stopped to the last let go."""
     import io
 
     from tfnative.snapshot import many as multistack
@@ -157,17 +157,15 @@ def bench_holds(pids: List[int], runs: int) -> Dict[int, List[Tuple[float, float
     from tfnative.sources import ptrace
 
     holds: List[float] = []
-    enter, leave = ptrace.Frozen.__enter__, ptrace.Frozen.__exit__
+    hold = ptrace.Frozen.hold
 
-    def timed_enter(self: ptrace.Frozen) -> ptrace.Frozen:
-        self._bench_t0 = time.perf_counter()  # type: ignore[attr-defined]
-        return enter(self)
+    def timed_hold(self: ptrace.Frozen, while_held: Callable[[ptrace.Frozen], None]) -> None:
+        try:
+            hold(self, while_held)
+        finally:
+            holds.append(self.held_s)
 
-    def timed_exit(self: ptrace.Frozen, *exc: object) -> None:
-        leave(self, *exc)
-        holds.append(time.perf_counter() - self._bench_t0)  # type: ignore[attr-defined]
-
-    ptrace.Frozen.__enter__, ptrace.Frozen.__exit__ = timed_enter, timed_exit  # type: ignore[method-assign]
+    ptrace.Frozen.hold = timed_hold  # type: ignore[method-assign]
     defaults = multistack.snapshot_all.__defaults__
     out: Dict[int, List[Tuple[float, float, float]]] = {}
     try:
@@ -179,7 +177,7 @@ def bench_holds(pids: List[int], runs: int) -> Dict[int, List[Tuple[float, float
                 multistack.run_many(Selection(pids=tuple(pids)), StackOptions(), io.StringIO(), io.StringIO())
                 out.setdefault(jobs, []).append((time.perf_counter() - t0, max(holds), statistics.median(holds)))
     finally:
-        ptrace.Frozen.__enter__, ptrace.Frozen.__exit__ = enter, leave  # type: ignore[method-assign]
+        ptrace.Frozen.hold = hold  # type: ignore[method-assign]
         multistack.snapshot_all.__defaults__ = defaults
     return {jobs: rows[1:] for jobs, rows in out.items()}
 

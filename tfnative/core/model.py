@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, List, Literal, NamedTuple, Optional, Sequence, Tuple, Union, get_args
+from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Sequence, Tuple, Union, get_args
 
 __all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
            "Triage", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event", "Document",
@@ -71,19 +71,29 @@ def _as_list(value: Any) -> List[Any]:
     return list(value or [])
 
 
-class _Key(NamedTuple):
-    """One JSON key of a model class: where it is, when it is written, how it is read (a NamedTuple: some
-    140 of them are made at every start, and a frozen dataclass costs several times as much to define and
-    to make)."""
+class _Key:
+    """One JSON key of a model class: where it is, when it is written, how it is read.
 
-    key: str  # the JSON key
-    attr: str  # the attribute that holds it
-    doc: Rule = _is_set  # when ``to_json`` writes it
-    wire: Rule = _never  # when ``capture_json`` (the capture's wire form) writes it
-    load: Callable[[Any], Any] = _same  # the JSON value (None where absent) -> the attribute's value
-    read: bool = True  # False: derived (written, never read), or the same attribute at a second place
-    required: bool = False  # from_json: a KeyError where the key is absent
-    get: Optional[Callable[[Any], Any]] = None  # the value written, where it is not the attribute's
+    A plain class with slots: some 140 rows are made at every start, where a frozen dataclass costs
+    milliseconds to define, and its attributes are read for every key of every object written or read,
+    where a NamedTuple's are slower to read."""
+
+    __slots__ = ("key", "attr", "doc", "wire", "load", "read", "required", "get")
+
+    def __init__(self, key: str, attr: str, doc: Rule = _is_set, wire: Rule = _never,
+                 load: Callable[[Any], Any] = _same, read: bool = True, required: bool = False,
+                 get: Optional[Callable[[Any], Any]] = None) -> None:
+        self.key = key  # the JSON key
+        self.attr = attr  # the attribute that holds it
+        self.doc = doc  # when ``to_json`` writes it
+        self.wire = wire  # when ``capture_json`` (the capture's wire form) writes it
+        self.load = load  # the JSON value (None where absent) -> the attribute's value
+        self.read = read  # False: derived (written, never read), or the same attribute at a second place
+        self.required = required  # from_json: a KeyError where the key is absent
+        self.get = get  # the value written, where it is not the attribute's
+
+    def __repr__(self) -> str:
+        return "_Key(%r, %r)" % (self.key, self.attr)
 
 
 def _k(key: str, attr: Optional[str] = None, doc: Rule = _is_set, wire: Rule = _never, **more: Any) -> _Key:

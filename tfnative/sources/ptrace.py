@@ -34,12 +34,11 @@ from ..core.memory import USER_SPACE_END
 from ..errors import PtraceRefused, Unsupported
 from .vmread import Batch
 
-__all__ = ["Frozen", "Memory", "REGISTERS", "ensure_not_stopped", "read_exact", "stack_words"]
+__all__ = ["Frozen", "Memory", "REGISTERS", "ensure_not_stopped", "read_exact"]
 
 PTRACE_GETREGS = 12
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207
-PTRACE_EVENT_STOP = 128
 WALL = 0x40000000
 
 # struct user_regs_struct (x86-64), in order.
@@ -73,14 +72,6 @@ def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
 
 
 PAGE = 4096
-_STACK_WORDS = struct.Struct("<%dxQ%dxQ" % (8 * REGISTERS.index("rsp"),
-                                            8 * (REGISTERS.index("fs_base") - REGISTERS.index("rsp") - 1)))
-
-
-def stack_words(raw: bytes) -> Tuple[int, int]:
-    """(rsp, fs_base) of a thread from its raw ``user_regs_struct``: what the hold needs to copy its stack."""
-    rsp, fs_base = _STACK_WORDS.unpack_from(raw)
-    return rsp, fs_base
 
 
 def read_exact(fd: int, addr: int, size: int) -> bytes:
@@ -282,7 +273,7 @@ class Frozen:
         if system.sysname != "Linux" or system.machine != "x86_64":
             raise Unsupported("the gdb-free snapshot reads x86-64 Linux registers only")
         self.pid = pid
-        self.held: Dict[int, int] = {}  # tid -> the signal it stopped for (0: none), in the order seized
+        self.held: Dict[int, None] = {}  # the threads seized and not seen gone, in the order seized
         self.order: List[int] = []  # the threads whose registers were read, in ``words``' order
         self.exited: Set[int] = set()  # zombie threads: the leader after pthread_exit
         self.started = 0.0  # time.monotonic() as the first thread was stopped
@@ -372,7 +363,7 @@ class Frozen:
                 if state in (None, "X"):
                     return False  # it was exiting, and is gone now
             raise PtraceRefused("ptrace(PTRACE_SEIZE, %d): %s" % (tid, exc.strerror)) from None
-        self.held[tid] = 0
+        self.held[tid] = None
         return True
 
     def _seize_all(self) -> None:
@@ -435,8 +426,8 @@ class Frozen:
             order.append(tid)
 
     def _wait_stop(self, tid: int) -> None:
-        """Wait until ``tid`` is stopped; a thread that exited is dropped, a signal it stopped for is noted
-        (the detach leaves it to the thread)."""
+        """Wait until ``tid`` is stopped (an interrupt stop, a group stop, or a signal on its way to it,
+        which stays the thread's: the tracer's end leaves it where it is); a thread that exited is dropped."""
         while True:
             try:
                 status = os.waitpid(tid, WALL)[1]
@@ -446,12 +437,8 @@ class Frozen:
             if os.WIFEXITED(status) or os.WIFSIGNALED(status):
                 self.held.pop(tid, None)
                 return
-            if not os.WIFSTOPPED(status):
-                continue
-            sig = os.WSTOPSIG(status)
-            if status >> 16 != PTRACE_EVENT_STOP and sig != signal.SIGTRAP:
-                self.held[tid] = sig  # a signal on its way to the thread: it is stopped now, all we need
-            return
+            if os.WIFSTOPPED(status):
+                return
 
     def thread_name(self, tid: int) -> str:
         return procfs.comm(self.pid, tid)
