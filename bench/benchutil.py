@@ -8,13 +8,17 @@ import sys
 from typing import List, Optional
 
 
-def longest_pause(gaps_file: str, start: float, end: float) -> float:
-    """The longest gap a target's ticker wrote to ``gaps_file`` (lines ``AT GAP``, monotonic seconds)
-    that began at or after ``start`` and ended by ``end`` (plus half a second): how long a tool held it."""
+def longest_pause(gaps_file: str, start: float, end: float, ticker: Optional[str] = None) -> float:
+    """The longest gap a target's ticker wrote to ``gaps_file`` (lines ``AT GAP [TICKER]``, monotonic seconds)
+    that began at or after ``start`` and ended by ``end`` (plus half a second): how long a tool held it.
+    ``ticker``: that ticker's gaps alone (a target with several)."""
     worst = 0.0
     with open(gaps_file) as f:
         for line in f:
-            at, gap = (float(x) for x in line.split())
+            fields = line.split()
+            at, gap = float(fields[0]), float(fields[1])
+            if ticker is not None and fields[2:3] != [ticker]:
+                continue
             if start <= at - gap and at <= end + 0.5:
                 worst = max(worst, gap)
     return worst

@@ -7,7 +7,7 @@ counts the process's threads in all: idle Python threads are added up to N.
 
 Two heartbeat threads, one started before the idle threads and one after, sleep
 1 ms in a loop; every gap over 5 ms is appended to GAPS_FILE as "END_MONOTONIC
-GAP_SECONDS": a debugger that stops the process shows up as a gap as long as it
+GAP_SECONDS first|last": a debugger that stops the process shows up as a gap as long as it
 held that thread.  A tool stops and lets go of threads one after another, in
 the order it lists them (the order they were started, for every tool measured):
 the first thread may wait longest (stopped first, while the others are being
@@ -24,14 +24,14 @@ def idle(event: threading.Event) -> None:
     event.wait()
 
 
-def heartbeat(path: str) -> None:
+def heartbeat(path: str, name: str) -> None:
     with open(path, "a", buffering=1) as out:
         last = time.monotonic()
         while True:
             time.sleep(0.001)
             now = time.monotonic()
             if now - last > 0.005:
-                out.write("%.6f %.6f\n" % (now, now - last))
+                out.write("%.6f %.6f %s\n" % (now, now - last, name))
             last = now
 
 
@@ -45,10 +45,10 @@ def main() -> None:
 
         tf.function(lambda x: tf.matmul(x, x))(tf.ones((64, 64))).numpy()
         n -= len(os.listdir("/proc/self/task")) + 1  # the heartbeats are one more
-    threading.Thread(target=heartbeat, args=(gaps,), name="heartbeat-first", daemon=True).start()
+    threading.Thread(target=heartbeat, args=(gaps, "first"), name="heartbeat-first", daemon=True).start()
     for i in range(n - 1):
         threading.Thread(target=idle, args=(stop,), name="idle-%d" % i, daemon=True).start()
-    threading.Thread(target=heartbeat, args=(gaps,), name="heartbeat", daemon=True).start()
+    threading.Thread(target=heartbeat, args=(gaps, "last"), name="heartbeat", daemon=True).start()
     with open(ready, "w") as f:
         f.write("ready")
     stop.wait()
