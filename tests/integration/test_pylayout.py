@@ -141,7 +141,7 @@ def test_offsets_match_the_interpreters_dwarf(version, tmp_path):
     ours = {name: getattr(layout, name) for name in exprs}
     assert ours == dwarf
     # every offset the layout defines for this version is checked, none is left out
-    unchecked = {f for f, v in vars(layout).items()
+    unchecked = {f for f, v in layout._asdict().items()
                  if isinstance(v, int) and not isinstance(v, bool) and f not in exprs and f != "dict_values_offset"}
     assert unchecked == set()
 
@@ -208,6 +208,6 @@ def test_published_offsets_match_the_dwarf(version, tmp_path):
     exprs = dict(COMMON, **PER_VERSION_PUBLISHED[version])
     dwarf = dwarf_offsets(dwarf_file, exprs, tmp_path)
     assert {name: getattr(layout, name) for name in exprs} == dwarf
-    unchecked = {f for f, v in vars(layout).items()
+    unchecked = {f for f, v in layout._asdict().items()
                  if isinstance(v, int) and not isinstance(v, bool) and f not in exprs and f != "dict_values_offset"}
     assert unchecked == set()
