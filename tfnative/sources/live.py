@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 from ..core import procfs
 from ..core.threads import namespace_tids
 from .base import ThreadRegs
-from .modules import Library, Mappings, anonymous_code, file_root, mapping_of_rows, of_pid, vdso_of
+from .modules import Library, Mappings, anonymous_code, file_root, of_pid, vdso_of
 from .ptrace import Memory
 
 
@@ -62,7 +62,7 @@ class LiveSource:
     def mappings(self) -> Mappings:
         """The mappings, sorted (made once, from the ``/proc/PID/maps`` read first)."""
         if self._mapping is None:
-            self._mapping = mapping_of_rows(self._maps())
+            self._mapping = Mappings(self._maps())
         return self._mapping
 
     def threads(self) -> List[ThreadRegs]:

@@ -166,11 +166,6 @@ class Mappings:
         return self.spans[k] if k >= 0 and addr < self.spans[k][1] else None
 
 
-def mapping_of_rows(rows: List[procfs.Mapping]) -> Mappings:
-    """``mapping(address)``: the (start, end) of the mapping holding an address (None: none)."""
-    return Mappings(rows)
-
-
 def vdso_of(pid: int, memory: Memory) -> List[Library]:
     """The target's vDSO as a module (empty when it has none or it cannot be read)."""
     try:

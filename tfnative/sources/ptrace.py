@@ -24,7 +24,6 @@ import ctypes
 import errno
 import os
 import signal
-import struct
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
@@ -319,12 +318,6 @@ class Frozen:
         if self.started and not self.held_s:
             self.held_s = time.monotonic() - self.started
 
-    @property
-    def raw(self) -> Dict[int, bytes]:
-        """tid -> its user_regs_struct as read in the hold."""
-        area = self._area.raw
-        return {tid: area[k * REGS_SIZE: (k + 1) * REGS_SIZE] for k, tid in enumerate(self.order)}
-
     def words(self) -> memoryview:
         """The registers read in the hold as 64-bit words: ``len(REGISTERS)`` a thread, in ``order``."""
         return memoryview(self._area).cast("B")[: len(self.order) * REGS_SIZE].cast("Q")
@@ -335,11 +328,13 @@ class Frozen:
 
     @property
     def regs(self) -> Dict[int, Dict[str, int]]:
-        """tid -> its registers by name; made from the raw copies on first use (after the hold, where it costs
-        the target nothing)."""
+        """tid -> its registers by name; made from the registers' area on first use (after the hold, where it
+        costs the target nothing)."""
         if self._regs is None:
-            fmt = "<%dQ" % len(REGISTERS)
-            self._regs = {tid: dict(zip(REGISTERS, struct.unpack(fmt, raw))) for tid, raw in self.raw.items()}
+            with self.words() as words:
+                values, count = words.tolist(), len(REGISTERS)
+            self._regs = {tid: dict(zip(REGISTERS, values[k * count: (k + 1) * count]))
+                          for k, tid in enumerate(self.order)}
         return self._regs
 
     def _list(self) -> List[int]:
