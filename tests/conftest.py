@@ -5,6 +5,13 @@ import os
 import pytest
 
 
+def pytest_addoption(parser):
+    """``--fuzz-minutes N``: run the fuzz suite (tests/fuzz) for about N minutes with a random seed (default: CI's
+    fixed seed and short budget; ``TFNATIVE_FUZZ_MINUTES`` does the same)."""
+    parser.addoption("--fuzz-minutes", default=None, metavar="N",
+                     help="tests/fuzz: generated input for about N minutes, random seed (default: CI's short run)")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _autograph_leftovers():
     """Every TensorFlow process a test kills (SIGKILL, a crash, a core) skips TensorFlow's atexit, which
