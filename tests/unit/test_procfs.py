@@ -1,16 +1,12 @@
-"""The /proc readers on this test's own process and a child in known states; no gdb."""
+"""The /proc readers on this test's own process; no gdb (the readers on a child in known states:
+``tests/integration/test_procfs_children.py``)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
-
-import pytest
 
 from tfnative.core import procfs
 
@@ -44,64 +40,3 @@ def test_threads_states_and_names():
     finally:
         stop.set()
         t.join()
-
-
-def test_a_stopped_then_gone_process():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "é b"])
-    try:
-        # Popen returns once the child exists, maybe before its exec: until then /proc shows no argv of its own
-        deadline = time.monotonic() + 10
-        while procfs.cmdline(child.pid)[-1:] != ["é b"] and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert procfs.cmdline(child.pid) == [sys.executable, "-c", "import time; time.sleep(60)", "é b"]
-        assert procfs.cmdline(child.pid, child.pid) == procfs.cmdline(child.pid)
-        os.kill(child.pid, signal.SIGSTOP)
-        deadline = time.monotonic() + 10
-        while procfs.state(child.pid) != "T" and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert procfs.state(child.pid) == "T"
-    finally:
-        child.kill()
-        child.wait()
-    assert procfs.state(child.pid) is None
-    assert procfs.comm(child.pid) == ""
-    assert procfs.cmdline(child.pid) == []
-    with pytest.raises(ProcessLookupError):
-        procfs.tids(child.pid)
-    assert procfs.num_threads(child.pid) is None
-
-
-def test_the_tracer_is_the_tracing_threads_process():
-    """TracerPid names the thread that traces; ``tracer`` gives its process (``stack``'s hold traces from a
-    thread of its own)."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.ptrace.argtypes = (ctypes.c_long, ctypes.c_long, ctypes.c_size_t, ctypes.c_size_t)
-    seen = {}
-    done = threading.Event()
-
-    def trace() -> None:
-        seen["seize"] = libc.ptrace(0x4206, child.pid, 0, 0)  # PTRACE_SEIZE: stops nothing
-        seen["tid"] = threading.get_native_id()
-        seen["tracer"] = procfs.tracer(child.pid)
-        done.wait(10)  # its end detaches the child
-
-    try:
-        t = threading.Thread(target=trace)
-        t.start()
-        while "tracer" not in seen and t.is_alive():
-            time.sleep(0.01)
-        assert seen["seize"] == 0, os.strerror(ctypes.get_errno())
-        assert seen["tid"] != os.getpid()
-        assert int(procfs.status(child.pid)["TracerPid"]) == seen["tid"]
-        assert seen["tracer"] == procfs.tracer(child.pid) == os.getpid()
-        done.set()
-        t.join()
-        deadline = time.monotonic() + 10
-        while procfs.tracer(child.pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert procfs.tracer(child.pid) == 0 and procfs.state(child.pid) in ("S", "R")
-    finally:
-        done.set()
-        child.kill()
-        child.wait()
