@@ -349,7 +349,7 @@ REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9",
 
 
 def registers(which: str = "selected") -> Dict[str, Any]:
-    """Each thread's registers in its newest frame (for tfnative's own unwinder, ``snapshot.py``)."""
+    """Each thread's registers in its newest frame (for tfnative's own unwinder, ``tfnative/snapshot/pipeline.py``)."""
     inferior = gdb.selected_inferior()
     result: Dict[str, Any] = {"pid": inferior.pid, "threads": []}
     with _selection_kept() as original:

@@ -1,6 +1,6 @@
 """What an ``attach`` session runs on: a script it launches, or a process that already runs (``--pid``).
 
-The loop (``attachloop.py``) is the same for both; a target says how gdb
+The loop (``attach/session.py``) is the same for both; a target says how gdb
 gets hold of the process (``start``), what the symbol loader starts from,
 what happens after the last hit, and how the session ends: a launched
 script is our child and runs to its end (its exit status is tfnative's); an

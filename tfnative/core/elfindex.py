@@ -1,7 +1,7 @@
 """A fast, cached index of the function symbols of an ELF file.
 
 gdb's minimal symbols of ``libtensorflow_cc.so.2`` cost it most of a
-``gdb -p`` (README, "Fast attach").  This module reads the same ``.symtab``
+``gdb -p`` (docs/design.md, "Fast attach on stock TensorFlow").  This module reads the same ``.symtab``
 (or ``.dynsym`` when the file is stripped) with ``mmap`` +
 ``struct.iter_unpack``, keeps only the function symbols, sorted by address,
 and caches the result (three flat arrays) so that a later run only maps it.  Names are not copied into the cache:

@@ -4,7 +4,7 @@ A source (a ptrace-held pid, gdb at a stop, a core file) gives the readers of
 ``tfnative.core`` one object with ``read(address, size) -> bytes``; a read
 that cannot be satisfied, or any address at or above ``USER_SPACE_END``,
 raises ``MemoryError``.  The sources: ``tfnative.sources.ptrace.Memory``
-(``/proc/PID/mem``), ``tfnative.sources.corefile.Core`` (a core's segments)
+(``/proc/PID/mem``), ``tfnative.corefile.reader.Core`` (a core's segments)
 and ``tfnative_gdb.capture.GdbMemory`` (gdb's inferior).  Every reader
 bounds its walks itself.
 """

@@ -514,7 +514,7 @@ def _threads(ds: Optional[List[Json]]) -> List[Thread]:
 @dataclass(slots=True)
 class Capture:
     """One capture of a process's threads, before the report: what ``-tfnative-capture`` answers over MI,
-    what ``snapshot.py`` and a core give, what an ``attach`` session sends ``stack --pid`` over its socket.
+    what ``snapshot/pipeline.py`` and a core give, what an ``attach`` session sends ``stack --pid`` over its socket.
 
     ``report.make_event`` makes the EVENT of it.  Its JSON (``to_json``/``from_json``) is the wire form
     of those edges, internal attributes included; it is no part of the document's schema.

@@ -1,7 +1,7 @@
 """One capture's threads: which Python thread state each OS thread runs, and its mixed stack.
 
 Shared by gdb's capture (``capture.py``) and tfnative's own unwinder
-(``tfnative/snapshot.py``): they differ in where native frames come from,
+(``tfnative/snapshot/pipeline.py``): they differ in where native frames come from,
 not in how a thread's Python frames are found, merged and ordered.
 """
 

@@ -15,7 +15,7 @@
    ``pyvenv.cfg``.
 
 Each rule only proposes a path; whether it is the file the process ran is
-``corecheck.py``'s question.
+``corefile/checks.py``'s question.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ host's installs: Python from ``Py_Version`` in the interpreter the core maps
 TensorFlow from the ``dist-info`` beside the ``tensorflow`` package the
 process loaded, read where that package is on this host (``--sysroot``
 applied).  The process's TensorFlow environment variables come from the
-strings at the top of its main stack (``coresource.py``).  The doctor's verdicts are given for the TensorFlow libraries
-the core maps whose file on this host is the one the process ran (checked
-by ``coresource.py``); the facts about this host are labelled as such.
+strings at the top of its main stack (``corefile/source.py``).  The doctor's
+verdicts are given for the TensorFlow libraries the core maps whose file on
+this host is the one the process ran (checked by ``corefile/source.py``); the facts
+about this host are labelled as such.
 """
 
 from __future__ import annotations

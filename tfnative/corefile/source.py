@@ -1,8 +1,8 @@
 """A core file as a snapshot source (``base.Source``): memory, threads' registers and mapped files.
 
-Where each mapped file is on this host is ``corepaths.py``'s rules
+Where each mapped file is on this host is ``corefile/paths.py``'s rules
 (``--sysroot``, the executable given, its interpreter prefix and venv);
-whether a file found there is the one the process ran is ``corecheck.py``'s
+whether a file found there is the one the process ran is ``corefile/checks.py``'s
 (build-id, else headers, else size).  A file that is missing or another
 build is named in a warning and never read: its frames get an address and a
 library name, never a name from the wrong file.
@@ -83,7 +83,7 @@ class CoreSource:
         self.core.locate = self._host.get  # pages left out of the core come from the checked files only
 
     def candidate(self, seen: str) -> str:
-        """Where a path the process saw is on this host (``corepaths.py``: the first that exists; not
+        """Where a path the process saw is on this host (``corefile/paths.py``: the first that exists; not
         checked)."""
         if self._host.get(seen):
             return self._host[seen]  # type: ignore[return-value]

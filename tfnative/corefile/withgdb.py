@@ -3,7 +3,7 @@
 gdb opens the core with ``set auto-solib-add off`` (no library's symbols are
 read by themselves) and gets symbols only for the libraries that the
 threads' pcs and stacks point into (``-tfnative-stack-code``), each with
-``add-symbol-file HOST -o BIAS`` from the file ``coresource.py`` checked
+``add-symbol-file HOST -o BIAS`` from the file ``corefile/source.py`` checked
 (so ``--sysroot``, the venv rule and the build-id check hold for gdb too);
 a huge library without DWARF (TensorFlow's) gets its CFI-only surrogate
 (``surrogate.py``) and its frames are named from our symbol index.  Then

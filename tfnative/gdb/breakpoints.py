@@ -8,7 +8,7 @@ says, at the end, which locations never resolved or never fired.
 
 ``--break-op TYPE`` adds an *op location* (``op TYPE``, what the user sees)
 and *dispatch locations* (internal: the device's Compute, see
-``tfops.py``); their gdb breakpoints are made by ``tfnative_gdb.opbreak``
+``gdb/ops.py``); their gdb breakpoints are made by ``tfnative_gdb.opbreak``
 and stop only for the op types asked for.
 
 Once gdb no longer follows the target's library loads (``gdb/symbols.py``'s

@@ -48,7 +48,7 @@ def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None, die_wit
         # No auto-loaded scripts (pretty-printers, python-gdb.py, libthread_db):
         # the capture needs none of them, and looking for them in every one of a
         # TensorFlow process's libraries is a measurable part of the attach
-        # (README, "Fast attach").  Stricter, not looser, than gdb's default:
+        # (docs/design.md, "Fast attach on stock TensorFlow").  Stricter, not looser, than gdb's default:
         # safe-path is untouched.
         "set auto-load off",
     ] + SymbolLoader.early_commands(opts.full_symbols)

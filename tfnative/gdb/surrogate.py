@@ -12,7 +12,7 @@ A *surrogate* is a small ELF file that gdb can load instead, with
   the objfile, and reads code from the live process, never from this file;
 * an empty ``.symtab``: every frame in the library shows as ``??`` in gdb,
   and ``ElfIndex.symbolize`` names it (breakpoints in such a library are
-  address breakpoints from the same index, see ``symbolload.py``).
+  address breakpoints from the same index, see ``gdb/symbols.py``).
 
 Surrogates are cached under ``cache_dir()/surrogate``, keyed by the library's
 identity (real path, size, mtime, build-id); writes are atomic.

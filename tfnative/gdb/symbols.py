@@ -1,8 +1,8 @@
 """What gdb gets of each library: full symbols, our index only, or a surrogate (the fast path).
 
 Reading the million-odd minimal symbols of ``libtensorflow_cc.so.2`` is
-most of what a ``gdb -p`` of a TensorFlow process costs (README, "Fast
-attach").  We start gdb with ``auto-solib-add off`` and, at
+most of what a ``gdb -p`` of a TensorFlow process costs (docs/design.md,
+"Fast attach on stock TensorFlow").  We start gdb with ``auto-solib-add off`` and, at
 attach and at shared-library events, decide per library:
 
 * small libraries (the interpreter, libc, extension modules, a custom op
@@ -30,7 +30,7 @@ have to unwind, it gets its GNU/Linux ABI and the libraries back first
 (``_reacquire``).
 
 Stacks at stops need none of this: tfnative unwinds them itself
-(``snapshot.py``).  ``--full-symbols`` turns all this off.
+(``snapshot/pipeline.py``).  ``--full-symbols`` turns all this off.
 """
 
 from __future__ import annotations
@@ -381,7 +381,7 @@ class SymbolLoader:
         functions get address breakpoints) without a surrogate, and a small
         library only when its file holds one of the breakpoints' names (every
         one, with a FILE:LINE breakpoint).  Captures need none of it: tfnative unwinds
-        them itself (``snapshot.py``).  What is left out is loaded by the next
+        them itself (``snapshot/pipeline.py``).  What is left out is loaded by the next
         full sync, should gdb ever have to unwind.
         """
         small: List[str] = []

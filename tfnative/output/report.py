@@ -1,6 +1,6 @@
 """What the user sees: the text report on stderr and the JSON document.
 
-A capture (``model.Capture``: the gdb side's over MI, ``snapshot.py``'s, a
+A capture (``model.Capture``: the gdb side's over MI, ``snapshot/pipeline.py``'s, a
 core's) becomes a ``model.Event`` here (``make_event``); events stay typed in
 a ``model.Document`` (``Document`` here is that class) until it is written
 (``write``: JSON schema version 1, see docs/json-schema.md).

@@ -3,7 +3,7 @@
 ``tfnative stack`` (``take``) holds the threads itself; at a breakpoint hit
 (``of_stopped``) gdb holds them and gives their registers.  Starting gdb,
 attaching and giving it CFI and symbols for TensorFlow's libraries costs
-more than everything a stack needs, read directly (README, "Speed and memory"):
+more than everything a stack needs, read directly (docs/benchmarks.md, "Speed and memory of attach and stack"):
 
 * the threads are held with ptrace (``ptrace.py``): registers of each, and
   ``/proc/PID/mem`` for the rest;

@@ -1,7 +1,7 @@
 """Freeze every thread of a process with ptrace, read its registers and memory, let it go.
 
 This is what ``tfnative stack`` needs when it does not start gdb (see
-``snapshot.py``): the threads stopped for a few hundred milliseconds, the
+``snapshot/pipeline.py``): the threads stopped for a few hundred milliseconds, the
 registers of each, and reads of the target's memory.
 
 * Threads are taken with ``PTRACE_SEIZE`` + ``PTRACE_INTERRUPT``, never with a

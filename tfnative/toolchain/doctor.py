@@ -5,7 +5,7 @@ Fast by construction: it reads the ELF section headers, the build-id note, the
 of each compile unit (``DW_TAG_compile_unit`` / ``DW_TAG_skeleton_unit``: its
 name, compilation directory, producer, ``.dwo`` name) plus that unit's abbreviation
 table.  No line table, no DIE tree, no symbol table is parsed, so the cost does
-not grow with the amount of DWARF (timings: README, "Build presets and the symbol doctor").
+not grow with the amount of DWARF (timings: docs/benchmarks.md, "Build presets").
 """
 
 from __future__ import annotations
