@@ -1,4 +1,5 @@
-"""Load the ZeroOut op built by Bazel and call it (tests/test_bazel_custom_op.py runs this under tfnative)."""
+"""Load the ZeroOut op built by Bazel and call it (tests/integration/test_bazel_custom_op.py runs this under
+tfnative)."""
 
 import sys
 

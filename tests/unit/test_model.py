@@ -1,4 +1,4 @@
-"""The typed model (tfnative/model.py) on real documents: to_json(from_json(doc)) gives the same bytes.
+"""The typed model (tfnative/core/model.py) on real documents: to_json(from_json(doc)) gives the same bytes.
 
 The documents under data/ were written by tfnative itself on a real TensorFlow process
 (tests/scripts/tf_hang.py: ``stack --pid -a``, ``stack --pid -a --with-gdb``, ``stack --pid --locals
