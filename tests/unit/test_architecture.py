@@ -330,3 +330,44 @@ def test_every_section_of_a_page_that_code_and_docs_cite_exists():
             if target is None or anchor not in {_slug(h) for h in _headings(target)}:
                 missing.append("%s: %s#%s" % (where, page, anchor))
     assert missing == []
+
+
+# --- The user's pages speak the user's language ---
+
+# CPython's internals a user never types: they belong on the design page.
+INTERNALS_RE = re.compile(r"_PyRuntime\b|_Py_DebugOffsets|\bPyInterpreterState\b|\bPyThreadState\b")
+HOST_PATH_RE = re.compile(r"(?<![\w~.])/(?:root|home/\w+|work)/")
+
+
+def _user_pages() -> "list[str]":
+    """The pages under the site's "Commands" and "Guides" (mkdocs.yml's nav)."""
+    nav = open(os.path.join(ROOT, "mkdocs.yml")).read().split("\nnav:", 1)[1]
+    pages, inside = [], False
+    for line in nav.splitlines():
+        head = re.match(r"^  - ([^:]+):\s*$", line)
+        if head:
+            inside = head.group(1) in ("Commands", "Guides")
+        elif inside:
+            m = re.match(r"^      - .*: ([\w-]+\.md)$", line)
+            if m:
+                pages.append(m.group(1))
+    return pages
+
+
+def test_user_pages_name_no_module_of_ours_no_interpreter_struct_and_no_host_path():
+    """How tfnative works (its modules, CPython's structs) is on architecture.md and design.md; the user's pages
+    say what the user sees and what it means, with no path of the machine they were written on."""
+    pages = _user_pages()
+    assert "hangs.md" in pages and "attach.md" in pages and "design.md" not in pages
+    modules = {m for m in _modules()} | {m.split("/", 1)[1] for m in _modules() if m.startswith("tfnative/")}
+    bare = {os.path.basename(m) for m in _modules() if m.startswith("tfnative/")} - {"__init__.py", "__main__.py"}
+    found = []
+    for page in pages:
+        text = open(os.path.join(ROOT, "docs", page)).read()
+        text = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)  # output: as printed
+        for m in re.finditer(r"`([^`]+)`", text):  # a code span may cross a line
+            if m.group(1) in modules or m.group(1) in bare:
+                found.append("%s:%d: `%s`" % (page, text.count("\n", 0, m.start()) + 1, m.group(1)))
+        for m in list(INTERNALS_RE.finditer(text)) + list(HOST_PATH_RE.finditer(text)):
+            found.append("%s:%d: %s" % (page, text.count("\n", 0, m.start()) + 1, m.group(0)))
+    assert found == [], "\n".join(found)
