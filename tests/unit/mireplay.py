@@ -1,10 +1,10 @@
-"""gdb's side of a recorded MI session, replayed: what ``tfnative.gdbmi.Gdb`` answers, from a transcript.
+"""gdb's side of a recorded MI session, replayed: what ``tfnative.gdb.mi.Gdb`` answers, from a transcript.
 
 A transcript (``transcripts/*.json``, written by ``transcripts/record.py`` over
 a real gdb and a real process) holds, in order, every command the code sent
 with the raw lines gdb wrote up to its result, and every event read
 (``next_event``) with the raw line gdb wrote for it, or ``null`` where the
-read timed out.  ``ReplayGdb`` parses those lines with ``gdbmi``'s own parser
+read timed out.  ``ReplayGdb`` parses those lines with ``tfnative.gdb.mi``'s own parser
 and answers with them.  The code under test must send exactly the recorded
 commands and read events at the recorded places: anything else raises
 ``TranscriptMismatch``, an ``AssertionError`` no ``except GdbError`` swallows.
@@ -39,7 +39,7 @@ def events(transcript: Dict[str, Any], message: Optional[str] = None) -> List[Di
 
 
 class ReplayGdb:
-    """The part of ``tfnative.gdbmi.Gdb`` the code uses, answered from one transcript."""
+    """The part of ``tfnative.gdb.mi.Gdb`` the code uses, answered from one transcript."""
 
     def __init__(self, transcript: Dict[str, Any], pid: int = 0) -> None:
         self.steps: List[Dict[str, Any]] = transcript["steps"]

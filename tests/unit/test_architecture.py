@@ -371,3 +371,46 @@ def test_user_pages_name_no_module_of_ours_no_interpreter_struct_and_no_host_pat
         for m in list(INTERNALS_RE.finditer(text)) + list(HOST_PATH_RE.finditer(text)):
             found.append("%s:%d: %s" % (page, text.count("\n", 0, m.start()) + 1, m.group(0)))
     assert found == [], "\n".join(found)
+
+
+# Dotted names that are not a module path: a file name.
+NOT_MODULE_PATHS = {"tfnative.bazelrc"}  # build/tfnative.bazelrc, the generated Bazel configuration
+
+
+def _resolve_dotted(dotted: str) -> "str | None":
+    """Why a dotted name of ours (a module path, then maybe a name and a member) names nothing (None: it names a
+    module, a package or a definition)."""
+    parts = dotted.split(".")
+    base = os.path.join(ROOT, "gdb_scripts") if parts[0] == "tfnative_gdb" else ROOT
+    i = len(parts)
+    while i and not (os.path.isdir(os.path.join(base, *parts[:i])) or os.path.isfile(os.path.join(base, *parts[:i])
+                                                                                       + ".py")):
+        i -= 1
+    if i == 0:
+        return "no module"
+    rest = parts[i:]
+    if not rest:
+        return None
+    module = os.path.join(base, *parts[:i])
+    module = module + ".py" if os.path.isfile(module + ".py") else os.path.join(module, "__init__.py")
+    tree = _tree(os.path.relpath(module, ROOT))
+    if rest[0] not in _bound(tree.body):
+        return "%s binds no %s" % (".".join(parts[:i]), rest[0])
+    cls = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == rest[0]]
+    if len(rest) > 1 and cls and rest[1] not in _bound(cls[0].body):
+        return "%s has no member %s" % (rest[0], rest[1])
+    return None
+
+
+def test_no_docstring_or_comment_names_a_dotted_name_of_ours_that_does_not_exist():
+    """``tfnative.core.memory.Memory``, ``tfnative_gdb.capture.GdbMemory``: each module and name is there."""
+    assert _resolve_dotted("tfnative.gdbmi.Gdb") is not None  # the name this test was written for
+    assert _resolve_dotted("tfnative.gdb.mi.Gdb") is None
+    wrong = []
+    for path in _scanned_files():
+        for line, text in _docstrings_and_comments(path):
+            for m in re.finditer(r"(?<![\w.])(tfnative(?:_gdb)?(?:\.\w+)+)", text):
+                why = None if m.group(1) in NOT_MODULE_PATHS else _resolve_dotted(m.group(1))
+                if why:
+                    wrong.append("%s:%d: %s: %s" % (os.path.relpath(path, ROOT), line, m.group(1), why))
+    assert wrong == [], "\n".join(wrong)
