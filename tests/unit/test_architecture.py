@@ -81,11 +81,10 @@ def _path_of(cited: str) -> "str | None":
     return None
 
 
+@functools.cache
 def _tree(path: str) -> ast.Module:
-    return _TREES.setdefault(path, ast.parse(open(os.path.join(ROOT, path)).read(), path))
-
-
-_TREES: "dict[str, ast.Module]" = {}
+    """A file's syntax tree (``path`` relative to the repository, or absolute), parsed once per session."""
+    return ast.parse(open(os.path.join(ROOT, path)).read(), path)
 
 
 def _bound(body: "list[ast.stmt]") -> "set[str]":
@@ -111,6 +110,7 @@ def _defined(body: "list[ast.stmt]") -> "set[str]":
     return _bound([n for n in body if not isinstance(n, (ast.Import, ast.ImportFrom))])
 
 
+@functools.cache
 def _classes() -> "dict[str, list[tuple[str, ast.ClassDef]]]":
     out: dict[str, list[tuple[str, ast.ClassDef]]] = {}
     for m in _modules():
@@ -251,7 +251,7 @@ def _docstrings_and_comments(path: str):
     src = open(path).read()
     out = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(src).readline)
            if tok.type == tokenize.COMMENT]
-    for node in ast.walk(ast.parse(src)):
+    for node in ast.walk(_tree(os.path.relpath(path, ROOT))):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             doc = ast.get_docstring(node, clean=False)
             if doc:
