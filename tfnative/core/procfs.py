@@ -50,6 +50,31 @@ def state(pid: int, tid: Optional[int] = None) -> Optional[str]:
         return None
 
 
+def exited(pid: int) -> bool:
+    """Whether ``pid`` has exited: gone, or a zombie whose every thread is a zombie too (an exit of the whole
+    process whose threads a tracer has not reaped yet).  A zombie leader with live threads (it called
+    pthread_exit) has not.  One ``stat`` read where the leader runs."""
+    if state(pid) not in (None, "Z", "X"):
+        return False
+    try:
+        names = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return True
+    return all(state(pid, int(t)) in (None, "Z", "X") for t in names)
+
+
+PF_KTHREAD = 0x00200000  # ``flags`` of ``stat`` (field 9): a kernel thread
+
+
+def kernel_thread(pid: int) -> bool:
+    """Whether ``pid`` is a kernel thread (no user memory, nothing to unwind); False when gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return bool(int(f.read().rsplit(b")", 1)[1].split()[6]) & PF_KTHREAD)
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 def num_threads(pid: int) -> Optional[int]:
     """How many threads the process has (``stat`` field 20: one small read, where listing
     ``/proc/PID/task`` of a thousand threads takes milliseconds); None when gone.  Read from the leader's
