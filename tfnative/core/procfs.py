@@ -50,20 +50,33 @@ def state(pid: int, tid: Optional[int] = None) -> Optional[str]:
         return None
 
 
+def exiting(pid: int, tid: Optional[int] = None) -> bool:
+    """Whether the process (or thread) is gone, a zombie, or on its way out (``PF_EXITING`` in the flags of
+    its ``stat``: it never runs user code again, and may sleep in the kernel before it is a zombie, as the
+    last thread of a PID namespace's init does until the namespace is empty)."""
+    try:
+        with open(_task(pid, tid) + "/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0] in (b"Z", b"X", b"x") or bool(int(fields[6]) & PF_EXITING)
+    except (OSError, IndexError, ValueError):
+        return True
+
+
 def exited(pid: int) -> bool:
-    """Whether ``pid`` has exited: gone, or a zombie whose every thread is a zombie too (an exit of the whole
-    process whose threads a tracer has not reaped yet).  A zombie leader with live threads (it called
+    """Whether ``pid`` has exited: gone, or every thread of it ``exiting`` (an exit of the whole process
+    whose threads a tracer has not reaped yet, say).  A zombie leader with live threads (it called
     pthread_exit) has not.  One ``stat`` read where the leader runs."""
-    if state(pid) not in (None, "Z", "X"):
+    if not exiting(pid):
         return False
     try:
         names = os.listdir("/proc/%d/task" % pid)
     except OSError:
         return True
-    return all(state(pid, int(t)) in (None, "Z", "X") for t in names)
+    return all(exiting(pid, int(t)) for t in names)
 
 
-PF_KTHREAD = 0x00200000  # ``flags`` of ``stat`` (field 9): a kernel thread
+PF_EXITING = 0x00000004  # ``flags`` of ``stat`` (field 9): the task is in do_exit
+PF_KTHREAD = 0x00200000  # the same flags: a kernel thread
 
 
 def kernel_thread(pid: int) -> bool:

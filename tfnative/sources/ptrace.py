@@ -284,7 +284,7 @@ class Frozen:
         self.pid = pid
         self.held: Dict[int, None] = {}  # the threads seized and not seen gone, in the order seized
         self.order: List[int] = []  # the threads whose registers were read, in ``words``' order
-        self.exited: Set[int] = set()  # zombie threads: the leader after pthread_exit
+        self.exited: Set[int] = set()  # zombie or exiting threads: the leader after pthread_exit
         self.started = 0.0  # time.monotonic() as the first thread was stopped
         self.held_s = 0.0  # from then to the release
         self._regs: Optional[Dict[int, Dict[str, int]]] = None
@@ -465,13 +465,12 @@ class Frozen:
                 raise Unsupported("ptrace(PTRACE_GETREGS, %d): %s" % (tid, os.strerror(err)))
             spins += 1
             if spins > 8:  # not a thread just on its way: a look at what it is doing
-                state = procfs.state(self.pid, tid)
-                if state in (None, "Z", "X"):  # exited; a leader's report waits for its threads
+                if procfs.exiting(self.pid, tid):  # a leader's report waits for its threads; an exit may sleep
                     self.held.pop(tid, None)
-                    if state == "Z" and tid == self.pid:
-                        self.exited.add(tid)
+                    self.exited.add(tid)  # listed until reaped: not to be seized again
                     self.lost = True
                     return False
+                state = procfs.state(self.pid, tid)
                 if self._abandon:
                     raise TfnativeError("interrupted")  # the caller raises its own (Interrupted)
                 if time.monotonic() > self._deadline:
