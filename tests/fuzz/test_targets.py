@@ -44,20 +44,24 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or platform
 
 # A process that exits (os._exit) the moment it sees itself traced, from a thread of its own that reads its
 # TracerPid in a loop: tfnative's seize is seen before the threads are stopped, and the exit races the hold.
-# The moment of the exit (CLOCK_MONOTONIC, shared by every process) goes to argv[1] first.
+# The watching thread is started last (argv[2] idle threads before it) and reads its own status and the main
+# thread's: tfnative's hold seizes it first and stops it last, gdb attaches the main thread first, so that the
+# seizes and stops of the others are its window.  The moment of the exit
+# (CLOCK_MONOTONIC, shared by every process) goes to argv[1] first.
 EXITER = r"""
 import os, sys, threading, time
 out = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 def watch():
     while True:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("TracerPid:") and line.split()[1] != "0":
-                    os.write(out, b"%.6f" % time.monotonic())
-                    os._exit(0)
-threading.Thread(target=watch, daemon=True).start()
+        for path in ("/proc/thread-self/status", "/proc/self/status"):
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("TracerPid:") and line.split()[1] != "0":
+                        os.write(out, b"%.6f" % time.monotonic())
+                        os._exit(0)
 for _ in range(int(sys.argv[2])):
     threading.Thread(target=threading.Event().wait, daemon=True).start()
+threading.Thread(target=watch, daemon=True).start()
 print("ready", flush=True)
 while True:
     time.sleep(1)
@@ -256,7 +260,8 @@ def _exits_when_traced(tools: dict, tmp_path, budget: Budget, ci_seconds: float,
         stamp = tmp_path / "exited"
         if stamp.exists():
             stamp.unlink()
-        target = _start([sys.executable, tools["exiter"], str(stamp), str(rng.randrange(0, 6))])
+        threads = rng.choice([rng.randrange(0, 8), rng.randrange(50, 300)])
+        target = _start([sys.executable, tools["exiter"], str(stamp), str(threads)])
         try:
             out, _event = _stack(target.pid, str(tmp_path), *options, env=env)
             ended = time.monotonic()
@@ -285,12 +290,12 @@ def _exits_when_traced(tools: dict, tmp_path, budget: Budget, ci_seconds: float,
 def test_exits_when_traced(tools, tmp_path, budget):
     """The issue's target: it exits as the hold begins.  Each run ends at once with a snapshot or the one line,
     and the process is reaped by its parent (the hold waited for ever on its leader, and the parent with it)."""
-    _exits_when_traced(tools, tmp_path, budget, 12.0, 6)
+    _exits_when_traced(tools, tmp_path, budget, 8.0, 5)
 
 
 def test_exits_when_traced_with_gdb(tools, tmp_path, budget):
     """The same through gdb: its attach raced the exit and was waited on without a bound; no gdb left."""
-    _exits_when_traced(tools, tmp_path, budget, 8.0, 3, "--with-gdb")
+    _exits_when_traced(tools, tmp_path, budget, 6.0, 3, "--with-gdb")
 
 
 def _onsignal(tools: dict, pid: int, sig: int) -> subprocess.Popen:
@@ -329,20 +334,23 @@ def _killed_while_held(tools: dict, tmp_path, seconds: float, least: int, start:
 def test_killed_at_its_first_ptrace_stop(tools, tmp_path, budget):
     """SIGKILL the moment the first thread is held (from outside: a held thread cannot act): the process dies
     while held; one line, and its parent reaps it."""
-    _killed_while_held(tools, tmp_path, budget.seconds(6.0), 3,
+    _killed_while_held(tools, tmp_path, budget.seconds(4.0), 3,
                        lambda n: _start([sys.executable, tools["sleeper"], str(n)]), lambda proc: proc.pid)
 
 
 def test_stopped_at_its_first_ptrace_stop(tools, tmp_path, budget):
-    """SIGSTOP while held: the snapshot is taken, the stop reaches the process after the release (never lost,
-    never a ptrace stop left), and SIGCONT lets it run."""
+    """SIGSTOP while held: the snapshot is taken, the stop reaches the process after the release and stays (not
+    lost, not undone by tfnative, no ptrace stop left), and SIGCONT lets it run."""
     for _ in _runs(budget.seconds(2.0), 1):
         target = _start([sys.executable, tools["sleeper"], "3"])
         stopper = _onsignal(tools, target.pid, signal.SIGSTOP)
         try:
             out, _event = _stack(target.pid, str(tmp_path), expect_ok=True)
-            stopper.wait(5)
-            assert_released(target.pid, was_stopped=True)
+            if stopper.wait(5) == 0:  # sent while held: the process is stopped now, as the sender meant
+                assert_released(target.pid, was_stopped=True)
+                state = tracer_and_state(target.pid)[1]
+                if state != "T":
+                    raise FuzzFailure("a SIGSTOP sent while held was lost (state %s)\n%s" % (state, out.describe()))
             os.kill(target.pid, signal.SIGCONT)
             assert_released(target.pid)
         finally:
@@ -356,7 +364,7 @@ def test_killed_while_held_in_a_pid_namespace(tools, tmp_path, budget):
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare")
     # unshare's stderr: it cannot pass a SIGKILL on to itself, and says so
-    _killed_while_held(tools, tmp_path, budget.seconds(5.0), 2,
+    _killed_while_held(tools, tmp_path, budget.seconds(3.0), 2,
                        lambda n: _start(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
                                          tools["sleeper"], str(n)], stderr=subprocess.DEVNULL),
                        lambda proc: psutil.Process(proc.pid).children()[0].pid)

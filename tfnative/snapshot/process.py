@@ -158,7 +158,7 @@ def take_once(pid: int, opts: StackOptions, was_stopped: bool, err: TextIO) -> C
             raise TargetGone(pid) from None  # by the pid asked for (``task`` may be a thread of it)
         finally:
             if not was_stopped:
-                ptrace.ensure_not_stopped(pid)
+                ptrace.ensure_not_stopped(pid, states=("t",))  # a SIGSTOP it got while held is not ours
         if task != pid:
             result.pid = pid
             result.warnings.append("the main thread %d has exited (pthread_exit): the live threads are shown"

@@ -486,12 +486,14 @@ class Frozen:
         return procfs.comm(self.pid, tid)
 
 
-def ensure_not_stopped(pid: int, wait_s: float = 2.0) -> None:
+def ensure_not_stopped(pid: int, wait_s: float = 2.0, states: Tuple[str, ...] = ("t", "T")) -> None:
     """After we let go of ``pid`` (a detach, the end of a snapshot) it must run on, whatever happened: a
-    process still stopped after ``wait_s`` gets SIGCONT."""
+    process still stopped after ``wait_s`` gets SIGCONT.  ``states``: the stops that can be ours (``"t"``
+    alone after a ``Frozen`` hold, which causes no job-control stop: a SIGSTOP the process got while held is
+    the sender's, and stays)."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if procfs.state(pid) not in ("t", "T"):
+        if procfs.state(pid) not in states:
             return
         time.sleep(0.05)
     try:
