@@ -470,10 +470,10 @@ class Frozen:
                     self.exited.add(tid)  # listed until reaped: not to be seized again
                     self.lost = True
                     return False
-                state = procfs.state(self.pid, tid)
                 if self._abandon:
                     raise TfnativeError("interrupted")  # the caller raises its own (Interrupted)
                 if time.monotonic() > self._deadline:
+                    state = procfs.state(self.pid, tid)
                     raise TfnativeError(
                         "thread %d of process %d did not stop within %.0f s (state %s%s): the process was let go"
                         % (tid, self.pid, STOP_WAIT_S, state,
