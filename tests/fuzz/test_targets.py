@@ -290,12 +290,12 @@ def _exits_when_traced(tools: dict, tmp_path, budget: Budget, ci_seconds: float,
 def test_exits_when_traced(tools, tmp_path, budget):
     """The issue's target: it exits as the hold begins.  Each run ends at once with a snapshot or the one line,
     and the process is reaped by its parent (the hold waited for ever on its leader, and the parent with it)."""
-    _exits_when_traced(tools, tmp_path, budget, 8.0, 5)
+    _exits_when_traced(tools, tmp_path, budget, 6.0, 4)
 
 
 def test_exits_when_traced_with_gdb(tools, tmp_path, budget):
     """The same through gdb: its attach raced the exit and was waited on without a bound; no gdb left."""
-    _exits_when_traced(tools, tmp_path, budget, 6.0, 3, "--with-gdb")
+    _exits_when_traced(tools, tmp_path, budget, 4.0, 3, "--with-gdb")
 
 
 def _onsignal(tools: dict, pid: int, sig: int) -> subprocess.Popen:
@@ -334,7 +334,7 @@ def _killed_while_held(tools: dict, tmp_path, seconds: float, least: int, start:
 def test_killed_at_its_first_ptrace_stop(tools, tmp_path, budget):
     """SIGKILL the moment the first thread is held (from outside: a held thread cannot act): the process dies
     while held; one line, and its parent reaps it."""
-    _killed_while_held(tools, tmp_path, budget.seconds(4.0), 3,
+    _killed_while_held(tools, tmp_path, budget.seconds(3.0), 3,
                        lambda n: _start([sys.executable, tools["sleeper"], str(n)]), lambda proc: proc.pid)
 
 
