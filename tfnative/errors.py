@@ -6,7 +6,7 @@
 Three families, told apart by type (never by the order of ``except`` clauses):
 
 - ``TfnativeError`` reaches the user as one line (``tfnative: <message>``) and an exit code.
-  ``GdbError``, ``GdbDied`` and ``CoreError`` are kinds of it.
+  ``GdbError``, ``GdbDied``, ``CoreError`` and ``TargetGone`` are kinds of it.
 - ``Unsupported`` means "the gdb-free path cannot take this snapshot; gdb can": the snapshot
   policy (``snapshot/policy.py``) answers it by taking the stack through gdb.  ``HasDebugInfo``
   is the one case where gdb gives more (source lines, inlined frames) rather than anything at all.
@@ -38,6 +38,14 @@ class GdbError(TfnativeError):
 
 class GdbDied(TfnativeError):
     """gdb exited or crashed under us."""
+
+
+class TargetGone(TfnativeError):
+    """The process exited while tfnative read it (held it, or waited for gdb to attach): it was let go."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__("process %d exited while it was being read" % pid)
+        self.pid = pid
 
 
 class CoreError(TfnativeError):

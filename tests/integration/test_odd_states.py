@@ -50,6 +50,7 @@ def test_process_exiting_meanwhile_is_said(tmp_path):
         if r.returncode != 0:
             assert r.stderr.strip().splitlines()[-1] in (
                 "tfnative: error: process %d exited" % target.pid,
+                "tfnative: error: process %d exited while it was being read" % target.pid,
                 "tfnative: error: no process with pid %d" % target.pid,
                 "tfnative: error: process %d is a zombie: it has exited" % target.pid), r.stderr
         assert "Traceback" not in r.stderr and "internal error" not in r.stderr and "SYS_PTRACE" not in r.stderr

@@ -75,3 +75,36 @@ def test_the_tracer_is_the_tracing_threads_process():
         done.set()
         child.kill()
         child.wait()
+
+
+def test_exited_and_kernel_threads():
+    """``exited``: a running process has not, a zombie (all its threads zombies) and a gone pid have; a zombie
+    leader whose threads live (pthread_exit) has not.  ``kernel_thread``: kthreadd (pid 2), not a process."""
+    assert not procfs.exited(os.getpid()) and not procfs.exiting(os.getpid())
+    assert not procfs.kernel_thread(os.getpid()) and not procfs.kernel_thread(1)
+    if procfs.comm(2) == "kthreadd":
+        assert procfs.kernel_thread(2)
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while procfs.state(child.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procfs.exited(child.pid) and procfs.exiting(child.pid)
+    finally:
+        child.wait()
+    assert procfs.exited(child.pid)  # reaped: gone
+    leaderless = subprocess.Popen([sys.executable, "-c", (
+        "import ctypes, threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "print('ready', flush=True)\n"
+        "ctypes.CDLL(None).pthread_exit(None)\n")], stdout=subprocess.PIPE)
+    try:
+        assert leaderless.stdout is not None and leaderless.stdout.readline() == b"ready\n"
+        deadline = time.monotonic() + 30
+        while procfs.state(leaderless.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procfs.state(leaderless.pid) == "Z" and procfs.exiting(leaderless.pid)
+        assert not procfs.exited(leaderless.pid)
+    finally:
+        leaderless.kill()
+        leaderless.wait()

@@ -41,8 +41,9 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
     with SignalGuard():
         try:
             doc = stack_document(pid, opts, err)
-        except Interrupted:
-            printer.note("interrupted: detaching")
+        except Interrupted:  # the process is let go by now
+            err.write("tfnative: interrupted\n")
+            err.flush()
             return 130
     event = doc.events[0]
     printer.event(event)

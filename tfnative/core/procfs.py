@@ -50,6 +50,44 @@ def state(pid: int, tid: Optional[int] = None) -> Optional[str]:
         return None
 
 
+def exiting(pid: int, tid: Optional[int] = None) -> bool:
+    """Whether the process (or thread) is gone, a zombie, or on its way out (``PF_EXITING`` in the flags of
+    its ``stat``: it never runs user code again, and may sleep in the kernel before it is a zombie, as the
+    last thread of a PID namespace's init does until the namespace is empty)."""
+    try:
+        with open(_task(pid, tid) + "/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0] in (b"Z", b"X", b"x") or bool(int(fields[6]) & PF_EXITING)
+    except (OSError, IndexError, ValueError):
+        return True
+
+
+def exited(pid: int) -> bool:
+    """Whether ``pid`` has exited: gone, or every thread of it ``exiting`` (an exit of the whole process
+    whose threads a tracer has not reaped yet, say).  A zombie leader with live threads (it called
+    pthread_exit) has not.  One ``stat`` read where the leader runs."""
+    if not exiting(pid):
+        return False
+    try:
+        names = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return True
+    return all(exiting(pid, int(t)) for t in names)
+
+
+PF_EXITING = 0x00000004  # ``flags`` of ``stat`` (field 9): the task is in do_exit
+PF_KTHREAD = 0x00200000  # the same flags: a kernel thread
+
+
+def kernel_thread(pid: int) -> bool:
+    """Whether ``pid`` is a kernel thread (no user memory, nothing to unwind); False when gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return bool(int(f.read().rsplit(b")", 1)[1].split()[6]) & PF_KTHREAD)
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 def num_threads(pid: int) -> Optional[int]:
     """How many threads the process has (``stat`` field 20: one small read, where listing
     ``/proc/PID/task`` of a thousand threads takes milliseconds); None when gone.  Read from the leader's

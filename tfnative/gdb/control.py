@@ -7,17 +7,18 @@ interactive hand-off (``attach/handoff.py``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
-from typing import Callable, List, Optional, Sequence, TextIO, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, TextIO, Tuple
 
 import tfnative_gdb
 
 from ..core import procfs
 from ..core.model import Capture
-from ..errors import GdbDied, GdbError, TfnativeError
+from ..errors import GdbDied, GdbError, TargetGone, TfnativeError
 from ..sources.permissions import ptrace_refused_message
 from ..toolchain import bazelpaths
 from .mi import Gdb, find_gdb, mi_quote
@@ -61,8 +62,41 @@ def start_gdb(opts: GdbOptions, source_dirs: Optional[List[str]] = None, die_wit
     return gdb
 
 
+def target_watch(pid: int) -> Callable[[], None]:
+    """A ``Gdb.watch`` that ends a wait on gdb with ``TargetGone`` once ``pid`` has exited: gdb may wait for
+    a process that exits as it attaches for ever (the leader reports its exit only once gdb has reaped its
+    other threads), and its parent cannot reap it meanwhile."""
+    def watch() -> None:
+        if procfs.exited(pid):
+            raise TargetGone(pid)
+    return watch
+
+
+@contextlib.contextmanager
+def watching(gdb: Gdb, pid: int) -> Iterator[None]:
+    """``target_watch(pid)`` on every wait on ``gdb`` inside the ``with`` (one set already stays); gdb killed
+    where the target exits (the kernel then lets the target go, and its parent reaps it)."""
+    if gdb.watch is not None:
+        yield
+        return
+    gdb.watch = target_watch(pid)
+    try:
+        yield
+    except TargetGone:
+        gdb.kill()
+        raise
+    finally:
+        gdb.watch = None
+
+
 def attach(gdb: Gdb, pid: int) -> None:
-    """Attach ``gdb`` to ``pid`` and wait for the stop; TfnativeError says why the kernel refused."""
+    """Attach ``gdb`` to ``pid`` and wait for the stop; TfnativeError says why the kernel refused,
+    ``TargetGone`` that the process exited meanwhile (gdb is killed then: ``watching``)."""
+    with watching(gdb, pid):
+        _attach(gdb, pid)
+
+
+def _attach(gdb: Gdb, pid: int) -> None:
     program = loaded_program(pid)
     if program is not None:  # run through the loader: gdb would take ld.so (/proc/PID/exe) for the program
         try:
@@ -72,6 +106,8 @@ def attach(gdb: Gdb, pid: int) -> None:
             pass
     try:
         gdb.command("-target-attach %d" % pid, timeout=CAPTURE_TIMEOUT)
+    except TargetGone:
+        raise
     except GdbError as exc:
         msg = str(exc)
         if "not permitted" in msg or "EPERM" in msg:

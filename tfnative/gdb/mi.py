@@ -26,6 +26,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional
 from ..errors import GdbDied, GdbError, TfnativeError
 
 PR_SET_PDEATHSIG = 1
+WATCH_S = 0.05  # how often ``Gdb.watch`` is called while an answer is waited for
 _libc = None
 
 
@@ -117,6 +118,9 @@ class Gdb:
         self._events: Deque[Dict[str, Any]] = collections.deque()
         self.console: Deque[str] = collections.deque(maxlen=400)
         self.dead = False
+        # Called every WATCH_S while a command's answer or an event is waited for; it raises to end the wait
+        # (``control.watch_target``: the target exited, and gdb may never answer).
+        self.watch: Optional[Callable[[], None]] = None
         self._log = open(debug_log, "a") if debug_log else None
         self._reader = threading.Thread(target=self._read_loop, name="gdb-mi-reader", daemon=True)
         self._reader.start()
@@ -194,7 +198,9 @@ class Gdb:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise GdbError("gdb did not answer %s within %.0f s" % (cmd.split()[0], timeout))
-                self._lock.wait(min(left, 0.5))
+                self._lock.wait(min(left, 0.5 if self.watch is None else WATCH_S))
+                if self.watch is not None and token not in self._results:
+                    self.watch()
             rec = self._results.pop(token)
         return result_payload(rec)
 
@@ -221,9 +227,11 @@ class Gdb:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return None
-                    self._lock.wait(min(left, 0.25))
+                    self._lock.wait(min(left, 0.25 if self.watch is None else WATCH_S))
                 else:
-                    self._lock.wait(0.25)
+                    self._lock.wait(0.25 if self.watch is None else WATCH_S)
+                if self.watch is not None and not self._events:
+                    self.watch()
 
     def wait_event(self, message: str, timeout: Optional[float]) -> Optional[Dict[str, Any]]:
         """Wait for the next asynchronous record named ``message``, dropping others."""
@@ -262,9 +270,13 @@ class Gdb:
             self._log = None
 
     def kill(self) -> None:
+        """SIGKILL gdb (its whole session): the kernel detaches what it traced."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             self.proc.wait()
+        with self._lock:
+            self.dead = True
+            self._lock.notify_all()

@@ -13,7 +13,7 @@ from typing import Callable, List, TextIO
 
 from ..core import procfs, ranks
 from ..core.model import Capture, Document
-from ..errors import PtraceRefused, TfnativeError, Unsupported
+from ..errors import PtraceRefused, TargetGone, TfnativeError, Unsupported
 from ..output import report, verdict
 from ..sources import ptrace, sessionsock
 from ..sources.permissions import ptrace_refused_message
@@ -47,8 +47,7 @@ def argv_of(pid: int) -> List[str]:
 
 def raise_if_exited(pid: int) -> None:
     """Raise "process N exited" when ``pid`` has exited (a failure then is not the kernel's or gdb's)."""
-    state = procfs.state(pid)
-    if state is None or (state == "Z" and live_threads(pid) <= 1):
+    if procfs.exited(pid):
         raise TfnativeError("process %d exited" % pid)
 
 
@@ -70,10 +69,13 @@ def check_pid(pid: int) -> str:
         if os.path.isdir("/proc/%d" % pid):
             raise TfnativeError("process %d is not yours: %s" % (pid, ptrace_refused_message(pid)))
         raise TfnativeError("no process with pid %d" % pid)
-    if state == "Z" and live_threads(pid) <= 1:  # a leader gone by pthread_exit: the rest live
+    if state == "Z" and procfs.exited(pid):  # not a leader gone by pthread_exit, whose threads live
         raise TfnativeError("process %d is a zombie: it has exited" % pid)
     if pid == os.getpid():
         raise TfnativeError("tfnative cannot inspect itself")
+    if procfs.kernel_thread(pid):
+        raise TfnativeError("process %d (%s) is a kernel thread: it has no user memory, no stack to read"
+                            % (pid, procfs.comm(pid)))
     try:
         fields = procfs.status(pid)
         real, effective = (int(u) for u in fields["Uid"].split()[:2])
@@ -152,9 +154,11 @@ def take_once(pid: int, opts: StackOptions, was_stopped: bool, err: TextIO) -> C
     def fast(which: str) -> Capture:
         try:
             result = pipeline.take(task, which, opts.variables)
+        except TargetGone:
+            raise TargetGone(pid) from None  # by the pid asked for (``task`` may be a thread of it)
         finally:
             if not was_stopped:
-                ptrace.ensure_not_stopped(pid)
+                ptrace.ensure_not_stopped(pid, states=("t",))  # a SIGSTOP it got while held is not ours
         if task != pid:
             result.pid = pid
             result.warnings.append("the main thread %d has exited (pthread_exit): the live threads are shown"
@@ -167,8 +171,11 @@ def take_once(pid: int, opts: StackOptions, was_stopped: bool, err: TextIO) -> C
         raise_if_exited(pid)
         try:
             return withgdb.stack_of_pid(pid, which, opts.gdb, was_stopped, err, opts.variables)
+        except TargetGone:
+            raise
         except TfnativeError:
-            raise_if_exited(pid)
+            if procfs.exited(pid):  # gdb's failure is the process's end
+                raise TargetGone(pid) from None
             raise
 
     def fallback(exc: BaseException) -> None:

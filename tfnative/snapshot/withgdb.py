@@ -10,10 +10,11 @@ import json
 import os
 from typing import List, Optional, TextIO
 
+from ..core import procfs
 from ..core.model import Capture, NativeFrame
-from ..errors import GdbDied, GdbError, TfnativeError
+from ..errors import GdbDied, GdbError, TargetGone, TfnativeError
 from ..gdb import ops
-from ..gdb.control import CAPTURE_TIMEOUT, attach, capture, detach, gdb_tail, start_gdb
+from ..gdb.control import CAPTURE_TIMEOUT, attach, capture, detach, gdb_tail, start_gdb, watching
 from ..gdb.mi import Gdb
 from ..gdb.options import GdbOptions
 from ..gdb.symbols import SymbolLoader
@@ -45,35 +46,46 @@ def gdb_memory_facts(gdb: Gdb, result: Capture) -> None:
 def stack_of_pid(pid: int, which: str, gdb_opts: GdbOptions, was_stopped: bool, err: TextIO,
                  variables: bool = False) -> Capture:
     """``pid``'s stacks through a gdb of its own (started, attached, detached here); "python" widens to every
-    thread where none runs Python.  The process runs on afterwards (stopped again if it was)."""
+    thread where none runs Python.  The process runs on afterwards (stopped again if it was).  Every wait on
+    gdb ends once the process exits (``TargetGone``, gdb killed: ``control.watching``)."""
     gdb = start_gdb(gdb_opts)
     attached = False
     try:
-        attach(gdb, pid)
-        attached = True
-        loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
-        with progress("gdb reads the libraries' symbols"):
-            skipped = loader.sync_for_snapshot()
-        result = widened(lambda w: capture_which(gdb, w, variables), which)
-        if _meets(result, skipped):
-            # A frame in a library left without symbols (its return address was
-            # not on the stack as read): read them all and look again.
-            with progress("gdb reads every library's symbols"):
-                loader.sync(full_list=True)
-            result = widened(lambda w: capture_which(gdb, w, variables), which)
-        loader.symbolize(result)
-        ops.annotate(gdb, result)
-        result.via = "gdb"
-        gdb_memory_facts(gdb, result)
-        return result
+        with watching(gdb, pid):
+            attach(gdb, pid)
+            attached = True
+            return _capture(gdb, pid, which, gdb_opts, err, variables)
     except GdbDied:
+        if procfs.exited(pid):
+            raise TargetGone(pid) from None
         raise TfnativeError("gdb exited unexpectedly%s" % gdb_tail(gdb), exit_code=3)
     finally:
+        if not gdb.dead and procfs.exited(pid):
+            gdb.kill()  # Ctrl-C as the process exited: gdb may be waiting for it, and would not quit
         if attached:
             detach(gdb, running=False)
         gdb.close()
         if not was_stopped:
             ptrace.ensure_not_stopped(pid)
+
+
+def _capture(gdb: Gdb, pid: int, which: str, gdb_opts: GdbOptions, err: TextIO, variables: bool) -> Capture:
+    """The capture of ``stack_of_pid``, gdb attached."""
+    loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
+    with progress("gdb reads the libraries' symbols"):
+        skipped = loader.sync_for_snapshot()
+    result = widened(lambda w: capture_which(gdb, w, variables), which)
+    if _meets(result, skipped):
+        # A frame in a library left without symbols (its return address was
+        # not on the stack as read): read them all and look again.
+        with progress("gdb reads every library's symbols"):
+            loader.sync(full_list=True)
+        result = widened(lambda w: capture_which(gdb, w, variables), which)
+    loader.symbolize(result)
+    ops.annotate(gdb, result)
+    result.via = "gdb"
+    gdb_memory_facts(gdb, result)
+    return result
 
 
 def capture_which(gdb: Gdb, which: str, variables: bool = False) -> Capture:

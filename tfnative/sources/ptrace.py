@@ -14,6 +14,10 @@ registers of each, and reads of the target's memory.
 * A process that was stopped (job control) stays stopped after the detach.
 * A thread created while the others were being seized is seized too: the
   hold ends only when the process has no thread it does not hold.
+* Every wait is bounded: a thread that does not reach its stop within
+  ``STOP_WAIT_S`` ends the hold with one line saying so, a process that
+  exits while held is let go at once (``TargetGone``: its parent can reap
+  it), and Ctrl-C on the caller's thread ends the hold in milliseconds.
 
 Linux on x86-64 only: ``Unsupported`` elsewhere, and the caller uses gdb.
 """
@@ -30,7 +34,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..core import procfs
 from ..core.memory import USER_SPACE_END
-from ..errors import PtraceRefused, Unsupported
+from ..errors import PtraceRefused, TargetGone, TfnativeError, Unsupported
 from .vmread import Batch
 
 __all__ = ["Frozen", "Memory", "REGISTERS", "ensure_not_stopped", "read_exact"]
@@ -39,6 +43,7 @@ PTRACE_GETREGS = 12
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207
 WALL = 0x40000000
+STOP_WAIT_S = 5.0  # the longest the threads may take, all together, to reach their stops once interrupted
 
 # struct user_regs_struct (x86-64), in order.
 REGISTERS = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx",
@@ -264,7 +269,12 @@ class Frozen:
 
     A thread's registers are read as soon as it is in a ptrace stop, with no
     ``waitpid`` first: the stop the interrupt causes is the usual one, and
-    only a thread not there yet (still on its way, or gone) is waited for.
+    only a thread not there yet (still on its way, or gone) is waited for,
+    never by a blocking ``waitpid``: the leader of a process that exits while
+    held reports its exit only once its other threads are reaped, so a
+    ``waitpid(leader)`` would wait for ever, and the process's parent with it
+    (``_stopped``).  A process found gone (``procfs.exited``) ends the hold
+    with ``TargetGone``.
     """
 
     def __init__(self, pid: int) -> None:
@@ -274,13 +284,16 @@ class Frozen:
         self.pid = pid
         self.held: Dict[int, None] = {}  # the threads seized and not seen gone, in the order seized
         self.order: List[int] = []  # the threads whose registers were read, in ``words``' order
-        self.exited: Set[int] = set()  # zombie threads: the leader after pthread_exit
+        self.exited: Set[int] = set()  # zombie or exiting threads: the leader after pthread_exit
         self.started = 0.0  # time.monotonic() as the first thread was stopped
         self.held_s = 0.0  # from then to the release
         self._regs: Optional[Dict[int, Dict[str, int]]] = None
         self._area = ctypes.create_string_buffer(0)  # user_regs_struct after user_regs_struct, ``order``'s
         self._tracer_tid = 0
         self._error: Optional[BaseException] = None
+        self._deadline = 0.0  # time.monotonic() by which every interrupted thread must have stopped
+        self._abandon = False  # set by the caller's thread (Ctrl-C): the tracer ends the hold at its next wait
+        self.lost = False  # a thread exited during the hold
 
     def hold(self, while_held: Callable[[Frozen], None]) -> None:
         """Stop every thread, run ``while_held(self)`` on the tracer thread, let them go.  Returns once they
@@ -289,10 +302,20 @@ class Frozen:
         tracer.start()
         try:
             tracer.join()
-        finally:  # Ctrl-C here: the hold ends on its own, in milliseconds; it is waited for all the same
-            while tracer.is_alive():
+        except BaseException:  # Ctrl-C here: the tracer ends the hold at its next wait, in milliseconds
+            self._abandon = True
+            raise
+        finally:  # waited for all the same, bounded (its waits are; a read stuck in the kernel is not let hang us)
+            deadline = time.monotonic() + STOP_WAIT_S + 5.0
+            while tracer.is_alive() and time.monotonic() < deadline:
                 tracer.join(0.05)
             self._gone()
+        if tracer.is_alive():
+            raise TfnativeError("the hold of process %d did not end within %.0f s" % (self.pid, STOP_WAIT_S + 5))
+        # After the release, one read of /proc: a process that exited while held, or whose end made the hold
+        # fail, is said to be gone rather than by what failed as it went.
+        if isinstance(self._error, TargetGone) or procfs.exited(self.pid):
+            raise TargetGone(self.pid)
         if self._error is not None:
             raise self._error
 
@@ -302,7 +325,10 @@ class Frozen:
         try:
             self._seize_all()  # PTRACE_SEIZE stops nothing: done before the hold, which it does not lengthen
             self.started = time.monotonic()
+            self._deadline = self.started + STOP_WAIT_S
             self._hold_all()
+            if self.lost and procfs.exited(self.pid):
+                raise TargetGone(self.pid)  # nothing to copy: let go at once (its parent reaps it)
             while_held(self)
         except BaseException as exc:  # noqa: BLE001 - raised again by hold(), on the caller's thread
             self._error = exc
@@ -402,49 +428,72 @@ class Frozen:
     def _take(self, tids: List[int]) -> None:
         """Read each interrupted thread's registers into the area as soon as it is stopped.  The target
         waits on this loop: the usual thread is stopped by now and costs one system call; one that is not
-        (still on its way to the stop, or gone) is waited for (``_wait_stop``)."""
+        (still on its way to the stop, or gone) is waited for (``_stopped``)."""
         call = _ptrace_call()
-        order, held = self.order, self.held
+        order = self.order
         base = ctypes.addressof(self._area)
         for tid in tids:
             where = base + len(order) * REGS_SIZE
-            if call(PTRACE_GETREGS, tid, 0, where) == -1:
-                self._wait_stop(tid)
-                if tid not in held:
-                    continue
-                if call(PTRACE_GETREGS, tid, 0, where) == -1:
-                    err = ctypes.get_errno()
-                    if err != errno.ESRCH:
-                        raise Unsupported("ptrace(PTRACE_GETREGS, %d): %s" % (tid, os.strerror(err)))
-                    held.pop(tid, None)  # it exited meanwhile
-                    continue
+            if call(PTRACE_GETREGS, tid, 0, where) == -1 and not self._stopped(tid, where):
+                continue
             order.append(tid)
 
-    def _wait_stop(self, tid: int) -> None:
+    def _stopped(self, tid: int, where: int) -> bool:
         """Wait until ``tid`` is stopped (an interrupt stop, a group stop, or a signal on its way to it,
-        which stays the thread's: the tracer's end leaves it where it is); a thread that exited is dropped."""
+        which stays the thread's: the tracer's end leaves it where it is) and read its registers at ``where``:
+        True.  False where it exited meanwhile (dropped from ``held``).
+
+        Polled, never a blocking ``waitpid``: a thread that exits is reaped here as it reports, but a leader
+        whose process exits reports only once every other thread is reaped, and a thread in the kernel
+        (uninterruptible sleep, a ``vfork`` parent) does not stop until it leaves it.  A zombie is dropped
+        as found; the threads have ``STOP_WAIT_S`` in all, the caller's Ctrl-C ends the wait."""
+        call = _ptrace_call()
+        spins = 0
         while True:
             try:
-                status = os.waitpid(tid, WALL)[1]
+                got, status = os.waitpid(tid, WALL | os.WNOHANG)
             except ChildProcessError:  # no tracee of ours: gone
+                got, status = tid, 0
+            if got and not os.WIFSTOPPED(status):  # exited (or no longer ours)
                 self.held.pop(tid, None)
-                return
-            if os.WIFEXITED(status) or os.WIFSIGNALED(status):
-                self.held.pop(tid, None)
-                return
-            if os.WIFSTOPPED(status):
-                return
+                self.lost = True
+                return False
+            if call(PTRACE_GETREGS, tid, 0, where) != -1:
+                return True
+            err = ctypes.get_errno()
+            if err != errno.ESRCH:
+                raise Unsupported("ptrace(PTRACE_GETREGS, %d): %s" % (tid, os.strerror(err)))
+            spins += 1
+            if spins > 8:  # not a thread just on its way: a look at what it is doing
+                if procfs.exiting(self.pid, tid):  # a leader's report waits for its threads; an exit may sleep
+                    self.held.pop(tid, None)
+                    self.exited.add(tid)  # listed until reaped: not to be seized again
+                    self.lost = True
+                    return False
+                if self._abandon:
+                    raise TfnativeError("interrupted")  # the caller raises its own (Interrupted)
+                if time.monotonic() > self._deadline:
+                    state = procfs.state(self.pid, tid)
+                    raise TfnativeError(
+                        "thread %d of process %d did not stop within %.0f s (state %s%s): the process was let go"
+                        % (tid, self.pid, STOP_WAIT_S, state,
+                           ": waiting in the kernel, uninterruptibly" if state == "D" else ""))
+                time.sleep(min(0.001, 0.00002 * spins))
+            else:
+                os.sched_yield()
 
     def thread_name(self, tid: int) -> str:
         return procfs.comm(self.pid, tid)
 
 
-def ensure_not_stopped(pid: int, wait_s: float = 2.0) -> None:
+def ensure_not_stopped(pid: int, wait_s: float = 2.0, states: Tuple[str, ...] = ("t", "T")) -> None:
     """After we let go of ``pid`` (a detach, the end of a snapshot) it must run on, whatever happened: a
-    process still stopped after ``wait_s`` gets SIGCONT."""
+    process still stopped after ``wait_s`` gets SIGCONT.  ``states``: the stops that can be ours (``"t"``
+    alone after a ``Frozen`` hold, which causes no job-control stop: a SIGSTOP the process got while held is
+    the sender's, and stays)."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if procfs.state(pid) not in ("t", "T"):
+        if procfs.state(pid) not in states:
             return
         time.sleep(0.05)
     try:
