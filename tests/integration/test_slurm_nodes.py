@@ -5,7 +5,8 @@
 Each node's step must read its own node's ranks only: here every node's step also sees the other
 node's ranks (a real cluster never shows them), so reading them too gave every rank once per node
 (thread counts doubled), and two steps raced to hold the same rank (the loser refused).  The stack is
-taken several times: the race showed in about half the runs.
+taken several times: the race showed in about half the runs.  The crash watch (``attach --slurm-job``)
+finds its ranks the same way.
 
 Under ``CI`` a Slurm that cannot be started fails the module (``.ci/setup`` installs it); elsewhere it
 skips.
@@ -14,6 +15,7 @@ skips.
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -146,6 +148,39 @@ def test_folded_counts_each_thread_once(slurm, job):
     assert sum(int(ln.rsplit(" ", 1)[1]) for ln in r.stdout.splitlines()) == 8, r.stdout
     alone = [ln for ln in r.stdout.splitlines() if ";[py] wait_alone at " in ln]
     assert len(alone) == 1 and alone[0].endswith(" 1"), r.stdout
+
+
+def test_crash_watch_watches_each_rank_once(slurm, job):
+    """``attach --slurm-job``: each node's watch arms one ``attach --pid`` per rank of its own node (the
+    other node's ranks would be attached twice, the second refused); Ctrl-C lets all four go."""
+    job_id, ranks = job
+    watch = subprocess.Popen(TFNATIVE + ["attach", "--slurm-job", job_id], cwd=ROOT, env=slurm.env(),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in watch.stderr:
+            seen.append(line)
+            if sum("watching for a fatal signal" in ln for ln in seen) == 4:
+                break
+        watch.send_signal(signal.SIGINT)
+        out, rest = watch.communicate(timeout=120)
+        err = "".join(seen) + rest
+        assert watch.returncode == 130 and "Traceback" not in err, err
+        for node in NODES:
+            mine = sorted((rank, pid) for rank, (pid, n) in ranks.items() if n == node)
+            assert "%s: tfnative: watching 2 processes: %s\n" % (node, "; ".join(
+                "rank %d on node %s (slurm job %s, step 0), pid %d" % (rank, node, job_id, pid)
+                for rank, pid in mine)) in err, err
+            for rank, pid in mine:
+                assert err.count("%s: rank %d: tfnative: attached to %d " % (node, rank, pid)) == 1, err
+                assert err.count("rank %d: tfnative: attached to" % rank) == 1, err
+        for pid, _ in ranks.values():
+            with open("/proc/%d/status" % pid) as f:
+                assert "TracerPid:\t0\n" in f.read()
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
 
 
 def test_a_node_reads_its_own_nodes_processes_only(tmp_path):
