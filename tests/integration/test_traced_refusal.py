@@ -1,7 +1,7 @@
 """A process another tracer holds is refused as that: "traced by PID N (name)", never as a security
 module's refusal.  Real processes: a target of two threads, and a second process that seizes one of
-its threads (not the first: the check before the hold reads the first thread's ``TracerPid`` only, as
-when two tfnatives race to hold the same process and the other one got there first)."""
+its threads: not the first (the check before the hold reads the first thread's ``TracerPid`` only: as
+when two tfnatives race to hold the same process and the other one got there first), and the first."""
 
 import os
 import subprocess
@@ -31,7 +31,8 @@ sys.stdin.read()  # until the test closes it; the kernel lets go of the thread a
 """
 
 
-def test_a_thread_traced_by_another_process_is_named():
+@pytest.mark.parametrize("which", ["a thread", "the first thread"])
+def test_a_thread_traced_by_another_process_is_named(which):
     target = subprocess.Popen([sys.executable, "-c", TARGET], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               text=True)
     holder = None
@@ -44,7 +45,7 @@ def test_a_thread_traced_by_another_process_is_named():
                 break
             assert time.monotonic() < deadline, "the target's second thread never started"
             time.sleep(0.05)
-        thread = [t for t in tids if t != target.pid][0]
+        thread = [t for t in tids if t != target.pid][0] if which == "a thread" else target.pid
         holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(thread)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
         said = holder.stdout.readline().strip()
@@ -56,9 +57,14 @@ def test_a_thread_traced_by_another_process_is_named():
         last = r.stderr.strip().splitlines()[-1]
         assert last.startswith("tfnative: error: "), r.stderr
         assert "security module" not in last, last
-        assert "thread %d is traced by PID %d (python" % (thread, holder.pid) in last, last
-        with open("/proc/%d/status" % target.pid) as f:  # tfnative let go of what it held
-            assert "TracerPid:\t0\n" in f.read()
+        if thread != target.pid:  # found by the refusal of the hold itself
+            assert "its thread %d is traced by PID %d (python" % (thread, holder.pid) in last, last
+        else:  # found before the hold
+            assert "process %d is already being traced by PID %d (python" % (thread, holder.pid) in last, last
+        for tid in os.listdir("/proc/%d/task" % target.pid):  # tfnative let go of what it held
+            with open("/proc/%d/task/%s/status" % (target.pid, tid)) as f:
+                held = "TracerPid:\t%d\n" % (holder.pid if int(tid) == thread else 0)
+                assert held in f.read(), tid
     finally:
         if holder is not None:
             holder.stdin.close()

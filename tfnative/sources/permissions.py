@@ -41,11 +41,11 @@ def other_tracer(pid: int) -> Optional[Tuple[int, int, str]]:
         except (OSError, ValueError):
             continue
         if tracer and tracer != me:
-            return tid, tracer, _name(tracer)
+            return tid, tracer, tracer_name(tracer)
     return None
 
 
-def _name(pid: int) -> str:
+def tracer_name(pid: int) -> str:
     """What to call a tracer: tfnative (``tfnative ...``, ``python -m tfnative ...``), else its command's name."""
     argv = procfs.cmdline(pid)
     if any(os.path.basename(a) == "tfnative" for a in argv[:3]):
