@@ -1,4 +1,5 @@
-"""A private single-node Slurm for the tests: its own munged, slurmctld and slurmd, started and stopped here.
+"""A private Slurm for the tests: its own munged, slurmctld and slurmd (one, or one per node), started and
+stopped here.
 
 Everything lives in one temporary directory: ``slurm.conf`` (pointed at by ``SLURM_CONF`` in the
 environment that ``env()`` gives), the state and spool directories, the logs, and munged's key and
@@ -6,11 +7,14 @@ socket (``AuthInfo=socket=...``), so nothing system-wide is changed or read but 
 daemons run in the foreground as children of the test process (``-D``/``-F``), ``SlurmUser`` is root
 (``slurmd`` must be root anyway), the node is this machine by its short name with ``CPUs=16``
 (``SlurmdParameters=config_overrides``: with the real 2 CPUs a 3-task job would wait forever; 16 lets the
-tests' jobs run side by side), ports are free ones picked here.  ``stop()`` cancels every job and waits
-until ``squeue`` is empty (``slurmd`` ignores SIGTERM while jobs run), then ends slurmd, slurmctld,
+tests' jobs run side by side), ports are free ones picked here.  ``LocalSlurm(nodes=N)``: N nodes n1..nN,
+each its own ``slurmd -N nX`` on this machine (Debian's Slurm allows several; each has its own port, spool,
+pid and log file, all share the process table: a node's step sees the other nodes' tasks too, which a
+real cluster never shows it), 8 CPUs each.  ``stop()`` cancels every job and waits
+until ``squeue`` is empty (``slurmd`` ignores SIGTERM while jobs run), then ends the slurmd, slurmctld,
 munged; ``leftovers()`` names any of them, or a ``slurmstepd``, still running.
 
-Run as a script (``python tests/slurmlocal.py DIR``) it starts one in DIR and prints the
+Run as a script (``python tests/slurmlocal.py DIR [NODES]``) it starts one in DIR and prints the
 ``SLURM_CONF`` to export, until Ctrl-C (for trying things by hand).
 """
 
@@ -79,16 +83,15 @@ SlurmctldHost={host}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort={ctld_port}
-SlurmdPort={d_port}
-AuthType=auth/munge
+{slurmd_port}AuthType=auth/munge
 AuthInfo=socket={dir}/munge/munge.socket
 CredType=cred/munge
 StateSaveLocation={dir}/ctld
-SlurmdSpoolDir={dir}/spool
+SlurmdSpoolDir={dir}/spool{subdir}
 SlurmctldPidFile={dir}/slurmctld.pid
-SlurmdPidFile={dir}/slurmd.pid
+SlurmdPidFile={dir}/slurmd{each}.pid
 SlurmctldLogFile={dir}/slurmctld.log
-SlurmdLogFile={dir}/slurmd.log
+SlurmdLogFile={dir}/slurmd{each}.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -103,19 +106,33 @@ KillWait=2
 MessageTimeout=30
 InactiveLimit=0
 SchedulerType=sched/builtin
-NodeName={host} NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN
-PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+{node_lines}
+PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """
 
 
 class LocalSlurm:
-    """One private single-node Slurm (see the module's docstring)."""
+    """One private Slurm (see the module's docstring): one node, this machine by its name; or ``nodes`` of
+    them (n1, n2, ...), each its own ``slurmd -N nX`` on this machine."""
 
-    def __init__(self, root: Optional[str] = None) -> None:
+    def __init__(self, root: Optional[str] = None, nodes: int = 1) -> None:
         self.dir = root or tempfile.mkdtemp(prefix="tfnative-slurm-")
         self.host = socket.gethostname().split(".")[0]
         self.conf = os.path.join(self.dir, "slurm.conf")
         self.procs: Dict[str, subprocess.Popen] = {}
+        self.nodes = [self.host] if nodes <= 1 else ["n%d" % i for i in range(1, nodes + 1)]
+
+    def _conf(self, ctld_port: int, d_ports: List[int]) -> str:
+        if len(self.nodes) == 1:
+            return CONF.format(host=self.host, dir=self.dir, ctld_port=ctld_port, slurmd_port="SlurmdPort=%d\n"
+                               % d_ports[0], subdir="", each="", names=self.host,
+                               node_lines="NodeName=%s NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN" % self.host)
+        # several slurmd on one machine (Debian's Slurm is built with MULTIPLE_SLURMD): a port, a spool, a pid
+        # and a log file each; the same NodeHostname, which is what lets them share it
+        lines = ["NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=8 State=UNKNOWN" % (n, self.host, port)
+                 for n, port in zip(self.nodes, d_ports)]
+        return CONF.format(host=self.host, dir=self.dir, ctld_port=ctld_port, slurmd_port="", subdir="/%n",
+                           each="-%n", names=",".join(self.nodes), node_lines="\n".join(lines))
 
     def env(self, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
         """The environment for Slurm's clients: ``SLURM_CONF`` here, no job's variables inherited."""
@@ -175,15 +192,15 @@ class LocalSlurm:
 
     def _start(self) -> None:
         os.chmod(self.dir, 0o755)  # other users' clients (runuser) reach munged's socket through it
-        for sub in ("munge", "ctld", "spool"):
+        for sub in ["munge", "ctld", "spool"] + [os.path.join("spool", n) for n in self.nodes if len(self.nodes) > 1]:
             os.makedirs(os.path.join(self.dir, sub), mode=0o755, exist_ok=True)
         key = os.path.join(self.dir, "munge", "munge.key")
         with open(key, "wb") as f:
             f.write(os.urandom(1024))
         os.chmod(key, 0o400)
-        ctld_port, d_port = _free_ports(2)
+        ctld_port, *d_ports = _free_ports(1 + len(self.nodes))
         with open(self.conf, "w") as f:
-            f.write(CONF.format(host=self.host, dir=self.dir, ctld_port=ctld_port, d_port=d_port))
+            f.write(self._conf(ctld_port, d_ports))
         sock = os.path.join(self.dir, "munge", "munge.socket")
         self._daemon("munged", [which("munged"), "-F", "--force", "--socket=" + sock, "--key-file=" + key,
                                 "--pid-file=" + os.path.join(self.dir, "munge", "munged.pid"),
@@ -193,21 +210,28 @@ class LocalSlurm:
         self._daemon("slurmctld", [which("slurmctld"), "-D", "-c", "-f", self.conf])
         self._wait("slurmctld", lambda: self.run([which("sinfo"), "-h"], check=False, timeout=10).returncode == 0,
                    60, "slurmctld.log")
-        self._daemon("slurmd", [which("slurmd"), "-D", "-f", self.conf, "-N", self.host])
+        for node in self.nodes:
+            self._daemon(self._slurmd(node), [which("slurmd"), "-D", "-f", self.conf, "-N", node])
 
         def idle() -> bool:
             r = self.run([which("sinfo"), "-h", "-N", "-o", "%t"], check=False, timeout=10)
-            return r.returncode == 0 and r.stdout.strip() == "idle"
+            return r.returncode == 0 and r.stdout.split() == ["idle"] * len(self.nodes)
 
-        self._wait("the node to be idle", idle, 60, "slurmd.log")
+        self._wait("the node%s to be idle" % ("s" if len(self.nodes) > 1 else ""), idle, 60,
+                   self._slurmd(self.nodes[-1]) + ".log")
+
+    def _slurmd(self, node: str) -> str:
+        """The name of ``node``'s slurmd in ``procs`` (its log: that and ``.log``)."""
+        return "slurmd" if len(self.nodes) == 1 else "slurmd-%s" % node
 
     def jobs(self) -> List[str]:
         r = self.run([which("squeue"), "-h", "-o", "%i"], check=False, timeout=30)
         return r.stdout.split() if r.returncode == 0 else []
 
-    def step_pids(self, job: str, step: str = "0") -> List[int]:
-        """The pids of the tasks of step ``job.step`` on this node (``scontrol listpids``)."""
-        r = self.run([which("scontrol"), "listpids", job], check=False, timeout=30)
+    def step_pids(self, job: str, step: str = "0", node: Optional[str] = None) -> List[int]:
+        """The pids of the tasks of step ``job.step`` on ``node`` (``scontrol listpids``; the first node
+        when None: without a node name it answers for the first one only)."""
+        r = self.run([which("scontrol"), "listpids", job] + ([node] if node else []), check=False, timeout=30)
         out = []
         for line in r.stdout.splitlines()[1:]:
             cols = line.split()
@@ -232,7 +256,7 @@ class LocalSlurm:
             except (subprocess.SubprocessError, OSError):
                 pass
         steps = self.stepds()
-        for name in ("slurmd", "slurmctld", "munged"):
+        for name in [self._slurmd(n) for n in self.nodes] + ["slurmctld", "munged"]:
             p = self.procs.get(name)
             if p is None or p.poll() is not None:
                 continue
@@ -298,7 +322,7 @@ class LocalSlurm:
 
 
 def main() -> None:  # pragma: no cover - by hand
-    cluster = LocalSlurm(sys.argv[1] if len(sys.argv) > 1 else None)
+    cluster = LocalSlurm(sys.argv[1] if len(sys.argv) > 1 else None, int(sys.argv[2]) if len(sys.argv) > 2 else 1)
     cluster.start()
     print("export SLURM_CONF=%s" % cluster.conf, flush=True)
     try:

@@ -156,21 +156,22 @@ def tids(pid: int) -> List[int]:
         raise ProcessLookupError(pid) from None
 
 
-def status(pid: int) -> Dict[str, str]:
-    """The fields of ``/proc/PID/status`` (``State``, ``TracerPid``, ``NSpid``...), values as written."""
+def status(pid: int, tid: Optional[int] = None) -> Dict[str, str]:
+    """The fields of ``/proc/PID/status`` (``State``, ``TracerPid``, ``NSpid``...), values as written; a
+    thread's own (``/proc/PID/task/TID/status``) with ``tid``."""
     out: Dict[str, str] = {}
-    with open("/proc/%d/status" % pid) as f:
+    with open(_task(pid, tid) + "/status") as f:
         for line in f:
             key, _, value = line.partition(":")
             out[key] = value.strip()
     return out
 
 
-def tracer(pid: int) -> int:
-    """The process tracing ``pid`` (0: none).  ``TracerPid`` names the tracing thread, which is not the
-    process's first one where a thread of its own traces (``tfnative stack``'s hold): its ``Tgid`` is the
-    process.  Raises ``OSError`` when the status cannot be read."""
-    tid = int(status(pid).get("TracerPid", "0").split()[0])
+def tracer(pid: int, thread: Optional[int] = None) -> int:
+    """The process tracing ``pid`` (or its thread ``thread``; 0: none).  ``TracerPid`` names the tracing
+    thread, which is not the process's first one where a thread of its own traces (``tfnative stack``'s
+    hold): its ``Tgid`` is the process.  Raises ``OSError`` when the status cannot be read."""
+    tid = int(status(pid, thread).get("TracerPid", "0").split()[0])
     if tid:
         try:
             return int(status(tid).get("Tgid", str(tid)))

@@ -23,7 +23,7 @@ import signal
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, TextIO
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
 import psutil
 
@@ -117,13 +117,18 @@ def matching(pattern: str) -> List[int]:
 def with_environment(items: Sequence[str]) -> List[int]:
     """Every process running Python whose environment (``/proc/PID/environ``, as it started) has each
     ``KEY=VALUE`` of ``items`` (``KEY`` alone: the variable is set), tfnative itself and its ancestors
-    excepted: ``--env SLURM_JOB_ID=123`` is every Python process of Slurm job 123 on this machine."""
-    wanted = []
+    excepted: ``--env SLURM_JOB_ID=123`` is every Python process of Slurm job 123 on this machine.
+
+    Run on a Slurm node (as a task: ``SLURMD_NODENAME`` in tfnative's own environment, as each node's
+    task of ``--slurm-job`` has it), a selection by ``SLURM_JOB_ID`` is that job's processes on this node:
+    those whose ``SLURMD_NODENAME`` is the same (``this_node``)."""
+    wanted: List[Tuple[str, Optional[str]]] = []
     for item in items:
         key, sep, value = item.partition("=")
         if not key.strip():
             raise TfnativeError("--env takes KEY=VALUE or KEY (e.g. --env SLURM_JOB_ID=123), not %r" % item)
         wanted.append((key.strip(), value if sep else None))
+    wanted += this_node(wanted, os.environ)
     skip = set(_ancestors())
     out = []
     for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
@@ -135,6 +140,20 @@ def with_environment(items: Sequence[str]) -> List[int]:
                 and not _started_by_tfnative(proc.info["ppid"]):
             out.append(pid)
     return sorted(out)
+
+
+def this_node(wanted: Sequence[Tuple[str, Optional[str]]], own: Mapping[str, str]) -> List[Tuple[str, str]]:
+    """What a selection of a Slurm job's processes (``wanted`` names ``SLURM_JOB_ID``) adds where tfnative
+    runs on a Slurm node (``own``, its environment, has ``SLURMD_NODENAME``): that node's name, which each
+    process must have in its own environment, the job's tasks there.  Several ``slurmd`` on one machine
+    (``slurmd -N``: a test cluster) share its processes: a node's task of ``--slurm-job`` would read every
+    node's ranks, and two nodes' tasks would race to hold the same one.  On a real cluster a node sees
+    its own processes only, and the same restriction holds."""
+    node = own.get("SLURMD_NODENAME")
+    keys = [key for key, _ in wanted]
+    if not node or "SLURM_JOB_ID" not in keys or "SLURMD_NODENAME" in keys:
+        return []
+    return [("SLURMD_NODENAME", node)]
 
 
 def _started_by_tfnative(ppid: int) -> bool:

@@ -16,7 +16,7 @@ from ..core.model import Capture, Document
 from ..errors import PtraceRefused, TargetGone, TfnativeError, Unsupported
 from ..output import report, verdict
 from ..sources import ptrace, sessionsock
-from ..sources.permissions import ptrace_refused_message
+from ..sources.permissions import ptrace_refused_message, tracer_name
 from . import pipeline, samples
 from .options import StackOptions
 from .policy import take_stacks, why, widened
@@ -81,9 +81,10 @@ def check_pid(pid: int) -> str:
         real, effective = (int(u) for u in fields["Uid"].split()[:2])
         if os.geteuid() != 0 and os.geteuid() not in (real, effective):
             raise TfnativeError("process %d belongs to another user: run tfnative as that user or root" % pid)
-        tracer = int(fields.get("TracerPid", "0").split()[0])
+        tracer = procfs.tracer(pid)
         if tracer and not sessionsock.serves(pid):
-            raise TfnativeError("process %d is already being traced by pid %d (another debugger?)" % (pid, tracer))
+            raise TfnativeError("process %d is already being traced by PID %d (%s): a debugger, or another "
+                                "tfnative, holds it; run again once it has let go" % (pid, tracer, tracer_name(tracer)))
     except (OSError, ValueError, KeyError):
         pass
     return state

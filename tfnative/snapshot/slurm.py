@@ -3,7 +3,9 @@
 No daemon of ours: Slurm's own ``srun`` starts one more step inside the job's allocation, one task per
 node (``srun --jobid=J --overlap -N <nodes> --ntasks-per-node=1 --label``), and each task runs
 ``tfnative stack --env SLURM_JOB_ID=J --json -`` on its node: every process running Python that Slurm
-started for the job there (its ``SLURM_JOB_ID`` in ``/proc/PID/environ``).  The documents come back on
+started for the job there (its ``SLURM_JOB_ID`` in ``/proc/PID/environ``, and the node's own name in its
+``SLURMD_NODENAME``, ``many.this_node``: each rank read once, by its own node, even where several nodes
+share one machine).  The documents come back on
 ``srun``'s standard output, each line prefixed with its task's number (``0: ``); ``srun`` cuts lines
 longer than 1 KiB into labelled pieces, so a task's pieces are joined without their line ends and the
 documents read back one after another (JSON needs no line ends between them, and has none inside).

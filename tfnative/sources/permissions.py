@@ -1,14 +1,15 @@
 """Why the kernel refuses to let us trace or read a process, and what the user can do about it.
 
-Read from ``/proc`` (``core/procfs.py``): Yama's ptrace scope, our capabilities and the target's,
-a seccomp filter.  Every mode that meets a refusal (ptrace, ``/proc/PID/mem``, gdb's attach) says
-the same thing through ``ptrace_refused_message``.
+Read from ``/proc`` (``core/procfs.py``): another process that traces it (checked first: it refuses
+everyone else, root included), Yama's ptrace scope, our capabilities and the target's, a seccomp
+filter.  Every mode that meets a refusal (ptrace, ``/proc/PID/mem``, gdb's attach) says the same thing
+through ``ptrace_refused_message``.
 """
 
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from ..core import procfs
 
@@ -21,11 +22,47 @@ def has_cap_sys_ptrace() -> bool:
     return caps is not None and bool(caps >> CAP_SYS_PTRACE & 1)
 
 
+MAX_THREADS_ASKED = 100_000  # threads whose tracer a refusal looks up (a process has far fewer)
+
+
+def other_tracer(pid: int) -> Optional[Tuple[int, int, str]]:
+    """Another process that traces ``pid`` or one of its threads: (the thread, the tracer's pid, its name),
+    the first thread first; None when none does (or ``pid`` is gone).  A tracer is the one thing that
+    makes the kernel refuse ptrace to anyone else, root included: two tfnatives that race to hold the
+    same process, a debugger attached."""
+    try:
+        tids = procfs.tids(pid)
+    except OSError:
+        return None
+    me = os.getpid()
+    for tid in sorted(tids, key=lambda t: (t != pid, t))[:MAX_THREADS_ASKED]:
+        try:
+            tracer = procfs.tracer(pid, tid)
+        except (OSError, ValueError):
+            continue
+        if tracer and tracer != me:
+            return tid, tracer, tracer_name(tracer)
+    return None
+
+
+def tracer_name(pid: int) -> str:
+    """What to call a tracer: tfnative (``tfnative ...``, ``python -m tfnative ...``), else its command's name."""
+    argv = procfs.cmdline(pid)
+    if any(os.path.basename(a) == "tfnative" for a in argv[:3]):
+        return "tfnative"
+    return procfs.comm(pid) or "gone"
+
+
 def ptrace_refused_message(pid: int, failed: Optional[str] = None) -> str:
     """Why the kernel refused to let us trace or read ``pid``, what failed, and how to fix it."""
     why = "the kernel refused ptrace on %d" % pid
     if failed:
         why += " (%s)" % failed
+    held = other_tracer(pid)
+    if held is not None:  # first: no other cause is worth naming while another process holds it
+        tid, tracer, name = held
+        return ("%s: %s is traced by PID %d (%s): a debugger, or another tfnative, holds it; run again once it "
+                "has let go" % (why, "process %d" % pid if tid == pid else "its thread %d" % tid, tracer, name))
     scope = procfs.yama_scope()
     if scope == 1:
         fix = ("Yama ptrace_scope is 1 (only a parent may trace): run as root, or "
