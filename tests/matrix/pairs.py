@@ -95,6 +95,13 @@ def requirements_key(name: str) -> str:
     return h.hexdigest()[:16]
 
 
+def wheels_dir(name: str) -> str:
+    """The pair's wheelhouse: every wheel its requirements need (downloaded, or built from an sdist), kept under
+    the cache by a hash of the requirements, so that a venv made again installs from disk (``--no-index``)."""
+    digest = hashlib.sha256(json.dumps({"pair": name, "requirements": requirements(name)}).encode()).hexdigest()
+    return os.path.join(cache_dir(), "wheels", "%s-%s" % (name, digest[:12]))
+
+
 def ready_key(venv: str) -> Optional[str]:
     """The requirements key a ready venv's ``READY`` records (None: none, an older ``READY``)."""
     try:
