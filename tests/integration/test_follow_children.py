@@ -50,7 +50,8 @@ KERNEL_COMPUTE = "::Compute(tensorflow::OpKernelContext*)"
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     if not _hears_processes():
-        pytest.skip("the kernel refuses its process events here")
+        pytest.skip("needs the kernel's process events (netlink connector, CONFIG_PROC_EVENTS) open to this user: "
+                    "this kernel refuses them")
     tmp = tmp_path_factory.mktemp("follow")
     pidfile, out = str(tmp / "idle.pid"), str(tmp / "f.json")
     proc = subprocess.Popen(TFNATIVE + ["attach", "--follow-children", "--break", "uname", "--json", out, SCRIPT,
@@ -162,7 +163,8 @@ def test_break_op_and_tensorflow_crash_in_a_child(tmp_path):
     """The script runs no TensorFlow; its spawn child does: --break-op MatMul stops in the child's kernel under
     the child's line, and its segfault in a py_function is reported with the callback's line."""
     if not _hears_processes():
-        pytest.skip("the kernel refuses its process events here")
+        pytest.skip("needs the kernel's process events (netlink connector, CONFIG_PROC_EVENTS) open to this user: "
+                    "this kernel refuses them")
     tf_script = script("tf_follow_child.py")
     out = tmp_path / "tf.json"
     r = run_tfnative(["attach", "--follow-children", "--break-op", "MatMul", "--json", str(out), tf_script],

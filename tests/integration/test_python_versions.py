@@ -378,7 +378,10 @@ def test_tensorflow_222_on_python_314(tmp_path):
     frame, the callback's line on the pool thread and the tf.function the main thread waits in."""
     python = os.path.join(TF_VENV, "bin", "python")
     if not os.path.exists(os.path.join(TF_VENV, "READY")):
-        pytest.skip("no %s (run .ci/pythons venv 3.14 %s tensorflow-cpu==2.22.0rc0)" % (TF_VENV, TF_VENV))
+        msg = "no %s (.ci/setup provisions it: tests/matrix/run --provision --pair py3.14-tf2.22.0rc0)" % TF_VENV
+        if os.environ.get("CI"):
+            pytest.fail("CI must provision the pairs it runs: " + msg, pytrace=False)
+        pytest.skip(msg)
     hang = script("tf_hang.py")
     with held(python, hang, tmp_path) as proc:
         r, event = _stack(tmp_path, proc.pid)

@@ -118,7 +118,9 @@ def test_stack_of_a_running_process_leaves_it_running(tmp_path):
         target.wait()
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/sys/kernel/yama/ptrace_scope"), reason="no Yama LSM here")
+@pytest.mark.skipif(not os.path.exists("/proc/sys/kernel/yama/ptrace_scope"),
+                    reason="needs a kernel with the Yama LSM (/proc/sys/kernel/yama/ptrace_scope); this one has none "
+                           "(test_launcher_names_gdb_as_its_tracer checks the PR_SET_PTRACER call without it)")
 def test_yama_scope_allows_our_gdb(tmp_path):
     r = run_tfnative(["attach", "--break", "uname", script("nested_uname.py")])
     assert r.returncode == 0, r.stderr

@@ -1,9 +1,9 @@
 """Which (Python, TensorFlow) pair the checks of ``test_pair.py`` run on, and how tfnative is run there.
 
 ``tests/matrix/run`` sets ``TFNATIVE_PAIR`` (the pair's name) and ``TFNATIVE_PAIR_PYTHON`` (its venv's python).
-Without them (the README's test command, CI) the pair is the newest one, ``pairs.NEWEST``, from its venv in the
-cache; if that venv is not ready the checks fail under ``CI`` (CI's set-up must provision it) and skip elsewhere,
-naming the command that provisions it.
+Without them (the README's test command, CI) the checks run on CI's pairs, ``pairs.CI_PAIRS`` (the oldest and the
+newest), each from its venv in the cache; a venv that is not ready fails its checks under ``CI`` (``.ci/setup``
+provisions both) and skips them elsewhere, naming the command that provisions it.
 
 tfnative runs from the pair's venv (``<venv>/bin/tfnative``) where it is installed there from this checkout, as a
 user who installs it beside TensorFlow would run it; else from the checkout's ``.venv`` with ``--python``.
@@ -40,26 +40,27 @@ class Pair:
         return [] if self.own_tfnative else ["--python", self.python]
 
 
-def _provision_hint(name: str) -> str:
-    return "%s/tests/matrix/run --provision --pair %s" % (pairs.ROOT, name)
+def _pair_names() -> List[str]:
+    name = os.environ.get("TFNATIVE_PAIR")
+    return [name] if name else list(pairs.CI_PAIRS)
 
 
-@pytest.fixture(scope="session")
-def pair() -> Pair:
-    name = os.environ.get("TFNATIVE_PAIR") or pairs.NEWEST
+@pytest.fixture(scope="session", params=_pair_names())
+def pair(request: pytest.FixtureRequest) -> Pair:
+    name = request.param
     try:
         _py, tf = pairs.parse(name)
     except pairs.PairError as e:
         pytest.fail("TFNATIVE_PAIR: %s" % e, pytrace=False)
     python = os.environ.get("TFNATIVE_PAIR_PYTHON")
     if not python:
-        venv = pairs.find_venv(name)
-        if venv is None:
-            msg = "the venv of pair %s is not ready (%s has no READY file); provision it with: %s" % (
-                name, pairs.venv_dir(name), _provision_hint(name))
+        missing = pairs.ci_pair_missing(name)
+        if missing:
             if os.environ.get("CI"):
-                pytest.fail("CI must provision the newest pair: " + msg, pytrace=False)
-            pytest.skip(msg)
+                pytest.fail("CI must provision the pairs it runs (.ci/setup): " + missing, pytrace=False)
+            pytest.skip(missing)
+        venv = pairs.find_venv(name)
+        assert venv is not None
         python = os.path.join(venv, "bin", "python")
     venv = os.path.dirname(os.path.dirname(python))
     own = pairs.tfnative_from(venv)

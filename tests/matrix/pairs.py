@@ -11,6 +11,7 @@ file; what is in it (the interpreter's version, TensorFlow's) is read from the v
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import re
@@ -31,7 +32,9 @@ PAIRS = [
     "py3.15-notf",
 ]
 WHY_NO_TF = {"py3.15-notf": "no TensorFlow wheel exists for CPython 3.15"}
-NEWEST = "py3.14-tf2.22.0rc0"  # the pair CI runs on every change
+NEWEST = "py3.14-tf2.22.0rc0"  # the newest pair: CI runs it on every change (tests/matrix/test_pair*.py)
+OLDEST = "py3.11-tf2.16.2"  # the oldest: CI runs it on every change too (test_pair*.py, test_old_tf*.py)
+CI_PAIRS = [OLDEST, NEWEST]  # what .ci/setup provisions; the full matrix (PAIRS) runs on demand: tests/matrix/run
 
 _NAME = re.compile(r"^py(3\.\d+)-(?:tf(\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?)|notf)$")
 
@@ -70,6 +73,64 @@ def venv_dir(name: str) -> str:
 
 def is_ready(venv: str) -> bool:
     return os.path.isfile(os.path.join(venv, "READY")) and os.path.exists(os.path.join(venv, "bin", "python"))
+
+
+def requirements(name: str) -> List[str]:
+    """What pip installs into a pair's venv, tfnative itself aside (it comes from the checkout, ``-e``)."""
+    _python, tf = parse(name)
+    return (["tensorflow-cpu==%s" % tf] if tf else []) + ["pytest"]
+
+
+def requirements_key(name: str) -> str:
+    """A content hash of what a pair's venv is made from: the pair, its requirements and tfnative's own
+    ``pyproject.toml`` (its dependencies).  ``READY`` records it; a venv whose key differs is brought up to date
+    (``pip install`` again), one whose key is the same is left alone: a second provisioning is a no-op."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"pair": name, "requirements": requirements(name)}, sort_keys=True).encode())
+    try:
+        with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+            h.update(f.read())
+    except OSError:
+        pass
+    return h.hexdigest()[:16]
+
+
+def wheels_dir(name: str) -> str:
+    """The pair's wheelhouse: every wheel its requirements need (downloaded, or built from an sdist), kept under
+    the cache by a hash of the requirements, so that a venv made again installs from disk (``--no-index``)."""
+    digest = hashlib.sha256(json.dumps({"pair": name, "requirements": requirements(name)}).encode()).hexdigest()
+    return os.path.join(cache_dir(), "wheels", "%s-%s" % (name, digest[:12]))
+
+
+def ready_key(venv: str) -> Optional[str]:
+    """The requirements key a ready venv's ``READY`` records (None: none, an older ``READY``)."""
+    try:
+        with open(os.path.join(venv, "READY")) as f:
+            for line in f:
+                if line.startswith("key: "):
+                    return line[5:].strip()
+    except OSError:
+        pass
+    return None
+
+
+def ci_pair_missing(name: str) -> Optional[str]:
+    """Why a pair CI must have is not ready here (None: it is), naming the command that provisions it."""
+    if find_venv(name) is not None:
+        return None
+    return "the venv of pair %s is not ready (%s has no READY file); provision it with: %s/tests/matrix/run " \
+           "--provision --pair %s" % (name, venv_dir(name), ROOT, name)
+
+
+def older_tf_pairs() -> List[str]:
+    """The pairs whose TensorFlow is older than 2.21 (2.16-2.20: C++ runtime DWARF in ``libtensorflow_cc.so.2``,
+    no thread names), in the order of PAIRS."""
+    out = []
+    for name in PAIRS:
+        _py, tf = parse(name)
+        if tf is not None and tuple(int(x) for x in tf.split(".")[:2]) < (2, 21):
+            out.append(name)
+    return out
 
 
 def probe(python: str, with_tf: Optional[str] = "import", timeout: float = 300) -> dict:

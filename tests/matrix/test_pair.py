@@ -132,17 +132,20 @@ def run_watching_gdb(cmd: list, tmp, timeout: float = 600) -> tuple:
 
 @pytest.fixture(scope="module")
 def newsession(tf_pair, tmp_path_factory):
-    """One ``attach --break TF_NewSession`` run on examples/open_session.py, its gdb watched."""
+    """One ``attach --break TF_NewSession`` run on examples/open_session.py, its gdb watched and its MI logged."""
     tmp = tmp_path_factory.mktemp("newsession")
     r, peak = run_watching_gdb(tf_pair.tfnative + ["attach", *tf_pair.python_option(), OPEN_SESSION, "--break",
-                                                   "TF_NewSession", "--json", str(tmp / "s.json")], tmp)
+                                                   "TF_NewSession", "--json", str(tmp / "s.json"),
+                                                   "--gdb-log", str(tmp / "gdb.log")], tmp)
     assert r.returncode == 0, "exit %s: %s" % (r.returncode, r.stderr[-3000:])
-    return r, load_json(tmp / "s.json"), peak
+    with open(tmp / "gdb.log", errors="replace") as f:
+        gdb_log = f.read()
+    return r, load_json(tmp / "s.json"), peak, gdb_log
 
 
 def test_tf_newsession(newsession):
     """attach --break TF_NewSession: the stop in TensorFlow's C API, the user's call chain above it."""
-    r, doc, _peak = newsession
+    r, doc, _peak, _log = newsession
     assert "result: [[5.0]]" in r.stdout  # the script ran on after the stop
     (event,) = doc["events"]
     frames = event["threads"][0]["frames"]
@@ -162,10 +165,15 @@ def test_tf_newsession(newsession):
 
 def test_fast_attach(newsession):
     """The same run took tfnative's fast path: gdb never read TensorFlow's huge symbol tables in full (about
-    2 GB of gdb memory and 20-30 s when it does), and tfnative did not fall back to it."""
-    r, _doc, peak = newsession
+    2 GB of gdb memory and 20-30 s when it does), and tfnative did not fall back to it.  On TF 2.16-2.20, whose
+    ``libtensorflow_cc.so.2`` carries C++ runtime DWARF and a ``.gnu_debuglink`` naming ``crti.o``, tfnative once
+    took that for a debug build and had gdb read it (issue #22)."""
+    r, _doc, peak, gdb_log = newsession
     assert "fast symbols unavailable" not in r.stderr, r.stderr[-2000:]
+    assert "gdb reads it in full" not in r.stderr, r.stderr[-2000:]
     assert 0 < peak < 1000, "gdb's peak RSS was %d MB: it read a TensorFlow library's symbols in full" % peak
+    # our index resolved TF_NewSession: gdb was never told to load libtensorflow_cc's symbols
+    assert not [ln for ln in gdb_log.splitlines() if "sharedlibrary" in ln and "libtensorflow_cc" in ln]
 
 
 def _check_pyfunc_segv(doc: dict, event: dict) -> None:
@@ -212,6 +220,7 @@ def test_pyfunc_segv_core(tf_pair, tmp_path, autograph_files):
     core = make_core(tf_pair, PYFUNC_SEGV, tmp_path)
     try:
         r, doc = json_run(tf_pair, tmp_path, ["core", core])
+        assert doc["events"][0]["via"] == "cfi", r.stderr[-2000:]  # tfnative's own unwinder, no gdb
         _check_pyfunc_segv(doc, doc["events"][0])
     finally:
         os.unlink(core)

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from . import pairs
 
 RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run")
@@ -76,3 +78,53 @@ def _split(row: str, head: str) -> list:
     """The cells of a text-table row, cut where the header's columns start."""
     starts = [i for i in range(len(head)) if head[i] != " " and (i == 0 or head[i - 1] == " ")]
     return [row[a:b] for a, b in zip(starts, starts[1:] + [len(row)])]
+
+
+def _pair_venv(tmp_path, name: str, key: str):
+    """A real venv (no pip in it) where the cache keeps the pair's, its READY recording ``key``."""
+    venv = tmp_path / "venvs" / name
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    ready = venv / "READY"
+    ready.write_text("tensorflow-cpu==2.16.2 pytest -e %s\nkey: %s\n" % (pairs.ROOT, key))
+    os.utime(ready, (1, 1))
+    return venv, ready
+
+
+def test_a_current_venv_is_left_alone(tmp_path, monkeypatch):
+    """READY records the hash of the pair's requirements; provisioning again with the same hash does nothing."""
+    monkeypatch.setenv("TFNATIVE_CACHE", str(tmp_path))
+    name = pairs.OLDEST
+    venv, ready = _pair_venv(tmp_path, name, pairs.requirements_key(name))
+    before = sorted(p.name for p in venv.iterdir())
+    assert pairs.ready_key(str(venv)) == pairs.requirements_key(name)
+    assert load_run().provision(name) == str(venv)
+    assert ready.stat().st_mtime == 1 and sorted(p.name for p in venv.iterdir()) == before
+    assert not (tmp_path / "wheels").exists() and not (tmp_path / "matrix").exists()
+
+
+def test_a_venv_made_from_other_requirements_is_brought_up_to_date(tmp_path, monkeypatch):
+    """Another hash in READY (the requirements or pyproject.toml changed): pip installs them again, here in a venv
+    without pip, which fails in one line naming the log; READY keeps the old hash."""
+    monkeypatch.setenv("TFNATIVE_CACHE", str(tmp_path))
+    name = pairs.OLDEST
+    venv, ready = _pair_venv(tmp_path, name, "0123456789abcdef")
+    run = load_run()
+    with pytest.raises(run.pairs.PairError) as e:  # run imports pairs as a top-level module: its own class
+        run.provision(name)
+    log = tmp_path / "matrix" / "logs" / ("%s.provision.log" % name)
+    assert str(e.value) == "pip install tensorflow-cpu==2.16.2 pytest -e %s into %s failed (exit 1); see %s" % (
+        pairs.ROOT, venv, log)
+    assert "No module named pip" in log.read_text()
+    assert pairs.ready_key(str(venv)) == "0123456789abcdef"
+
+
+def test_requirements_keys():
+    """The hash changes with the pair (its requirements); a READY from before the hashes has none."""
+    keys = {pairs.requirements_key(n) for n in pairs.PAIRS}
+    assert len(keys) == len(pairs.PAIRS)
+    assert pairs.requirements_key(pairs.OLDEST) == pairs.requirements_key(pairs.OLDEST)
+    assert pairs.requirements(pairs.OLDEST) == ["tensorflow-cpu==2.16.2", "pytest"]
+    assert pairs.requirements("py3.15-notf") == ["pytest"]
+    assert pairs.CI_PAIRS == [pairs.OLDEST, pairs.NEWEST] and set(pairs.CI_PAIRS) <= set(pairs.PAIRS)
+    assert pairs.OLDEST in pairs.older_tf_pairs() and pairs.NEWEST not in pairs.older_tf_pairs()
