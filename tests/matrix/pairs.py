@@ -83,10 +83,12 @@ def requirements(name: str) -> List[str]:
 
 def requirements_key(name: str) -> str:
     """A content hash of what a pair's venv is made from: the pair, its requirements and tfnative's own
-    ``pyproject.toml`` (its dependencies).  ``READY`` records it; a venv whose key differs is brought up to date
-    (``pip install`` again), one whose key is the same is left alone: a second provisioning is a no-op."""
+    ``pyproject.toml`` (its dependencies), and the checkout tfnative is installed from (editable: a venv made
+    for another clone would run that clone's code).  ``READY`` records it; a venv whose key differs is brought up
+    to date (``pip install`` again), one whose key is the same is left alone: a second provisioning is a no-op."""
     h = hashlib.sha256()
-    h.update(json.dumps({"pair": name, "requirements": requirements(name)}, sort_keys=True).encode())
+    h.update(json.dumps({"pair": name, "requirements": requirements(name), "checkout": os.path.realpath(ROOT)},
+                        sort_keys=True).encode())
     try:
         with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
             h.update(f.read())
