@@ -162,9 +162,9 @@ def _parse_nt_file(d: bytes, problems: List[str]) -> List[Mapping]:
     count, page = struct.unpack_from("<QQ", d, 0)
     fits = (len(d) - 16) // 24
     if count > min(fits, MAX_NT_FILE):
-        problems.append("NT_FILE: %d entries, where its %d bytes hold at most %d; the mapped files are not read"
-                        % (count, len(d), fits))
-        return []
+        problems.append("NT_FILE: %d entries, where its %d bytes hold at most %d; the first %d are read"
+                        % (count, len(d), fits, min(fits, MAX_NT_FILE)))
+        count = min(fits, MAX_NT_FILE)
     if page == 0 or page & (page - 1) or page > 1 << 30:
         problems.append("NT_FILE: a page size of %d; the mapped files are not read" % page)
         return []
@@ -291,7 +291,7 @@ class Core:
             elif p_type == PT_LOAD:
                 if not p_memsz:
                     continue
-                if p_vaddr + p_memsz > USER_END or p_filesz > p_memsz:
+                if p_vaddr + p_memsz > 1 << 64 or p_filesz > p_memsz:  # (the vsyscall page ends at 2**64 - 2**22)
                     problems.append("program header %d: memory 0x%x-0x%x%s; left out"
                                     % (i, p_vaddr, p_vaddr + p_memsz, " with more bytes in the file than in memory"
                                        if p_filesz > p_memsz else ", past the end of the address space"))
