@@ -399,21 +399,51 @@ def test_truncations(seed: Seed, budget: Budget) -> None:
         tfnative_core(seed, data[:cut])
 
 
+def _memory_regions(image: CoreImage) -> Tuple[Tuple[int, int], List[Tuple[int, int]]]:
+    """(file offset, size) in the core of the crashed thread's stack page(s) around its rsp, and of the
+    writable memory the core holds (heap, the interpreter's data: where the Python frames and objects are)."""
+    regs = image.note(NT_PRSTATUS).desc
+    rsp, = struct.unpack_from("<Q", regs, 112 + 19 * 8)  # pr_reg, user_regs_struct's rsp
+    stack = (0, 0)
+    writable = []
+    for i in range(image.phnum):
+        p_type, p_flags, p_offset, p_vaddr, _p, p_filesz, _m, _a = image.phdr(i)
+        if p_type != PT_LOAD or not p_filesz:
+            continue
+        if p_vaddr <= rsp < p_vaddr + p_filesz:
+            lo = max(p_vaddr, rsp - 4096)
+            stack = (p_offset + lo - p_vaddr, min(p_vaddr + p_filesz, rsp + 16384) - lo)
+        elif p_flags & 2:
+            writable.append((p_offset, p_filesz))
+    return stack, writable
+
+
 def test_random_damage(seed: Seed, budget: Budget) -> None:
-    """Seeded byte flips, mostly in the headers and notes (where a flip changes what is read), some anywhere."""
+    """Seeded byte flips: in the headers and notes (where a flip changes what is read), in the crashed thread's
+    stack (the unwinder), in the writable memory (the Python frames and objects), anywhere."""
     import time
 
     rng = budget.rng("flips")
     image = seed.image
     note_off, note_size = image.phdr(image.note_phdr)[2], image.phdr(image.note_phdr)[5]
     head = note_off + note_size
+    stack, writable = _memory_regions(image)
+    assert stack[1] > 0 and writable
     deadline = time.monotonic() + budget.seconds(12)
     runs = 0
     while time.monotonic() < deadline or runs < 5:
         data = bytearray(image.data)
+        where = rng.random()
         for _ in range(rng.choice([1, 2, 4, 16, 64])):
-            at = rng.randrange(head) if rng.random() < 0.8 else rng.randrange(len(data))
+            if where < 0.5:
+                at = rng.randrange(head)
+            elif where < 0.7:
+                at = stack[0] + rng.randrange(stack[1])
+            elif where < 0.9:
+                off, size = rng.choice(writable)
+                at = off + rng.randrange(size)
+            else:
+                at = rng.randrange(len(data))
             data[at] = rng.choice([0, 0xFF, rng.randrange(256), data[at] ^ (1 << rng.randrange(8))])
         tfnative_core(seed, bytes(data))
         runs += 1
-

@@ -43,7 +43,7 @@ PRSTATUS_REGS = 112  # offset of pr_reg in x86-64's elf_prstatus
 MAX_NOTES = 1 << 20
 MAX_READ = 1 << 26
 MAX_THREADS = 1 << 16  # NT_PRSTATUS notes read (the kernel's own limit on threads is lower in practice)
-MAX_NT_FILE = 1 << 20  # NT_FILE entries (a process has at most vm.max_map_count mappings: 65530 by default)
+MAX_NT_FILE = 1 << 18  # NT_FILE entries read (a process has at most vm.max_map_count mappings: 65530 by default)
 USER_END = 1 << 56  # no x86-64 user address reaches this (57-bit paging's user half ends at 2**56)
 MAX_FILE_OFFSET = 1 << 48  # an NT_FILE offset beyond this is no file's
 
