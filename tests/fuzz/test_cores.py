@@ -328,6 +328,7 @@ def _note_cases(image: CoreImage) -> Dict[str, bytes]:
                                                        for n, t, d in notes])
     cases["200000 empty notes"] = image.with_notes(notes + [(b"", 0, b"")] * 200000)
     cases["4000 threads"] = image.with_notes(notes + [notes[prstatus[0]]] * 4000)
+    cases["100000 short NT_PRSTATUS"] = image.with_notes(notes + [(b"CORE", NT_PRSTATUS, bytes(8))] * 100000)
     return cases
 
 

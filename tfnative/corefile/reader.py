@@ -98,6 +98,16 @@ class Notes:
     problems: List[str] = field(default_factory=list)  # what was wrong in them and left out (warnings)
 
 
+MAX_PROBLEMS = 20  # what is wrong in a core, said one by one (a damaged core may repeat one fault a million times)
+
+
+def _say(problems: List[str], text: str) -> None:
+    if len(problems) < MAX_PROBLEMS:
+        problems.append(text)
+    elif len(problems) == MAX_PROBLEMS:
+        problems.append("more damage, not listed")
+
+
 def _cstr(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
@@ -117,8 +127,8 @@ def parse_notes(buf: bytes) -> Notes:
         nxt = desc + ((descsz + 3) & ~3)
         if desc + descsz > len(buf):
             notes.truncated = True
-            notes.problems.append("a note (type 0x%x) of %d bytes runs past the end of the notes (%d bytes)"
-                                  % (ntype, descsz, len(buf)))
+            _say(notes.problems, "a note (type 0x%x) of %d bytes runs past the end of the notes (%d bytes)"
+                 % (ntype, descsz, len(buf)))
             break
         d = buf[desc:desc + descsz]
         off = nxt
@@ -129,6 +139,9 @@ def parse_notes(buf: bytes) -> Notes:
             tid, = struct.unpack_from("<I", d, 32)
             regs = dict(zip(REGISTERS, struct.unpack_from("<%dQ" % len(REGISTERS), d, PRSTATUS_REGS)))
             notes.threads.append(Thread(tid, cursig, regs))
+        elif ntype == NT_PRSTATUS:
+            _say(notes.problems, "a thread's NT_PRSTATUS note of %d bytes, too short for its registers (%d); "
+                 "left out" % (len(d), PRSTATUS_REGS + 8 * len(REGISTERS)))
         elif ntype == NT_PRPSINFO and len(d) >= 136:
             notes.pid, = struct.unpack_from("<I", d, 24)
             notes.fname, notes.psargs = _cstr(d[40:56]), _cstr(d[56:136])
@@ -156,21 +169,21 @@ def _parse_nt_file(d: bytes, problems: List[str]) -> List[Mapping]:
     """The mapped files of an ``NT_FILE`` note: its count, page size, entries and paths, each checked against
     the note's size and the address space; an entry that fails is left out and named in ``problems``."""
     if len(d) < 16:
-        problems.append("NT_FILE: a note of %d bytes, too short for its header; the mapped files are not read"
-                        % len(d))
+        _say(problems, "NT_FILE: a note of %d bytes, too short for its header; the mapped files are not read"
+             % len(d))
         return []
     count, page = struct.unpack_from("<QQ", d, 0)
     fits = (len(d) - 16) // 24
     if count > min(fits, MAX_NT_FILE):
-        problems.append("NT_FILE: %d entries, where its %d bytes hold at most %d; the first %d are read"
-                        % (count, len(d), fits, min(fits, MAX_NT_FILE)))
+        _say(problems, "NT_FILE: %d entries, where its %d bytes hold at most %d; the first %d are read"
+             % (count, len(d), fits, min(fits, MAX_NT_FILE)))
         count = min(fits, MAX_NT_FILE)
     if page == 0 or page & (page - 1) or page > 1 << 30:
-        problems.append("NT_FILE: a page size of %d; the mapped files are not read" % page)
+        _say(problems, "NT_FILE: a page size of %d; the mapped files are not read" % page)
         return []
     names = d[16 + 24 * count:].split(b"\0", count)
     out = []
-    bad: List[str] = []
+    first_bad, bad = "", 0
     for i in range(count):
         start, end, pgoff = struct.unpack_from("<QQQ", d, 16 + 24 * i)
         name = names[i].decode("utf-8", "replace") if i < len(names) else ""
@@ -179,11 +192,12 @@ def _parse_nt_file(d: bytes, problems: List[str]) -> List[Mapping]:
                else "maps offset 0x%x of its file" % (pgoff * page) if pgoff * page > MAX_FILE_OFFSET
                else "has no path" if not name.startswith("/") else None)
         if why is not None:
-            bad.append("entry %d (0x%x-0x%x) %s" % (i, start, end, why))
+            first_bad = first_bad or "entry %d (0x%x-0x%x) %s" % (i, start, end, why)
+            bad += 1
             continue
         out.append(Mapping(start, end, pgoff * page, name))
     if bad:
-        problems.append("NT_FILE: %s%s; left out" % (bad[0], " and %d more" % (len(bad) - 1) if len(bad) > 1 else ""))
+        _say(problems, "NT_FILE: %s%s; left out" % (first_bad, " and %d more" % (bad - 1) if bad > 1 else ""))
     return out
 
 
@@ -280,21 +294,23 @@ class Core:
         problems: List[str] = []
         for i, (p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, _align) in enumerate(elf.segments):
             if p_type == PT_NOTE:
-                if p_offset >= self.size or len(notes) >= MAX_READ:
-                    problems.append("program header %d: notes at offset 0x%x, past the end of the core (%d bytes)"
-                                    % (i, p_offset, self.size))
+                if p_offset >= self.size:
+                    _say(problems, "program header %d: notes at offset 0x%x, past the end of the core (%d bytes)"
+                         % (i, p_offset, self.size))
                     continue
                 if p_offset + p_filesz > self.size:
-                    problems.append("program header %d: notes of %d bytes run past the end of the core"
-                                    % (i, p_filesz))
-                notes += self.mm[p_offset:min(p_offset + p_filesz, self.size, p_offset + MAX_READ)]
+                    _say(problems, "program header %d: notes of %d bytes run past the end of the core" % (i, p_filesz))
+                room = MAX_READ - len(notes)
+                if p_filesz > room:
+                    _say(problems, "program header %d: notes past %d bytes in all; left out" % (i, MAX_READ))
+                notes += self.mm[p_offset:min(p_offset + p_filesz, self.size, p_offset + max(room, 0))]
             elif p_type == PT_LOAD:
                 if not p_memsz:
                     continue
                 if p_vaddr + p_memsz > 1 << 64 or p_filesz > p_memsz:  # (the vsyscall page ends at 2**64 - 2**22)
-                    problems.append("program header %d: memory 0x%x-0x%x%s; left out"
-                                    % (i, p_vaddr, p_vaddr + p_memsz, " with more bytes in the file than in memory"
-                                       if p_filesz > p_memsz else ", past the end of the address space"))
+                    _say(problems, "program header %d: memory 0x%x-0x%x%s; left out"
+                         % (i, p_vaddr, p_vaddr + p_memsz, " with more bytes in the file than in memory"
+                            if p_filesz > p_memsz else ", past the end of the address space"))
                     continue
                 self.segments.append(Segment(p_vaddr, p_memsz, p_offset, p_filesz, p_flags))
         self.segments.sort(key=lambda s: s.vaddr)
@@ -304,7 +320,7 @@ class Core:
                 continue
             kept.append(one)
         if len(kept) < len(self.segments):
-            problems.append("%d PT_LOAD program headers overlap others; left out" % (len(self.segments) - len(kept)))
+            _say(problems, "%d PT_LOAD program headers overlap others; left out" % (len(self.segments) - len(kept)))
             self.segments = kept
         self._starts = [s.vaddr for s in self.segments]
         self.notes = parse_notes(notes)

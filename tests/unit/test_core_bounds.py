@@ -1,4 +1,5 @@
-"""core/mapfile.py: the one checked opener of every file tfnative maps, on real odd files."""
+"""The bounds a core's reader keeps: core/mapfile.py (the one checked opener of every file tfnative maps, on real
+odd files) and the checks of a core's notes (corefile/reader.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from tfnative.core.elfindex import ElfError, ElfIndex, read_build_id
 from tfnative.core.mapfile import MAX_SIZE, Unreadable, check_file, map_file, read_head
-from tfnative.corefile.reader import NT_FILE, parse_notes
+from tfnative.corefile.reader import MAX_PROBLEMS, NT_FILE, NT_PRSTATUS, parse_notes
 
 
 def _write(path, data: bytes) -> str:
@@ -97,3 +98,11 @@ def test_nt_file_bad_entries_are_left_out_and_the_rest_kept():
     n = parse_notes(_nt_file(len(entries), 4096, entries, names))
     assert [(m.start, m.offset, m.path) for m in n.files] == [(0x1000, 0, "/a"), (0xB000, 8192, "/f")]
     assert n.problems == ["NT_FILE: entry 1 (0x5000-0x4000) ends before it starts and 3 more; left out"]
+
+
+def test_short_thread_notes_are_said_and_the_problems_bounded():
+    short = struct.pack("<III", 5, 8, NT_PRSTATUS) + b"CORE\0\0\0\0" + bytes(8)
+    n = parse_notes(short * 100000)
+    assert n.threads == [] and len(n.problems) == MAX_PROBLEMS + 1
+    assert n.problems[0].startswith("a thread's NT_PRSTATUS note of 8 bytes, too short for its registers")
+    assert n.problems[-1] == "more damage, not listed"
