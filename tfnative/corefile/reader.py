@@ -278,7 +278,10 @@ class Core:
             elf = ElfFile(self.mm, self.path)
         except ElfError as exc:
             if not isinstance(exc, ElfTruncated):
-                raise CoreError("%s: not an ELF core" % self.path) from None
+                why = str(exc)[len(self.path) + 2:] if str(exc).startswith(self.path + ": ") else str(exc)
+                if self.mm[:4] != b"\x7fELF":
+                    raise CoreError("%s: not an ELF core" % self.path) from None
+                raise CoreError("%s: not an ELF core (%s)" % (self.path, why)) from None
             raise CoreError("%s: an ELF file cut short before the end of its headers (truncated core?)"
                             % self.path) from None
         except struct.error:
