@@ -274,6 +274,10 @@ class Core:
         self.missing: List[Tuple[int, int]] = []
 
     def _open(self) -> None:
+        if self.mm[:4] == b"\x7fELF" and self.mm[4:6] != b"\x02\x01":
+            raise CoreError("%s: a core of another architecture (%s); tfnative reads x86-64 cores" % (
+                self.path, "32-bit" if self.mm[4] == 1 else "big-endian" if self.mm[5] == 2 else
+                "ELF class %d, data %d" % (self.mm[4], self.mm[5])))
         try:
             elf = ElfFile(self.mm, self.path)
         except ElfError as exc:
