@@ -34,11 +34,23 @@ TIMEOUT = 60.0
 PT_LOAD, PT_NOTE = 1, 4
 NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_SIGINFO, NT_FILE = 1, 3, 6, 0x53494749, 0x46494C45
 
+# The crash runs through functions whose code says it came from odd files (a FIFO, /dev/zero, /proc/self/mem, a
+# sparse 100 GB file, a directory, a symbolic link loop): the report reads the source lines of the frames it
+# shows, and must never block on, or read without end, a file a core names.
 PROGRAM = r"""
-import ctypes, os
-def crash():
-    os.abort()
-crash()
+import os
+here = os.getcwd()
+os.mkfifo(os.path.join(here, "fifo.py"))
+os.symlink("loop.py", os.path.join(here, "loop.py"))
+with open(os.path.join(here, "sparse.py"), "wb") as f:
+    f.truncate(100 << 30)
+names = [os.path.join(here, "fifo.py"), "/dev/zero", "/proc/self/mem", os.path.join(here, "sparse.py"), here,
+         os.path.join(here, "loop.py")]
+ns = {"os": os}
+for i, name in enumerate(names):
+    call = "g%d()" % (i + 1) if i + 1 < len(names) else "os.abort()"
+    exec(compile("def g%d():\n    %s\n" % (i, call), name, "exec"), ns)
+ns["g0"]()
 """
 
 
@@ -141,6 +153,7 @@ def seed(tmp_path_factory: pytest.TempPathFactory) -> Seed:
     # The seed itself reads, with no warning about its notes or headers: a damaged copy's failures are the damage's.
     out = run_bounded(["core", path], timeout=TIMEOUT, rss_mb=RSS_MB, expect_ok=True)
     assert path + ":" not in out.stdout + out.stderr, out.describe()
+    assert all("g%d at " % i in out.stdout for i in range(6)), out.stdout
     return Seed(path, image, d, os.path.realpath(sys.executable))
 
 

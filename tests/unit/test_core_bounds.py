@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
+from tfnative.core import sourcelines
 from tfnative.core.elfindex import ElfError, ElfIndex, read_build_id
-from tfnative.core.mapfile import MAX_SIZE, Unreadable, check_file, map_file, read_head
+from tfnative.core.mapfile import MAX_SIZE, Unreadable, check_file, map_file, read_file, read_head
 from tfnative.corefile.reader import MAX_PROBLEMS, NT_FILE, NT_PRSTATUS, parse_notes
 
 
@@ -54,6 +55,9 @@ def test_odd_files_are_refused_with_a_reason_and_never_block(odd, kind):
     assert bad is not None and bad.reason == reason
     with pytest.raises(Unreadable):
         read_head(path, 16)
+    with pytest.raises(Unreadable):
+        read_file(path, 1 << 20)
+    assert sourcelines.text_lines(path) is None  # a frame that names it: no source line, no hang, no blow-up
     # The ELF readers go through it: the same refusal, never a ValueError from mmap or a hang on the FIFO
     with pytest.raises(Unreadable):
         read_build_id(path)
@@ -70,6 +74,15 @@ def test_short_and_non_elf_files(tmp_path):
     with pytest.raises(ElfError):
         read_build_id(text)
     assert read_head(text, 5) == b"hello"
+
+
+def test_read_file_is_bounded(tmp_path):
+    src = _write(tmp_path / "a.py", b"x = 1\r\ny = 2\n")
+    assert read_file(src, 100) == b"x = 1\r\ny = 2\n"
+    assert sourcelines.line(src, 2) == "y = 2"
+    with pytest.raises(Unreadable) as got:
+        read_file(src, 4)
+    assert got.value.reason == "too large (13 bytes)"
 
 
 def test_a_real_library_maps(tmp_path):

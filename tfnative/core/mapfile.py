@@ -11,7 +11,8 @@
 
 then maps it read-only.  Each refusal is ``Unreadable`` (an ``OSError``) whose ``reason`` reads as a phrase
 ("empty", "not a regular file (a directory)"), so that a caller can skip the file and say why, or turn it
-into the user's one line.  ``read_head`` reads a file's first bytes under the same checks.
+into the user's one line.  ``read_head`` reads a file's first bytes under the same checks, ``read_file`` a
+small file whole (a source file a frame names).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import errno
 import mmap
 import os
 import stat
-from typing import Optional, Set
+from typing import List, Optional, Set
 
 MAX_SIZE = 1 << 36  # 64 GiB: larger than any library or core tfnative reads whole, smaller than a sparse monster
 _OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
@@ -121,6 +122,32 @@ def read_head(path: str, size: int) -> bytes:
             return os.pread(fd, size, 0)
         except OSError as exc:
             raise Unreadable(path, _reason_of(exc)) from None
+    finally:
+        os.close(fd)
+
+
+def read_file(path: str, max_size: int) -> bytes:
+    """The whole of ``path``, under the same checks and no larger than ``max_size`` (``Unreadable`` otherwise):
+    a source file a frame names, which may be anything (a FIFO, ``/dev/zero``, a sparse 100 GB file)."""
+    fd = open_fd(path)
+    try:
+        st = check_fd(fd, path)
+        if st.st_size > max_size:
+            raise Unreadable(path, "too large (%d bytes)" % st.st_size)
+        chunks: List[bytes] = []
+        got = 0
+        while got <= max_size:
+            try:
+                chunk = os.read(fd, min(1 << 20, max_size + 1 - got))
+            except OSError as exc:
+                raise Unreadable(path, _reason_of(exc)) from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        if got > max_size:  # it grew while read
+            raise Unreadable(path, "too large (over %d bytes)" % max_size)
+        return b"".join(chunks)
     finally:
         os.close(fd)
 
