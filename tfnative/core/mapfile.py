@@ -75,8 +75,9 @@ def open_fd(path: str) -> int:
         raise Unreadable(path, "not a valid path") from None
 
 
-def check_fd(fd: int, path: str, min_size: int = 1) -> os.stat_result:
-    """The checks of the module docstring on an open descriptor (``path`` names it); its ``fstat``."""
+def check_fd(fd: int, path: str, min_size: int = 1, max_size: Optional[int] = MAX_SIZE) -> os.stat_result:
+    """The checks of the module docstring on an open descriptor (``path`` names it); its ``fstat``.
+    ``max_size`` None: no upper bound (a core: a large job's is larger than any library)."""
     try:
         st = os.fstat(fd)
     except OSError as exc:
@@ -89,14 +90,14 @@ def check_fd(fd: int, path: str, min_size: int = 1) -> os.stat_result:
         raise Unreadable(path, "empty")
     if st.st_size < min_size:
         raise Unreadable(path, "too short (%d bytes)" % st.st_size)
-    if st.st_size > MAX_SIZE:
+    if max_size is not None and st.st_size > max_size:
         raise Unreadable(path, "too large (%d bytes)" % st.st_size)
     return st
 
 
-def map_fd(fd: int, path: str, min_size: int = 1) -> mmap.mmap:
+def map_fd(fd: int, path: str, min_size: int = 1, max_size: Optional[int] = MAX_SIZE) -> mmap.mmap:
     """``fd`` checked and mapped read-only (the caller keeps and closes ``fd``)."""
-    check_fd(fd, path, min_size)
+    check_fd(fd, path, min_size, max_size)
     try:
         return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError, OverflowError) as exc:

@@ -188,7 +188,7 @@ def _parse_nt_file(d: bytes, problems: List[str]) -> List[Mapping]:
         start, end, pgoff = struct.unpack_from("<QQQ", d, 16 + 24 * i)
         name = names[i].decode("utf-8", "replace") if i < len(names) else ""
         why = ("ends past the end of the address space" if end > USER_END
-               else "ends before it starts" if end <= start
+               else "is empty" if end == start else "ends before it starts" if end < start
                else "maps offset 0x%x of its file" % (pgoff * page) if pgoff * page > MAX_FILE_OFFSET
                else "has no path" if not name.startswith("/") else None)
         if why is not None:
@@ -255,7 +255,7 @@ class Core:
             raise CoreError("%s: cannot read: %s" % (path, exc.strerror or exc)) from None
         try:
             # The same checks as every file tfnative maps (mapfile.py): a regular file, none of /proc's...
-            self.mm = map_fd(self._file.fileno(), path)
+            self.mm = map_fd(self._file.fileno(), path, max_size=None)  # a large job's core is larger than 64 GiB
             self.size = len(self.mm)
         except Unreadable as exc:
             self._file.close()
