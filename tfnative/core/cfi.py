@@ -34,6 +34,7 @@ from .elfindex import ElfError, ElfFile, Section
 from .elfindex import sleb128 as _sleb
 from .elfindex import uleb128 as _uleb
 from .jit import recover_caller
+from .mapfile import map_file
 
 __all__ = ["CfiError", "EhFrame", "Frame", "Module", "Unwinder", "DWARF_REGS"]
 
@@ -121,8 +122,7 @@ class EhFrame:
         if image is not None:
             self.mm = image
         else:
-            with open(path, "rb") as f:
-                self.mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self.mm = map_file(path)
         try:
             elf = ElfFile(self.mm, path)
         except ElfError as exc:

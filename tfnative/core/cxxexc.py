@@ -41,12 +41,12 @@ value is read and checked.
 
 from __future__ import annotations
 
-import mmap
 import struct
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .elfindex import PT_LOAD, ElfError, ElfFile, data_symbols, demangle
+from .mapfile import map_file
 from .memory import USER_SPACE_END
 
 __all__ = ["CxxException", "CxxRuntime", "TlsRecipe", "being_thrown", "demangle_type", "eh_globals_address",
@@ -463,7 +463,7 @@ class CxxRuntime:
 
 
 def _code(path: str, vaddr: int, size: int) -> bytes:
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with map_file(path) as mm:
         elf = ElfFile(mm, path, sections=False)
         for p_type, _flags, p_offset, p_vaddr, p_filesz, _memsz, _align in elf.segments:
             if p_type == PT_LOAD and p_vaddr <= vaddr < p_vaddr + p_filesz:

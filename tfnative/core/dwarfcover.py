@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from .elfindex import ElfError, ElfFile, Section, uleb128
+from .mapfile import map_file
 
 MIN_SHARE = 0.01  # described share of the executable bytes that makes DWARF "the library's own"
 MIN_BYTES = 1 << 20  # or this many bytes described, whatever the share
@@ -610,15 +611,14 @@ def _clip(ranges: List[Tuple[int, int]], code: List[Tuple[int, int]]) -> List[Tu
 def read(path: str) -> Cover:
     """The judgement for one file, uncached (see ``cover``).  Raises OSError, ElfError."""
     cov = Cover(path)
-    with open(path, "rb") as f:
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    mm = map_file(path)
+    try:
+        _read_mapped(cov, mm, path)
+    finally:
         try:
-            _read_mapped(cov, mm, path)
-        finally:
-            try:
-                mm.close()
-            except BufferError:  # a view of it is still alive (an exception's frame): it goes with the view
-                pass
+            mm.close()
+        except BufferError:  # a view of it is still alive (an exception's frame): it goes with the view
+            pass
     return cov
 
 

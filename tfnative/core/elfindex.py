@@ -40,11 +40,13 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..files import atomic_write, cache_dir
 from . import procfs
+from .mapfile import Unreadable, map_file
 
 __all__ = [
     "CACHE_VERSION",
     "ElfError",
     "ElfIndex",
+    "Unreadable",
     "Section",
     "cache_dir",
     "data_symbols",
@@ -113,6 +115,12 @@ class ElfFile:
     def __init__(self, mm: mmap.mmap, path: str, sections: bool = True) -> None:
         self.mm = mm
         self.path = path
+        try:
+            self._parse(mm, path, sections)
+        except struct.error:  # a header table that runs past the end: every bound below is checked first
+            raise ElfTruncated(f"{path}: truncated ELF headers") from None
+
+    def _parse(self, mm: mmap.mmap, path: str, sections: bool) -> None:
         if len(mm) < 52 or mm[:4] != b"\x7fELF":
             raise ElfError(f"{path}: not an ELF file")
         ei_class, ei_data = mm[4], mm[5]
@@ -137,6 +145,8 @@ class ElfFile:
         self.shoff, self.shentsize, self.shnum, self.shstrndx = shoff, shentsize, shnum, shstrndx
         self.sections: List[Section] = []
         self.segments: List[Tuple[int, int, int, int, int, int, int]] = []
+        if phnum and phentsize < struct.calcsize(self.phdr_fmt):
+            raise ElfError(f"{path}: program headers of {phentsize} bytes")
         if phoff + phnum * phentsize > len(mm):
             raise ElfTruncated(f"{path}: truncated program header table")
         for i in range(phnum):
@@ -151,6 +161,8 @@ class ElfFile:
         if shoff and shnum == 0:  # more than 0xff00 sections: the count is in section 0
             shnum = self._raw_section(0)[5]
             self.shnum = shnum
+        if shnum and shentsize < struct.calcsize(self.shdr_fmt):
+            raise ElfError(f"{path}: section headers of {shentsize} bytes")
         if shoff + shnum * shentsize > len(mm):
             raise ElfTruncated(f"{path}: truncated section header table")
         raw = [self._raw_section(i) for i in range(shnum)]
@@ -179,7 +191,7 @@ class ElfFile:
         for s in self.sections:
             if s.type != SHT_NOTE:
                 continue
-            off, end = s.offset, s.offset + s.size
+            off, end = s.offset, min(s.offset + s.size, len(self.mm))
             while off + 12 <= end:
                 namesz, descsz, ntype = struct.unpack_from(self.endian + "III", self.mm, off)
                 name_start = off + 12
@@ -224,7 +236,7 @@ def sleb128(buf: Union[bytes, memoryview, mmap.mmap], pos: int) -> Tuple[int, in
 
 def read_build_id(path: str) -> Optional[str]:
     """The GNU build-id of ``path`` as hex, or None."""
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with map_file(path) as mm:
         return ElfFile(mm, path).build_id()
 
 
@@ -272,12 +284,12 @@ class ElfIndex:
     def open(cls, path: str, use_cache: bool = True) -> ElfIndex:
         """Index ``path``, from the cache when a valid entry exists (else build and store one)."""
         path = os.path.abspath(path)
-        f = open(path, "rb")
+        mm = map_file(path)
         try:
-            st = os.fstat(f.fileno())
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        finally:
-            f.close()
+            st = os.stat(path)
+        except OSError:
+            mm.close()
+            raise
         try:
             elf = ElfFile(mm, path)
             build_id = elf.build_id()
@@ -727,9 +739,8 @@ def _load_cache(entry: str, st: os.stat_result, build_id: Optional[str], mm: mma
     not read: its arrays are views of the mapping, so a lookup touches only the pages its binary search
     lands on (TensorFlow's indexes are tens of MiB; a snapshot reads a few hundred of their pages)."""
     try:
-        with open(entry, "rb") as f:
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
+        data = map_file(entry)
+    except Unreadable:
         return None
     try:
         if not data[:len(_MAGIC)] == _MAGIC:
@@ -804,7 +815,7 @@ def _symbols_entry(path: str, names: Sequence[str]) -> Optional[str]:
 def _data_symbols(path: str, names: Sequence[str]) -> Dict[str, int]:
     wanted = {n.encode(): n for n in names}
     found: Dict[str, int] = {}
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with map_file(path) as mm:
         elf = ElfFile(mm, path)
         if not elf.is64:
             return found
@@ -856,7 +867,7 @@ def load_base(pid: int, path: str) -> int:
             break
     if start is None:
         raise LookupError(f"{path} is not mapped in process {pid}")
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with map_file(path) as mm:
         first = ElfFile(mm, path).first_load_vaddr()
     return start - first
 

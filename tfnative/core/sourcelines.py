@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from .mapfile import read_file
+
 MAX_FILES = 512  # files kept at once
+MAX_BYTES = 16 << 20  # a larger "source file" is not one
 _CACHE: Dict[str, Optional[List[str]]] = {}
 
 
@@ -26,8 +29,8 @@ def text_lines(path: Optional[str]) -> Optional[List[str]]:
         if len(_CACHE) >= MAX_FILES:
             _CACHE.clear()
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                _CACHE[path] = f.read().splitlines()
+            # Through the one checked opener: a frame may name a FIFO, /dev/zero or a sparse 100 GB file
+            _CACHE[path] = read_file(path, MAX_BYTES).decode("utf-8", "replace").splitlines()
         except OSError:
             _CACHE[path] = None
     return _CACHE[path]

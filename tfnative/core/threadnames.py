@@ -19,6 +19,7 @@ import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .elfindex import SHT_DYNSYM, SHT_SYMTAB, ElfFile
+from .mapfile import map_file
 
 Reader = Callable[[int, int], bytes]
 
@@ -33,7 +34,7 @@ def registry_symbols(path: str) -> Dict[str, int]:
     variable ``_ZGV...``).  The names are found in the string tables, then their symbols by the string's
     offset (a byte search, not a walk over the library's million symbols)."""
     found: Dict[str, int] = {}
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with map_file(path) as mm:
         elf = ElfFile(mm, path)
         if not elf.is64:
             return found

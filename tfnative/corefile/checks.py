@@ -20,7 +20,8 @@ import os
 import struct
 from typing import List, Optional
 
-from ..core.elfindex import read_build_id
+from ..core.elfindex import ElfError, read_build_id
+from ..core.mapfile import Unreadable, read_head
 from .reader import PT_NOTE, Core, Mapping
 
 NT_GNU_BUILD_ID = 3
@@ -70,15 +71,19 @@ def mismatch(core: Core, mappings: List[Mapping], host: str) -> Optional[str]:
     first = next((m.start for m in mappings if m.offset == 0), None)
     want = build_id_in_core(core, first) if first is not None else None
     if want is not None:
-        have = read_build_id(host)
+        try:
+            have = read_build_id(host)
+        except Unreadable as exc:
+            return "cannot be read (%s)" % exc.reason
+        except ElfError:
+            return "not an ELF file that can be read"
         return None if have == want else "build-id %s, the core's is %s" % (have, want)
     headers = _headers(core, first) if first is not None else None
     if headers is not None:
         try:
-            with open(host, "rb") as f:
-                mine = f.read(len(headers))
-        except OSError as exc:
-            return "cannot be read (%s)" % (exc.strerror or exc)
+            mine = read_head(host, len(headers))
+        except Unreadable as exc:
+            return "cannot be read (%s)" % exc.reason
         if mine != headers:
             return "no build-id, and its ELF and program headers differ from the core's copy"
         return None

@@ -53,7 +53,9 @@ def read_core(opts: CoreOptions, err: TextIO = sys.stderr) -> Tuple[CoreSource, 
             except HasDebugInfo:
                 raise
             except Unsupported as exc:  # gdb reads no more of a core than its notes and segments give
-                raise TfnativeError("%s: cannot unwind: %s" % (opts.path, exc)) from None
+                problems = source.core.notes.problems
+                raise TfnativeError("%s: cannot unwind: %s%s" % (
+                    opts.path, exc, " (the core is damaged: %s)" % problems[0] if problems else "")) from None
 
         def through_gdb(which: str) -> Capture:
             with progress("gdb reads %s" % opts.path):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfTruncated
+from ..core.mapfile import Unreadable, map_fd, map_file
 from ..errors import CoreError
 from ..progress import progress
 from ..sources.ptrace import REGISTERS
@@ -41,6 +42,10 @@ SI_USER, SI_QUEUE, SI_TKILL = 0, -1, -6  # si_code of a signal a process sent (s
 PRSTATUS_REGS = 112  # offset of pr_reg in x86-64's elf_prstatus
 MAX_NOTES = 1 << 20
 MAX_READ = 1 << 26
+MAX_THREADS = 1 << 16  # NT_PRSTATUS notes read (the kernel's own limit on threads is lower in practice)
+MAX_NT_FILE = 1 << 18  # NT_FILE entries read (a process has at most vm.max_map_count mappings: 65530 by default)
+USER_END = 1 << 56  # no x86-64 user address reaches this (57-bit paging's user half ends at 2**56)
+MAX_FILE_OFFSET = 1 << 48  # an NT_FILE offset beyond this is no file's
 
 
 @dataclass
@@ -90,6 +95,17 @@ class Notes:
     files: List[Mapping] = field(default_factory=list)
     auxv: Dict[int, int] = field(default_factory=dict)
     truncated: bool = False
+    problems: List[str] = field(default_factory=list)  # what was wrong in them and left out (warnings)
+
+
+MAX_PROBLEMS = 20  # what is wrong in a core, said one by one (a damaged core may repeat one fault a million times)
+
+
+def _say(problems: List[str], text: str) -> None:
+    if len(problems) < MAX_PROBLEMS:
+        problems.append(text)
+    elif len(problems) == MAX_PROBLEMS:
+        problems.append("more damage, not listed")
 
 
 def _cstr(raw: bytes) -> str:
@@ -97,7 +113,9 @@ def _cstr(raw: bytes) -> str:
 
 
 def parse_notes(buf: bytes) -> Notes:
-    """Parse the notes of an x86-64 core (little endian); a note cut short ends the walk (``truncated``)."""
+    """Parse the notes of an x86-64 core (little endian); a note cut short ends the walk (``truncated``).
+
+    Every size is checked against what ``buf`` holds; what is wrong is left out and said in ``problems``."""
     notes = Notes()
     off = 0
     for _ in range(MAX_NOTES):
@@ -109,14 +127,21 @@ def parse_notes(buf: bytes) -> Notes:
         nxt = desc + ((descsz + 3) & ~3)
         if desc + descsz > len(buf):
             notes.truncated = True
+            _say(notes.problems, "a note (type 0x%x) of %d bytes runs past the end of the notes (%d bytes)"
+                 % (ntype, descsz, len(buf)))
             break
         d = buf[desc:desc + descsz]
         off = nxt
+        if ntype == NT_PRSTATUS and len(notes.threads) >= MAX_THREADS:
+            continue
         if ntype == NT_PRSTATUS and len(d) >= PRSTATUS_REGS + 8 * len(REGISTERS):
             cursig, = struct.unpack_from("<H", d, 12)
             tid, = struct.unpack_from("<I", d, 32)
             regs = dict(zip(REGISTERS, struct.unpack_from("<%dQ" % len(REGISTERS), d, PRSTATUS_REGS)))
             notes.threads.append(Thread(tid, cursig, regs))
+        elif ntype == NT_PRSTATUS:
+            _say(notes.problems, "a thread's NT_PRSTATUS note of %d bytes, too short for its registers (%d); "
+                 "left out" % (len(d), PRSTATUS_REGS + 8 * len(REGISTERS)))
         elif ntype == NT_PRPSINFO and len(d) >= 136:
             notes.pid, = struct.unpack_from("<I", d, 24)
             notes.fname, notes.psargs = _cstr(d[40:56]), _cstr(d[56:136])
@@ -129,8 +154,8 @@ def parse_notes(buf: bytes) -> Notes:
                 notes.fault_address, = struct.unpack_from("<Q", d, 16)
             elif code in (SI_USER, SI_QUEUE, SI_TKILL):  # kill(), sigqueue(), tgkill(): si_pid, si_uid
                 notes.sender_pid, = struct.unpack_from("<i", d, 16)
-        elif ntype == NT_FILE and len(d) >= 16:
-            notes.files = _parse_nt_file(d)
+        elif ntype == NT_FILE and not notes.files:
+            notes.files = _parse_nt_file(d, notes.problems)
         elif ntype == NT_AUXV:
             for i in range(0, len(d) - 15, 16):
                 key, value = struct.unpack_from("<QQ", d, i)
@@ -140,15 +165,39 @@ def parse_notes(buf: bytes) -> Notes:
     return notes
 
 
-def _parse_nt_file(d: bytes) -> List[Mapping]:
+def _parse_nt_file(d: bytes, problems: List[str]) -> List[Mapping]:
+    """The mapped files of an ``NT_FILE`` note: its count, page size, entries and paths, each checked against
+    the note's size and the address space; an entry that fails is left out and named in ``problems``."""
+    if len(d) < 16:
+        _say(problems, "NT_FILE: a note of %d bytes, too short for its header; the mapped files are not read"
+             % len(d))
+        return []
     count, page = struct.unpack_from("<QQ", d, 0)
-    count = min(count, (len(d) - 16) // 24)
-    names = d[16 + 24 * count:].split(b"\0")
+    fits = (len(d) - 16) // 24
+    if count > min(fits, MAX_NT_FILE):
+        _say(problems, "NT_FILE: %d entries, where its %d bytes hold at most %d; the first %d are read"
+             % (count, len(d), fits, min(fits, MAX_NT_FILE)))
+        count = min(fits, MAX_NT_FILE)
+    if page == 0 or page & (page - 1) or page > 1 << 30:
+        _say(problems, "NT_FILE: a page size of %d; the mapped files are not read" % page)
+        return []
+    names = d[16 + 24 * count:].split(b"\0", count)
     out = []
+    first_bad, bad = "", 0
     for i in range(count):
         start, end, pgoff = struct.unpack_from("<QQQ", d, 16 + 24 * i)
         name = names[i].decode("utf-8", "replace") if i < len(names) else ""
+        why = ("ends past the end of the address space" if end > USER_END
+               else "is empty" if end == start else "ends before it starts" if end < start
+               else "maps offset 0x%x of its file" % (pgoff * page) if pgoff * page > MAX_FILE_OFFSET
+               else "has no path" if not name.startswith("/") else None)
+        if why is not None:
+            first_bad = first_bad or "entry %d (0x%x-0x%x) %s" % (i, start, end, why)
+            bad += 1
+            continue
         out.append(Mapping(start, end, pgoff * page, name))
+    if bad:
+        _say(problems, "NT_FILE: %s%s; left out" % (first_bad, " and %d more" % (bad - 1) if bad > 1 else ""))
     return out
 
 
@@ -202,29 +251,41 @@ class Core:
             raise CoreError("%s: is a directory" % path) from None
         except PermissionError:
             raise CoreError("%s: permission denied" % path) from None
+        except OSError as exc:  # a symbolic link loop, a file of /proc that cannot be read...
+            raise CoreError("%s: cannot read: %s" % (path, exc.strerror or exc)) from None
         try:
-            self.size = os.fstat(self._file.fileno()).st_size
-            if self.size < 64:
-                raise CoreError("%s: not an ELF core (too short)" % path)
-            self.mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError) as exc:
+            # The same checks as every file tfnative maps (mapfile.py): a regular file, none of /proc's...
+            self.mm = map_fd(self._file.fileno(), path, max_size=None)  # a large job's core is larger than 64 GiB
+            self.size = len(self.mm)
+        except Unreadable as exc:
             self._file.close()
-            raise CoreError("%s: cannot read: %s" % (path, exc)) from None
+            raise CoreError("%s: not a core: %s" % (path, exc.reason)) from None
+        if self.size < 64:
+            self.mm.close()
+            self._file.close()
+            raise CoreError("%s: not an ELF core (too short)" % path)
         try:
             self._open()
         except BaseException:
             self.close()
             raise
         self.locate: Callable[[str], Optional[str]] = lambda p: p
-        self._files: Dict[str, Optional[IO[bytes]]] = {}
+        self._files: Dict[str, Optional[mmap.mmap]] = {}
         self.missing: List[Tuple[int, int]] = []
 
     def _open(self) -> None:
+        if self.mm[:4] == b"\x7fELF" and self.mm[4:6] != b"\x02\x01":
+            raise CoreError("%s: a core of another architecture (%s); tfnative reads x86-64 cores" % (
+                self.path, "32-bit" if self.mm[4] == 1 else "big-endian" if self.mm[5] == 2 else
+                "ELF class %d, data %d" % (self.mm[4], self.mm[5])))
         try:
             elf = ElfFile(self.mm, self.path)
         except ElfError as exc:
             if not isinstance(exc, ElfTruncated):
-                raise CoreError("%s: not an ELF core" % self.path) from None
+                why = str(exc)[len(self.path) + 2:] if str(exc).startswith(self.path + ": ") else str(exc)
+                if self.mm[:4] != b"\x7fELF":
+                    raise CoreError("%s: not an ELF core" % self.path) from None
+                raise CoreError("%s: not an ELF core (%s)" % (self.path, why)) from None
             raise CoreError("%s: an ELF file cut short before the end of its headers (truncated core?)"
                             % self.path) from None
         except struct.error:
@@ -237,16 +298,44 @@ class Core:
                             % (self.path, elf.e_machine))
         self.segments: List[Segment] = []
         notes = b""
-        for p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, _align in elf.segments:
+        problems: List[str] = []
+        for i, (p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, _align) in enumerate(elf.segments):
             if p_type == PT_NOTE:
-                notes += self.mm[p_offset:p_offset + p_filesz]
+                if p_offset >= self.size:
+                    _say(problems, "program header %d: notes at offset 0x%x, past the end of the core (%d bytes)"
+                         % (i, p_offset, self.size))
+                    continue
+                if p_offset + p_filesz > self.size:
+                    _say(problems, "program header %d: notes of %d bytes run past the end of the core" % (i, p_filesz))
+                room = MAX_READ - len(notes)
+                if p_filesz > room:
+                    _say(problems, "program header %d: notes past %d bytes in all; left out" % (i, MAX_READ))
+                notes += self.mm[p_offset:min(p_offset + p_filesz, self.size, p_offset + max(room, 0))]
             elif p_type == PT_LOAD:
+                if not p_memsz:
+                    continue
+                if p_vaddr + p_memsz > 1 << 64 or p_filesz > p_memsz:  # (the vsyscall page ends at 2**64 - 2**22)
+                    _say(problems, "program header %d: memory 0x%x-0x%x%s; left out"
+                         % (i, p_vaddr, p_vaddr + p_memsz, " with more bytes in the file than in memory"
+                            if p_filesz > p_memsz else ", past the end of the address space"))
+                    continue
                 self.segments.append(Segment(p_vaddr, p_memsz, p_offset, p_filesz, p_flags))
         self.segments.sort(key=lambda s: s.vaddr)
+        kept: List[Segment] = []
+        for one in self.segments:  # each starts at or after the end of the one before, as the kernel writes them
+            if kept and one.vaddr < kept[-1].vaddr + kept[-1].memsz:
+                continue
+            kept.append(one)
+        if len(kept) < len(self.segments):
+            _say(problems, "%d PT_LOAD program headers overlap others; left out" % (len(self.segments) - len(kept)))
+            self.segments = kept
         self._starts = [s.vaddr for s in self.segments]
         self.notes = parse_notes(notes)
+        self.notes.problems[:0] = problems
         if not self.notes.threads:
-            raise CoreError("%s: the core holds no thread (truncated before its notes?)" % self.path)
+            why = "; ".join(self.notes.problems[:2])
+            raise CoreError("%s: the core holds no thread (%s)" % (
+                self.path, why or "truncated before its notes?"))
         # What the core should hold beyond its end: the kernel stopped writing (disk full, RLIMIT_CORE).
         self.truncated_at = next((s.vaddr + max(0, self.size - s.offset) for s in self.segments
                                   if s.filesz and s.offset + s.filesz > self.size), None)
@@ -277,14 +366,14 @@ class Core:
         if m.path not in self._files:
             host = self.locate(m.path)
             try:
-                self._files[m.path] = open(host, "rb") if host else None
-            except OSError:
+                self._files[m.path] = map_file(host) if host else None
+            except Unreadable:
                 self._files[m.path] = None
-        f = self._files[m.path]
-        if f is None:
+        mm = self._files[m.path]
+        at = m.offset + addr - m.start
+        if mm is None or at >= len(mm):
             return None
-        f.seek(m.offset + addr - m.start)
-        data = f.read(size)
+        data = mm[at:at + size]
         return data + b"\0" * (size - len(data))  # past the file's end the page reads as zeros
 
     @property

@@ -15,13 +15,13 @@ about this host are labelled as such.
 from __future__ import annotations
 
 import glob
-import mmap
 import os
 import re
 import struct
 from typing import Dict, List, Optional
 
 from ..core.elfindex import ElfError, ElfFile, data_symbols
+from ..core.mapfile import map_file
 from ..core.model import Document
 from ..output import bugreport
 from ..toolchain import doctor
@@ -43,7 +43,7 @@ def python_version(source: CoreSource) -> Optional[str]:
             syms = data_symbols(host, ["Py_Version"])
             if "Py_Version" not in syms:
                 continue
-            with open(host, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            with map_file(host) as mm:
                 bias = m.start - ElfFile(mm, host, sections=False).first_load_vaddr()
             v, = struct.unpack("<I", source.core.read(bias + syms["Py_Version"], 4))
         except (OSError, ElfError, ValueError, MemoryError, struct.error):

@@ -11,15 +11,15 @@ library name, never a name from the wrong file.
 from __future__ import annotations
 
 import copy
-import mmap
 import os
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core.cfi import CfiError
 from ..core.elfindex import ElfError, ElfFile
+from ..core.mapfile import check_file, map_file
 from ..core.model import Capture, NativeFrame, Thread
-from ..errors import HasDebugInfo, Unsupported
+from ..errors import HasDebugInfo, TfnativeError, Unsupported
 from ..sources.base import ThreadRegs
 from ..sources.modules import Anonymous, Library, modules_of
 from .checks import mismatch
@@ -39,7 +39,7 @@ MAX_START_STRINGS = 1 << 16
 def _executable_in_file(path: str, offset: int) -> bool:
     """Whether the file's own program headers map ``offset`` executable (a mapping the core has no header for)."""
     try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        with map_file(path) as mm:
             elf = ElfFile(mm, path, sections=False)
             return any(p_type == PT_LOAD and p_flags & PF_X and p_off - p_off % 4096 <= offset < p_off + p_filesz
                        for p_type, p_flags, p_off, _v, p_filesz, _m, _a in elf.segments)
@@ -67,11 +67,17 @@ class CoreSource:
 
     def __init__(self, path: str, executable: Optional[str] = None, sysroot: Optional[str] = None) -> None:
         self.core = Core(path)
+        if executable is not None:
+            bad = check_file(executable, min_size=64, elf=True)
+            if bad is not None:
+                self.core.close()
+                raise TfnativeError("%s: not an executable to read the core with: %s" % (executable, bad.reason))
         self.memory = self.core
         self._only: Optional[int] = None  # one thread only (``_thread_by_thread``)
         self.sysroot = sysroot
         self.variables = False  # --locals: each Python frame's arguments and locals
-        self.warnings: List[str] = []
+        # What was wrong in the core's notes and program headers and left out (reader.py): the report goes on
+        self.warnings: List[str] = ["%s: %s" % (path, p) for p in self.core.notes.problems]
         notes = self.core.notes
         phdr = notes.auxv.get(AT_PHDR)
         exe = next((m for m in notes.files if phdr is not None and m.start <= phdr < m.end), None)
@@ -97,8 +103,15 @@ class CoreSource:
         for seen, maps in by_path.items():
             self._host[seen] = None
             wrong = None
+            code = any(m.executable for m in maps)
             for host in self.rules.candidates(seen):
-                if not os.path.isfile(host):
+                # The one check of every file tfnative maps (mapfile.py): a regular file, not empty, not of
+                # /proc, not a sparse monster; code must be ELF.  Anything else is skipped, said, never read.
+                bad = check_file(host, elf=code)
+                if bad is not None:
+                    if not bad.missing:
+                        wrong = wrong or "%s: cannot be read (%s); its frames are shown by address only" % (
+                            host, bad.reason)
                     continue
                 why = mismatch(self.core, maps, host)
                 if why is None:

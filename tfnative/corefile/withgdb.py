@@ -17,11 +17,11 @@ DWARF: gdb gives its source lines).
 from __future__ import annotations
 
 import json
-import mmap
 import os
 from typing import List, TextIO, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfIndex
+from ..core.mapfile import map_file
 from ..core.model import Capture
 from ..errors import GdbDied, GdbError, TfnativeError
 from ..gdb import ops as tfops
@@ -33,7 +33,7 @@ from .source import CoreSource
 
 
 def _first_vaddr(path: str) -> int:
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with map_file(path) as mm:
         return ElfFile(mm, path, sections=False).first_load_vaddr()
 
 

@@ -27,6 +27,7 @@ import struct
 from typing import Iterable, List, NamedTuple, Optional, Tuple
 
 from ..core.elfindex import SHT_NOBITS, ElfError, ElfFile
+from ..core.mapfile import map_file
 from ..files import atomic_write, cache_dir
 
 __all__ = ["SURROGATE_VERSION", "build_surrogate", "gdb_regex_escape", "surrogate_path"]
@@ -62,7 +63,7 @@ def build_surrogate(path: str) -> str:
     Raises ``ElfError`` for a file that is not a 64-bit little-endian ELF or
     has no ``.eh_frame``.
     """
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with map_file(path) as mm:
         elf = ElfFile(mm, path)
         build_id = elf.build_id()
         out = surrogate_path(path, build_id)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import enum
 import json
-import mmap
 import os
 import re
 import time
@@ -46,6 +45,7 @@ from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
 from ..core import dwarfcover, procfs
 from ..core.elfindex import ElfError, ElfIndex, display_names, load_base
+from ..core.mapfile import map_file
 from ..core.model import Capture, NativeFrame
 from ..errors import GdbError
 from ..sources.modules import file_root
@@ -439,7 +439,7 @@ class SymbolLoader:
         if not self.tokens:
             return False
         try:
-            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            with map_file(path) as mm:
                 return any(mm.find(t) >= 0 for t in self.tokens)
         except (OSError, ValueError):
             return True

@@ -18,7 +18,9 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
+from ..core.mapfile import read_file
 from ..core.model import Frame, PythonFrame
+from ..core.sourcelines import MAX_BYTES
 
 __all__ = ["python_op"]
 
@@ -39,8 +41,7 @@ def _op_types(path: str) -> Dict[str, str]:
     if path in _TYPES:
         return _TYPES[path] or {}
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+        text = read_file(path, MAX_BYTES).decode("utf-8", "replace")  # a frame may name a FIFO, /dev/zero...
     except OSError:
         _TYPES[path] = None
         return {}

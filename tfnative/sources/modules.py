@@ -21,6 +21,7 @@ from ..core import dwarfcover, procfs, vdso
 from ..core.cfi import CfiError, Module
 from ..core.debugfiles import separate_debug_files
 from ..core.elfindex import ElfError, ElfFile, ElfIndex
+from ..core.mapfile import map_file, read_head
 from ..core.memory import Memory
 
 
@@ -239,7 +240,7 @@ def modules_of(rows: List[Tuple[str, int, int, int, bool, str]]) -> List[Library
 def segments(path: str) -> List[Tuple[int, int]]:
     """(p_type, p_vaddr) of each program header of an ELF file (empty if it is none or unreadable)."""
     try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        with map_file(path) as mm:
             return [(seg[0], seg[3]) for seg in ElfFile(mm, path, sections=False).segments]
     except (OSError, ValueError, ElfError, struct.error):
         return []
@@ -251,8 +252,7 @@ def _first_load_vaddr(path: str) -> int:
     Read from the first page of the file (ELF header and program headers, where every linker puts them):
     a stack of a TF process opens some 150 files for it; any other layout goes through ``segments``."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
+        head = read_head(path, 4096)
         if head[:6] == b"\x7fELF\x02\x01":  # 64-bit little-endian
             phoff, = struct.unpack_from("<Q", head, 32)
             phentsize, phnum = struct.unpack_from("<HH", head, 54)
