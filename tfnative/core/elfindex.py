@@ -297,54 +297,44 @@ def uleb128(buf: Union[bytes, memoryview, mmap.mmap], pos: int) -> Tuple[int, in
     """
     try:
         b = buf[pos]
-        if b < 0x80:  # most numbers are one byte
-            return b, pos + 1
-        result = b & 0x7F
-        shift = 7
-        end = pos + MAX_LEB128_BYTES
-        pos += 1
-        while pos < end:
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                if result >> 64:
-                    raise Leb128Error("a LEB128 number wider than 64 bits at %d" % (end - MAX_LEB128_BYTES))
-                return result, pos
-    except Leb128Error:
-        raise
     except IndexError:
         raise Leb128Error("a LEB128 number runs past the end of its data") from None
-    raise Leb128Error("a LEB128 number longer than %d bytes" % MAX_LEB128_BYTES)
+    if b < 0x80:  # most numbers are one byte
+        return b, pos + 1
+    return _leb128(buf, pos, False)
 
 
 def sleb128(buf: Union[bytes, memoryview, mmap.mmap], pos: int) -> Tuple[int, int]:
     """The signed LEB128 number at ``pos`` and the position after it (errors as ``uleb128``)."""
     try:
         b = buf[pos]
-        if b < 0x80:
-            return (b - 0x80 if b & 0x40 else b), pos + 1
-        result = b & 0x7F
-        shift = 7
-        end = pos + MAX_LEB128_BYTES
-        pos += 1
-        while pos < end:
+    except IndexError:
+        raise Leb128Error("a LEB128 number runs past the end of its data") from None
+    if b < 0x80:
+        return (b - 0x80 if b & 0x40 else b), pos + 1
+    return _leb128(buf, pos, True)
+
+
+def _leb128(buf: Union[bytes, memoryview, mmap.mmap], pos: int, signed: bool) -> Tuple[int, int]:
+    """A LEB128 number of more than one byte at ``pos`` (``uleb128``, ``sleb128``)."""
+    start = pos
+    result = shift = 0
+    b = 0x80
+    try:
+        while b >= 0x80 and pos < start + MAX_LEB128_BYTES:
             b = buf[pos]
             pos += 1
             result |= (b & 0x7F) << shift
             shift += 7
-            if b < 0x80:
-                if b & 0x40:
-                    result -= 1 << shift
-                if not -(1 << 63) <= result < (1 << 63):
-                    raise Leb128Error("a LEB128 number wider than 64 bits at %d" % (end - MAX_LEB128_BYTES))
-                return result, pos
-    except Leb128Error:
-        raise
     except IndexError:
         raise Leb128Error("a LEB128 number runs past the end of its data") from None
-    raise Leb128Error("a LEB128 number longer than %d bytes" % MAX_LEB128_BYTES)
+    if b >= 0x80:
+        raise Leb128Error("a LEB128 number longer than %d bytes at %d" % (MAX_LEB128_BYTES, start))
+    if signed and b & 0x40:
+        result -= 1 << shift
+    if not (-(1 << 63) <= result < (1 << 63) if signed else result < (1 << 64)):
+        raise Leb128Error("a LEB128 number wider than 64 bits at %d" % start)
+    return result, pos
 
 
 def read_build_id(path: str) -> Optional[str]:
