@@ -252,7 +252,9 @@ def test_program_headers_past_the_first_page_are_read_from_the_file(tmp_path):
     open(path, "wb").write(bytes(data))
     with pytest.raises(ElfTruncated):
         program_headers(data[:4096], elf_header(data[:4096], path), path)
-    assert first_load_vaddr(program_headers(data, hdr, path)) == 0x400000
+    assert first_load_vaddr(data, hdr, path) == 0x400000
+    with pytest.raises(ElfTruncated):
+        first_load_vaddr(data[:4096], hdr, path)
     assert _first_load_vaddr(path) == 0x400000
     assert _first_load_vaddr(str(tmp_path / "main.c")) == 0  # not ELF: no bias
 

@@ -134,6 +134,7 @@ class Segment(NamedTuple):
 
 PT_NOTE = 4
 PF_X = 1
+_new_header = tuple.__new__  # ElfHeader without its keyword-taking __new__: the hold path reads one per file
 
 
 def elf_header(buf: Union[bytes, memoryview, mmap.mmap], path: str) -> ElfHeader:
@@ -141,7 +142,7 @@ def elf_header(buf: Union[bytes, memoryview, mmap.mmap], path: str) -> ElfHeader
 
     Raises ``ElfError`` when ``buf`` does not start with one of a class and byte order this package reads.
     """
-    if len(buf) < 52 or bytes(buf[:4]) != b"\x7fELF":
+    if len(buf) < 52 or buf[:4] != b"\x7fELF":
         raise ElfError(f"{path}: not an ELF file")
     ei_class, ei_data = buf[4], buf[5]
     if ei_class not in (1, 2) or ei_data not in (1, 2):
@@ -156,7 +157,15 @@ def elf_header(buf: Union[bytes, memoryview, mmap.mmap], path: str) -> ElfHeader
     else:
         (e_type, mach, _ver, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize, shnum,
          shstrndx) = struct.unpack_from(e + "HHIIIIIHHHHHH", buf, 16)
-    return ElfHeader(is64, e, e_type, mach, phoff, phentsize, phnum, shoff, shentsize, shnum, shstrndx)
+    return _new_header(ElfHeader, (is64, e, e_type, mach, phoff, phentsize, phnum, shoff, shentsize, shnum,
+                                   shstrndx))
+
+
+def _check_table(buf: Union[bytes, memoryview, mmap.mmap], hdr: ElfHeader, path: str) -> None:
+    if hdr.phnum and hdr.phentsize < (56 if hdr.is64 else 32):
+        raise ElfError(f"{path}: program headers of {hdr.phentsize} bytes")
+    if hdr.phoff + hdr.phnum * hdr.phentsize > len(buf):
+        raise ElfTruncated(f"{path}: truncated program header table")
 
 
 def program_headers(buf: Union[bytes, memoryview, mmap.mmap], hdr: ElfHeader, path: str) -> List[Segment]:
@@ -164,34 +173,35 @@ def program_headers(buf: Union[bytes, memoryview, mmap.mmap], hdr: ElfHeader, pa
 
     Raises ``ElfTruncated`` when the table runs past ``buf`` (a first page too short: read more).
     """
-    if hdr.phnum and hdr.phentsize < (56 if hdr.is64 else 32):
-        raise ElfError(f"{path}: program headers of {hdr.phentsize} bytes")
-    if hdr.phoff + hdr.phnum * hdr.phentsize > len(buf):
-        raise ElfTruncated(f"{path}: truncated program header table")
+    _check_table(buf, hdr, path)
     out = []
-    if hdr.is64:
+    if hdr.is64:  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align
         fmt = hdr.endian + "IIQQQQQQ"
         for i in range(hdr.phnum):
-            p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, p_align = struct.unpack_from(
-                fmt, buf, hdr.phoff + i * hdr.phentsize)
-            out.append(Segment(p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, p_align))
-    else:
+            r = struct.unpack_from(fmt, buf, hdr.phoff + i * hdr.phentsize)
+            out.append(Segment(r[0], r[1], r[2], r[3], r[5], r[6], r[7]))
+    else:  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_flags, p_align
         fmt = hdr.endian + "IIIIIIII"
         for i in range(hdr.phnum):
-            p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, p_flags, p_align = struct.unpack_from(
-                fmt, buf, hdr.phoff + i * hdr.phentsize)
-            out.append(Segment(p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, p_align))
+            r = struct.unpack_from(fmt, buf, hdr.phoff + i * hdr.phentsize)
+            out.append(Segment(r[0], r[6], r[1], r[2], r[4], r[5], r[7]))
     return out
 
 
-def first_load_vaddr(segments: Sequence[Segment]) -> int:
+def first_load_vaddr(buf: Union[bytes, memoryview, mmap.mmap], hdr: ElfHeader, path: str) -> int:
     """The page-aligned vaddr of the first ``PT_LOAD`` (0 for a shared library or a PIE; none: 0).
 
-    What the loader maps at file offset 0: a mapping's start minus this is the file's load bias.
+    What the loader maps at file offset 0: a mapping's start minus this is the file's load bias.  Reads
+    the table as ``program_headers`` does (same checks) but only each entry's type up to the first
+    ``PT_LOAD``: the ``stack`` hold path asks it of every mapped file, from the file's first page.
     """
-    for seg in segments:
-        if seg.type == PT_LOAD:
-            return seg.vaddr & ~(PAGE - 1)
+    _check_table(buf, hdr, path)
+    type_fmt, vaddr_fmt, vaddr_at = hdr.endian + "I", hdr.endian + ("Q" if hdr.is64 else "I"), (16 if hdr.is64 else 8)
+    for i in range(hdr.phnum):
+        off = hdr.phoff + i * hdr.phentsize
+        if struct.unpack_from(type_fmt, buf, off)[0] == PT_LOAD:
+            vaddr: int = struct.unpack_from(vaddr_fmt, buf, off + vaddr_at)[0]
+            return vaddr & ~(PAGE - 1)
     return 0
 
 
@@ -276,7 +286,7 @@ class ElfFile:
         return None
 
     def first_load_vaddr(self) -> int:
-        return first_load_vaddr(self.segments)
+        return first_load_vaddr(self.mm, self.header, self.path)
 
 
 MAX_LEB128_BYTES = 16  # a LEB128 number longer than this is not one (a 64-bit value takes 10; padding a few)

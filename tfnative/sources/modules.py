@@ -20,7 +20,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..core import dwarfcover, procfs, vdso
 from ..core.cfi import CfiError, Module
 from ..core.debugfiles import find_debug_files
-from ..core.elfindex import ElfError, ElfFile, ElfIndex, ElfTruncated, elf_header, first_load_vaddr, program_headers
+from ..core.elfindex import (
+    ElfError,
+    ElfFile,
+    ElfIndex,
+    ElfTruncated,
+    elf_header,
+    first_load_vaddr,
+)
 from ..core.memory import Memory
 
 
@@ -261,7 +268,7 @@ def _first_load_vaddr(path: str) -> int:
         with open(path, "rb") as f:
             head = f.read(4096)
         try:
-            return first_load_vaddr(program_headers(head, elf_header(head, path), path))
+            return first_load_vaddr(head, elf_header(head, path), path)
         except ElfTruncated:
             with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 return ElfFile(mm, path, sections=False).first_load_vaddr()
