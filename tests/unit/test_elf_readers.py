@@ -252,9 +252,11 @@ def test_program_headers_past_the_first_page_are_read_from_the_file(tmp_path):
     open(path, "wb").write(bytes(data))
     with pytest.raises(ElfTruncated):
         program_headers(data[:4096], elf_header(data[:4096], path), path)
-    assert first_load_vaddr(data, hdr, path) == 0x400000
+    moved_hdr = elf_header(data, path)
+    assert moved_hdr.phoff == moved and first_load_vaddr(data, moved_hdr, path) == 0x400000
+    assert program_headers(data, moved_hdr, path) == program_headers(data, hdr, path)
     with pytest.raises(ElfTruncated):
-        first_load_vaddr(data[:4096], hdr, path)
+        first_load_vaddr(data[:4096], moved_hdr, path)
     assert _first_load_vaddr(path) == 0x400000
     assert _first_load_vaddr(str(tmp_path / "main.c")) == 0  # not ELF: no bias
 
