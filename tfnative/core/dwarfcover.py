@@ -37,7 +37,7 @@ import struct
 import threading
 import zlib
 from dataclasses import dataclass, field
-from typing import Container, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
+from typing import Callable, Container, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from . import debugfiles
 from .elfindex import ElfError, ElfFile, Section, sleb128, uleb128
@@ -422,6 +422,32 @@ def cstr(d: Optional[memoryview], off: int) -> Optional[str]:
     return inline_string(d, off)
 
 
+def string_of(fv: Optional[Tuple[int, int]], vals: Dict[int, Tuple[int, int]], info: memoryview,
+              section: Callable[[str], Optional[memoryview]], osz: int, e: str, suffix: str = "") -> Optional[str]:
+    """The string a first-DIE attribute ``fv`` (form, value from ``first_die``) of a unit with attributes ``vals``
+    names, or None where it cannot be read: inline, in ``.debug_str``/``.debug_line_str``, or through
+    ``.debug_str_offsets`` (``section(name)`` gives a section's bytes; ``suffix``: ``".dwo"`` in a split unit)."""
+    if fv is None:
+        return None
+    form, val = fv
+    if form == _FORM_STRING:
+        return inline_string(info, val)
+    if form == _FORM_STRP:
+        return cstr(section(".debug_str" + suffix), val)
+    if form == _FORM_LINE_STRP:
+        return cstr(section(".debug_line_str"), val)
+    if form in _FORM_STRX:
+        offs = section(".debug_str_offsets" + suffix)
+        base = (vals.get(_AT_STR_OFFSETS_BASE) or (0, None))[1]
+        at = (base if base is not None else (8 if osz == 4 else 16)) + val * osz
+        if offs is None or at + osz > len(offs):
+            return None
+        return cstr(section(".debug_str" + suffix), struct.unpack_from(e + ("Q" if osz == 8 else "I"), offs, at)[0])
+    if form in (0x1D, 0x1F21):  # DW_FORM_strp_sup, DW_FORM_GNU_strp_alt
+        return "<string in the supplementary (dwz) file>"
+    return None
+
+
 def first_die(d: memoryview, pos: int, h: UnitHeader, attrs: List[Tuple[int, int, int]], e: str,
               wanted: Container[int]) -> Dict[int, Tuple[int, int]]:
     """The ``wanted`` attributes (form, value) of unit ``h``'s first DIE at ``pos``, its abbreviation ``attrs``:
@@ -514,26 +540,8 @@ class _Ranges:
 
     def name(self, vals: Dict[int, Tuple[int, int]], osz: int, info: memoryview) -> Optional[str]:
         """The unit's ``DW_AT_name``, or None where it cannot be read."""
-        if _AT_NAME not in vals:
-            return None
-        form, val = vals[_AT_NAME]
-        if form == _FORM_STRING:
-            return inline_string(info, val)
-        if form == _FORM_STRP:
-            return self._cstr(".debug_str", val)
-        if form == _FORM_LINE_STRP:
-            return self._cstr(".debug_line_str", val)
-        if form in _FORM_STRX:
-            offs = self.sec(".debug_str_offsets")
-            base = (vals.get(_AT_STR_OFFSETS_BASE) or (0, None))[1]
-            at = (base if base is not None else (8 if osz == 4 else 16)) + val * osz
-            if offs is None or at + osz > len(offs):
-                return None
-            return self._cstr(".debug_str", struct.unpack_from(self.e + ("Q" if osz == 8 else "I"), offs, at)[0])
-        return None
+        return string_of(vals.get(_AT_NAME), vals, info, self.sec, osz, self.e)
 
-    def _cstr(self, section: str, off: int) -> Optional[str]:
-        return cstr(self.sec(section), off)
 
     def _add(self, out: List[Tuple[int, int]], lo: int, hi: int) -> None:
         self.count += 1

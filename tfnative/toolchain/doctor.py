@@ -202,41 +202,12 @@ class DwarfReader:
         # a unit cut short by the section's end: its DIE is read as far as the section goes
         vals = dwarfcover.first_die(d, pos, h._replace(end=min(h.end, len(d))), ab.attrs, self.elf.end,
                                     WANTED_ATTRS)
-        osz = unit.offset_size
-        base = vals.get(DW_AT_str_offsets_base, (0, None))[1]
-        unit.name = self._string(d, vals.get(DW_AT_name), base, osz)
-        unit.comp_dir = self._string(d, vals.get(DW_AT_comp_dir), base, osz)
-        unit.producer = self._string(d, vals.get(DW_AT_producer), base, osz)
-        unit.dwo_name = self._string(d, vals.get(DW_AT_dwo_name) or vals.get(DW_AT_GNU_dwo_name), base, osz)
-
-    def _string(self, d: memoryview, fv: Optional[Tuple[int, int]], base: Optional[int],
-                osz: int) -> Optional[str]:
-        if fv is None:
-            return None
-        form, val = fv
-        if form == 0x08:
-            return dwarfcover.inline_string(d, val)
-        suffix = self.suffix
-        if form == 0x0E:
-            return dwarfcover.cstr(self._section(".debug_str" + suffix), val)
-        if form == 0x1F:
-            return dwarfcover.cstr(self._section(".debug_line_str"), val)
-        if form in _STRX_FORMS:
-            offs = self._section(".debug_str_offsets" + suffix)
-            if not offs:
-                return None
-            start = base if base is not None else (8 if osz == 4 else 16)
-            at = start + val * osz
-            if at + osz > len(offs):
-                return None
-            off = struct.unpack_from(self.elf.end + ("Q" if osz == 8 else "I"), offs, at)[0]
-            return dwarfcover.cstr(self._section(".debug_str" + suffix), off)
-        if form in (0x1D, 0x1F21):
-            return "<string in the supplementary (dwz) file>"
-        return None
-
-
-_STRX_FORMS = {0x1A, 0x25, 0x26, 0x27, 0x28, 0x1F02}
+        osz, e, sfx = unit.offset_size, self.elf.end, self.suffix
+        unit.name = dwarfcover.string_of(vals.get(DW_AT_name), vals, d, self._section, osz, e, sfx)
+        unit.comp_dir = dwarfcover.string_of(vals.get(DW_AT_comp_dir), vals, d, self._section, osz, e, sfx)
+        unit.producer = dwarfcover.string_of(vals.get(DW_AT_producer), vals, d, self._section, osz, e, sfx)
+        unit.dwo_name = dwarfcover.string_of(vals.get(DW_AT_dwo_name) or vals.get(DW_AT_GNU_dwo_name), vals, d,
+                                             self._section, osz, e, sfx)
 
 
 # ---------------------------------------------------------------- the report
