@@ -308,3 +308,24 @@ def test_a_debug_file_under_a_prefix_root_by_debuglink(tmp_path):
     rep = doctor.inspect(lib)
     assert rep.debuglink_found == debug and rep.dwarf_files == ["src/x.c"]
     assert _stack_index_path(lib) == debug
+
+
+def test_the_search_order_is_gdbs_over_every_root(tmp_path):
+    """Build-id before debuglink; the system's root before the prefix's; the file's own directory before both."""
+    from tfnative.core.debugfiles import DEBUG_DIR, candidates
+
+    usr = tmp_path / "root" / "usr"
+    (usr / "lib" / "debug" / ".build-id").mkdir(parents=True)
+    (usr / "bin").mkdir()
+    path = str(usr / "bin" / "python3.14")
+    got = candidates(path, "abcdef", "python3.14.debug")
+    prefix = str(usr / "lib" / "debug")
+    assert got == [
+        DEBUG_DIR + "/.build-id/ab/cdef.debug",
+        prefix + "/.build-id/ab/cdef.debug",
+        str(usr / "bin" / "python3.14.debug"),
+        str(usr / "bin" / ".debug" / "python3.14.debug"),
+        DEBUG_DIR + str(usr / "bin" / "python3.14.debug"),
+        prefix + "/usr/bin/python3.14.debug",
+    ]
+    assert candidates(path, None, None) == [] and candidates(path, "ab", None) == []
