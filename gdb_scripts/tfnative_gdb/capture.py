@@ -16,8 +16,8 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import gdb
 
-from tfnative.core import procfs
-from tfnative.core.debugfiles import DEBUG_ROOT, separate_debug_file
+from tfnative.core import dwarfcover, procfs
+from tfnative.core.debugfiles import DEBUG_DIR, find_debug_file
 from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
 from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.memory import USER_SPACE_END
@@ -80,12 +80,13 @@ def _interpreter_debug_files() -> None:
             continue
         _DEBUG_TRIED.add(objfile.filename)
         build_id = getattr(objfile, "build_id", None)
-        if not build_id or getattr(objfile, "owner", None) is not None:
+        if getattr(objfile, "owner", None) is not None:
             continue
         if any(o.owner is objfile for o in gdb.objfiles() if getattr(o, "owner", None) is not None):
             continue  # gdb found one itself
-        debug = separate_debug_file(objfile.filename, build_id)
-        if debug and not debug.startswith(DEBUG_ROOT):
+        cov = dwarfcover.cover(objfile.filename)  # its debuglink, read as doctor and stack read it
+        debug = find_debug_file(objfile.filename, build_id, cov.debuglink if cov.debuglink_plausible else None)
+        if debug and not debug.startswith(DEBUG_DIR + "/"):
             try:
                 objfile.add_separate_debug_file(debug)
             except gdb.error:

@@ -37,9 +37,10 @@ import struct
 import threading
 import zlib
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Callable, Container, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
-from .elfindex import ElfError, ElfFile, Section, uleb128
+from . import debugfiles
+from .elfindex import ElfError, ElfFile, Section, sleb128, uleb128
 from .mapfile import map_file
 
 MIN_SHARE = 0.01  # described share of the executable bytes that makes DWARF "the library's own"
@@ -49,6 +50,7 @@ MAX_RANGES = 4_000_000  # address ranges read per file, all units together
 MAX_DECOMPRESS = 256 << 20  # a compressed debug section is inflated up to this size
 SHF_EXECINSTR = 0x4
 SHF_COMPRESSED = 0x800
+ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 1, 2
 SHT_NOBITS = 8
 OBJECT_SUFFIXES = (".o", ".obj", ".a", ".lo", ".la")
 
@@ -59,6 +61,7 @@ _AT_ADDR_BASE, _AT_RNGLISTS_BASE, _AT_GNU_RANGES_BASE, _AT_GNU_ADDR_BASE = 0x73,
 _WANTED = (_AT_NAME, _AT_LOW_PC, _AT_HIGH_PC, _AT_RANGES, _AT_ADDR_BASE, _AT_RNGLISTS_BASE, _AT_GNU_RANGES_BASE,
            _AT_GNU_ADDR_BASE, _AT_STR_OFFSETS_BASE)
 _FORM_STRING, _FORM_STRP, _FORM_LINE_STRP = 0x08, 0x0E, 0x1F
+_FORM_INDIRECT, _FORM_IMPLICIT_CONST = 0x16, 0x21
 _FORM_STRX = {0x1A, 0x25, 0x26, 0x27, 0x28, 0x1F02}
 # Source directories of the compilers' own runtime libraries: units from there, linked in from a static
 # archive (libstdc++_nonshared.a, libgcc.a), are not the library's own code.
@@ -225,161 +228,249 @@ def parse_debuglink(data: bytes) -> Tuple[Optional[str], bool, str]:
     return name, True, ""
 
 
-def debug_file_dirs() -> List[str]:
-    """gdb's default ``debug-file-directory``."""
-    return ["/usr/lib/debug"]
-
-
 def find_debug_file(path: str, link: Optional[str], build_id: Optional[str]) -> Optional[str]:
-    """Where gdb would find the separate debug file of ``path`` (gdb's default search order)."""
-    d = os.path.dirname(os.path.abspath(path))
-    cands = []
-    if build_id and len(build_id) > 2:
-        for root in debug_file_dirs():
-            cands.append(os.path.join(root, ".build-id", build_id[:2], build_id[2:] + ".debug"))
-    if link:
-        cands += [os.path.join(d, link), os.path.join(d, ".debug", link)]
-        for root in debug_file_dirs():
-            cands.append(os.path.join(root, d.lstrip("/"), link))
-    for c in cands:
-        try:
-            if os.path.isfile(c) and os.path.realpath(c) != os.path.realpath(path):
-                return c
-        except OSError:
-            continue
-    return None
+    """Where gdb would find the separate debug file of ``path`` (``debugfiles``: the one search rule)."""
+    return debugfiles.find_debug_file(path, build_id, link)
 
 
 # ---------------------------------------------------------------- sections
 
 
-class _Sections:
-    def __init__(self, elf: ElfFile, mm: mmap.mmap) -> None:
+class DebugSections:
+    """The sections of one mapped ELF file by name, inflated where compressed: the one section-data reader.
+
+    ``SHF_COMPRESSED`` (zlib) sections and the legacy ``.zdebug_*`` ones (``ZLIB`` + size) are inflated up
+    to ``limit`` bytes; ``tfnative doctor`` reads them through it too.
+    """
+
+    def __init__(self, elf: ElfFile, mm: mmap.mmap, limit: int = MAX_DECOMPRESS) -> None:
         self.elf = elf
         self.mm = mm
+        self.limit = limit
         self.by_name: Dict[str, Section] = {}
         for s in elf.sections:
             self.by_name.setdefault(s.name, s)
+        self._inflated: Dict[str, memoryview] = {}
 
     def present(self, name: str) -> bool:
         s = self.by_name.get(name)
         return s is not None and s.size > 0 and s.type != SHT_NOBITS
 
+    def release(self) -> None:
+        """Drops the inflated sections (before the mapping is closed)."""
+        self._inflated.clear()
+
+    def _zdebug(self, name: str) -> Optional[Section]:
+        """The legacy ``.zdebug_*`` section of a ``.debug_*`` name, when there is no such ``.debug_*`` one."""
+        if name in self.by_name or not name.startswith(".debug_"):
+            return None
+        return self.by_name.get(".z" + name[1:])
+
+    def compression(self, name: str) -> Optional[str]:
+        """How the section is compressed (``"zlib"``, ``"zstd"``, ``"zlib (.zdebug, legacy)"``), None if not."""
+        if self._zdebug(name) is not None:
+            return "zlib (.zdebug, legacy)"
+        s = self.by_name.get(name)
+        if s is None or not s.flags & SHF_COMPRESSED or s.type == SHT_NOBITS or s.size < 4:
+            return None
+        ch_type = struct.unpack_from(self.elf.endian + "I", self.mm, s.offset)[0]
+        return {ELFCOMPRESS_ZLIB: "zlib", ELFCOMPRESS_ZSTD: "zstd"}.get(ch_type, "type %d" % ch_type)
+
+    def uncompressed_size(self, name: str) -> int:
+        """The section's size once inflated (its size where it is not compressed; 0 if absent)."""
+        zs = self._zdebug(name)
+        if zs is not None:
+            zsize: int = struct.unpack_from(">Q", self.mm, zs.offset + 4)[0] if zs.size >= 12 else 0
+            return zsize
+        s = self.by_name.get(name)
+        if s is None:
+            return 0
+        if s.flags & SHF_COMPRESSED and s.type != SHT_NOBITS:
+            return self._chdr(name, s)[1]
+        return s.size
+
+    def _chdr(self, name: str, s: Section) -> Tuple[int, int, int]:
+        """(type, inflated size, header size) of a ``SHF_COMPRESSED`` section's compression header."""
+        hdr = 24 if self.elf.is64 else 12
+        if s.size < hdr or s.offset + hdr > len(self.mm):
+            raise Unreadable("%s is cut short" % name)
+        if self.elf.is64:
+            ch_type, _res, ch_size = struct.unpack_from(self.elf.endian + "IIQ", self.mm, s.offset)
+        else:
+            ch_type, ch_size = struct.unpack_from(self.elf.endian + "II", self.mm, s.offset)
+        return ch_type, ch_size, hdr
+
     def data(self, name: str) -> Optional[memoryview]:
         """The section's bytes, inflated if compressed; None if absent; Unreadable beyond the bounds."""
-        s = self.by_name.get(name)
+        if name in self._inflated:
+            return self._inflated[name]
+        zs = self._zdebug(name)
+        s = zs if zs is not None else self.by_name.get(name)
         if s is None or s.type == SHT_NOBITS or s.size == 0:
             return None
         if s.offset + s.size > len(self.mm):
             raise Unreadable("%s is cut short" % name)
         raw = memoryview(self.mm)[s.offset:s.offset + s.size]
-        if not s.flags & SHF_COMPRESSED:
+        if zs is not None:
+            if s.size < 12 or bytes(raw[:4]) != b"ZLIB":
+                raise Unreadable("%s has no ZLIB header" % zs.name)
+            ch_type, ch_size, hdr = ELFCOMPRESS_ZLIB, self.uncompressed_size(name), 12
+        elif not s.flags & SHF_COMPRESSED:
             return raw
-        e = self.elf.endian
-        if self.elf.is64:
-            ch_type, _res, ch_size = struct.unpack_from(e + "IIQ", raw, 0)
-            hdr = 24
         else:
-            ch_type, ch_size = struct.unpack_from(e + "II", raw, 0)
-            hdr = 12
-        if ch_type != 1:
+            ch_type, ch_size, hdr = self._chdr(name, s)
+        if ch_type != ELFCOMPRESS_ZLIB:
             raise Unreadable("%s is compressed with type %d" % (name, ch_type))
-        if ch_size > MAX_DECOMPRESS:
+        if ch_size > self.limit:
             raise Unreadable("%s inflates to %d bytes" % (name, ch_size))
-        d = zlib.decompressobj()
-        out = d.decompress(raw[hdr:], MAX_DECOMPRESS)
-        return memoryview(out)
+        out = memoryview(zlib.decompressobj().decompress(raw[hdr:], self.limit))
+        self._inflated[name] = out
+        return out
 
 
 # ---------------------------------------------------------------- compile units
 
 
-# An abbreviation: (tag, [(attribute, form, implicit_const)]).
-Abbrev = Tuple[int, List[Tuple[int, int, int]]]
+class Abbrev(NamedTuple):
+    """One abbreviation: the DIE's tag and its (attribute, form, implicit_const) list."""
+
+    tag: int
+    attrs: List[Tuple[int, int, int]]
 
 
-def _abbrev(abbrevs: memoryview, table: int, code: int,
-            cache: Dict[Tuple[int, int], Optional[Abbrev]]) -> Optional[Abbrev]:
-    """(tag, [(attribute, form, implicit_const)]) of abbreviation ``code`` in the table at ``table``."""
-    key = (table, code)
-    if key in cache:
-        return cache[key]
-    pos = table
-    n = len(abbrevs)
-    while pos < n:
-        c, pos = uleb128(abbrevs, pos)
-        if c == 0:
-            break
-        tag, pos = uleb128(abbrevs, pos)
-        pos += 1  # has_children
-        attrs: List[Tuple[int, int, int]] = []
+class Abbrevs:
+    """The abbreviation tables of one ``.debug_abbrev``: the one abbreviation reader.
+
+    A table is read entry by entry as far as the code asked for, and resumed from there; every read is
+    bounded by the section's end (a number cut short raises ``IndexError``).
+    """
+
+    def __init__(self, data: memoryview) -> None:
+        self.data = data
+        self._entries: Dict[int, Dict[int, Abbrev]] = {}
+        self._resume: Dict[int, int] = {}  # where the reading of each table stopped
+        self._ends: Dict[int, int] = {}  # the offset past each table read whole
+        self._tags: Dict[Tuple[int, int], Set[int]] = {}
+
+    def find(self, table: int, code: int) -> Optional[Abbrev]:
+        """Abbreviation ``code`` of the table at offset ``table``; None if the table has none."""
+        entries = self._entries.setdefault(table, {})
+        if code in entries:
+            return entries[code]
+        if table in self._ends:
+            return None
+        d = self.data
+        n = len(d)
+        pos = self._resume.get(table, table)
         while pos < n:
-            at, pos = uleb128(abbrevs, pos)
-            form, pos = uleb128(abbrevs, pos)
-            const = 0
-            if form == 0x21:
-                const, pos = _sleb(abbrevs, pos)
-            if at == 0 and form == 0:
+            c, pos = uleb128(d, pos)
+            if c == 0:
                 break
-            attrs.append((at, form, const))
-        cache[(table, c)] = (tag, attrs)
-        if c == code:
-            return cache[key]
-    cache[key] = None
+            tag, pos = uleb128(d, pos)
+            pos += 1  # has_children
+            attrs: List[Tuple[int, int, int]] = []
+            while pos < n:
+                at, pos = uleb128(d, pos)
+                form, pos = uleb128(d, pos)
+                const = 0
+                if form == _FORM_IMPLICIT_CONST:
+                    const, pos = sleb128(d, pos)
+                if at == 0 and form == 0:
+                    break
+                attrs.append((at, form, const))
+            entries[c] = Abbrev(tag, attrs)
+            if c == code:
+                self._resume[table] = pos
+                return entries[c]
+        self._ends[table] = max(pos, table + 1)
+        return None
+
+    def end(self, table: int) -> int:
+        """The offset just past the table at ``table`` (read whole)."""
+        self.find(table, -1)
+        return self._ends[table]
+
+    def tags_with(self, table: int, attr: int) -> Set[int]:
+        """The tags of the table's abbreviations that have attribute ``attr``."""
+        key = (table, attr)
+        if key not in self._tags:
+            self.find(table, -1)  # reads to the end of the table
+            self._tags[key] = {a.tag for a in self._entries.get(table, {}).values()
+                               if any(at == attr for at, _f, _c in a.attrs)}
+        return self._tags[key]
+
+    def all_tags_with(self, attr: int) -> Set[int]:
+        """The tags with attribute ``attr`` in every table of the section, end to end."""
+        tags: Set[int] = set()
+        pos = 0
+        n = len(self.data)
+        while pos < n:
+            tags |= self.tags_with(pos, attr)
+            pos = self.end(pos)  # past the table: the next one's offset (always further on)
+        return tags
+
+
+def inline_string(d: memoryview, off: int, end: Optional[int] = None) -> str:
+    """The ``DW_FORM_string`` at ``off`` (what ``first_die`` gives as its value), up to 4096 bytes."""
+    raw = bytes(d[off:min(len(d) if end is None else end, off + 4096)])
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def cstr(d: Optional[memoryview], off: int) -> Optional[str]:
+    """The NUL-terminated string at ``off`` of a string section (up to 4096 bytes), None past its end."""
+    if d is None or off >= len(d):
+        return None
+    return inline_string(d, off)
+
+
+def string_of(fv: Optional[Tuple[int, int]], vals: Dict[int, Tuple[int, int]], info: memoryview,
+              section: Callable[[str], Optional[memoryview]], osz: int, e: str, suffix: str = "") -> Optional[str]:
+    """The string a first-DIE attribute ``fv`` (form, value from ``first_die``) of a unit with attributes ``vals``
+    names, or None where it cannot be read: inline, in ``.debug_str``/``.debug_line_str``, or through
+    ``.debug_str_offsets`` (``section(name)`` gives a section's bytes; ``suffix``: ``".dwo"`` in a split unit)."""
+    if fv is None:
+        return None
+    form, val = fv
+    if form == _FORM_STRING:
+        return inline_string(info, val)
+    if form == _FORM_STRP:
+        return cstr(section(".debug_str" + suffix), val)
+    if form == _FORM_LINE_STRP:
+        return cstr(section(".debug_line_str"), val)
+    if form in _FORM_STRX:
+        offs = section(".debug_str_offsets" + suffix)
+        base = (vals.get(_AT_STR_OFFSETS_BASE) or (0, None))[1]
+        at = (base if base is not None else (8 if osz == 4 else 16)) + val * osz
+        if offs is None or at + osz > len(offs):
+            return None
+        return cstr(section(".debug_str" + suffix), struct.unpack_from(e + ("Q" if osz == 8 else "I"), offs, at)[0])
+    if form in (0x1D, 0x1F21):  # DW_FORM_strp_sup, DW_FORM_GNU_strp_alt
+        return "<string in the supplementary (dwz) file>"
     return None
 
 
-def _sleb(buf: memoryview, pos: int) -> Tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            if b & 0x40:
-                result -= 1 << shift
-            return result, pos
+def first_die(d: memoryview, pos: int, h: UnitHeader, attrs: List[Tuple[int, int, int]], e: str,
+              wanted: Container[int]) -> Dict[int, Tuple[int, int]]:
+    """The ``wanted`` attributes (form, value) of unit ``h``'s first DIE at ``pos``, its abbreviation ``attrs``:
+    the one DIE attribute reader.
 
-
-def _units(info: memoryview, abbrevs: memoryview, e: str,
-           strings: Dict[int, str]) -> Iterator[Tuple[int, int, int, Dict[int, Tuple[int, int]]]]:
-    """(version, address size, offset size, {attribute: (form, value)}) of each unit's first DIE.
-
-    An inline string's value is its offset in ``.debug_info``, its text put in ``strings``.
+    An inline string's value is its offset in ``d`` (``inline_string``); an address is read as a number.
+    Raises ``Unreadable`` for a form it does not know, an unterminated string or a DIE that runs past its
+    unit, and ``IndexError``/``struct.error`` past the section's end.
     """
-    cache: Dict[Tuple[int, int], Optional[Abbrev]] = {}
-    n = len(info)
-    for count, h in enumerate(unit_headers(info, e), 1):
-        if count > MAX_UNITS:
-            raise Unreadable("more than %d compile units" % MAX_UNITS)
-        if h.end > n:
-            raise Unreadable(".debug_info is cut short")
-        if h.unit_type in (_UT_COMPILE, _UT_PARTIAL, _UT_SKELETON):
-            code, pos = uleb128(info, h.die)
-            ab = _abbrev(abbrevs, h.abbrev_offset, code, cache) if code else None
-            if ab is not None and ab[0] in (_TAG_COMPILE_UNIT, _TAG_PARTIAL_UNIT, _TAG_SKELETON_UNIT):
-                yield h.version, h.address_size, h.offset_size, _first_die(info, pos, h, ab[1], e, strings)
-
-
-def _first_die(d: memoryview, pos: int, h: UnitHeader, attrs: List[Tuple[int, int, int]], e: str,
-               strings: Dict[int, str]) -> Dict[int, Tuple[int, int]]:
-    """The wanted attributes (form, value) of unit ``h``'s first DIE at ``pos``, its abbreviation ``attrs``."""
     end, addr_size, osz, version = h.end, h.address_size, h.offset_size, h.version
     vals: Dict[int, Tuple[int, int]] = {}
     for at, form, const in attrs:
         if pos > end:
             raise Unreadable("a unit's first DIE runs past the unit")
-        while form == 0x16:  # DW_FORM_indirect
+        while form == _FORM_INDIRECT:
             form, pos = uleb128(d, pos)
         val = 0
-        if form == 0x08:  # string
+        if form == _FORM_STRING:
             raw = bytes(d[pos:min(end, pos + 4096)])
             stop = raw.find(b"\0")
             if stop < 0:
                 raise Unreadable("an unterminated string")
-            if at == _AT_NAME:
-                strings[pos] = raw[:stop].decode("utf-8", "replace")
             val = pos
             pos += stop + 1
         elif form in _OFFSET_FORMS or (form == 0x10 and version >= 3):
@@ -391,8 +482,8 @@ def _first_die(d: memoryview, pos: int, h: UnitHeader, attrs: List[Tuple[int, in
         elif form in _ULEB_FORMS:
             val, pos = uleb128(d, pos)
         elif form == 0x0D:
-            val, pos = _sleb(d, pos)
-        elif form == 0x21:
+            val, pos = sleb128(d, pos)
+        elif form == _FORM_IMPLICIT_CONST:
             val = const
         elif form in _FIXED:
             k = _FIXED[form]
@@ -413,15 +504,31 @@ def _first_die(d: memoryview, pos: int, h: UnitHeader, attrs: List[Tuple[int, in
             pos += k
         else:
             raise Unreadable("DWARF form 0x%x" % form)
-        if at in _WANTED:
+        if at in wanted:
             vals[at] = (form, val)
     return vals
+
+
+def _units(info: memoryview, abbrevs: Abbrevs,
+           e: str) -> Iterator[Tuple[int, int, int, Dict[int, Tuple[int, int]]]]:
+    """(version, address size, offset size, {attribute: (form, value)}) of each unit's first DIE."""
+    n = len(info)
+    for count, h in enumerate(unit_headers(info, e), 1):
+        if count > MAX_UNITS:
+            raise Unreadable("more than %d compile units" % MAX_UNITS)
+        if h.end > n:
+            raise Unreadable(".debug_info is cut short")
+        if h.unit_type in (_UT_COMPILE, _UT_PARTIAL, _UT_SKELETON):
+            code, pos = uleb128(info, h.die)
+            ab = abbrevs.find(h.abbrev_offset, code) if code else None
+            if ab is not None and ab.tag in (_TAG_COMPILE_UNIT, _TAG_PARTIAL_UNIT, _TAG_SKELETON_UNIT):
+                yield h.version, h.address_size, h.offset_size, first_die(info, pos, h, ab.attrs, e, _WANTED)
 
 
 class _Ranges:
     """Turns a unit's first-DIE attributes into address ranges."""
 
-    def __init__(self, secs: _Sections, e: str) -> None:
+    def __init__(self, secs: DebugSections, e: str) -> None:
         self.secs = secs
         self.e = e
         self._data: Dict[str, Optional[memoryview]] = {}
@@ -432,31 +539,10 @@ class _Ranges:
             self._data[name] = self.secs.data(name)
         return self._data[name]
 
-    def name(self, vals: Dict[int, Tuple[int, int]], osz: int, strings: Dict[int, str]) -> Optional[str]:
+    def name(self, vals: Dict[int, Tuple[int, int]], osz: int, info: memoryview) -> Optional[str]:
         """The unit's ``DW_AT_name``, or None where it cannot be read."""
-        if _AT_NAME not in vals:
-            return None
-        form, val = vals[_AT_NAME]
-        if form == _FORM_STRING:
-            return strings.get(val)
-        if form == _FORM_STRP:
-            return self._cstr(".debug_str", val)
-        if form == _FORM_LINE_STRP:
-            return self._cstr(".debug_line_str", val)
-        if form in _FORM_STRX:
-            offs = self.sec(".debug_str_offsets")
-            base = (vals.get(_AT_STR_OFFSETS_BASE) or (0, None))[1]
-            at = (base if base is not None else (8 if osz == 4 else 16)) + val * osz
-            if offs is None or at + osz > len(offs):
-                return None
-            return self._cstr(".debug_str", struct.unpack_from(self.e + ("Q" if osz == 8 else "I"), offs, at)[0])
-        return None
+        return string_of(vals.get(_AT_NAME), vals, info, self.sec, osz, self.e)
 
-    def _cstr(self, section: str, off: int) -> Optional[str]:
-        data = self.sec(section)
-        if data is None or off >= len(data):
-            return None
-        return bytes(data[off:off + 4096]).split(b"\0", 1)[0].decode("utf-8", "replace")
 
     def _add(self, out: List[Tuple[int, int]], lo: int, hi: int) -> None:
         self.count += 1
@@ -624,7 +710,7 @@ def read(path: str) -> Cover:
 
 def _read_mapped(cov: Cover, mm: mmap.mmap, path: str) -> None:
     elf = ElfFile(mm, path)
-    secs = _Sections(elf, mm)
+    secs = DebugSections(elf, mm)
     cov.build_id = elf.build_id()
     cov.debugdata = secs.present(".gnu_debugdata")
     link = secs.by_name.get(".gnu_debuglink")
@@ -646,16 +732,14 @@ def _read_mapped(cov: Cover, mm: mmap.mmap, path: str) -> None:
         ranges = _Ranges(secs, elf.endian)
         found: List[Tuple[int, int]] = []
         own: List[Tuple[int, int]] = []
-        strings: Dict[int, str] = {}
-        for version, addr_size, osz, vals in _units(info, abbrevs, elf.endian, strings):
+        for version, addr_size, osz, vals in _units(info, Abbrevs(abbrevs), elf.endian):
             cov.units += 1
             unit = ranges.of_unit(version, addr_size, osz, vals)
             found += unit
-            if is_runtime_unit(ranges.name(vals, osz, strings)):
+            if is_runtime_unit(ranges.name(vals, osz, info)):
                 cov.runtime_units += 1
             else:
                 own += unit
-            strings.clear()
         cov.ranges = _clip(_merge(found), code)
         cov.described_bytes = sum(hi - lo for lo, hi in cov.ranges)
         cov.own_bytes = sum(hi - lo for lo, hi in _clip(_merge(own), code))

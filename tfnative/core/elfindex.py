@@ -46,6 +46,7 @@ __all__ = [
     "CACHE_VERSION",
     "ElfError",
     "ElfIndex",
+    "Leb128Error",
     "Unreadable",
     "Section",
     "cache_dir",
@@ -69,6 +70,7 @@ SHT_NOBITS = 8
 SHT_DYNSYM = 11
 PT_LOAD = 1
 NT_GNU_BUILD_ID = 3
+PAGE = mmap.PAGESIZE
 
 
 class ElfError(Exception):
@@ -104,6 +106,122 @@ class Section:
 # ELF headers
 
 
+class ElfHeader(NamedTuple):
+    """The fields of an ELF header this package reads."""
+
+    is64: bool
+    endian: str  # "<" or ">"
+    e_type: int  # ET_EXEC 2, ET_DYN 3, ET_CORE 4
+    e_machine: int
+    phoff: int
+    phentsize: int
+    phnum: int
+    shoff: int
+    shentsize: int
+    shnum: int
+    shstrndx: int
+
+
+class Segment(NamedTuple):
+    """One program header (the 64-bit field order whatever the class)."""
+
+    type: int
+    flags: int
+    offset: int
+    vaddr: int
+    filesz: int
+    memsz: int
+    align: int
+
+
+PT_NOTE = 4
+PF_X = 1
+_new_header = tuple.__new__  # ElfHeader without its keyword-taking __new__: the hold path reads one per file
+
+
+def elf_header(buf: Union[bytes, memoryview, mmap.mmap], path: str) -> ElfHeader:
+    """The ELF header at the start of ``buf`` (a file, a first page, a core's or the target's copy): the one parse.
+
+    Raises ``ElfError`` when ``buf`` does not start with one of a class and byte order this package reads.
+    """
+    if len(buf) < 52 or buf[:4] != b"\x7fELF":
+        raise ElfError(f"{path}: not an ELF file")
+    ei_class, ei_data = buf[4], buf[5]
+    if ei_class not in (1, 2) or ei_data not in (1, 2):
+        raise ElfError(f"{path}: unsupported ELF class/data {ei_class}/{ei_data}")
+    is64 = ei_class == 2
+    e = "<" if ei_data == 1 else ">"
+    if is64:
+        if len(buf) < 64:
+            raise ElfTruncated(f"{path}: truncated ELF header")
+        (e_type, mach, _ver, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize, shnum,
+         shstrndx) = struct.unpack_from(e + "HHIQQQIHHHHHH", buf, 16)
+    else:
+        (e_type, mach, _ver, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize, shnum,
+         shstrndx) = struct.unpack_from(e + "HHIIIIIHHHHHH", buf, 16)
+    return _new_header(ElfHeader, (is64, e, e_type, mach, phoff, phentsize, phnum, shoff, shentsize, shnum,
+                                   shstrndx))
+
+
+def _check_table(buf: Union[bytes, memoryview, mmap.mmap], hdr: ElfHeader, path: str) -> None:
+    if hdr.phnum and hdr.phentsize < (56 if hdr.is64 else 32):
+        raise ElfError(f"{path}: program headers of {hdr.phentsize} bytes")
+    if hdr.phoff + hdr.phnum * hdr.phentsize > len(buf):
+        raise ElfTruncated(f"{path}: truncated program header table")
+
+
+def program_headers(buf: Union[bytes, memoryview, mmap.mmap], hdr: ElfHeader, path: str) -> List[Segment]:
+    """The program headers of ``hdr`` in ``buf`` (which starts where the ELF header does): the one parse.
+
+    Raises ``ElfTruncated`` when the table runs past ``buf`` (a first page too short: read more).
+    """
+    _check_table(buf, hdr, path)
+    out = []
+    if hdr.is64:  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align
+        fmt = hdr.endian + "IIQQQQQQ"
+        for i in range(hdr.phnum):
+            r = struct.unpack_from(fmt, buf, hdr.phoff + i * hdr.phentsize)
+            out.append(Segment(r[0], r[1], r[2], r[3], r[5], r[6], r[7]))
+    else:  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_flags, p_align
+        fmt = hdr.endian + "IIIIIIII"
+        for i in range(hdr.phnum):
+            r = struct.unpack_from(fmt, buf, hdr.phoff + i * hdr.phentsize)
+            out.append(Segment(r[0], r[6], r[1], r[2], r[4], r[5], r[7]))
+    return out
+
+
+def first_load_vaddr(buf: Union[bytes, memoryview, mmap.mmap], hdr: ElfHeader, path: str) -> int:
+    """The page-aligned vaddr of the first ``PT_LOAD`` (0 for a shared library or a PIE; none: 0).
+
+    What the loader maps at file offset 0: a mapping's start minus this is the file's load bias.  Reads
+    the table as ``program_headers`` does (same checks) but only each entry's type up to the first
+    ``PT_LOAD``: the ``stack`` hold path asks it of every mapped file, from the file's first page.
+    """
+    _check_table(buf, hdr, path)
+    type_fmt, vaddr_fmt, vaddr_at = hdr.endian + "I", hdr.endian + ("Q" if hdr.is64 else "I"), (16 if hdr.is64 else 8)
+    for i in range(hdr.phnum):
+        off = hdr.phoff + i * hdr.phentsize
+        if struct.unpack_from(type_fmt, buf, off)[0] == PT_LOAD:
+            vaddr: int = struct.unpack_from(vaddr_fmt, buf, off + vaddr_at)[0]
+            return vaddr & ~(PAGE - 1)
+    return 0
+
+
+def note_build_id(notes: Union[bytes, memoryview, mmap.mmap], endian: str) -> Optional[str]:
+    """The GNU build-id (hex) in a run of ELF notes (a ``PT_NOTE`` or ``SHT_NOTE``'s bytes), or None."""
+    off, end = 0, len(notes)
+    while off + 12 <= end:
+        namesz, descsz, ntype = struct.unpack_from(endian + "III", notes, off)
+        name_start = off + 12
+        desc_start = name_start + ((namesz + 3) & ~3)
+        if ntype == NT_GNU_BUILD_ID and bytes(notes[name_start:name_start + namesz]) == b"GNU\0":
+            if desc_start + descsz > end:
+                return None
+            return bytes(notes[desc_start:desc_start + descsz]).hex()
+        off = desc_start + ((descsz + 3) & ~3)
+    return None
+
+
 class ElfFile:
     """Headers of an mmapped ELF file (32/64-bit, little or big endian): the one ELF reader.
 
@@ -121,41 +239,23 @@ class ElfFile:
             raise ElfTruncated(f"{path}: truncated ELF headers") from None
 
     def _parse(self, mm: mmap.mmap, path: str, sections: bool) -> None:
-        if len(mm) < 52 or mm[:4] != b"\x7fELF":
-            raise ElfError(f"{path}: not an ELF file")
-        ei_class, ei_data = mm[4], mm[5]
-        if ei_class not in (1, 2) or ei_data not in (1, 2):
-            raise ElfError(f"{path}: unsupported ELF class/data {ei_class}/{ei_data}")
-        self.is64 = ei_class == 2
-        self.endian = "<" if ei_data == 1 else ">"
-        e = self.endian
+        hdr = elf_header(mm, path)
+        self.header = hdr
+        self.is64 = hdr.is64
+        self.endian = e = hdr.endian
         if self.is64:
-            (_type, _mach, _ver, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize, shnum,
-             shstrndx) = struct.unpack_from(e + "HHIQQQIHHHHHH", mm, 16)
             self.shdr_fmt, self.phdr_fmt = e + "IIQQQQIIQQ", e + "IIQQQQQQ"
             self.sym_fmt = e + "IBBHQQ"
         else:
-            (_type, _mach, _ver, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize, shnum,
-             shstrndx) = struct.unpack_from(e + "HHIIIIIHHHHHH", mm, 16)
             self.shdr_fmt, self.phdr_fmt = e + "IIIIIIIIII", e + "IIIIIIII"
             self.sym_fmt = e + "IIIBBH"
-        self.e_type = _type
-        self.e_machine = _mach
-        self.phoff, self.phentsize, self.phnum = phoff, phentsize, phnum
+        self.e_type = hdr.e_type
+        self.e_machine = hdr.e_machine
+        self.phoff, self.phentsize, self.phnum = hdr.phoff, hdr.phentsize, hdr.phnum
+        shoff, shentsize, shnum, shstrndx = hdr.shoff, hdr.shentsize, hdr.shnum, hdr.shstrndx
         self.shoff, self.shentsize, self.shnum, self.shstrndx = shoff, shentsize, shnum, shstrndx
         self.sections: List[Section] = []
-        self.segments: List[Tuple[int, int, int, int, int, int, int]] = []
-        if phnum and phentsize < struct.calcsize(self.phdr_fmt):
-            raise ElfError(f"{path}: program headers of {phentsize} bytes")
-        if phoff + phnum * phentsize > len(mm):
-            raise ElfTruncated(f"{path}: truncated program header table")
-        for i in range(phnum):
-            p = struct.unpack_from(self.phdr_fmt, mm, phoff + i * phentsize)
-            if self.is64:
-                p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, p_align = p
-            else:
-                p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, p_flags, p_align = p
-            self.segments.append((p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, p_align))
+        self.segments: List[Segment] = program_headers(mm, hdr, path)
         if not sections:
             return
         if shoff and shnum == 0:  # more than 0xff00 sections: the count is in section 0
@@ -189,49 +289,72 @@ class ElfFile:
 
     def build_id(self) -> Optional[str]:
         for s in self.sections:
-            if s.type != SHT_NOTE:
-                continue
-            off, end = s.offset, min(s.offset + s.size, len(self.mm))
-            while off + 12 <= end:
-                namesz, descsz, ntype = struct.unpack_from(self.endian + "III", self.mm, off)
-                name_start = off + 12
-                desc_start = name_start + ((namesz + 3) & ~3)
-                if ntype == NT_GNU_BUILD_ID and self.mm[name_start:name_start + namesz] == b"GNU\0":
-                    return self.mm[desc_start:desc_start + descsz].hex()
-                off = desc_start + ((descsz + 3) & ~3)
+            if s.type == SHT_NOTE:
+                found = note_build_id(self.mm[s.offset:s.offset + s.size], self.endian)
+                if found is not None:
+                    return found
         return None
 
     def first_load_vaddr(self) -> int:
-        for p_type, _f, _o, p_vaddr, _fs, _ms, p_align in self.segments:
-            if p_type == PT_LOAD:
-                return p_vaddr & ~(max(p_align, 1) - 1) if p_align else p_vaddr
-        return 0
+        return first_load_vaddr(self.mm, self.header, self.path)
+
+
+MAX_LEB128_BYTES = 16  # a LEB128 number longer than this is not one (a 64-bit value takes 10; padding a few)
+
+
+class Leb128Error(IndexError):
+    """A LEB128 number cut short by its buffer's end, longer than ``MAX_LEB128_BYTES``, or wider than 64 bits.
+
+    An ``IndexError``: every reader already treats running past its data as that.
+    """
 
 
 def uleb128(buf: Union[bytes, memoryview, mmap.mmap], pos: int) -> Tuple[int, int]:
-    """The unsigned LEB128 number at ``pos`` (DWARF, CFI) and the position after it."""
-    result = shift = 0
-    while True:
+    """The unsigned LEB128 number at ``pos`` (DWARF, CFI) and the position after it: the one LEB128 reader.
+
+    Raises ``Leb128Error`` for a number that runs past ``buf``, is longer than ``MAX_LEB128_BYTES``
+    or does not fit in 64 bits.
+    """
+    try:
         b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return result, pos
+    except IndexError:
+        raise Leb128Error("a LEB128 number runs past the end of its data") from None
+    if b < 0x80:  # most numbers are one byte
+        return b, pos + 1
+    return _leb128(buf, pos, False)
 
 
 def sleb128(buf: Union[bytes, memoryview, mmap.mmap], pos: int) -> Tuple[int, int]:
-    """The signed LEB128 number at ``pos`` and the position after it."""
-    result = shift = 0
-    while True:
+    """The signed LEB128 number at ``pos`` and the position after it (errors as ``uleb128``)."""
+    try:
         b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            if b & 0x40:
-                result -= 1 << shift
-            return result, pos
+    except IndexError:
+        raise Leb128Error("a LEB128 number runs past the end of its data") from None
+    if b < 0x80:
+        return (b - 0x80 if b & 0x40 else b), pos + 1
+    return _leb128(buf, pos, True)
+
+
+def _leb128(buf: Union[bytes, memoryview, mmap.mmap], pos: int, signed: bool) -> Tuple[int, int]:
+    """A LEB128 number of more than one byte at ``pos`` (``uleb128``, ``sleb128``)."""
+    start = pos
+    result = shift = 0
+    b = 0x80
+    try:
+        while b >= 0x80 and pos < start + MAX_LEB128_BYTES:
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            shift += 7
+    except IndexError:
+        raise Leb128Error("a LEB128 number runs past the end of its data") from None
+    if b >= 0x80:
+        raise Leb128Error("a LEB128 number longer than %d bytes at %d" % (MAX_LEB128_BYTES, start))
+    if signed and b & 0x40:
+        result -= 1 << shift
+    if not (-(1 << 63) <= result < (1 << 63) if signed else result < (1 << 64)):
+        raise Leb128Error("a LEB128 number wider than 64 bits at %d" % start)
+    return result, pos
 
 
 def read_build_id(path: str) -> Optional[str]:

@@ -14,7 +14,7 @@ import struct
 from typing import Callable, List, Optional
 
 from .cfi import EhFrame
-from .elfindex import ElfError, ElfFile, ElfIndex, build_index
+from .elfindex import PF_X, PT_LOAD, ElfError, ElfFile, ElfIndex, build_index, elf_header, program_headers
 
 __all__ = ["VDSO", "auxv_vdso_base", "cfi", "code_size", "image_of", "symbols"]
 
@@ -43,11 +43,13 @@ def image_of(read: Callable[[int, int], bytes], base: int) -> Optional[mmap.mmap
         head = read(base, 64)
     except MemoryError:
         return None
-    if head[:4] != b"\x7fELF" or head[4] != 2:
+    try:
+        hdr = elf_header(head, VDSO)
+    except ElfError:
         return None
-    shoff, = struct.unpack_from("<Q", head, 40)
-    shentsize, shnum = struct.unpack_from("<HH", head, 58)
-    size = shoff + shentsize * shnum
+    if not hdr.is64:
+        return None
+    size = hdr.shoff + hdr.shentsize * hdr.shnum
     if not 64 <= size <= MAX_IMAGE:
         return None
     try:
@@ -60,13 +62,14 @@ def image_of(read: Callable[[int, int], bytes], base: int) -> Optional[mmap.mmap
 
 
 def code_size(image: mmap.mmap) -> int:
-    """The size of the image's executable PT_LOAD, from its start (0 if it has none)."""
-    phoff, = struct.unpack_from("<Q", image, 32)
-    phentsize, phnum = struct.unpack_from("<HH", image, 54)
-    for i in range(phnum):
-        p_type, p_flags, _off, vaddr, _pa, _fs, memsz = struct.unpack_from("<IIQQQQQ", image, phoff + i * phentsize)
-        if p_type == 1 and p_flags & 1:
-            end: int = vaddr + memsz
+    """The end of the image's first executable PT_LOAD, from its start (0 if it has none)."""
+    try:
+        segments = program_headers(image, elf_header(image, VDSO), VDSO)
+    except (ElfError, struct.error):
+        return 0
+    for seg in segments:
+        if seg.type == PT_LOAD and seg.flags & PF_X:
+            end: int = seg.vaddr + seg.memsz
             return end
     return 0
 

@@ -17,29 +17,33 @@ Reads only what the core itself holds, never the file in the core's stead.
 from __future__ import annotations
 
 import os
-import struct
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
-from ..core.elfindex import ElfError, read_build_id
+from ..core.elfindex import ElfError, Segment, elf_header, note_build_id, program_headers, read_build_id
 from ..core.mapfile import Unreadable, read_head
 from .reader import PT_NOTE, Core, Mapping
 
-NT_GNU_BUILD_ID = 3
 PAGE = 4096
 MAX_PHNUM = 64
 
 
-def _headers(core: Core, start: int) -> Optional[bytes]:
-    """The ELF header and program header table of the file mapped at ``start``, as the core holds them."""
+def _headers(core: Core, start: int) -> Optional[Tuple[bytes, List[Segment]]]:
+    """The ELF header and program header table of the file mapped at ``start`` as the core holds them, and
+    its program headers."""
     head = core.dumped(start, 64)
-    if head is None or head[:4] != b"\x7fELF":
+    try:
+        hdr = elf_header(head or b"", "the core's copy")
+    except ElfError:
         return None
-    phoff, = struct.unpack_from("<Q", head, 32)
-    phentsize, phnum = struct.unpack_from("<HH", head, 54)
-    if phnum > MAX_PHNUM or phentsize < 56:
+    if not hdr.is64 or hdr.phnum > MAX_PHNUM or hdr.phentsize < 56 or hdr.phoff != 64:
         return None
-    table = core.dumped(start + phoff, phentsize * phnum)
-    return head + table if table is not None and phoff == 64 else None
+    table = core.dumped(start + hdr.phoff, hdr.phentsize * hdr.phnum)
+    if table is None or head is None:
+        return None
+    try:
+        return head + table, program_headers(head + table, hdr, "the core's copy")
+    except ElfError:
+        return None
 
 
 def build_id_in_core(core: Core, start: int) -> Optional[str]:
@@ -47,19 +51,13 @@ def build_id_in_core(core: Core, start: int) -> Optional[str]:
     headers = _headers(core, start)
     if headers is None:
         return None
-    phentsize, phnum = struct.unpack_from("<HH", headers, 54)
-    for i in range(phnum):
-        p_type, _f, p_offset, _v, _p, p_filesz = struct.unpack_from("<IIQQQQ", headers, 64 + i * phentsize)
-        if p_type != PT_NOTE or p_offset + p_filesz > PAGE:
+    endian = "<" if headers[0][5] == 1 else ">"
+    for seg in headers[1]:
+        if seg.type != PT_NOTE or seg.offset + seg.filesz > PAGE:
             continue
-        buf = core.dumped(start + p_offset, p_filesz) or b""
-        off = 0
-        while off + 12 <= len(buf):
-            namesz, descsz, ntype = struct.unpack_from("<III", buf, off)
-            desc = off + 12 + ((namesz + 3) & ~3)
-            if ntype == NT_GNU_BUILD_ID and buf[off + 12:off + 16] == b"GNU\0":
-                return buf[desc:desc + descsz].hex()
-            off = desc + ((descsz + 3) & ~3)
+        found = note_build_id(core.dumped(start + seg.offset, seg.filesz) or b"", endian)
+        if found is not None:
+            return found
     return None
 
 
@@ -78,8 +76,9 @@ def mismatch(core: Core, mappings: List[Mapping], host: str) -> Optional[str]:
         except ElfError:
             return "not an ELF file that can be read"
         return None if have == want else "build-id %s, the core's is %s" % (have, want)
-    headers = _headers(core, first) if first is not None else None
-    if headers is not None:
+    both = _headers(core, first) if first is not None else None
+    if both is not None:
+        headers = both[0]
         try:
             mine = read_head(host, len(headers))
         except Unreadable as exc:

@@ -19,8 +19,15 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core import dwarfcover, procfs, vdso
 from ..core.cfi import CfiError, Module
-from ..core.debugfiles import separate_debug_files
-from ..core.elfindex import ElfError, ElfFile, ElfIndex
+from ..core.debugfiles import find_debug_files
+from ..core.elfindex import (
+    ElfError,
+    ElfFile,
+    ElfIndex,
+    ElfTruncated,
+    elf_header,
+    first_load_vaddr,
+)
 from ..core.mapfile import map_file, read_head
 from ..core.memory import Memory
 
@@ -67,8 +74,14 @@ def _open_indexes(path: str) -> List[ElfIndex]:
     except (OSError, ElfError, ValueError):
         return out
     out.append(idx)
-    if idx.table != ".symtab" and idx.build_id:
-        for debug in separate_debug_files(path, idx.build_id):
+    if idx.table != ".symtab":
+        # the one search rule (``debugfiles``): by build-id, and where that finds none, by the debuglink
+        found = find_debug_files(path, idx.build_id)
+        if not found:
+            cov = dwarfcover.cover(path)
+            if cov.debuglink_plausible:
+                found = find_debug_files(path, None, cov.debuglink)
+        for debug in found:
             try:
                 out.insert(0, ElfIndex.open(debug))
                 break
@@ -247,21 +260,17 @@ def segments(path: str) -> List[Tuple[int, int]]:
 
 
 def _first_load_vaddr(path: str) -> int:
-    """The page-aligned vaddr of the first PT_LOAD (0 for shared libraries and PIEs).
+    """The page-aligned vaddr of the first PT_LOAD (0 for shared libraries and PIEs; 0 if unreadable).
 
-    Read from the first page of the file (ELF header and program headers, where every linker puts them):
-    a stack of a TF process opens some 150 files for it; any other layout goes through ``segments``."""
+    Parsed (``elfindex.elf_header``, ``program_headers``) from the first page of the file, where every linker
+    puts the ELF and program headers: a stack of a TF process opens some 150 files for it, and a read of one
+    page costs less than a mapping; a table past the first page is read from the mapped file."""
     try:
         head = read_head(path, 4096)
-        if head[:6] == b"\x7fELF\x02\x01":  # 64-bit little-endian
-            phoff, = struct.unpack_from("<Q", head, 32)
-            phentsize, phnum = struct.unpack_from("<HH", head, 54)
-            if phentsize >= 56 and phoff + phnum * phentsize <= len(head):
-                for k in range(phnum):
-                    p_type, = struct.unpack_from("<I", head, phoff + k * phentsize)
-                    if p_type == 1:
-                        return int(struct.unpack_from("<Q", head, phoff + k * phentsize + 16)[0]) & ~0xFFF
-                return 0
-    except (OSError, struct.error):
-        pass
-    return next((vaddr & ~0xFFF for p_type, vaddr in segments(path) if p_type == 1), 0)
+        try:
+            return first_load_vaddr(head, elf_header(head, path), path)
+        except ElfTruncated:
+            with map_file(path) as mm:
+                return ElfFile(mm, path, sections=False).first_load_vaddr()
+    except (OSError, ValueError, ElfError, struct.error):
+        return 0

@@ -16,17 +16,13 @@ import re
 import struct
 import zlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..core import dwarfcover
-from ..core.elfindex import ElfError, ElfFile, Section
-from ..core.elfindex import sleb128 as _sleb
+from ..core.elfindex import SHT_NOBITS, ElfError, ElfFile, Section
 from ..core.elfindex import uleb128 as _uleb
 from ..errors import TfnativeError
 
-SHF_COMPRESSED = 0x800
-ELFCOMPRESS_ZLIB = 1
-ELFCOMPRESS_ZSTD = 2
 MAX_DECOMPRESS = 1 << 30  # decompress .debug_info up to 1 GiB to walk its units
 MAX_ABBREV_SCANS = 400  # unit abbreviation tables scanned for local-variable entries
 MAX_DWO_PROBES = 20
@@ -35,6 +31,7 @@ MAX_DWO_PROBES = 20
 DW_TAG_formal_parameter = 0x05
 DW_TAG_compile_unit = 0x11
 DW_TAG_variable = 0x34
+DW_TAG_partial_unit = 0x3C
 DW_TAG_skeleton_unit = 0x4A
 DW_AT_location = 0x02
 DW_AT_name = 0x03
@@ -53,7 +50,11 @@ WANTED_ATTRS = (DW_AT_name, DW_AT_comp_dir, DW_AT_producer, DW_AT_str_offsets_ba
 
 
 class Elf:
-    """Section headers of an ELF file, and their (lazily mapped, decompressed) contents."""
+    """Section headers of an ELF file, and their (lazily mapped, decompressed) contents.
+
+    The headers are ``core/elfindex.py``'s ``ElfFile``'s, the sections' bytes ``core/dwarfcover.py``'s
+    ``DebugSections``'; this class opens the file and says what doctor asks of it.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -69,20 +70,19 @@ class Elf:
             self.close()
             msg = str(exc) if isinstance(exc, ElfError) else "%s: not an ELF file (%s)" % (path, exc)
             raise TfnativeError(msg) from None
+        self.elf = elf
         self.is64 = elf.is64
         self.end = elf.endian
         self.e_type, self.machine = elf.e_type, elf.e_machine
-        self.sections: Dict[str, Section] = {}
-        for sec in elf.sections:
-            # SHT_NOBITS (8) sections have no bytes in the file (a stripped debug file's .text)
-            if sec.type == 8:
-                sec.size = 0
-            self.sections.setdefault(sec.name, sec)
-        self._cache: Dict[str, bytes] = {}
+        self.secs = dwarfcover.DebugSections(elf, self._m, MAX_DECOMPRESS)
+        self.sections: Dict[str, Section] = self.secs.by_name
+        self.why_unread: Dict[str, str] = {}  # section name -> why ``data`` gave None for it
 
     def close(self) -> None:
         m = getattr(self, "_m", None)
-        self._cache = {}
+        secs = getattr(self, "secs", None)
+        if secs is not None:
+            secs.release()
         if m is not None:
             try:
                 m.close()
@@ -97,169 +97,40 @@ class Elf:
         self.close()
 
     def has(self, name: str) -> bool:
-        s = self.sections.get(name)
-        return s is not None and s.size > 0
-
-    def raw(self, name: str) -> memoryview:
-        s = self.sections[name]
-        return memoryview(self._m)[s.offset:s.offset + s.size]
+        return self.secs.present(name)
 
     def compression(self, name: str) -> Optional[str]:
-        s = self.sections.get(name)
-        if s is None:
-            zs = self.sections.get(".z" + name[1:])
-            return "zlib (.zdebug, legacy)" if zs is not None else None
-        if not s.flags & SHF_COMPRESSED:
-            return None
-        ch_type = struct.unpack_from(self.end + "I", self._m, s.offset)[0]
-        return {ELFCOMPRESS_ZLIB: "zlib", ELFCOMPRESS_ZSTD: "zstd"}.get(ch_type, "type %d" % ch_type)
+        return self.secs.compression(name)
 
     def uncompressed_size(self, name: str) -> int:
         s = self.sections.get(name)
-        if s is None:
-            zs = self.sections.get(".z" + name[1:])
-            if zs is None:
-                return 0
-            zsize: int = struct.unpack_from(">Q", self._m, zs.offset + 4)[0]
-            return zsize
-        if s.flags & SHF_COMPRESSED:
-            fmt = "IIQQ" if self.is64 else "III"
-            ch_size: int = struct.unpack_from(self.end + fmt, self._m, s.offset)[2 if self.is64 else 1]
-            return ch_size
-        return s.size
+        if s is not None and s.type == SHT_NOBITS:  # a stripped debug file's .text: no bytes in the file
+            return 0
+        try:
+            return self.secs.uncompressed_size(name)
+        except (dwarfcover.Unreadable, struct.error):
+            return 0
 
     def data(self, name: str) -> Optional[memoryview]:
-        """A section's bytes (decompressed); None when absent, or compressed in a way we cannot read."""
-        if name in self._cache:
-            return memoryview(self._cache[name])
-        s = self.sections.get(name)
-        if s is None:
-            zs = self.sections.get(".z" + name[1:])
-            if zs is None or zs.size < 12 or bytes(self._m[zs.offset:zs.offset + 4]) != b"ZLIB":
-                return None
-            if self.uncompressed_size(name) > MAX_DECOMPRESS:
-                return None
-            out = zlib.decompress(self._m[zs.offset + 12:zs.offset + zs.size])
-            self._cache[name] = out
-            return memoryview(out)
-        if s.flags & SHF_COMPRESSED:
-            hdr = 24 if self.is64 else 12
-            ch_type = struct.unpack_from(self.end + "I", self._m, s.offset)[0]
-            if ch_type != ELFCOMPRESS_ZLIB or self.uncompressed_size(name) > MAX_DECOMPRESS:
-                return None
-            out = zlib.decompress(self._m[s.offset + hdr:s.offset + s.size])
-            self._cache[name] = out
-            return memoryview(out)
-        return self.raw(name)
+        """A section's bytes (decompressed); None when absent, or unreadable (``why_unread`` says why)."""
+        try:
+            return self.secs.data(name)
+        except (dwarfcover.Unreadable, struct.error, zlib.error) as exc:
+            self.why_unread[name] = str(exc)
+            return None
 
     def symbols(self, name: str) -> int:
         s = self.sections.get(name)
-        if s is None or not s.size:
+        if s is None or not s.size or s.type == SHT_NOBITS:
             return 0
         entsize = s.entsize or (24 if self.is64 else 16)
         return max(0, s.size // entsize - 1)  # entry 0 is the null symbol
 
     def build_id(self) -> Optional[str]:
-        for sname in (".note.gnu.build-id",):
-            if not self.has(sname):
-                continue
-            d = self.raw(sname)
-            pos = 0
-            while pos + 12 <= len(d):
-                namesz, descsz, ntype = struct.unpack_from(self.end + "III", d, pos)
-                pos += 12
-                name = bytes(d[pos:pos + namesz]).rstrip(b"\0")
-                pos += (namesz + 3) & ~3
-                desc = bytes(d[pos:pos + descsz])
-                pos += (descsz + 3) & ~3
-                if ntype == 3 and name == b"GNU":
-                    return desc.hex()
-        return None
-
-    def debuglink(self) -> Optional[Tuple[str, int]]:
-        if not self.has(".gnu_debuglink"):
-            return None
-        d = bytes(self.raw(".gnu_debuglink"))
-        name = d.split(b"\0", 1)[0]
-        off = (len(name) + 1 + 3) & ~3
-        crc = struct.unpack_from(self.end + "I", d, off)[0] if off + 4 <= len(d) else 0
-        return name.decode("utf-8", "replace"), crc
+        return self.elf.build_id()
 
 
 # ---------------------------------------------------------------- DWARF unit headers
-
-
-_FIXED = {0x05: 2, 0x06: 4, 0x07: 8, 0x0B: 1, 0x0C: 1, 0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8, 0x19: 0,
-          0x1C: 4, 0x1E: 16, 0x20: 8, 0x21: 0, 0x24: 8, 0x25: 1, 0x26: 2, 0x27: 3, 0x28: 4, 0x29: 1,
-          0x2A: 2, 0x2B: 3, 0x2C: 4}
-_ULEB_FORMS = {0x0F, 0x15, 0x1A, 0x1B, 0x22, 0x23, 0x1F01, 0x1F02}
-_OFFSET_FORMS = {0x0E, 0x17, 0x1D, 0x1F, 0x1F20, 0x1F21}
-_STRX_FORMS = {0x1A, 0x25, 0x26, 0x27, 0x28, 0x1F02}
-
-
-@dataclass
-class Abbrev:
-    tag: int
-    attrs: List[Tuple[int, int, int]]  # (attribute, form, implicit_const)
-
-
-class AbbrevReader:
-    def __init__(self, data: memoryview) -> None:
-        self.data = data
-        self.cache: Dict[int, Dict[int, Abbrev]] = {}
-        self.pos: Dict[int, int] = {}
-        self.tags_cache: Dict[int, Set[int]] = {}
-
-    def find(self, table: int, code: int) -> Optional[Abbrev]:
-        entries = self.cache.setdefault(table, {})
-        if code in entries:
-            return entries[code]
-        pos: Optional[int] = self.pos.get(table, table)
-        d = self.data
-        while pos is not None and pos < len(d):
-            c, pos = _uleb(d, pos)
-            if c == 0:
-                pos = None
-                break
-            tag, pos = _uleb(d, pos)
-            pos += 1  # has_children
-            attrs = []
-            while True:
-                at, pos = _uleb(d, pos)
-                form, pos = _uleb(d, pos)
-                const = 0
-                if form == 0x21:
-                    const, pos = _sleb(d, pos)
-                if at == 0 and form == 0:
-                    break
-                attrs.append((at, form, const))
-            entries[c] = Abbrev(tag, attrs)
-            if c == code:
-                self.pos[table] = pos
-                return entries[c]
-        self.pos[table] = len(d) if pos is None else pos
-        return None
-
-    def all_location_tags(self) -> Set[int]:
-        """DW_TAG values with a DW_AT_location anywhere in the section (every table, end to end)."""
-        tags: Set[int] = set()
-        pos = 0
-        while pos < len(self.data):
-            self.find(pos, -1)
-            tags |= self.tags(pos)
-            end = self.pos.get(pos, len(self.data))
-            pos = end if end > pos else len(self.data)
-        return tags
-
-    def tags(self, table: int) -> Set[int]:
-        """The DW_TAG values with a DW_AT_location attribute in one abbreviation table."""
-        if table in self.tags_cache:
-            return self.tags_cache[table]
-        self.find(table, -1)  # reads to the end of the table
-        tags = {a.tag for a in self.cache.get(table, {}).values()
-                if any(at == DW_AT_location for at, _f, _c in a.attrs)}
-        self.tags_cache[table] = tags
-        return tags
 
 
 @dataclass
@@ -276,31 +147,26 @@ class Unit:
 
 
 class DwarfReader:
-    """Walk the unit headers of ``.debug_info`` (or ``.debug_info.dwo``)."""
+    """The compile units of ``.debug_info`` (or ``.debug_info.dwo``) and their first DIE's names.
+
+    The unit headers, abbreviations and DIE attributes are ``core/dwarfcover.py``'s readers; a unit whose
+    first DIE cannot be read (an unknown form, cut short) is counted without its names (``unreadable``).
+    """
 
     def __init__(self, elf: Elf, suffix: str = "") -> None:
         self.elf = elf
         self.suffix = suffix
         self.info = elf.data(".debug_info" + suffix)
         abbrev = elf.data(".debug_abbrev" + suffix)
-        self.abbrevs = AbbrevReader(abbrev) if abbrev is not None else None
-        self._str: Optional[memoryview] = None
-        self._line_str: Optional[memoryview] = None
-        self._str_offsets: Optional[memoryview] = None
+        self.abbrevs = dwarfcover.Abbrevs(abbrev) if abbrev is not None else None
+        self.unreadable = 0  # units whose first DIE was not read
+        self.why_unreadable = ""
+        self._sections: Dict[str, Optional[memoryview]] = {}
 
-    def _section(self, attr: str, name: str) -> Optional[memoryview]:
-        if getattr(self, attr) is None:
-            setattr(self, attr, self.elf.data(name) if self.elf.sections.get(name) or
-                    self.elf.sections.get(".z" + name[1:]) else memoryview(b""))
-        section: Optional[memoryview] = getattr(self, attr)
-        return section
-
-    @staticmethod
-    def _cstr(d: Optional[memoryview], off: int) -> Optional[str]:
-        if d is None or off >= len(d):
-            return None
-        raw = bytes(d[off:off + 4096])
-        return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+    def _section(self, name: str) -> Optional[memoryview]:
+        if name not in self._sections:
+            self._sections[name] = self.elf.data(name)
+        return self._sections[name]
 
     def units(self, scan_locals: int = MAX_ABBREV_SCANS) -> Iterator[Unit]:
         d = self.info
@@ -312,97 +178,36 @@ class DwarfReader:
                 if h.unit_type in (DW_UT_compile, DW_UT_partial, DW_UT_skeleton, DW_UT_split_compile):
                     unit = Unit(h.start, h.version, h.unit_type, h.offset_size)
                     try:
-                        self._first_die(unit, d, h.die, min(h.end, len(d)), h.abbrev_offset, h.address_size)
-                        if scanned < scan_locals:
-                            tags = self.abbrevs.tags(h.abbrev_offset)
+                        self._first_die(unit, d, h)
+                    except (dwarfcover.Unreadable, IndexError, struct.error) as exc:
+                        self.unreadable += 1
+                        self.why_unreadable = self.why_unreadable or str(exc) or type(exc).__name__
+                    if scanned < scan_locals:
+                        try:
+                            tags = self.abbrevs.tags_with(h.abbrev_offset, DW_AT_location)
                             unit.locals = DW_TAG_formal_parameter in tags or DW_TAG_variable in tags
                             scanned += 1
-                    except (IndexError, struct.error):
-                        pass
+                        except (IndexError, struct.error):
+                            pass
                     yield unit
         except (dwarfcover.Unreadable, IndexError, struct.error):
             return  # a reserved length or an unknown version: the units before it are all that can be read
 
-    def _first_die(self, unit: Unit, d: memoryview, pos: int, end: int, table: int, addr_size: int) -> None:
+    def _first_die(self, unit: Unit, d: memoryview, h: dwarfcover.UnitHeader) -> None:
         assert self.abbrevs is not None
-        code, pos = _uleb(d, pos)
-        ab = self.abbrevs.find(table, code)
-        if ab is None or ab.tag not in (DW_TAG_compile_unit, DW_TAG_skeleton_unit, 0x3C):
+        code, pos = _uleb(d, h.die)
+        ab = self.abbrevs.find(h.abbrev_offset, code) if code else None
+        if ab is None or ab.tag not in (DW_TAG_compile_unit, DW_TAG_skeleton_unit, DW_TAG_partial_unit):
             return
-        osz = unit.offset_size
-        e = self.elf.end
-        vals: Dict[int, Tuple[int, Any]] = {}
-        for at, form, _const in ab.attrs:
-            if pos >= end:
-                break
-            while form == 0x16:  # DW_FORM_indirect
-                form, pos = _uleb(d, pos)
-            val: Any = None
-            if form == 0x08:  # string
-                stop = bytes(d[pos:min(end, pos + 4096)]).find(b"\0")
-                val = bytes(d[pos:pos + stop]).decode("utf-8", "replace")
-                pos += stop + 1
-            elif form in _OFFSET_FORMS or (form == 0x10 and unit.version >= 3):
-                val = struct.unpack_from(e + ("Q" if osz == 8 else "I"), d, pos)[0]
-                pos += osz
-            elif form in (0x01, 0x10):
-                pos += addr_size
-            elif form in _ULEB_FORMS:
-                val, pos = _uleb(d, pos)
-            elif form == 0x0D:
-                val, pos = _sleb(d, pos)
-            elif form in _FIXED:
-                n = _FIXED[form]
-                val = int.from_bytes(bytes(d[pos:pos + n]), "little" if e == "<" else "big")
-                pos += n
-            elif form in (0x03, 0x04, 0x09, 0x0A, 0x18):  # blocks
-                if form == 0x03:
-                    n = struct.unpack_from(e + "H", d, pos)[0]
-                    pos += 2
-                elif form == 0x04:
-                    n = struct.unpack_from(e + "I", d, pos)[0]
-                    pos += 4
-                elif form == 0x0A:
-                    n = d[pos]
-                    pos += 1
-                else:
-                    n, pos = _uleb(d, pos)
-                pos += n
-            else:
-                return  # a form we do not know: stop reading this DIE
-            if at in WANTED_ATTRS:
-                vals[at] = (form, val)
-        base = vals.get(DW_AT_str_offsets_base, (0, None))[1]
-        unit.name = self._string(vals.get(DW_AT_name), base, osz)
-        unit.comp_dir = self._string(vals.get(DW_AT_comp_dir), base, osz)
-        unit.producer = self._string(vals.get(DW_AT_producer), base, osz)
-        unit.dwo_name = self._string(vals.get(DW_AT_dwo_name) or vals.get(DW_AT_GNU_dwo_name), base, osz)
-
-    def _string(self, fv: Optional[Tuple[int, Any]], base: Optional[int], osz: int) -> Optional[str]:
-        if fv is None:
-            return None
-        form, val = fv
-        if form == 0x08:
-            inline: str = val  # the string itself (``_first_die``)
-            return inline
-        suffix = self.suffix
-        if form == 0x0E:
-            return self._cstr(self._section("_str", ".debug_str" + suffix), val)
-        if form == 0x1F:
-            return self._cstr(self._section("_line_str", ".debug_line_str"), val)
-        if form in _STRX_FORMS:
-            offs = self._section("_str_offsets", ".debug_str_offsets" + suffix)
-            if not offs:
-                return None
-            start = base if base is not None else (8 if osz == 4 else 16)
-            at = start + val * osz
-            if at + osz > len(offs):
-                return None
-            off = struct.unpack_from(self.elf.end + ("Q" if osz == 8 else "I"), offs, at)[0]
-            return self._cstr(self._section("_str", ".debug_str" + suffix), off)
-        if form in (0x1D, 0x1F21):
-            return "<string in the supplementary (dwz) file>"
-        return None
+        # a unit cut short by the section's end: its DIE is read as far as the section goes
+        vals = dwarfcover.first_die(d, pos, h._replace(end=min(h.end, len(d))), ab.attrs, self.elf.end,
+                                    WANTED_ATTRS)
+        osz, e, sfx = unit.offset_size, self.elf.end, self.suffix
+        unit.name = dwarfcover.string_of(vals.get(DW_AT_name), vals, d, self._section, osz, e, sfx)
+        unit.comp_dir = dwarfcover.string_of(vals.get(DW_AT_comp_dir), vals, d, self._section, osz, e, sfx)
+        unit.producer = dwarfcover.string_of(vals.get(DW_AT_producer), vals, d, self._section, osz, e, sfx)
+        unit.dwo_name = dwarfcover.string_of(vals.get(DW_AT_dwo_name) or vals.get(DW_AT_GNU_dwo_name), vals, d,
+                                             self._section, osz, e, sfx)
 
 
 # ---------------------------------------------------------------- the report
@@ -502,12 +307,11 @@ def inspect(path: str, source_dirs: Optional[List[str]] = None, _follow: bool = 
         rep = Report(path=path, size=elf.size, build_id=elf.build_id(), symtab=elf.has(".symtab"),
                      symtab_symbols=elf.symbols(".symtab"), dynsym_symbols=elf.symbols(".dynsym"))
         cov = dwarfcover.cover(path)
-        link = elf.debuglink()
-        if link is not None:
-            rep.debuglink = link[0]
+        if cov.debuglink is not None or cov.debuglink_note:  # the section dwarfcover read (one reader)
+            rep.debuglink = cov.debuglink or ""
             rep.debuglink_plausible = cov.debuglink_plausible
             if cov.debuglink_plausible:
-                rep.debuglink_found = find_debuglink(path, link[0], rep.build_id)
+                rep.debuglink_found = find_debuglink(path, rep.debuglink, rep.build_id)
             else:
                 rep.notes.append("%s: ignored (gdb finds no debug file by it)" % cov.debuglink_note)
         _cover(rep, cov)
@@ -521,8 +325,12 @@ def inspect(path: str, source_dirs: Optional[List[str]] = None, _follow: bool = 
         rep.line_tables = bool(elf.sections.get(".debug_line") or elf.sections.get(".zdebug_line"))
         if elf.sections.get(".debug_info") or elf.sections.get(".zdebug_info"):
             if elf.data(".debug_info") is None:
-                rep.notes.append(".debug_info is %s-compressed (%d bytes uncompressed): units not counted"
-                                 % (rep.compressed, elf.uncompressed_size(".debug_info")))
+                if rep.compressed:
+                    rep.notes.append(".debug_info is %s-compressed (%d bytes uncompressed): units not counted"
+                                     % (rep.compressed, elf.uncompressed_size(".debug_info")))
+                else:
+                    rep.notes.append(".debug_info not read (%s): units not counted"
+                                     % elf.why_unread.get(".debug_info", "empty"))
             _read_units(rep, DwarfReader(elf), path, subs)
     if rep.debuglink_found and _follow:
         try:
@@ -575,6 +383,9 @@ def _read_units(rep: Report, reader: DwarfReader, path: str, subs: List[Tuple[st
         elif u.locals is not None:
             scanned += 1
             locals_units += bool(u.locals)
+    if reader.unreadable:
+        rep.notes.append("the first entry of %d of the %d compile units was not read (%s): their names are "
+                         "not shown" % (reader.unreadable, rep.dwarf_units, reader.why_unreadable))
     rep.dwarf_versions = sorted(versions)
     rep.producers = ["%s (%d units)" % (k, n) for k, n in sorted(producers.items())]
     if split:
@@ -630,7 +441,7 @@ def _check_split(rep: Report, split: List[Unit], path: str, subs: List[Tuple[str
         try:
             with Elf(rep.dwp) as dwp:
                 abbrev = dwp.data(".debug_abbrev.dwo")
-                tags = AbbrevReader(abbrev).all_location_tags() if abbrev is not None else set()
+                tags = dwarfcover.Abbrevs(abbrev).all_tags_with(DW_AT_location) if abbrev is not None else set()
             has = DW_TAG_formal_parameter in tags or DW_TAG_variable in tags
             rep.locals_units = len(split) if has else 0
         except TfnativeError:
