@@ -11,7 +11,7 @@ import pytest
 
 from tfnative.core import sourcelines
 from tfnative.core.elfindex import ElfError, ElfIndex, read_build_id
-from tfnative.core.mapfile import MAX_SIZE, Unreadable, check_file, map_file, read_file, read_head
+from tfnative.core.mapfile import MAX_SIZE, FileUnusable, check_file, map_file, read_file, read_head
 from tfnative.corefile.reader import MAX_PROBLEMS, NT_FILE, NT_PRSTATUS, parse_notes
 
 
@@ -46,22 +46,22 @@ def odd(tmp_path) -> dict:
                                   "missing"])
 def test_odd_files_are_refused_with_a_reason_and_never_block(odd, kind):
     path, reason = odd[kind]
-    with pytest.raises(Unreadable) as got:
+    with pytest.raises(FileUnusable) as got:
         map_file(path)
     assert got.value.reason == reason and str(got.value) == "%s: %s" % (path, reason)
     assert got.value.missing == (kind == "missing")
     assert isinstance(got.value, OSError)  # what the callers that skipped unopenable files already catch
     bad = check_file(path)
     assert bad is not None and bad.reason == reason
-    with pytest.raises(Unreadable):
+    with pytest.raises(FileUnusable):
         read_head(path, 16)
-    with pytest.raises(Unreadable):
+    with pytest.raises(FileUnusable):
         read_file(path, 1 << 20)
     assert sourcelines.text_lines(path) is None  # a frame that names it: no source line, no hang, no blow-up
     # The ELF readers go through it: the same refusal, never a ValueError from mmap or a hang on the FIFO
-    with pytest.raises(Unreadable):
+    with pytest.raises(FileUnusable):
         read_build_id(path)
-    with pytest.raises(Unreadable):
+    with pytest.raises(FileUnusable):
         ElfIndex.open(path, use_cache=False)
 
 
@@ -80,7 +80,7 @@ def test_read_file_is_bounded(tmp_path):
     src = _write(tmp_path / "a.py", b"x = 1\r\ny = 2\n")
     assert read_file(src, 100) == b"x = 1\r\ny = 2\n"
     assert sourcelines.line(src, 2) == "y = 2"
-    with pytest.raises(Unreadable) as got:
+    with pytest.raises(FileUnusable) as got:
         read_file(src, 4)
     assert got.value.reason == "too large (13 bytes)"
 

@@ -40,14 +40,14 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..files import atomic_write, cache_dir
 from . import procfs
-from .mapfile import Unreadable, map_file
+from .mapfile import FileUnusable, map_file
 
 __all__ = [
     "CACHE_VERSION",
     "ElfError",
     "ElfIndex",
     "Leb128Error",
-    "Unreadable",
+    "FileUnusable",
     "Section",
     "cache_dir",
     "data_symbols",
@@ -863,7 +863,7 @@ def _load_cache(entry: str, st: os.stat_result, build_id: Optional[str], mm: mma
     lands on (TensorFlow's indexes are tens of MiB; a snapshot reads a few hundred of their pages)."""
     try:
         data = map_file(entry)
-    except Unreadable:
+    except FileUnusable:
         return None
     try:
         if not data[:len(_MAGIC)] == _MAGIC:

@@ -9,7 +9,7 @@
   reading them gives;
 - not empty, not shorter than the caller needs, not larger than ``MAX_SIZE`` (a sparse 100 GB file);
 
-then maps it read-only.  Each refusal is ``Unreadable`` (an ``OSError``) whose ``reason`` reads as a phrase
+then maps it read-only.  Each refusal is ``FileUnusable`` (an ``OSError``) whose ``reason`` reads as a phrase
 ("empty", "not a regular file (a directory)"), so that a caller can skip the file and say why, or turn it
 into the user's one line.  ``read_head`` reads a file's first bytes under the same checks, ``read_file`` a
 small file whole (a source file a frame names).
@@ -28,7 +28,7 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 _PSEUDO: Optional[Set[int]] = None
 
 
-class Unreadable(OSError):
+class FileUnusable(OSError):
     """A file that cannot be read whole: ``str()`` is ``PATH: REASON``, ``reason`` the phrase alone."""
 
     def __init__(self, path: str, reason: str, missing: bool = False) -> None:
@@ -66,13 +66,13 @@ def _reason_of(exc: OSError) -> str:
 
 
 def open_fd(path: str) -> int:
-    """A descriptor for reading ``path``, opened without blocking; ``Unreadable`` when it cannot be opened."""
+    """A descriptor for reading ``path``, opened without blocking; ``FileUnusable`` when it cannot be opened."""
     try:
         return os.open(path, _OPEN_FLAGS)
     except OSError as exc:
-        raise Unreadable(path, _reason_of(exc), exc.errno in (errno.ENOENT, errno.ENOTDIR)) from None
+        raise FileUnusable(path, _reason_of(exc), exc.errno in (errno.ENOENT, errno.ENOTDIR)) from None
     except ValueError:  # a NUL in the path
-        raise Unreadable(path, "not a valid path") from None
+        raise FileUnusable(path, "not a valid path") from None
 
 
 def check_fd(fd: int, path: str, min_size: int = 1, max_size: Optional[int] = MAX_SIZE) -> os.stat_result:
@@ -81,17 +81,17 @@ def check_fd(fd: int, path: str, min_size: int = 1, max_size: Optional[int] = MA
     try:
         st = os.fstat(fd)
     except OSError as exc:
-        raise Unreadable(path, _reason_of(exc)) from None
+        raise FileUnusable(path, _reason_of(exc)) from None
     if not stat.S_ISREG(st.st_mode):
-        raise Unreadable(path, "not a regular file (%s)" % _kind(st.st_mode))
+        raise FileUnusable(path, "not a regular file (%s)" % _kind(st.st_mode))
     if st.st_dev in _pseudo_devices():
-        raise Unreadable(path, "a file of /proc or /sys, not a file on disk")
+        raise FileUnusable(path, "a file of /proc or /sys, not a file on disk")
     if st.st_size == 0:
-        raise Unreadable(path, "empty")
+        raise FileUnusable(path, "empty")
     if st.st_size < min_size:
-        raise Unreadable(path, "too short (%d bytes)" % st.st_size)
+        raise FileUnusable(path, "too short (%d bytes)" % st.st_size)
     if max_size is not None and st.st_size > max_size:
-        raise Unreadable(path, "too large (%d bytes)" % st.st_size)
+        raise FileUnusable(path, "too large (%d bytes)" % st.st_size)
     return st
 
 
@@ -102,11 +102,11 @@ def map_fd(fd: int, path: str, min_size: int = 1, max_size: Optional[int] = MAX_
         return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError, OverflowError) as exc:
         reason = _reason_of(exc) if isinstance(exc, OSError) else str(exc)
-        raise Unreadable(path, "cannot be mapped (%s)" % reason) from None
+        raise FileUnusable(path, "cannot be mapped (%s)" % reason) from None
 
 
 def map_file(path: str, min_size: int = 1) -> mmap.mmap:
-    """``path`` checked and mapped read-only: ``Unreadable`` (an ``OSError``) says why it cannot be."""
+    """``path`` checked and mapped read-only: ``FileUnusable`` (an ``OSError``) says why it cannot be."""
     fd = open_fd(path)
     try:
         return map_fd(fd, path, min_size)
@@ -115,58 +115,58 @@ def map_file(path: str, min_size: int = 1) -> mmap.mmap:
 
 
 def read_head(path: str, size: int) -> bytes:
-    """Up to ``size`` first bytes of ``path``, under the same checks (``Unreadable`` when it fails them)."""
+    """Up to ``size`` first bytes of ``path``, under the same checks (``FileUnusable`` when it fails them)."""
     fd = open_fd(path)
     try:
         check_fd(fd, path)
         try:
             return os.pread(fd, size, 0)
         except OSError as exc:
-            raise Unreadable(path, _reason_of(exc)) from None
+            raise FileUnusable(path, _reason_of(exc)) from None
     finally:
         os.close(fd)
 
 
 def read_file(path: str, max_size: int) -> bytes:
-    """The whole of ``path``, under the same checks and no larger than ``max_size`` (``Unreadable`` otherwise):
+    """The whole of ``path``, under the same checks and no larger than ``max_size`` (``FileUnusable`` otherwise):
     a source file a frame names, which may be anything (a FIFO, ``/dev/zero``, a sparse 100 GB file)."""
     fd = open_fd(path)
     try:
         st = check_fd(fd, path)
         if st.st_size > max_size:
-            raise Unreadable(path, "too large (%d bytes)" % st.st_size)
+            raise FileUnusable(path, "too large (%d bytes)" % st.st_size)
         chunks: List[bytes] = []
         got = 0
         while got <= max_size:
             try:
                 chunk = os.read(fd, min(1 << 20, max_size + 1 - got))
             except OSError as exc:
-                raise Unreadable(path, _reason_of(exc)) from None
+                raise FileUnusable(path, _reason_of(exc)) from None
             if not chunk:
                 break
             chunks.append(chunk)
             got += len(chunk)
         if got > max_size:  # it grew while read
-            raise Unreadable(path, "too large (over %d bytes)" % max_size)
+            raise FileUnusable(path, "too large (over %d bytes)" % max_size)
         return b"".join(chunks)
     finally:
         os.close(fd)
 
 
-def check_file(path: str, min_size: int = 1, elf: bool = False) -> Optional[Unreadable]:
+def check_file(path: str, min_size: int = 1, elf: bool = False) -> Optional[FileUnusable]:
     """Why ``path`` cannot be read whole (``elf``: as an ELF file), None when it can; nothing is mapped."""
     try:
         fd = open_fd(path)
-    except Unreadable as exc:
+    except FileUnusable as exc:
         return exc
     try:
         check_fd(fd, path, min_size)
         if elf and os.pread(fd, 4, 0) != b"\x7fELF":
-            return Unreadable(path, "not an ELF file")
-    except Unreadable as exc:
+            return FileUnusable(path, "not an ELF file")
+    except FileUnusable as exc:
         return exc
     except OSError as exc:
-        return Unreadable(path, _reason_of(exc))
+        return FileUnusable(path, _reason_of(exc))
     finally:
         os.close(fd)
     return None

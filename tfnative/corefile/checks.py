@@ -20,7 +20,7 @@ import os
 from typing import List, Optional, Tuple
 
 from ..core.elfindex import ElfError, Segment, elf_header, note_build_id, program_headers, read_build_id
-from ..core.mapfile import Unreadable, read_head
+from ..core.mapfile import FileUnusable, read_head
 from .reader import PT_NOTE, Core, Mapping
 
 PAGE = 4096
@@ -71,7 +71,7 @@ def mismatch(core: Core, mappings: List[Mapping], host: str) -> Optional[str]:
     if want is not None:
         try:
             have = read_build_id(host)
-        except Unreadable as exc:
+        except FileUnusable as exc:
             return "cannot be read (%s)" % exc.reason
         except ElfError:
             return "not an ELF file that can be read"
@@ -81,7 +81,7 @@ def mismatch(core: Core, mappings: List[Mapping], host: str) -> Optional[str]:
         headers = both[0]
         try:
             mine = read_head(host, len(headers))
-        except Unreadable as exc:
+        except FileUnusable as exc:
             return "cannot be read (%s)" % exc.reason
         if mine != headers:
             return "no build-id, and its ELF and program headers differ from the core's copy"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfTruncated
-from ..core.mapfile import Unreadable, map_fd, map_file
+from ..core.mapfile import FileUnusable, map_fd, map_file
 from ..errors import CoreError
 from ..progress import progress
 from ..sources.ptrace import REGISTERS
@@ -257,7 +257,7 @@ class Core:
             # The same checks as every file tfnative maps (mapfile.py): a regular file, none of /proc's...
             self.mm = map_fd(self._file.fileno(), path, max_size=None)  # a large job's core is larger than 64 GiB
             self.size = len(self.mm)
-        except Unreadable as exc:
+        except FileUnusable as exc:
             self._file.close()
             raise CoreError("%s: not a core: %s" % (path, exc.reason)) from None
         if self.size < 64:
@@ -367,7 +367,7 @@ class Core:
             host = self.locate(m.path)
             try:
                 self._files[m.path] = map_file(host) if host else None
-            except Unreadable:
+            except FileUnusable:
                 self._files[m.path] = None
         mm = self._files[m.path]
         at = m.offset + addr - m.start
