@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfTruncated
-from ..errors import CoreError
+from ..errors import CoreError, InputError
+from ..files import open_input
 from ..progress import progress
 from ..sources.ptrace import REGISTERS
 
@@ -195,13 +196,20 @@ class Core:
     def __init__(self, path: str) -> None:
         self.path = path
         try:
-            self._file: IO[bytes] = _decompress(path) or open(path, "rb")
+            # files.open_input: never blocks (a FIFO), a directory or anything but a file is an error at once
+            raw = open_input(path, seekable=True)
+        except InputError as exc:
+            raise CoreError("%s: %s" % (path, exc.reason)) from None
+        try:
+            self._file: IO[bytes] = _decompress(path) or os.fdopen(raw.detach(), "rb")
         except FileNotFoundError:
             raise CoreError("%s: no such file" % path) from None
         except IsADirectoryError:
             raise CoreError("%s: is a directory" % path) from None
         except PermissionError:
             raise CoreError("%s: permission denied" % path) from None
+        finally:
+            raw.close()
         try:
             self.size = os.fstat(self._file.fileno()).st_size
             if self.size < 64:

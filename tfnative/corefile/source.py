@@ -19,7 +19,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..core.cfi import CfiError
 from ..core.elfindex import ElfError, ElfFile
 from ..core.model import Capture, NativeFrame, Thread
-from ..errors import HasDebugInfo, Unsupported
+from ..errors import CoreError, HasDebugInfo, InputError, Unsupported
+from ..files import open_input
 from ..sources.base import ThreadRegs
 from ..sources.modules import Anonymous, Library, modules_of
 from .checks import mismatch
@@ -47,6 +48,16 @@ def _executable_in_file(path: str, offset: int) -> bool:
         return False
 
 
+def _check_executable(path: str) -> None:
+    """The executable given must be a file (``files.open_input``: a FIFO or a directory is an error at once,
+    never a hang where it is opened later); a missing one is said later, among the files the core names."""
+    try:
+        open_input(path, seekable=True).close()
+    except InputError as exc:
+        if exc.reason != "no such file":
+            raise CoreError("%s: %s" % (path, exc.reason)) from None
+
+
 class _Unread(Anonymous):
     """Code of a file that was not read (missing here, or another build): no CFI, no symbols, its name only."""
 
@@ -66,6 +77,8 @@ class CoreSource:
     partial_stacks = True
 
     def __init__(self, path: str, executable: Optional[str] = None, sysroot: Optional[str] = None) -> None:
+        if executable:
+            _check_executable(executable)
         self.core = Core(path)
         self.memory = self.core
         self._only: Optional[int] = None  # one thread only (``_thread_by_thread``)
