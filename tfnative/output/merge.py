@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ..core import ranks
@@ -21,8 +21,8 @@ from . import render
 from .threadgroups import frame_text
 
 _PDSH_LINES = re.compile(r"(?m)^[A-Za-z0-9_.\-]+: ")  # pdsh's "host: " at a line's start
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')  # a JSON string (never over a line's end)
-_NOT_BRACKET = re.compile(r"[^\[\]{}\n]+")
+_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')  # a JSON string (never over a line's end)
+_NOT_BRACKET = {c: None for c in range(128) if chr(c) not in "[]{}\n"}  # str.translate: ASCII but brackets out
 _SPACE = re.compile(r"\s*")
 _DELTA = {"{": 1, "[": 1, "}": -1, "]": -1, "\n": 0}
 
@@ -61,8 +61,8 @@ def _documents_of(name: str, chunks: Iterable[str]) -> Iterator[Document]:
         if not pending and depth == 0:
             _garbage_first(name, chunk, line, count)
         # The structure alone: strings out, then all but brackets and line ends.  The depth after each of them:
-        brackets = _NOT_BRACKET.sub("", _STRING.sub("", chunk))
-        levels = list(accumulate(map(_DELTA.__getitem__, brackets), initial=depth))
+        brackets = _STRING.sub("", chunk).translate(_NOT_BRACKET)
+        levels = list(accumulate(map(_DELTA.get, brackets, repeat(0)), initial=depth))
         top = max(levels)
         if top > MAX_DEPTH:
             at = line + "".join(pending).count("\n") + brackets.count("\n", 0, levels.index(top))
@@ -102,8 +102,8 @@ def _documents_of(name: str, chunks: Iterable[str]) -> Iterator[Document]:
 
 def _depth(text: str) -> int:
     """How deep ``text``'s JSON nests (its strings left out), without parsing it."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    return max(accumulate(map(_DELTA.__getitem__, brackets), initial=0))
+    brackets = _STRING.sub("", text).translate(_NOT_BRACKET)
+    return max(accumulate(map(_DELTA.get, brackets, repeat(0)), initial=0))
 
 
 def _garbage_first(name: str, chunk: str, line: int, count: List[int]) -> None:
