@@ -412,15 +412,15 @@ def test_a_100000_frame_stack_merges_in_bounded_time_and_memory(tmp_path):
     name = str(tmp_path / "deep.json")
     with open(name, "w") as f:
         f.write(json.dumps(deep_document(100000), indent=1) + "\n")  # 13 MB, as stack --json writes it
-    html, speedscope = str(tmp_path / "page.html"), str(tmp_path / "ss.json")
-    # --json - : the tree on stdout, no text (10,000 frames' text: test_bad_documents_as_a_process)
-    r = run_bounded(["merge", name, "--json", "-", "--html", html, "--speedscope", speedscope], timeout=120,
+    html, tree = str(tmp_path / "page.html"), str(tmp_path / "tree.json")
+    # --speedscope - : the profile on stdout, no text (10,000 frames' text: test_bad_documents_as_a_process)
+    r = run_bounded(["merge", name, "--json", tree, "--html", html, "--speedscope", "-"], timeout=120,
                     rss_mb=RSS_MB, expect_ok=True)
-    text = r.stdout
+    text = open(tree).read()
     assert text.count('"frame": ') == 1 + 100000 + 1 and text.count("{") == text.count("}") and text.endswith("}\n")
-    assert len(text) < 16 << 20  # linear in the stack: the levels below 256 are not indented further
+    assert len(text) < 32 << 20  # linear in the stack: the levels below 256 are not indented further
     assert text.count('"members": ["vm:7"], "threads": 1, "children": [') == 100000 - 256 + 1  # on one line each
-    ss = json.load(open(speedscope))
+    ss = json.loads(r.stdout)
     assert sorted(len(s) for s in ss["profiles"][0]["samples"]) == [1, 100000]
     assert os.path.getsize(html) < 64 << 20
 
