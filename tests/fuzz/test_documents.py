@@ -229,6 +229,30 @@ def test_valid_documents_merge_in_every_mode(budget, tmp_path):
     check()
 
 
+def test_recorded_documents_give_json_dumps_text(tmp_path):
+    """``merge --json`` of the documents tfnative wrote (tests/unit/data, the hang captures) is, byte for byte,
+    what ``json.dumps(..., indent=1)`` wrote before the tree was written without recursion; past the 256th
+    level it is the same JSON on fewer lines."""
+    import glob
+
+    from tfnative.output import merge
+
+    root_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    names = sorted(glob.glob(os.path.join(root_dir, "unit", "data", "doc_*.json")))
+    names += sorted(glob.glob(os.path.join(root_dir, "hangs", "captures", "*.json")))
+    docs = list(merge.iter_documents((n, open(n).read()) for n in names))
+    assert len(docs) >= 10
+    for all_threads in (False, True):
+        root = merge.build_tree(docs, all_threads)
+        assert merge.merge_json_text(root) == json.dumps(merge.merge_json(root), indent=1)
+    out = str(tmp_path / "tree.json")
+    merge_in_process([*names, "--json", out], expect_ok=True)
+    assert open(out).read() == json.dumps(merge.merge_json(merge.build_tree(docs)), indent=1) + "\n"
+    deep = merge.build_tree([Document.from_json(deep_document(300))])
+    text = merge.merge_json_text(deep)
+    assert json.loads(text) == merge.merge_json(deep) and text != json.dumps(merge.merge_json(deep), indent=1)
+
+
 # -- a wrong type at any field ---------------------------------------------------------------------------------
 WRONG = [None, True, 0, -1, 2 ** 70, 1.5, "", "x", [], [1, "a"], {}, {"a": [{}]}]
 
