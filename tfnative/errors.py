@@ -6,7 +6,7 @@
 Three families, told apart by type (never by the order of ``except`` clauses):
 
 - ``TfnativeError`` reaches the user as one line (``tfnative: <message>``) and an exit code.
-  ``GdbError``, ``GdbDied``, ``CoreError`` and ``TargetGone`` are kinds of it.
+  ``GdbError``, ``GdbDied``, ``CoreError``, ``InputError`` and ``TargetGone`` are kinds of it.
 - ``Unsupported`` means "the gdb-free path cannot take this snapshot; gdb can": the snapshot
   policy (``snapshot/policy.py``) answers it by taking the stack through gdb.  ``HasDebugInfo``
   is the one case where gdb gives more (source lines, inlined frames) rather than anything at all.
@@ -50,6 +50,15 @@ class TargetGone(TfnativeError):
 
 class CoreError(TfnativeError):
     """A core file that cannot be read (missing, not an ELF core, cut short, cannot be decompressed)."""
+
+
+class InputError(TfnativeError):
+    """An input file the user named cannot be read (``files.open_input``): ``path`` and ``reason`` apart, so that
+    a command can say it in its own words (``core``: ``PATH: no such file``)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__("cannot read %s: %s" % (path, reason))
+        self.path, self.reason = path, reason
 
 
 class Unsupported(Exception):

@@ -1,4 +1,5 @@
-"""Files tfnative writes: the cache directory, cache entries, and the outputs a user names.
+"""Files tfnative writes: the cache directory, cache entries, and the outputs a user names; and how it opens
+the inputs a user names (``open_input``, at the end).
 
 Two kinds of writes, with different rules:
 
@@ -29,9 +30,9 @@ import contextlib
 import os
 import stat
 import sys
-from typing import BinaryIO, Iterable, Iterator, Optional, Tuple
+from typing import BinaryIO, Iterable, Iterator, List, Optional, Tuple
 
-from .errors import TfnativeError
+from .errors import InputError, TfnativeError
 
 STDOUT = "-"
 _MAX_LINKS = 40  # the kernel's own limit on a chain of symbolic links (ELOOP)
@@ -198,3 +199,147 @@ def write_output(path: str, data: bytes) -> None:
     """Write ``data`` to the output ``path`` (``-``: standard output), by the rules of ``open_output``."""
     with open_output(path) as f:
         f.write(data)
+
+
+# -- inputs the user names -----------------------------------------------------------------------------------
+# ``merge``'s documents, ``core``'s core and executable.  One rule for all of them: the open never waits (a FIFO
+# no one writes to opens at once, with O_NONBLOCK), then fstat says what the file is:
+#
+# - a directory is an error;
+# - a regular file (or a block device) is read as it is;
+# - a pipe, FIFO, socket or character device (``merge -``, ``merge <(cmd)``, a terminal, /dev/zero) is a
+#   stream: every read waits at most ``timeout`` seconds for something to come, so that a FIFO nobody writes to
+#   is an error after that time, never a hang; where the command needs a file it can map or seek
+#   (``seekable``: ``core``), a stream is an error at once.
+#
+# Nothing is read whole: ``Input.chunks`` gives the input in pieces of whole lines, each line bounded.
+
+INPUT_TIMEOUT_S = 60.0  # how long a silent pipe or FIFO is waited for (merge --timeout)
+_BLOCK = 1 << 20
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a pipe or FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    return "not a regular file"
+
+
+class Input:
+    """An input ``open_input`` opened: ``name`` (how messages name it), ``stream`` (read with the idle bound)."""
+
+    def __init__(self, name: str, fd: int, stream: bool, timeout: float) -> None:
+        self.name, self.fd, self.stream, self.timeout = name, fd, stream, timeout
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def read(self, size: int = _BLOCK) -> bytes:
+        """Up to ``size`` bytes (b"" at the end).  A stream that sends nothing for ``timeout`` seconds is an
+        ``InputError``."""
+        import select
+
+        while True:
+            if self.stream:
+                poller = select.poll()
+                poller.register(self.fd, select.POLLIN | select.POLLPRI)
+                if not poller.poll(max(0.0, self.timeout) * 1000.0):
+                    raise InputError(self.name, "nothing came for %g s (a pipe or FIFO no one writes to?)"
+                                     % self.timeout)
+            try:
+                return os.read(self.fd, size)
+            except BlockingIOError:
+                continue  # a FIFO of our own (O_NONBLOCK) that poll woke for nothing: wait again
+            except OSError as exc:
+                raise InputError(self.name, exc.strerror or str(exc)) from None
+
+    def chunks(self, max_line: int, too_long: str) -> Iterator[bytes]:
+        """The input in pieces of whole lines (about 1 MiB each; the last one may lack its newline).  A line
+        longer than ``max_line`` bytes (at least 1 MiB) is an ``InputError`` saying ``too_long``, as soon as that
+        much is read."""
+        pending: List[bytes] = []  # a line begun, not ended yet
+        size = 0
+        while True:
+            block = self.read(_BLOCK)
+            if not block:
+                if pending:
+                    yield b"".join(pending)
+                return
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                pending.append(block)
+                size += len(block)
+                if size > max_line:
+                    raise InputError(self.name, too_long)
+                continue
+            head = block[:cut]  # whole lines: those inside one block are shorter than the bound
+            if pending:
+                if size + head.find(b"\n") + 1 > max_line:
+                    raise InputError(self.name, too_long)
+                pending.append(head)
+                head = b"".join(pending)
+            yield head
+            pending = [block[cut:]] if cut < len(block) else []
+            size = len(block) - cut
+            if size > max_line:
+                raise InputError(self.name, too_long)
+
+    def detach(self) -> int:
+        """The file descriptor, no longer closed by this ``Input`` (``os.fdopen`` it)."""
+        fd, self.fd = self.fd, -1
+        return fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Input:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_input(path: str, seekable: bool = False, timeout: float = INPUT_TIMEOUT_S) -> Input:
+    """Open the input ``path`` (``-``: standard input) by the rules above; ``InputError`` names what is wrong.
+
+    ``seekable``: the caller needs a file it can map or seek in: a stream is an error.  The ``Input`` is a
+    context manager and has a file descriptor (``fileno``) to map, or to ``os.fdopen``."""
+    if path == STDOUT:
+        name = "<stdin>"
+        try:
+            fd = os.dup(sys.stdin.fileno() if sys.stdin is not None else 0)
+        except (OSError, ValueError) as exc:
+            raise InputError("standard input", getattr(exc, "strerror", None) or str(exc)) from None
+        own = False  # the description is shared with whoever gave us stdin: its flags are not ours to change
+    else:
+        name = path
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        except FileNotFoundError:
+            raise InputError(path, "no such file") from None
+        except PermissionError:
+            raise InputError(path, "permission denied") from None
+        except OSError as exc:
+            raise InputError(path, exc.strerror or str(exc)) from None
+        own = True
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(name, "is a directory")
+        regular = stat.S_ISREG(mode) or stat.S_ISBLK(mode)
+        if regular and own:
+            os.set_blocking(fd, True)
+        if not regular and seekable:
+            raise InputError(name, "%s, not a file: give a file (decompressed or copied to disk)"
+                             % _kind_of(mode))
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, OSError):
+            raise InputError(name, exc.strerror or str(exc)) from None
+        raise
+    return Input(name, fd, not regular, timeout)

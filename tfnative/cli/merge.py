@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
@@ -15,19 +14,18 @@ if TYPE_CHECKING:
     from ..core.model import Document
 
 
-def _read(paths: Tuple[str, ...]) -> Iterator[Tuple[str, str]]:
-    """(name, text) of each input, read when its turn comes (one file's text in memory at a time)."""
+def _read(paths: Tuple[str, ...], timeout: float) -> Iterator[Tuple[str, Iterator[str]]]:
+    """(name, text in pieces of whole lines) of each input, read when its turn comes: ``files.open_input``
+    (a FIFO never blocks the open; a silent pipe or FIFO is given up after ``timeout`` s), each line bounded."""
+    from ..files import open_input
+    from ..output.merge import MAX_DOCUMENT_MB, TOO_BIG
+
+    if not paths and sys.stdin is not None and sys.stdin.isatty():
+        raise TfnativeError("no input: give FILEs, or pipe 'tfnative stack --json' into merge (standard input "
+                            "is a terminal)")
     for p in paths or ("-",):
-        if p == "-":
-            yield ("<stdin>", sys.stdin.read())
-            continue
-        try:
-            with open(p, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except OSError as exc:
-            raise TfnativeError("cannot read %s: %s" % (p, exc.strerror or exc)) from None
-        yield (p, text)
-        del text
+        with open_input(p, timeout=timeout) as f:
+            yield (f.name, (c.decode("utf-8", "replace") for c in f.chunks(MAX_DOCUMENT_MB << 20, TOO_BIG)))
 
 
 @click.command("merge")
@@ -42,8 +40,10 @@ def _read(paths: Tuple[str, ...]) -> Iterator[Tuple[str, str]]:
 @click.option("--speedscope", "speedscope_path", metavar="FILE", default=None,
               help="Also write the stacks in speedscope's format (a profile per process, a sample per thread) "
                    "to FILE (\"-\": stdout).")
+@click.option("--timeout", type=click.FloatRange(min=0, max=86400), default=60.0, show_default=True,
+              metavar="SECONDS", help="Give up on an input (a pipe, a FIFO, stdin) that sends nothing for this long.")
 def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str], folded: bool,
-              html_path: Optional[str], speedscope_path: Optional[str]) -> None:
+              html_path: Optional[str], speedscope_path: Optional[str], timeout: float) -> None:
     """Merge 'tfnative stack --json' documents (FILE or - for stdin, JSON Lines, pdsh 'host: ' prefixes
     accepted) into one prefix tree, outermost frame first; the odd branch is flagged."""
 
@@ -56,7 +56,7 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
         quiet = is_stdout(html_path) or is_stdout(speedscope_path)  # stdout is the page's: no text
         if folded and quiet:
             raise TfnativeError("--folded prints to stdout: give --html or --speedscope a file")
-        docs = merge_mod.iter_documents(_read(files))  # one at a time: none is kept
+        docs = merge_mod.iter_document_chunks(_read(files, timeout))  # one at a time: none is kept
         if html_path or speedscope_path:  # but these need them all at once
             docs = _pictures(list(docs), html_path, speedscope_path, all_threads)
         if folded:
@@ -65,7 +65,7 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
             return
         root = merge_mod.build_tree(docs, all_threads)
         if json_path:
-            data = json.dumps(merge_mod.merge_json(root), indent=1).encode() + b"\n"
+            data = merge_mod.merge_json_text(root).encode() + b"\n"
             write_output(json_path, data)
         if is_stdout(json_path) or quiet:
             return

@@ -24,7 +24,8 @@ from typing import IO, Callable, Dict, List, Optional, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfTruncated
 from ..core.mapfile import FileUnusable, map_fd, map_file
-from ..errors import CoreError
+from ..errors import CoreError, InputError
+from ..files import open_input
 from ..progress import progress
 from ..sources.ptrace import REGISTERS
 
@@ -244,7 +245,12 @@ class Core:
     def __init__(self, path: str) -> None:
         self.path = path
         try:
-            self._file: IO[bytes] = _decompress(path) or open(path, "rb")
+            # files.open_input: never blocks (a FIFO), a directory or anything but a file is an error at once
+            raw = open_input(path, seekable=True)
+        except InputError as exc:
+            raise CoreError("%s: %s" % (path, exc.reason)) from None
+        try:
+            self._file: IO[bytes] = _decompress(path) or os.fdopen(raw.detach(), "rb")
         except FileNotFoundError:
             raise CoreError("%s: no such file" % path) from None
         except IsADirectoryError:
@@ -253,6 +259,8 @@ class Core:
             raise CoreError("%s: permission denied" % path) from None
         except OSError as exc:  # a symbolic link loop, a file of /proc that cannot be read...
             raise CoreError("%s: cannot read: %s" % (path, exc.strerror or exc)) from None
+        finally:
+            raw.close()
         try:
             # The same checks as every file tfnative maps (mapfile.py): a regular file, none of /proc's...
             self.mm = map_fd(self._file.fileno(), path, max_size=None)  # a large job's core is larger than 64 GiB

@@ -10,47 +10,146 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import accumulate, repeat
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ..core import ranks
+from ..core.docschema import SchemaError, check_document
 from ..core.model import Document, Frame, Thread
 from ..errors import TfnativeError
 from . import render
 from .threadgroups import frame_text
 
-_PDSH = re.compile(r"^[A-Za-z0-9_.\-]+: ")
+_PDSH_LINES = re.compile(r"(?m)^[A-Za-z0-9_.\-]+: ")  # pdsh's "host: " at a line's start
+_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')  # a JSON string (never over a line's end)
+_NOT_BRACKET = {c: None for c in range(128) if chr(c) not in "[]{}\n"}  # str.translate: ASCII but brackets out
+_SPACE = re.compile(r"\s*")
+_DELTA = {"{": 1, "[": 1, "}": -1, "]": -1, "\n": 0}
+
+MAX_DEPTH = 64  # how deep a document's JSON may nest (schema v1 needs about 10): checked before it is parsed
+MAX_DOCUMENT_MB = 64  # how big one document may be (a 100,000-frame stack is about 13 MiB)
+TOO_BIG = ("a document bigger than %d MiB (merge reads 'tfnative stack --json' documents up to that size)"
+           % MAX_DOCUMENT_MB)
+DEEP = 256  # tree levels indented in the text and in --json; the deeper ones are not indented any further
 
 
 def iter_documents(texts: Iterable[Tuple[str, str]]) -> Iterator[Document]:
     """Every document in ``texts`` ((source name, text) pairs), in order, one at a time.  Raises
     TfnativeError on garbage or a document that is not tfnative schema v1 (an empty input yields none)."""
+    return iter_document_chunks((name, (text,)) for name, text in texts)
+
+
+def iter_document_chunks(sources: Iterable[Tuple[str, Iterable[str]]]) -> Iterator[Document]:
+    """``iter_documents`` of inputs read in pieces: (source name, its text in chunks that end at a line's end).
+
+    Bounded whatever the input: a document is parsed once its last line has come (JSON Lines, one document
+    spread over lines, several on a line); JSON nested deeper than ``MAX_DEPTH`` or a document bigger than
+    ``MAX_DOCUMENT_MB`` is an error before anything is parsed; each document is checked against the schema
+    (``docschema``: the message names the value that is wrong) before it is read."""
+    for name, chunks in sources:
+        yield from _documents_of(name, chunks)
+
+
+def _documents_of(name: str, chunks: Iterable[str]) -> Iterator[Document]:
+    pending: List[str] = []  # the text of a document begun, not ended yet
+    size = 0
+    depth = 0  # its JSON's nesting at its end
+    line = 1  # the line it starts on
+    count = [0]  # documents read
+    for chunk in chunks:
+        chunk = _PDSH_LINES.sub("", chunk)
+        if not pending and depth == 0:
+            _garbage_first(name, chunk, line, count)
+        # The structure alone: strings out, then all but brackets and line ends.  The depth after each of them:
+        brackets = _STRING.sub("", chunk).translate(_NOT_BRACKET)
+        levels = list(accumulate(map(_DELTA.get, brackets, repeat(0)), initial=depth))
+        top = max(levels)
+        if top > MAX_DEPTH:
+            at = line + "".join(pending).count("\n") + brackets.count("\n", 0, levels.index(top))
+            raise TfnativeError("%s: JSON nested more than %d deep at line %d (a 'tfnative stack --json' document "
+                                "nests about 10 deep)" % (name, MAX_DEPTH, at))
+        if min(levels) < 0:  # more closed than opened: not JSON, which the parser says where
+            end = len(chunk)
+        elif min(levels[1:], default=1) > 0:
+            end = -1
+        else:  # the last line end where the depth is back to 0: what comes before it is whole documents
+            i = brackets.rfind("\n")
+            while i >= 0 and levels[i + 1] != 0:
+                i = brackets.rfind("\n", 0, i)
+            end = -1
+            if i >= 0:
+                end = len(chunk)
+                for _ in range(brackets.count("\n", i + 1) + 1):
+                    end = chunk.rfind("\n", 0, end)
+                end += 1
+        if end > 0:
+            pending.append(chunk[:end])
+            text = "".join(pending)
+            yield from _parse(name, text, line, count)
+            line += text.count("\n")
+            depth = 0 if end == len(chunk) else levels[-1]
+            pending, size, chunk = [], 0, chunk[end:]
+        else:
+            depth = levels[-1]
+        if chunk:
+            pending.append(chunk)
+            size += len(chunk)
+            if size > MAX_DOCUMENT_MB << 20:
+                raise TfnativeError("%s: %s" % (name, TOO_BIG))
+    if pending:
+        yield from _parse(name, "".join(pending), line, count)
+
+
+def _depth(text: str) -> int:
+    """How deep ``text``'s JSON nests (its strings left out), without parsing it."""
+    brackets = _STRING.sub("", text).translate(_NOT_BRACKET)
+    return max(accumulate(map(_DELTA.get, brackets, repeat(0)), initial=0))
+
+
+def _garbage_first(name: str, chunk: str, line: int, count: List[int]) -> None:
+    """Where a document should begin and no ``{`` does: the error its first line gives, at once (random bytes
+    are not read on until they happen to close what they opened)."""
+    match = _SPACE.match(chunk)
+    start = match.end() if match else 0
+    if start >= len(chunk) or chunk[start] == "{":
+        return
+    end = chunk.find("\n", start)
+    first = chunk[:end if end >= 0 else len(chunk)]
+    if _depth(first) > MAX_DEPTH:
+        raise TfnativeError("%s: JSON nested more than %d deep at line %d (a 'tfnative stack --json' document "
+                            "nests about 10 deep)" % (name, MAX_DEPTH, line + chunk.count("\n", 0, start)))
+    for _ in _parse(name, first, line, count):  # raises: no document begins without "{"
+        pass
+
+
+def _parse(name: str, text: str, first_line: int, count: List[int]) -> Iterator[Document]:
+    """The documents in ``text`` (whole ones: JSON values one after the other), checked, one at a time."""
     dec = json.JSONDecoder()
-    for name, text in texts:
-        lines = []
-        for line in text.splitlines():
-            if line.lstrip().startswith(("{", "}", "]", "[", '"')) or not _PDSH.match(line):
-                lines.append(line)
-            else:
-                lines.append(_PDSH.sub("", line, count=1))
-        body = "\n".join(lines)
-        del lines
-        pos = 0
-        while True:
-            while pos < len(body) and body[pos].isspace():
-                pos += 1
-            if pos >= len(body):
-                break
-            try:
-                doc, pos = dec.raw_decode(body, pos)
-            except json.JSONDecodeError as e:
-                raise TfnativeError("%s: not JSON at character %d (%s)" % (name, pos, e.msg)) from None
-            if not isinstance(doc, dict) or doc.get("tfnative") != 1:
-                raise TfnativeError("%s: a document that is not tfnative schema 1 (from 'tfnative stack "
-                                    "--json')" % name)
-            try:
-                yield Document.from_json(doc)
-            except ValueError as e:
-                raise TfnativeError("%s: %s" % (name, e)) from None
+    pos = 0
+    while True:
+        match = _SPACE.match(text, pos)
+        pos = match.end() if match else pos
+        if pos >= len(text):
+            return
+        start = first_line + text.count("\n", 0, pos)
+        try:
+            doc, pos = dec.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise TfnativeError("%s: not JSON at line %d, column %d (%s)" % (
+                name, first_line + text.count("\n", 0, e.pos), e.pos - text.rfind("\n", 0, e.pos), e.msg)) from None
+        except (ValueError, RecursionError) as e:  # a number of more digits than Python converts
+            raise TfnativeError("%s: not JSON at line %d (%s)" % (name, start, str(e).split(":")[0])) from None
+        count[0] += 1
+        where = name if count[0] == 1 else "%s (document %d, line %d)" % (name, count[0], start)
+        if not isinstance(doc, dict) or doc.get("tfnative") != 1:
+            raise TfnativeError("%s: a document that is not tfnative schema 1 (from 'tfnative stack "
+                                "--json')" % where)
+        try:
+            check_document(doc)
+            yield Document.from_json(doc)
+        except (SchemaError, ValueError) as e:
+            raise TfnativeError("%s: %s" % (where, e)) from None
+        del doc
 
 
 NO_DOCUMENTS = "no documents in the input (expected 'tfnative stack --json' output)"
@@ -135,12 +234,27 @@ class Node:
         self.children: Dict[str, Node] = {}
         self.processes: List[Dict[str, Any]] = []  # the root's: label, pid, host of each document
 
+    def frame_json(self) -> Optional[Dict[str, Any]]:
+        """The node's FRAME as ``merge --json`` writes it: without ``address`` and ``source``."""
+        return None if self.frame is None else {k: v for k, v in self.frame.to_json().items()
+                                                if k not in ("address", "source")}
+
     def to_json(self) -> Dict[str, Any]:
-        """The node as ``merge --json`` writes it: its FRAME without ``address`` and ``source``."""
-        frame = None if self.frame is None else {k: v for k, v in self.frame.to_json().items()
-                                                 if k not in ("address", "source")}
-        return {"frame": frame, "members": sorted(self.members), "threads": self.threads,
-                "children": [c.to_json() for c in self.children.values()]}
+        """The node as ``merge --json`` writes it (``frame``, ``members``, ``threads``, ``children``); built
+        without recursion, whatever the tree's depth."""
+        out = self._json()
+        todo = [(self, out)]
+        while todo:
+            node, entry = todo.pop()
+            for child in node.children.values():
+                sub = child._json()
+                entry["children"].append(sub)
+                todo.append((child, sub))
+        return out
+
+    def _json(self) -> Dict[str, Any]:
+        return {"frame": self.frame_json(), "members": sorted(self.members), "threads": self.threads,
+                "children": []}
 
 
 def build_tree(docs: Iterable[Document], all_threads: bool = False) -> Node:
@@ -203,22 +317,26 @@ def outlier(node: Node) -> Optional[Node]:
 
 
 def text_lines(root: Node) -> List[str]:
-    """The tree as indented text: ``frame  [members] (N threads)``; the outlier marked."""
+    """The tree as indented text: ``frame  [members] (N threads)``; the outlier marked.  Without recursion;
+    the levels below ``DEEP`` are not indented further but say their level (``[level 300]``)."""
     lines = ["%d processes, %d threads: %s" % (len(root.members), root.threads, compress(root.members))]
     words = {p["label"]: where(p) for p in root.processes}
+    todo: List[Tuple[Node, int, bool]] = []
 
-    def walk(node: Node, depth: int) -> None:
+    def expand(node: Node, depth: int) -> None:
         odd = outlier(node)
-        for child in node.children.values():
-            mark = "   <== OUTLIER" if child is odd else ""
-            if mark and len(child.members) == 1 and words.get(next(iter(child.members))):
-                mark += ": %s" % words[next(iter(child.members))]
-            lines.append("%s%s   [%s] (%d thread%s)%s" % ("  " * depth, child.key, compress(child.members),
-                                                        child.threads, "" if child.threads == 1 else "s",
-                                                        mark))
-            walk(child, depth + 1)
+        todo.extend((c, depth, c is odd) for c in reversed(list(node.children.values())))
 
-    walk(root, 1)
+    expand(root, 1)
+    while todo:
+        child, depth, odd = todo.pop()
+        mark = "   <== OUTLIER" if odd else ""
+        if mark and len(child.members) == 1 and words.get(next(iter(child.members))):
+            mark += ": %s" % words[next(iter(child.members))]
+        indent = "  " * depth if depth <= DEEP else "  " * DEEP + "[level %d] " % depth
+        lines.append("%s%s   [%s] (%d thread%s)%s" % (indent, child.key, compress(child.members), child.threads,
+                                                    "" if child.threads == 1 else "s", mark))
+        expand(child, depth + 1)
     return lines
 
 
@@ -241,3 +359,49 @@ def folded_lines(docs: Iterable[Document], all_threads: bool = False) -> List[st
 def merge_json(root: Node) -> Dict[str, Any]:
     """``{"tfnative_merge": 1, "processes": [...], "tree": NODE}``."""
     return {"tfnative_merge": 1, "processes": root.processes, "tree": root.to_json()}
+
+
+def merge_json_text(root: Node) -> str:
+    """``merge_json(root)`` as ``json.dumps(..., indent=1)`` writes it, written without recursion: the same
+    text for a tree of up to ``DEEP`` levels; the nodes below are written on one line each (as ``json.dumps``
+    without ``indent``), so that the text grows with the tree, not with the square of its depth."""
+
+    def value(v: Any, level: int) -> str:  # a small value (a frame, members) at an indentation level
+        if level < 0:
+            return json.dumps(v)
+        return json.dumps(v, indent=1).replace("\n", "\n" + " " * level)
+
+    head = '{\n "tfnative_merge": 1,\n "processes": %s,\n "tree": ' % value(root.processes, 1)
+    out = [head]
+    # (node, its indentation level, -1: on one line) or a text to write, in reverse order of writing
+    todo: List[Any] = ["\n}", (root, 1)]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        node, level = item
+        if level < 0 or level > 2 * DEEP:
+            out.append('{"frame": %s, "members": %s, "threads": %d, "children": [' % (
+                value(node.frame_json(), -1), value(sorted(node.members), -1), node.threads))
+            todo.append("]}")
+            kids = list(node.children.values())
+            for i in range(len(kids) - 1, -1, -1):
+                todo.append((kids[i], -1))
+                if i:
+                    todo.append(", ")
+            continue
+        inner = "\n" + " " * (level + 1)
+        out.append('{%s"frame": %s,%s"members": %s,%s"threads": %d,%s"children": ' % (
+            inner, value(node.frame_json(), level + 1), inner, value(sorted(node.members), level + 1), inner,
+            node.threads, inner))
+        kids = list(node.children.values())
+        if not kids:
+            out.append("[]\n" + " " * level + "}")
+            continue
+        todo.append("\n" + " " * (level + 1) + "]\n" + " " * level + "}")
+        sep = "\n" + " " * (level + 2)
+        for i in range(len(kids) - 1, -1, -1):
+            todo.append((kids[i], level + 2))
+            todo.append(("[" if i == 0 else ",") + sep)
+    return "".join(out)

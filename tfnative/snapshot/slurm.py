@@ -317,7 +317,7 @@ def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, show
         return 0
     root = merge_mod.build_tree(docs, all_threads)
     if json_path:
-        write_output(json_path, json.dumps(merge_mod.merge_json(root), indent=1).encode() + b"\n")
+        write_output(json_path, merge_mod.merge_json_text(root).encode() + b"\n")
         if json_path == "-":
             return 0
     for line in merge_mod.text_lines(root):
