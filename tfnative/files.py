@@ -20,21 +20,33 @@ Two kinds of writes, with different rules:
     umask);
   - nothing else is created, removed or renamed: a missing directory is an
     error, and the temporary file beside the target is removed whatever
-    happens.
+    happens;
+  - a FIFO is waited for until a reader opens it, ``FIFO_WAIT_S`` at most;
+  - every failure (an empty name, a directory, a missing directory, EACCES,
+    EROFS, a full disk or ``/dev/full``, a file that refuses writes like
+    ``/proc/version``), when opening, writing or closing, is one
+    ``TfnativeError``: ``cannot write PATH: why`` (the path shown on one line:
+    ``errors.shown``).
+
+gdb's log (``--gdb-log FILE``) is appended to, by the same rules for links,
+FIFOs and errors (``open_log``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
-from typing import BinaryIO, Iterable, Iterator, Optional, Tuple
+import time
+from typing import BinaryIO, Iterable, Iterator, NoReturn, Optional, TextIO, Tuple
 
-from .errors import TfnativeError
+from .errors import TfnativeError, shown
 
 STDOUT = "-"
 _MAX_LINKS = 40  # the kernel's own limit on a chain of symbolic links (ELOOP)
+FIFO_WAIT_S = 30.0  # how long an output FIFO may wait for its reader
 
 
 def cache_dir() -> str:
@@ -94,7 +106,67 @@ def _resolve(path: str) -> Tuple[str, bool]:
         except OSError:
             return current, False  # not a link (or missing): the path itself
         current = os.path.normpath(os.path.join(os.path.dirname(current), target))
-    raise TfnativeError("cannot write %s: too many levels of symbolic links" % path)
+    raise TfnativeError("cannot write %s: too many levels of symbolic links" % shown(path))
+
+
+def output_error(path: str, exc: OSError) -> TfnativeError:
+    """``cannot write PATH: why`` for an ``OSError`` met writing the output ``path``."""
+    where = "standard output" if is_stdout(path) else shown(path)
+    return TfnativeError("cannot write %s: %s" % (where, exc.strerror or exc))
+
+
+def _fail(path: str, exc: OSError) -> NoReturn:
+    raise output_error(path, exc) from None
+
+
+def check_output_name(path: str) -> None:
+    """An output's name must name something: an empty one is an error (not the current directory, not stdout)."""
+    if not path:
+        raise TfnativeError("cannot write '': an output needs a file name (or - for standard output)")
+
+
+def _open_fd(path: str, flags: int) -> int:
+    """``os.open`` for writing, but a FIFO with no reader is waited for ``FIFO_WAIT_S`` at most, not forever."""
+    deadline = time.monotonic() + FIFO_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO or time.monotonic() > deadline:
+                if exc.errno == errno.ENXIO:
+                    raise TfnativeError("cannot write %s: no process opened the FIFO for reading within %.0f s"
+                                        % (shown(path), FIFO_WAIT_S)) from None
+                _fail(path, exc)
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)  # writes wait for a slow reader, as a shell's '>' would
+        return fd
+
+
+def open_log(path: str) -> TextIO:
+    """gdb's log (``--gdb-log FILE``), opened to append; ``cannot write PATH: why`` where it cannot be.
+
+    A directory, a missing directory, EACCES, EROFS, a FIFO nobody reads: all
+    refused here, before gdb starts.  A full disk (``/dev/full``) is found by
+    the first line, written here at once.
+    """
+    check_output_name(path)
+    fd = _open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
+        f = os.fdopen(fd, "a", encoding="utf-8", errors="replace")
+    except OSError as exc:
+        os.close(fd)
+        _fail(path, exc)
+    try:
+        f.write("%.3f -- tfnative: gdb's MI conversation\n" % time.monotonic())
+        f.flush()
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            f.close()
+        _fail(path, exc)
+    return f
 
 
 def _same_file(fd: int, other: int) -> bool:
@@ -113,10 +185,16 @@ def open_output(path: str) -> Iterator[BinaryIO]:
     ``with`` block ends without an exception; otherwise the old file is left
     as it was.  Errors are ``TfnativeError`` naming the path.
     """
+    check_output_name(path)
     if is_stdout(path):
-        sys.stdout.flush()
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
+        try:
+            sys.stdout.flush()
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise  # the reader is gone: run_command ends quietly
+        except OSError as exc:
+            _fail(path, exc)
         return
     final, magic = _resolve(path)
     try:
@@ -124,41 +202,48 @@ def open_output(path: str) -> Iterator[BinaryIO]:
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
+        _fail(path, exc)
     if magic or (st is not None and not stat.S_ISREG(st.st_mode)):
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            _fail(path, OSError(errno.EISDIR, os.strerror(errno.EISDIR)))
         with _open_special(path) as stream:
             yield stream
         return
     if st is None and not os.path.isdir(os.path.dirname(final) or "."):
-        raise TfnativeError("cannot write %s: no such directory: %s" % (path, os.path.dirname(final)))
+        raise TfnativeError("cannot write %s: no such directory: %s" % (shown(path), shown(os.path.dirname(final))))
     with _replace(path, final, st) as stream:
         yield stream
 
 
 @contextlib.contextmanager
 def _open_special(path: str) -> Iterator[BinaryIO]:
-    """Open a FIFO, device or magic link for writing, as a shell's ``>`` would; write our own stream in place."""
+    """Open a FIFO, device or magic link for writing, as a shell's ``>`` would; write our own stream in place.
+
+    An ``OSError`` writing or closing it (``/dev/full``: ENOSPC; ``/proc/version``: EIO) is ``cannot write
+    PATH``; a reader that went away (EPIPE) stays a ``BrokenPipeError``, for ``run_command``."""
+    fd = _open_fd(path, os.O_WRONLY | os.O_CREAT)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
-    for stream in (sys.stdout, sys.stderr):
-        if _same_file(fd, stream.fileno()):
-            # /dev/stdout while stdout is redirected to a file: write at the stream's position, after
-            # what tfnative printed there already, instead of truncating it.
+        for stream in (sys.stdout, sys.stderr):
+            if _same_file(fd, stream.fileno()):
+                # /dev/stdout while stdout is redirected to a file: write at the stream's position, after
+                # what tfnative printed there already, instead of truncating it.
+                os.close(fd)
+                stream.flush()
+                yield stream.buffer
+                stream.buffer.flush()
+                return
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.ftruncate(fd, 0)  # a regular file reached through /proc/PID/fd/N: as the shell's '>'
+        except OSError:
             os.close(fd)
-            stream.flush()
-            yield stream.buffer
-            stream.buffer.flush()
-            return
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.ftruncate(fd, 0)  # a regular file reached through /proc/PID/fd/N: as the shell's '>'
+            raise
+        with os.fdopen(fd, "wb") as f:
+            yield f
+    except BrokenPipeError:
+        raise
     except OSError as exc:
-        os.close(fd)
-        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
-    with os.fdopen(fd, "wb") as f:
-        yield f
+        _fail(path, exc)
 
 
 @contextlib.contextmanager
@@ -170,7 +255,7 @@ def _replace(path: str, final: str, st: Optional[os.stat_result]) -> Iterator[Bi
 
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(final) + ".", suffix=".tfnative-tmp", dir=directory)
     except OSError as exc:
-        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
+        _fail(path, exc)
     try:
         if st is not None:
             mode = stat.S_IMODE(st.st_mode)
@@ -190,7 +275,7 @@ def _replace(path: str, final: str, st: Optional[os.stat_result]) -> Iterator[Bi
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise TfnativeError("cannot write %s: %s" % (path, exc.strerror or exc))
+            _fail(path, exc)
         raise
 
 
