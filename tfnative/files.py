@@ -14,6 +14,8 @@ Two kinds of writes, with different rules:
     ``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``) is opened and
     written like a shell's ``>`` would, never replaced; where it is one of
     tfnative's own standard streams, the stream is written at its position;
+  - a regular file we may not write (read-only, another user's) is refused,
+    as a shell's ``>`` would refuse it, never replaced behind its mode;
   - a regular file (or a new one) is replaced atomically: readers see the old
     file or the whole new one; the new file gets the mode ``open()`` would
     give it (an existing file keeps its mode; a new one gets 0666 less the
@@ -125,6 +127,32 @@ def check_output_name(path: str) -> None:
         raise TfnativeError("cannot write '': an output needs a file name (or - for standard output)")
 
 
+def check_output(path: str) -> None:
+    """Whether ``path`` can be written, asked before the work that makes the output (a session, a snapshot):
+    the errors ``open_output`` would give at the end for an empty name, a directory, a missing directory, a
+    read-only file or directory, said at once.  Nothing is opened or created: what only a write can tell
+    (``/dev/full``, a full disk) is still said when writing."""
+    check_output_name(path)
+    if is_stdout(path):
+        return
+    final, magic = _resolve(path)
+    try:
+        st = os.stat(final)
+    except FileNotFoundError:
+        directory = os.path.dirname(final) or "."
+        if not os.path.isdir(directory):
+            raise TfnativeError("cannot write %s: no such directory: %s" % (shown(path), shown(directory)))
+        if not os.access(directory, os.W_OK | os.X_OK):
+            _fail(path, OSError(errno.EACCES, os.strerror(errno.EACCES)))
+        return
+    except OSError as exc:
+        _fail(path, exc)
+    if stat.S_ISDIR(st.st_mode):
+        _fail(path, OSError(errno.EISDIR, os.strerror(errno.EISDIR)))
+    if not magic and not os.access(final, os.W_OK):
+        _fail(path, OSError(errno.EACCES, os.strerror(errno.EACCES)))
+
+
 def _open_fd(path: str, flags: int) -> int:
     """``os.open`` for writing, but a FIFO with no reader is waited for ``FIFO_WAIT_S`` at most, not forever."""
     deadline = time.monotonic() + FIFO_WAIT_S
@@ -209,6 +237,8 @@ def open_output(path: str) -> Iterator[BinaryIO]:
         with _open_special(path) as stream:
             yield stream
         return
+    if st is not None and not os.access(final, os.W_OK):  # a read-only file: refused, as a shell's '>' would
+        _fail(path, OSError(errno.EACCES, os.strerror(errno.EACCES)))
     if st is None and not os.path.isdir(os.path.dirname(final) or "."):
         raise TfnativeError("cannot write %s: no such directory: %s" % (shown(path), shown(os.path.dirname(final))))
     with _replace(path, final, st) as stream:

@@ -46,6 +46,10 @@ def run_command(fn: Callable[[], Optional[int]]) -> None:
     sys.exit(code or 0)
 
 
+# The options naming a file a command writes when it ends (``files.open_output``), by their parameter names.
+OUTPUTS = frozenset({"json_path", "html_path", "speedscope_path", "output", "documents", "save_core"})
+
+
 def guard_params(command: click.Command) -> click.Command:
     """Refuse, for every value of every option and argument of ``command``, what no option of tfnative means:
 
@@ -53,6 +57,10 @@ def guard_params(command: click.Command) -> click.Command:
       the option, where it would otherwise be taken for "not given" or for the current directory;
     - a number that is not finite (``--timeout nan``, ``--timeout inf``, ``--interval nan``): a usage error
       (the ranges of each option, ``FloatRange``, refuse the negative ones).
+
+    And the outputs a command writes at its end (``OUTPUTS``: ``--json``, ``--html``, ``-o``...) are checked
+    before it starts (``files.check_output``): a missing directory, a directory, a read-only file is one line
+    at once, not after a whole session.
 
     The script's own arguments (``attach SCRIPT ARGS``) are the script's: they pass as they are.  The group
     (``cli/__init__.py``) puts every command it loads under this guard: one place for all of them.
@@ -75,7 +83,16 @@ def _checked(callback: Optional[Callable[..., Any]]) -> Callable[..., Any]:
                 raise click.BadParameter("an empty value: give %s" % what, ctx, param)
             if isinstance(one, float) and not math.isfinite(one):
                 raise click.BadParameter("%s is not a finite number" % one, ctx, param)
-        return callback(ctx, param, value) if callback is not None else value
+        value = callback(ctx, param, value) if callback is not None else value
+        if param.name in OUTPUTS and isinstance(value, str):
+            from ..files import check_output
+
+            try:
+                check_output(value)
+            except TfnativeError as exc:  # not a usage error: the line a failed write gives, said early
+                click.echo("tfnative: error: %s" % shown(str(exc)), err=True)
+                ctx.exit(exc.exit_code)
+        return value
     return check
 
 
