@@ -48,11 +48,12 @@ pytestmark = requires_gdb
 class Place:
     """A directory the runs happen in, with the inputs they need and the tag their environment carries."""
 
-    def __init__(self, root: str, doc: str, core: str, ok_script: str) -> None:
+    def __init__(self, root: str, doc: str, core: str, ok_script: str, fifo: str) -> None:
         self.root = root
         self.doc = doc
         self.core = core
         self.ok = ok_script
+        self.fifo = fifo  # nobody writes to it
         self.keep = set(os.listdir(root))
 
     def run(self, args: Sequence[str], expect_ok: Optional[bool] = None, timeout: float = 60.0,
@@ -126,7 +127,9 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Place]:
     ok = os.path.join(inputs, "ok.py")
     with open(ok, "w") as f:
         f.write("print(1)\n")
-    yield Place(root, doc, "%s.%d" % (prefix, sleeper.pid), ok)
+    fifo = os.path.join(inputs, "fifo")
+    os.mkfifo(fifo)
+    yield Place(root, doc, "%s.%d" % (prefix, sleeper.pid), ok, fifo)
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +229,7 @@ RECIPES: Dict[str, List[Recipe]] = {
     "report": [("--output", "out", _report), ("-o", "out", _report_core), ("--json", "out", _report),
                ("--core", "input", lambda p: ["report"]), ("--sysroot", "text", _report_core),
                ("--timeout", "number", _report), ("--break", "text", _report)],
-    "doctor": [("", "text", lambda p: ["doctor"]), ("--python", "text", lambda p: ["doctor"]),
+    "doctor": [("", "file", lambda p: ["doctor"]), ("--python", "file", lambda p: ["doctor"]),
                ("--source-dir", "text", _doctor)],
     "bazelrc": [("", "text", lambda p: ["bazelrc"]), ("--files", "text", _bazelrc),
                 ("--workspace", "text", lambda p: ["bazelrc"])],
@@ -241,6 +244,12 @@ def _outputs(p: Place) -> st.SearchStrategy[str]:
     unwritable = ["/dev/full", "/proc/version", p.root, os.path.join(p.root, "missing", "x.json"), "/",
                   "/proc/self/mem", os.path.join(p.root, "new\nline.json"), "-"]
     return st.one_of(st.sampled_from(unwritable), texts.filter(lambda t: "\x00" not in t))
+
+
+def _files(p: Place) -> st.SearchStrategy[str]:
+    """Paths to read that are no regular file (a FIFO nobody writes to, devices, a directory), or hostile names."""
+    return st.one_of(st.sampled_from([p.fifo, "/dev/full", "/dev/zero", "/dev/null", "/proc/version", p.root,
+                                      "/proc/self/mem"]), texts)
 
 
 def test_every_command_has_recipes() -> None:
@@ -289,7 +298,8 @@ def test_hostile_values(command: str, place: Place, budget: Budget) -> None:
             value = data.draw(texts, label="extra argument")
             args += [option, value]
         else:
-            strategy = {"number": numbers, "out": _outputs(place), "input": inputs}.get(kind, texts)
+            strategy = {"number": numbers, "out": _outputs(place), "input": inputs,
+                        "file": _files(place)}.get(kind, texts)
             value = _harmless(option, data.draw(strategy, label="value"))
             args += ([option] if option else []) + [value]
         out = place.run(args, timeout=60)
@@ -429,27 +439,29 @@ def test_a_dash_location_is_a_location_not_an_mi_option(place: Place) -> None:
     out = place.run(["attach", "--break", "-foo", "--break", 'x"y\\', place.ok], expect_ok=True)
     assert "1" in out.stdout.split()
     assert "breakpoint -foo never resolved" in out.stderr, out.describe()
+    assert "Unknown option" not in out.stderr and "warning" not in out.stderr, out.describe()
 
 
-@pytest.mark.parametrize("args", [
-    ["attach", "--break", "", "{ok}"],  # was: exit 0, "breakpoint  hit"
-    ["attach", "--break", " ", "{ok}"],
-    ["attach", "--break-op", "", "{ok}"],
-    ["attach", "--json", "", "{ok}"],  # was: accepted
-    ["attach", "--gdb-log", "", "{ok}"],
-    ["attach", "--timeout", "nan", "{ok}"],  # was: accepted
-    ["attach", "--timeout", "inf", "{ok}"],
-    ["attach", "--timeout", "-1", "{ok}"],
-    ["stack", "--pid", "1", "--samples", "2", "--interval", "nan"],
-    ["merge", "{doc}", "--json", ""],
-    ["core", "{core}", "--json", ""],
-    ["report", "--core", "{core}", "-o", ""],
+@pytest.mark.parametrize("args, option", [
+    (["attach", "--break", "", "{ok}"], "--break"),  # was: exit 0, "breakpoint  hit"
+    (["attach", "--break", " ", "{ok}"], "--break"),
+    (["attach", "--break-op", "", "{ok}"], "--break-op"),
+    (["attach", "--json", "", "{ok}"], "--json"),  # was: accepted
+    (["attach", "--gdb-log", "", "{ok}"], "--gdb-log"),
+    (["attach", "--timeout", "nan", "{ok}"], "--timeout"),  # was: accepted
+    (["attach", "--timeout", "inf", "{ok}"], "--timeout"),
+    (["attach", "--timeout", "-1", "{ok}"], "--timeout"),
+    (["stack", "--pid", NO_PID, "--samples", "2", "--interval", "nan"], "--interval"),
+    (["merge", "{doc}", "--json", ""], "--json"),
+    (["core", "{core}", "--json", ""], "--json"),
+    (["report", "--core", "{core}", "-o", ""], "--output"),
 ])
-def test_empty_and_not_finite_values_are_usage_errors(args: List[str], place: Place) -> None:
+def test_empty_and_not_finite_values_are_usage_errors(args: List[str], option: str, place: Place) -> None:
     args = [a.format(ok=place.ok, doc=place.doc, core=place.core) for a in args]
     out = place.run(args, expect_ok=False)
     assert out.returncode == 2, out.describe()
     assert "1" not in out.stdout.split() and "hit" not in out.stderr, out.describe()
+    assert "'%s'" % option in out.stderr or "%s needs" % option in out.stderr, out.describe()
 
 
 def test_attach_json_into_a_full_disk(place: Place) -> None:
