@@ -495,3 +495,37 @@ def test_an_interrupted_fifo_reader_is_bounded(place: Place) -> None:
         assert b"Traceback" not in err
     finally:
         os.unlink(fifo)
+
+
+@pytest.fixture
+def small_disk(tmp_path: os.PathLike[str]) -> Iterator[str]:
+    """A 16 kB tmpfs (root only; skipped where mounting is not allowed): a disk that fills up mid-write."""
+    where = os.path.join(str(tmp_path), "small")
+    os.mkdir(where)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", where], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=30)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here: %s" % r.stderr.strip())
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", where], capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+
+
+def test_a_disk_that_fills_up(place: Place, small_disk: str) -> None:
+    """ENOSPC from a real filesystem: an output is one line and leaves no temporary file; gdb's log stops with a
+    warning and the session goes on."""
+    filler = os.path.join(small_disk, "filler")
+    with open(filler, "wb") as f:
+        try:
+            f.write(b"x" * (1 << 20))
+        except OSError:
+            pass  # full
+    out = place.run(["merge", place.doc, "--html", os.path.join(small_disk, "page.html")], expect_ok=False)
+    _one_error(out, "cannot write %s/page.html: No space left on device" % small_disk)
+    assert os.listdir(small_disk) == ["filler"]
+    with open(filler, "rb+") as f:
+        f.truncate(os.path.getsize(filler) - 4096)  # a page: room for the log's first lines, not for all of it
+    out = place.run(["attach", "--gdb-log", os.path.join(small_disk, "gdb.log"), place.ok], expect_ok=True)
+    assert "1" in out.stdout.split()
+    assert "tfnative: warning: gdb's log %s/gdb.log stopped: No space left on device" % small_disk in out.stderr

@@ -20,11 +20,12 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Set, TextIO
 
-from ..errors import GdbDied, GdbError, TfnativeError
+from ..errors import GdbDied, GdbError, TfnativeError, shown
 from ..files import open_log
 
 PR_SET_PDEATHSIG = 1
@@ -106,6 +107,7 @@ class Gdb:
         self.argv = argv
         # The log first: a log that cannot be written is one error line before gdb starts (``files.open_log``).
         self._log: Optional[TextIO] = open_log(debug_log) if debug_log is not None else None
+        self.log_path = debug_log
         self.log_error: Optional[str] = None  # why the log stopped, where it could not be written any more
         try:
             self.proc = subprocess.Popen(
@@ -197,7 +199,7 @@ class Gdb:
 
     def _write_log(self, text: str) -> None:
         """One line to ``--gdb-log``; a log that can no longer be written (a disk that filled up) stops, and
-        ``log_error`` says why: the session goes on without it."""
+        ``log_error`` says why (a warning when gdb is closed): the session goes on without it."""
         log = self._log
         if log is None:
             return
@@ -308,6 +310,9 @@ class Gdb:
         if log is not None:
             with contextlib.suppress(OSError):
                 log.close()
+        if self.log_error is not None and self.log_path is not None:
+            sys.stderr.write("tfnative: warning: gdb's log %s stopped: %s\n" % (shown(self.log_path), self.log_error))
+            self.log_error = None
 
     def kill(self) -> None:
         if self.proc.poll() is None:
