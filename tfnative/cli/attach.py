@@ -252,7 +252,7 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
 
             code = run_core_report(core_path, kw.get("script"), sysroot, output)
             if not is_stdout(output):
-                click.echo("tfnative: report written to %s" % output, err=True)
+                click.echo("tfnative: report written to %s" % shown(output), err=True)
             return code
 
         from ..attach.session import run_attach
@@ -268,7 +268,7 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
                                   bugreport.library_verdicts(opts.python), code)
         write_output(output, text.encode())
         if not is_stdout(output):
-            click.echo("tfnative: report written to %s" % output, err=True)
+            click.echo("tfnative: report written to %s" % shown(output), err=True)
         return code
 
     _run(go)
