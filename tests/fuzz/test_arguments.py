@@ -235,7 +235,7 @@ RECIPES: Dict[str, List[Recipe]] = {
                 ("--workspace", "text", lambda p: ["bazelrc"])],
     "presets": [("", "text", _presets), ("--json", "flag", _presets)],
 }
-CI_EXAMPLES = {"merge": 12, "stack": 12, "core": 8, "attach": 12, "report": 8, "doctor": 6, "bazelrc": 6,
+CI_EXAMPLES = {"merge": 12, "stack": 10, "core": 6, "attach": 10, "report": 6, "doctor": 6, "bazelrc": 6,
                "presets": 3}
 
 
@@ -266,9 +266,10 @@ def _harmless(option: str, value: str) -> str:
     environment variable that other processes on this machine would match (stack and attach would stop them)."""
     if option in ("--pid", "--children"):
         try:
-            return NO_PID if psutil.pid_exists(int(value.strip())) else value
+            pid = int(value.strip())
         except ValueError:
             return value
+        return NO_PID if 0 < pid <= 1 << 22 and psutil.pid_exists(pid) else value  # 1 << 22: Linux's pid_max
     if option == "--match":
         return "(?!)" + value  # never matches, and is compiled all the same
     if option == "--env" and value and not value.startswith("="):
