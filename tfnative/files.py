@@ -153,6 +153,13 @@ def check_output(path: str) -> None:
         _fail(path, OSError(errno.EACCES, os.strerror(errno.EACCES)))
 
 
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _open_fd(path: str, flags: int) -> int:
     """``os.open`` for writing, but a FIFO with no reader is waited for ``FIFO_WAIT_S`` at most, not forever."""
     deadline = time.monotonic() + FIFO_WAIT_S
@@ -160,11 +167,11 @@ def _open_fd(path: str, flags: int) -> int:
         try:
             fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
         except OSError as exc:
-            if exc.errno != errno.ENXIO or time.monotonic() > deadline:
-                if exc.errno == errno.ENXIO:
-                    raise TfnativeError("cannot write %s: no process opened the FIFO for reading within %.0f s"
-                                        % (shown(path), FIFO_WAIT_S)) from None
+            if exc.errno != errno.ENXIO or not _is_fifo(path):  # ENXIO of a socket (/dev/stdout): at once
                 _fail(path, exc)
+            if time.monotonic() > deadline:
+                raise TfnativeError("cannot write %s: no process opened the FIFO for reading within %.0f s"
+                                    % (shown(path), FIFO_WAIT_S)) from None
             time.sleep(0.05)
             continue
         os.set_blocking(fd, True)  # writes wait for a slow reader, as a shell's '>' would
