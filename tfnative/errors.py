@@ -105,3 +105,22 @@ class SignalGuard:
     def __exit__(self, *exc: object) -> None:
         for s, h in self.old.items():
             signal.signal(s, h)
+
+
+def shown(text: str) -> str:
+    """``text`` (a path, a user's string) as an error line shows it: as it is, unless a control character in it
+    would break the line (a newline in a file name; any character Python's ``repr`` would escape), then each
+    such character escaped as ``repr`` writes it (``\\n``, ``\\t``, ``\\x1b``, ``\\u2028``) and a backslash
+    doubled, so that the line stays one and says what was there.  ``cli/util.run_command`` shows every error
+    message through it."""
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if c == "\\":
+            out.append("\\\\")
+        elif not c.isprintable():
+            out.append(repr(c)[1:-1])
+        else:
+            out.append(c)
+    return "".join(out)

@@ -15,27 +15,41 @@ Two kinds of writes, with different rules:
     ``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``) is opened and
     written like a shell's ``>`` would, never replaced; where it is one of
     tfnative's own standard streams, the stream is written at its position;
+  - a regular file we may not write (read-only, another user's) is refused,
+    as a shell's ``>`` would refuse it, never replaced behind its mode;
   - a regular file (or a new one) is replaced atomically: readers see the old
     file or the whole new one; the new file gets the mode ``open()`` would
     give it (an existing file keeps its mode; a new one gets 0666 less the
     umask);
   - nothing else is created, removed or renamed: a missing directory is an
     error, and the temporary file beside the target is removed whatever
-    happens.
+    happens;
+  - a FIFO is waited for until a reader opens it, ``FIFO_WAIT_S`` at most;
+  - every failure (an empty name, a directory, a missing directory, EACCES,
+    EROFS, a full disk or ``/dev/full``, a file that refuses writes like
+    ``/proc/version``), when opening, writing or closing, is one
+    ``TfnativeError``: ``cannot write PATH: why`` (the path shown on one line:
+    ``errors.shown``).
+
+gdb's log (``--gdb-log FILE``) is appended to, by the same rules for links,
+FIFOs and errors (``open_log``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
-from typing import BinaryIO, Iterable, Iterator, List, Optional, Tuple
+import time
+from typing import BinaryIO, Iterable, Iterator, List, NoReturn, Optional, TextIO, Tuple
 
-from .errors import InputError, TfnativeError
+from .errors import InputError, TfnativeError, shown
 
 STDOUT = "-"
 _MAX_LINKS = 40  # the kernel's own limit on a chain of symbolic links (ELOOP)
+FIFO_WAIT_S = 30.0  # how long an output FIFO may wait for its reader
 
 
 def cache_dir() -> str:
@@ -95,7 +109,100 @@ def _resolve(path: str) -> Tuple[str, bool]:
         except OSError:
             return current, False  # not a link (or missing): the path itself
         current = os.path.normpath(os.path.join(os.path.dirname(current), target))
-    raise TfnativeError("cannot write %s: too many levels of symbolic links" % path)
+    raise TfnativeError("cannot write %s: too many levels of symbolic links" % shown(path))
+
+
+def output_error(path: str, exc: OSError) -> TfnativeError:
+    """``cannot write PATH: why`` for an ``OSError`` met writing the output ``path``."""
+    where = "standard output" if is_stdout(path) else shown(path)
+    return TfnativeError("cannot write %s: %s" % (where, exc.strerror or exc))
+
+
+def _fail(path: str, exc: OSError) -> NoReturn:
+    raise output_error(path, exc) from None
+
+
+def check_output_name(path: str) -> None:
+    """An output's name must name something: an empty one is an error (not the current directory, not stdout)."""
+    if not path:
+        raise TfnativeError("cannot write '': an output needs a file name (or - for standard output)")
+
+
+def check_output(path: str) -> None:
+    """Whether ``path`` can be written, asked before the work that makes the output (a session, a snapshot):
+    the errors ``open_output`` would give at the end for an empty name, a directory, a missing directory, a
+    read-only file or directory, said at once.  Nothing is opened or created: what only a write can tell
+    (``/dev/full``, a full disk) is still said when writing."""
+    check_output_name(path)
+    if is_stdout(path):
+        return
+    final, magic = _resolve(path)
+    try:
+        st = os.stat(final)
+    except FileNotFoundError:
+        directory = os.path.dirname(final) or "."
+        if not os.path.isdir(directory):
+            raise TfnativeError("cannot write %s: no such directory: %s" % (shown(path), shown(directory)))
+        if not os.access(directory, os.W_OK | os.X_OK):
+            _fail(path, OSError(errno.EACCES, os.strerror(errno.EACCES)))
+        return
+    except OSError as exc:
+        _fail(path, exc)
+    if stat.S_ISDIR(st.st_mode):
+        _fail(path, OSError(errno.EISDIR, os.strerror(errno.EISDIR)))
+    if not magic and not os.access(final, os.W_OK):
+        _fail(path, OSError(errno.EACCES, os.strerror(errno.EACCES)))
+
+
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _open_fd(path: str, flags: int) -> int:
+    """``os.open`` for writing, but a FIFO with no reader is waited for ``FIFO_WAIT_S`` at most, not forever."""
+    deadline = time.monotonic() + FIFO_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO or not _is_fifo(path):  # ENXIO of a socket (/dev/stdout): at once
+                _fail(path, exc)
+            if time.monotonic() > deadline:
+                raise TfnativeError("cannot write %s: no process opened the FIFO for reading within %.0f s"
+                                    % (shown(path), FIFO_WAIT_S)) from None
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)  # writes wait for a slow reader, as a shell's '>' would
+        return fd
+
+
+def open_log(path: str) -> TextIO:
+    """gdb's log (``--gdb-log FILE``), opened to append; ``cannot write PATH: why`` where it cannot be.
+
+    A directory, a missing directory, EACCES, EROFS, a FIFO nobody reads: all
+    refused here, before gdb starts.  A full disk (``/dev/full``) is found by
+    the first line, written here at once.
+    """
+    check_output_name(path)
+    fd = _open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
+        f = os.fdopen(fd, "a", encoding="utf-8", errors="replace")
+    except OSError as exc:
+        os.close(fd)
+        _fail(path, exc)
+    try:
+        f.write("%.3f -- tfnative: gdb's MI conversation\n" % time.monotonic())
+        f.flush()
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            f.close()
+        _fail(path, exc)
+    return f
 
 
 def _same_file(fd: int, other: int) -> bool:
@@ -114,10 +221,16 @@ def open_output(path: str) -> Iterator[BinaryIO]:
     ``with`` block ends without an exception; otherwise the old file is left
     as it was.  Errors are ``TfnativeError`` naming the path.
     """
+    check_output_name(path)
     if is_stdout(path):
-        sys.stdout.flush()
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
+        try:
+            sys.stdout.flush()
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise  # the reader is gone: run_command ends quietly
+        except OSError as exc:
+            _fail(path, exc)
         return
     final, magic = _resolve(path)
     try:
@@ -125,41 +238,50 @@ def open_output(path: str) -> Iterator[BinaryIO]:
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
+        _fail(path, exc)
     if magic or (st is not None and not stat.S_ISREG(st.st_mode)):
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            _fail(path, OSError(errno.EISDIR, os.strerror(errno.EISDIR)))
         with _open_special(path) as stream:
             yield stream
         return
+    if st is not None and not os.access(final, os.W_OK):  # a read-only file: refused, as a shell's '>' would
+        _fail(path, OSError(errno.EACCES, os.strerror(errno.EACCES)))
     if st is None and not os.path.isdir(os.path.dirname(final) or "."):
-        raise TfnativeError("cannot write %s: no such directory: %s" % (path, os.path.dirname(final)))
+        raise TfnativeError("cannot write %s: no such directory: %s" % (shown(path), shown(os.path.dirname(final))))
     with _replace(path, final, st) as stream:
         yield stream
 
 
 @contextlib.contextmanager
 def _open_special(path: str) -> Iterator[BinaryIO]:
-    """Open a FIFO, device or magic link for writing, as a shell's ``>`` would; write our own stream in place."""
+    """Open a FIFO, device or magic link for writing, as a shell's ``>`` would; write our own stream in place.
+
+    An ``OSError`` writing or closing it (``/dev/full``: ENOSPC; ``/proc/version``: EIO) is ``cannot write
+    PATH``; a reader that went away (EPIPE) stays a ``BrokenPipeError``, for ``run_command``."""
+    fd = _open_fd(path, os.O_WRONLY | os.O_CREAT)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
-    for stream in (sys.stdout, sys.stderr):
-        if _same_file(fd, stream.fileno()):
-            # /dev/stdout while stdout is redirected to a file: write at the stream's position, after
-            # what tfnative printed there already, instead of truncating it.
+        for stream in (sys.stdout, sys.stderr):
+            if _same_file(fd, stream.fileno()):
+                # /dev/stdout while stdout is redirected to a file: write at the stream's position, after
+                # what tfnative printed there already, instead of truncating it.
+                os.close(fd)
+                stream.flush()
+                yield stream.buffer
+                stream.buffer.flush()
+                return
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.ftruncate(fd, 0)  # a regular file reached through /proc/PID/fd/N: as the shell's '>'
+        except OSError:
             os.close(fd)
-            stream.flush()
-            yield stream.buffer
-            stream.buffer.flush()
-            return
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.ftruncate(fd, 0)  # a regular file reached through /proc/PID/fd/N: as the shell's '>'
+            raise
+        with os.fdopen(fd, "wb") as f:
+            yield f
+    except BrokenPipeError:
+        raise
     except OSError as exc:
-        os.close(fd)
-        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
-    with os.fdopen(fd, "wb") as f:
-        yield f
+        _fail(path, exc)
 
 
 @contextlib.contextmanager
@@ -171,7 +293,7 @@ def _replace(path: str, final: str, st: Optional[os.stat_result]) -> Iterator[Bi
 
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(final) + ".", suffix=".tfnative-tmp", dir=directory)
     except OSError as exc:
-        raise TfnativeError("cannot write %s: %s" % (path, exc.strerror))
+        _fail(path, exc)
     try:
         if st is not None:
             mode = stat.S_IMODE(st.st_mode)
@@ -191,7 +313,7 @@ def _replace(path: str, final: str, st: Optional[os.stat_result]) -> Iterator[Bi
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise TfnativeError("cannot write %s: %s" % (path, exc.strerror or exc))
+            _fail(path, exc)
         raise
 
 

@@ -46,6 +46,7 @@ class ReplayGdb:
         self.at = 0
         self.sent: List[str] = []  # the commands replayed, in order
         self.console: Deque[str] = collections.deque(maxlen=400)
+        self.said = 0  # as Gdb.said: how many lines ``console`` ever had
         self.dead = False
         self.pid = pid
 
@@ -69,9 +70,14 @@ class ReplayGdb:
                 result = rec
             elif isinstance(rec.get("payload"), str):
                 self.console.append(rec["payload"])
+                self.said += 1
         if result is None:
             raise TranscriptMismatch("step %d: gdb never answered %r in the recorded session" % (self.at - 1, cmd))
         return result_payload(result)
+
+    def said_since(self, mark: int) -> List[str]:
+        n = min(self.said - mark, len(self.console))
+        return list(self.console)[len(self.console) - n:] if n > 0 else []
 
     def console_command(self, text: str, timeout: float = 60.0) -> Dict[str, Any]:
         return self.command("-interpreter-exec console %s" % mi_quote(text), timeout)

@@ -23,6 +23,8 @@ def reader() -> Gdb:
     gdb._results = {}
     gdb._events = collections.deque()
     gdb.console = collections.deque(maxlen=400)
+    gdb._running = set()
+    gdb.said = 0
     return gdb
 
 

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from typing import Optional, TextIO
 
-from ..errors import GdbDied, GdbError
+from ..errors import GdbDied, GdbError, TfnativeError, shown
 from ..files import open_output
 from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
@@ -55,7 +55,10 @@ def write_core(gdb: Gdb, loader: Optional[SymbolLoader], path: str, err: TextIO,
             with open(staged, "rb") as src, open_output(path) as out:
                 shutil.copyfileobj(src, out, 1 << 20)
         except OSError as exc:
-            err.write("tfnative: warning: cannot write the core to %s: %s\n" % (path, exc.strerror or exc))
+            err.write("tfnative: warning: cannot write the core to %s: %s\n" % (shown(path), exc.strerror or exc))
+            return None
+        except TfnativeError as exc:  # open_output's own line: "cannot write PATH: why"
+            err.write("tfnative: warning: %s\n" % shown(str(exc)))
             return None
         return path
     except GdbDied:

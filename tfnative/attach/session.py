@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -41,7 +42,7 @@ from ..errors import GdbDied, GdbError, Interrupted, SignalGuard, TfnativeError
 from ..gdb import ops as tfops
 from ..gdb.breakpoints import Breakpoints
 from ..gdb.control import CAPTURE_TIMEOUT, FATAL_SIGNALS, gdb_tail, setup_signals, source_paths, start_gdb
-from ..gdb.mi import Gdb
+from ..gdb.mi import RESUME_FAILED, Gdb
 from ..gdb.symbols import QUIET_S, WATCH_S, SymbolLoader
 from ..output import report, verdict
 from ..snapshot.process import argv_of
@@ -202,6 +203,7 @@ class Session:
                 target.gdb_died(printer, sorted(self.bps.traps))
                 raise TfnativeError("gdb exited unexpectedly%s" % gdb_tail(gdb), exit_code=3)
             except BaseException:
+                self._end_stopped_script()
                 target.setup_failed()
                 raise
             finally:
@@ -238,6 +240,13 @@ class Session:
         if not self.target.owned:
             self._say_attached()
         self._resume()
+
+    def _end_stopped_script(self) -> None:
+        """A session that failed with our script stopped under gdb (a breakpoint gdb refused): gdb ends it,
+        and reaps it as its tracer, rather than leave a traced, stopped process for our kill to wait on."""
+        if self.target.owned and not self.running and not self.gdb.dead:
+            with contextlib.suppress(TfnativeError):
+                self.gdb.console_command("kill", timeout=10)
 
     def _listen(self) -> Optional[sessionsock.Server]:
         """Answer ``tfnative stack --pid`` for the target from now on (``sessionsock.py``)."""
@@ -388,7 +397,32 @@ class Session:
         self.target.let_go(self.gdb)
         return Next.END
 
+    def on_resume_failed(self, payload: Dict[str, Any]) -> Next:
+        """gdb answered a resume, then failed it (``mi.RESUME_FAILED``).
+
+        A process dying under a fatal signal ("No such process"): its exit record follows.  A breakpoint gdb
+        cannot insert (``--break '*0'``, an address nothing is mapped at): the target stays stopped and no
+        stop record will come; the session ends with one line naming the location (the script is ended, a
+        ``--pid`` process let go, as for any error)."""
+        msg = str(payload.get("msg") or "")
+        if "No such process" in msg:
+            return Next.WAIT
+        self.running = False
+        lines = [str(ln).strip() for ln in payload.get("lines") or [] if str(ln).strip()]
+        text = " ".join(lines)
+        numbers = re.findall(r"Cannot insert breakpoint (-?\d+)", text)
+        reasons = [ln for ln in lines if not re.match(r"(Warning:|Cannot insert breakpoint|Command aborted)", ln)
+                   and not ln.startswith("gdb, after answering")]
+        why = reasons[-1].rstrip(".") if reasons else msg
+        locs = [loc.text for loc in (self.bps.location_of(n) for n in numbers) if loc is not None]
+        if locs:
+            raise TfnativeError("breakpoint %s: gdb cannot insert it: %s" % (", ".join(locs), why))
+        if numbers:
+            raise TfnativeError("gdb cannot insert its breakpoint %s: %s" % (numbers[0], why))
+        raise TfnativeError("gdb could not resume process %d: %s" % (self.target.pid, msg))
+
     RECORDS: Dict[str, Callable[[Session, Dict[str, Any]], Next]] = {
+        RESUME_FAILED: on_resume_failed,
         SNAPSHOT_REQUEST: on_snapshot_request,
         LET_GO_REQUEST: on_let_go,
         STACK_REQUEST: on_stack_request,

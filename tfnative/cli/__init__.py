@@ -43,6 +43,10 @@ class _Commands(click.Group):
             module, attr = COMMANDS[cmd_name]
             command = getattr(importlib.import_module("." + module, __name__), attr)
             self.add_command(command, cmd_name)
+        if command is not None:
+            from .util import guard_params  # no empty strings, no NaN or infinite numbers, for every command
+
+            guard_params(command)
         return command
 
 

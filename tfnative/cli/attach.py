@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import click
 
-from ..errors import TfnativeError
+from ..errors import TfnativeError, shown
 from ..files import is_stdout, write_output
 from .util import gdb_options, job_options, run_command
 
@@ -120,9 +120,12 @@ def options_of(kw: Dict[str, Any]) -> AttachOptions:
     if kw.get("core"):
         click.echo("tfnative: note: attach --core FILE is now --save-core FILE (--core reads a core: report --core, "
                    "tfnative core)", err=True)
-    for text in list(breaks) + list(source_dirs) + list(break_ops):
-        if "\n" in text or "\r" in text:
-            raise TfnativeError("no newlines in --break, --break-op or --source-dir values: %r" % text)
+    for option, values in (("--break", breaks), ("--break-op", break_ops), ("--source-dir", source_dirs)):
+        for text in values:
+            if not text.isprintable():
+                raise TfnativeError("%s %s: no newlines or other control characters in it" % (option, shown(text)))
+            if not text.strip():
+                raise TfnativeError("%s needs a value: %r is blank" % (option, text))
     for loc in breaks:
         if re.search(r"\.pyw?:\d+$", loc):
             raise TfnativeError("--break %s is a Python line; --break takes native locations (a C/C++ function, "
@@ -249,7 +252,7 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
 
             code = run_core_report(core_path, kw.get("script"), sysroot, output)
             if not is_stdout(output):
-                click.echo("tfnative: report written to %s" % output, err=True)
+                click.echo("tfnative: report written to %s" % shown(output), err=True)
             return code
 
         from ..attach.session import run_attach
@@ -265,7 +268,7 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
                                   bugreport.library_verdicts(opts.python), code)
         write_output(output, text.encode())
         if not is_stdout(output):
-            click.echo("tfnative: report written to %s" % output, err=True)
+            click.echo("tfnative: report written to %s" % shown(output), err=True)
         return code
 
     _run(go)

@@ -91,6 +91,8 @@ def doctor_cmd(paths: Tuple[str, ...], python: str, every: bool, source_dirs: Tu
                 raise TfnativeError("%s: no such file" % p)
             if os.path.isdir(p):
                 raise TfnativeError("%s is a directory: pass shared objects" % p)
+            if not os.path.isfile(p):  # a FIFO would block the read, a device is no ELF file
+                raise TfnativeError("%s is not a regular file: pass shared objects" % p)
         reports = [doctor_mod.inspect(p, list(source_dirs)) for p in targets]
         if as_json:
             click.echo(json.dumps([r.to_json() for r in reports], indent=2))

@@ -1,7 +1,8 @@
 """What every tfnative command shares: the error contract and gdb's options.
 
 A command's body runs under ``run_command``: a ``TfnativeError`` becomes one
-line on stderr and its exit status, Ctrl-C exits 130, a reader that closed
+line on stderr (a newline or other control character in it, from a file name, escaped: ``errors.shown``)
+and its exit status, Ctrl-C exits 130, a reader that closed
 standard output (``tfnative merge ... | head``) ends the command quietly with
 141 (128 + SIGPIPE, what a shell shows for ``cat`` there), and any other exception
 one line naming it (the traceback only with ``TFNATIVE_DEBUG=1``).  The
@@ -11,13 +12,14 @@ imports them back.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any, Callable, Optional
 
 import click
 
-from ..errors import TfnativeError
+from ..errors import TfnativeError, shown
 
 
 def run_command(fn: Callable[[], Optional[int]]) -> None:
@@ -25,7 +27,7 @@ def run_command(fn: Callable[[], Optional[int]]) -> None:
     try:
         code = fn()
     except TfnativeError as exc:
-        click.echo("tfnative: error: %s" % exc, err=True)
+        click.echo("tfnative: error: %s" % shown(str(exc)), err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("tfnative: interrupted", err=True)
@@ -39,9 +41,59 @@ def run_command(fn: Callable[[], Optional[int]]) -> None:
         if os.environ.get("TFNATIVE_DEBUG"):
             raise
         click.echo("tfnative: internal error: %s: %s (set TFNATIVE_DEBUG=1 for a traceback)"
-                   % (type(exc).__name__, exc), err=True)
+                   % (type(exc).__name__, shown(str(exc))), err=True)
         sys.exit(70)
     sys.exit(code or 0)
+
+
+# The options naming a file a command writes when it ends (``files.open_output``), by their parameter names.
+OUTPUTS = frozenset({"json_path", "html_path", "speedscope_path", "output", "documents", "save_core"})
+
+
+def guard_params(command: click.Command) -> click.Command:
+    """Refuse, for every value of every option and argument of ``command``, what no option of tfnative means:
+
+    - an empty string (``--json ''``, ``--break ''``, ``--gdb-log ''``, an empty FILE): a usage error naming
+      the option, where it would otherwise be taken for "not given" or for the current directory;
+    - a number that is not finite (``--timeout nan``, ``--timeout inf``, ``--interval nan``): a usage error
+      (the ranges of each option, ``FloatRange``, refuse the negative ones).
+
+    And the outputs a command writes at its end (``OUTPUTS``: ``--json``, ``--html``, ``-o``...) are checked
+    before it starts (``files.check_output``): a missing directory, a directory, a read-only file is one line
+    at once, not after a whole session.
+
+    The script's own arguments (``attach SCRIPT ARGS``) are the script's: they pass as they are.  The group
+    (``cli/__init__.py``) puts every command it loads under this guard: one place for all of them.
+    """
+    if getattr(command, "_tfnative_guarded", False):
+        return command
+    for param in command.params:
+        if param.type is click.UNPROCESSED or (isinstance(param, click.Option) and (param.is_flag or param.count)):
+            continue
+        param.callback = _checked(param.callback)
+    setattr(command, "_tfnative_guarded", True)  # noqa: B010 - an attribute of click's object, not ours
+    return command
+
+
+def _checked(callback: Optional[Callable[..., Any]]) -> Callable[..., Any]:
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        for one in value if isinstance(value, tuple) else (value,):
+            if isinstance(one, str) and one == "":
+                what = param.metavar or (param.name or "a value").upper()
+                raise click.BadParameter("an empty value: give %s" % what, ctx, param)
+            if isinstance(one, float) and not math.isfinite(one):
+                raise click.BadParameter("%s is not a finite number" % one, ctx, param)
+        value = callback(ctx, param, value) if callback is not None else value
+        if param.name in OUTPUTS and isinstance(value, str):
+            from ..files import check_output
+
+            try:
+                check_output(value)
+            except TfnativeError as exc:  # not a usage error: the line a failed write gives, said early
+                click.echo("tfnative: error: %s" % shown(str(exc)), err=True)
+                ctx.exit(exc.exit_code)
+        return value
+    return check
 
 
 def gdb_options(fn: Callable[..., Any]) -> Callable[..., Any]:

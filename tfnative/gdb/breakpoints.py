@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
-from ..errors import GdbDied, GdbError
+from ..errors import GdbDied, GdbError, TfnativeError, shown
 from .mi import Gdb, mi_quote
 
 CodeRows = List[Tuple[int, int, str]]  # (start, end, path) of a process's executable file mappings
@@ -63,13 +63,23 @@ class Breakpoints:
         """A pending (``-f``) gdb breakpoint for each location."""
         for text in locations:
             loc = self.locations.setdefault(text, Location(text))
+            mark = gdb.said
             try:
                 res = gdb.command(self._insert(loc, mi_quote(text)), timeout=timeout)
             except GdbError as exc:
-                err.write("tfnative: warning: cannot set breakpoint %s: %s\n" % (text, exc))
+                if self._users(loc):
+                    raise TfnativeError("--break %s: gdb cannot set this breakpoint: %s" % (shown(text), exc))
+                err.write("tfnative: warning: cannot set breakpoint %s: %s\n" % (shown(text), shown(str(exc))))
                 loc.error = str(exc)
                 continue
             bp = res.get("bkpt") or {}
+            if self._users(loc) and bp.get("pending"):
+                # Pending: a function or file no library defines yet, unless gdb said the text is no location
+                # at all (``$(touch x)``: a convenience variable, which no library load will ever define).
+                said = [ln.strip() for ln in gdb.said_since(mark) if ln.startswith("Undefined convenience")]
+                if said:
+                    raise TfnativeError("--break %s: not a location gdb can resolve: %s"
+                                        % (shown(text), said[-1].rstrip(".")))
             self._add(loc, str(bp.get("number") or res.get("number")))  # -tfnative-break-op: top level
             self.note(bp)
             if res.get("pending") == "0":
@@ -115,10 +125,17 @@ class Breakpoints:
         return off
 
     @staticmethod
+    def _users(loc: Location) -> bool:
+        """A location the user gave with ``--break`` (not an op's dispatch point)."""
+        return not loc.internal and not loc.op_types and not loc.op
+
+    @staticmethod
     def _insert(loc: Location, spec: str) -> str:
+        """The MI command for a breakpoint at ``spec`` (an MI c-string).  A location beginning with ``-`` comes
+        after ``--``, which ends the options: a location, never one of ``-break-insert``'s options."""
         if loc.op_types:
             return "-tfnative-break-op %s %s" % (spec, " ".join(mi_quote(t) for t in loc.op_types))
-        return "-break-insert -f %s" % spec
+        return "-break-insert -f %s%s" % ("-- " if spec.startswith('"-') else "", spec)
 
     def add_op(self, text: str, internal: bool = False, op_types: Optional[List[str]] = None) -> Location:
         """A location for ``--break-op``: the op location (``op TYPE``) or an internal dispatch location."""

@@ -14,19 +14,23 @@ it attached to, outlives us just long enough to detach from it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, TextIO
 
-from ..errors import GdbDied, GdbError, TfnativeError
+from ..errors import GdbDied, GdbError, TfnativeError, shown
+from ..files import open_log
 
 PR_SET_PDEATHSIG = 1
 WATCH_S = 0.05  # how often ``Gdb.watch`` is called while an answer is waited for
+RESUME_FAILED = "tfnative-resume-failed"  # the event queued when gdb fails a resume it answered ^running to
 _libc = None
 
 
@@ -102,26 +106,36 @@ class Gdb:
         for cmd in early:
             argv += ["-iex", cmd]
         self.argv = argv
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=end_with_parent if die_with_parent else None,
-            close_fds=True,
-            cwd=cwd,
-        )
+        # The log first: a log that cannot be written is one error line before gdb starts (``files.open_log``).
+        self._log: Optional[TextIO] = open_log(debug_log) if debug_log is not None else None
+        self.log_path = debug_log
+        self.log_error: Optional[str] = None  # why the log stopped, where it could not be written any more
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=end_with_parent if die_with_parent else None,
+                close_fds=True,
+                cwd=cwd,
+            )
+        except BaseException:
+            if self._log is not None:
+                self._log.close()
+            raise
         self._token = 0
         self._lock = threading.Condition()
         self._results: Dict[int, Dict[str, Any]] = {}
+        self._running: Set[int] = set()  # the command answered ``^running`` last (a late ``^error`` may follow)
         self._events: Deque[Dict[str, Any]] = collections.deque()
         self.console: Deque[str] = collections.deque(maxlen=400)
+        self.said = 0  # how many lines ``console`` ever had (``said_since``)
         self.dead = False
         # Called every WATCH_S while a command's answer or an event is waited for; it raises to end the wait
         # (``control.watch_target``: the target exited, and gdb may never answer).
         self.watch: Optional[Callable[[], None]] = None
-        self._log = open(debug_log, "a") if debug_log else None
         self._reader = threading.Thread(target=self._read_loop, name="gdb-mi-reader", daemon=True)
         self._reader.start()
         self._stderr = threading.Thread(target=self._drain_stderr, daemon=True)
@@ -138,9 +152,7 @@ class Gdb:
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             if not line or line == "(gdb) ":
                 continue
-            if self._log:
-                self._log.write("%.3f <- %s\n" % (time.monotonic(), line[:2000]))
-                self._log.flush()
+            self._write_log("%.3f <- %s\n" % (time.monotonic(), line[:2000]))
             self._take(line)
         with self._lock:
             self.dead = True
@@ -152,25 +164,64 @@ class Gdb:
         with self._lock:
             if rec.get("type") == "result" and rec.get("token") is not None:
                 token = int(rec["token"])
-                if token in self._results:
+                if token in self._results or token in self._running:
                     # A second record for one command: gdb answered ``-exec-continue`` with ``^running``,
                     # then failed to resume a thread of a process that is dying (``^error,msg="Couldn't get
-                    # registers: No such process."``).  The first is the answer; the program's end follows.
-                    self.console.append("gdb, after answering command %d: %s\n" % (
-                        token, (rec.get("payload") or {}).get("msg", rec.get("message"))))
+                    # registers: No such process."``: the program's end follows), or could not put a
+                    # breakpoint in (``Cannot insert breakpoint N`` / ``Cannot access memory at address 0x0``,
+                    # then ``^error,msg="Command aborted."``: the target stays stopped and no ``*stopped``
+                    # follows).  The first is the answer; the error is queued as a ``RESUME_FAILED`` event
+                    # with gdb's last lines, for whoever waits for the target.
+                    msg = (rec.get("payload") or {}).get("msg", rec.get("message"))
+                    if rec.get("message") == "error" and token in self._running:
+                        self._events.append({"type": "notify", "message": RESUME_FAILED,
+                                             "payload": {"msg": msg, "lines": list(self.console)[-8:]}})
+                    self._running.discard(token)
+                    self._say("gdb, after answering command %d: %s\n" % (token, msg))
                 else:
                     self._results[token] = rec
+                    if rec.get("message") == "running":
+                        self._running = {token}  # only the latest resume can still fail
             elif rec.get("type") in ("console", "log", "output", "target"):
                 if isinstance(rec.get("payload"), str):
-                    self.console.append(rec["payload"])
+                    self._say(rec["payload"])
             elif rec.get("type") == "notify":
                 self._events.append(rec)
             self._lock.notify_all()
 
+    def _say(self, text: str) -> None:
+        """One line of gdb's console, log or stderr text (the lock held)."""
+        self.console.append(text)
+        self.said += 1
+
+    def said_since(self, mark: int) -> List[str]:
+        """gdb's console and log lines since ``said`` was ``mark`` (the last 400 at most): what gdb said
+        about the commands sent since then, while the target was stopped."""
+        with self._lock:
+            n = min(self.said - mark, len(self.console))
+            return list(self.console)[len(self.console) - n:] if n > 0 else []
+
+    def _write_log(self, text: str) -> None:
+        """One line to ``--gdb-log``; a log that can no longer be written (a disk that filled up) stops, and
+        ``log_error`` says why (a warning when gdb is closed): the session goes on without it."""
+        log = self._log
+        if log is None:
+            return
+        try:
+            log.write(text)
+            log.flush()
+        except (OSError, ValueError) as exc:  # ValueError: closed meanwhile by ``close``
+            self._log = None
+            self.log_error = getattr(exc, "strerror", None) or str(exc)
+            with contextlib.suppress(OSError, ValueError):
+                log.close()
+
     def _drain_stderr(self) -> None:
         assert self.proc.stderr is not None
         for raw in self.proc.stderr:
-            self.console.append(raw.decode("utf-8", "replace"))
+            text = raw.decode("utf-8", "replace")
+            with self._lock:
+                self._say(text)
 
     # -- commands --------------------------------------------------------
     def command(self, cmd: str, timeout: float = 60.0) -> Dict[str, Any]:
@@ -181,9 +232,7 @@ class Gdb:
             self._token += 1
             token = self._token
         line = "%d%s\n" % (token, cmd)
-        if self._log:
-            self._log.write("%.3f -> %s" % (time.monotonic(), line))
-            self._log.flush()
+        self._write_log("%.3f -> %s" % (time.monotonic(), line))
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write(line.encode())
@@ -265,9 +314,13 @@ class Gdb:
                     f.close()
             except OSError:
                 pass
-        if self._log:
-            self._log.close()
-            self._log = None
+        log, self._log = self._log, None
+        if log is not None:
+            with contextlib.suppress(OSError):
+                log.close()
+        if self.log_error is not None and self.log_path is not None:
+            sys.stderr.write("tfnative: warning: gdb's log %s stopped: %s\n" % (shown(self.log_path), self.log_error))
+            self.log_error = None
 
     def kill(self) -> None:
         """SIGKILL gdb (its whole session): the kernel detaches what it traced."""

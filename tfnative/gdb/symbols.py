@@ -152,8 +152,9 @@ class SymbolLoader:
         self.breaks_total = len(breaks)
         # The last identifier of each function breakpoint: in a library that
         # defines the function, it is among the file's bytes (plain or mangled).
-        self.tokens = {re.findall(r"[A-Za-z_][A-Za-z0-9_]*", b.split("(")[0])[-1].encode()
-                       for b in self.breaks if re.search(r"[A-Za-z_]", b)}
+        # A location with no identifier before its '(' (``(x``, ``$(touch f)``) has none.
+        self.tokens = {names[-1].encode() for names in
+                       (re.findall(r"[A-Za-z_][A-Za-z0-9_]*", b.split("(")[0]) for b in self.breaks) if names}
         self.breakpoints = breakpoints
         self.seen: Set[Any] = set()
         self.surrogates: Dict[str, IndexedLibrary] = {}  # big libraries gdb has a surrogate for
