@@ -92,7 +92,7 @@ def run_module(module: str, tests: List[str], max_children: int, show: bool = Fa
             stats = json.load(f)
         results = subprocess.run([mutmut, "results"], cwd=work, env=env, check=True, stdout=subprocess.PIPE,
                                  text=True).stdout
-        survivors = [ln.strip() for ln in results.splitlines() if ln.strip()]
+        survivors = [ln.strip() for ln in results.splitlines() if ln.strip() and not ln.strip().endswith(": timeout")]
         for name in survivors if show else []:
             subprocess.run([mutmut, "show", name.split(":")[0]], cwd=work, env=env, stdout=sys.stderr)
     finally:
