@@ -38,7 +38,7 @@ MODULES: Dict[str, List[str]] = {
     "tfnative/core/linetable.py": ["tests/unit/test_linetable.py", "tests/unit/test_pyframes.py"],
     "tfnative/core/tflog.py": ["tests/unit/test_tflog.py"],
     "tfnative/output/fit.py": ["tests/unit/test_fit.py", "tests/unit/test_text_width.py"],
-    "tfnative/output/merge.py": ["tests/unit/test_merge.py"],
+    "tfnative/output/merge.py": ["tests/unit/test_merge.py", "tests/unit/test_merge_edges.py"],
     "tfnative/output/elide.py": ["tests/unit/test_elide.py"],
 }
 SECTION = re.compile(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n)*", re.M)
