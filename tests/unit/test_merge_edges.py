@@ -103,12 +103,15 @@ def test_the_outlier_says_where_its_rank_runs():
     docs = [doc(10 + i, [th(1, WAIT)], host="n%d" % i) for i in range(3)] + [doc(20, [th(1, ODD)], host="n9")]
     for i, d in enumerate(docs):
         d["scheduler"] = {"kind": "slurm", "rank": i, "job": "12", "step": 0}
-    lines = merge.text_lines(merge.build_tree(typed(docs)))
-    assert lines[0] == "4 processes, 4 threads: rank:0-3"
-    odd = [ln for ln in lines if "OUTLIER" in ln]
-    assert odd == ["  [py] main at /app/train.py:28  <-- your code   [rank:3] (1 thread)   <== OUTLIER: rank 3 on node "
-                   "n9 (slurm job 12, step 0), pid 20"]
-    assert "  [py] main at /app/train.py:30  <-- your code   [rank:0-2] (3 threads)" in lines
+    assert merge.text_lines(merge.build_tree(typed(docs))) == [
+        "4 processes, 4 threads: rank:0-3",
+        "  [py] main at /app/train.py:30  <-- your code   [rank:0-2] (3 threads)",
+        "    [py] step at /app/train.py:20  <-- your code   [rank:0-2] (3 threads)",
+        "      futex_wait in libc.so.6   [rank:0-2] (3 threads)",
+        "  [py] main at /app/train.py:28  <-- your code   [rank:3] (1 thread)   <== OUTLIER: rank 3 on node n9 "
+        "(slurm job 12, step 0), pid 20",
+        "    [py] load at /app/train.py:9  <-- your code   [rank:3] (1 thread)",  # one member, no outlier: no words
+        "      poll in libc.so.6   [rank:3] (1 thread)"]
 
 
 def test_where_in_words():
@@ -127,3 +130,14 @@ def test_an_outlier_of_several_members_is_not_named():
         d["scheduler"] = {"kind": "slurm", "rank": i, "job": "1"}
     odd = [ln for ln in merge.text_lines(merge.build_tree(typed(docs))) if "OUTLIER" in ln]
     assert odd == ["  [py] main at /app/train.py:28  <-- your code   [rank:3-4] (2 threads)   <== OUTLIER"]
+
+
+def test_folded_all_threads_and_semicolons_in_names():
+    frames = [nat("epoll_wait"), py("run", 3, file="/app/a;b.py")]
+    docs = typed([doc(1, [th(1, WAIT), th(2, [nat("epoll_wait")])]), doc(2, [th(1, frames)])])
+    assert sorted(merge.folded_lines(docs)) == [
+        "[py] main at /app/train.py:30  <-- your code;[py] step at /app/train.py:20  <-- your code;"
+        "futex_wait in libc.so.6 1",
+        "[py] run at /app/a,b.py:3  <-- your code;epoll_wait in libc.so.6 1"]  # ";" separates frames only
+    assert "epoll_wait in libc.so.6 1" in merge.folded_lines(docs, all_threads=True)
+    assert len(merge.folded_lines(docs, all_threads=True)) == 3
