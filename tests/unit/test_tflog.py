@@ -240,7 +240,7 @@ def test_pointer_budget_counts_only_words_that_could_point_at_a_message():
 
     real = HEAP + 0x100
     followable = [UNMAPPED + 8 * k for k in range(MAX_POINTERS - 1)]
-    decoys = [STACK, STACK + 8, STACK + 0xFFF8, HEAP + 3, 0x8000, 0xFFF8, USER_SPACE_END, USER_SPACE_END + 8,
+    decoys = [STACK, STACK + 8, STACK + 0xFFF8, UNMAPPED + 3, 0x8000, 0xFFF8, USER_SPACE_END, USER_SPACE_END + 8,
               (1 << 64) - 8, UNMAPPED, UNMAPPED + 8]
     mem = _budget_memory(decoys + followable + [real])
     assert fatal_line(mem.read, STACK) == WHERE + "Check failed: budget"
@@ -290,3 +290,10 @@ def test_below_the_stack_pointer_ends_at_it():
     cut = TSL_LINE.index(b"(1 vs")
     _put(mem, sp - cut, TSL_LINE)
     assert fatal_line(mem.read, sp) == "tensorflow/core/framework/tensor_shape.cc:357] Check failed: d < dims()"
+    # and it starts 32 KiB below, mid-page: the first (partial) page is read too
+    from tfnative.core.tflog import BELOW_SP_BYTES
+
+    _put(mem, sp - cut, b"\x00" * len(TSL_LINE))
+    _put(mem, sp - BELOW_SP_BYTES + 0x10, TSL_LINE)
+    assert fatal_line(mem.read, sp) == (
+        "tensorflow/core/framework/tensor_shape.cc:357] Check failed: d < dims() (1 vs. 0)")
