@@ -190,3 +190,34 @@ def test_terminal_width_default_floor_and_columns(monkeypatch):
         finally:
             os.close(master)
             os.close(slave)
+
+
+def test_more_edges_of_names_and_paths():
+    # capital X is no bracket; a template's nesting is counted, not just noted
+    assert fit.cut_name("Xa::Xb::Xc::m()", 12) == "...Xc::m()"
+    assert fit.cut_name("ns::A<B<c>>::f()", 15) == "...A<B<c>>::f()"
+    # a doubled slash: the cut is at the slash after it
+    assert fit.cut_path("/aaaa//b/cc.py", 11) == ".../b/cc.py"
+    assert fit.cut_path("/aaaaaaa//cc.py", 9) == ".../cc.py"
+    assert fit.cut_line("x" * 50, 50) == "x" * 50  # exactly the width, no mark
+    assert fit.cut_line("abcdef", 3) == "..."  # no room for any of the line
+    assert fit.cut_line("a" * 30 + "XXXX", 20) == "a" * 17 + "..."  # no mark given: none kept
+
+
+@pytest.mark.parametrize("name,compact,params", [
+    ("operator<<(Foo<int> const&) const", "operator<<(Foo<...> const&) const", "operator<<(...) const"),
+    ("bool operator<(A<int> const&)", "bool operator<(A<...> const&)", "bool operator<(...)"),
+    ("Foo::operator()<int>(int)", "Foo::operator()<...>(int)", "Foo::operator()<...>(...)"),
+    ("Foo::operator<", "Foo::operator<", "Foo::operator<"),  # an operator at the very end
+    ("Xf(int)", "Xf(int)", "Xf(...)"),
+    ("f(int)::{lambda()#1}", "f(int)::{lambda()#1}", "f(int)::{lambda()#1}"),  # a qualifier's parameters stay
+    ("(int, long)", "(int, long)", "(...)"),  # a group at the very start
+])
+def test_compact_cpp_more_operators_and_groups(name, compact, params):
+    assert fit.compact_cpp(name) == compact
+    assert fit.compact_cpp(name, params=True) == params
+
+
+def test_wrap_a_line_exactly_as_wide_and_spaces_that_wrap_away():
+    assert fit.wrap("aaaa; bbbbbbb; cc", 14) == ["aaaa; bbbbbbb;", "    cc"]  # the first line is 14
+    assert fit.wrap("a" * 13 + "; " + " " * 16, 14) == ["a" * 13 + ";"]  # trailing spaces: no line of their own
