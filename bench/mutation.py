@@ -135,7 +135,7 @@ def main() -> None:
         "| module | mutants | killed | survived | no test | score | unit tests |",
         "|---|---|---|---|---|---|---|"] + rows
     if lived:
-        lines += ["", "Surviving mutants (`mutmut show NAME` in a run's copy shows each):", ""]
+        lines += ["", "Surviving mutants (`--show` prints the diff of each; docs/testing.md says why each lives):", ""]
         lines += ["* `%s`" % s for s in lived]
     publish(lines, args.out)
 
