@@ -74,9 +74,11 @@ def test_no_machine_path_in_a_default():
 
 
 def test_benchmarks_carry_the_results_unchanged():
-    """Each bench/results/*.md table is on the benchmark page exactly as the bench script wrote it."""
+    """Each bench/results/*.md table is on the benchmark page exactly as the bench script wrote it (the mutation
+    scores, bench/mutation.py's, on the testing page)."""
     page = hooks.render(open(os.path.join(DOCS, "benchmarks.md")).read())
     assert "<!-- include:" not in page
+    page += hooks.render(open(os.path.join(DOCS, "testing.md")).read())
     for name in sorted(os.listdir(os.path.join(ROOT, "bench", "results"))):
         if not name.endswith(".md"):
             continue

@@ -1,5 +1,10 @@
 """Eliding the middle of deep stacks, and how the text numbers the frames around the cut."""
 
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tfnative.core.model import NativeFrame, PythonFrame, Thread
 from tfnative.output.elide import elide, elided_text
 from tfnative.output.render import thread_block
@@ -58,3 +63,59 @@ def test_source_line_under_the_frame_line():
     first, second = line.split("\n")
     assert first.endswith("tfn_block at block.cc:4 in libblock_g.so [0x10]")
     assert second.strip() == "| usleep(20000);"
+
+
+# The edges: where eliding starts, the default bounds, unnamed frames, at most three names.
+
+def test_one_frame_more_than_inner_plus_outer_plus_one_is_elided():
+    """``inner + outer + 1`` frames stay whole (cutting one frame would say nothing); one more is cut to two."""
+    frames = [_py("f%d" % i, i) for i in range(7)]
+    assert elide(frames, inner=3, outer=3) == frames
+    out = elide(frames + [_py("g", 8)], inner=3, outer=3)
+    assert [f.function for f in out] == ["f0", "f1", "f2", "f3, f4", "f5", "f6", "g"]
+    assert out[3].count == 2 and out[3].functions == ["f3", "f4"]
+
+
+def test_default_bounds_keep_500_frames_at_each_end():
+    frames = [_py("f", i) for i in range(1001)]
+    assert elide(frames) == frames
+    longer = frames + [_py("g", 0)]
+    out = elide(longer)
+    assert len(out) == 1001 and out[500].kind == "elided" and out[500].count == 2
+    assert out[:500] == longer[:500] and out[501:] == longer[-500:]
+
+
+def test_unnamed_frames_are_counted_as_question_marks():
+    frames = [_py("a", 1)] + [NativeFrame(function=None, address="0x1")] * 5 + [_py("b", 1)]
+    marker = elide(frames, inner=1, outer=1)[1]
+    assert marker.functions == ["??"] and elided_text(marker) == "... 5 frames of ??() ..."
+    assert elided_text(type(marker)(count=3)) == "... 3 frames of ??() ..."  # a marker read without names
+
+
+def test_at_most_three_names_most_frequent_first():
+    middle = [_py("d", 1)] + [_py("c", 1)] * 2 + [_py("b", 1)] * 3 + [_py("a", 1)] * 4
+    marker = elide([_py("in", 1)] + middle + [_py("out", 1)], inner=1, outer=1)[1]
+    assert marker.functions == ["a", "b", "c"] and marker.count == 10
+    assert elided_text(marker) == "... 10 frames of a(), b(), c() and others ..."
+
+
+def test_names_that_carry_their_parameters_are_not_given_more():
+    marker = elide([_py("x", 1)] + [_py("operator()(int)", 1)] * 3 + [_py("y", 1)], inner=1, outer=1)[1]
+    assert elided_text(marker) == "... 3 frames of operator()(int) ..."
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 40), st.integers(0, 8), st.integers(0, 8))
+def test_elided_stack_keeps_both_ends_and_counts_the_rest(n, inner, outer):
+    frames = [_py("f%d" % (i % 5), i) for i in range(n)]
+    out = elide(frames, inner=inner, outer=outer)
+    if n <= inner + outer + 1:
+        assert out == frames
+        return
+    assert out[:inner] == frames[:inner] and out[inner + 1:] == frames[n - outer:]
+    marker = out[inner]
+    assert marker.kind == "elided" and marker.count == n - inner - outer
+    middle = Counter(f.function for f in frames[inner:n - outer])
+    assert len(marker.functions) == min(3, len(middle)) and set(marker.functions) <= set(middle)
+    counts = [middle[name] for name in marker.functions]
+    assert counts == sorted(middle.values(), reverse=True)[:len(counts)]  # the commonest, commonest first
