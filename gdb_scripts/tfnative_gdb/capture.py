@@ -31,7 +31,7 @@ from tfnative.core.opkernel import (
     op_of_frame,
 )
 from tfnative.core.pyframes import PythonReader, open_reader
-from tfnative.core.threadnames import registered_names, registry_symbols
+from tfnative.core.threadnames import thread_names
 from tfnative.core.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
 
 MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot/pipeline.py
@@ -242,7 +242,8 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
     # are named from tfnative's index first (as the report names them afterwards, gdb/symbols.py's symbolize).
     maps = _LiveMaps(inferior.pid) if live else None
     seen = [_named_copy(t, maps) for t in out] if maps is not None else out
-    tf_names = _tf_thread_names(inferior, threads, maps) if unnamed_workers(seen) else None
+    tf_names = (thread_names(_InferiorRegistry(inferior, maps), {t.ptid[1]: _pthread_id(t) for t in threads})
+                if unnamed_workers(seen) else None)  # core/threadnames.py
     result.pool = pool_summary(seen, tf_names)
     keep = [t.tid for t in select_threads(seen, which)]
     by_tid = {t.tid: t for t in out}
@@ -307,28 +308,25 @@ def _named_copy(thread: Thread, maps: _LiveMaps) -> Thread:
     return named
 
 
-def _tf_thread_names(inferior: gdb.Inferior, threads: List[gdb.InferiorThread],
-                     maps: Optional[_LiveMaps]) -> Dict[int, str]:
-    """tid -> the name TensorFlow's thread-name registry gives the thread (``core/threadnames.py``)."""
-    addresses: List[int] = []
-    paths = {objfile.filename or "" for objfile in gdb.objfiles()}
-    if maps is not None:
-        paths |= {path for _lo, _hi, path in maps.rows}
-    for path in paths:
-        if not os.path.basename(path).startswith("libtensorflow_framework"):
-            continue
-        try:
-            names = registry_symbols(path)
-        except (OSError, ValueError, ElfError):
-            continue
-        bias = maps.bias_of(path) if maps is not None else None
-        for name, vaddr in names.items():
-            addr = symbol_address(name) or (vaddr + bias if bias is not None else None)
-            if addr and addr not in addresses:
-                addresses.append(addr)
-    if not addresses:
-        return {}
-    return registered_names(GdbMemory(inferior).read, addresses, {t.ptid[1]: _pthread_id(t) for t in threads})
+class _InferiorRegistry(GdbMemory):
+    """The inferior as ``core/threadnames.py`` reads it: its memory, the files gdb loaded and the process maps
+    (their biases from the maps), and gdb's own symbol addresses."""
+
+    def __init__(self, inferior: gdb.Inferior, maps: Optional[_LiveMaps]) -> None:
+        super().__init__(inferior)
+        self.maps = maps
+
+    def files(self) -> Set[str]:
+        paths = {objfile.filename or "" for objfile in gdb.objfiles()}
+        if self.maps is not None:
+            paths |= {path for _lo, _hi, path in self.maps.rows}
+        return paths
+
+    def bias(self, path: str) -> Optional[int]:
+        return self.maps.bias_of(path) if self.maps is not None else None
+
+    def symbol_address(self, name: str) -> Optional[int]:
+        return symbol_address(name)
 
 
 def _threads(inferior: gdb.Inferior, which: str, original: Optional[gdb.InferiorThread],

@@ -77,6 +77,53 @@ def test_the_tracer_is_the_tracing_threads_process():
         child.wait()
 
 
+def test_the_tracer_of_one_thread_is_not_the_process_s():
+    """``TracerPid`` is each thread's own: a thread of a process traced alone (``attach`` seizes each thread)
+    has a tracer that ``tracer(pid, tid)`` gives, the process's first thread none; its thread count is the
+    one ``/proc`` says (``num_threads``)."""
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = (ctypes.c_long, ctypes.c_long, ctypes.c_size_t, ctypes.c_size_t)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        assert procfs.num_threads(child.pid) == 2 == int(procfs.status(child.pid)["Threads"])
+        (other,) = [tid for tid in procfs.tids(child.pid) if tid != child.pid]
+        seen = {}
+        done = threading.Event()
+
+        def trace() -> None:
+            seen["seize"] = libc.ptrace(0x4206, other, 0, 0)  # PTRACE_SEIZE of that thread alone
+            seen["errno"] = ctypes.get_errno()
+            seen["thread"] = procfs.tracer(child.pid, other)
+            seen["process"] = procfs.tracer(child.pid)
+            done.wait(10)  # its end detaches the thread
+
+        t = threading.Thread(target=trace)
+        t.start()
+        try:
+            while "process" not in seen and t.is_alive():
+                time.sleep(0.01)
+            assert seen["seize"] == 0, os.strerror(seen["errno"])
+            assert seen["thread"] == procfs.tracer(child.pid, other) == os.getpid()
+            assert seen["process"] == procfs.tracer(child.pid) == procfs.tracer(child.pid, child.pid) == 0
+        finally:
+            done.set()
+            t.join()
+        deadline = time.monotonic() + 10
+        while procfs.tracer(child.pid, other) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procfs.tracer(child.pid, other) == 0
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(OSError):
+        procfs.tracer(child.pid)  # gone: the caller decides what that means
+
+
 def test_exited_and_kernel_threads():
     """``exited``: a running process has not, a zombie (all its threads zombies) and a gone pid have; a zombie
     leader whose threads live (pthread_exit) has not.  ``kernel_thread``: kthreadd (pid 2), not a process."""

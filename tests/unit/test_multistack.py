@@ -1,4 +1,4 @@
-"""Pure logic of many-process stacks: TF_CONFIG's task, --label, which processes, the snapshot pool's
+"""Pure logic of many-process stacks: --label, which processes, the snapshot pool's
 outcomes, JSON Lines, thread groups and member names.  No process is inspected here."""
 
 import json
@@ -9,18 +9,7 @@ import pytest
 from tfnative.core.model import Document, Thread
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, report, threadgroups
-from tfnative.output.verdict import task_of
 from tfnative.snapshot import many as multistack
-
-
-def test_task_of_tf_config():
-    config = {"cluster": {"worker": ["a:1", "b:2", "c:3"]}, "task": {"type": "worker", "index": 2}}
-    assert task_of(json.dumps(config)) == {"type": "worker", "index": 2}
-    assert task_of(json.dumps({"task": {"type": "chief", "index": "0"}})) == {"type": "chief", "index": 0}
-    assert task_of(json.dumps({"task": {"type": "ps"}})) == {"type": "ps", "index": 0}
-    for bad in (None, "", "not json", "[]", '{"cluster": {}}', '{"task": {"type": 3}}',
-                '{"task": {"type": "worker", "index": "x"}}', '{"task": "worker"}'):
-        assert task_of(bad) is None, bad
 
 
 def test_parse_labels():

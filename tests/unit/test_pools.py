@@ -8,14 +8,17 @@ are ``tfnative stack --all-threads --json`` of ``tests/scripts/tf_hang.py`` (a `
 """
 
 import copy
+import importlib.util
 import json
 import os
 import struct
 
+import pytest
+
 from tfnative.core import executors
 from tfnative.core.executors import INTER_OP, INTRA_OP, OTHER, pool_of, pool_summary
 from tfnative.core.model import Event, Thread
-from tfnative.core.threadnames import read_registry, registered_names
+from tfnative.core.threadnames import read_registry, registered_names, registry_symbols, thread_names
 from tfnative.output import verdict
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -92,6 +95,61 @@ def test_tf218_registry_places_every_worker():
         "name": None, "threads": 2, "busy": [5740], "idle": [5739], "exact": True,
         "pools": {"inter-op": [5740, 5739], "intra-op": [5737, 5738], "other": [5741]}}
     assert d["pool"]["threads"] == 2 and d["pool"]["exact"]  # what the live capture said
+
+
+def _framework():
+    """This venv's ``libtensorflow_framework`` (found without importing TensorFlow), None where absent."""
+    spec = importlib.util.find_spec("tensorflow")
+    for d in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(d, "libtensorflow_framework.so.2")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+class RecordedTarget:
+    """The 2.18 process's recorded memory as ``thread_names`` reads a process (``threadnames.Target``): its
+    mapped files, their biases, the symbol addresses a debugger gives (both as given)."""
+
+    def __init__(self, d, files, biases, symbols):
+        self.read = Recorded(d["registry"]["reads"]).read
+        self._files, self.biases, self.symbols = files, biases, symbols
+
+    def files(self):
+        return self._files
+
+    def bias(self, path):
+        return self.biases.get(path)
+
+    def symbol_address(self, name):
+        return self.symbols.get(name)
+
+
+def test_thread_names_finds_the_registry_by_symbol_or_by_bias():
+    """The one reader that the pipeline (file address + bias) and gdb's capture (gdb's symbol address, else
+    the bias) call: a real libtensorflow_framework's registry symbol, placed where the 2.18 process had it."""
+    framework = _framework()
+    if framework is None:
+        pytest.skip("no libtensorflow_framework in this venv")
+    d = doc("218")
+    pthreads = {int(tid): int(p, 16) for tid, p in d["pthreads"].items()}
+    pointer = int(d["registry"]["pointer"], 16)
+    ((name, vaddr),) = registry_symbols(framework).items()
+    expected = tf218_names(d)
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    by_bias = RecordedTarget(d, [libc, framework], {framework: pointer - vaddr, libc: 0}, {})
+    assert thread_names(by_bias, pthreads) == expected  # the pipeline's way
+    by_symbol = RecordedTarget(d, [framework], {}, {name: pointer})
+    assert thread_names(by_symbol, pthreads) == expected  # gdb's way, without a bias
+    wrong_bias = RecordedTarget(d, [framework], {framework: 0}, {name: pointer})
+    assert thread_names(wrong_bias, pthreads) == expected  # the debugger's address comes first
+    assert thread_names(RecordedTarget(d, [framework], {}, {}), pthreads) == {}  # neither: nothing to read
+    assert thread_names(RecordedTarget(d, [libc], {libc: pointer - vaddr}, {name: pointer}), pthreads) == {}
+    gone = os.path.join(os.path.dirname(framework), "gone", "libtensorflow_framework.so.2")
+    assert thread_names(RecordedTarget(d, [gone], {gone: pointer - vaddr}, {}), pthreads) == {}  # unreadable
+    calls = []
+    assert thread_names(by_bias, pthreads, lambda path: calls.append(path) or {name: vaddr}) == expected
+    assert calls == [framework]  # only TensorFlow's framework library is searched
 
 
 def test_registry_of_another_shape_gives_no_names():

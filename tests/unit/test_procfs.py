@@ -36,7 +36,8 @@ def test_threads_states_and_names():
         assert procfs.comm(os.getpid()) == os.path.basename(sys.executable)[:15]
         assert procfs.tracer(os.getpid()) == 0
         assert procfs.status(os.getpid())["Pid"] == str(os.getpid())
-        assert procfs.num_threads(os.getpid()) == len(procfs.tids(os.getpid()))
+        assert procfs.num_threads(os.getpid()) == len(procfs.tids(os.getpid())) == \
+            int(procfs.status(os.getpid())["Threads"])  # the one count: stat's, as status says it
     finally:
         stop.set()
         t.join()

@@ -5,7 +5,7 @@ messages (1 KiB pieces, refusals) on recorded text."""
 import json
 
 from tfnative.core.model import Document
-from tfnative.core.ranks import cluster_of, describe, scheduler_of
+from tfnative.core.ranks import cluster_of, describe, scheduler_of, task_of, tf_cluster, tf_task
 from tfnative.output import merge
 from tfnative.snapshot import slurm
 
@@ -54,6 +54,56 @@ def test_slurm_wins_over_the_others():
     env = dict(SLURM_ENV, RANK="7", LOCAL_RANK="0", JOB_COMPLETION_INDEX="1")
     assert scheduler_of(env)["kind"] == "slurm"
     assert scheduler_of({}) is None and describe(None) is None
+
+
+TF_CLUSTER = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "chief": ["h:3"]},
+              "task": {"type": "worker", "index": 1}}
+
+
+def test_tf_config_task_chief_worker_and_malformed():
+    assert tf_task(json.dumps(TF_CLUSTER)) == {"type": "worker", "index": 1}
+    assert tf_task(json.dumps({"task": {"type": "chief", "index": "0"}})) == {"type": "chief", "index": 0}
+    assert tf_task(json.dumps({"task": {"type": "ps"}})) == {"type": "ps", "index": 0}  # no index: the first
+    for bad in (None, "", "not json", "[]", '{"cluster": {}}', '{"task": {"type": 3}}', '{"task": {"type": ""}}',
+                '{"task": {"type": "worker", "index": "x"}}', '{"task": "worker"}', '{"task": null}', "{"):
+        assert tf_task(bad) is None, bad
+
+
+def test_tf_config_cluster_chief_worker_and_partial():
+    assert tf_cluster(json.dumps(TF_CLUSTER)) == {"task": "worker:1", "tasks": ["worker:0", "worker:1", "chief:0"]}
+    chief = dict(TF_CLUSTER, task={"type": "chief", "index": 0})
+    assert tf_cluster(json.dumps(chief)) == {"task": "chief:0", "tasks": ["worker:0", "worker:1", "chief:0"]}
+    for bad in (None, "not json", '{"cluster": []}', json.dumps({"cluster": TF_CLUSTER["cluster"]}),  # no task
+                json.dumps({"task": TF_CLUSTER["task"]}),  # no cluster: a task alone
+                json.dumps(dict(TF_CLUSTER, task={"type": "ps"})),  # a task without its index
+                json.dumps(dict(TF_CLUSTER, cluster={"worker": 3}))):
+        assert tf_cluster(bad) is None, bad
+
+
+def test_tf_config_from_the_environment_else_the_program():
+    """The environment's TF_CONFIG (even a malformed one) comes before the one the program set in its own
+    os.environ; TF_CONFIG's cluster before Slurm's or torchrun's, which a malformed one leaves in place."""
+    env = {"TF_CONFIG": json.dumps(TF_CLUSTER)}
+    program = json.dumps(dict(TF_CLUSTER, task={"type": "chief", "index": 0}))
+    assert task_of(env) == {"type": "worker", "index": 1} == task_of(env, program)
+    assert task_of({}, program) == {"type": "chief", "index": 0} and task_of({}) is None
+    assert task_of({"TF_CONFIG": "bad"}, program) is None
+    assert cluster_of({}, program)["task"] == "chief:0" and cluster_of(env, program)["task"] == "worker:1"
+    slurm = dict(SLURM_ENV, SLURM_STEP_NUM_TASKS="3")
+    assert cluster_of(dict(slurm, **env)) == {"task": "worker:1", "tasks": ["worker:0", "worker:1", "chief:0"]}
+    assert cluster_of(dict(slurm, TF_CONFIG="bad"))["source"] == "Slurm"
+    assert cluster_of(dict(slurm, TF_CONFIG="bad"), program)["source"] == "Slurm"
+    torch = {"RANK": "0", "WORLD_SIZE": "2", "TF_CONFIG": '{"task": {"type": "worker", "index": 0}}'}
+    assert cluster_of(torch)["source"] == "torchrun" and task_of(torch) == {"type": "worker", "index": 0}
+
+
+def test_slurm_and_torchrun_cluster_edges():
+    assert cluster_of(dict(SLURM_ENV, SLURM_NTASKS="3"))["tasks"] == ["rank:0", "rank:1", "rank:2"]
+    assert cluster_of(dict(SLURM_ENV, SLURM_STEP_NUM_TASKS="2")) is None  # rank 2 of 2: not a place in it
+    assert cluster_of(dict(SLURM_ENV, SLURM_STEP_NUM_TASKS="x")) is None
+    assert cluster_of({"RANK": "1", "WORLD_SIZE": "x", "LOCAL_RANK": "1"}) is None
+    assert cluster_of({"RANK": "1", "MASTER_ADDR": "h0"}) is None  # torchrun without its world size
+    assert cluster_of({"RANK": "-1", "WORLD_SIZE": "2"}) is None
 
 
 def _doc(pid, rank, frames, task=None):

@@ -229,15 +229,6 @@ def test_unnamed_inter_op_pool():
     assert "(all 4 worker threads of TensorFlow's pools wait for work)" in t["verdict"]
 
 
-def test_cluster_from_tf_config():
-    config = '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "chief": ["h:3"]}, ' \
-             '"task": {"type": "worker", "index": 1}}'
-    assert verdict.cluster(config) == {"task": "worker:1", "tasks": ["worker:0", "worker:1", "chief:0"]}
-    assert verdict.cluster(None) is None
-    assert verdict.cluster("not json") is None
-    assert verdict.cluster('{"cluster": []}') is None
-
-
 SHUTDOWN = EVENT_WAIT[:4] + [py("_shutdown", 1623, "/usr/lib/python3.11/threading.py")]
 
 

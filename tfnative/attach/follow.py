@@ -46,7 +46,7 @@ from ..core.model import ChildDeath, Document, Event
 from ..errors import TfnativeError
 from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
-from ..output import report, verdict
+from ..output import report
 from ..snapshot.many import runs_python
 from .options import AttachOptions
 from .procwatch import ChildWatch, listen
@@ -67,7 +67,7 @@ def process_info(pid: int) -> Dict[str, Any]:
     ``TF_CONFIG`` task, its rank from its environment (``core/ranks.py``)."""
     info: Dict[str, Any] = {"pid": pid, "cmdline": " ".join(procfs.cmdline(pid))}
     env = procfs.environ(pid)
-    task = verdict.task_of(env.get("TF_CONFIG"))
+    task = ranks.task_of(env)
     if task is not None:
         info["task"] = task
     scheduler = ranks.scheduler_of(env)

@@ -1,4 +1,8 @@
-"""A process's rank as its launcher or scheduler named it, from its environment (pure).
+"""A process's rank and cluster as its launcher, scheduler or ``TF_CONFIG`` named them, from its environment (pure).
+
+The one reader of these facts: ``stack`` (``snapshot/process.py``), ``attach``'s watches (``follow.py``,
+``watchmany.py``) and the verdicts that read an event's ``"cluster"`` (``output/verdict.py``,
+``output/waitgraph.py``) all take them from here.
 
 The environment is the one the process started with (``/proc/PID/environ``): what Slurm, a Kubernetes
 indexed Job or ``torchrun`` put there before the program ran (a change the program made to its own
@@ -14,11 +18,18 @@ indexed Job or ``torchrun`` put there before the program ran (a change the progr
   from ``HOSTNAME`` (a pod's hostname is its name).
 - torchrun and launchers like it: ``RANK`` (with ``LOCAL_RANK``, ``WORLD_SIZE`` or ``MASTER_ADDR`` beside
   it, so that a stray ``RANK`` is not taken): ``{"kind": "torchrun", "rank", "local_rank", "world_size"}``.
+- TensorFlow's ``TF_CONFIG`` (JSON): its ``task`` (``{"type": "worker", "index": 2}``, ``task_of``) and its
+  ``cluster`` (every task of it, ``cluster_of``), which comes before Slurm's or torchrun's.  A program may set
+  ``TF_CONFIG`` in its own ``os.environ`` (not in ``/proc/PID/environ``): the caller passes that one as
+  ``program`` where the environment has none.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, Mapping, Optional
+
+TF_CONFIG = "TF_CONFIG"
 
 
 def _int(value: Optional[str]) -> Optional[int]:
@@ -56,10 +67,51 @@ def scheduler_of(env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
     return None
 
 
-def cluster_of(env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
-    """``{"task": "rank:0", "tasks": ["rank:0", "rank:1", "rank:2"], "source": "Slurm"}``: the process's
-    place among its step's tasks (``SLURM_STEP_NUM_TASKS``, else ``SLURM_NTASKS``) or torchrun's
-    ``WORLD_SIZE``, for a verdict that a collective op waits for peers (None: alone, or not said)."""
+def tf_config(env: Mapping[str, str], program: Optional[str] = None) -> Optional[str]:
+    """The process's ``TF_CONFIG``: the environment's where it has one (even a malformed one), else
+    ``program`` (the one the program set in its own ``os.environ``, where it is known)."""
+    value = env.get(TF_CONFIG)
+    return value if value is not None else (program or None)
+
+
+def tf_task(config: Optional[str]) -> Optional[Dict[str, Any]]:
+    """``{"type": "worker", "index": 2}``: the ``task`` of a ``TF_CONFIG`` (None: none, or not one; a task
+    without an index is index 0)."""
+    try:
+        task = json.loads(config or "")["task"]
+        kind, index = task["type"], int(task.get("index", 0))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return {"type": kind, "index": index} if isinstance(kind, str) and kind else None
+
+
+def tf_cluster(config: Optional[str]) -> Optional[Dict[str, Any]]:
+    """``{"task": "worker:1", "tasks": ["worker:0", ...]}`` from a ``TF_CONFIG`` (None: none, or not a cluster
+    ``TF_CONFIG``: both its ``cluster`` and its ``task`` with an index are needed)."""
+    try:
+        parsed = json.loads(config or "")
+        tasks = ["%s:%d" % (kind, i) for kind, addresses in parsed["cluster"].items()
+                 for i in range(len(addresses))]
+        task = "%s:%d" % (parsed["task"]["type"], int(parsed["task"]["index"]))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return {"task": task, "tasks": tasks}
+
+
+def task_of(env: Mapping[str, str], program: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The process's ``TF_CONFIG`` task (``tf_config``, ``tf_task``); None: none."""
+    return tf_task(tf_config(env, program))
+
+
+def cluster_of(env: Mapping[str, str], program: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The process's place among its peers, for a verdict that a collective op waits for them (None: alone,
+    or not said): its ``TF_CONFIG``'s cluster (``tf_cluster``; ``program`` as in ``tf_config``), else
+    ``{"task": "rank:0", "tasks": ["rank:0", "rank:1", "rank:2"], "source": "Slurm"}`` from its step's tasks
+    (``SLURM_STEP_NUM_TASKS``, else ``SLURM_NTASKS``) or torchrun's ``WORLD_SIZE``."""
+    return tf_cluster(tf_config(env, program)) or _launcher_cluster(env)
+
+
+def _launcher_cluster(env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
     sched = scheduler_of(env)
     if sched is None:
         return None

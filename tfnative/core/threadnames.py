@@ -15,10 +15,11 @@ thread's ``pthread_t``, which on x86-64 glibc is its thread pointer (``fs_base``
 """
 
 import mmap
+import os
 import struct
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 
-from .elfindex import SHT_DYNSYM, SHT_SYMTAB, ElfFile
+from .elfindex import SHT_DYNSYM, SHT_SYMTAB, ElfError, ElfFile
 from .mapfile import map_file
 
 Reader = Callable[[int, int], bytes]
@@ -136,3 +137,50 @@ def registered_names(read: Reader, addresses: List[int], pthreads: Dict[int, Opt
     for addr in addresses:
         by_pthread.update(read_registry(read, addr))
     return {tid: by_pthread[p] for tid, p in pthreads.items() if p is not None and p in by_pthread}
+
+
+class Target(Protocol):
+    """What finding and reading the registry needs of a process, however it is held (ptrace's memory in the
+    pipeline, ``gdb.Inferior``'s in gdb's capture): its memory, its mapped files, a file's load bias, and the
+    run-time address of a symbol where a debugger knows it."""
+
+    def read(self, addr: int, size: int) -> bytes:
+        """``size`` bytes at ``addr``; raises OSError (or MemoryError) where they cannot be read."""
+        ...
+
+    def files(self) -> Iterable[str]:
+        """The paths of the files mapped into the process (or loaded by the debugger)."""
+        ...
+
+    def bias(self, path: str) -> Optional[int]:
+        """The load bias of the mapped file ``path`` (None: not known)."""
+        ...
+
+    def symbol_address(self, name: str) -> Optional[int]:
+        """The run-time address of the symbol ``name`` (None: not known; the file's address plus its bias
+        is taken then)."""
+        ...
+
+
+def thread_names(target: Target, pthreads: Dict[int, Optional[int]],
+                 symbols: Callable[[str], Dict[str, int]] = registry_symbols) -> Dict[int, str]:
+    """tid -> the name TensorFlow's thread-name registry gives the thread (``pthreads``: tid -> ``pthread_t``,
+    i.e. ``fs_base``), from the registry of each ``libtensorflow_framework`` the process maps; ``{}`` where
+    none is found.  ``symbols`` finds the registry's pointer(s) in a file (``registry_symbols``, or a cached
+    copy of it)."""
+    addresses: List[int] = []
+    for path in target.files():
+        if not os.path.basename(path).startswith("libtensorflow_framework"):
+            continue
+        try:
+            names = symbols(path)
+        except (OSError, ValueError, ElfError):
+            continue
+        for name, vaddr in names.items():
+            addr = target.symbol_address(name)
+            if not addr:
+                bias = target.bias(path)
+                addr = vaddr + bias if bias is not None else None
+            if addr and addr not in addresses:
+                addresses.append(addr)
+    return registered_names(target.read, addresses, pthreads) if addresses else {}

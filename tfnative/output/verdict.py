@@ -41,7 +41,6 @@ Pure: the event is a ``model.Event``; the verdict a ``model.HangVerdict`` (a TRI
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
@@ -213,29 +212,6 @@ def _stuck_note(t: Thread) -> str:
     if t.progress == "moving":
         return " (moving between samples: slow, not stuck?)"
     return ""
-
-
-def cluster(tf_config: Optional[str]) -> Optional[Dict[str, Any]]:
-    """``{"task": "worker:1", "tasks": ["worker:0", ...]}`` from a process's ``TF_CONFIG`` (None: none, or not
-    a cluster TF_CONFIG)."""
-    try:
-        config = json.loads(tf_config or "")
-        tasks = ["%s:%d" % (kind, i) for kind, addresses in config["cluster"].items()
-                 for i in range(len(addresses))]
-        task = "%s:%d" % (config["task"]["type"], int(config["task"]["index"]))
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-    return {"task": task, "tasks": tasks}
-
-
-def task_of(tf_config: Optional[str]) -> Optional[Dict[str, Any]]:
-    """``{"type": "worker", "index": 2}``: the ``task`` of a ``TF_CONFIG`` (None: none, or not one)."""
-    try:
-        task = json.loads(tf_config or "")["task"]
-        kind, index = task["type"], int(task.get("index", 0))
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-    return {"type": kind, "index": index} if isinstance(kind, str) and kind else None
 
 
 class _Scene:

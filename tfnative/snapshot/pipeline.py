@@ -46,7 +46,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
-from ..core import cxxexc, kstate, locks, procfs, sourcelines
+from ..core import cxxexc, kstate, locks, procfs, ranks, sourcelines
 from ..core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
 from ..core.elfindex import ElfError, data_symbols, display_names
 from ..core.executors import pool_summary, unnamed_workers
@@ -54,7 +54,7 @@ from ..core.memory import USER_SPACE_END, Memory
 from ..core.model import Capture, NativeFrame, Op, Thread
 from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from ..core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
-from ..core.threadnames import registered_names, registry_symbols
+from ..core.threadnames import registry_symbols, thread_names
 from ..core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
 from ..errors import HasDebugInfo, PtraceRefused, Unsupported
 from ..sources.base import Source, ThreadRegs
@@ -687,14 +687,14 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
     if prep.reader is not None and any(_COLLECTIVE_RE.search(f.function or "") for t in result.threads
                                        for f in t.frames if isinstance(f, NativeFrame)):
         try:  # the cluster a worker waits for, where the program set TF_CONFIG itself
-            result.tf_config = prep.reader.objects.environ_value("TF_CONFIG")
+            result.tf_config = prep.reader.objects.environ_value(ranks.TF_CONFIG)
         except (MemoryError, OSError, struct.error):
             pass
     if which != "selected":
         tf_names = None
         if unnamed_workers(result.threads):
-            tf_names = _tf_thread_names(source.memory, prep.libs,
-                                        {tid: regs.get("fs_base") for tid, _n, regs in listed})
+            tf_names = thread_names(_HeldRegistry(source.memory, prep.libs),  # core/threadnames.py
+                                    {tid: regs.get("fs_base") for tid, _n, regs in listed}, _HeldRegistry.symbols)
         result.pool = pool_summary(result.threads, tf_names)
     result.threads = select_threads(result.threads, which)
     return result
@@ -919,15 +919,27 @@ def _add_cxx_exceptions(memory: Memory, libs: List[Library], registers: Dict[int
                                             [(f.function, f.library) for f in t.frames if isinstance(f, NativeFrame)])
 
 
-def _tf_thread_names(memory: Memory, libs: List[Library], pthreads: Dict[int, Optional[int]]) -> Dict[int, str]:
-    """tid -> the name TensorFlow's thread-name registry gives the thread (``core/threadnames.py``)."""
-    addresses = []
-    for lib in libs:
-        if not lib.name.startswith("libtensorflow_framework"):
-            continue
-        try:
-            syms = shared(lib.path, "tfthreadnames", registry_symbols)
-        except (OSError, ElfError, ValueError):
-            continue
-        addresses += [v + lib.bias for v in syms.values()]
-    return registered_names(memory.read, addresses, pthreads) if addresses else {}
+class _HeldRegistry:
+    """The held process as ``core/threadnames.py`` reads it: its memory (ptrace's), its mapped libraries and
+    their biases; no symbol addresses beyond the files' own."""
+
+    def __init__(self, memory: Memory, libs: List[Library]) -> None:
+        self.read = memory.read
+        self.biases: Dict[str, int] = {}
+        for lib in libs:
+            self.biases.setdefault(lib.path, lib.bias)
+
+    def files(self) -> List[str]:
+        return list(self.biases)
+
+    def bias(self, path: str) -> Optional[int]:
+        return self.biases.get(path)
+
+    def symbol_address(self, name: str) -> Optional[int]:
+        return None
+
+    @staticmethod
+    def symbols(path: str) -> Dict[str, int]:
+        """The registry's symbols in ``path``, read once per file for the whole process (``shared``)."""
+        found: Dict[str, int] = shared(path, "tfthreadnames", registry_symbols)
+        return found

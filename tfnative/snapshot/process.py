@@ -22,14 +22,6 @@ from .options import StackOptions
 from .policy import take_stacks, why, widened
 
 
-def live_threads(pid: int) -> int:
-    """``Threads:`` of /proc/PID/status (0 when it cannot be read)."""
-    try:
-        return int(procfs.status(pid).get("Threads", "0"))
-    except (OSError, ValueError):
-        return 0
-
-
 def argv_of(pid: int) -> List[str]:
     """The command line of ``pid``; of a live thread when the leader is a zombie (it called pthread_exit)."""
     state = procfs.state(pid)
@@ -101,9 +93,7 @@ def stack_document(pid: int, opts: StackOptions, err: TextIO,
     was_stopped = check_pid(pid) == "T"  # stopped by job control: it stays stopped
     doc = Document(argv=argv_of(pid), pid=pid)
     env = procfs.environ(pid)
-    tf_config = env.get("TF_CONFIG")
     doc.host = os.uname().nodename  # gethostname(), without loading socket
-    doc.task = verdict.task_of(tf_config)
     doc.scheduler = ranks.scheduler_of(env)
 
     def one() -> Capture:
@@ -119,11 +109,9 @@ def stack_document(pid: int, opts: StackOptions, err: TextIO,
         result = samples.take(opts.samples, opts.interval, one, sleep=sleep, on_sample=say)
     else:
         result = one()
-    if tf_config is None and result.tf_config:  # set by the program itself: its os.environ has it
-        tf_config = result.tf_config
-        doc.task = verdict.task_of(tf_config)
+    doc.task = ranks.task_of(env, result.tf_config)  # result's: set by the program itself in its os.environ
     event = report.make_event("snapshot", result, native_all=opts.native_all)
-    job = verdict.cluster(tf_config) or ranks.cluster_of(env)
+    job = ranks.cluster_of(env, result.tf_config)
     if job:
         event.cluster = job
     event.triage = verdict.triage(event)
