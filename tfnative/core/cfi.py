@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import struct
-from typing import Callable, Dict, List, Literal, NamedTuple, Optional, Tuple, TypedDict, Union
+from typing import Callable, Dict, List, Literal, NamedTuple, Optional, Sequence, Tuple, TypedDict, Union
 
 from .elfindex import ElfError, ElfFile, Section
 from .elfindex import sleb128 as _sleb
@@ -535,7 +535,7 @@ class Frame:
 class Unwinder:
     """Unwinds threads of one process: ``modules`` from its maps, ``read(addr, size) -> bytes``."""
 
-    def __init__(self, modules: List[Module], read: Reader,
+    def __init__(self, modules: Sequence[Module], read: Reader,
                  stack_of: Optional[Callable[[int], Optional[Tuple[int, int]]]] = None) -> None:
         """``stack_of(address)``: the mapping holding an address (a thread's stack lies below its ``fs_base``)."""
         self.read = read

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfTruncated
+from ..core.memory import UnwindMemory
 from ..errors import CoreError
 from ..progress import progress
 from ..sources.ptrace import REGISTERS
@@ -183,7 +184,7 @@ def _decompress(path: str) -> Optional[IO[bytes]]:
     return tmp
 
 
-class Core:
+class Core(UnwindMemory):
     """An open core file: ``notes``, ``segments``, and ``read(addr, size)`` of the target's memory.
 
     ``locate(path)`` gives where a mapped file is on this host (None when it
@@ -191,6 +192,8 @@ class Core:
     left out are read from there.  ``missing`` collects the address ranges a
     read found neither in the core nor in a file (truncated cores).
     """
+
+    late_reads = 0  # a core never runs on: nothing is read after a release
 
     def __init__(self, path: str) -> None:
         self.path = path
