@@ -224,21 +224,21 @@ def _is_interpreter(lib: Library) -> bool:
     return bool(re.match(r"(lib)?python\d", lib.name)) or "/lib-dynload/" in lib.path
 
 
-def _native_frames(frames: List[Frame]) -> List[NativeFrame]:
+def _native_frames(frames: List[Frame[Library]]) -> List[NativeFrame]:
     out = []
     for level, fr in enumerate(frames):
-        lib: Optional[Library] = fr.module  # type: ignore[assignment]
+        lib = fr.module
         out.append(NativeFrame(function="??", library=lib.name if lib else None, address="0x%016x" % fr.pc,
                                level=level, recovered=fr.recovered or None))
     return out
 
 
-def _name_frames(threads: List[Tuple[List[Frame], List[NativeFrame]]]) -> None:
+def _name_frames(threads: List[Tuple[List[Frame[Library]], List[NativeFrame]]]) -> None:
     """Name every native frame from the symbol indexes (one demangling pass for all)."""
     todo: List[Tuple[NativeFrame, str]] = []
     for frames, named in threads:
         for level, (fr, d) in enumerate(zip(frames, named)):
-            lib: Optional[Library] = fr.module  # type: ignore[assignment]
+            lib = fr.module
             if fr.signal:
                 d.function = SIGNAL_FRAME  # as gdb names it
                 continue
@@ -257,7 +257,7 @@ def _name_frames(threads: List[Tuple[List[Frame], List[NativeFrame]]]) -> None:
         d.function = name
 
 
-def _ops(memory: Memory, frames: List[Frame], named: List[NativeFrame], kernels: OpKernelReader) -> None:
+def _ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFrame], kernels: OpKernelReader) -> None:
     for d, device in op_frames(named):
         level = d.level or 0
         regs = _named(frames[level].regs)
@@ -711,13 +711,13 @@ class _Unwound(NamedTuple):
 
     tid: int
     name: str
-    frames: List[Frame]
+    frames: List[Frame[Library]]
     named: List[NativeFrame]
     py: Optional[ThreadPy]
     cut: Optional[str]
 
 
-def _unwind_all(source: Source, unwinder: Unwinder, pythreads: PythonThreads, listed: List[ThreadRegs],
+def _unwind_all(source: Source, unwinder: Unwinder[Library], pythreads: PythonThreads, listed: List[ThreadRegs],
                 which: Threads, selected: Optional[int]) -> Tuple[List[_Unwound], Set[int]]:
     """The threads ``which`` selects, unwound (``stacks``), and the threads whose unwind read pages the copy
     lacks, from the running process."""
@@ -739,8 +739,8 @@ def _unwind_all(source: Source, unwinder: Unwinder, pythreads: PythonThreads, li
     return found, late_tids
 
 
-def _unwind_thread(source: Source, unwinder: Unwinder, tid: int, regs: Dict[str, int],
-                   py: Optional[ThreadPy]) -> Tuple[List[Frame], Optional[str], bool]:
+def _unwind_thread(source: Source, unwinder: Unwinder[Library], tid: int, regs: Dict[str, int],
+                   py: Optional[ThreadPy]) -> Tuple[List[Frame[Library]], Optional[str], bool]:
     """(frames, why the stack is cut or None, whether its frames were checked for DWARF) of one thread.
 
     Raises ``HasDebugInfo`` where a frame's library has DWARF for it, ``Unsupported`` where CFI cannot
@@ -842,7 +842,7 @@ def _cxx_runtimes(libs: List[Library]) -> List[Tuple[Library, cxxexc.CxxRuntime]
 
 
 def _cxx_exception(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRuntime]],
-                   thread_pointer: Optional[int], frames: List[Frame], named: List[NativeFrame]
+                   thread_pointer: Optional[int], frames: List[Frame[Library]], named: List[NativeFrame]
                    ) -> Optional[Dict[str, Optional[str]]]:
     """The C++ exception a thread has in flight (``{"type", "what", "state"}``), read from libstdc++'s
     per-thread globals (or, stopped at ``__cxa_throw``'s entry, its arguments); None for none.  A few
