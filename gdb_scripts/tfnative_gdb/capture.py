@@ -20,7 +20,7 @@ from tfnative.core import dwarfcover, procfs
 from tfnative.core.debugfiles import DEBUG_DIR, find_debug_file
 from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
 from tfnative.core.executors import pool_summary, unnamed_workers
-from tfnative.core.memory import USER_SPACE_END
+from tfnative.core.memory import USER_SPACE_END, Memory
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
 from tfnative.core.opkernel import (
     CALLEE_SAVED,
@@ -32,12 +32,20 @@ from tfnative.core.opkernel import (
 )
 from tfnative.core.pyframes import PythonReader, open_reader
 from tfnative.core.threadnames import thread_names
-from tfnative.core.threads import SIGNAL_FRAME, PythonThreads, namespace_tids, select_threads, thread_entry, unwound
+from tfnative.core.threads import (
+    SIGNAL_FRAME,
+    PythonThreads,
+    Threads,
+    namespace_tids,
+    select_threads,
+    thread_entry,
+    unwound,
+)
 
 MAX_NATIVE_FRAMES = 1 << 16  # as tfnative/snapshot/pipeline.py
 
 
-class GdbMemory:
+class GdbMemory(Memory):
     """The target's memory as gdb's inferior gives it (``core.memory.Memory``)."""
 
     def __init__(self, inferior: gdb.Inferior) -> None:
@@ -194,8 +202,8 @@ def frame_registers(frame: Optional[gdb.Frame], names: Tuple[str, ...]) -> Dict[
     return {r: v for r, v in values.items() if v is not None}
 
 
-def capture(which: str = "selected", tids: Optional[List[int]] = None, variables: bool = False) -> Capture:
-    """Mixed stacks of threads: ``which`` is "selected", "python" or "all"."""
+def capture(which: Threads = Threads.SELECTED, tids: Optional[List[int]] = None, variables: bool = False) -> Capture:
+    """Mixed stacks of ``which`` threads."""
     inferior = gdb.selected_inferior()
     result = Capture(pid=inferior.pid)
     reader, why = python_reader(inferior)
@@ -212,7 +220,7 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
 
     with _selection_kept() as original:
         threads = _threads(inferior, which, original, result)
-        if which == "python" and pythreads.states:
+        if which is Threads.PYTHON and pythreads.states:
             # Unwind only the threads that have a Python thread state (and those that may be
             # TensorFlow's pool workers): the others would be filtered out anyway, and unwinding
             # them is most of the cost.
@@ -235,7 +243,7 @@ def capture(which: str = "selected", tids: Optional[List[int]] = None, variables
             if err:
                 entry.error = (entry.error + "; " if entry.error else "") + err
             out.append(entry)
-    if which == "selected":
+    if which is Threads.SELECTED:
         result.threads = select_threads(out, which)
         return result
     # The pools are told apart by their frames: those in libraries gdb only has a surrogate for (TensorFlow's)
@@ -329,15 +337,15 @@ class _InferiorRegistry(GdbMemory):
         return symbol_address(name)
 
 
-def _threads(inferior: gdb.Inferior, which: str, original: Optional[gdb.InferiorThread],
+def _threads(inferior: gdb.Inferior, which: Threads, original: Optional[gdb.InferiorThread],
              result: Optional[Capture]) -> List[gdb.InferiorThread]:
-    """The threads to look at, in gdb's order (only the user's selected one for "selected").
+    """The threads to look at, in gdb's order (only the user's selected one for ``SELECTED``).
 
     Notes the selected thread's LWP in ``result`` (``selected_tid``), where one is given.
     """
     if original is not None and result is not None:
         result.selected_tid = original.ptid[1]
-    if which == "selected" and original is not None:
+    if which is Threads.SELECTED and original is not None:
         return [original]
     return sorted(inferior.threads(), key=lambda t: t.num)
 
@@ -347,7 +355,7 @@ REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9",
              "r14", "r15", "rip", "fs_base", "orig_rax")
 
 
-def registers(which: str = "selected") -> Dict[str, Any]:
+def registers(which: Threads = Threads.SELECTED) -> Dict[str, Any]:
     """Each thread's registers in its newest frame (for tfnative's own unwinder, ``tfnative/snapshot/pipeline.py``)."""
     inferior = gdb.selected_inferior()
     result: Dict[str, Any] = {"pid": inferior.pid, "threads": []}

@@ -8,6 +8,7 @@ from typing import Callable, Dict, List, Optional, Tuple, TypedDict
 import gdb
 
 from tfnative.core.opkernel import OpKernelReader
+from tfnative.core.threads import Threads
 from tfnative.output.render import is_glue, thread_block
 
 from . import SCHEMA_VERSION, opbreak
@@ -19,7 +20,7 @@ _registered = False  # gdbinit sets it once register() has run (a second sourcin
 class _Options(TypedDict):
     """What ``tf-bt``'s and ``-tfnative-capture``'s arguments ask for."""
 
-    which: str  # "selected" | "all" | "python"
+    which: Threads
     native_all: bool
     json: bool
     tids: List[int]
@@ -28,13 +29,13 @@ class _Options(TypedDict):
 
 
 def _parse(argv: List[str]) -> _Options:
-    opts: _Options = {"which": "selected", "native_all": False, "json": False, "tids": [], "full": False,
+    opts: _Options = {"which": Threads.SELECTED, "native_all": False, "json": False, "tids": [], "full": False,
                       "locals": False}
     for a in argv:
         if a in ("-a", "--all-threads", "all"):
-            opts["which"] = "all"
+            opts["which"] = Threads.ALL
         elif a in ("-p", "--python-threads"):
-            opts["which"] = "python"
+            opts["which"] = Threads.PYTHON
         elif a == "--native-all":
             opts["native_all"] = True
         elif a == "--full":
@@ -44,7 +45,7 @@ def _parse(argv: List[str]) -> _Options:
         elif a == "--locals":
             opts["locals"] = True
         elif a.startswith("--thread="):
-            opts["which"] = "all"
+            opts["which"] = Threads.ALL
             opts["tids"].append(int(a.split("=", 1)[1]))
         else:
             raise gdb.GdbError("tf-bt: unknown argument %r (use -a, -p, --native-all, --full, --locals, --json)" % a)
@@ -166,7 +167,7 @@ if hasattr(gdb, "MICommand"):
             super().__init__("-tfnative-registers")
 
         def invoke(self, argv: List[str]) -> Dict[str, str]:
-            return {"json": json.dumps(registers("all" if "--all-threads" in argv else "selected"))}
+            return {"json": json.dumps(registers(Threads.ALL if "--all-threads" in argv else Threads.SELECTED))}
 
     class MiOpDispatch(gdb.MICommand):
         """-tfnative-op-dispatch: at a -tfnative-break-op stop, the kernel to run and its vtable (JSON)."""

@@ -1,6 +1,6 @@
 from tfnative.core.gil import gil_state_from_native
 from tfnative.core.model import Thread, frames_from_json
-from tfnative.core.threads import select_threads
+from tfnative.core.threads import Threads, select_threads
 
 
 def nat(*names):
@@ -32,8 +32,8 @@ def test_holder_always_selected():
         {"tid": 2, "gil": "held", "frames": [{"kind": "native", "function": "sleep"}]},
         {"tid": 3, "gil": None, "frames": [{"kind": "native", "function": "sleep"}]},
         {"tid": 4, "gil": None, "merge": "mismatch", "python_frames": [{"kind": "python", "function": "run"}]})]
-    assert [t.tid for t in select_threads(entries, "python")] == [1, 2, 4]
-    assert [t.tid for t in select_threads(entries, "all")] == [1, 4, 2, 3]
+    assert [t.tid for t in select_threads(entries, Threads.PYTHON)] == [1, 2, 4]
+    assert [t.tid for t in select_threads(entries, Threads.ALL)] == [1, 4, 2, 3]
 
 
 def test_stripped_eval_breaker_wait_is_a_cond_wait_from_the_interpreter():
@@ -80,4 +80,4 @@ def test_pool_summary_and_busy_workers_selected():
     other = pool_thread(4, "tensorflow::Foo::Compute(tensorflow::OpKernelContext*)", name="tf_graph_runner")
     entries = [idle, busy, child, other]
     assert pool_summary(entries) == {"name": "tf_Compute", "threads": 2, "busy": [2], "idle": [1]}
-    assert [t.tid for t in select_threads(entries, "python")] == [2]
+    assert [t.tid for t in select_threads(entries, Threads.PYTHON)] == [2]

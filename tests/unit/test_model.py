@@ -4,7 +4,7 @@ The documents under data/ were written by tfnative itself on a real TensorFlow p
 (tests/scripts/tf_hang.py: ``stack --pid -a``, ``stack --pid -a --with-gdb``, ``stack --pid --locals
 --samples 2``) and on a real crash (``attach --op-origins tests/scripts/tf_segv.py``).  The captures
 there are the wire form of the same process: ``tf-bt -a --json`` in gdb (``-tfnative-capture``'s JSON)
-and ``snapshot.take(pid, "python", variables=True)``'s.
+and ``snapshot.take(pid, Threads.PYTHON, variables=True)``'s.
 """
 
 import json

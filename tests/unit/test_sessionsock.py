@@ -14,6 +14,7 @@ import threading
 
 import pytest
 
+from tfnative.core.threads import Threads
 from tfnative.errors import TfnativeError
 from tfnative.sources import sessionsock
 
@@ -45,7 +46,7 @@ def test_request_answered_through_the_loop():
     try:
         assert json.loads(raw_ask({"which": "all", "locals": True})) == {"threads": [], "pid": PID}
         assert json.loads(raw_ask({"which": "bogus"}))["pid"] == PID
-        assert asked == [("all", True), ("python", False)]  # anything but "all" is "python"
+        assert asked == [(Threads.ALL, True), (Threads.PYTHON, False)]  # anything but "all" is "python"
     finally:
         server.close()
     with pytest.raises(ConnectionRefusedError):  # gone with the session: no file, nothing to remove
@@ -57,7 +58,7 @@ def test_a_listener_for_an_untraced_process_is_not_believed():
     try:
         assert not sessionsock.serves(PID)
         with pytest.raises(TfnativeError, match="no tfnative attach session answers"):
-            sessionsock.ask(PID, "python", False)
+            sessionsock.ask(PID, Threads.PYTHON, False)
     finally:
         server.close()
 

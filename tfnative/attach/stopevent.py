@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from ..core import executors, tflog
 from ..core.model import Capture, Event, EventKind, NativeFrame
+from ..core.threads import Threads
 from ..errors import GdbError, PtraceRefused, Unsupported
 from ..gdb import ops as tfops
 from ..gdb.breakpoints import Breakpoints
@@ -34,14 +35,14 @@ def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolL
     its tf.function, when only one is in flight.  ``extra`` goes into the
     event as is (``location``, ``signal``...).
     """
-    result = stacks(gdb, loader, "all" if all_threads else "selected")
+    result = stacks(gdb, loader, Threads.ALL if all_threads else Threads.SELECTED)
     in_flight = None
     if not all_threads and any(map(executors.runs_tf_work, result.threads)):
         # A thread running TensorFlow's work for Python stopped (an executor, a kernel, a tf.data runner):
         # which Python threads wait for it?  The caller of the tf.function it runs, when only one is in
         # flight, else the threads waiting inside TensorFlow (a tf.data iterator, Session.run) come with the
         # event: the user's line is there.
-        python = stacks(gdb, loader, "python")
+        python = stacks(gdb, loader, Threads.PYTHON)
         in_flight = report.in_flight_functions(python)
         if len({fn.name for _, fn in in_flight}) == 1:
             waiting = {tid for tid, _ in in_flight}
@@ -69,8 +70,8 @@ def _add_fatal_log(event: Event, pid: int, sp: int) -> None:
         event.log = line
 
 
-def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool = False) -> Capture:
-    """Mixed stacks of the stopped target (``which``: "selected", "python" or "all"), by the one policy
+def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: Threads, variables: bool = False) -> Capture:
+    """Mixed stacks of the stopped target (``which``: ``Threads``), by the one policy
     (``snapshot/policy.py``).
 
     gdb gives the registers and tfnative unwinds from CFI (``snapshot/pipeline.py``):
@@ -78,10 +79,10 @@ def stacks(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool
     library with its own DWARF, code without CFI) or ``--full-symbols`` asks
     for gdb, gdb reads the new libraries' symbols and captures.
     """
-    def fast(which: str) -> Capture:
+    def fast(which: Threads) -> Capture:
         try:
-            regs = json.loads(gdb.command("-tfnative-registers" + ("" if which == "selected" else " --all-threads"),
-                                          timeout=CAPTURE_TIMEOUT)["json"])
+            every = "" if which is Threads.SELECTED else " --all-threads"
+            regs = json.loads(gdb.command("-tfnative-registers" + every, timeout=CAPTURE_TIMEOUT)["json"])
         except GdbError as exc:
             raise Unsupported("gdb gave no registers: %s" % exc) from None
         threads = [(t["tid"], t["name"], t["regs"]) for t in regs["threads"]]

@@ -28,7 +28,21 @@ from __future__ import annotations
 import bisect
 import mmap
 import struct
-from typing import Callable, Dict, List, Literal, NamedTuple, Optional, Tuple, TypedDict, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Generic,
+    List,
+    Literal,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    TypedDict,
+    TypeVar,
+    Union,
+)
 
 from .elfindex import ElfError, ElfFile, Section
 from .elfindex import sleb128 as _sleb
@@ -51,7 +65,7 @@ class CfiError(Exception):
     """This pc cannot be unwound from CFI alone."""
 
     # Set by ``Unwinder.unwind``: the frames unwound before the one that failed.
-    frames: Optional[List[Frame]] = None
+    frames: Optional[List[Frame[Any]]] = None
 
 
 class Cie(NamedTuple):
@@ -519,12 +533,16 @@ class Module:
         return EhFrame(self.path)
 
 
-class Frame:
+# The kind of module an unwinder is given, and its frames hold (``sources/modules.Library`` for a snapshot).
+M = TypeVar("M", bound=Module)
+
+
+class Frame(Generic[M]):
     """One native frame: its pc, its registers (DWARF numbers), and whether it is a signal trampoline's."""
 
     __slots__ = ("pc", "regs", "module", "signal", "recovered")
 
-    def __init__(self, pc: int, regs: Dict[int, int], module: Optional[Module]) -> None:
+    def __init__(self, pc: int, regs: Dict[int, int], module: Optional[M]) -> None:
         self.pc = pc
         self.regs = regs
         self.module = module
@@ -532,10 +550,10 @@ class Frame:
         self.recovered: Optional[str] = None  # how it was found without CFI ("frame-pointer", "scan")
 
 
-class Unwinder:
+class Unwinder(Generic[M]):
     """Unwinds threads of one process: ``modules`` from its maps, ``read(addr, size) -> bytes``."""
 
-    def __init__(self, modules: List[Module], read: Reader,
+    def __init__(self, modules: Sequence[M], read: Reader,
                  stack_of: Optional[Callable[[int], Optional[Tuple[int, int]]]] = None) -> None:
         """``stack_of(address)``: the mapping holding an address (a thread's stack lies below its ``fs_base``)."""
         self.read = read
@@ -544,13 +562,13 @@ class Unwinder:
         self._los = [s[0] for s in spans]
         self._spans = spans
 
-    def module_of(self, pc: int) -> Optional[Module]:
+    def module_of(self, pc: int) -> Optional[M]:
         k = bisect.bisect_right(self._los, pc) - 1
         if k >= 0 and pc < self._spans[k][1]:
             return self._spans[k][2]
         return None
 
-    def unwind(self, regs: Dict[str, int], limit: int) -> List[Frame]:
+    def unwind(self, regs: Dict[str, int], limit: int) -> List[Frame[M]]:
         """The frames of a thread, innermost first, from its registers (names as in ptrace).
 
         Raises ``CfiError`` where a frame cannot be unwound from CFI alone.
@@ -579,7 +597,7 @@ class Unwinder:
             frames.append(caller)
         return frames
 
-    def _step(self, frame: Frame, innermost: bool) -> Optional[Frame]:
+    def _step(self, frame: Frame[M], innermost: bool) -> Optional[Frame[M]]:
         module = frame.module
         if module is None:
             raise CfiError("pc 0x%x is in no mapped file" % frame.pc)
@@ -643,7 +661,7 @@ class Unwinder:
             raise CfiError("the caller of 0x%x returns to 0x%x, in no known code" % (frame.pc, pc))
         return Frame(pc, new, module)
 
-    def _after_clone(self, frame: Frame) -> Union[Frame, Literal[False], None]:
+    def _after_clone(self, frame: Frame[M]) -> Union[Frame[M], Literal[False], None]:
         """The caller of a thread stopped just after glibc's ``clone``/``clone3`` syscall, which has no FDE.
 
         glibc leaves the few instructions after the syscall without CFI.  The

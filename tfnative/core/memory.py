@@ -1,12 +1,16 @@
-"""Target memory as every reader sees it: the ``Memory`` protocol and the bounds of user space.
+"""Target memory as every reader sees it: the ``Memory`` and ``UnwindMemory`` protocols, the bounds of user space.
 
 A source (a ptrace-held pid, gdb at a stop, a core file) gives the readers of
 ``tfnative.core`` one object with ``read(address, size) -> bytes``; a read
 that cannot be satisfied, or any address at or above ``USER_SPACE_END``,
-raises ``MemoryError``.  The sources: ``tfnative.sources.ptrace.Memory``
-(``/proc/PID/mem``), ``tfnative.corefile.reader.Core`` (a core's segments)
-and ``tfnative_gdb.capture.GdbMemory`` (gdb's inferior).  Every reader
-bounds its walks itself.
+raises ``MemoryError``.  The snapshot path (``tfnative/snapshot/pipeline.py``)
+also asks a source's memory how many reads came from the running process
+after it was let go (``UnwindMemory.late_reads``).  Each implementation
+subclasses its protocol, so that the type checker holds it to it:
+``tfnative.sources.ptrace.Memory`` (``/proc/PID/mem``) and
+``tfnative.corefile.reader.Core`` (a core's segments) are ``UnwindMemory``;
+``tfnative_gdb.capture.GdbMemory`` (gdb's inferior) is ``Memory``.  Every
+reader bounds its walks itself.
 """
 
 from typing import Protocol
@@ -20,3 +24,14 @@ class Memory(Protocol):
     """What a source gives the readers: bytes at an address of the target."""
 
     def read(self, addr: int, size: int) -> bytes: ...
+
+
+class UnwindMemory(Memory, Protocol):
+    """A source's memory as the snapshot path reads it (``sources/base.py``'s ``Source.memory``).
+
+    ``late_reads``: how many reads were served from the running process after the hold that copied it let the
+    process go (``ptrace.Memory``): the snapshot path marks what such reads gave (``after_release``).  It
+    stays 0 where nothing runs on while the memory is read (a core, a process gdb holds).
+    """
+
+    late_reads: int

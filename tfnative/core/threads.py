@@ -5,6 +5,7 @@ Shared by gdb's capture (``capture.py``) and tfnative's own unwinder
 not in how a thread's Python frames are found, merged and ordered.
 """
 
+import enum
 import os
 from typing import Callable, Dict, List, Optional
 
@@ -18,6 +19,16 @@ from .pyframes import PythonReader, ThreadPy
 # The name gdb gives the frame of a signal trampoline (glibc's ``__restore_rt``).
 SIGNAL_FRAME = "<signal handler called>"
 MAX_NS_THREADS = 1 << 16
+
+
+class Threads(enum.Enum):
+    """Which threads a capture shows, chosen once where the user asks (``stack``/``core`` ``-a``, an ``attach``
+    stop, a session request) and handed down as it is; ``value`` is its name on a wire (gdb's commands, the
+    session socket)."""
+
+    PYTHON = "python"  # threads that run Python, the GIL holder, busy inter-op workers (``select_threads``)
+    ALL = "all"  # every thread, those that run Python first
+    SELECTED = "selected"  # only the selected thread: the one that stopped, or a core's crashed thread
 
 
 class PythonThreads:
@@ -153,20 +164,20 @@ def name_eval_frames(native: List[NativeFrame], entries: List[int], stack: List[
     return len(named)
 
 
-def unwound(which: str, has_state: bool, name: str, main_name: Optional[str] = None) -> bool:
-    """Whether a thread is unwound for a capture of ``which`` threads: in "python" the threads with a
+def unwound(which: Threads, has_state: bool, name: str, main_name: Optional[str] = None) -> bool:
+    """Whether a thread is unwound for a capture of ``which`` threads: in ``PYTHON`` the threads with a
     Python thread state, and those that may be TensorFlow's pool workers (whose busy workers are shown, and
     all counted): named as the inter-op pool's, or not named at all (``name`` is the main thread's,
     ``main_name``: TensorFlow 2.16 to 2.20 name none of their pools' threads)."""
-    return which != "python" or has_state or name in POOL_THREAD_NAMES or (main_name is not None
-                                                                          and name == main_name)
+    return which is not Threads.PYTHON or has_state or name in POOL_THREAD_NAMES or (main_name is not None
+                                                                                     and name == main_name)
 
 
-def select_threads(threads: List[Thread], which: str) -> List[Thread]:
-    """"python": threads with Python frames, the GIL holder, busy inter-op workers; "all": Python threads
+def select_threads(threads: List[Thread], which: Threads) -> List[Thread]:
+    """``PYTHON``: threads with Python frames, the GIL holder, busy inter-op workers; ``ALL``: Python threads
     first; else as they are."""
-    if which == "python":
+    if which is Threads.PYTHON:
         return [t for t in threads if t.has_python() or t.gil == "held" or (is_pool_worker(t) and runs_kernel(t))]
-    if which == "all":
+    if which is Threads.ALL:
         return [t for t in threads if t.has_python()] + [t for t in threads if not t.has_python()]
     return threads

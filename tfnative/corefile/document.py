@@ -12,6 +12,7 @@ from typing import Optional, TextIO, Tuple
 
 from ..core import tflog
 from ..core.model import Capture, Document
+from ..core.threads import Threads
 from ..errors import HasDebugInfo, TfnativeError, Unsupported
 from ..gdb.options import GdbOptions
 from ..progress import progress
@@ -45,9 +46,9 @@ def read_core(opts: CoreOptions, err: TextIO = sys.stderr) -> Tuple[CoreSource, 
     each Python frame's arguments and locals."""
     source = CoreSource(opts.path, opts.executable, opts.sysroot)
     source.variables = opts.variables
-    which = "all" if opts.all_threads else "python"
+    which = Threads.ALL if opts.all_threads else Threads.PYTHON
     try:
-        def fast(which: str) -> Capture:
+        def fast(which: Threads) -> Capture:
             try:
                 return source.stacks(which, pipeline.stacks)
             except HasDebugInfo:
@@ -57,7 +58,7 @@ def read_core(opts: CoreOptions, err: TextIO = sys.stderr) -> Tuple[CoreSource, 
                 raise TfnativeError("%s: cannot unwind: %s%s" % (
                     opts.path, exc, " (the core is damaged: %s)" % problems[0] if problems else "")) from None
 
-        def through_gdb(which: str) -> Capture:
+        def through_gdb(which: Threads) -> Capture:
             with progress("gdb reads %s" % opts.path):
                 result = source.finish(withgdb.stacks_with_gdb(source, which, opts.gdb, err), which)
             pipeline.add_memory_facts(source.memory, source.libraries(),

@@ -24,6 +24,7 @@ from typing import IO, Callable, Dict, List, Optional, Tuple
 
 from ..core.elfindex import ElfError, ElfFile, ElfTruncated
 from ..core.mapfile import FileUnusable, map_fd, map_file
+from ..core.memory import UnwindMemory
 from ..errors import CoreError, InputError
 from ..files import open_input
 from ..progress import progress
@@ -233,7 +234,7 @@ def _decompress(path: str) -> Optional[IO[bytes]]:
     return tmp
 
 
-class Core:
+class Core(UnwindMemory):
     """An open core file: ``notes``, ``segments``, and ``read(addr, size)`` of the target's memory.
 
     ``locate(path)`` gives where a mapped file is on this host (None when it
@@ -241,6 +242,8 @@ class Core:
     left out are read from there.  ``missing`` collects the address ranges a
     read found neither in the core nor in a file (truncated cores).
     """
+
+    late_reads = 0  # a core never runs on: nothing is read after a release
 
     def __init__(self, path: str) -> None:
         self.path = path

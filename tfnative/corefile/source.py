@@ -19,6 +19,7 @@ from ..core.cfi import CfiError
 from ..core.elfindex import ElfError, ElfFile
 from ..core.mapfile import check_file, map_file
 from ..core.model import Capture, NativeFrame, Thread
+from ..core.threads import Threads
 from ..errors import HasDebugInfo, TfnativeError, Unsupported
 from ..sources.base import ThreadRegs
 from ..sources.modules import Anonymous, Library, modules_of
@@ -28,7 +29,7 @@ from .reader import PF_X, PT_LOAD, Core, Mapping
 
 # ``stacks(source, which, selected, variables)``: the snapshot path (``tfnative.snapshot.pipeline.stacks``), which the
 # caller gives (sources do not import the snapshot path)
-Stacks = Callable[[Any, str, Optional[int], bool], Capture]
+Stacks = Callable[[Any, Threads, Optional[int], bool], Capture]
 
 AT_PHDR = 3
 AT_EXECFN = 31
@@ -64,6 +65,7 @@ class CoreSource:
     """
 
     partial_stacks = True
+    nonblocking = False  # a core never runs on
 
     def __init__(self, path: str, executable: Optional[str] = None, sysroot: Optional[str] = None) -> None:
         self.core = Core(path)
@@ -231,7 +233,7 @@ class CoreSource:
     def threads(self) -> List[ThreadRegs]:
         return [(t.tid, "", t.regs) for t in self.core.notes.threads if self._only in (None, t.tid)]
 
-    def stacks(self, which: str, stacks: Stacks) -> Capture:
+    def stacks(self, which: Threads, stacks: Stacks) -> Capture:
         """``stacks`` (the snapshot path) on the core; the thread that took the signal is ``selected_tid``.
         Raises ``base.HasDebugInfo`` where a library on a stack has DWARF (``corefile/withgdb.py`` then); a thread
         that cannot be read is read alone (``_thread_by_thread``)."""
@@ -243,17 +245,17 @@ class CoreSource:
         except Unsupported:
             result = self._thread_by_thread(which, stacks)
         # The crashed thread is kept even when it runs no Python.
-        if not any(t.tid == crashed for t in result.threads) and which != "all":
-            every = stacks(self, "selected", crashed, self.variables)
+        if not any(t.tid == crashed for t in result.threads) and which is not Threads.ALL:
+            every = stacks(self, Threads.SELECTED, crashed, self.variables)
             result.threads = every.threads + result.threads
         return self.finish(result)
 
-    def finish(self, result: Capture, which: str = "all") -> Capture:
+    def finish(self, result: Capture, which: Threads = Threads.ALL) -> Capture:
         """What every capture of the core gets (ours, or gdb's keeping ``which`` threads): the crashed thread
         selected, frames in unread files labelled, the warnings."""
         crashed = self.core.notes.threads[0].tid
         result.selected_tid = crashed
-        if which == "python":
+        if which is Threads.PYTHON:
             result.threads = [t for t in result.threads if t.tid == crashed or t.gil == "held" or t.runs_python()]
         self._label_unread(result)
         result.warnings = self.warnings + result.warnings
@@ -282,7 +284,7 @@ class CoreSource:
         alone._only = tid
         return alone
 
-    def _thread_by_thread(self, which: str, stacks: Stacks) -> Capture:
+    def _thread_by_thread(self, which: Threads, stacks: Stacks) -> Capture:
         """Each thread on its own, so that the ones whose memory the core holds are still shown."""
         notes = self.core.notes
         merged: Optional[Capture] = None
@@ -290,7 +292,7 @@ class CoreSource:
         for tid, name, _regs in self.threads():
             alone = self.one_thread(tid)
             try:
-                one = stacks(alone, which if tid != notes.threads[0].tid else "all", tid, self.variables)
+                one = stacks(alone, which if tid != notes.threads[0].tid else Threads.ALL, tid, self.variables)
             except Unsupported as exc:
                 threads.append(Thread(tid=tid, name=name, error=str(exc)))
                 continue

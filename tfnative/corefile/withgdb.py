@@ -23,6 +23,7 @@ from typing import List, TextIO, Tuple
 from ..core.elfindex import ElfError, ElfFile, ElfIndex
 from ..core.mapfile import map_file
 from ..core.model import Capture
+from ..core.threads import Threads
 from ..errors import GdbDied, GdbError, TfnativeError
 from ..gdb import ops as tfops
 from ..gdb.control import CAPTURE_TIMEOUT, capture, start_gdb
@@ -45,7 +46,7 @@ def _gdb_path(text: str) -> str:
     return text
 
 
-def stacks_with_gdb(source: CoreSource, which: str, opts: GdbOptions, err: TextIO) -> Capture:
+def stacks_with_gdb(source: CoreSource, which: Threads, opts: GdbOptions, err: TextIO) -> Capture:
     """``snapshot.stacks``'s result for every thread of the core of ``source``, taken by gdb (``"via":
     "gdb"``); ``source.finish`` keeps the threads asked for."""
     core = source.core

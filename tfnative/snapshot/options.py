@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
+from ..core.threads import Threads
 from ..gdb.options import GdbOptions
 
 
@@ -27,9 +28,9 @@ class StackOptions:
     gdb: GdbOptions = field(default_factory=GdbOptions)
 
     @property
-    def which(self) -> str:
-        """The threads to show: "all" with -a, else those that run Python ("python")."""
-        return "all" if self.all_threads else "python"
+    def which(self) -> Threads:
+        """The threads to show: every one with -a, else those that run Python."""
+        return Threads.ALL if self.all_threads else Threads.PYTHON
 
 
 @dataclass

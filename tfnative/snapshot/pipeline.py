@@ -50,17 +50,18 @@ from ..core import cxxexc, kstate, locks, procfs, ranks, sourcelines
 from ..core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
 from ..core.elfindex import ElfError, data_symbols, display_names
 from ..core.executors import pool_summary, unnamed_workers
-from ..core.memory import USER_SPACE_END, Memory
+from ..core.memory import USER_SPACE_END, Memory, UnwindMemory
 from ..core.model import Capture, NativeFrame, Op, Thread
 from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
 from ..core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
 from ..core.threadnames import registry_symbols, thread_names
-from ..core.threads import SIGNAL_FRAME, PythonThreads, select_threads, thread_entry, unwound
+from ..core.threads import SIGNAL_FRAME, PythonThreads, Threads, select_threads, thread_entry, unwound
 from ..errors import HasDebugInfo, PtraceRefused, Unsupported
 from ..sources.base import Source, ThreadRegs
 from ..sources.live import LiveSource
 from ..sources.modules import Library, Mappings, segments, shared
 from ..sources.ptrace import PAGE, REGISTERS, Frozen, read_exact
+from ..sources.ptrace import Memory as LiveMemory
 from ..sources.vmread import Batch, spare
 
 __all__ = ["add_memory_facts", "of_stopped", "stacks", "take", "take_nonblocking"]
@@ -223,21 +224,21 @@ def _is_interpreter(lib: Library) -> bool:
     return bool(re.match(r"(lib)?python\d", lib.name)) or "/lib-dynload/" in lib.path
 
 
-def _native_frames(frames: List[Frame]) -> List[NativeFrame]:
+def _native_frames(frames: List[Frame[Library]]) -> List[NativeFrame]:
     out = []
     for level, fr in enumerate(frames):
-        lib: Optional[Library] = fr.module  # type: ignore[assignment]
+        lib = fr.module
         out.append(NativeFrame(function="??", library=lib.name if lib else None, address="0x%016x" % fr.pc,
                                level=level, recovered=fr.recovered or None))
     return out
 
 
-def _name_frames(threads: List[Tuple[List[Frame], List[NativeFrame]]]) -> None:
+def _name_frames(threads: List[Tuple[List[Frame[Library]], List[NativeFrame]]]) -> None:
     """Name every native frame from the symbol indexes (one demangling pass for all)."""
     todo: List[Tuple[NativeFrame, str]] = []
     for frames, named in threads:
         for level, (fr, d) in enumerate(zip(frames, named)):
-            lib: Optional[Library] = fr.module  # type: ignore[assignment]
+            lib = fr.module
             if fr.signal:
                 d.function = SIGNAL_FRAME  # as gdb names it
                 continue
@@ -256,7 +257,7 @@ def _name_frames(threads: List[Tuple[List[Frame], List[NativeFrame]]]) -> None:
         d.function = name
 
 
-def _ops(memory: Memory, frames: List[Frame], named: List[NativeFrame], kernels: OpKernelReader) -> None:
+def _ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFrame], kernels: OpKernelReader) -> None:
     for d, device in op_frames(named):
         level = d.level or 0
         regs = _named(frames[level].regs)
@@ -292,8 +293,8 @@ def _open_live(pid: int) -> LiveSource:
         raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
 
 
-def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
-    """The mixed stacks of ``pid``'s threads (``which``: "python" or "all"), as ``-tfnative-capture``.
+def take(pid: int, which: Threads = Threads.PYTHON, variables: bool = False) -> Capture:
+    """The mixed stacks of ``pid``'s threads (``which``: ``PYTHON`` or ``ALL``), as ``-tfnative-capture``.
 
     Copy, then let go: the threads are held with ptrace only while their
     registers, the live part of each stack (``STACK_COPY`` at most, up to its
@@ -350,7 +351,7 @@ def take(pid: int, which: str = "python", variables: bool = False) -> Capture:
     return result
 
 
-def take_nonblocking(pid: int, which: str = "python", variables: bool = False) -> Capture:
+def take_nonblocking(pid: int, which: Threads = Threads.PYTHON, variables: bool = False) -> Capture:
     """``stack --no-pause``: the stacks of ``pid`` read without stopping it at all (no ptrace).
 
     A thread's registers cannot be read while it runs: for one blocked in the
@@ -363,7 +364,7 @@ def take_nonblocking(pid: int, which: str = "python", variables: bool = False) -
     a mix of the two), the others ``consistent: true``.
     """
     source = _open_live(pid)
-    source.nonblocking = True  # type: ignore[attr-defined]
+    source.nonblocking = True
     source.partial_stacks = True  # a cut native stack is shown cut: no gdb, which would stop the process
     try:
         try:
@@ -385,7 +386,7 @@ def take_nonblocking(pid: int, which: str = "python", variables: bool = False) -
         for tid, (start, data) in spans.items():
             if data and _read_raw(memory, start, len(data)) != data:
                 changed.add(tid)
-        check = _python_reader(_Uncached(memory), prep.libs, [])
+        check = _python_reader(_Uncached(memory.fd), prep.libs, [])
         if check is not None:
             for t in PythonThreads(check, Capture(), inner, names=False).states:
                 check.read_frames(t)
@@ -417,27 +418,26 @@ def inner_to_host(native_id: Optional[int], inner: Dict[int, int]) -> Optional[i
     return next((host for host, ns in inner.items() if ns == native_id), native_id)
 
 
-class _Uncached:
-    """Reads straight from the process (the second reading of --no-pause)."""
+class _Uncached(Memory):
+    """Reads straight from the process (the second reading of --no-pause): ``fd``, its ``/proc/PID/mem``."""
 
-    def __init__(self, memory: Memory) -> None:
-        self.fd = memory.fd  # type: ignore[attr-defined]
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
 
     def read(self, addr: int, size: int) -> bytes:
         return read_exact(self.fd, addr, size)
 
 
-def _read_raw(memory: Memory, start: int, size: int) -> bytes:
+def _read_raw(memory: LiveMemory, start: int, size: int) -> bytes:
     try:
-        return _Uncached(memory).read(start, size)
+        return _Uncached(memory.fd).read(start, size)
     except MemoryError:
         return b""
 
 
-def _py_key(thread: object) -> Tuple[Any, ...]:
+def _py_key(thread: ThreadPy) -> Tuple[Any, ...]:
     """What two readings of a thread's Python frames must agree on."""
-    groups = getattr(thread, "groups", [])
-    return tuple((f.function, f.file, f.line) for g in groups for f in g), getattr(thread, "error", None)
+    return tuple((f.function, f.file, f.line) for g in thread.groups for f in g), thread.error
 
 
 def _user_regs(pid: int, tid: int) -> Optional[Dict[str, int]]:
@@ -519,12 +519,12 @@ def _copy_stack(source: LiveSource, rsp: int) -> Tuple[int, bytes]:
     return base, b"".join(pages.get(base + k, b"") for k in range(0, taken, PAGE))
 
 
-def of_stopped(pid: int, threads: List[ThreadRegs], which: str,
+def of_stopped(pid: int, threads: List[ThreadRegs], which: Threads,
                selected: Optional[int] = None, variables: bool = False) -> Capture:
     """The same, for a process that gdb holds stopped: gdb gives the registers, we do the rest.
 
     ``threads``: (tid, name, registers) of each thread; ``which`` may also be
-    "selected" (only ``selected``, the thread that stopped).
+    ``SELECTED`` (only ``selected``, the thread that stopped).
     """
     try:
         source = LiveSource(pid, threads)
@@ -541,19 +541,21 @@ def of_stopped(pid: int, threads: List[ThreadRegs], which: str,
 
 class _Prepared:
     """What ``stacks`` reads of a source before its threads: the libraries, the unwinder, the Python reader
-    and (``python_threads``) the interpreter's thread states with their frames."""
+    and (``python_threads``) the interpreter's thread states with their frames.  ``copy``: the memory
+    ``take`` copies in its hold (the pages ``learn_python_pages`` records); None for a source read as it is."""
 
-    def __init__(self, source: Source, variables: bool) -> None:
+    def __init__(self, source: Source, variables: bool, copy: Optional[LiveMemory] = None) -> None:
         memory = source.memory
         self.warnings: List[str] = []
         libs = source.libraries()
         _link_map_names(memory, libs, source.executable)
         self.libs = libs = libs + source.extra_code()
-        self.unwinder = Unwinder(libs, memory.read, source.mapping_of)  # type: ignore[arg-type]
+        self.unwinder = Unwinder(libs, memory.read, source.mapping_of)
         self.reader = _python_reader(memory, libs, self.warnings)
         if self.reader is not None:
             self.reader.want_variables = variables
         self.memory = memory
+        self.copy = copy
         self.walked: Dict[int, Tuple[ThreadPy, Set[int]]] = {}  # learn_python_pages: tstate -> (state, pages)
         self.before: Dict[int, bytes] = {}
         # learn_python_pages: each interpreter's threads.head field -> its value (None: could not be read)
@@ -571,27 +573,29 @@ class _Prepared:
         if self.pythreads is None:
             memory = self.memory
             self.inner = inner
-            late = getattr(memory, "late_reads", 0)
+            late = memory.late_reads
             self.pythreads = PythonThreads(self.reader, self.result, inner, names=False)
-            if getattr(memory, "late_reads", 0) != late:
+            if memory.late_reads != late:
                 self.result.warnings.append("the Python thread list was read partly after the process was let "
                                             "go (threads started or ended meanwhile)")
-            if self.reader is not None and learn:  # before the hold: each state's frames and the pages read
+            copy = self.copy
+            if self.reader is not None and learn and copy is not None:
+                # before the hold: each state's frames and the pages read
                 for state in self.pythreads.states:
                     touched: Set[int] = set()
-                    memory.track(touched)  # type: ignore[attr-defined]
+                    copy.track(touched)
                     try:
                         self.reader.read_frames(state)
                     finally:
-                        memory.track(None)  # type: ignore[attr-defined]
+                        copy.track(None)
                     self.walked[state.tstate] = (state, touched)
             elif self.reader is not None:
                 for state in self.pythreads.states:
                     if self._reuse(state):
                         continue
-                    late = getattr(memory, "late_reads", 0)
+                    late = memory.late_reads
                     self.reader.read_frames(state)
-                    if getattr(memory, "late_reads", 0) != late:
+                    if memory.late_reads != late:
                         state.after_release = True
         return self.pythreads
 
@@ -599,10 +603,11 @@ class _Prepared:
         """Take a state's frames from the walk before the hold where none of the pages that walk read of
         it changed in the copy: reading them again would give the same frames."""
         before = self.walked.get(state.tstate)
-        if before is None:
+        pages = self.copy.pages if self.copy is not None else None
+        if before is None or pages is None:
             return False
         old, touched = before
-        if any(self.memory.pages.get(p) != self.before.get(p) for p in touched):  # type: ignore[attr-defined]
+        if any(pages.get(p) != self.before.get(p) for p in touched):
             return False
         state.groups, state.entries, state.error = old.groups, old.entries, old.error
         state.frames_read = True
@@ -636,9 +641,9 @@ class _Prepared:
     def learn_python_pages(self, inner: Dict[int, int]) -> List[int]:
         """Walk the Python threads once (the process running): the pages the walk read, which the hold
         copies; the walk is forgotten (``python_threads`` walks again, from the copy)."""
-        memory = self.memory
-        pages = getattr(memory, "pages", None)
-        if self.reader is None or pages is None or not hasattr(memory, "track"):
+        memory = self.copy
+        pages = memory.pages if memory is not None else None
+        if self.reader is None or memory is None or pages is None:
             return []
         pages.clear()
         try:
@@ -659,15 +664,15 @@ class _Prepared:
             self.pythreads.read_names()
 
 
-def _prepare(source: Source, variables: bool) -> _Prepared:
-    return _Prepared(source, variables)
+def _prepare(source: LiveSource, variables: bool) -> _Prepared:
+    return _Prepared(source, variables, source.memory)
 
 
-def stacks(source: Source, which: str, selected: Optional[int] = None, variables: bool = False,
+def stacks(source: Source, which: Threads, selected: Optional[int] = None, variables: bool = False,
            prepared: Optional[_Prepared] = None) -> Capture:
     """Mixed stacks of a source's stopped threads (``sources/base.py``) from their registers and its memory.
 
-    ``which``: "python", "all" or "selected" (only ``selected``);
+    ``which``: the threads shown (``SELECTED``: only ``selected``);
     ``variables``: read each Python frame's arguments and locals (``--locals``);
     ``prepared``: what ``take`` read while it held the threads.
     Raises ``HasDebugInfo`` when a library on a stack has its own DWARF, and
@@ -690,7 +695,7 @@ def stacks(source: Source, which: str, selected: Optional[int] = None, variables
             result.tf_config = prep.reader.objects.environ_value(ranks.TF_CONFIG)
         except (MemoryError, OSError, struct.error):
             pass
-    if which != "selected":
+    if which is not Threads.SELECTED:
         tf_names = None
         if unnamed_workers(result.threads):
             tf_names = thread_names(_HeldRegistry(source.memory, prep.libs),  # core/threadnames.py
@@ -706,14 +711,14 @@ class _Unwound(NamedTuple):
 
     tid: int
     name: str
-    frames: List[Frame]
+    frames: List[Frame[Library]]
     named: List[NativeFrame]
     py: Optional[ThreadPy]
     cut: Optional[str]
 
 
-def _unwind_all(source: Source, unwinder: Unwinder, pythreads: PythonThreads, listed: List[ThreadRegs],
-                which: str, selected: Optional[int]) -> Tuple[List[_Unwound], Set[int]]:
+def _unwind_all(source: Source, unwinder: Unwinder[Library], pythreads: PythonThreads, listed: List[ThreadRegs],
+                which: Threads, selected: Optional[int]) -> Tuple[List[_Unwound], Set[int]]:
     """The threads ``which`` selects, unwound (``stacks``), and the threads whose unwind read pages the copy
     lacks, from the running process."""
     memory = source.memory
@@ -721,21 +726,21 @@ def _unwind_all(source: Source, unwinder: Unwinder, pythreads: PythonThreads, li
     late_tids: Set[int] = set()
     main_name = next((name for tid, name, _regs in listed if tid == source.pid), None)
     for tid, name, regs in listed:
-        if which == "selected" and tid != selected:
+        if which is Threads.SELECTED and tid != selected:
             continue
         py = pythreads.find(tid, _constant(regs.get("fs_base")))
         if pythreads.states and not unwound(which, py is not None, name, main_name):
             continue
-        late = getattr(memory, "late_reads", 0)
+        late = memory.late_reads
         frames, cut, checked = _unwind_thread(source, unwinder, tid, regs, py)
-        if checked and getattr(memory, "late_reads", 0) != late:
+        if checked and memory.late_reads != late:
             late_tids.add(tid)
         found.append(_Unwound(tid, name, frames, _native_frames(frames), py, cut))
     return found, late_tids
 
 
-def _unwind_thread(source: Source, unwinder: Unwinder, tid: int, regs: Dict[str, int],
-                   py: Optional[ThreadPy]) -> Tuple[List[Frame], Optional[str], bool]:
+def _unwind_thread(source: Source, unwinder: Unwinder[Library], tid: int, regs: Dict[str, int],
+                   py: Optional[ThreadPy]) -> Tuple[List[Frame[Library]], Optional[str], bool]:
     """(frames, why the stack is cut or None, whether its frames were checked for DWARF) of one thread.
 
     Raises ``HasDebugInfo`` where a frame's library has DWARF for it, ``Unsupported`` where CFI cannot
@@ -747,14 +752,14 @@ def _unwind_thread(source: Source, unwinder: Unwinder, tid: int, regs: Dict[str,
     try:
         frames = unwinder.unwind(regs, MAX_NATIVE_FRAMES)
     except CfiError as exc:
-        if getattr(source, "nonblocking", False):  # only rsp and rip: the unwind stops where they end
-            return (getattr(exc, "frames", None) or [],
+        if source.nonblocking:  # only rsp and rip: the unwind stops where they end
+            return (exc.frames or [],
                     "native unwinding stopped at the last frame shown (--no-pause: rsp and rip only): %s" % exc,
                     False)
         if not source.partial_stacks or py is None:
             raise Unsupported("thread %d: %s" % (tid, exc)) from None
         # memory or files missing: the innermost frame and the Python frames still count
-        frames = getattr(exc, "frames", None) or unwinder.unwind(regs, 1)
+        frames = exc.frames or unwinder.unwind(regs, 1)
         cut = "native unwinding stopped at the last frame shown: %s" % exc
     for fr in frames:
         lib = fr.module
@@ -765,7 +770,7 @@ def _unwind_thread(source: Source, unwinder: Unwinder, tid: int, regs: Dict[str,
     return frames, cut, True
 
 
-def _add_threads(memory: Memory, prep: _Prepared, pythreads: PythonThreads, listed: List[ThreadRegs],
+def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads, listed: List[ThreadRegs],
                  found: List[_Unwound], late_tids: Set[int]) -> None:
     """The unwound threads, with their ops, lock waits and C++ exceptions, into ``prep.result``."""
     reader, inner = prep.reader, prep.inner
@@ -795,14 +800,14 @@ def _add_threads(memory: Memory, prep: _Prepared, pythreads: PythonThreads, list
         prep.result.threads.append(thread)
 
 
-def _after_release(memory: Memory, read: Callable[..., Optional[Dict[str, Any]]], *args: Any
+def _after_release(memory: UnwindMemory, read: Callable[..., Optional[Dict[str, Any]]], *args: Any
                    ) -> Optional[Dict[str, Any]]:
     """``read(*args)``'s fact (a lock wait, a C++ exception), marked ``"read_after_release": true`` where reading it
     took memory the hold's copy lacks (heap, other threads' data): read from the running process, after the
     release, never mixed silently with what the hold saw."""
-    before = getattr(memory, "late_reads", 0)
+    before = memory.late_reads
     found = read(*args)
-    if found is not None and getattr(memory, "late_reads", 0) != before:
+    if found is not None and memory.late_reads != before:
         found = dict(found, read_after_release=True)
     return found
 
@@ -837,7 +842,7 @@ def _cxx_runtimes(libs: List[Library]) -> List[Tuple[Library, cxxexc.CxxRuntime]
 
 
 def _cxx_exception(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRuntime]],
-                   thread_pointer: Optional[int], frames: List[Frame], named: List[NativeFrame]
+                   thread_pointer: Optional[int], frames: List[Frame[Library]], named: List[NativeFrame]
                    ) -> Optional[Dict[str, Optional[str]]]:
     """The C++ exception a thread has in flight (``{"type", "what", "state"}``), read from libstdc++'s
     per-thread globals (or, stopped at ``__cxa_throw``'s entry, its arguments); None for none.  A few

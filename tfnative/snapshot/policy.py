@@ -13,7 +13,7 @@ and ``tfnative core`` (``corefile/document.py``).  The decision is made by type
 - Anything else is a bug of ours: it must not cost the user the snapshot, so the
   stack comes through gdb and the bug is named (``TFNATIVE_DEBUG=1`` raises it).
 
-Where nothing runs Python, "python" threads widen to all threads (``widen``),
+Where nothing runs Python, ``Threads.PYTHON`` widens to all threads (``widen``),
 rather than showing nothing.
 """
 
@@ -23,16 +23,17 @@ import os
 from typing import Callable, Optional
 
 from ..core.model import Capture
+from ..core.threads import Threads
 from ..errors import Interrupted, PtraceRefused, TfnativeError, Unsupported
 
-Take = Callable[[str], Capture]  # which ("python", "all", "selected") -> the threads' stacks
+Take = Callable[[Threads], Capture]  # which threads -> their stacks
 
 
-def widened(take: Take, which: str) -> Capture:
-    """``take(which)``; when "python" finds no Python thread, every thread rather than nothing."""
+def widened(take: Take, which: Threads) -> Capture:
+    """``take(which)``; when ``PYTHON`` finds no Python thread, every thread rather than nothing."""
     result = take(which)
-    if not result.threads and which == "python":
-        result = take("all")
+    if not result.threads and which is Threads.PYTHON:
+        result = take(Threads.ALL)
     return result
 
 
@@ -43,7 +44,7 @@ def why(exc: BaseException) -> str:
     return "tfnative's unwinder failed (%s: %s)" % (type(exc).__name__, exc)
 
 
-def take_stacks(which: str, fast: Take, through_gdb: Take, on_fallback: Callable[[BaseException], None], *,
+def take_stacks(which: Threads, fast: Take, through_gdb: Take, on_fallback: Callable[[BaseException], None], *,
                 with_gdb: bool = False, widen: bool = False,
                 refused: Optional[Callable[[PtraceRefused], Exception]] = None) -> Capture:
     """The stacks of ``which`` threads: ``fast`` (no gdb) unless ``with_gdb``, else or where it steps aside

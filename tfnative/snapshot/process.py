@@ -13,6 +13,7 @@ from typing import Callable, List, TextIO
 
 from ..core import procfs, ranks
 from ..core.model import Capture, Document
+from ..core.threads import Threads
 from ..errors import PtraceRefused, TargetGone, TfnativeError, Unsupported
 from ..output import report, verdict
 from ..sources import ptrace, sessionsock
@@ -140,7 +141,7 @@ def take_once(pid: int, opts: StackOptions, was_stopped: bool, err: TextIO) -> C
         return sessionsock.ask(pid, opts.which, opts.variables)
     task = live_task(pid)  # the process's files, read through a live thread
 
-    def fast(which: str) -> Capture:
+    def fast(which: Threads) -> Capture:
         try:
             result = pipeline.take(task, which, opts.variables)
         except TargetGone:
@@ -154,7 +155,7 @@ def take_once(pid: int, opts: StackOptions, was_stopped: bool, err: TextIO) -> C
                                    % pid)
         return result
 
-    def through_gdb(which: str) -> Capture:
+    def through_gdb(which: Threads) -> Capture:
         from . import withgdb  # gdb's machinery, loaded only where the policy needs it
 
         raise_if_exited(pid)

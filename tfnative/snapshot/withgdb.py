@@ -12,6 +12,7 @@ from typing import List, Optional, TextIO
 
 from ..core import procfs
 from ..core.model import Capture, NativeFrame
+from ..core.threads import Threads
 from ..errors import GdbDied, GdbError, TargetGone, TfnativeError
 from ..gdb import ops
 from ..gdb.control import CAPTURE_TIMEOUT, attach, capture, detach, gdb_tail, start_gdb, watching
@@ -43,9 +44,9 @@ def gdb_memory_facts(gdb: Gdb, result: Capture) -> None:
         memory.close()
 
 
-def stack_of_pid(pid: int, which: str, gdb_opts: GdbOptions, was_stopped: bool, err: TextIO,
+def stack_of_pid(pid: int, which: Threads, gdb_opts: GdbOptions, was_stopped: bool, err: TextIO,
                  variables: bool = False) -> Capture:
-    """``pid``'s stacks through a gdb of its own (started, attached, detached here); "python" widens to every
+    """``pid``'s stacks through a gdb of its own (started, attached, detached here); ``PYTHON`` widens to every
     thread where none runs Python.  The process runs on afterwards (stopped again if it was).  Every wait on
     gdb ends once the process exits (``TargetGone``, gdb killed: ``control.watching``)."""
     gdb = start_gdb(gdb_opts)
@@ -69,7 +70,7 @@ def stack_of_pid(pid: int, which: str, gdb_opts: GdbOptions, was_stopped: bool, 
             ptrace.ensure_not_stopped(pid)
 
 
-def _capture(gdb: Gdb, pid: int, which: str, gdb_opts: GdbOptions, err: TextIO, variables: bool) -> Capture:
+def _capture(gdb: Gdb, pid: int, which: Threads, gdb_opts: GdbOptions, err: TextIO, variables: bool) -> Capture:
     """The capture of ``stack_of_pid``, gdb attached."""
     loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
     with progress("gdb reads the libraries' symbols"):
@@ -88,12 +89,12 @@ def _capture(gdb: Gdb, pid: int, which: str, gdb_opts: GdbOptions, err: TextIO, 
     return result
 
 
-def capture_which(gdb: Gdb, which: str, variables: bool = False) -> Capture:
-    """gdb's capture of ``which`` threads ("all", "python", "selected") of the target it holds stopped."""
-    return capture(gdb, which == "all", python_only=which == "python", variables=variables)
+def capture_which(gdb: Gdb, which: Threads, variables: bool = False) -> Capture:
+    """gdb's capture of ``which`` threads of the target it holds stopped."""
+    return capture(gdb, which is Threads.ALL, python_only=which is Threads.PYTHON, variables=variables)
 
 
-def stacks_at_stop(gdb: Gdb, loader: Optional[SymbolLoader], which: str, variables: bool = False) -> Capture:
+def stacks_at_stop(gdb: Gdb, loader: Optional[SymbolLoader], which: Threads, variables: bool = False) -> Capture:
     """The stopped target's stacks through gdb: the new libraries' symbols read first, ops named, memory facts."""
     if loader is not None:
         with progress("gdb reads the new libraries' symbols"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Protocol, Tuple
 
-from ..core.memory import Memory
+from ..core.memory import UnwindMemory
 from .modules import Library
 
 # (tid, name, registers by gdb's names) of a stopped thread
@@ -28,14 +28,17 @@ class Source(Protocol):
     libraries keep the names of their files); ``partial_stacks``: a thread
     whose native unwinding stops early is still shown, cut, when its Python
     frames were found (False: the snapshot raises ``Unsupported`` and the
-    caller asks gdb).
+    caller asks gdb); ``nonblocking``: the process runs while it is read
+    (``stack --no-pause``): its threads' registers are only rsp and rip,
+    and a native unwind that stops where they end is shown cut.
     """
 
     pid: int
     partial_stacks: bool
+    nonblocking: bool
 
     @property
-    def memory(self) -> Memory: ...
+    def memory(self) -> UnwindMemory: ...
 
     @property
     def executable(self) -> Optional[str]: ...

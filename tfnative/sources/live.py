@@ -23,6 +23,7 @@ class LiveSource:
     """The process ``pid``, stopped by the caller; opening its memory raises ``OSError``."""
 
     partial_stacks = False  # gdb unwinds what CFI alone cannot: the caller falls back to it
+    nonblocking = False  # held while read (``snapshot.take_nonblocking`` sets it: read as it runs)
 
     def __init__(self, pid: int, registers: Optional[List[ThreadRegs]] = None) -> None:
         self.pid = pid

@@ -33,7 +33,7 @@ import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..core import procfs
-from ..core.memory import USER_SPACE_END
+from ..core.memory import USER_SPACE_END, UnwindMemory
 from ..errors import PtraceRefused, TargetGone, TfnativeError, Unsupported
 from .vmread import Batch
 
@@ -92,7 +92,7 @@ def read_exact(fd: int, addr: int, size: int) -> bytes:
     return data
 
 
-class Memory:
+class Memory(UnwindMemory):
     """Reads of the target's memory through ``/proc/PID/mem``; ``MemoryError`` when unreadable.
 
     ``cache=True`` keeps each page read, for a process that stays stopped while

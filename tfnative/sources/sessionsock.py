@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
 
 from ..core import procfs
 from ..core.model import Capture
+from ..core.threads import Threads
 from ..errors import TfnativeError
 
 if TYPE_CHECKING:  # socket loads where a session is there to talk to; `stack` of any other process never needs it
@@ -87,14 +88,14 @@ def serves(pid: int) -> bool:
     return True
 
 
-def ask(pid: int, which: str, variables: bool, timeout: float = ANSWER_TIMEOUT) -> Capture:
+def ask(pid: int, which: Threads, variables: bool, timeout: float = ANSWER_TIMEOUT) -> Capture:
     """The session's snapshot of ``pid`` (a capture, as ``snapshot.take`` gives one)."""
     sock = _connect(pid, timeout)
     if sock is None:
         raise TfnativeError("process %d: no tfnative attach session answers for it" % pid)
     with sock:
         try:
-            sock.sendall((json.dumps({"which": which, "locals": variables}) + "\n").encode())
+            sock.sendall((json.dumps({"which": which.value, "locals": variables}) + "\n").encode())
             data = b""
             while not data.endswith(b"\n"):
                 chunk = sock.recv(1 << 20)
@@ -164,7 +165,7 @@ class Server:
                         return
                     line += chunk
                 request = json.loads(line.split(b"\n", 1)[0])
-                which = "all" if request.get("which") == "all" else "python"
+                which = Threads.ALL if request.get("which") == Threads.ALL.value else Threads.PYTHON
             except (OSError, ValueError, AttributeError):
                 return
             done = threading.Event()
