@@ -512,9 +512,11 @@ def test_a_silent_pipe_is_given_up(tmp_path):
         os.close(write)
 
 
-@pytest.mark.parametrize("what,says", [("fifo", "a pipe or FIFO, not a file"), ("/dev/zero", "a character device"),
-                                       ("directory", "is a directory")])
-def test_core_inputs_that_are_no_files(tmp_path, fifo, what, says):
+@pytest.mark.parametrize("what,says,exe_says", [
+    ("fifo", "a pipe or FIFO, not a file", "not a regular file (a FIFO)"),
+    ("/dev/zero", "a character device", "not a regular file (a character device)"),
+    ("directory", "is a directory", "not a regular file (a directory)")])
+def test_core_inputs_that_are_no_files(tmp_path, fifo, what, says, exe_says):
     path = {"fifo": fifo, "directory": str(tmp_path)}.get(what, what)
     r = run_bounded(["core", path], timeout=30, rss_mb=RSS_MB, expect_ok=False)
     assert says in r.stderr
@@ -522,4 +524,4 @@ def test_core_inputs_that_are_no_files(tmp_path, fifo, what, says):
     with open(core, "wb") as f:
         f.write(b"\x7fELF" + b"\0" * 100)
     r = run_bounded(["core", core, path], timeout=30, rss_mb=RSS_MB, expect_ok=False)  # the executable given
-    assert says in r.stderr
+    assert "%s: not an executable to read the core with: %s" % (path, exe_says) in r.stderr

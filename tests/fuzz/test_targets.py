@@ -497,8 +497,9 @@ def test_already_traced_by_another_debugger(tools, tmp_path, debugger):
         for options in ([], ["--with-gdb"]):
             out, _ = _stack(target.pid, str(tmp_path), *options, env=env, expect_ok=False)
             line = _error_line(out)
-            assert line.startswith("tfnative: error: process %d is already being traced by pid " % target.pid), \
-                out.stderr
+            # The tracer named, by pid and name (the debugger's, not a security module's refusal)
+            assert line.startswith("tfnative: error: process %d is already being traced by PID %d (%s)" % (
+                target.pid, tracer, "strace" if debugger == "strace" else "gdb")), out.stderr
             assert tracer_and_state(target.pid)[0] == tracer
         _assert_none_marked(mark)
     finally:

@@ -68,12 +68,11 @@ class CoreSource:
     nonblocking = False  # a core never runs on
 
     def __init__(self, path: str, executable: Optional[str] = None, sysroot: Optional[str] = None) -> None:
-        self.core = Core(path)
-        if executable is not None:
+        if executable is not None:  # checked first: a FIFO or a directory is one line at once, never a wait
             bad = check_file(executable, min_size=64, elf=True)
             if bad is not None:
-                self.core.close()
                 raise TfnativeError("%s: not an executable to read the core with: %s" % (executable, bad.reason))
+        self.core = Core(path)
         self.memory = self.core
         self._only: Optional[int] = None  # one thread only (``_thread_by_thread``)
         self.sysroot = sysroot
