@@ -46,6 +46,7 @@ from ..gdb.symbols import QUIET_S, WATCH_S, SymbolLoader
 from ..output import report, verdict
 from ..snapshot.process import argv_of
 from ..sources import sessionsock
+from ..sources.modules import file_root
 from . import stopevent
 from .follow import LET_GO_REQUEST, Follower, FollowingTarget, ParentReport
 from .handoff import interactive_gdb, park
@@ -120,11 +121,13 @@ def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[Document]]
         else:
             env = opts.switches.environment(dict(os.environ))
             target = LaunchedTarget(python, opts.target_argv, env)
-        tfops.check_op_types(opts.break_ops, python, env,
+        pending_ops, stock_dir = tfops.check_op_types(opts.break_ops, python, env,
                              tfops.loaded_tensorflow_dirs(pid_target.pid) if pid_target is not None else None)
         if follower is not None:
             target = FollowingTarget(target, follower)
-        return Session(opts, target, doc, printer, err).run(keep)
+        session = Session(opts, target, doc, printer, err)
+        session.opbreaks.set_pending(pending_ops, stock_dir, err)
+        return session.run(keep)
     finally:
         if origins_dir is not None:
             shutil.rmtree(origins_dir, ignore_errors=True)
@@ -231,6 +234,7 @@ class Session:
         self.bps.arm(gdb, self.breaks, self.err, CAPTURE_TIMEOUT)
         self.loader = loader = SymbolLoader(gdb, self.target.pid, self.breaks, opts.gdb.full_symbols, self.err,
                                             self.bps)
+        loader.want_names(list(self.opbreaks.pending))
         self.target.begin_symbols(loader)
         loader.sync()
         if self.bps.all_resolved():
@@ -315,6 +319,8 @@ class Session:
             doc.set_exit(returncode)
         doc.unresolved = self.bps.unresolved()
         doc.dumps = self.opts.switches.produced(started)
+        for line in self.opbreaks.unseen():
+            self.err.write("tfnative: %s\n" % line)
         self.printer.summary(self.bps.summary(), doc)
         if self.opts.json_path:
             report.write(doc, self.opts.json_path)
@@ -334,6 +340,8 @@ class Session:
     def on_library_loaded(self, payload: Dict[str, Any]) -> Next:
         assert self.loader is not None
         self.loader.note_library(payload)
+        if self.opbreaks.pending:  # where this host reads the file (a target in a container: under its root)
+            self.opbreaks.note_library(file_root(self.target.pid) + (payload.get("target-name") or ""))
         return Next.WAIT
 
     def on_stopped(self, payload: Dict[str, Any]) -> Next:
@@ -412,6 +420,7 @@ class Session:
 
     def on_op_dispatch(self, payload: Dict[str, Any]) -> Next:
         assert self.loader is not None
+        self.loader.sync()  # a kernel in a library loaded a moment ago: its symbols before its vtable is named
         self.opbreaks.on_dispatch(self.gdb, self.loader.name_of, self.err)
         return Next.RESUME
 

@@ -31,6 +31,8 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Set, TextIO, Tuple
 
 from ..core import procfs
+from ..core.elfindex import ElfError, ElfFile
+from ..core.mapfile import map_file
 from ..core.model import Capture, Op
 from ..core.opkernel import KERNEL_RE, inherit_device_ops, op_frames
 from ..errors import GdbError, TfnativeError
@@ -68,20 +70,6 @@ def op_types(tf_dir: str) -> Set[str]:
     return found
 
 
-def candidates(name: str, known: Iterable[str], limit: int = 8) -> List[str]:
-    """Op types ``name`` may mean: same name in another case, names containing it, close spellings."""
-    known = sorted(known)
-    low = name.lower()
-    exactish = [k for k in known if k.lower() == low]
-    containing = sorted((k for k in known if low in k.lower() and k not in exactish), key=lambda k: (len(k), k))
-    close = difflib.get_close_matches(name, known, n=limit, cutoff=0.75)
-    out: List[str] = []
-    for k in exactish + containing + close:
-        if k not in out:
-            out.append(k)
-    return out[:limit]
-
-
 def loaded_tensorflow_dirs(pid: int) -> List[str]:
     """The package directory of the TensorFlow that process ``pid`` has loaded (the directory of its mapped
     ``libtensorflow_framework.so.2``/``libtensorflow_cc.so.2``); [] when it has loaded none (or its maps
@@ -99,12 +87,36 @@ def loaded_tensorflow_dirs(pid: int) -> List[str]:
     return []
 
 
+_TYPE_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def close_names(name: str, known: Iterable[str], limit: int = 5) -> List[str]:
+    """Op types that are spelled close to ``name`` (the same name in another case, or difflib's ratio of 0.8
+    and up): what a typo may have meant, never merely a name that shares a word with it."""
+    known = sorted(known)
+    low = name.lower()
+    out = [k for k in known if k.lower() == low and k != name]
+    for k in difflib.get_close_matches(name, known, n=limit, cutoff=0.8):
+        if k not in out and k != name:
+            out.append(k)
+    return out[:limit]
+
+
 def check_op_types(requested: List[str], python: str, env: Optional[Dict[str, str]] = None,
-                   tf_dirs: Optional[List[str]] = None) -> None:
-    """Each ``--break-op`` must name an op type of the TensorFlow the script imports (``tf_dirs``: the one a
-    running process has loaded, else the one ``python`` would import); raise otherwise."""
+                   tf_dirs: Optional[List[str]] = None) -> Tuple[Dict[str, List[str]], str]:
+    """Check each ``--break-op`` against the op types of the TensorFlow the script imports (``tf_dirs``: the
+    one a running process has loaded, else the one ``python`` would import).
+
+    A type TensorFlow itself has not is no error: a library (a custom op) may register it when it loads.
+    Returns those *pending* types, each with the stock names close to it (said at the end of a run where no
+    op of that type ran), and the package directory of that TensorFlow.  Raises on a name that cannot be an
+    op type, or without TensorFlow.
+    """
     if not requested:
-        return
+        return {}, ""
+    for name in requested:
+        if not _TYPE_NAME_RE.match(name):
+            raise TfnativeError("--break-op %r: not an op type name (letters, digits and _, e.g. MatMul)" % name)
     try:
         dirs = tf_dirs or tensorflow_package_dirs(python, env)
     except TfnativeError:
@@ -115,12 +127,41 @@ def check_op_types(requested: List[str], python: str, env: Optional[Dict[str, st
     known = op_types(tf_dir)
     if not known:
         raise TfnativeError("--break-op: no op wrappers (gen_*_ops.py) under %s" % tf_dir)
-    for name in requested:
-        if name in known:
-            continue
-        maybe = candidates(name, known)
-        hint = ("; candidates: %s" % ", ".join(maybe)) if maybe else ""
-        raise TfnativeError("--break-op %s: TensorFlow has no op type of that name%s" % (name, hint))
+    return {name: close_names(name, known) for name in dict.fromkeys(requested) if name not in known}, tf_dir
+
+
+# A library that registers ops or kernels calls TensorFlow's registrars (its .dynstr names them).
+_REGISTRARS = (b"OpKernelRegistrar", b"OpDefBuilderWrapper")
+_RODATA_NAME_RE = re.compile(rb"(?<=\0)[A-Za-z_][A-Za-z0-9_]{0,127}(?=\0)")
+MAX_RODATA = 256 * 1024 * 1024
+MAX_NAMES = 200000
+
+
+def registering_strings(path: str) -> Optional[bytes]:
+    """The ``.rodata`` of the library at ``path`` when it registers ops or kernels (where ``REGISTER_OP`` and
+    ``REGISTER_KERNEL_BUILDER(Name(...))`` leave the type's name), else None (no such library, or not ELF)."""
+    try:
+        with map_file(path) as mm:
+            elf = ElfFile(mm, path)
+            dynstr, rodata = elf.section(".dynstr"), elf.section(".rodata")
+            if dynstr is None or rodata is None or rodata.size > MAX_RODATA:
+                return None
+            names = mm[dynstr.offset:dynstr.offset + min(dynstr.size, MAX_RODATA)]
+            if not any(r in names for r in _REGISTRARS):
+                return None
+            return b"\0" + mm[rodata.offset:rodata.offset + rodata.size]
+    except (OSError, ValueError, ElfError):
+        return None
+
+
+def string_names(rodata: bytes) -> Set[str]:
+    """The identifier-like C strings of a ``.rodata`` (at most ``MAX_NAMES``): the op types it may register."""
+    out: Set[str] = set()
+    for m in _RODATA_NAME_RE.finditer(rodata):
+        out.add(m.group().decode())
+        if len(out) >= MAX_NAMES:
+            break
+    return out
 
 
 # ---------------------------------------------------------------- op context
@@ -161,10 +202,58 @@ class OpBreaks:
         self.types = list(dict.fromkeys(op_types_wanted))
         self.bps = bps
         self.armed: Dict[int, str] = {}  # kernel entry address -> function name
+        self.pending: Dict[str, List[str]] = {}  # types stock TensorFlow has not -> close stock names
+        self.ran: Set[str] = set()  # types a kernel was seen to run (a dispatch stop)
+        self.libraries: List[str] = []  # libraries the target loaded (as it sees their paths), in order
+        self.stock_dir = ""  # TensorFlow's package directory (``set_pending``)
         for t in self.types:
             bps.add_op(op_location(t))
         for fn in DISPATCH_FUNCTIONS if self.types else ():
             bps.add_op(fn, internal=True, op_types=self.types)
+
+    def set_pending(self, pending: Dict[str, List[str]], stock_dir: str, err: TextIO) -> None:
+        """The wanted types a library has yet to register (``check_op_types``): one line each, now.
+        ``stock_dir``: TensorFlow's package directory, whose own libraries register none of them."""
+        self.pending = dict(pending)
+        self.stock_dir = os.path.realpath(stock_dir) + os.sep if stock_dir else ""
+        for t, close in self.pending.items():
+            hint = " (TensorFlow's own close names: %s)" % ", ".join(close) if close else ""
+            err.write("tfnative: --break-op %s: pending until a library registers it%s\n" % (t, hint))
+        err.flush()
+
+    def note_library(self, path: str) -> None:
+        """A library the target loaded (an ``=library-loaded`` record; ``path`` where this host reads it):
+        looked at only at the end of the run (``unseen``), and only for a type no op of which ran."""
+        if not self.pending or not path or path in self.libraries:
+            return
+        if self.stock_dir and os.path.realpath(path).startswith(self.stock_dir):
+            return  # TensorFlow's own: a name in it is no registration of a type its wrappers do not have
+        self.libraries.append(path)
+
+    def unseen(self) -> List[str]:
+        """At the end of a run: one line for each pending type no op of which ran: the library loaded that
+        registers it (its name is in the ``.rodata`` of a library that calls TensorFlow's registrars), else
+        the names close to it, TensorFlow's own and those such libraries hold."""
+        wanted = [t for t in self.pending if t not in self.ran]
+        if not wanted:
+            return []
+        libs = [(p, data) for p in self.libraries if (data := registering_strings(p)) is not None]
+        lines = []
+        for t in wanted:
+            needle = t.encode() + b"\0"
+            by = [p for p, data in libs if needle in data]
+            if by:
+                lines.append("--break-op %s: %s registers it, but no op of that type ran on the CPU"
+                             % (t, os.path.basename(by[0])))
+                continue
+            theirs: Set[str] = set()
+            for _p, data in libs:
+                theirs |= string_names(data)
+            close = list(dict.fromkeys(self.pending[t] + close_names(t, theirs)))[:5]
+            hint = ("; close names: %s" % ", ".join(close)) if close else ""
+            lines.append("--break-op %s: no library loaded during the run registered an op type of that name%s"
+                         % (t, hint))
+        return lines
 
     @property
     def dispatch_functions(self) -> List[str]:
@@ -184,6 +273,7 @@ class OpBreaks:
         info = json.loads(res.get("json") or "null")
         if not info or info.get("type") not in self.types:
             return
+        self.ran.add(info["type"])
         slots = [int(a, 16) for a in info.get("slots", [])]
         names = list(info.get("names") or [None] * len(slots))
         entry = None
