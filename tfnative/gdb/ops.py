@@ -10,8 +10,13 @@ in the stopped process (``tfnative/core/opkernel.py``: memory reads only).
 serves MatMul, and one class serves several op types and dtypes).  So:
 
 1. the op type is checked against the op types of the TensorFlow the script
-   will import (``gen_*_ops.py``), and a name that is not one gets the
-   candidates it may mean;
+   will import (``gen_*_ops.py``); one that is not one is *pending*: a
+   library (a custom op) may register it when it loads.  Such a library gets
+   gdb's symbols (it holds the type's name, ``SymbolLoader.want_names``), so
+   that its kernel's ``Compute`` is named at step 3 whatever its class is
+   called.  At the end of a run where no op of a pending type ran, one line
+   says whether a loaded library registers it (the name in the ``.rodata`` of
+   a library that calls TensorFlow's registrars), else the close names;
 2. a *dispatch* breakpoint on ``ThreadPoolDevice::Compute`` (through which
    the CPU device runs every kernel) stops the first time a kernel class runs
    an op of that type; gdb filters every other op without a round trip;
