@@ -10,6 +10,7 @@ user's Python line), ``-m`` with a misspelt type beside it (the end-of-run line,
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -31,25 +32,33 @@ PY_LINE = line_of(USE, "tfn: the Python line that calls the op")
 
 @pytest.fixture(scope="session")
 def zero_out_so() -> str:
-    """The op library, built once (``-g -O1``) and kept under ~/.cache/tfnative/ops/ by source and flags."""
+    """The op library, built once (``-g -O1``) and kept under ~/.cache/tfnative/ops/, keyed by the source and
+    the TensorFlow it is built against (its directory and its framework library's size and time): a cached
+    build costs no TensorFlow import."""
+    spec = importlib.util.find_spec("tensorflow")
+    assert spec is not None and spec.origin
+    tf_dir = os.path.dirname(os.path.realpath(spec.origin))
+    framework = os.stat(os.path.join(tf_dir, "libtensorflow_framework.so.2"))
+    with open(SOURCE, "rb") as f:
+        key = hashlib.sha256(f.read() + ("\0%s\0%d\0%d" % (tf_dir, framework.st_size, framework.st_mtime_ns)).encode()
+                             ).hexdigest()[:16]
+    where = os.path.join(os.path.expanduser("~"), ".cache", "tfnative", "ops", key)
+    so = os.path.join(where, "zero_out.so")
+    if os.path.exists(so):
+        return so
     flags = subprocess.run(
         [sys.executable, "-c", "import tensorflow as tf; print(' '.join(tf.sysconfig.get_compile_flags()"
          " + tf.sysconfig.get_link_flags()))"], capture_output=True, text=True, timeout=120, check=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).stdout.split()
-    argv = ["g++", "-std=c++17", "-shared", "-fPIC", "-g", "-O1", "-w", SOURCE, *flags]
-    with open(SOURCE, "rb") as f:
-        key = hashlib.sha256(f.read() + "\0".join(argv).encode()).hexdigest()[:16]
-    where = os.path.join(os.path.expanduser("~"), ".cache", "tfnative", "ops", key)
-    so = os.path.join(where, "zero_out.so")
-    if not os.path.exists(so):
-        os.makedirs(where, exist_ok=True)
-        part = "%s.%d.part" % (so, os.getpid())
-        try:
-            subprocess.run(argv + ["-o", part], check=True, capture_output=True, timeout=600)
-            os.replace(part, so)  # whole or not at all, should two sessions build it at once
-        finally:
-            if os.path.exists(part):
-                os.unlink(part)
+    os.makedirs(where, exist_ok=True)
+    part = "%s.%d.part" % (so, os.getpid())
+    try:
+        subprocess.run(["g++", "-std=c++17", "-shared", "-fPIC", "-g", "-O1", "-w", SOURCE, *flags, "-o", part],
+                       check=True, capture_output=True, timeout=600)
+        os.replace(part, so)  # whole or not at all, should two sessions build it at once
+    finally:
+        if os.path.exists(part):
+            os.unlink(part)
     return so
 
 
@@ -127,3 +136,22 @@ def test_break_op_with_pid_on_a_process_that_loads_the_library_later(zero_out_so
     assert event["op"]["type"] == "ZeroOut" and top["function"].startswith("ZeroOutOp::Compute")
     assert (os.path.basename(top["file"]), top["line"]) == ("zero_out.cc", COMPUTE_LINE)
     assert user[0] == ("use_zero_out.py", PY_LINE)
+
+
+def test_what_a_library_registers_and_close_names(zero_out_so):
+    """Read from the files (no attach): the custom op library registers ZeroOut (its name in the .rodata of
+    a library that calls TensorFlow's registrars); libc registers nothing; close names are close only."""
+    from tfnative.gdb.ops import close_names, op_types, registering_strings, string_names
+    from tfnative.toolchain.tfinstall import tensorflow_package_dirs
+
+    data = registering_strings(zero_out_so)
+    assert data is not None and b"\0ZeroOut\0" in data
+    assert "ZeroOut" in string_names(data)
+    libc = next(p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6")
+                if os.path.exists(p))
+    assert registering_strings(libc) is None
+    assert registering_strings(USE) is None  # not ELF
+    stock = op_types(tensorflow_package_dirs(sys.executable)[0])
+    assert close_names("KfAllReduce", stock) == []  # the issue's case: no NcclAllReduce
+    assert close_names("matmul", stock) == ["MatMul"]
+    assert close_names("ZeroOot", string_names(data)) == ["ZeroOut"]
