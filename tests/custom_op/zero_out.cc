@@ -31,3 +31,31 @@ class ZeroOutOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("ZeroOut").Device(DEVICE_CPU), ZeroOutOp);
+
+// The same with an asynchronous kernel: a --break-op stop is in its ComputeAsync.
+REGISTER_OP("ZeroOutAsync")
+    .Input("to_zero: int32")
+    .Output("zeroed: int32")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      return absl::OkStatus();
+    });
+
+class ZeroOutAsyncOp : public AsyncOpKernel {
+ public:
+  explicit ZeroOutAsyncOp(OpKernelConstruction* context) : AsyncOpKernel(context) {}
+
+  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {  // tfn: the kernel's ComputeAsync
+    const Tensor& input_tensor = context->input(0);
+    Tensor* output_tensor = nullptr;
+    OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input_tensor.shape(), &output_tensor), done);
+    auto input = input_tensor.flat<int32_t>();
+    auto output_flat = output_tensor->flat<int32_t>();
+    const int n = input.size();
+    for (int i = 1; i < n; i++) output_flat(i) = 0;
+    if (n > 0) output_flat(0) = input(0);
+    done();
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("ZeroOutAsync").Device(DEVICE_CPU), ZeroOutAsyncOp);

@@ -28,6 +28,8 @@ SOURCE = os.path.join(ROOT, "tests", "custom_op", "zero_out.cc")
 USE = os.path.join(SCRIPTS, "use_zero_out.py")
 COMPUTE_LINE = line_of(SOURCE, "tfn: the kernel's Compute")
 PY_LINE = line_of(USE, "tfn: the Python line that calls the op")
+ASYNC_LINE = line_of(SOURCE, "tfn: the kernel's ComputeAsync")
+ASYNC_PY_LINE = line_of(USE, "tfn: the Python line that calls the async op")
 
 
 @pytest.fixture(scope="session")
@@ -85,24 +87,26 @@ def test_break_op_on_a_custom_op_stops_in_its_kernel(zero_out_so, tmp_path):
     assert "never registered" not in r.stderr and "no library loaded" not in r.stderr
 
 
-def test_break_op_in_module_mode_and_a_type_no_library_registers(zero_out_so, tmp_path):
-    """``-m``: ZeroOut stops as in launch mode; ZeroOot (a typo) gets one line at the end, with ZeroOut
-    (which the library registers) among its close names and nothing unrelated."""
+def test_break_op_in_module_mode_async_kernel_and_a_type_no_library_registers(zero_out_so, tmp_path):
+    """``-m``: ZeroOutAsync (an AsyncOpKernel) stops in its own ComputeAsync; ZeroOot (a typo) gets one line
+    at the end, with ZeroOut (which the library registers) as its close name and nothing unrelated."""
     out = tmp_path / "s.json"
-    r = subprocess.run(TFNATIVE + ["attach", "--break-op", "ZeroOut", "--break-op", "ZeroOot", "--json", str(out),
-                                   "-m", "use_zero_out", zero_out_so],
+    r = subprocess.run(TFNATIVE + ["attach", "--break-op", "ZeroOutAsync", "--break-op", "ZeroOot", "--json",
+                                   str(out), "-m", "use_zero_out", zero_out_so],
                        capture_output=True, text=True, timeout=300, cwd=SCRIPTS, stdin=subprocess.DEVNULL,
                        env=dict(os.environ, PYTHONPATH=ROOT))
     assert r.returncode == 0, r.stderr
+    assert "[[5, 0]]" in r.stdout
     event, top, user = _top_and_user(load_json(out))
-    assert event["op"]["type"] == "ZeroOut" and top["function"].startswith("ZeroOutOp::Compute")
-    assert user[0] == ("use_zero_out.py", PY_LINE)
+    assert event["op"]["type"] == "ZeroOutAsync" and top["function"].startswith("ZeroOutAsyncOp::ComputeAsync"), top
+    assert (os.path.basename(top["file"]), top["line"]) == ("zero_out.cc", ASYNC_LINE)
+    assert user[0] == ("use_zero_out.py", ASYNC_PY_LINE)
     assert "tfnative: --break-op ZeroOot: pending until a library registers it\n" in r.stderr
     [end] = [line for line in r.stderr.splitlines() if line.startswith("tfnative: --break-op ZeroOot: no ")]
     assert end == ("tfnative: --break-op ZeroOot: no library loaded during the run registered an op type of "
                    "that name; close names: ZeroOut")
-    assert r.stderr.index("ZeroOot: pending until") < r.stderr.index("armed ZeroOutOp::Compute")
-    assert "tfnative: error" not in r.stderr
+    assert r.stderr.index("ZeroOot: pending until") < r.stderr.index("armed ZeroOutAsyncOp::ComputeAsync")
+    assert "tfnative: error" not in r.stderr and "ZeroOutAsync: no " not in r.stderr
 
 
 def test_break_op_with_pid_on_a_process_that_loads_the_library_later(zero_out_so, tmp_path):

@@ -53,6 +53,7 @@ DISPATCH_FUNCTIONS = (
     "_ZN10tensorflow16ThreadPoolDevice7ComputeEPNS_8OpKernelEPNS_15OpKernelContextE",
     "_ZN10tensorflow16ThreadPoolDevice12ComputeAsyncEPNS_13AsyncOpKernelEPNS_15OpKernelContextESt8functionIFvvEE",
 )
+ASYNC_WRAPPER = "tensorflow::AsyncOpKernel::Compute("
 _OP_HELPER_RE = re.compile(rb'_apply_op_helper\(\s*"([A-Za-z0-9_]+)"')
 
 
@@ -281,12 +282,20 @@ class OpBreaks:
         self.ran.add(info["type"])
         slots = [int(a, 16) for a in info.get("slots", [])]
         names = list(info.get("names") or [None] * len(slots))
-        entry = None
+        # The first Compute in the vtable, except TensorFlow's AsyncOpKernel::Compute (which calls the kernel's
+        # own ComputeAsync and waits): then the ComputeAsync after it, the kernel's own (pure virtual there).
+        # Later slots may be past the vtable's end (another class's): never looked at beyond that one.
+        found: List[Tuple[int, str]] = []
         for i, addr in enumerate(slots):
             name = names[i] if i < len(names) and names[i] else name_of(addr)
-            if name and KERNEL_RE.search(name):
-                entry, fn = addr, name
+            if not name or not KERNEL_RE.search(name):
+                continue
+            found.append((addr, name))
+            if not name.startswith(ASYNC_WRAPPER) or len(found) > 1:
                 break
+        if len(found) > 1 and "::ComputeAsync" not in found[-1][1]:
+            found = found[:1]
+        entry, fn = found[-1] if found else (None, "")
         if entry is None:
             err.write("tfnative: warning: --break-op %s: cannot find the Compute of the kernel at %s\n"
                       % (info["type"], info.get("kernel")))
