@@ -71,7 +71,7 @@ def test_break_op_with_a_name_that_is_no_op_lists_close_names():
     assert r.returncode == 0, r.stderr
     assert "tfnative: --break-op matmul: pending until a library registers it " \
            "(TensorFlow's own close names: MatMul)\n" in r.stderr
-    assert "tfnative: --break-op matmul: no library loaded during the run registered an op type of that name; " \
+    assert "tfnative: --break-op matmul: no library the process loaded registers an op type of that name; " \
            "close names: MatMul\n" in r.stderr
     assert "error" not in r.stderr.replace("round-off errors", "")
 

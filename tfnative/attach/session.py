@@ -126,11 +126,23 @@ def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[Document]]
         if follower is not None:
             target = FollowingTarget(target, follower)
         session = Session(opts, target, doc, printer, err)
-        session.opbreaks.set_pending(pending_ops, stock_dir, err)
+        session.opbreaks.set_pending(pending_ops, stock_dir, err,
+                                     _mapped_libraries(pid_target.pid) if pid_target is not None and pending_ops
+                                     else ())
         return session.run(keep)
     finally:
         if origins_dir is not None:
             shutil.rmtree(origins_dir, ignore_errors=True)
+
+
+def _mapped_libraries(pid: int) -> List[str]:
+    """The files process ``pid`` has mapped executable, where this host reads them (``[]`` if unreadable)."""
+    root = file_root(pid)
+    try:
+        rows = procfs.maps(pid)
+    except OSError:
+        return []
+    return list(dict.fromkeys(root + r.path for r in rows if r.path and r.path.startswith("/") and "x" in r.perms))
 
 
 def stop_kind(payload: Dict[str, Any], opbreaks: tfops.OpBreaks) -> str:

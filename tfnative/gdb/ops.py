@@ -217,15 +217,33 @@ class OpBreaks:
         for fn in DISPATCH_FUNCTIONS if self.types else ():
             bps.add_op(fn, internal=True, op_types=self.types)
 
-    def set_pending(self, pending: Dict[str, List[str]], stock_dir: str, err: TextIO) -> None:
-        """The wanted types a library has yet to register (``check_op_types``): one line each, now.
-        ``stock_dir``: TensorFlow's package directory, whose own libraries register none of them."""
+    def set_pending(self, pending: Dict[str, List[str]], stock_dir: str, err: TextIO,
+                    loaded: Iterable[str] = ()) -> None:
+        """The wanted types stock TensorFlow has not (``check_op_types``), one line each, now: the library
+        among those ``loaded`` already (``--pid``; paths where this host reads them) that registers it, else
+        pending until one does.  ``stock_dir``: TensorFlow's package directory, whose own libraries register
+        none of them."""
         self.pending = dict(pending)
         self.stock_dir = os.path.realpath(stock_dir) + os.sep if stock_dir else ""
+        for path in loaded:
+            self.note_library(path)
         for t, close in self.pending.items():
+            by = self.registered_by(t) if self.libraries else None
+            if by:
+                err.write("tfnative: --break-op %s: registered by %s, loaded already\n" % (t, os.path.basename(by)))
+                continue
             hint = " (TensorFlow's own close names: %s)" % ", ".join(close) if close else ""
             err.write("tfnative: --break-op %s: pending until a library registers it%s\n" % (t, hint))
         err.flush()
+
+    def registered_by(self, op_type: str) -> Optional[str]:
+        """The first library loaded (``note_library``) that registers ``op_type``, or None."""
+        needle = op_type.encode() + b"\0"
+        for path in self.libraries:
+            data = registering_strings(path)
+            if data is not None and needle in data:
+                return path
+        return None
 
     def note_library(self, path: str) -> None:
         """A library the target loaded (an ``=library-loaded`` record; ``path`` where this host reads it):
@@ -257,7 +275,7 @@ class OpBreaks:
                 theirs |= string_names(data)
             close = list(dict.fromkeys(self.pending[t] + close_names(t, theirs)))[:5]
             hint = ("; close names: %s" % ", ".join(close)) if close else ""
-            lines.append("--break-op %s: no library loaded during the run registered an op type of that name%s"
+            lines.append("--break-op %s: no library the process loaded registers an op type of that name%s"
                          % (t, hint))
         return lines
 
