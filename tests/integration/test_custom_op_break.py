@@ -107,6 +107,7 @@ def test_break_op_in_module_mode_async_kernel_and_a_type_no_library_registers(ze
                    "that name; close names: ZeroOut")
     assert r.stderr.index("ZeroOot: pending until") < r.stderr.index("armed ZeroOutAsyncOp::ComputeAsync")
     assert "tfnative: error" not in r.stderr and "ZeroOutAsync: no " not in r.stderr
+    assert "op ZeroOot resolved but never fired" not in r.stderr  # the line above says it, and says it right
 
 
 def test_break_op_with_pid_on_a_process_that_loads_the_library_later(zero_out_so, tmp_path):

@@ -331,9 +331,15 @@ class Session:
             doc.set_exit(returncode)
         doc.unresolved = self.bps.unresolved()
         doc.dumps = self.opts.switches.produced(started)
-        for line in self.opbreaks.unseen():
-            self.err.write("tfnative: %s\n" % line)
-        self.printer.summary(self.bps.summary(), doc)
+        summary = self.bps.summary()
+        unseen = self.opbreaks.unseen()
+        if unseen:  # said better than "breakpoint op T resolved but never fired"
+            for line in unseen:
+                self.err.write("tfnative: %s\n" % line)
+            said = tuple("breakpoint %s " % tfops.op_location(t) for t in self.opbreaks.pending
+                         if t not in self.opbreaks.ran)
+            summary = [line for line in summary if not line.startswith(said)]
+        self.printer.summary(summary, doc)
         if self.opts.json_path:
             report.write(doc, self.opts.json_path)
         if keep is not None:
