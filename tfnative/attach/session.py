@@ -47,6 +47,7 @@ from ..gdb.symbols import QUIET_S, WATCH_S, SymbolLoader
 from ..output import report, verdict
 from ..snapshot.process import argv_of
 from ..sources import sessionsock
+from ..sources.modules import file_root
 from . import stopevent
 from .follow import LET_GO_REQUEST, Follower, FollowingTarget, ParentReport
 from .handoff import interactive_gdb, park
@@ -121,14 +122,28 @@ def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[Document]]
         else:
             env = opts.switches.environment(dict(os.environ))
             target = LaunchedTarget(python, opts.target_argv, env)
-        tfops.check_op_types(opts.break_ops, python, env,
+        pending_ops, stock_dir = tfops.check_op_types(opts.break_ops, python, env,
                              tfops.loaded_tensorflow_dirs(pid_target.pid) if pid_target is not None else None)
         if follower is not None:
             target = FollowingTarget(target, follower)
-        return Session(opts, target, doc, printer, err).run(keep)
+        session = Session(opts, target, doc, printer, err)
+        session.opbreaks.set_pending(pending_ops, stock_dir, err,
+                                     _mapped_libraries(pid_target.pid) if pid_target is not None and pending_ops
+                                     else ())
+        return session.run(keep)
     finally:
         if origins_dir is not None:
             shutil.rmtree(origins_dir, ignore_errors=True)
+
+
+def _mapped_libraries(pid: int) -> List[str]:
+    """The files process ``pid`` has mapped executable, where this host reads them (``[]`` if unreadable)."""
+    root = file_root(pid)
+    try:
+        rows = procfs.maps(pid)
+    except OSError:
+        return []
+    return list(dict.fromkeys(root + r.path for r in rows if r.path and r.path.startswith("/") and "x" in r.perms))
 
 
 def stop_kind(payload: Dict[str, Any], opbreaks: tfops.OpBreaks) -> str:
@@ -233,6 +248,7 @@ class Session:
         self.bps.arm(gdb, self.breaks, self.err, CAPTURE_TIMEOUT)
         self.loader = loader = SymbolLoader(gdb, self.target.pid, self.breaks, opts.gdb.full_symbols, self.err,
                                             self.bps)
+        loader.want_names(list(self.opbreaks.pending))
         self.target.begin_symbols(loader)
         loader.sync()
         if self.bps.all_resolved():
@@ -324,7 +340,15 @@ class Session:
             doc.set_exit(returncode)
         doc.unresolved = self.bps.unresolved()
         doc.dumps = self.opts.switches.produced(started)
-        self.printer.summary(self.bps.summary(), doc)
+        summary = self.bps.summary()
+        unseen = self.opbreaks.unseen()
+        if unseen:  # said better than "breakpoint op T resolved but never fired"
+            for line in unseen:
+                self.err.write("tfnative: %s\n" % line)
+            said = tuple("breakpoint %s " % tfops.op_location(t) for t in self.opbreaks.pending
+                         if t not in self.opbreaks.ran)
+            summary = [line for line in summary if not line.startswith(said)]
+        self.printer.summary(summary, doc)
         if self.opts.json_path:
             report.write(doc, self.opts.json_path)
         if keep is not None:
@@ -343,6 +367,8 @@ class Session:
     def on_library_loaded(self, payload: Dict[str, Any]) -> Next:
         assert self.loader is not None
         self.loader.note_library(payload)
+        if self.opbreaks.pending:  # where this host reads the file (a target in a container: under its root)
+            self.opbreaks.note_library(file_root(self.target.pid) + (payload.get("target-name") or ""))
         return Next.WAIT
 
     def on_stopped(self, payload: Dict[str, Any]) -> Next:
@@ -446,6 +472,7 @@ class Session:
 
     def on_op_dispatch(self, payload: Dict[str, Any]) -> Next:
         assert self.loader is not None
+        self.loader.sync()  # a kernel in a library loaded a moment ago: its symbols before its vtable is named
         self.opbreaks.on_dispatch(self.gdb, self.loader.name_of, self.err)
         return Next.RESUME
 

@@ -208,8 +208,10 @@ def op_of_frame(kernels: OpKernelReader, frame: FrameContext, device: bool = Fal
     obj = kernels.find(start, candidates)
     return kernels.info(obj) if obj is not None else None
 
-# Frames that run an op: a kernel's own method, and the device call that runs it.
-KERNEL_RE = re.compile(r"::Compute(?:Async)?\((?:tensorflow::)?OpKernelContext\*")
+# Frames that run an op: a kernel's own method, and the device call that runs it.  A kernel named from
+# its DWARF (a custom op built with -g) has no parameter list: "ZeroOutOp::Compute"; whether an OpKernel
+# runs there is then read from the process (the kernel's vtable holds the function), as for any other.
+KERNEL_RE = re.compile(r"::Compute(?:Async)?(?:\((?:tensorflow::)?OpKernelContext\*|\Z)")
 DEVICE_RE = re.compile(r"Device::Compute(?:Async)?\((?:tensorflow::)?(?:Async)?OpKernel\*")
 
 

@@ -165,6 +165,11 @@ class SymbolLoader:
         self.mapped: Dict[str, int] = {}  # after release: library -> where it was mapped at the last look
         self.watched = 0.0  # monotonic time of the last look (``watch``)
 
+    def want_names(self, names: List[str]) -> None:
+        """A small library whose file holds one of ``names`` gets gdb's symbols too (``--break-op`` types:
+        a library that registers a kernel for one holds its name, and its kernel's ``Compute`` is named by gdb)."""
+        self.tokens.update(n.encode() for n in names)
+
     @property
     def eager(self) -> bool:
         """gdb stops at each library load (``stop-on-solib-events``)."""
