@@ -318,7 +318,11 @@ def _killed_while_held(tools: dict, tmp_path, seconds: float, least: int, start:
                 out, _event = _stack(pid, str(tmp_path))
                 if out.returncode != 0 and _error_line(out) not in [g % pid for g in GONE]:
                     raise FuzzFailure("not the line that says the process exited\n" + out.describe())
-                if killer.wait(5) == 0:  # it did kill the target (else tfnative was faster than its look)
+                try:  # it did kill the target (else tfnative was faster than its look: it polls on, for 60 s)
+                    killed = killer.wait(5) == 0
+                except subprocess.TimeoutExpired:
+                    killed = False
+                if killed:
                     counts["killed, answer" if out.returncode == 0 else "killed, gone"] += 1
                     _reaped(proc, out)
                 else:
