@@ -1,6 +1,6 @@
 """``tfnative merge`` of 10,000 node trees of 8 ranks each, as ``stack --slurm-job`` on a big job merges them.
 
-    .venv/bin/python bench/bench_merge_scale.py [--nodes 10000] [--ranks 8] [--runs 3] [--out bench/results/merge_scale.md]
+    .venv/bin/python bench/bench_merge_scale.py [--nodes 10000] [--ranks 8] [--runs 3] [--out FILE]
 
 Each node of a job reduces its ranks to one tree (``tfnative merge --tree``, rank sets as ranges: LLNL STAT's
 scheme) and the head merges the node trees.  The node trees are made the way a node makes them: 8 ``stack
@@ -20,7 +20,6 @@ import argparse
 import copy
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -127,23 +126,24 @@ def moved(template: Dict[str, Any], node: int, ranks: int) -> str:
     return "".join(lines)
 
 
-def run_merge(paths: List[str], out: str) -> Tuple[float, int, str]:
-    """One ``tfnative merge`` in its own child: (wall s, the child's peak RSS in KiB, its stdout)."""
+def run_merge(paths: List[str], out: str) -> Tuple[float, int, float, str]:
+    """One ``tfnative merge`` in its own child: (wall s, the child's peak RSS in KiB, its CPU s, its stdout)."""
     code = ("import resource, subprocess, sys, time\n"
             "t = time.perf_counter()\n"
             "r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)\n"
             "t = time.perf_counter() - t\n"
             "sys.stderr.buffer.write(r.stderr)\n"
             "assert r.returncode == 0, r.returncode\n"
-            "print('%f %d' % (t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+            "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print('%f %d %f' % (t, u.ru_maxrss, u.ru_utime + u.ru_stime))\n"
             "sys.stdout.write(r.stdout.decode())\n")
     r = subprocess.run([PY, "-c", code, PY, "-m", "tfnative", "merge", *paths, "--tree", out], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     if r.returncode:
         raise SystemExit("merge failed: %s" % r.stderr[-2000:])
     first, _, rest = r.stdout.partition("\n")
-    wall, rss = first.split()
-    return float(wall), int(rss), rest
+    wall, rss, cpu = first.split()
+    return float(wall), int(rss), float(cpu), rest
 
 
 def main() -> None:
@@ -180,19 +180,25 @@ def main() -> None:
         nodes_per_tree = len(normal["nodes"])
         print("generated %d node trees (%d tree nodes each, %.0f MB in all) in %.1f s" % (
             args.nodes, nodes_per_tree, size / 1e6, made), file=sys.stderr)
-        walls, rsss = [], []
+        walls, rsss, cpus = [], [], []
         out = os.path.join(work, "merged.json")
         text = ""
         for i in range(args.runs):
-            wall, rss, text = run_merge(paths, out)
+            wall, rss, cpu, text = run_merge(paths, out)
             walls.append(wall)
             rsss.append(rss)
+            cpus.append(cpu)
             print("run %d: %.2f s, %d MiB" % (i + 1, wall, rss // 1024), file=sys.stderr)
+        scale = []  # the same command on the first nodes alone: how time and memory grow with the nodes
+        for part in (args.nodes // 8, args.nodes // 4, args.nodes // 2):
+            if part:
+                wall, rss, cpu, _ = run_merge(paths[:part], os.path.join(work, "part.json"))
+                scale.append("%d nodes: %.2f s, %d MiB" % (part, wall, rss // 1024))
         lines = text.splitlines()
         odd_rank = ODD_NODE * args.ranks + ODD_LOCAL
-        named = [ln.strip() for ln in lines if "OUTLIER" in ln]
+        named = [ln.strip() for ln in lines if "OUTLIER" in ln and "[rank:%d]" % odd_rank in ln]
         if args.nodes > ODD_NODE:
-            assert any("rank:%d]" % odd_rank in ln for ln in named), named
+            assert named, "the odd rank is not named"
         merged_size = os.path.getsize(out)
         again = subprocess.run([PY, "-m", "tfnative", "merge", out], cwd=ROOT, capture_output=True, text=True,
                                timeout=600, check=True).stdout
@@ -210,8 +216,10 @@ def main() -> None:
             "",
             "| | median [min-max] |",
             "|---|---|",
-            "| wall, whole command (`tfnative merge node*.json --tree merged.json`, text printed) | %.2f s [%.2f-%.2f] |"
-            % (statistics.median(walls), min(walls), max(walls)),
+            "| wall, whole command (`tfnative merge node*.json --tree merged.json`, text printed) "
+            "| %.2f s [%.2f-%.2f] |" % (statistics.median(walls), min(walls), max(walls)),
+            "| CPU time of the command (user + system) | %.2f s [%.2f-%.2f] |" % (
+                statistics.median(cpus), min(cpus), max(cpus)),
             "| peak RSS of the command | %d MiB [%d-%d] |" % (statistics.median(rsss) // 1024, min(rsss) // 1024,
                                                              max(rsss) // 1024),
             "",
@@ -219,6 +227,9 @@ def main() -> None:
             "`%s`; the outlier line: `%s`." % (merged_size, head, named[0] if named else "none"),
             "",
             "runs: %s s" % ", ".join("%.2f" % w for w in walls),
+            "",
+            "The same command on fewer node trees (one run each): %s; %d nodes: %.2f s, %d MiB (the median above)."
+            % ("; ".join(scale), args.nodes, statistics.median(walls), statistics.median(rsss) // 1024),
             "",
             "`.venv/bin/python bench/bench_merge_scale.py --nodes %d --ranks %d --runs %d`, %s, load average %s." % (
                 args.nodes, args.ranks, args.runs, time.strftime("%Y-%m-%d"),

@@ -370,7 +370,14 @@ def text_lines(root: Node) -> List[str]:
     """The tree as indented text: ``frame  [members] (N threads)``; the outlier marked.  Without recursion;
     the levels below ``DEEP`` are not indented further but say their level (``[level 300]``)."""
     lines = ["%d processes, %d threads: %s" % (len(root.members), root.threads, compress(root.members))]
-    words = {p["label"]: where(p) for p in root.processes}
+    by_label: Dict[str, Dict[str, Any]] = {}  # the processes by their label, once an outlier names one
+
+    def words(label: str) -> Optional[str]:
+        if not by_label:
+            by_label.update((p["label"], p) for p in root.processes)
+        p = by_label.get(label)
+        return where(p) if p is not None else None
+
     todo: List[Tuple[Node, int, bool]] = []
 
     def expand(node: Node, depth: int) -> None:
@@ -381,8 +388,9 @@ def text_lines(root: Node) -> List[str]:
     while todo:
         child, depth, odd = todo.pop()
         mark = "   <== OUTLIER" if odd else ""
-        if mark and len(child.members) == 1 and words.get(next(iter(child.members))):
-            mark += ": %s" % words[next(iter(child.members))]
+        said = words(next(iter(child.members))) if mark and len(child.members) == 1 else None
+        if said:
+            mark += ": %s" % said
         indent = "  " * depth if depth <= DEEP else "  " * DEEP + "[level %d] " % depth
         lines.append("%s%s   [%s] (%d thread%s)%s" % (indent, child.key, compress(child.members), child.threads,
                                                     "" if child.threads == 1 else "s", mark))
