@@ -11,7 +11,7 @@ trees are those with the node's ranks, host, pids put in (what that node's own `
 Then ``tfnative merge`` of all node trees (a directory of files, as the head gathers them) is timed, the whole
 command (interpreter start included), ``--runs`` times: medians, and the peak RSS of the command
 (``resource.getrusage(RUSAGE_CHILDREN)``, each run in its own child).  The outlier must be named in the
-output, as ``rank:34587`` (4321 x 8 + 3).  Target: under 10 s; memory bounded by the tree, not the ranks.
+output, as ``rank:34571`` (4321 x 8 + 3).  Target: under 10 s; memory bounded by the tree, not the ranks.
 """
 
 from __future__ import annotations

@@ -282,7 +282,8 @@ class Node:
         self.members: Any = {}
         self.threads = 0
         self.children: Dict[str, Node] = {}
-        self.processes: List[Dict[str, Any]] = []  # the root's: label, pid, host of each document
+        # the root's: label, pid, host of each document (a list; a mergetree.Processes in a reduced tree)
+        self.processes: Any = []
 
     def frame_json(self) -> Optional[Dict[str, Any]]:
         """The node's FRAME as ``merge --json`` writes it: without ``address`` and ``source``."""
@@ -373,6 +374,11 @@ def text_lines(root: Node) -> List[str]:
     by_label: Dict[str, Dict[str, Any]] = {}  # the processes by their label, once an outlier names one
 
     def words(label: str) -> Optional[str]:
+        if len(root.processes) > 10000:  # many: read through (one outlier named alone, mostly), not kept
+            found = None
+            for p in root.processes:
+                found = p if p["label"] == label else found
+            return where(found) if found is not None else None
         if not by_label:
             by_label.update((p["label"], p) for p in root.processes)
         p = by_label.get(label)
@@ -416,7 +422,7 @@ def folded_lines(docs: Iterable[Document], all_threads: bool = False) -> List[st
 
 def merge_json(root: Node) -> Dict[str, Any]:
     """``{"tfnative_merge": 1, "processes": [...], "tree": NODE}``."""
-    return {"tfnative_merge": 1, "processes": root.processes, "tree": root.to_json()}
+    return {"tfnative_merge": 1, "processes": list(root.processes), "tree": root.to_json()}
 
 
 def merge_json_text(root: Node) -> str:
@@ -429,7 +435,7 @@ def merge_json_text(root: Node) -> str:
             return json.dumps(v)
         return json.dumps(v, indent=1).replace("\n", "\n" + " " * level)
 
-    head = '{\n "tfnative_merge": 1,\n "processes": %s,\n "tree": ' % value(root.processes, 1)
+    head = '{\n "tfnative_merge": 1,\n "processes": %s,\n "tree": ' % value(list(root.processes), 1)
     out = [head]
     # (node, its indentation level, -1: on one line) or a text to write, in reverse order of writing
     todo: List[Any] = ["\n}", (root, 1)]
