@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 import click
 
 from ..errors import TfnativeError
 from .util import run_command as _run
-
-if TYPE_CHECKING:
-    from ..core.model import Document
 
 
 def _read(paths: Tuple[str, ...], timeout: float) -> Iterator[Tuple[str, Iterator[str]]]:
@@ -33,6 +30,9 @@ def _read(paths: Tuple[str, ...], timeout: float) -> Iterator[Tuple[str, Iterato
 @click.option("--all-threads", is_flag=True, help="Every thread (default: the threads that run Python).")
 @click.option("--json", "json_path", metavar="FILE", default=None,
               help='The tree as {"tfnative_merge": 1, "processes", "tree"} ("-": stdout).')
+@click.option("--tree", "tree_path", metavar="FILE", default=None,
+              help='The tree as one document that merge reads again ({"tfnative_tree": 1, ...}: rank sets as '
+                   'ranges, nodes flat): reduce on each node, merge the node trees at the head ("-": stdout).')
 @click.option("--folded", is_flag=True, help='Flamegraph "folded" stacks (a;b;c COUNT) instead of the tree.')
 @click.option("--html", "html_path", metavar="FILE", default=None,
               help="Also write the tree as one self-contained HTML page (a flame graph: zoom, search, the "
@@ -42,32 +42,38 @@ def _read(paths: Tuple[str, ...], timeout: float) -> Iterator[Tuple[str, Iterato
                    "to FILE (\"-\": stdout).")
 @click.option("--timeout", type=click.FloatRange(min=0, max=86400), default=60.0, show_default=True,
               metavar="SECONDS", help="Give up on an input (a pipe, a FIFO, stdin) that sends nothing for this long.")
-def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str], folded: bool,
-              html_path: Optional[str], speedscope_path: Optional[str], timeout: float) -> None:
+def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str], tree_path: Optional[str],
+              folded: bool, html_path: Optional[str], speedscope_path: Optional[str], timeout: float) -> None:
     """Merge 'tfnative stack --json' documents (FILE or - for stdin, JSON Lines, pdsh 'host: ' prefixes
-    accepted) into one prefix tree, outermost frame first; the odd branch is flagged."""
+    accepted) and trees of 'merge --tree' or 'merge --json' into one prefix tree, outermost frame first; the odd
+    branch is flagged."""
 
     def go() -> None:
         from ..files import is_stdout, write_output
         from ..output import merge as merge_mod  # loaded when merge runs
+        from ..output import mergetree
 
-        if sum(is_stdout(p) for p in (json_path, html_path, speedscope_path)) > 1:
-            raise TfnativeError("only one of --json, --html and --speedscope can be - (stdout)")
+        if sum(is_stdout(p) for p in (json_path, tree_path, html_path, speedscope_path)) > 1:
+            raise TfnativeError("only one of --json, --tree, --html and --speedscope can be - (stdout)")
         quiet = is_stdout(html_path) or is_stdout(speedscope_path)  # stdout is the page's: no text
-        if folded and quiet:
-            raise TfnativeError("--folded prints to stdout: give --html or --speedscope a file")
-        docs = merge_mod.iter_document_chunks(_read(files, timeout))  # one at a time: none is kept
+        if folded and (quiet or is_stdout(json_path) or is_stdout(tree_path)):
+            raise TfnativeError("--folded prints to stdout: give --json, --tree, --html or --speedscope a file")
+        items = merge_mod.iter_inputs(_read(files, timeout))  # one at a time: none is kept
         if html_path or speedscope_path:  # but these need them all at once
-            docs = _pictures(list(docs), html_path, speedscope_path, all_threads)
+            items = _pictures(list(items), html_path, speedscope_path, all_threads)
+        root = mergetree.reduce(items, all_threads)
+        if json_path:
+            if len(root.members) > mergetree.MAX_LISTED:
+                raise TfnativeError("%d processes are too many for --json, which lists each process at each "
+                                    "node: use --tree (rank sets as ranges)" % len(root.members))
+            write_output(json_path, merge_mod.merge_json_text(root).encode() + b"\n")
+        if tree_path:
+            write_output(tree_path, mergetree.tree_json_text(root).encode() + b"\n")
         if folded:
-            for line in merge_mod.folded_lines(docs, all_threads):
+            for line in mergetree.folded_tree_lines(root):
                 click.echo(line)
             return
-        root = merge_mod.build_tree(docs, all_threads)
-        if json_path:
-            data = merge_mod.merge_json_text(root).encode() + b"\n"
-            write_output(json_path, data)
-        if is_stdout(json_path) or quiet:
+        if is_stdout(json_path) or is_stdout(tree_path) or quiet:
             return
         for line in merge_mod.text_lines(root):
             click.echo(line)
@@ -75,12 +81,17 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
     _run(go)
 
 
-def _pictures(docs: List[Document], html_path: Optional[str], speedscope_path: Optional[str],
-              all_threads: bool) -> Iterator[Document]:
-    """Write ``--html`` and ``--speedscope`` (they need every document at once); the documents again."""
+def _pictures(items: List[Any], html_path: Optional[str], speedscope_path: Optional[str],
+              all_threads: bool) -> Iterator[Any]:
+    """Write ``--html`` and ``--speedscope`` (they need every document at once, and documents, not trees); the
+    documents again."""
+    from ..core.model import Document
     from ..output.pictures import write_pictures
 
+    docs: List[Document] = [d for d in items if isinstance(d, Document)]
+    if len(docs) < len(items):
+        raise TfnativeError("--html and --speedscope draw 'stack --json' documents, not merged trees: give them "
+                            "the documents")
     title = "tfnative merge: %d document%s" % (len(docs), "" if len(docs) == 1 else "s")
     write_pictures(docs, title, html_path, speedscope_path, all_threads)
     return iter(docs)
-

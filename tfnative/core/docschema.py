@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple, Union
 
-__all__ = ["SchemaError", "check_document", "clean_string"]
+__all__ = ["SchemaError", "check_document", "check_frame", "check_scheduler", "clean_string"]
 
 # The types of a leaf: what the message says it expected.
 STR, INT, NUM, BOOL = "a string", "an integer", "a number", "true or false"
@@ -173,7 +173,21 @@ def _fail(path: Path, expected: str, value: Any) -> SchemaError:
 def check_document(doc: Dict[str, Any]) -> None:
     """Check ``doc`` (a parsed schema-v1 document) against the schema; clean its strings in place.  Raises
     ``SchemaError``.  Iterative: any depth, any length, one pass."""
-    todo: List[Tuple[Any, Spec, Path]] = [(doc, DOCUMENT, None)]
+    _check(doc, DOCUMENT, None)
+
+
+def check_frame(frame: Dict[str, Any]) -> None:
+    """``check_document`` for one FRAME alone (a node of ``merge --tree``'s tree)."""
+    _check(frame, _FRAME, None)
+
+
+def check_scheduler(scheduler: Dict[str, Any]) -> None:
+    """``check_document`` for one SCHEDULER alone (a process of ``merge --tree``'s tree)."""
+    _check(scheduler, _SCHEDULER, None)
+
+
+def _check(root: Any, top: Spec, at: Path) -> None:
+    todo: List[Tuple[Any, Spec, Path]] = [(root, top, at)]
     while todo:
         value, spec, path = todo.pop()
         if isinstance(spec, _ByKey):

@@ -46,17 +46,35 @@ def iter_document_chunks(sources: Iterable[Tuple[str, Iterable[str]]]) -> Iterat
     spread over lines, several on a line); JSON nested deeper than ``MAX_DEPTH`` or a document bigger than
     ``MAX_DOCUMENT_MB`` is an error before anything is parsed; each document is checked against the schema
     (``docschema``: the message names the value that is wrong) before it is read."""
+    for item in _inputs_of(sources, False):
+        assert isinstance(item, Document)
+        yield item
+
+
+def iter_inputs(sources: Iterable[Tuple[str, Iterable[str]]]) -> Iterator[Any]:
+    """``iter_document_chunks``, with merged trees beside the documents: a ``merge --tree`` or ``merge --json``
+    document is a ``mergetree.TreeDoc``."""
+    return _inputs_of(sources, True)
+
+
+def _inputs_of(sources: Iterable[Tuple[str, Iterable[str]]], trees: bool) -> Iterator[Any]:
     for name, chunks in sources:
-        yield from _documents_of(name, chunks)
+        yield from _documents_of(name, chunks, trees)
 
 
-def _documents_of(name: str, chunks: Iterable[str]) -> Iterator[Document]:
+def _documents_of(name: str, chunks: Iterable[str], trees: bool) -> Iterator[Any]:
     pending: List[str] = []  # the text of a document begun, not ended yet
     size = 0
     depth = 0  # its JSON's nesting at its end
     line = 1  # the line it starts on
     count = [0]  # documents read
     for chunk in chunks:
+        if trees and not pending and depth == 0 and chunk.startswith('{"tfnative_tree"'):
+            whole = _tree_alone(chunk)  # a merged tree, its input to itself: parsed without the scan
+            if whole is not None:
+                yield from _parse(name, chunk, line, count, trees, whole)
+                line += chunk.count("\n")
+                continue
         chunk = _PDSH_LINES.sub("", chunk)
         if not pending and depth == 0:
             _garbage_first(name, chunk, line, count)
@@ -85,7 +103,7 @@ def _documents_of(name: str, chunks: Iterable[str]) -> Iterator[Document]:
         if end > 0:
             pending.append(chunk[:end])
             text = "".join(pending)
-            yield from _parse(name, text, line, count)
+            yield from _parse(name, text, line, count, trees)
             line += text.count("\n")
             depth = 0 if end == len(chunk) else levels[-1]
             pending, size, chunk = [], 0, chunk[end:]
@@ -97,7 +115,17 @@ def _documents_of(name: str, chunks: Iterable[str]) -> Iterator[Document]:
             if size > MAX_DOCUMENT_MB << 20:
                 raise TfnativeError("%s: %s" % (name, TOO_BIG))
     if pending:
-        yield from _parse(name, "".join(pending), line, count)
+        yield from _parse(name, "".join(pending), line, count, trees)
+
+
+def _tree_alone(chunk: str) -> Optional[Any]:
+    """The document ``chunk`` is, where it is one JSON value alone (a ``merge --tree`` file read in one piece;
+    its nodes flat, it nests 5 deep); None otherwise (then the scan reads it, and says what is wrong)."""
+    try:
+        doc, end = json.JSONDecoder().raw_decode(chunk)
+    except (ValueError, RecursionError):
+        return None
+    return doc if not chunk[end:].strip() else None
 
 
 def _depth(text: str) -> int:
@@ -118,12 +146,14 @@ def _garbage_first(name: str, chunk: str, line: int, count: List[int]) -> None:
     if _depth(first) > MAX_DEPTH:
         raise TfnativeError("%s: JSON nested more than %d deep at line %d (a 'tfnative stack --json' document "
                             "nests about 10 deep)" % (name, MAX_DEPTH, line + chunk.count("\n", 0, start)))
-    for _ in _parse(name, first, line, count):  # raises: no document begins without "{"
+    for _ in _parse(name, first, line, count, False):  # raises: no document begins without "{"
         pass
 
 
-def _parse(name: str, text: str, first_line: int, count: List[int]) -> Iterator[Document]:
-    """The documents in ``text`` (whole ones: JSON values one after the other), checked, one at a time."""
+def _parse(name: str, text: str, first_line: int, count: List[int], trees: bool,
+           parsed: Optional[Any] = None) -> Iterator[Any]:
+    """The documents in ``text`` (whole ones: JSON values one after the other), checked, one at a time
+    (``trees``: merged trees too, as ``mergetree.TreeDoc``; ``parsed``: ``text``'s one value, parsed already)."""
     dec = json.JSONDecoder()
     pos = 0
     while True:
@@ -133,7 +163,10 @@ def _parse(name: str, text: str, first_line: int, count: List[int]) -> Iterator[
             return
         start = first_line + text.count("\n", 0, pos)
         try:
-            doc, pos = dec.raw_decode(text, pos)
+            if parsed is not None:
+                doc, pos, parsed = parsed, len(text), None
+            else:
+                doc, pos = dec.raw_decode(text, pos)
         except json.JSONDecodeError as e:
             raise TfnativeError("%s: not JSON at line %d, column %d (%s)" % (
                 name, first_line + text.count("\n", 0, e.pos), e.pos - text.rfind("\n", 0, e.pos), e.msg)) from None
@@ -141,6 +174,18 @@ def _parse(name: str, text: str, first_line: int, count: List[int]) -> Iterator[
             raise TfnativeError("%s: not JSON at line %d (%s)" % (name, start, str(e).split(":")[0])) from None
         count[0] += 1
         where = name if count[0] == 1 else "%s (document %d, line %d)" % (name, count[0], start)
+        if isinstance(doc, dict) and ("tfnative_tree" in doc or "tfnative_merge" in doc) and "tfnative" not in doc:
+            if not trees:
+                raise TfnativeError("%s: a merged tree (from 'tfnative merge'): only 'tfnative merge' reads "
+                                    "these" % where)
+            from .mergetree import TreeDoc
+
+            try:
+                yield TreeDoc.from_json(doc, where) if "tfnative_tree" in doc else TreeDoc.from_merge_json(doc, where)
+            except SchemaError as e:
+                raise TfnativeError("%s: %s" % (where, e)) from None
+            del doc
+            continue
         if not isinstance(doc, dict) or doc.get("tfnative") != 1:
             raise TfnativeError("%s: a document that is not tfnative schema 1 (from 'tfnative stack "
                                 "--json')" % where)
@@ -195,7 +240,11 @@ def member_names(docs: List[Document]) -> List[str]:
 
 
 def compress(labels: Iterable[str]) -> str:
-    """``worker:0-6,8``: labels with the same prefix and integer suffixes as ranges."""
+    """``worker:0-6,8``: labels with the same prefix and integer suffixes as ranges (a ``mergetree.Members``:
+    its own text)."""
+    text = getattr(labels, "text", None)
+    if text is not None:
+        return str(text())
     groups: Dict[str, List[int]] = {}
     others: List[str] = []
     for lab in sorted(set(labels)):
@@ -217,7 +266,7 @@ def compress(labels: Iterable[str]) -> str:
     return " ".join(out + others)
 
 
-def _stacks(doc: Document, all_threads: bool) -> Iterator[Thread]:
+def stacks(doc: Document, all_threads: bool) -> Iterator[Thread]:
     """The threads of a document that go in the tree (those that run Python, or ``all_threads``)."""
     return (t for t in doc.threads() if all_threads or t.runs_python())
 
@@ -229,10 +278,12 @@ class Node:
 
     def __init__(self, frame: Optional[Frame], key: str) -> None:
         self.frame, self.key = frame, key
-        self.members: Dict[Any, None] = {}  # member names (while the tree is built: document numbers)
+        # member names (while the tree is built: document numbers); a mergetree.Members in a reduced tree
+        self.members: Any = {}
         self.threads = 0
         self.children: Dict[str, Node] = {}
-        self.processes: List[Dict[str, Any]] = []  # the root's: label, pid, host of each document
+        # the root's: label, pid, host of each document (a list; a mergetree.Processes in a reduced tree)
+        self.processes: Any = []
 
     def frame_json(self) -> Optional[Dict[str, Any]]:
         """The node's FRAME as ``merge --json`` writes it: without ``address`` and ``source``."""
@@ -267,7 +318,7 @@ def build_tree(docs: Iterable[Document], all_threads: bool = False) -> Node:
     who: List[Document] = []
     for i, doc in enumerate(docs):
         who.append(Document(pid=doc.pid, host=doc.host, task=doc.task, labels=doc.labels, scheduler=doc.scheduler))
-        for t in _stacks(doc, all_threads):
+        for t in stacks(doc, all_threads):
             node = root
             node.members[i] = None
             node.threads += 1
@@ -320,7 +371,19 @@ def text_lines(root: Node) -> List[str]:
     """The tree as indented text: ``frame  [members] (N threads)``; the outlier marked.  Without recursion;
     the levels below ``DEEP`` are not indented further but say their level (``[level 300]``)."""
     lines = ["%d processes, %d threads: %s" % (len(root.members), root.threads, compress(root.members))]
-    words = {p["label"]: where(p) for p in root.processes}
+    by_label: Dict[str, Dict[str, Any]] = {}  # the processes by their label, once an outlier names one
+
+    def words(label: str) -> Optional[str]:
+        if len(root.processes) > 10000:  # many: read through (one outlier named alone, mostly), not kept
+            found = None
+            for p in root.processes:
+                found = p if p["label"] == label else found
+            return where(found) if found is not None else None
+        if not by_label:
+            by_label.update((p["label"], p) for p in root.processes)
+        p = by_label.get(label)
+        return where(p) if p is not None else None
+
     todo: List[Tuple[Node, int, bool]] = []
 
     def expand(node: Node, depth: int) -> None:
@@ -331,8 +394,9 @@ def text_lines(root: Node) -> List[str]:
     while todo:
         child, depth, odd = todo.pop()
         mark = "   <== OUTLIER" if odd else ""
-        if mark and len(child.members) == 1 and words.get(next(iter(child.members))):
-            mark += ": %s" % words[next(iter(child.members))]
+        said = words(next(iter(child.members))) if mark and len(child.members) == 1 else None
+        if said:
+            mark += ": %s" % said
         indent = "  " * depth if depth <= DEEP else "  " * DEEP + "[level %d] " % depth
         lines.append("%s%s   [%s] (%d thread%s)%s" % (indent, child.key, compress(child.members), child.threads,
                                                     "" if child.threads == 1 else "s", mark))
@@ -347,7 +411,7 @@ def folded_lines(docs: Iterable[Document], all_threads: bool = False) -> List[st
     seen = 0
     for doc in docs:
         seen += 1
-        for t in _stacks(doc, all_threads):
+        for t in stacks(doc, all_threads):
             frames = reversed(render.hide_glue(t.frames))
             key = ";".join(frame_text(f).replace(";", ",") for f in frames)
             counts[key] = counts.get(key, 0) + 1
@@ -358,7 +422,7 @@ def folded_lines(docs: Iterable[Document], all_threads: bool = False) -> List[st
 
 def merge_json(root: Node) -> Dict[str, Any]:
     """``{"tfnative_merge": 1, "processes": [...], "tree": NODE}``."""
-    return {"tfnative_merge": 1, "processes": root.processes, "tree": root.to_json()}
+    return {"tfnative_merge": 1, "processes": list(root.processes), "tree": root.to_json()}
 
 
 def merge_json_text(root: Node) -> str:
@@ -371,7 +435,7 @@ def merge_json_text(root: Node) -> str:
             return json.dumps(v)
         return json.dumps(v, indent=1).replace("\n", "\n" + " " * level)
 
-    head = '{\n "tfnative_merge": 1,\n "processes": %s,\n "tree": ' % value(root.processes, 1)
+    head = '{\n "tfnative_merge": 1,\n "processes": %s,\n "tree": ' % value(list(root.processes), 1)
     out = [head]
     # (node, its indentation level, -1: on one line) or a text to write, in reverse order of writing
     todo: List[Any] = ["\n}", (root, 1)]
