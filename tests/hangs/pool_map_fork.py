@@ -16,8 +16,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 READY = sys.argv[1]
-MODEL = tf.keras.Sequential([tf.keras.Input((256,)), tf.keras.layers.Dense(256)])
-DATA = np.ones((256, 256), np.float32)
+# Large enough that the matmul is always split over TensorFlow's intra-op pool (a 256-wide one ran inline in the
+# forked workers with Keras 3.15, and nothing hung).
+MODEL = tf.keras.Sequential([tf.keras.Input((1024,)), tf.keras.layers.Dense(1024)])
+DATA = np.ones((1024, 1024), np.float32)
 
 
 def predict(i):
