@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..analysis.event import analyze, finish
+from ..analysis.event import analyze
 from ..core import signals
 from ..core.model import Capture, Document
 from ..output import report
@@ -54,7 +54,7 @@ def core_event(notes: Notes, argv: List[str], result: Capture, native_all: bool)
     doc = Document(argv=argv, pid=notes.pid, events=[event])
     if signo:
         doc.exit, doc.has_exit = {"signal": event.signal}, True
-    return finish(doc)
+    return doc
 
 
 def core_phrases(doc: Document, code: str = "") -> List[str]:
