@@ -41,7 +41,7 @@ MODULES: Dict[str, List[str]] = {
     "tfnative/output/fit.py": ["tests/unit/test_fit.py", "tests/unit/test_text_width.py"],
     "tfnative/output/merge.py": ["tests/unit/test_merge.py", "tests/unit/test_merge_edges.py",
                                  "--deselect", "tests/unit/test_merge.py::test_thousand_documents_linear"],
-    "tfnative/output/elide.py": ["tests/unit/test_elide.py"],
+    "tfnative/core/elide.py": ["tests/unit/test_elide.py"],
 }
 SECTION = re.compile(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n)*", re.M)
 

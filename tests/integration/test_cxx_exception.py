@@ -5,7 +5,7 @@
 in its kernel; the exception unwinds the kernel's frames and the process dies
 of SIGSEGV in pybind11's translators (``PyErr_Occurred`` under ``raise_err``).
 The exception is read from libstdc++'s per-thread globals (``core/cxxexc.py``),
-the op from the op's generated Python wrapper (``output/pyop.py``).  One
+the op from the op's generated Python wrapper (``analysis/pyop.py``).  One
 ``attach`` run, one ``attach --break __cxa_throw`` run and one core are shared.
 ``stack --pid`` is checked on ``cxx_in_flight.py`` (a small C++ library built
 with g++): one thread in a catch block, one in a destructor run by the unwinding.

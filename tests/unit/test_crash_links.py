@@ -1,4 +1,4 @@
-"""report.make_event on crash captures shaped like the real ones: which thread a crashing pool thread works
+"""analysis.event.make_event on crash captures shaped like the real ones: which thread a crashing pool thread works
 for, eager ops against tf.functions, thread labels, paths (no gdb, no TensorFlow).
 
 The frames are those of real TF 2.21 crashes, abridged: a ``tf.data`` map function aborting in
@@ -8,7 +8,8 @@ op run eagerly through its generated ``*_eager_fallback`` (op callbacks on, as u
 
 import os
 
-from tfnative.core.model import Capture, Document, TfFunction, Thread, frames_from_json
+from tfnative.analysis import event as analysis
+from tfnative.core.model import Capture, Document, TfFunction, Thread, frames_from_json, thread_label
 from tfnative.output import render, report
 
 SITE = "/venv/lib/python3.11/site-packages/tensorflow/python"
@@ -63,12 +64,12 @@ def thread(tid, frames, name="python", python_name=None):
 
 def crash(*threads, selected):
     capture = Capture(pid=100, threads=list(threads), selected_tid=selected)
-    return report.make_event("signal", capture, signal="SIGABRT")
+    return analysis.make_event("signal", capture, signal="SIGABRT")
 
 
 def triage(event):
     doc = Document(pid=100, events=[event], exit={"signal": "SIGABRT"})
-    return report.document_triage(doc)
+    return analysis.document_triage(doc)
 
 
 def test_a_tf_data_map_crash_names_the_waiting_thread_and_the_users_line():
@@ -132,7 +133,7 @@ def test_paths_are_normal_and_labels_match_the_text():
     assert main.label == "MainThread" and main.to_json()["label"] == "MainThread"
     assert event.threads[1].label == "tf_Compute"
     # a core keeps no OS names: threading's name, or nothing
-    assert report.thread_label(Thread(tid=5, name="", python_name="loader"), "") == "loader"
+    assert thread_label(Thread(tid=5, name="", python_name="loader"), "") == "loader"
     assert report.thread_display_name(Thread(tid=6, name=""), "") == '""'
 
 
@@ -145,12 +146,12 @@ def test_a_rewritten_kernel_shows_the_node_not_the_kernel_type_as_its_name():
 
 
 def test_normal_path():
-    assert report.normal_path("/x/core/../app.py") == "/x/app.py"
-    assert report.normal_path("/x/./app.py") == "/x/app.py"
-    assert report.normal_path("app.py") == "app.py"
-    assert report.normal_path("<frozen runpy>") == "<frozen runpy>"
-    assert report.normal_path(None) is None
-    assert os.path.isabs(report.normal_path("/a//b.py"))
+    assert analysis.normal_path("/x/core/../app.py") == "/x/app.py"
+    assert analysis.normal_path("/x/./app.py") == "/x/app.py"
+    assert analysis.normal_path("app.py") == "app.py"
+    assert analysis.normal_path("<frozen runpy>") == "<frozen runpy>"
+    assert analysis.normal_path(None) is None
+    assert os.path.isabs(analysis.normal_path("/a//b.py"))
 
 
 class _Out:

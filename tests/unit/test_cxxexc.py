@@ -9,10 +9,11 @@ import struct
 
 import pytest
 
+from tfnative.analysis import pyop
 from tfnative.core import cxxexc
 from tfnative.core.cxxexc import GNU_CXX, GNU_CXX_DEPENDENT, HEADER, TlsRecipe
 from tfnative.core.model import CrashSummary, Thread
-from tfnative.output import pyop, render, report
+from tfnative.output import render, report
 
 from .fakemem import FakeMemory
 

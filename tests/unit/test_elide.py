@@ -5,8 +5,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tfnative.core.elide import elide, elided_text
 from tfnative.core.model import NativeFrame, PythonFrame, Thread
-from tfnative.output.elide import elide, elided_text
 from tfnative.output.render import thread_block
 
 

@@ -4,9 +4,10 @@ names its process, and a child's events beside the parent's in one document."""
 import socket
 import struct
 
+from tfnative.analysis.event import document_triage
 from tfnative.attach import procwatch
 from tfnative.core.model import Document, Event
-from tfnative.output.report import document_triage, process_phrase
+from tfnative.output.report import process_phrase
 
 
 def message(what: int, *fields: int) -> bytes:

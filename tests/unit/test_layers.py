@@ -2,10 +2,15 @@
 
 The rule, as ``docs/architecture.md`` draws it (lowest first): ``core`` (readers of
 memory and files, the model) < ``sources`` (memory, registers and mapped files of a
-process) and ``toolchain`` (ELF/DWARF facts, Bazel, the doctor) < ``gdb`` (driving gdb)
-and ``output`` (renderers, verdicts) < ``snapshot`` (the one snapshot path and its
+process) and ``toolchain`` (ELF/DWARF facts, Bazel, the doctor) < ``gdb`` (driving gdb),
+``analysis`` (from a capture to the event users read: op attribution, verdicts, triage) and
+``output`` (renderers of the model) < ``snapshot`` (the one snapshot path and its
 policy) < ``corefile`` and ``attach`` (the modes) < ``cli``.  ``errors`` and ``files``
 are shared by all; ``inject`` runs inside the target and imports nothing of ours.
+
+Capture (``sources``, ``gdb``) imports neither analysis nor rendering; analysis imports no
+rendering, no ``cli``, no ``attach``; rendering imports only the model (``MODEL``), each older
+exception named in ``OUTPUT_DEBT``.
 
 ``tfnative/core`` is also imported inside gdb's embedded Python (by
 ``gdb_scripts/tfnative_gdb``), where neither click nor psutil nor tfnative's
@@ -21,18 +26,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PKG = os.path.join(ROOT, "tfnative")
 SHARED = {"tfnative", "tfnative.errors", "tfnative.files", "tfnative.progress"}
 # Beside the core, what gdb's Python may import of ours: the renderers that stand on the standard library alone.
-GDB_SCRIPTS_MAY_USE = {"tfnative.output.render", "tfnative.output.elide"}
+GDB_SCRIPTS_MAY_USE = {"tfnative.output.render"}
 # Which layers a layer may import (itself and the shared modules always).
 MAY_IMPORT = {
     "core": set(),
     "sources": {"core"},
     "toolchain": {"core"},
     "gdb": {"core", "sources", "toolchain"},
-    "output": {"core", "toolchain"},
-    "snapshot": {"core", "sources", "toolchain", "gdb", "output"},
-    "corefile": {"core", "sources", "toolchain", "gdb", "output", "snapshot"},
-    "attach": {"core", "sources", "toolchain", "gdb", "output", "snapshot"},
-    "cli": {"core", "sources", "toolchain", "gdb", "output", "snapshot", "corefile", "attach"},
+    "analysis": {"core"},
+    "output": {"core", "toolchain"},  # and of the core only the model: test_rendering_imports_only_the_model
+    "snapshot": {"core", "sources", "toolchain", "gdb", "analysis", "output"},
+    "corefile": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot"},
+    "attach": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot"},
+    "cli": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot", "corefile", "attach"},
     "inject": set(),
 }
 LAYERS = tuple(sorted(MAY_IMPORT))
@@ -115,6 +121,39 @@ def test_each_layer_imports_only_the_layers_below_it():
     assert bad == []
 
 
+# The model, as the renderers may read it: its classes, and pure functions of them alone.
+MODEL = {"tfnative.core.model", "tfnative.core.elide", "tfnative.core.frameclass", "tfnative.core.kstate"}
+# Renderers that still read more than the model (known debt, issue #35): (module, what it imports).
+OUTPUT_DEBT = {
+    ("tfnative.output.bugreport", "tfnative.core.procfs"),  # the host's facts for the Markdown report
+    ("tfnative.output.bugreport", "tfnative.toolchain.doctor"),
+    ("tfnative.output.bugreport", "tfnative.toolchain.tfinstall"),
+    ("tfnative.output.merge", "tfnative.core.ranks"),  # merge reads documents: the schema and the ranks
+    ("tfnative.output.merge", "tfnative.core.docschema"),
+}
+
+
+def test_rendering_imports_only_the_model():
+    """``output`` renders the model: of the layers below, it imports the model alone (and no capture, no
+    analysis); what still reads more is listed in ``OUTPUT_DEBT``, and a listed debt paid off leaves it."""
+    found = {(m, u) for m, p in _modules("output") for u in _imports(m, p)
+             if u not in SHARED and _layer(u) not in (None, "output") and u not in MODEL}
+    assert found - OUTPUT_DEBT == set()
+    assert OUTPUT_DEBT - found == set()
+
+
+def test_capture_imports_neither_analysis_nor_rendering():
+    bad = ["%s imports %s" % (m, u) for layer in ("sources", "gdb", "core", "toolchain")
+           for m, p in _modules(layer) for u in _imports(m, p) if _layer(u) in ("analysis", "output")]
+    assert bad == []
+
+
+def test_analysis_imports_no_rendering_cli_or_attach():
+    bad = ["%s imports %s" % (m, u) for m, p in _modules("analysis") for u in _imports(m, p)
+           if _layer(u) in ("output", "cli", "attach", "snapshot", "corefile", "gdb", "sources")]
+    assert bad == []
+
+
 def test_shared_modules_import_no_layer():
     bad = ["%s imports %s" % (m, u) for m in ("tfnative.errors", "tfnative.files", "tfnative.progress")
            for u in _imports(m, MODULES[m]) if u not in SHARED]
@@ -192,7 +231,7 @@ def test_no_private_attribute_of_another_module():
 
 def test_core_imports_with_the_standard_library_alone():
     """As in gdb's Python: no site-packages (no click, psutil, pygdbmi), only tfnative's directory."""
-    mods = [m for m, _ in _modules("core")] + ["tfnative.output.render", "tfnative.output.elide"]
+    mods = [m for m, _ in _modules("core")] + ["tfnative.output.render"]
     code = ("import sys; sys.path.insert(0, %r)\n"
             "for m in %r: __import__(m)\n"
             "bad = sorted(m for m in ('click', 'psutil', 'pygdbmi', 'gdb') if m in sys.modules)\n"

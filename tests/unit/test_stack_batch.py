@@ -1,4 +1,4 @@
-"""The hold's stack ranges (``snapshot.pipeline._stack_batch``): its one pass over every thread's registers
+"""The hold's stack ranges (``snapshot.stackcopy.stack_batch``): its one pass over every thread's registers
 gives, thread by thread and in order, the ranges ``_thread_stack`` gives for that thread, usual case or
 not."""
 
@@ -8,7 +8,7 @@ from array import array
 import pytest
 
 from tfnative.core.procfs import Mapping
-from tfnative.snapshot.pipeline import RED_ZONE, STACK_COPY, _stack_batch, _thread_stack
+from tfnative.snapshot.stackcopy import RED_ZONE, STACK_COPY, _thread_stack, stack_batch
 from tfnative.sources.modules import Mappings
 from tfnative.sources.ptrace import PAGE, REGISTERS
 
@@ -46,14 +46,14 @@ def _words(threads):
 def test_each_thread_as_thread_stack_gives_it(case):
     rsp, fs_base = THREADS[case]
     mappings = _mappings()
-    batch = _stack_batch(os.getpid(), mappings, _words([(rsp, fs_base)]), bytearray(1 << 20))
+    batch = stack_batch(os.getpid(), mappings, _words([(rsp, fs_base)]), bytearray(1 << 20))
     assert batch.ranges == _thread_stack(mappings, rsp, fs_base)
 
 
 def test_all_threads_in_one_pass_in_order():
     mappings = _mappings()
     threads = list(THREADS.values()) * 3
-    batch = _stack_batch(os.getpid(), mappings, _words(threads), bytearray(1 << 20))
+    batch = stack_batch(os.getpid(), mappings, _words(threads), bytearray(1 << 20))
     assert batch.ranges == [r for rsp, fs in threads for r in _thread_stack(mappings, rsp, fs)]
 
 

@@ -1,11 +1,11 @@
 """verdict.py on hand-made snapshot events: each pattern, what it names, and no guess where none fits.
 
-Frames are shaped as ``report.make_event`` gives them (glue hidden, ``user`` set), after the real stacks of
+Frames are shaped as ``analysis.event.make_event`` gives them (glue hidden, ``user`` set), after the real stacks of
 ``tests/scripts/tf_stuck.py`` and ``gil_holder.py``.
 """
 
+from tfnative.analysis import verdict
 from tfnative.core.model import Event, Thread
-from tfnative.output import verdict
 
 PID = 100
 APP = "/home/me/app.py"
@@ -62,7 +62,7 @@ def event(*threads, pool=None):
 
 
 def triage(event):
-    """The verdict on an event given as its JSON, read into the model as ``report.make_event`` gives it."""
+    """The verdict on an event given as its JSON, read into the model as ``analysis.event.make_event`` gives it."""
     return verdict.triage(Event.from_json(event)).to_json()
 
 

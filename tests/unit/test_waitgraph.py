@@ -1,4 +1,4 @@
-"""The wait-for graph and the hang verdict read off it (output/waitgraph.py, output/verdict.py), on the
+"""The wait-for graph and the hang verdict read off it (analysis/waitgraph.py, analysis/verdict.py), on the
 snapshots ``tests/integration/test_hangs.py`` took of the real hang programs of ``tests/hangs`` (their
 ``--json`` documents, kept in ``tests/hangs/captures``: ``TFNATIVE_HANGS_CAPTURE=1`` retakes them).
 
@@ -11,8 +11,9 @@ import os
 
 import pytest
 
+from tfnative.analysis import verdict, waitgraph
 from tfnative.core.model import Document, Event, Thread, frames_from_json
-from tfnative.output import verdict, waitgraph
+from tfnative.output import verdicttext
 
 from ..utils import ROOT, line_of
 
@@ -154,7 +155,7 @@ def test_a_chain_without_a_cycle_is_no_deadlock():
 def test_verdict_lines_show_the_chain():
     (doc,) = docs("data_map_event")
     t = again(doc)
-    lines = verdict.verdict_lines(t, doc.pid)
+    lines = verdicttext.verdict_lines(t, doc.pid)
     assert lines[0].startswith("verdict: the main thread waits for the next element of a tf.data iterator")
     assert lines[1].startswith("  -> the main thread at %s waits for" % marker("data_map_event", "main"))
     assert lines[-1] == "     the chain ends there: no thread of this process holds or owes it"

@@ -34,6 +34,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple, Union
 
+from ..analysis.event import add_op_origin, finish, numerics_op
 from ..core import procfs
 from ..core.model import Capture, ChildDeath, Document, Event, EventKind
 from ..core.signals import signal_name
@@ -44,7 +45,8 @@ from ..gdb.breakpoints import Breakpoints
 from ..gdb.control import CAPTURE_TIMEOUT, FATAL_SIGNALS, gdb_tail, setup_signals, source_paths, start_gdb
 from ..gdb.mi import RESUME_FAILED, Gdb
 from ..gdb.symbols import QUIET_S, WATCH_S, SymbolLoader
-from ..output import report, verdict
+from ..output import report
+from ..output.verdicttext import verdict_lines
 from ..snapshot.process import argv_of
 from ..sources import sessionsock
 from ..sources.modules import file_root
@@ -348,6 +350,7 @@ class Session:
             said = tuple("breakpoint %s " % tfops.op_location(t) for t in self.opbreaks.pending
                          if t not in self.opbreaks.ran)
             summary = [line for line in summary if not line.startswith(said)]
+        finish(doc)
         self.printer.summary(summary, doc)
         if self.opts.json_path:
             report.write(doc, self.opts.json_path)
@@ -390,11 +393,10 @@ class Session:
             self.target.halt(self.gdb)
             self.gdb.console_command("handle SIGSTOP nostop noprint pass")  # as before: the target's own
             self.running = False
-        event = self._event("snapshot", all_threads=True)
-        event.triage = verdict.triage(event)
+        event = self._event("snapshot", all_threads=True, hang=True)
         self.doc.events.append(event)
         self.printer.event(event)
-        for line in verdict.verdict_lines(event.triage, event.pid):
+        for line in verdict_lines(event.triage, event.pid):
             self.printer.note(line)
         return Next.RESUME if stopped_here else Next.WAIT
 
@@ -484,7 +486,7 @@ class Session:
         if loc is not None and loc.op:
             stopevent.name_op_hit(event, self.bps)
         if opts.switches.op_origins:
-            report.add_op_origin(event, opts.switches.op_origins)
+            add_op_origin(event, opts.switches.op_origins)
         self.doc.events.append(event)
         self.printer.event(event, hit=self.hits, max_hits=opts.max_hits)
         if opts.interactive:
@@ -500,7 +502,7 @@ class Session:
 
     def on_numerics(self, payload: Dict[str, Any]) -> Next:
         event = self._event("numerics")
-        report.numerics_op(event)
+        numerics_op(event)
         self.doc.events.append(event)
         self.printer.event(event)
         return Next.RESUME
@@ -515,7 +517,7 @@ class Session:
         event = self._event("signal", signal=name)
         event.handler = _has_handler(self.target.pid, name)
         if self.opts.switches.op_origins:
-            report.add_op_origin(event, self.opts.switches.op_origins)
+            add_op_origin(event, self.opts.switches.op_origins)
         earlier = _reraised(self.doc.events, event)
         if earlier is not None:
             # faulthandler (pytest, -X faulthandler) dumps the traceback and raises
@@ -549,11 +551,10 @@ class Session:
         """``--timeout``: the target still runs: stop it, an all-threads ``timeout`` event, and let go of it."""
         self.target.halt(self.gdb)
         self.running = False
-        event = self._event("timeout", all_threads=True, timeout=self.opts.timeout)
-        event.triage = verdict.triage(event)
+        event = self._event("timeout", all_threads=True, hang=True, timeout=self.opts.timeout)
         self.doc.events.append(event)
         self.printer.event(event)
-        for line in verdict.verdict_lines(event.triage, event.pid):
+        for line in verdict_lines(event.triage, event.pid):
             self.printer.note(line)
         self.target.let_go(self.gdb)
         self.timed_out = True
@@ -570,9 +571,9 @@ class Session:
         "other": on_other,
     }
 
-    def _event(self, kind: EventKind, all_threads: Optional[bool] = None, **extra: Any) -> Event:
+    def _event(self, kind: EventKind, all_threads: Optional[bool] = None, hang: bool = False, **extra: Any) -> Event:
         return stopevent.make(self.gdb, self.opts.all_threads if all_threads is None else all_threads,
-                              self.opts.native_all, self.loader, kind, **extra)
+                              self.opts.native_all, self.loader, kind, hang=hang, **extra)
 
 
 class _SnapshotOnQuit:

@@ -3,7 +3,7 @@
 The loop (``attach/session.py``) calls ``make`` from its stop handlers; the
 stacks come from tfnative's own unwinder (``snapshot/pipeline.py``) with the
 registers gdb gives, or from gdb's capture where that path steps aside, and
-``report.make_event`` turns them into the event (``model.Event``) the printer
+``analysis.event.analyze`` turns them into the event (``model.Event``) the printer
 and the JSON document share.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from ..analysis.event import analyze, in_flight_functions
 from ..core import executors, tflog
 from ..core.model import Capture, Event, EventKind, NativeFrame
 from ..core.threads import Threads
@@ -21,19 +22,18 @@ from ..gdb.breakpoints import Breakpoints
 from ..gdb.control import CAPTURE_TIMEOUT
 from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
-from ..output import report
 from ..snapshot import pipeline, withgdb
 from ..snapshot.policy import take_stacks, why
 from ..sources import ptrace
 
 
 def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolLoader], kind: EventKind,
-         **extra: Any) -> Event:
+         hang: bool = False, **extra: Any) -> Event:
     """An EVENT of ``kind`` for the stopped target: the thread that stopped (``all_threads``: every thread).
 
     An executor thread that stopped comes with the Python thread that called
     its tf.function, when only one is in flight.  ``extra`` goes into the
-    event as is (``location``, ``signal``...).
+    event as is (``location``, ``signal``...); ``hang``: with its hang verdict (``analysis.event.analyze``).
     """
     result = stacks(gdb, loader, Threads.ALL if all_threads else Threads.SELECTED)
     in_flight = None
@@ -43,13 +43,13 @@ def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolL
         # flight, else the threads waiting inside TensorFlow (a tf.data iterator, Session.run) come with the
         # event: the user's line is there.
         python = stacks(gdb, loader, Threads.PYTHON)
-        in_flight = report.in_flight_functions(python)
+        in_flight = in_flight_functions(python)
         if len({fn.name for _, fn in in_flight}) == 1:
             waiting = {tid for tid, _ in in_flight}
         else:
             waiting = {t.tid for t in python.threads if executors.tf_wait(t)}
         result.threads = result.threads + [t for t in python.threads if t.tid in waiting]
-    event = report.make_event(kind, result, native_all=native_all, in_flight=in_flight, **extra)
+    event = analyze(kind, result, native_all=native_all, hang=hang, in_flight=in_flight, **extra)
     sp = result.stack_pointers.get(event.thread) if event.thread is not None else None
     if extra.get("signal") == "SIGABRT" and sp and result.pid:
         _add_fatal_log(event, result.pid, sp)

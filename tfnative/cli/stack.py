@@ -29,11 +29,12 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
 
     Without gdb when it can (``snapshot/pipeline.py``: ptrace, CFI, our symbol index), else through gdb
     (``snapshot/policy.py``).  ``--samples`` > 1: that many snapshots ``--interval`` seconds apart, the last
-    one reported with each thread moving or stuck (``snapshot/samples.py``).  The verdict (``verdict.py``)
+    one reported with each thread moving or stuck (``snapshot/samples.py``).  The verdict (``analysis/verdict.py``)
     goes to ``err`` and into the JSON document as ``"triage"``.
     """
     from ..errors import Interrupted, SignalGuard
-    from ..output import report, verdict
+    from ..output import report
+    from ..output.verdicttext import verdict_lines
     from ..snapshot.process import stack_document
 
     printer = report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all, full=opts.full,
@@ -47,7 +48,7 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
             return 130
     event = doc.events[0]
     printer.event(event)
-    for line in (verdict.verdict_lines(event.triage, event.pid) if event.triage else []):
+    for line in (verdict_lines(event.triage, event.pid) if event.triage else []):
         report.write_note(err, line)
     if opts.json_path:
         report.write(doc, opts.json_path)

@@ -1,7 +1,7 @@
 """What a blocked thread waits for where memory records who holds it: a pthread mutex, a Python lock.
 
 Read while the snapshot still has the target's memory (a held process, gdb at a stop, a core), for the wait-for
-graph (``output/waitgraph.py``), which has only the event afterwards.
+graph (``analysis/waitgraph.py``), which has only the event afterwards.
 
 - **A pthread mutex.**  A thread blocked in ``pthread_mutex_lock`` sleeps in ``futex`` on the mutex's lock word;
   the call's first argument (``rdi`` while the thread is in the system call, ``orig_rax`` 202) is its address.

@@ -19,7 +19,7 @@ The leaf objects a reader looks into are typed too: a kernel frame's ``Op``,
 a ``TfFunction``, a child that died of a signal (``ChildDeath``), and the two
 TRIAGEs: the hang verdict (``HangVerdict``, ``verdict.triage``) and the
 summary of a document that says how its process ended (``CrashSummary``,
-``report.document_triage``).  The others (``kernel``, ``pool``, ``samples``,
+``analysis.event.document_triage``).  The others (``kernel``, ``pool``, ``samples``,
 ``cluster``, an event's ``op``...) stay JSON dicts, written and read as they
 are.  This module is pure: no gdb, no process, no file.
 """
@@ -32,7 +32,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Seque
 
 __all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
            "Triage", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event", "Document",
-           "frame_from_json", "frames_from_json", "triage_from_json"]
+           "frame_from_json", "frames_from_json", "triage_from_json", "thread_label"]
 
 SCHEMA = 1
 Json = Dict[str, Any]
@@ -216,7 +216,7 @@ class HangVerdict:
     stuck: Optional[List[int]] = None  # stack --samples only
     moving: Optional[List[int]] = None
     pool: Optional[Json] = None
-    # the wait-for graph (output/waitgraph.py): every edge, the cycle (a deadlock), the chain of waits; all
+    # the wait-for graph (analysis/waitgraph.py): every edge, the cycle (a deadlock), the chain of waits; all
     # three written together, always by today's tfnative (None: a document from before the graph)
     waits: Optional[List[Json]] = None
     cycle: Optional[List[Json]] = None
@@ -240,7 +240,7 @@ _HANG_VERDICT_KEYS = (
 @dataclass(slots=True)
 class CrashSummary:
     """What happened, in a few fields (the TRIAGE of a document that says how the process ended:
-    ``report.document_triage``): hits per location, the signal, the op, the user frame nearest the last
+    ``analysis.event.document_triage``): hits per location, the signal, the op, the user frame nearest the last
     event, the tf.function, dumps, children."""
 
     breakpoints: Dict[str, int] = field(default_factory=dict)  # location -> hits
@@ -507,6 +507,16 @@ _THREAD_WIRE = ("tid", "name", "python_name", "daemon", "frames", "merge", "merg
                 "lock_wait", "cxx_exception", "consistent", "after_release")
 
 
+def thread_label(t: Thread, main_name: Optional[str]) -> str:
+    """The name a thread is shown by (JSON ``"label"``): ``threading``'s name where the OS name is the one
+    every thread inherits (the main thread's, ``main_name``) or unknown (a core keeps no thread names), else
+    the OS name that native code gave it."""
+    name, py = t.name or "", t.python_name
+    if py is not None and (not name or main_name is None or name == main_name):
+        return py
+    return name
+
+
 def _threads(ds: Optional[List[Json]]) -> List[Thread]:
     return [Thread.from_json(t) for t in ds or []]
 
@@ -516,7 +526,7 @@ class Capture:
     """One capture of a process's threads, before the report: what ``-tfnative-capture`` answers over MI,
     what ``snapshot/pipeline.py`` and a core give, what an ``attach`` session sends ``stack --pid`` over its socket.
 
-    ``report.make_event`` makes the EVENT of it.  Its JSON (``to_json``/``from_json``) is the wire form
+    ``analysis.event.make_event`` makes the EVENT of it.  Its JSON (``to_json``/``from_json``) is the wire form
     of those edges, internal attributes included; it is no part of the document's schema.
     """
 

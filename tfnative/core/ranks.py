@@ -1,8 +1,8 @@
 """A process's rank and cluster as its launcher, scheduler or ``TF_CONFIG`` named them, from its environment (pure).
 
 The one reader of these facts: ``stack`` (``snapshot/process.py``), ``attach``'s watches (``follow.py``,
-``watchmany.py``) and the verdicts that read an event's ``"cluster"`` (``output/verdict.py``,
-``output/waitgraph.py``) all take them from here.
+``watchmany.py``) and the verdicts that read an event's ``"cluster"`` (``analysis/verdict.py``,
+``analysis/waitgraph.py``) all take them from here.
 
 The environment is the one the process started with (``/proc/PID/environ``): what Slurm, a Kubernetes
 indexed Job or ``torchrun`` put there before the program ran (a change the program made to its own

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional, TextIO, Tuple
 
+from ..analysis.event import finish
 from ..core import tflog
 from ..core.model import Capture, Document
 from ..core.threads import Threads
@@ -71,6 +72,7 @@ def read_core(opts: CoreOptions, err: TextIO = sys.stderr) -> Tuple[CoreSource, 
         result = take_stacks(which, fast, through_gdb, fallback, with_gdb=opts.with_gdb)
         doc = core_event(source.core.notes, source.argv(), result, opts.native_all)
         _add_fatal_log(doc, source)
+        finish(doc)  # the crash triage, once the document has all it says (the fatal log line too)
         return source, doc
     except BaseException:
         source.close()

@@ -4,9 +4,9 @@ A core's signal is either the process's own crash (a fault: ``SIGSEGV``
 with an address; or raised by the process itself: ``abort()`` after a
 ``Check failed``), or was sent from outside (``kill -ABRT``/``-QUIT`` on a
 hung job, the habit for getting a core of a hang), or there is none (a core
-written by ``gcore``).  The fatal-signal triage (``report.document_triage``:
+written by ``gcore``).  The fatal-signal triage (``analysis.event.document_triage``:
 the signal, the op, the nearest user frame, the tf.function) applies to every
-core with a signal; the hang verdict (``verdict.py``) only where the signal
+core with a signal; the hang verdict (``analysis/verdict.py``) only where the signal
 came from outside or there is none, since a crash is no hang.  A core holds
 no kernel state and no samples, so the verdict says nothing about either.
 """
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from ..analysis.event import analyze
 from ..core import signals
 from ..core.model import Capture, Document
-from ..output import report, verdict
+from ..output import report
+from ..output.verdicttext import verdict_lines
 from .reader import Notes
 
 
@@ -48,9 +50,7 @@ def core_event(notes: Notes, argv: List[str], result: Capture, native_all: bool)
     sender = sent_by(notes)
     if sender is not None:
         extra["sent_by"] = sender
-    event = report.make_event("core", result, native_all=native_all, **extra)
-    if not signo or sender is not None:
-        event.triage = verdict.triage(event)
+    event = analyze("core", result, native_all=native_all, hang=not signo or sender is not None, **extra)
     doc = Document(argv=argv, pid=notes.pid, events=[event])
     if signo:
         doc.exit, doc.has_exit = {"signal": event.signal}, True
@@ -63,7 +63,7 @@ def core_phrases(doc: Document, code: str = "") -> List[str]:
     event = doc.events[0]
     if not event.signal:
         return []
-    t = report.document_triage(doc)
+    t = report.crash_summary(doc)
     parts = report.summary_phrases(t, code)
     if not t.breakpoints:
         parts = parts[1:]  # "no breakpoint hit": true of every core, so nothing to say
@@ -81,5 +81,5 @@ def triage_lines(doc: Document) -> List[str]:
         lines.append("triage: " + "; ".join(parts))
     hang = doc.events[0].triage
     if hang is not None:
-        lines.extend(verdict.verdict_lines(hang, doc.events[0].pid))
+        lines.extend(verdict_lines(hang, doc.events[0].pid))
     return lines

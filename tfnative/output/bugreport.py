@@ -19,7 +19,7 @@ from ..errors import TfnativeError
 from ..toolchain import doctor
 from ..toolchain.tfinstall import tensorflow_libraries
 from . import render
-from .report import document_triage, op_lines, signal_title, summary_phrases
+from .report import crash_summary, op_lines, signal_title, summary_phrases
 
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
 
@@ -87,7 +87,7 @@ def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries
         if doc.exit:
             summary.append("exit: %s" % (("killed by " + doc.exit["signal"]) if "signal" in doc.exit
                                          else "status %d" % doc.exit["code"]))
-        summary += summary_phrases(document_triage(doc), code="`")
+        summary += summary_phrases(crash_summary(doc), code="`")
         if doc.unresolved:
             summary.append("never resolved: " + ", ".join("`%s`" % u for u in doc.unresolved))
     out += ["## What happened", ""] + ["- " + s for s in summary or ["nothing was caught"]] + [""]

@@ -27,13 +27,14 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Tu
 
 import psutil
 
+from ..analysis.verdict import across
 from ..core import procfs
 from ..core.model import Document
 from ..errors import Interrupted, SignalGuard, TfnativeError
 from ..files import is_stdout, write_output
 from ..output import merge, report
 from ..output.pictures import write_pictures
-from ..output.verdict import across, verdict_lines
+from ..output.verdicttext import verdict_lines
 from .options import Selection, StackOptions
 from .process import stack_document
 

@@ -30,45 +30,57 @@ caller asks gdb instead:
 
 Source lines and inlined frames from separate debug files (``libc6-dbg``) are
 left out: frames there are named from the debug file's symbols.
+
+Its parts by job: the hold and the unwind here; the link map (``linkmap.py``), stack-copy planning
+(``stackcopy.py``), naming frames and their ops (``naming.py``), lock, C++ exception and thread-name facts
+(``facts.py``).
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import errno
 import gc
-import itertools
-import os
 import re
 import struct
 import sys
 import threading
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
-from ..core import cxxexc, kstate, locks, procfs, ranks, sourcelines
-from ..core.cfi import DWARF_REGS, RSP, CfiError, Frame, Unwinder
-from ..core.elfindex import ElfError, data_symbols, display_names
+from ..core import kstate, locks, procfs, ranks
+from ..core.cfi import RSP, CfiError, Frame, Unwinder
 from ..core.executors import pool_summary, unnamed_workers
-from ..core.memory import USER_SPACE_END, Memory, UnwindMemory
-from ..core.model import Capture, NativeFrame, Op, Thread
-from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
-from ..core.pyframes import NO_RUNTIME, PythonReader, ThreadPy, open_reader
-from ..core.threadnames import registry_symbols, thread_names
-from ..core.threads import SIGNAL_FRAME, PythonThreads, Threads, select_threads, thread_entry, unwound
+from ..core.memory import UnwindMemory
+from ..core.model import Capture, NativeFrame
+from ..core.opkernel import OpKernelReader
+from ..core.pyframes import ThreadPy
+from ..core.threadnames import thread_names
+from ..core.threads import PythonThreads, Threads, select_threads, thread_entry, unwound
 from ..errors import HasDebugInfo, PtraceRefused, Unsupported
 from ..sources.base import Source, ThreadRegs
 from ..sources.live import LiveSource
-from ..sources.modules import Library, Mappings, segments, shared
-from ..sources.ptrace import PAGE, REGISTERS, Frozen, read_exact
+from ..sources.modules import Library
+from ..sources.ptrace import Frozen, read_exact
 from ..sources.ptrace import Memory as LiveMemory
 from ..sources.vmread import Batch, spare
+from .facts import HeldRegistry, add_memory_facts, after_release, cxx_exception_on, cxx_runtimes, lock_wait
+from .linkmap import link_map_names, python_reader
+from .naming import add_ops, constant, is_interpreter, name_frames, native_frames
+from .stackcopy import (
+    STACK_GUESS,
+    Uncached,
+    copy_stack,
+    inner_to_host,
+    py_key,
+    read_raw,
+    stack_batch,
+    user_regs,
+)
 
 __all__ = ["add_memory_facts", "of_stopped", "stacks", "take", "take_nonblocking"]
 
 _COLLECTIVE_RE = re.compile(r"TFE_EnableCollectiveOps|Collective")
 MAX_NATIVE_FRAMES = 1 << 16  # a bound on the walk: more than an 8 MiB stack of small frames holds
-PY_SYMBOLS = ("_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type")
 
 
 # One process held at a time: threads that snapshot several processes share the GIL, so holds that
@@ -141,146 +153,6 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _link_map_names(memory: Memory, libs: List[Library], exe: Optional[str]) -> None:
-    """Name each library as the dynamic loader (and gdb) does: by its ``link_map`` path.
-
-    ``/proc/PID/maps`` shows the file behind the link (``libstdc++.so.6.0.30``);
-    the loader's list has the name it was loaded by (``libstdc++.so.6``).  The
-    list is found through the executable's (``exe``, its path on this host)
-    ``DT_DEBUG`` entry (``r_debug``).
-    """
-    if exe is None:
-        return
-    main = next((lib for lib in libs if lib.path == exe), None)
-    if main is None:
-        return
-    try:
-        dynamic = next(vaddr for p_type, vaddr in segments(exe) if p_type == 2)  # PT_DYNAMIC
-        addr = dynamic + main.bias
-        r_debug = 0
-        for _ in range(512):
-            tag, value = struct.unpack("<qQ", memory.read(addr, 16))
-            if tag == 0:
-                break
-            if tag == 21:  # DT_DEBUG
-                r_debug = value
-                break
-            addr += 16
-        if not r_debug:
-            return
-        by_bias = {lib.bias: lib for lib in libs}
-        link = struct.unpack("<Q", memory.read(r_debug + 8, 8))[0]
-        for _ in range(4096):
-            if not link:
-                break
-            l_addr, l_name, _l_ld, l_next = struct.unpack("<QQQQ", memory.read(link, 32))
-            lib = by_bias.get(l_addr)
-            if lib is not None and l_name and lib is not main:
-                raw = memory.read(l_name, 512)
-                name = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-                if name:
-                    lib.name = os.path.basename(name)
-            link = l_next
-    except (OSError, MemoryError, StopIteration, struct.error):
-        return
-
-
-def _python_reader(memory: Memory, libs: List[Library], warnings: List[str]) -> Optional[PythonReader]:
-    """The reader of the interpreter whose file (executable or libpython) defines ``_PyRuntime``."""
-    for lib in libs:
-        if not re.match(r"(lib)?python\d", lib.name):
-            continue
-        try:
-            syms = shared(lib.path, "pysyms", lambda path: data_symbols(path, PY_SYMBOLS))
-        except (OSError, ElfError, ValueError):
-            continue
-        if "_PyRuntime" not in syms:
-            continue
-        at = {k: v + lib.bias for k, v in syms.items()}
-        reader, why = open_reader(memory, at.get, _named_as(lib.name))
-        if reader is None:
-            warnings.append(why or "no Python runtime in %s" % lib.name)
-        return reader
-    warnings.append(NO_RUNTIME)
-    return None
-
-
-def _named_as(name: str) -> Callable[[int], str]:
-    """A symbolizer that names every address by one library's name (where the interpreter is)."""
-    return lambda _addr: name
-
-
-def _constant(value: Optional[int]) -> Callable[[], Optional[int]]:
-    """``value``, asked for lazily (a thread's ``fs_base``)."""
-    return lambda: value
-
-
-def _is_interpreter(lib: Library) -> bool:
-    """The python executable, libpython, or one of the interpreter's own extension modules.
-
-    Their frames are shown as Python frames or hidden as glue, so their DWARF
-    (pyenv builds everything with -g) is no reason to ask gdb.
-    """
-    return bool(re.match(r"(lib)?python\d", lib.name)) or "/lib-dynload/" in lib.path
-
-
-def _native_frames(frames: List[Frame[Library]]) -> List[NativeFrame]:
-    out = []
-    for level, fr in enumerate(frames):
-        lib = fr.module
-        out.append(NativeFrame(function="??", library=lib.name if lib else None, address="0x%016x" % fr.pc,
-                               level=level, recovered=fr.recovered or None))
-    return out
-
-
-def _name_frames(threads: List[Tuple[List[Frame[Library]], List[NativeFrame]]]) -> None:
-    """Name every native frame from the symbol indexes (one demangling pass for all)."""
-    todo: List[Tuple[NativeFrame, str]] = []
-    for frames, named in threads:
-        for level, (fr, d) in enumerate(zip(frames, named)):
-            lib = fr.module
-            if fr.signal:
-                d.function = SIGNAL_FRAME  # as gdb names it
-                continue
-            if lib is None:
-                continue
-            # A caller's pc is a return address: name the call, which may be a
-            # function's last instruction (a call to a noreturn function).
-            look = fr.pc - (1 if level and not frames[level - 1].signal else 0)
-            for idx in lib.indexes():
-                hit = idx.symbolize(look - lib.bias)
-                if hit is not None:
-                    d.start = look - hit[1]
-                    todo.append((d, hit[0]))
-                    break
-    for (d, _), name in zip(todo, display_names([m for _, m in todo])):
-        d.function = name
-
-
-def _ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFrame], kernels: OpKernelReader) -> None:
-    for d, device in op_frames(named):
-        level = d.level or 0
-        regs = _named(frames[level].regs)
-        caller = _named(frames[level + 1].regs) if level + 1 < len(frames) else {}
-        high = 0
-        for k in (level + 2, level + 1):
-            if not high and k < len(frames):
-                high = frames[k].regs.get(7, 0)
-        op = op_of_frame(kernels, FrameContext(d.start or 0, frames[level].pc, level, regs, caller,
-                                               regs.get("rsp") or 0, high), device=device)
-        if op:
-            d.op = Op.from_json(op)
-    inherit_device_ops(named)
-
-
-def _named(regs: Dict[int, int]) -> Dict[str, int]:
-    return {DWARF_REGS[i]: v for i, v in regs.items() if i < len(DWARF_REGS)}
-
-
-STACK_COPY = 256 << 10  # the most of each thread's stack copied while held, from its stack pointer up
-RED_ZONE = 128  # x86-64: a leaf function's data below its stack pointer
-STACK_GUESS = 12 << 10  # the live stack of a thread, for the buffer made before the hold (1,000 idle Python
-# threads: 6 KiB each; more goes to memory touched in the hold)
 
 
 def _open_live(pid: int) -> LiveSource:
@@ -326,7 +198,7 @@ def take(pid: int, which: Threads = Threads.PYTHON, variables: bool = False) -> 
             """The hold itself, on the thread that holds the process: the copies, then the thread list."""
             alongside.start()
             with frozen.words() as words:
-                stack_copy = _stack_batch(pid, source.mappings(), words, stacks_buffer)
+                stack_copy = stack_batch(pid, source.mappings(), words, stacks_buffer)
             memory.fetch(stack_copy)
             if alongside.finish():
                 memory.adopt(python_pages)
@@ -372,25 +244,25 @@ def take_nonblocking(pid: int, which: Threads = Threads.PYTHON, variables: bool 
         except OSError:
             raise Unsupported("process %d is gone" % pid) from None
         letters = kstate.states(pid)
-        first = {tid: _user_regs(pid, tid) for tid in tids}
+        first = {tid: user_regs(pid, tid) for tid in tids}
         prep = _prepare(source, variables)
         memory = source.memory
         if memory.pages is not None:
             memory.pages.clear()
-        spans = {tid: _copy_stack(source, r["rsp"]) for tid, r in first.items() if r}
+        spans = {tid: copy_stack(source, r["rsp"]) for tid, r in first.items() if r}
         inner = source.namespace_tids()
         pythreads = prep.python_threads(inner)
-        frames1 = {t.tstate: _py_key(t) for t in pythreads.states}
+        frames1 = {t.tstate: py_key(t) for t in pythreads.states}
         # the second reading: registers, the same stack bytes, the Python frames
-        changed = {tid for tid in tids if _user_regs(pid, tid) != first[tid]}
+        changed = {tid for tid in tids if user_regs(pid, tid) != first[tid]}
         for tid, (start, data) in spans.items():
-            if data and _read_raw(memory, start, len(data)) != data:
+            if data and read_raw(memory, start, len(data)) != data:
                 changed.add(tid)
-        check = _python_reader(_Uncached(memory.fd), prep.libs, [])
+        check = python_reader(Uncached(memory.fd), prep.libs, [])
         if check is not None:
             for t in PythonThreads(check, Capture(), inner, names=False).states:
                 check.read_frames(t)
-                if frames1.get(t.tstate) != _py_key(t):
+                if frames1.get(t.tstate) != py_key(t):
                     host = inner_to_host(t.native_id, inner)
                     if host is not None:
                         changed.add(host)
@@ -409,114 +281,6 @@ def take_nonblocking(pid: int, which: Threads = Threads.PYTHON, variables: bool 
             thread.error = "%s; %s" % (thread.error, torn) if thread.error else torn
         thread.after_release = False  # nothing was held: every read is of the running process
     return result
-
-
-def inner_to_host(native_id: Optional[int], inner: Dict[int, int]) -> Optional[int]:
-    """The host thread id of a thread id seen inside the process's PID namespace."""
-    if not inner or native_id is None:
-        return native_id
-    return next((host for host, ns in inner.items() if ns == native_id), native_id)
-
-
-class _Uncached(Memory):
-    """Reads straight from the process (the second reading of --no-pause): ``fd``, its ``/proc/PID/mem``."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def read(self, addr: int, size: int) -> bytes:
-        return read_exact(self.fd, addr, size)
-
-
-def _read_raw(memory: LiveMemory, start: int, size: int) -> bytes:
-    try:
-        return _Uncached(memory.fd).read(start, size)
-    except MemoryError:
-        return b""
-
-
-def _py_key(thread: ThreadPy) -> Tuple[Any, ...]:
-    """What two readings of a thread's Python frames must agree on."""
-    return tuple((f.function, f.file, f.line) for g in thread.groups for f in g), thread.error
-
-
-def _user_regs(pid: int, tid: int) -> Optional[Dict[str, int]]:
-    """The user stack pointer and program counter of a thread blocked in the kernel, without stopping it
-    (``/proc/PID/task/TID/syscall``: "NR ARGS... SP PC", or "-1 SP PC" outside a system call); None
-    for a thread running on a CPU ("running") or unreadable."""
-    fields = procfs.syscall(pid, tid)
-    if fields is None or len(fields) < 3 or fields[0] == "running":
-        return None
-    try:
-        sp, pc = int(fields[-2], 16), int(fields[-1], 16)
-    except ValueError:
-        return None
-    if not (sp and pc):
-        return None
-    regs = {"rsp": sp, "rip": pc}
-    if fields[0] not in ("-1", "running") and fields[0].lstrip("-").isdigit():
-        regs["orig_rax"] = int(fields[0])  # the system call it waits in, as kstate reads it from ptrace
-    return regs
-
-
-def _thread_stack(mapping: Callable[[int], Optional[Tuple[int, int]]], rsp: int,
-                  fs_base: int) -> List[Tuple[int, int]]:
-    """What to copy of a held thread's stack, page-aligned, from its rsp and fs_base: the live part at its
-    stack pointer (from just below it to its mapping's end, ``STACK_COPY`` at most) and, where the stack
-    pointer is outside the thread's own stack (oneDNN's JIT kernels move it to a buffer of their own), the
-    top of its own stack (below its thread pointer, ``fs_base``), where the frames that called the kernel
-    are."""
-    if not rsp:
-        return []
-    out: List[Tuple[int, int]] = []
-    span = mapping(rsp)
-    start = rsp - RED_ZONE
-    end = min(span[1], rsp + STACK_COPY) if span else rsp + PAGE
-    if 0 < start < end <= USER_SPACE_END:
-        out.append((start - start % PAGE, -(-end // PAGE) * PAGE))
-    if not fs_base or (span is not None and span[0] < fs_base <= span[1]):
-        return out  # the usual case: the stack pointer is in the thread's own stack
-    own = mapping(fs_base - 1)
-    if own is not None and not own[0] <= rsp < own[1] and span != own:
-        low = max(own[0], fs_base - STACK_COPY)
-        out.append((low - low % PAGE, -(-min(own[1], fs_base) // PAGE) * PAGE))
-    return out
-
-
-_RSP, _FS_BASE = REGISTERS.index("rsp"), REGISTERS.index("fs_base")
-
-
-def _stack_batch(pid: int, mappings: Mappings, words: memoryview, buffer: bytearray) -> Batch:
-    """Every held thread's ``_thread_stack``, as one batch, from the registers read in the hold
-    (``Frozen.words``: ``len(REGISTERS)`` words a thread).  Run in the hold, where each microsecond a thread
-    costs is a millisecond of pause for a thousand: the usual case (the stack pointer in the thread's own
-    stack, its thread pointer at that stack's top) is computed here, with the mappings looked up by
-    ``bisect`` for all threads at once; the rest goes to ``_thread_stack``."""
-    count = len(REGISTERS)
-    rsps, bases = words[_RSP::count].tolist(), words[_FS_BASE::count].tolist()
-    spans = mappings.spans
-    ranges: List[Tuple[int, int]] = []
-    add = ranges.append
-    for rsp, fs_base, k in zip(rsps, bases, map(bisect.bisect_right, itertools.repeat(mappings.starts), rsps)):
-        lo, hi = spans[k - 1] if k else (0, 0)
-        if lo < fs_base <= hi and RED_ZONE < rsp < hi:
-            start, end = rsp - RED_ZONE, rsp + STACK_COPY
-            add((start - start % PAGE, hi if end >= hi else -(-end // PAGE) * PAGE))
-        else:
-            ranges.extend(_thread_stack(mappings, rsp, fs_base))
-    return Batch(pid, ranges, buffer=buffer)
-
-
-def _copy_stack(source: LiveSource, rsp: int) -> Tuple[int, bytes]:
-    """Copy the live part of one thread's stack (the first range ``_thread_stack`` gives for it); (its first
-    page's address, the bytes copied)."""
-    ranges = _thread_stack(source.mapping_of, rsp, 0)
-    pages = source.memory.pages
-    if not ranges or pages is None:
-        return 0, b""
-    base, end = ranges[0]
-    taken = source.memory.copy(base, end)
-    return base, b"".join(pages.get(base + k, b"") for k in range(0, taken, PAGE))
 
 
 def of_stopped(pid: int, threads: List[ThreadRegs], which: Threads,
@@ -548,10 +312,10 @@ class _Prepared:
         memory = source.memory
         self.warnings: List[str] = []
         libs = source.libraries()
-        _link_map_names(memory, libs, source.executable)
+        link_map_names(memory, libs, source.executable)
         self.libs = libs = libs + source.extra_code()
         self.unwinder = Unwinder(libs, memory.read, source.mapping_of)
-        self.reader = _python_reader(memory, libs, self.warnings)
+        self.reader = python_reader(memory, libs, self.warnings)
         if self.reader is not None:
             self.reader.want_variables = variables
         self.memory = memory
@@ -687,7 +451,7 @@ def stacks(source: Source, which: Threads, selected: Optional[int] = None, varia
         result.ns_pid = prep.inner.get(source.pid)
     listed = source.threads()
     found, late_tids = _unwind_all(source, prep.unwinder, pythreads, listed, which, selected)
-    _name_frames([(s.frames, s.named) for s in found])
+    name_frames([(s.frames, s.named) for s in found])
     _add_threads(source.memory, prep, pythreads, listed, found, late_tids)
     if prep.reader is not None and any(_COLLECTIVE_RE.search(f.function or "") for t in result.threads
                                        for f in t.frames if isinstance(f, NativeFrame)):
@@ -698,8 +462,8 @@ def stacks(source: Source, which: Threads, selected: Optional[int] = None, varia
     if which is not Threads.SELECTED:
         tf_names = None
         if unnamed_workers(result.threads):
-            tf_names = thread_names(_HeldRegistry(source.memory, prep.libs),  # core/threadnames.py
-                                    {tid: regs.get("fs_base") for tid, _n, regs in listed}, _HeldRegistry.symbols)
+            tf_names = thread_names(HeldRegistry(source.memory, prep.libs),  # core/threadnames.py
+                                    {tid: regs.get("fs_base") for tid, _n, regs in listed}, HeldRegistry.symbols)
         result.pool = pool_summary(result.threads, tf_names)
     result.threads = select_threads(result.threads, which)
     return result
@@ -728,14 +492,14 @@ def _unwind_all(source: Source, unwinder: Unwinder[Library], pythreads: PythonTh
     for tid, name, regs in listed:
         if which is Threads.SELECTED and tid != selected:
             continue
-        py = pythreads.find(tid, _constant(regs.get("fs_base")))
+        py = pythreads.find(tid, constant(regs.get("fs_base")))
         if pythreads.states and not unwound(which, py is not None, name, main_name):
             continue
         late = memory.late_reads
         frames, cut, checked = _unwind_thread(source, unwinder, tid, regs, py)
         if checked and memory.late_reads != late:
             late_tids.add(tid)
-        found.append(_Unwound(tid, name, frames, _native_frames(frames), py, cut))
+        found.append(_Unwound(tid, name, frames, native_frames(frames), py, cut))
     return found, late_tids
 
 
@@ -764,7 +528,7 @@ def _unwind_thread(source: Source, unwinder: Unwinder[Library], tid: int, regs: 
     for fr in frames:
         lib = fr.module
         # only where the library's own DWARF describes the frame's code (a return address: pc - 1 too)
-        if isinstance(lib, Library) and not _is_interpreter(lib) and lib.has_dwarf() \
+        if isinstance(lib, Library) and not is_interpreter(lib) and lib.has_dwarf() \
                 and (lib.dwarf_at(fr.pc) or lib.dwarf_at(fr.pc - 1)):
             raise HasDebugInfo("%s has debug info: gdb gives its source lines" % lib.path)
     return frames, cut, True
@@ -778,13 +542,13 @@ def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads
     tids = [tid for tid, _name, _regs in listed]
     idents = locks.thread_idents(pythreads.states)
     regs_of = {tid: regs for tid, _name, regs in listed}
-    runtimes = _cxx_runtimes(prep.libs)
+    runtimes = cxx_runtimes(prep.libs)
     thread_pointers = {tid: regs.get("fs_base") for tid, _n, regs in listed}
     for tid, name, frames, named, py, cut in found:
-        _ops(memory, frames, named, kernels)
+        add_ops(memory, frames, named, kernels)
         thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
-        thread.lock_wait = _after_release(memory, _lock_wait, memory, reader, thread, py, regs_of[tid], tids, idents)
-        thread.cxx_exception = _after_release(memory, _cxx_exception, memory, runtimes, thread_pointers.get(tid),
+        thread.lock_wait = after_release(memory, lock_wait, memory, reader, thread, py, regs_of[tid], tids, idents)
+        thread.cxx_exception = after_release(memory, cxx_exception_on, memory, runtimes, thread_pointers.get(tid),
                                               frames, named)
         if len(frames) >= MAX_NATIVE_FRAMES:
             cut = "native unwinding stopped after %d frames (the limit)" % MAX_NATIVE_FRAMES
@@ -800,151 +564,3 @@ def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads
         prep.result.threads.append(thread)
 
 
-def _after_release(memory: UnwindMemory, read: Callable[..., Optional[Dict[str, Any]]], *args: Any
-                   ) -> Optional[Dict[str, Any]]:
-    """``read(*args)``'s fact (a lock wait, a C++ exception), marked ``"read_after_release": true`` where reading it
-    took memory the hold's copy lacks (heap, other threads' data): read from the running process, after the
-    release, never mixed silently with what the hold saw."""
-    before = memory.late_reads
-    found = read(*args)
-    if found is not None and memory.late_reads != before:
-        found = dict(found, read_after_release=True)
-    return found
-
-
-def _lock_wait(memory: Memory, reader: Optional[PythonReader], thread: Thread, py: Optional[ThreadPy],
-               regs: Dict[str, int], tids: List[int], idents: Dict[int, int]) -> Optional[Dict[str, Any]]:
-    """The lock the thread waits for, where memory records who holds it (``core/locks.py``)."""
-    found = locks.mutex_wait(memory.read, thread.frames, regs, tids) or locks.child_wait(regs)
-    if found is not None or reader is None or py is None:
-        return found
-    frame = locks.waits_in_python_lock(thread.frames)
-    inner = py.frames[0] if py.frames else None
-    if frame is None or inner is None or inner.line != frame.line or inner.file != frame.file:
-        return None
-    return locks.python_lock_wait(reader.objects, inner.function, inner.code, inner.address,
-                                  sourcelines.line(frame.file, frame.line), idents)
-
-
-def _cxx_runtimes(libs: List[Library]) -> List[Tuple[Library, cxxexc.CxxRuntime]]:
-    """The libstdc++ copies mapped, each with its exception runtime (``core/cxxexc.py``)."""
-    out = []
-    for lib in libs:
-        if not lib.name.startswith("libstdc++"):
-            continue
-        try:
-            runtime = shared(lib.path, "cxxruntime", cxxexc.runtime_of)
-        except (OSError, ElfError, ValueError):
-            continue
-        if runtime is not None:
-            out.append((lib, runtime))
-    return out
-
-
-def _cxx_exception(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRuntime]],
-                   thread_pointer: Optional[int], frames: List[Frame[Library]], named: List[NativeFrame]
-                   ) -> Optional[Dict[str, Optional[str]]]:
-    """The C++ exception a thread has in flight (``{"type", "what", "state"}``), read from libstdc++'s
-    per-thread globals (or, stopped at ``__cxa_throw``'s entry, its arguments); None for none.  A few
-    reads per thread: done for every thread."""
-    if not frames:
-        return None
-    sps = [fr.regs.get(RSP) or 0 for fr in frames]
-    at_throw = bool(named) and named[0].function == "__cxa_throw" and named[0].start == frames[0].pc
-    return _cxx_exception_of(memory, runtimes, thread_pointer, (sps[0], max(sps)) if sps[0] else None,
-                             [v for fr in frames for v in fr.regs.values()], frames[0].regs if at_throw else None,
-                             [(d.function, d.library) for d in named])
-
-
-def _cxx_exception_of(memory: Memory, runtimes: List[Tuple[Library, cxxexc.CxxRuntime]],
-                      thread_pointer: Optional[int], stack: Optional[Tuple[int, int]], registers: List[int],
-                      entry_regs: Optional[Dict[int, int]], named: List[Tuple[Optional[str], Optional[str]]]
-                      ) -> Optional[Dict[str, Optional[str]]]:
-    """``_cxx_exception`` from a thread's pointer, stack span, register values, (stopped at
-    ``__cxa_throw``'s entry) its registers by DWARF number, and its frames' (function, library)."""
-    if not thread_pointer or not runtimes:
-        return None
-    throw_args = None
-    if entry_regs is not None:
-        throw_args = (entry_regs.get(5) or 0, entry_regs.get(4) or 0)  # rdi, rsi (DWARF 5, 4)
-    for lib, runtime in runtimes:
-        exc = cxxexc.thread_exception(memory.read, runtime, lib.bias, thread_pointer, stack, throw_args, registers)
-        if exc is not None:
-            if exc.state == "caught" and cxxexc.terminating(named):
-                exc.state = "terminate"
-            return exc.to_json()
-    return None
-
-
-def add_memory_facts(memory: Memory, libs: List[Library], registers: Dict[int, Dict[str, int]],
-                     result: Capture) -> None:
-    """What ``stacks`` reads from memory beside the frames, for a capture gdb took (``registers``: tid ->
-    ptrace's register names, ``fs_base`` and ``orig_rax`` included): each thread's C++ exception in flight and
-    the lock it waits for where memory records the holder."""
-    _add_lock_waits(memory, libs, registers, result)
-    _add_cxx_exceptions(memory, libs, registers, result)
-
-
-def _add_lock_waits(memory: Memory, libs: List[Library], registers: Dict[int, Dict[str, int]],
-                    result: Capture) -> None:
-    reader = _python_reader(memory, libs, [])
-    states: Dict[int, ThreadPy] = {}
-    if reader is not None:
-        try:
-            for state in reader.thread_states():
-                if state.native_id:
-                    states[state.native_id] = reader.read_frames(state)
-        except MemoryError:
-            pass
-    idents = locks.thread_idents(list(states.values()))
-    tids = list(registers)
-    for t in result.threads:
-        if t.lock_wait is None and t.tid in registers:
-            t.lock_wait = _lock_wait(memory, reader, t, states.get(t.tid), registers[t.tid], tids, idents)
-
-
-def _add_cxx_exceptions(memory: Memory, libs: List[Library], registers: Dict[int, Dict[str, int]],
-                        result: Capture) -> None:
-    runtimes = _cxx_runtimes(libs)
-    if not runtimes:
-        return
-    index = {name: i for i, name in enumerate(DWARF_REGS)}
-    for t in result.threads:
-        regs = registers.get(t.tid)
-        if not regs or t.cxx_exception:
-            continue
-        first = t.frames[0] if t.frames else None
-        at_throw = isinstance(first, NativeFrame) and (first.function or "").split("(")[0] == "__cxa_throw"
-        dwarf = {index[k]: v for k, v in regs.items() if k in index}
-        sp = regs.get("rsp") or 0
-        t.cxx_exception = _cxx_exception_of(memory, runtimes, regs.get("fs_base"),
-                                            (sp, sp + cxxexc.STACK_SCAN) if sp else None,
-                                            [v for k, v in regs.items() if k in index],
-                                            dwarf if at_throw else None,
-                                            [(f.function, f.library) for f in t.frames if isinstance(f, NativeFrame)])
-
-
-class _HeldRegistry:
-    """The held process as ``core/threadnames.py`` reads it: its memory (ptrace's), its mapped libraries and
-    their biases; no symbol addresses beyond the files' own."""
-
-    def __init__(self, memory: Memory, libs: List[Library]) -> None:
-        self.read = memory.read
-        self.biases: Dict[str, int] = {}
-        for lib in libs:
-            self.biases.setdefault(lib.path, lib.bias)
-
-    def files(self) -> List[str]:
-        return list(self.biases)
-
-    def bias(self, path: str) -> Optional[int]:
-        return self.biases.get(path)
-
-    def symbol_address(self, name: str) -> Optional[int]:
-        return None
-
-    @staticmethod
-    def symbols(path: str) -> Dict[str, int]:
-        """The registry's symbols in ``path``, read once per file for the whole process (``shared``)."""
-        found: Dict[str, int] = shared(path, "tfthreadnames", registry_symbols)
-        return found

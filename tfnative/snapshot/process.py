@@ -11,11 +11,11 @@ import os
 import time
 from typing import Callable, List, TextIO
 
+from ..analysis.event import analyze
 from ..core import procfs, ranks
 from ..core.model import Capture, Document
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TargetGone, TfnativeError, Unsupported
-from ..output import report, verdict
 from ..sources import ptrace, sessionsock
 from ..sources.permissions import ptrace_refused_message, tracer_name
 from . import pipeline, samples
@@ -111,11 +111,8 @@ def stack_document(pid: int, opts: StackOptions, err: TextIO,
     else:
         result = one()
     doc.task = ranks.task_of(env, result.tf_config)  # result's: set by the program itself in its os.environ
-    event = report.make_event("snapshot", result, native_all=opts.native_all)
-    job = ranks.cluster_of(env, result.tf_config)
-    if job:
-        event.cluster = job
-    event.triage = verdict.triage(event)
+    event = analyze("snapshot", result, native_all=opts.native_all, hang=True,
+                    cluster=ranks.cluster_of(env, result.tf_config))
     doc.events.append(event)
     doc.triage = event.triage
     return doc

@@ -45,9 +45,10 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..core import frameclass
 from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait
 from ..core.model import Event, Frame, HangVerdict, NativeFrame, PythonFrame, Thread
-from . import render, waitgraph
+from . import waitgraph
 
 # Native frames that only carry a call from Python to a C function (ctypes, libffi), and the interpreter's.
 _CALL_LIB_RE = re.compile(r"^(libffi|_ctypes)")
@@ -96,7 +97,7 @@ def blocked_in(t: Thread) -> Optional[str]:
     for f in frames:
         if isinstance(f, PythonFrame):
             break
-        if isinstance(f, NativeFrame) and not render.is_glue(f):
+        if isinstance(f, NativeFrame) and not frameclass.is_glue(f):
             inner.append(f)
     if not _python_frames(t):
         named = [f for f in inner if (f.function or "??") != "??"]
@@ -106,7 +107,7 @@ def blocked_in(t: Thread) -> Optional[str]:
         if _CALL_LIB_RE.match(lib):
             continue  # ctypes and libffi carry the call to the function
         name = _base(f.function or "??")
-        if render.INTERPRETER_LIB_RE.match(lib):  # a built-in function of the interpreter
+        if frameclass.INTERPRETER_LIB_RE.match(lib):  # a built-in function of the interpreter
             return BUILTINS.get(name, name) if name != "??" else "a built-in function"
         return name if name != "??" else "?? in %s" % lib
     return None
@@ -230,7 +231,7 @@ class _Scene:
 
 def triage(event: Event) -> HangVerdict:
     """The hang verdict (``verdict``, ``pattern``, ``gil_holder``, ``waiting_for_gil``, ``waiting_for_function``,
-    ``stuck``, ``moving``, ``pool``, the wait-for graph) for a snapshot event (threads as ``report.make_event``
+    ``stuck``, ``moving``, ``pool``, the wait-for graph) for a snapshot event (threads as ``analysis.event.make_event``
     gives them)."""
     s = _Scene(event)
     sampled = any(t.progress for t in s.threads)
@@ -241,7 +242,7 @@ def triage(event: Event) -> HangVerdict:
         stuck=[t.tid for t in s.threads if t.progress == "stuck"] if sampled else None,
         moving=[t.tid for t in s.threads if t.progress == "moving"] if sampled else None,
         pool=s.pool or None,
-        # the wait-for graph (output/waitgraph.py): every edge, the cycle (a deadlock) or the chain from the
+        # the wait-for graph (analysis/waitgraph.py): every edge, the cycle (a deadlock) or the chain from the
         # thread the user waits on to where the work is
         waits=[w.to_json() for w in s.waits],
         cycle=[w.to_json() for w in s.loop] if s.loop else None,
@@ -261,15 +262,6 @@ def triage(event: Event) -> HangVerdict:
             return out
     out.verdict = "no known hang pattern fits: " + _facts(s)
     return out
-
-
-def verdict_lines(triage: HangVerdict, pid: Optional[int]) -> List[str]:
-    """``verdict: ...`` and, under it, the cycle or the chain of waits as a short block (text output)."""
-    lines = ["verdict: %s" % triage.verdict]
-    steps = triage.cycle or triage.chain or []
-    if len(steps) > 1 or (steps and triage.pattern is None):
-        lines += ["  " + line for line in waitgraph.chain_lines(steps, pid)]
-    return lines
 
 
 # -- patterns read off the wait-for graph ------------------------------------------------------------------

@@ -10,7 +10,7 @@ between: how many frames it stands for and which functions they run
 from collections import Counter
 from typing import List
 
-from ..core.model import ElidedFrame, Frame
+from .model import ElidedFrame, Frame
 
 __all__ = ["ELIDED", "KEEP_INNER", "KEEP_OUTER", "elide", "elided_text"]
 

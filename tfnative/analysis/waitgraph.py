@@ -27,10 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
-from ..core import sourcelines
+from ..core import frameclass, sourcelines
 from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait, worker_loop
 from ..core.model import Event, NativeFrame, PythonFrame, Thread
-from . import render
 
 _WAIT_LIB_RE = re.compile(r"^(libc\.so|libpthread|ld-linux|libstdc\+\+)")
 MAX_CHAIN = 16  # steps of a chain followed at the most
@@ -86,7 +85,7 @@ def where(t: Thread) -> str:
         return "%s:%s" % (os.path.basename(f.file or "?"), f.line)
     named = [f for f in t.frames if isinstance(f, NativeFrame) and f.function and f.function != "??"]
     # past the C library's and the interpreter's waiting frames, to the code that waits
-    own = [f for f in named if not _WAIT_LIB_RE.match(f.library or "") and render.frame_class(f) != "interpreter"]
+    own = [f for f in named if not _WAIT_LIB_RE.match(f.library or "") and frameclass.frame_class(f) != "interpreter"]
     found = own or named
     if not found:
         return "?"
@@ -109,7 +108,7 @@ def _kernel_op(t: Thread, pattern: re.Pattern[str]) -> Optional[Dict[str, str]]:
 
 
 def _tf_loaded(event: Event) -> bool:
-    return any(render.frame_class(f).startswith("tensorflow") for t in event.threads for f in t.frames)
+    return any(frameclass.frame_class(f).startswith("tensorflow") for t in event.threads for f in t.frames)
 
 
 _DEQUEUE_RE = re.compile(r"([A-Za-z_]\w*)\.dequeue(?:_many|_up_to)?\s*\(")
@@ -506,22 +505,6 @@ def describe_cycle(event: Event, loop: List[Wait]) -> str:
         parts.append("%s holds %s and waits at %s for %s" % (_name(t, w.thread, event.pid), held.get(w.thread, "?"),
                                                               where(t) if t else "?", w.resource))
     return "deadlock: " + "; ".join(parts)
-
-
-def chain_lines(steps: List[Dict[str, object]], pid: Optional[int]) -> List[str]:
-    """A chain (``Wait.to_json`` edges) as a short block: ``-> the main thread at app.py:46 waits for X, held
-    by thread 5 (evidence)``; where the last step has no holder, a line that says the chain ends there."""
-    lines = []
-    for w in steps:
-        tid = w["thread"]
-        who = "the main thread" if tid == pid else "thread %s" % tid
-        holder = w.get("waits_for")
-        target = "" if holder is None else ", held by %s" % ("the main thread" if holder == pid else
-                                                             "thread %s" % holder)
-        lines.append("-> %s at %s waits for %s%s (%s)" % (who, w.get("at"), w["resource"], target, w["evidence"]))
-    if steps and steps[-1].get("waits_for") is None:
-        lines.append("   the chain ends there: no thread of this process holds or owes it")
-    return lines
 
 
 def start_thread(event: Event, waits: List[Wait]) -> Optional[int]:

@@ -1,0 +1,100 @@
+"""Which kind of frame a frame is (pure): the interpreter's call glue, the user's own code, TensorFlow's,
+the interpreter's, the system's.  Facts about the model's frames that analysis computes with and that the
+renderers show (``output/render.py`` takes them from here)."""
+
+import re
+from typing import Iterable, List
+
+from .model import Frame, NativeFrame, PythonFrame
+
+# Native frames of the interpreter that only move a call along: hidden by
+# default (``--native-all`` shows them).  Exact names or prefixes.
+GLUE_EXACT = frozenset(
+    """
+    _PyEval_Vector _PyEval_EvalFrame _PyFunction_Vectorcall _PyObject_VectorcallTstate
+    PyObject_Vectorcall PyObject_VectorcallDict PyObject_VectorcallMethod _PyObject_MakeTpCall
+    _PyObject_Call _PyObject_Call_Prepend PyObject_Call PyObject_CallObject
+    PyObject_CallOneArg PyObject_CallNoArgs PyObject_CallFunction PyObject_CallMethod
+    PyObject_CallFunctionObjArgs PyObject_CallMethodObjArgs _PyObject_CallMethod
+    _PyObject_CallMethodIdObjArgs _PyObject_FastCallDictTstate _PyObject_FastCall
+    _PyObject_FastCallDict PyVectorcall_Call _PyVectorcall_Call _PyObject_VectorcallDictTstate
+    PyEval_EvalCode PyEval_EvalCodeEx run_eval_code_obj run_mod pyrun_file builtin_exec
+    builtin_exec_impl cfunction_call cfunction_vectorcall_FASTCALL
+    cfunction_vectorcall_FASTCALL_KEYWORDS cfunction_vectorcall_NOARGS cfunction_vectorcall_O
+    method_vectorcall method_vectorcall_FASTCALL method_vectorcall_FASTCALL_KEYWORDS
+    method_vectorcall_NOARGS method_vectorcall_O method_vectorcall_VARARGS
+    method_vectorcall_VARARGS_KEYWORDS method_vectorcall_FASTCALL_KEYWORDS_METHOD
+    slot_tp_call slot_tp_init type_call vectorcall_method vectorcall_unbound object_vacall
+    _PyObject_CallFunctionVa callmethod call_function do_call_core
+    Py_RunMain Py_BytesMain pymain_run_python pymain_run_file pymain_run_file_obj
+    pymain_main _PyRun_SimpleFileObject _PyRun_AnyFileObject PyRun_AnyFileExFlags
+    PyRun_SimpleFileExFlags _PyRun_SimpleFileObject.constprop.0
+    thread_run t_bootstrap pythread_wrapper PyObject_CallOneArg
+    partial_call partial_vectorcall functools_partial_call gen_send_ex gen_send_ex2
+    _PyEval_EvalCode function_code_fastcall _PyFunction_Vectorcall.part.0
+    context_run _PyObject_Call.constprop.0
+    """.split()
+)
+GLUE_PREFIXES = ("cfunction_vectorcall_", "method_vectorcall_", "_PyObject_Call", "pymain_",
+                 "_PyRun_", "PyRun_")
+# Names a prefix takes in that are no call glue: the allocator is where a thread is, not how it got there.
+GLUE_NOT = frozenset(("_PyObject_Calloc",))
+
+_SYSTEM_PARTS = ("/site-packages/", "/dist-packages/")
+_STDLIB_RE = re.compile(r"/lib(64)?/python3\.\d+/")
+
+
+# The suffix GCC gives a copy it made of a function (``cfunction_call.lto_priv.0``,
+# ``_PyObject_MakeTpCall.constprop.1``: the names of an LTO build such as Debian's 3.14 and 3.15).
+GCC_CLONE_RE = re.compile(r"(\.(lto_priv|constprop|isra|part|cold|localalias)(\.\d+)?)+$")
+
+
+def is_glue(frame: Frame) -> bool:
+    if not isinstance(frame, NativeFrame):
+        return False
+    name = frame.function or ""
+    base = GCC_CLONE_RE.sub("", name.split("(", 1)[0].split("@", 1)[0].strip())
+    return base in GLUE_EXACT or (base.startswith(GLUE_PREFIXES) and base not in GLUE_NOT)
+
+
+def hide_glue(frames: Iterable[Frame]) -> List[Frame]:
+    return [f for f in frames if not is_glue(f)]
+
+
+def is_user_frame(frame: Frame) -> bool:
+    """A Python frame of the user's own code: not the stdlib, not an installed package."""
+    if not isinstance(frame, PythonFrame):
+        return False
+    path = frame.file or ""
+    if not path or path.startswith("<"):
+        return False
+    if any(p in path for p in _SYSTEM_PARTS):
+        return False
+    return not _STDLIB_RE.search(path)
+
+
+_TF_LIB_RE = re.compile(r"^(libtensorflow|_pywrap_|lib_pywrap_|libpywrap_|pywrap_|_tf_stack|_op_def|_dtypes"
+                        r"|fast_module_type|flags_pybind|_proto_comparators|_errors_test_helper)")
+_TF_NATIVE_NAMES = ("tensorflow::", "tsl::", "Eigen::", "xla::", "mlir::", "TFE_", "TF_", "pybind11::",
+                    "absl::")
+INTERPRETER_LIB_RE = re.compile(r"^(libpython3\.\d+|python3(\.\d+)?$|python$)")  # the interpreter's own files
+
+
+def frame_class(frame: Frame) -> str:
+    """user, tensorflow-python, tensorflow-native, interpreter or system."""
+    if isinstance(frame, PythonFrame):
+        if is_user_frame(frame):
+            return "user"
+        path = frame.file or ""
+        if "/tensorflow/" in path or "/keras/" in path or "/tf_keras/" in path:
+            return "tensorflow-python"
+        return "system"
+    lib = (frame.library if isinstance(frame, NativeFrame) else None) or ""
+    name = frame.function or ""
+    if _TF_LIB_RE.match(lib):
+        return "tensorflow-native"
+    if INTERPRETER_LIB_RE.match(lib):
+        return "interpreter"
+    if name.startswith(_TF_NATIVE_NAMES) and lib.endswith(".so") and "tensorflow" in lib:
+        return "tensorflow-native"
+    return "system"

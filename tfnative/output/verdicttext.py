@@ -1,0 +1,36 @@
+"""A hang verdict as text (``verdict: ...`` and the chain or cycle of waits under it): a function of the
+model's ``HangVerdict``, which ``analysis/verdict.py`` computes."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ..core.model import HangVerdict
+
+
+def verdict_lines(triage: Optional[HangVerdict], pid: Optional[int]) -> List[str]:
+    """``verdict: ...`` and, under it, the cycle or the chain of waits as a short block (text output); none
+    for an event without a verdict."""
+    if triage is None:
+        return []
+    lines = ["verdict: %s" % triage.verdict]
+    steps = triage.cycle or triage.chain or []
+    if len(steps) > 1 or (steps and triage.pattern is None):
+        lines += ["  " + line for line in chain_lines(steps, pid)]
+    return lines
+
+
+def chain_lines(steps: List[Dict[str, object]], pid: Optional[int]) -> List[str]:
+    """A chain (``Wait.to_json`` edges) as a short block: ``-> the main thread at app.py:46 waits for X, held
+    by thread 5 (evidence)``; where the last step has no holder, a line that says the chain ends there."""
+    lines = []
+    for w in steps:
+        tid = w["thread"]
+        who = "the main thread" if tid == pid else "thread %s" % tid
+        holder = w.get("waits_for")
+        target = "" if holder is None else ", held by %s" % ("the main thread" if holder == pid else
+                                                             "thread %s" % holder)
+        lines.append("-> %s at %s waits for %s%s (%s)" % (who, w.get("at"), w["resource"], target, w["evidence"]))
+    if steps and steps[-1].get("waits_for") is None:
+        lines.append("   the chain ends there: no thread of this process holds or owes it")
+    return lines
