@@ -56,7 +56,7 @@ def trees_of(groups: List[List[Dict[str, Any]]]) -> List[Any]:
     """Each group's ``merge --tree`` text, read back as ``merge`` reads its inputs."""
     texts = [("node%d" % i, mergetree.tree_json_text(mergetree.reduce(docs_of(g))) + "\n")
              for i, g in enumerate(groups)]
-    return list(merge.iter_inputs((name, (text,)) for name, text in texts))
+    return list(mergetree.iter_inputs((name, (text,)) for name, text in texts))
 
 
 stack = st.lists(st.integers(0, len(FRAMES) - 1), min_size=0, max_size=8)
@@ -136,7 +136,7 @@ def test_many_ranks_take_a_few_bytes():
 ])
 def test_a_wrong_tree_says_where(bad, says):
     with pytest.raises(TfnativeError) as e:
-        mergetree.reduce(merge.iter_inputs([("t.json", (bad + "\n",))]))
+        mergetree.reduce(mergetree.iter_inputs([("t.json", (bad + "\n",))]))
     assert says in str(e.value) and str(e.value).startswith("t.json: ")
 
 

@@ -195,7 +195,7 @@ def test_cli_merge_pictures(tmp_path):
     r = run_merge(["-", "--html", "-"], text)
     assert r.returncode == 0 and r.stdout.startswith("<!DOCTYPE html>") and "OUTLIER" not in r.stdout.split("<")[0]
     r = run_merge(["-", "--html", "-", "--json", "-"], text)
-    assert r.returncode != 0 and "only one of --json, --html and --speedscope" in r.stderr
+    assert r.returncode != 0 and "only one of --json, --tree, --html and --speedscope" in r.stderr
     r = run_merge(["-", "--speedscope", "-"], "")
     assert r.returncode != 0 and "no documents" in r.stderr and "Traceback" not in r.stderr
 

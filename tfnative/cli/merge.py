@@ -58,7 +58,7 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
         quiet = is_stdout(html_path) or is_stdout(speedscope_path)  # stdout is the page's: no text
         if folded and (quiet or is_stdout(json_path) or is_stdout(tree_path)):
             raise TfnativeError("--folded prints to stdout: give --json, --tree, --html or --speedscope a file")
-        items = merge_mod.iter_inputs(_read(files, timeout))  # one at a time: none is kept
+        items = mergetree.iter_inputs(_read(files, timeout))  # one at a time: none is kept
         if html_path or speedscope_path:  # but these need them all at once
             items = _pictures(list(items), html_path, speedscope_path, all_threads)
         root = mergetree.reduce(items, all_threads)

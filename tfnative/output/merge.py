@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from itertools import accumulate, repeat
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ..core import ranks
 from ..core.docschema import SchemaError, check_document
@@ -46,23 +46,23 @@ def iter_document_chunks(sources: Iterable[Tuple[str, Iterable[str]]]) -> Iterat
     spread over lines, several on a line); JSON nested deeper than ``MAX_DEPTH`` or a document bigger than
     ``MAX_DOCUMENT_MB`` is an error before anything is parsed; each document is checked against the schema
     (``docschema``: the message names the value that is wrong) before it is read."""
-    for item in _inputs_of(sources, False):
+    for item in inputs_of(sources, None):
         assert isinstance(item, Document)
         yield item
 
 
-def iter_inputs(sources: Iterable[Tuple[str, Iterable[str]]]) -> Iterator[Any]:
-    """``iter_document_chunks``, with merged trees beside the documents: a ``merge --tree`` or ``merge --json``
-    document is a ``mergetree.TreeDoc``."""
-    return _inputs_of(sources, True)
+# How a merged tree is read where one may come (``mergetree.iter_inputs`` passes ``TreeDoc.load``): None, a
+# tree is refused.
+TreeLoader = Optional[Callable[[Dict[str, Any], str], Any]]
 
 
-def _inputs_of(sources: Iterable[Tuple[str, Iterable[str]]], trees: bool) -> Iterator[Any]:
+def inputs_of(sources: Iterable[Tuple[str, Iterable[str]]], trees: TreeLoader) -> Iterator[Any]:
+    """``iter_document_chunks``, with merged trees beside the documents where ``trees`` reads them."""
     for name, chunks in sources:
         yield from _documents_of(name, chunks, trees)
 
 
-def _documents_of(name: str, chunks: Iterable[str], trees: bool) -> Iterator[Any]:
+def _documents_of(name: str, chunks: Iterable[str], trees: TreeLoader) -> Iterator[Any]:
     pending: List[str] = []  # the text of a document begun, not ended yet
     size = 0
     depth = 0  # its JSON's nesting at its end
@@ -146,11 +146,11 @@ def _garbage_first(name: str, chunk: str, line: int, count: List[int]) -> None:
     if _depth(first) > MAX_DEPTH:
         raise TfnativeError("%s: JSON nested more than %d deep at line %d (a 'tfnative stack --json' document "
                             "nests about 10 deep)" % (name, MAX_DEPTH, line + chunk.count("\n", 0, start)))
-    for _ in _parse(name, first, line, count, False):  # raises: no document begins without "{"
+    for _ in _parse(name, first, line, count, None):  # raises: no document begins without "{"
         pass
 
 
-def _parse(name: str, text: str, first_line: int, count: List[int], trees: bool,
+def _parse(name: str, text: str, first_line: int, count: List[int], trees: TreeLoader,
            parsed: Optional[Any] = None) -> Iterator[Any]:
     """The documents in ``text`` (whole ones: JSON values one after the other), checked, one at a time
     (``trees``: merged trees too, as ``mergetree.TreeDoc``; ``parsed``: ``text``'s one value, parsed already)."""
@@ -175,13 +175,11 @@ def _parse(name: str, text: str, first_line: int, count: List[int], trees: bool,
         count[0] += 1
         where = name if count[0] == 1 else "%s (document %d, line %d)" % (name, count[0], start)
         if isinstance(doc, dict) and ("tfnative_tree" in doc or "tfnative_merge" in doc) and "tfnative" not in doc:
-            if not trees:
+            if trees is None:
                 raise TfnativeError("%s: a merged tree (from 'tfnative merge'): only 'tfnative merge' reads "
                                     "these" % where)
-            from .mergetree import TreeDoc
-
             try:
-                yield TreeDoc.from_json(doc, where) if "tfnative_tree" in doc else TreeDoc.from_merge_json(doc, where)
+                yield trees(doc, where)
             except SchemaError as e:
                 raise TfnativeError("%s: %s" % (where, e)) from None
             del doc

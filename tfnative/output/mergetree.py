@@ -19,7 +19,7 @@ from ..core.docschema import SchemaError, check_frame, check_scheduler, clean_st
 from ..core.model import Document, frame_from_json
 from ..errors import TfnativeError
 from . import render
-from .merge import NO_DOCUMENTS, Node, member_names, stacks
+from .merge import NO_DOCUMENTS, Node, inputs_of, member_names, stacks
 from .threadgroups import frame_text
 
 TREE_VERSION = 1
@@ -466,3 +466,13 @@ def folded_tree_lines(root: Node) -> List[str]:
             lines.append("%s %d" % (";".join(path), own))
         todo.extend((c, depth + 1) for c in reversed(list(node.children.values())))
     return lines
+
+
+def iter_inputs(sources: Iterable[Tuple[str, Iterable[str]]]) -> Iterator[Any]:
+    """``merge.iter_document_chunks``, with merged trees beside the documents: a ``merge --tree`` or ``merge
+    --json`` document is a ``TreeDoc``."""
+    return inputs_of(sources, _load_tree)
+
+
+def _load_tree(doc: Dict[str, Any], where: str) -> TreeDoc:
+    return TreeDoc.from_json(doc, where) if "tfnative_tree" in doc else TreeDoc.from_merge_json(doc, where)
