@@ -1,0 +1,174 @@
+"""core/mapfile.py at its edges, on real files: sizes one below, at and one above each bound, each kind of file
+that is not a regular one, a path through a file, a NUL in a path, a descriptor that cannot be mapped, and what
+comes back when all is well (the whole file, its first bytes, nothing else).  The odd files' common refusals are
+in test_core_bounds.py."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+
+import pytest
+
+from tfnative.core.mapfile import (
+    MAX_SIZE,
+    FileUnusable,
+    check_fd,
+    check_file,
+    map_fd,
+    map_file,
+    open_fd,
+    read_file,
+    read_head,
+)
+
+
+def _write(path, data: bytes) -> str:
+    with open(path, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+def _reason(call, *args, **kw) -> str:
+    with pytest.raises(FileUnusable) as e:
+        call(*args, **kw)
+    assert str(e.value) == "%s: %s" % (e.value.path, e.value.reason)
+    return e.value.reason
+
+
+def test_min_size_is_the_least_size_allowed(tmp_path):
+    eight = _write(tmp_path / "eight", b"01234567")
+    with map_file(eight, min_size=8) as mm:
+        assert mm[:] == b"01234567"
+    assert _reason(map_file, eight, min_size=9) == "too short (8 bytes)"
+    assert check_file(eight, min_size=8) is None
+    assert check_file(eight, min_size=9).reason == "too short (8 bytes)"
+    with map_file(eight) as mm:  # the default: anything not empty
+        assert len(mm) == 8
+    one = _write(tmp_path / "one", b"x")
+    assert check_file(one) is None and read_head(one, 10) == b"x" and read_file(one, 1) == b"x"
+
+
+def test_max_size_is_the_largest_size_allowed(tmp_path):
+    path = str(tmp_path / "sparse")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.ftruncate(fd, MAX_SIZE)
+        assert check_fd(fd, path).st_size == MAX_SIZE  # exactly the bound: mapped
+        assert check_file(path) is None
+        os.ftruncate(fd, MAX_SIZE + 1)
+        assert _reason(check_fd, fd, path) == "too large (%d bytes)" % (MAX_SIZE + 1)
+        assert check_fd(fd, path, max_size=None).st_size == MAX_SIZE + 1  # a core: no upper bound
+        assert _reason(check_fd, fd, path, max_size=100) == "too large (%d bytes)" % (MAX_SIZE + 1)
+        os.ftruncate(fd, 100)
+        assert check_fd(fd, path, max_size=100).st_size == 100
+        assert _reason(check_fd, fd, path, max_size=99) == "too large (100 bytes)"
+        assert _reason(map_fd, fd, path, max_size=99) == "too large (100 bytes)"
+        assert _reason(map_fd, fd, path, min_size=101) == "too short (100 bytes)"
+        with map_fd(fd, path, min_size=100, max_size=100) as mm:
+            assert mm[:] == bytes(100)
+    finally:
+        os.close(fd)
+
+
+def test_read_file_reads_the_whole_file_up_to_its_bound(tmp_path):
+    big = os.urandom(3 << 20) + b"end"  # several of its reads
+    path = _write(tmp_path / "big", big)
+    assert read_file(path, len(big)) == big
+    assert read_file(path, len(big) + 1) == big
+    assert _reason(read_file, path, len(big) - 1) == "too large (%d bytes)" % len(big)
+    assert read_head(path, 5) == big[:5] and read_head(path, len(big) + 10) == big
+
+
+def test_the_kinds_of_file_that_are_not_regular(tmp_path):
+    sock = str(tmp_path / "sock")
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(sock)
+        fd = os.open(sock, os.O_PATH)  # a socket cannot be opened for reading; its kind is still told
+        try:
+            assert _reason(check_fd, fd, sock) == "not a regular file (a socket)"
+        finally:
+            os.close(fd)
+        bad = check_file(sock)
+        assert bad is not None and bad.reason == "no such device or address" and not bad.missing
+    fd = os.open(str(tmp_path), os.O_RDONLY)
+    try:
+        assert _reason(check_fd, fd, "here") == "not a regular file (a directory)"
+    finally:
+        os.close(fd)
+
+
+def test_pseudo_files_of_proc_and_sys(tmp_path):
+    for path in ("/proc/self/status", "/proc/self/mem", "/sys/kernel/notes", "/sys/kernel/uevent_seqnum"):
+        if os.path.isfile(path):
+            assert _reason(map_file, path) == "a file of /proc or /sys, not a file on disk", path
+            assert check_file(path).reason == "a file of /proc or /sys, not a file on disk"
+    assert any(os.path.isfile(p) for p in ("/sys/kernel/notes", "/sys/kernel/uevent_seqnum"))
+
+
+def test_open_errors_are_reasons_and_say_what_is_missing(tmp_path):
+    afile = _write(tmp_path / "afile", b"data")
+    through = afile + "/x"  # a path through a regular file: there is no such file
+    with pytest.raises(FileUnusable) as e:
+        map_file(through)
+    assert e.value.reason == "not a directory" and e.value.missing
+    assert e.value.path == through and str(e.value) == through + ": not a directory"
+    assert check_file(through).missing
+    with pytest.raises(FileUnusable) as e:
+        open_fd(str(tmp_path / "none"))
+    assert e.value.reason == "no such file or directory" and e.value.missing
+    assert isinstance(e.value, OSError)
+    with pytest.raises(FileUnusable) as e:
+        map_file(afile + "\0x")
+    assert e.value.reason == "not a valid path" and not e.value.missing
+    assert check_file(afile + "\0x").reason == "not a valid path"
+    assert _reason(read_head, afile + "\0", 4) == "not a valid path"
+
+
+def test_a_descriptor_that_cannot_be_mapped(tmp_path):
+    path = _write(tmp_path / "wo", b"data")
+    fd = os.open(path, os.O_WRONLY)  # its size is fine; reading it through a map is not allowed
+    try:
+        assert _reason(map_fd, fd, path) == "cannot be mapped (permission denied)"
+    finally:
+        os.close(fd)
+
+
+def test_check_fd_on_a_closed_descriptor():
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+    assert _reason(check_fd, r, "gone") == os.strerror(errno.EBADF)[:1].lower() + os.strerror(errno.EBADF)[1:]
+
+
+def test_the_elf_check_reads_the_first_four_bytes(tmp_path):
+    assert check_file(_write(tmp_path / "elf", b"\x7fELF"), elf=True) is None
+    assert check_file(_write(tmp_path / "elf2", b"\x7fELF" + bytes(60)), min_size=64, elf=True) is None
+    assert check_file(_write(tmp_path / "elf3", b"\x7fEL"), elf=True).reason == "not an ELF file"
+    assert check_file(_write(tmp_path / "not", b"\x7fELG"), elf=True).reason == "not an ELF file"
+    assert check_file(_write(tmp_path / "short", b"\x7fELF"), min_size=5, elf=True).reason == "too short (4 bytes)"
+    assert check_file(str(tmp_path), elf=True).reason == "not a regular file (a directory)"
+
+
+def test_nothing_is_left_open(tmp_path):
+    good = _write(tmp_path / "good", b"hello")
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with map_file(good):
+            pass
+        read_head(good, 2), read_file(good, 10), check_file(good), check_file(good, elf=True)
+        for call in (map_file, check_file, lambda p: read_head(p, 1), lambda p: read_file(p, 9)):
+            try:
+                call(fifo)
+            except FileUnusable:
+                pass
+            try:
+                call(good + "/x")
+            except FileUnusable:
+                pass
+        with pytest.raises(FileUnusable):
+            read_file(good, 2)
+    assert len(os.listdir("/proc/self/fd")) == before
