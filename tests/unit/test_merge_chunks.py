@@ -185,3 +185,24 @@ def test_sources_one_after_the_other():
     assert [d.pid for d in merge.iter_documents([("a", _small(1)), ("b", "\n" + _small(2))])] == [1, 2]
     assert _error([_small(1) + "\n", _small(2) + "\n", '{"tfnative": 2}\n'], name="b") == (
         "b (document 3, line 3): a document that is not tfnative schema 1 (from 'tfnative stack --json')")
+
+
+def test_the_first_line_alone_is_read_for_garbage():
+    def then_fail(first: str) -> Iterator[str]:
+        yield first
+        raise AssertionError("read on after garbage")
+
+    # the first line, not the whole piece: its error is the first line's
+    assert _error(then_fail("[1,\n2]\n")) == "in: not JSON at line 1, column 4 (Expecting value)"
+    # exactly as deep as allowed: read as JSON (and refused as no document), not refused for its depth
+    assert _error(then_fail("[" * 64 + "1" + "]" * 64 + "\n")) == (
+        "in: a document that is not tfnative schema 1 (from 'tfnative stack --json')")
+    assert _error(then_fail("[" * 65 + "\n")) == "in: JSON " + NEST % 1
+
+
+def test_a_number_too_long_to_convert():
+    text = _small(1) + "\n\n" + '{"tfnative": 1, "pid": %s}\n' % ("7" * 5000)
+    for pieces in ([text], _lines(text)):
+        message = _error(pieces)
+        assert message.startswith("in: not JSON at line 3 (Exceeds the limit (") and message.endswith(
+            " digits) for integer string conversion)")
