@@ -8,9 +8,13 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import stat
+import subprocess
+import sys
 
 import pytest
 
+import tfnative
 from tfnative.core.mapfile import (
     MAX_SIZE,
     FileUnusable,
@@ -33,7 +37,8 @@ def _write(path, data: bytes) -> str:
 def _reason(call, *args, **kw) -> str:
     with pytest.raises(FileUnusable) as e:
         call(*args, **kw)
-    assert str(e.value) == "%s: %s" % (e.value.path, e.value.reason)
+    path = next(a for a in args if isinstance(a, str))  # the path the call was given: the error names it
+    assert e.value.path == path and str(e.value) == "%s: %s" % (path, e.value.reason)
     return e.value.reason
 
 
@@ -48,6 +53,32 @@ def test_min_size_is_the_least_size_allowed(tmp_path):
         assert len(mm) == 8
     one = _write(tmp_path / "one", b"x")
     assert check_file(one) is None and read_head(one, 10) == b"x" and read_file(one, 1) == b"x"
+    with map_file(one) as mm:  # one byte is enough by default
+        assert mm[:] == b"x"
+    fd = os.open(one, os.O_RDONLY)
+    try:
+        with map_fd(fd, one) as mm:
+            assert mm[:] == b"x"
+    finally:
+        os.close(fd)
+
+
+def test_each_refusal_names_the_path_it_was_given(tmp_path):
+    empty = _write(tmp_path / "empty", b"")
+    short = _write(tmp_path / "short", b"abc")
+    text = _write(tmp_path / "text", b"hello")
+    for path, reason in ((empty, "empty"), (str(tmp_path), "not a regular file (a directory)")):
+        assert _reason(read_head, path, 4) == reason
+        assert _reason(read_file, path, 100) == reason
+        bad = check_file(path)
+        assert bad is not None and bad.path == path and bad.reason == reason
+    bad = check_file(short, min_size=4)
+    assert bad is not None and bad.path == short and str(bad) == short + ": too short (3 bytes)"
+    bad = check_file(text, elf=True)
+    assert bad is not None and bad.path == text and str(bad) == text + ": not an ELF file"
+    assert _reason(read_file, text, 4) == "too large (5 bytes)"
+    bad = check_file(text + "\0")
+    assert bad is not None and bad.path == text + "\0"
 
 
 def test_max_size_is_the_largest_size_allowed(tmp_path):
@@ -97,6 +128,15 @@ def test_the_kinds_of_file_that_are_not_regular(tmp_path):
         assert _reason(check_fd, fd, "here") == "not a regular file (a directory)"
     finally:
         os.close(fd)
+    # a block device (a disk): told by its kind, never opened here (O_PATH)
+    blocks = [os.path.join("/dev", n) for n in sorted(os.listdir("/dev"))
+              if stat.S_ISBLK(os.stat(os.path.join("/dev", n), follow_symlinks=False).st_mode)]
+    for dev in blocks[:1]:  # where the machine shows one
+        fd = os.open(dev, os.O_PATH)
+        try:
+            assert _reason(check_fd, fd, dev) == "not a regular file (a block device)"
+        finally:
+            os.close(fd)
 
 
 def test_pseudo_files_of_proc_and_sys(tmp_path):
@@ -105,6 +145,28 @@ def test_pseudo_files_of_proc_and_sys(tmp_path):
             assert _reason(map_file, path) == "a file of /proc or /sys, not a file on disk", path
             assert check_file(path).reason == "a file of /proc or /sys, not a file on disk"
     assert any(os.path.isfile(p) for p in ("/sys/kernel/notes", "/sys/kernel/uevent_seqnum"))
+
+
+_FRESH = r"""
+import sys
+from tfnative.core.mapfile import check_file
+for path in sys.argv[1:]:
+    bad = check_file(path)
+    print(bad.reason if bad else "ok")
+"""
+
+
+def test_pseudo_files_in_a_fresh_interpreter(tmp_path):
+    # which devices are /proc's and /sys's is found once per process (the first file checked): here too, in
+    # an interpreter of its own that imports this checkout's tfnative
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tfnative.__file__)))
+    good = _write(tmp_path / "good", b"x")
+    for first in ("/proc/self/status", "/sys/kernel/notes", good):
+        out = subprocess.run([sys.executable, "-c", _FRESH, first, "/proc/self/status", "/sys/kernel/notes", good],
+                             cwd=root, env=dict(os.environ, PYTHONPATH=root), capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[1:] == ["a file of /proc or /sys, not a file on disk"] * 2 + ["ok"]
 
 
 def test_open_errors_are_reasons_and_say_what_is_missing(tmp_path):
