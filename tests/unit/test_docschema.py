@@ -5,15 +5,12 @@ the frame's kinds, and lone surrogates escaped wherever they are (keys included)
 from __future__ import annotations
 
 import copy
+import importlib
 import json
-import os
-import subprocess
-import sys
 from typing import Any, Dict
 
 import pytest
 
-import tfnative
 from tfnative.core.docschema import SchemaError, check_document, clean_string
 
 LONE = "\ud800"  # what json.loads makes of "\ud800": no character of its own, cannot be encoded
@@ -204,31 +201,31 @@ def test_lists_of_integers():
         "triage.moving[1]: expected an integer, got true")
 
 
-_FRESH = r"""
-import json, sys
-from tfnative.core.docschema import SchemaError, check_document
-for text in sys.stdin:
+def test_the_schema_as_an_import_builds_it():
+    # The schema's objects are built when the module is imported, once per process as each tfnative command
+    # does: here again, in this process, and put back as they were afterwards.
+    import tfnative.core.docschema as module
+
+    saved = dict(module.__dict__)
+    importlib.reload(module)
     try:
-        check_document(json.loads(text))
-        print("ok")
-    except SchemaError as e:
-        print(e)
-"""
-
-
-def test_the_schema_as_a_fresh_interpreter_builds_it():
-    # The schema's objects are built when the module is imported: once per process, as each tfnative command
-    # does, so once here too, in an interpreter of its own that imports this checkout's tfnative.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(tfnative.__file__)))
-    docs = [document(), document(events=[{"threads": []}]), document(triage={"verdict": "x", "stuck": ["1"]}),
-            document(triage={"signal": 1}), document(labels={"a": 1}),
-            document(children_killed=[{"pid": None, "signal": "SIGKILL"}]),
-            document(events=[{"kind": "x", "threads": [{"tid": 1, "frames": [{"kind": "python", "line": "x"}]}]}])]
-    out = subprocess.run([sys.executable, "-c", _FRESH], input="".join(json.dumps(d) + "\n" for d in docs),
-                         cwd=root, env=dict(os.environ, PYTHONPATH=root), capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == [
-        "ok", "events[0].kind: missing", "triage.stuck[0]: expected an integer, got a string",
-        "triage.signal: expected a string, got an integer", "labels.a: expected a string, got an integer",
-        "children_killed[0].pid: expected an integer, got null",
-        "events[0].threads[0].frames[0].line: expected an integer, got a string"]
+        docs = [document(), document(events=[{"threads": []}]), document(triage={"verdict": "x", "stuck": ["1"]}),
+                document(triage={"signal": 1}), document(labels={"a": 1}),
+                document(children_killed=[{"pid": None, "signal": "SIGKILL"}]),
+                document(events=[{"kind": "x", "threads": [{"tid": 1, "frames": [{"kind": "python", "line": "x"}]}]}])]
+        said = []
+        for d in docs:
+            try:
+                module.check_document(d)
+                said.append("ok")
+            except module.SchemaError as e:
+                said.append(str(e))
+        assert said == [
+            "ok", "events[0].kind: missing", "triage.stuck[0]: expected an integer, got a string",
+            "triage.signal: expected a string, got an integer", "labels.a: expected a string, got an integer",
+            "children_killed[0].pid: expected an integer, got null",
+            "events[0].threads[0].frames[0].line: expected an integer, got a string"]
+    finally:
+        module.__dict__.clear()
+        module.__dict__.update(saved)
+    assert module.SchemaError is SchemaError

@@ -6,15 +6,13 @@ in test_core_bounds.py."""
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import socket
 import stat
-import subprocess
-import sys
 
 import pytest
 
-import tfnative
 from tfnative.core.mapfile import (
     MAX_SIZE,
     FileUnusable,
@@ -147,26 +145,23 @@ def test_pseudo_files_of_proc_and_sys(tmp_path):
     assert any(os.path.isfile(p) for p in ("/sys/kernel/notes", "/sys/kernel/uevent_seqnum"))
 
 
-_FRESH = r"""
-import sys
-from tfnative.core.mapfile import check_file
-for path in sys.argv[1:]:
-    bad = check_file(path)
-    print(bad.reason if bad else "ok")
-"""
+def test_pseudo_files_when_first_checked(tmp_path):
+    # which devices are /proc's and /sys's is found once per process, at the first file checked: here that
+    # first time again (the module imported anew in this process, and put back as it was afterwards)
+    import tfnative.core.mapfile as module
 
-
-def test_pseudo_files_in_a_fresh_interpreter(tmp_path):
-    # which devices are /proc's and /sys's is found once per process (the first file checked): here too, in
-    # an interpreter of its own that imports this checkout's tfnative
-    root = os.path.dirname(os.path.dirname(os.path.abspath(tfnative.__file__)))
     good = _write(tmp_path / "good", b"x")
-    for first in ("/proc/self/status", "/sys/kernel/notes", good):
-        out = subprocess.run([sys.executable, "-c", _FRESH, first, "/proc/self/status", "/sys/kernel/notes", good],
-                             cwd=root, env=dict(os.environ, PYTHONPATH=root), capture_output=True, text=True,
-                             timeout=60)
-        assert out.returncode == 0, out.stderr
-        assert out.stdout.splitlines()[1:] == ["a file of /proc or /sys, not a file on disk"] * 2 + ["ok"]
+    saved = dict(module.__dict__)
+    try:
+        for first in ("/proc/self/status", "/sys/kernel/notes", good):
+            importlib.reload(module)
+            said = [module.check_file(p) for p in (first, "/proc/self/status", "/sys/kernel/notes", good)]
+            assert [b.reason if b else "ok" for b in said[1:]] == (
+                ["a file of /proc or /sys, not a file on disk"] * 2 + ["ok"])
+    finally:
+        module.__dict__.clear()
+        module.__dict__.update(saved)
+    assert module.FileUnusable is FileUnusable
 
 
 def test_open_errors_are_reasons_and_say_what_is_missing(tmp_path):
