@@ -1,6 +1,6 @@
 """On-demand mutation testing: mutmut per module, with only the unit tests that reach it.
 
-    python bench/mutation.py [--max-children N] [--out bench/results/mutation.md] [MODULE ...]
+    python bench/mutation.py [--max-children N] [--show] [--out bench/results/mutation.md [--keep]] [MODULE ...]
 
 For each module (default: all of ``MODULES``) the checkout's ``tfnative/``, ``tests/`` and
 ``pyproject.toml`` are copied into a temporary directory, the copy's ``[tool.mutmut]`` is given that module
@@ -8,6 +8,9 @@ For each module (default: all of ``MODULES``) the checkout's ``tfnative/``, ``te
 (mutmut runs each mutant against the tests that reached its function in a first, traced run).  Nothing is
 written into the checkout but the table: one row per module, killed / total and the score, and the surviving
 mutants by name (docs/testing.md says why each one survives).  The temporary directories are removed.
+``--keep``: the rows (and surviving mutants) of the modules not measured this time are kept from ``--out``
+as it was, each row saying the commit it was measured at, so that one changed module can be measured again
+alone.
 
 It takes minutes per module on two cores (``--max-children`` 1 or 2 on a shared machine); run it by hand
 after changing a module or its tests, not in CI.
@@ -40,10 +43,16 @@ MODULES: Dict[str, List[str]] = {
     "tfnative/core/tflog.py": ["tests/unit/test_tflog.py"],
     "tfnative/output/fit.py": ["tests/unit/test_fit.py", "tests/unit/test_text_width.py"],
     "tfnative/output/merge.py": ["tests/unit/test_merge.py", "tests/unit/test_merge_edges.py",
+                                 "tests/unit/test_merge_chunks.py", "tests/unit/test_merge_text.py",
                                  "--deselect", "tests/unit/test_merge.py::test_thousand_documents_linear"],
     "tfnative/core/elide.py": ["tests/unit/test_elide.py"],
+    "tfnative/core/docschema.py": ["tests/unit/test_docschema.py", "tests/unit/test_merge_edges.py"],
+    "tfnative/core/mapfile.py": ["tests/unit/test_mapfile.py", "tests/unit/test_core_bounds.py"],
 }
 SECTION = re.compile(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n)*", re.M)
+_ROW = re.compile(r"^\| `([^`]+)` \|")  # a row of the table: its module
+_LIVED = re.compile(r"^\* `.* \(([^()]+)\)`$")  # a surviving mutant: its module
+_COMMIT = re.compile(r", commit ([0-9a-f]+);")
 
 
 def _mutmut() -> str:
@@ -108,36 +117,69 @@ def main() -> None:
     ap.add_argument("--max-children", type=int, default=1)
     ap.add_argument("--show", action="store_true", help="print each surviving mutant's diff on stderr")
     ap.add_argument("--out", default=None, help="write the table there too (bench/results/mutation.md)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the rows of --out's other modules (those not measured now) as they are")
     args = ap.parse_args()
     modules = args.modules or list(MODULES)
     unknown = [m for m in modules if m not in MODULES]
     if unknown:
         sys.exit("bench/mutation.py: no unit tests listed for %s (MODULES)" % ", ".join(unknown))
-    rows, lived = [], []
+    if args.keep and not args.out:
+        sys.exit("bench/mutation.py: --keep keeps the rows of --out: give --out")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                            text=True).stdout.strip()
+    kept_rows: Dict[str, str] = {}
+    kept_lived: Dict[str, List[str]] = {}
+    if args.keep and os.path.exists(args.out):
+        kept_rows, kept_lived = _kept(args.out, modules)
+    rows: Dict[str, str] = {}
+    lived: Dict[str, List[str]] = {}
     for module in modules:
         stats, survivors, seconds = run_module(module, MODULES[module], args.max_children, args.show)
         killed = stats["killed"] + stats["timeout"]  # a mutant that hangs the tests is caught too
         total = stats["total"] - stats["skipped"]
         score = 100.0 * killed / total if total else 0.0
-        rows.append("| `%s` | %d | %d | %d | %d | **%.1f%%** | %s |" % (
+        rows[module] = "| `%s` | %d | %d | %d | %d | **%.1f%%** | %s | %s |" % (
             module, total, killed, stats["survived"], stats["no_tests"], score,
-            ", ".join("`%s`" % os.path.basename(t) for t in MODULES[module] if t.endswith(".py"))))
-        lived += ["%s (%s)" % (s.split(":")[0], module) for s in survivors]
+            ", ".join("`%s`" % os.path.basename(t) for t in MODULES[module] if t.endswith(".py")), commit)
+        lived[module] = ["%s (%s)" % (s.split(":")[0], module) for s in survivors]
         print("%s: %d/%d killed (%.1f%%), %.0f s" % (module, killed, total, score, seconds), file=sys.stderr)
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
-                            text=True).stdout.strip()
     mutmut_version = "mutmut " + importlib.metadata.version("mutmut")
-    lines = ["`python bench/mutation.py --max-children %d%s` on %s, commit %s; %s, Python %s." % (
-        args.max_children, "" if modules == list(MODULES) else " " + " ".join(modules),
+    lines = ["`python bench/mutation.py --max-children %d%s%s` on %s, commit %s; %s, Python %s.%s" % (
+        args.max_children, " --keep" if kept_rows else "", "" if modules == list(MODULES) else " " + " ".join(modules),
         datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit,
-        mutmut_version, ".".join(map(str, sys.version_info[:3]))),
+        mutmut_version, ".".join(map(str, sys.version_info[:3])),
+        " The other rows are kept from earlier runs (the last column: the commit each was measured at)."
+        if kept_rows else ""),
         "",
-        "| module | mutants | killed | survived | no test | score | unit tests |",
-        "|---|---|---|---|---|---|---|"] + rows
-    if lived:
+        "| module | mutants | killed | survived | no test | score | unit tests | commit |",
+        "|---|---|---|---|---|---|---|---|"]
+    order = list(MODULES) + sorted(set(kept_rows) - set(MODULES))
+    lines += [rows.get(m) or kept_rows[m] for m in order if m in rows or m in kept_rows]
+    names = [s for m in order for s in lived.get(m, kept_lived.get(m, []))]
+    if names:
         lines += ["", "Surviving mutants (`--show` prints the diff of each; docs/testing.md says why each lives):", ""]
-        lines += ["* `%s`" % s for s in lived]
+        lines += ["* `%s`" % s for s in names]
     publish(lines, args.out)
+
+
+def _kept(path: str, measured: List[str]) -> Tuple[Dict[str, str], Dict[str, List[str]]]:
+    """The rows and surviving mutants of the modules not in ``measured``, from the table at ``path``; a row of
+    the table's old form (no commit column) gets the commit its first line names."""
+    with open(path) as f:
+        text = f.read()
+    found = _COMMIT.search(text.split("\n", 1)[0])
+    old_commit = found.group(1) if found else "?"
+    rows: Dict[str, str] = {}
+    lived: Dict[str, List[str]] = {}
+    for line in text.splitlines():
+        row = _ROW.match(line)
+        if row and row.group(1) not in measured:
+            rows[row.group(1)] = line if line.count("|") == 9 else line + " %s |" % old_commit
+        dead = _LIVED.match(line)
+        if dead and dead.group(1) not in measured:
+            lived.setdefault(dead.group(1), []).append(line[3:-1])
+    return rows, lived
 
 
 if __name__ == "__main__":
