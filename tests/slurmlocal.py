@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import psutil
 
@@ -319,6 +319,30 @@ class LocalSlurm:
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def cluster_for_tests(nodes: int = 1) -> Iterator[LocalSlurm]:
+    """A started cluster of ``nodes`` nodes for a test module's fixture (``yield from`` it): under ``CI`` a cluster
+    that cannot start fails the tests, elsewhere it skips them; at the end it is stopped and nothing of it may be
+    left running."""
+    import pytest
+
+    cluster = LocalSlurm(nodes=nodes) if nodes > 1 else LocalSlurm()
+    try:
+        cluster.start()
+    except (SlurmUnavailable, OSError, subprocess.SubprocessError) as exc:
+        cluster.remove()
+        what = "a %d-node Slurm" % nodes if nodes > 1 else "a single-node Slurm"
+        if os.environ.get("CI"):
+            pytest.fail("CI must be able to start %s: %s" % (what, exc), pytrace=False)
+        pytest.skip("no Slurm here: %s" % exc)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        left = cluster.leftovers()
+        cluster.remove()
+        assert not left, "left running: %s" % left
 
 
 def main() -> None:  # pragma: no cover - by hand

@@ -27,7 +27,7 @@ import time
 import psutil
 import pytest
 
-from ..slurmlocal import LocalSlurm, SlurmUnavailable
+from ..slurmlocal import cluster_for_tests
 from ..utils import ROOT, TFNATIVE, has_tensorflow, line_of, script
 
 WORKER = script("mwms_worker.py")
@@ -38,21 +38,7 @@ HOST = os.uname().nodename.split(".")[0]
 
 @pytest.fixture(scope="module")
 def slurm():
-    cluster = LocalSlurm()
-    try:
-        cluster.start()
-    except (SlurmUnavailable, OSError, subprocess.SubprocessError) as exc:
-        cluster.remove()
-        if os.environ.get("CI"):
-            pytest.fail("CI must be able to start a single-node Slurm: %s" % exc, pytrace=False)
-        pytest.skip("no Slurm here: %s" % exc)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-        left = cluster.leftovers()
-        cluster.remove()
-        assert not left, "left running: %s" % left
+    yield from cluster_for_tests(1)
 
 
 def tfnative(slurm, args, timeout=300, env=None, **kw):

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from ..slurmlocal import LocalSlurm, SlurmUnavailable
+from ..slurmlocal import cluster_for_tests
 from ..utils import ROOT, TFNATIVE, line_of, script
 
 RANK = script("slurm_rank_odd.py")
@@ -33,21 +33,7 @@ REFUSALS = ("not reported", "traced by", "security module", "refused", "Tracebac
 
 @pytest.fixture(scope="module")
 def slurm():
-    cluster = LocalSlurm(nodes=len(NODES))
-    try:
-        cluster.start()
-    except (SlurmUnavailable, OSError, subprocess.SubprocessError) as exc:
-        cluster.remove()
-        if os.environ.get("CI"):
-            pytest.fail("CI must be able to start a 2-node Slurm: %s" % exc, pytrace=False)
-        pytest.skip("no Slurm here: %s" % exc)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-        left = cluster.leftovers()
-        cluster.remove()
-        assert not left, "left running: %s" % left
+    yield from cluster_for_tests(len(NODES))
 
 
 @pytest.fixture(scope="module")
