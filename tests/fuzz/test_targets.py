@@ -304,6 +304,15 @@ def _onsignal(tools: dict, pid: int, sig: int) -> subprocess.Popen:
     return _start([tools["onsignal"], str(pid), str(int(sig))])
 
 
+def _sent(sender: subprocess.Popen) -> bool:
+    """Whether ``onsignal`` sent its signal (it exits 0 then); one that never saw the ptrace stop (tfnative was
+    faster than its look) polls on for 60 s: that is "not sent", not a time-out of the test."""
+    try:
+        return sender.wait(5) == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
 def _killed_while_held(tools: dict, tmp_path, seconds: float, least: int, start: Callable[[int], subprocess.Popen],
                        inner: Callable[[subprocess.Popen], int]) -> None:
     """``start(threads)`` a target (``inner(proc)``: the pid to read), SIGKILL it at its first ptrace stop, read
@@ -318,11 +327,7 @@ def _killed_while_held(tools: dict, tmp_path, seconds: float, least: int, start:
                 out, _event = _stack(pid, str(tmp_path))
                 if out.returncode != 0 and _error_line(out) not in [g % pid for g in GONE]:
                     raise FuzzFailure("not the line that says the process exited\n" + out.describe())
-                try:  # it did kill the target (else tfnative was faster than its look: it polls on, for 60 s)
-                    killed = killer.wait(5) == 0
-                except subprocess.TimeoutExpired:
-                    killed = False
-                if killed:
+                if _sent(killer):  # it did kill the target (else tfnative was faster than its look)
                     counts["killed, answer" if out.returncode == 0 else "killed, gone"] += 1
                     _reaped(proc, out)
                 else:
@@ -350,7 +355,7 @@ def test_stopped_at_its_first_ptrace_stop(tools, tmp_path, budget):
         stopper = _onsignal(tools, target.pid, signal.SIGSTOP)
         try:
             out, _event = _stack(target.pid, str(tmp_path), expect_ok=True)
-            if stopper.wait(5) == 0:  # sent while held: the process is stopped now, as the sender meant
+            if _sent(stopper):  # sent while held: the process is stopped now, as the sender meant
                 assert_released(target.pid, was_stopped=True)
                 state = tracer_and_state(target.pid)[1]
                 if state != "T":
