@@ -66,14 +66,19 @@ def test_break_op_log_does_not_fire_for_matmul(tmp_path):
 
 def test_break_op_with_a_name_that_is_no_op_lists_close_names():
     """No stock op type of that name: pending (a library may register it), and at the end of a run where
-    none did, one line with the close names (the same name in another case; nothing merely similar)."""
-    r = run_tfnative(["attach", "--break-op", "matmul", MATMUL], timeout=600)
+    none did, one line with the close names (nothing merely similar).  A stock type in another case is a typo,
+    refused at once."""
+    r = run_tfnative(["attach", "--break-op", "MatMull", MATMUL], timeout=600)
     assert r.returncode == 0, r.stderr
-    assert "tfnative: --break-op matmul: pending until a library registers it " \
+    assert "tfnative: --break-op MatMull: pending until a library registers it " \
            "(TensorFlow's own close names: MatMul)\n" in r.stderr
-    assert "tfnative: --break-op matmul: no library the process loaded registers an op type of that name; " \
+    assert "tfnative: --break-op MatMull: no library the process loaded registers an op type of that name; " \
            "close names: MatMul\n" in r.stderr
     assert "error" not in r.stderr.replace("round-off errors", "")
+    r = run_tfnative(["attach", "--break-op", "matmul", MATMUL], timeout=600)
+    assert r.returncode == 2 and r.stderr.splitlines()[-1] == (
+        "tfnative: error: --break-op matmul: TensorFlow has no op type of that name; candidates: MatMul (op types "
+        "are case-sensitive)"), r.stderr
 
 
 def test_break_op_with_a_name_that_cannot_be_an_op_type():

@@ -113,7 +113,9 @@ def check_op_types(requested: List[str], python: str, env: Optional[Dict[str, st
     """Check each ``--break-op`` against the op types of the TensorFlow the script imports (``tf_dirs``: the
     one a running process has loaded, else the one ``python`` would import).
 
-    A type TensorFlow itself has not is no error: a library (a custom op) may register it when it loads.
+    A type TensorFlow itself has not is no error: a library (a custom op) may register it when it loads; but
+    one that is a stock type in another case (``matmul``) is refused at once, naming it: a typo, which would
+    otherwise wait for a library that never comes (forever, on a running job).
     Returns those *pending* types, each with the stock names close to it (said at the end of a run where no
     op of that type ran), and the package directory of that TensorFlow.  Raises on a name that cannot be an
     op type, or without TensorFlow.
@@ -133,6 +135,11 @@ def check_op_types(requested: List[str], python: str, env: Optional[Dict[str, st
     known = op_types(tf_dir)
     if not known:
         raise TfnativeError("--break-op: no op wrappers (gen_*_ops.py) under %s" % tf_dir)
+    for name in requested:
+        same = [k for k in sorted(known) if k.lower() == name.lower() and k != name]
+        if name not in known and same:  # op types are case-sensitive: a stock type in another case is a typo
+            raise TfnativeError("--break-op %s: TensorFlow has no op type of that name; candidates: %s (op types "
+                                "are case-sensitive)" % (name, ", ".join(same)))
     return {name: close_names(name, known) for name in dict.fromkeys(requested) if name not in known}, tf_dir
 
 
