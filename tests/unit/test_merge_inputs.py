@@ -137,3 +137,27 @@ def test_a_lone_outlier_is_named_from_any_number_of_processes(fillers):
     root.processes = [real[1]] + root.processes + [twin]
     odd = [ln for ln in merge.text_lines(root) if "OUTLIER" in ln]
     assert odd[0].endswith("<== OUTLIER: rank 1 on node node0 (slurm job 7, step 0), pid 77")
+
+
+def test_the_last_document_without_a_line_end_across_pieces():
+    text = json.dumps(document(4, [[1, 2]]), indent=1)  # no line end at its end
+    pieces = text.splitlines(keepends=True)
+    assert len(pieces) > 3
+    assert [d.pid for d in merge.iter_document_chunks([("t", pieces)])] == [1004]
+    assert [d.pid for d in merge.iter_document_chunks([("t", [pieces[0], "".join(pieces[1:])])])] == [1004]
+
+
+def test_too_deep_after_an_empty_line_names_its_line():
+    deep = '{"a": ' + "[" * 64 + "]" * 64 + "}\n"
+    for pieces in (["\n" + deep], ["\n", deep], ["\n\n" + deep]):
+        with pytest.raises(TfnativeError) as e:
+            list(merge.iter_document_chunks([("t", pieces)]))
+        assert str(e.value) == ("t: JSON nested more than 64 deep at line %d (a 'tfnative stack --json' document "
+                                "nests about 10 deep)" % "".join(pieces).count("\n"))
+
+
+def test_a_tree_too_deep_for_the_parser_in_one_piece_is_scanned():
+    deep = '{"tfnative_tree": 1, "x": ' + "[" * 100000 + "]" * 100000 + "}\n"
+    for trees in (True, False):
+        assert error([deep], trees=trees) == (
+            "t: JSON nested more than 64 deep at line 1 (a 'tfnative stack --json' document nests about 10 deep)")
