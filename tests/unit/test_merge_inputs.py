@@ -52,6 +52,9 @@ def test_a_tree_in_one_piece_or_in_lines_is_the_same_tree():
     want = [("t", json.loads(text))]
     assert seen([text]) == want
     assert seen(text.splitlines(keepends=True)) == want
+    # the last piece without its line end: what is left at the end is read, trees too
+    assert seen(text.rstrip("\n").splitlines(keepends=True)) == want
+    assert seen([doc_line(5)] + text.rstrip("\n").splitlines(keepends=True))[1][1] == want[0][1]
     assert seen([text, doc_line(5)]) == want + [("document", 1005)]
     assert seen([doc_line(5), text]) == [("document", 1005), ("t (document 2, line 2)", json.loads(text))]
     # in one piece with a document after it: the scan reads both
@@ -87,6 +90,18 @@ def test_a_tree_not_alone_in_its_piece_is_scanned():
         "t: JSON nested more than 64 deep at line %d (a 'tfnative stack --json' document nests about 10 deep)"
         % deep.count("\n"))
     assert error([deep + doc_line(1)]).startswith("t: JSON nested more than 64 deep at line %d " % deep.count("\n"))
+    # where no tree is wanted, a tree in one piece is scanned as documents are
+    assert error([deep], trees=False).startswith("t: JSON nested more than 64 deep at line %d " % deep.count("\n"))
+    # a document in one piece is scanned, trees or not
+    too_deep = '{"tfnative": 1, "x": ' + "[" * 70 + "]" * 70 + "}\n"
+    for trees in (True, False):
+        assert error([too_deep], trees=trees).startswith("t: JSON nested more than 64 deep at line 1 ")
+    # a line that begins like a tree inside a document is part of the document
+    d = document(2, [[1]])
+    lines = json.dumps(d)[:-1] + ',\n"x":\n{"tfnative_tree": 1}\n}\n'
+    for loader in (lambda doc, where: ("tree", where)), None:
+        got = list(merge.inputs_of([("t", lines.splitlines(keepends=True))], loader))
+        assert [g.pid for g in got] == [1002]
 
 
 @pytest.mark.parametrize("kind", ["tfnative_tree", "tfnative_merge"])
@@ -161,3 +176,10 @@ def test_a_tree_too_deep_for_the_parser_in_one_piece_is_scanned():
     for trees in (True, False):
         assert error([deep], trees=trees) == (
             "t: JSON nested more than 64 deep at line 1 (a 'tfnative stack --json' document nests about 10 deep)")
+
+
+def test_compress_of_a_reduced_trees_members_is_their_own_text():
+    m = mergetree.Members()
+    for label in ("rank:2", "rank:01", "rank:1", "host:a"):
+        m.add_label(label)
+    assert merge.compress(m) == m.text() == "rank:1-2 host:a rank:01"
