@@ -183,3 +183,29 @@ def test_compress_of_a_reduced_trees_members_is_their_own_text():
     for label in ("rank:2", "rank:01", "rank:1", "host:a"):
         m.add_label(label)
     assert merge.compress(m) == m.text() == "rank:1-2 host:a rank:01"
+
+
+@pytest.mark.parametrize("per_piece", [1, 2])
+def test_each_document_comes_before_the_next_piece_is_read(per_piece):
+    read: List[int] = []
+
+    def pieces():
+        for p in range(3):
+            read.append(p)
+            yield "".join(doc_line(per_piece * p + k) for k in range(per_piece))
+
+    it = merge.iter_document_chunks([("t", pieces())])
+    for p in range(3):
+        for k in range(per_piece):
+            assert next(it).pid == 1000 + per_piece * p + k and read == list(range(p + 1))
+    assert list(it) == []
+    nested = json.dumps(document(9, [[1, 2]]), indent=1) + "\n"  # a document over several lines, then one more
+    read.clear()
+    it = merge.iter_document_chunks([("t", pieces_of([nested, nested], read))])
+    assert next(it).pid == 1009 and read == [0]
+
+
+def pieces_of(texts: List[str], read: List[int]):
+    for i, t in enumerate(texts):
+        read.append(i)
+        yield t
