@@ -209,3 +209,15 @@ def pieces_of(texts: List[str], read: List[int]):
     for i, t in enumerate(texts):
         read.append(i)
         yield t
+
+
+def test_a_piece_that_ends_inside_a_document_gives_the_whole_ones_before_it():
+    nested = json.dumps(document(9, [[1, 2]]), indent=1) + "\n"
+    half = nested.count("\n") // 2
+    lines = nested.splitlines(keepends=True)
+    read: List[int] = []
+    texts = [doc_line(1) + doc_line(2) + "".join(lines[:half]), "".join(lines[half:])]
+    it = merge.iter_document_chunks([("t", pieces_of(texts, read))])
+    assert next(it).pid == 1001 and read == [0]
+    assert next(it).pid == 1002 and read == [0]
+    assert next(it).pid == 1009 and read == [0, 1]
