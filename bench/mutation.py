@@ -44,6 +44,7 @@ MODULES: Dict[str, List[str]] = {
     "tfnative/output/fit.py": ["tests/unit/test_fit.py", "tests/unit/test_text_width.py"],
     "tfnative/output/merge.py": ["tests/unit/test_merge.py", "tests/unit/test_merge_edges.py",
                                  "tests/unit/test_merge_chunks.py", "tests/unit/test_merge_text.py",
+                                 "tests/unit/test_merge_inputs.py",
                                  "--deselect", "tests/unit/test_merge.py::test_thousand_documents_linear"],
     "tfnative/core/elide.py": ["tests/unit/test_elide.py"],
     "tfnative/core/docschema.py": ["tests/unit/test_docschema.py", "tests/unit/test_merge_edges.py"],
