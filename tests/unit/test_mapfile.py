@@ -229,3 +229,82 @@ def test_nothing_is_left_open(tmp_path):
         with pytest.raises(FileUnusable):
             read_file(good, 2)
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+# What a failing disk and a file written to while read do, made to happen on purpose: ``os.pread``/``os.read``
+# (as mapfile calls them, through the ``os`` module) are wrapped for the one test.  The wrapper stands for the
+# kernel (an EIO from a failing disk; a writer appending between the checks and the reading, which it really
+# does here, to the real file); the code under test runs as it is.
+
+
+def _eio(*args, **kw):
+    raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+def test_a_read_error_after_the_checks_names_the_path_and_the_error(tmp_path, monkeypatch):
+    import tfnative.core.mapfile as module
+
+    path = _write(tmp_path / "disk", b"\x7fELF" + bytes(60))
+    eio = os.strerror(errno.EIO)[:1].lower() + os.strerror(errno.EIO)[1:]  # "input/output error"
+    monkeypatch.setattr(module.os, "pread", _eio)
+    monkeypatch.setattr(module.os, "read", _eio)
+    before = len(os.listdir("/proc/self/fd"))
+    for call in (lambda: read_head(path, 4), lambda: read_file(path, 100)):
+        with pytest.raises(FileUnusable) as e:
+            call()
+        assert (e.value.path, e.value.reason, str(e.value)) == (path, eio, "%s: %s" % (path, eio))
+        assert not e.value.missing
+    bad = check_file(path, elf=True)
+    assert bad is not None and (bad.path, bad.reason, str(bad)) == (path, eio, "%s: %s" % (path, eio))
+    assert not bad.missing
+    assert check_file(path) is None  # without the ELF check nothing is read
+    monkeypatch.undo()
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert read_head(path, 4) == b"\x7fELF" and check_file(path, elf=True) is None
+
+
+def _growing(monkeypatch, path: str, extra: bytes, asked: list) -> None:
+    """At the first read of ``path``'s descriptor (after its checks), ``extra`` is appended to the file."""
+    import tfnative.core.mapfile as module
+
+    real = os.read
+
+    def read(fd, n):
+        asked.append(n)
+        if len(asked) == 1:
+            with open(path, "ab") as f:
+                f.write(extra)
+        return real(fd, n)
+
+    monkeypatch.setattr(module.os, "read", read)
+
+
+@pytest.mark.parametrize("grown, ok, reads", [(0, True, [12, 2]), (1, True, [12, 1]), (2, False, [12]),
+                                              (5, False, [12]), (3 << 20, False, [12])])
+def test_a_file_that_grows_while_read_is_read_to_its_bound_only(tmp_path, monkeypatch, grown, ok, reads):
+    # 10 bytes when checked, then ``grown`` more: up to the bound (11) it is read whole, past it it is refused
+    path = _write(tmp_path / "log", b"0123456789")
+    asked: list = []
+    _growing(monkeypatch, path, b"x" * grown, asked)
+    if ok:
+        assert read_file(path, 11) == b"0123456789" + b"x" * grown
+    else:
+        assert _reason(read_file, path, 11) == "too large (over 11 bytes)"
+    # each read asks for what is left up to one byte past the bound, and no read follows that byte: what is
+    # held stays bounded however far the file grows
+    assert asked == reads
+
+
+def test_a_large_file_that_grows_is_read_a_mebibyte_at_a_time(tmp_path, monkeypatch):
+    data = os.urandom((2 << 20) + 7)
+    path = _write(tmp_path / "big", data)
+    bound = len(data) + 100
+    asked: list = []
+    _growing(monkeypatch, path, b"y" * 50, asked)  # grows, stays within its bound
+    assert read_file(path, bound) == data + b"y" * 50
+    assert asked == [1 << 20, 1 << 20, bound + 1 - (2 << 20), bound + 1 - len(data) - 50]
+    monkeypatch.undo()
+    asked = []
+    _growing(monkeypatch, path, b"z" * (1 << 20), asked)  # grows past it: refused after one read past the bound
+    assert _reason(read_file, path, bound) == "too large (over %d bytes)" % bound
+    assert asked[:3] == [1 << 20, 1 << 20, bound + 1 - (2 << 20)] and len(asked) == 3
