@@ -20,6 +20,7 @@ that every mode lets go of its target before it exits.
 from __future__ import annotations
 
 import signal
+import threading
 from types import FrameType
 from typing import Any, Callable, Dict, Optional, Union
 
@@ -124,3 +125,25 @@ def shown(text: str) -> str:
         else:
             out.append(c)
     return "".join(out)
+
+
+# The signals whose handlers raise (``SignalGuard``): blocked while a thread starts.
+_RAISING = SignalGuard.SIGNALS
+
+
+def start_thread(thread: threading.Thread) -> None:
+    """``thread.start()``, with no signal handler raising inside it.
+
+    An exception a handler raises while ``Thread.start`` waits for the new thread (Ctrl-C, a job scheduler's
+    SIGTERM: ``SignalGuard``) makes ``start`` drop the thread from ``threading``'s books while the thread still
+    starts, which then prints a traceback of its own (``KeyError`` in ``_bootstrap_inner``).  The signals are
+    held for that moment and delivered, to the main thread, right after."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _RAISING)
+    except (OSError, ValueError):  # no signal masks here: start it as it is
+        thread.start()
+        return
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -43,7 +43,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, TextIO, Type
 
 from ..core import procfs, ranks
 from ..core.model import ChildDeath, Document, Event
-from ..errors import TfnativeError
+from ..errors import TfnativeError, start_thread
 from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
 from ..output import report
@@ -231,7 +231,7 @@ class Follower:
         self.doc = doc
         self.watch = ChildWatch(self.sock, root, self._on_process)
         self.sock = None
-        self.watch.start()
+        start_thread(self.watch)
 
     # -- the kernel's events (the watch's thread: nothing here may block) ----
     def _on_process(self, what: str, pid: int) -> None:
@@ -269,7 +269,7 @@ class Follower:
             thread = threading.Thread(target=self._run_child, args=(pid, at_exec), name="tfnative-child-%d" % pid,
                                       daemon=True)
             self.children[pid] = _Child(pid, thread)
-        thread.start()
+        start_thread(thread)
 
     # -- one child's session (its own thread) ------------------------------
     def _run_child(self, pid: int, at_exec: bool) -> None:

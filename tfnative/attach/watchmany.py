@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, TextIO, Tuple
 
 from ..core import procfs, ranks
 from ..core.signals import signal_name
-from ..errors import TfnativeError
+from ..errors import TfnativeError, start_thread
 from ..snapshot.many import NOTHING_FOUND, with_environment
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class _Watches:
             len(self.watches), "" if len(self.watches) == 1 else "es", "; ".join(w.words for w in self.watches)))
         old = signal.signal(signal.SIGTERM, self.on_term)
         if until_eof:
-            threading.Thread(target=self.read_stdin, name="tfnative-watch-stdin", daemon=True).start()
+            start_thread(threading.Thread(target=self.read_stdin, name="tfnative-watch-stdin", daemon=True))
         try:
             first = self.wait_first()
         except KeyboardInterrupt:
@@ -128,7 +128,7 @@ class _Watches:
         w.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, start_new_session=True)
         t = threading.Thread(target=self.pump, args=(w,), name="tfnative-watch-%d" % w.pid, daemon=True)
-        t.start()
+        start_thread(t)
         return t
 
     def pump(self, w: Watch) -> None:

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Set, TextIO
 
-from ..errors import GdbDied, GdbError, TfnativeError, shown
+from ..errors import GdbDied, GdbError, TfnativeError, shown, start_thread
 from ..files import open_log
 
 PR_SET_PDEATHSIG = 1
@@ -137,9 +137,9 @@ class Gdb:
         # (``control.watch_target``: the target exited, and gdb may never answer).
         self.watch: Optional[Callable[[], None]] = None
         self._reader = threading.Thread(target=self._read_loop, name="gdb-mi-reader", daemon=True)
-        self._reader.start()
+        start_thread(self._reader)
         self._stderr = threading.Thread(target=self._drain_stderr, daemon=True)
-        self._stderr.start()
+        start_thread(self._stderr)
 
     @property
     def pid(self) -> int:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
 from ..core import procfs
 from ..core.model import Capture
 from ..core.threads import Threads
-from ..errors import TfnativeError
+from ..errors import TfnativeError, start_thread
 
 if TYPE_CHECKING:  # socket loads where a session is there to talk to; `stack` of any other process never needs it
     import socket
@@ -139,7 +139,7 @@ class Server:
         self.sock: Optional[socket.socket] = sock
         self.thread = threading.Thread(target=self._serve, args=(sock,), name="tfnative-session-socket",
                                        daemon=True)
-        self.thread.start()
+        start_thread(self.thread)  # errors.start_thread: no Interrupted inside Thread.start
 
     def _serve(self, sock: socket.socket) -> None:
         while not self._closed.is_set():
@@ -149,7 +149,7 @@ class Server:
                 continue
             except OSError:
                 return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+            start_thread(threading.Thread(target=self._answer, args=(conn,), daemon=True))
 
     def _answer(self, conn: socket.socket) -> None:
         with conn:
