@@ -374,7 +374,7 @@ def test_killed_while_held_in_a_pid_namespace(tools, tmp_path, budget):
         pytest.skip("needs root and unshare")
     # unshare's stderr: it cannot pass a SIGKILL on to itself, and says so
     _killed_while_held(tools, tmp_path, budget.seconds(3.0), 2,
-                       lambda n: _start(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
+                       lambda n: _start(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable,
                                          tools["sleeper"], str(n)], stderr=subprocess.DEVNULL),
                        lambda proc: psutil.Process(proc.pid).children()[0].pid)
 
