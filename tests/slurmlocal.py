@@ -228,6 +228,15 @@ class LocalSlurm:
         r = self.run([which("squeue"), "-h", "-o", "%i"], check=False, timeout=30)
         return r.stdout.split() if r.returncode == 0 else []
 
+    def end_job(self, job: str, timeout: float = 120) -> None:
+        """scancel ``job`` with SIGKILL (TF workers ignore SIGTERM); wait until squeue no longer has it."""
+        deadline = time.monotonic() + timeout
+        while job in self.jobs():
+            self.run(["scancel", "--signal=KILL", "--full", job], check=False)
+            self.run(["scancel", job], check=False)
+            assert time.monotonic() < deadline, "job %s did not end" % job
+            time.sleep(0.5)
+
     def step_pids(self, job: str, step: str = "0", node: Optional[str] = None) -> List[int]:
         """The pids of the tasks of step ``job.step`` on ``node`` (``scontrol listpids``; the first node
         when None: without a node name it answers for the first one only)."""

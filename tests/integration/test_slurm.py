@@ -58,16 +58,6 @@ def sbatch(slurm, tmp, body, ntasks=3):
     return r.stdout.strip().split(";")[0]
 
 
-def end_job(slurm, job, timeout=120):
-    """scancel the job with SIGKILL (TF workers ignore SIGTERM); wait until squeue no longer has it."""
-    deadline = time.monotonic() + timeout
-    while job in slurm.jobs():
-        slurm.run(["scancel", "--signal=KILL", "--full", job], check=False)
-        slurm.run(["scancel", job], check=False)
-        assert time.monotonic() < deadline, "job %s did not end" % job
-        time.sleep(0.5)
-
-
 def job_state(slurm, job):
     r = slurm.run(["squeue", "-h", "--states=all", "-j", job, "-o", "%T"], check=False)
     return r.stdout.strip()
@@ -117,7 +107,7 @@ def mwms(slurm, tmp_path_factory):
             time.sleep(1)
         yield {"job": job, "pids": pids, "tree": r.stdout, "stderr": r.stderr, "tmp": tmp}
     finally:
-        end_job(slurm, job)
+        slurm.end_job(job)
 
 
 def check_tree(text, job):
@@ -229,7 +219,7 @@ def sleepers(slurm, tmp_path_factory):
         wait_for(lambda: len(slurm.step_pids(job)) >= 2, 120, "job %s's tasks" % job)
         yield job
     finally:
-        end_job(slurm, job)
+        slurm.end_job(job)
 
 
 def test_tfnative_missing_on_the_node(slurm, sleepers):
@@ -355,7 +345,7 @@ def test_crash_watch_names_the_rank_that_dies(slurm, tmp_path):
         if watch is not None and watch.poll() is None:
             watch.kill()
             watch.wait()
-        end_job(slurm, job)
+        slurm.end_job(job)
 
 
 def test_option_refusals_need_no_slurm():

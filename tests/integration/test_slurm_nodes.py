@@ -62,12 +62,7 @@ def job(slurm, tmp_path_factory):
         assert sorted(node for _, node in ranks.values()) == ["n1", "n1", "n2", "n2"], ranks
         yield job_id, ranks
     finally:
-        deadline = time.monotonic() + 120
-        while job_id in slurm.jobs():
-            slurm.run(["scancel", "--signal=KILL", "--full", job_id], check=False)
-            slurm.run(["scancel", job_id], check=False)
-            assert time.monotonic() < deadline, "job %s did not end" % job_id
-            time.sleep(0.3)
+        slurm.end_job(job_id)
 
 
 def stack(slurm, args):
