@@ -9,8 +9,6 @@ user's Python line), ``-m`` with a misspelt type beside it (the end-of-run line,
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -19,12 +17,13 @@ import time
 
 import pytest
 
+from ..kernels import build_op, source
 from ..utils import ROOT, SCRIPTS, TFNATIVE, line_of, load_json, requires_gdb, requires_tf, run_tfnative
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf,
               pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH")]
 
-SOURCE = os.path.join(ROOT, "tests", "custom_op", "zero_out.cc")
+SOURCE = source("zero_out")
 USE = os.path.join(SCRIPTS, "use_zero_out.py")
 COMPUTE_LINE = line_of(SOURCE, "tfn: the kernel's Compute")
 PY_LINE = line_of(USE, "tfn: the Python line that calls the op")
@@ -34,34 +33,8 @@ ASYNC_PY_LINE = line_of(USE, "tfn: the Python line that calls the async op")
 
 @pytest.fixture(scope="session")
 def zero_out_so() -> str:
-    """The op library, built once (``-g -O1``) and kept under ~/.cache/tfnative/ops/, keyed by the source and
-    the TensorFlow it is built against (its directory and its framework library's size and time): a cached
-    build costs no TensorFlow import."""
-    spec = importlib.util.find_spec("tensorflow")
-    assert spec is not None and spec.origin
-    tf_dir = os.path.dirname(os.path.realpath(spec.origin))
-    framework = os.stat(os.path.join(tf_dir, "libtensorflow_framework.so.2"))
-    with open(SOURCE, "rb") as f:
-        key = hashlib.sha256(f.read() + ("\0%s\0%d\0%d" % (tf_dir, framework.st_size, framework.st_mtime_ns)).encode()
-                             ).hexdigest()[:16]
-    where = os.path.join(os.path.expanduser("~"), ".cache", "tfnative", "ops", key)
-    so = os.path.join(where, "zero_out.so")
-    if os.path.exists(so):
-        return so
-    flags = subprocess.run(
-        [sys.executable, "-c", "import tensorflow as tf; print(' '.join(tf.sysconfig.get_compile_flags()"
-         " + tf.sysconfig.get_link_flags()))"], capture_output=True, text=True, timeout=120, check=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).stdout.split()
-    os.makedirs(where, exist_ok=True)
-    part = "%s.%d.part" % (so, os.getpid())
-    try:
-        subprocess.run(["g++", "-std=c++17", "-shared", "-fPIC", "-g", "-O1", "-w", SOURCE, *flags, "-o", part],
-                       check=True, capture_output=True, timeout=600)
-        os.replace(part, so)  # whole or not at all, should two sessions build it at once
-    finally:
-        if os.path.exists(part):
-            os.unlink(part)
-    return so
+    """The op library, built once (``-g -O1``, ``tests/kernels.py``)."""
+    return build_op("zero_out", "g")
 
 
 def _top_and_user(doc: dict) -> tuple:
