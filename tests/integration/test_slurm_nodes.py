@@ -131,6 +131,30 @@ def test_folded_counts_each_thread_once(slurm, job):
     assert len(alone) == 1 and alone[0].endswith(" 1"), r.stdout
 
 
+def test_nodes_send_their_trees_and_the_head_merges_them(slurm, job, tmp_path):
+    """Each node reduces its ranks to one tree (``stack --tree -``, LLNL STAT's way) and the head merges the
+    trees: the view is the one the whole documents give (``--documents`` makes the nodes send those), and a
+    node's tree holds its own two ranks, as a rank set."""
+    job_id, ranks = job
+    docs = tmp_path / "docs.jsonl"
+    by_trees = stack(slurm, ["--slurm-job", job_id])
+    by_docs = stack(slurm, ["--slurm-job", job_id, "--documents", str(docs)])
+    assert by_trees.returncode == 0 and by_docs.returncode == 0, (by_trees.stderr, by_docs.stderr)
+    check_stderr(by_trees.stderr, job_id, ranks)
+    outlier = [ln for ln in by_trees.stdout.splitlines() if "<== OUTLIER" in ln]
+    assert len(outlier) == 1 and "rank 3 on node n2" in outlier[0], by_trees.stdout
+    assert by_trees.stdout == by_docs.stdout
+    assert sorted(json.loads(ln)["pid"] for ln in docs.read_text().splitlines()) == sorted(
+        pid for pid, _ in ranks.values())
+    node = stack(slurm, ["--env", "SLURM_JOB_ID=%s" % job_id, "--env", "SLURMD_NODENAME=n2", "--tree", "-"])
+    assert node.returncode == 0, node.stderr
+    tree = json.loads(node.stdout)
+    assert tree["tfnative_tree"] == 1
+    assert sorted(p["label"] for p in tree["processes"]) == ["rank:2", "rank:3"]
+    up, key, members, threads, frame = tree["nodes"][0]
+    assert (up, key, members, threads, frame) == (-1, "", [["rank", "2-3"]], 4, None), tree["nodes"][0]
+
+
 def test_crash_watch_watches_each_rank_once(slurm, job):
     """``attach --slurm-job``: each node's watch arms one ``attach --pid`` per rank of its own node (the
     other node's ranks would be attached twice, the second refused); Ctrl-C lets all four go."""

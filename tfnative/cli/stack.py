@@ -80,6 +80,10 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
               help="Write the snapshot as JSON to FILE (- for stdout; the text then goes to stderr); "
                    "several processes: JSON Lines, one document per process; --slurm-job: the merged tree "
                    "as 'merge --json' writes it.")
+@click.option("--tree", "tree_path", metavar="FILE",
+              help="Also write the processes' merged tree to FILE as 'merge --tree' writes it (- for stdout; the "
+                   "text then goes to stderr): one small document however many processes, which 'merge' merges "
+                   "with other trees (what each node of --slurm-job sends).")
 @click.option("--html", "html_path", metavar="FILE",
               help="Also write the stacks as one self-contained HTML page to FILE: a flame graph of every thread "
                    "(several processes: merged, the outlier marked), zoom, search.")
@@ -103,7 +107,8 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
 def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str, ...], envs: Tuple[str, ...],
           slurm_job: Optional[str], remote_tfnative: Optional[str], folded: bool, documents: Optional[str],
           labels: Tuple[str, ...], all_threads: bool, no_group: bool, native_all: bool, full: bool,
-          json_path: Optional[str], html_path: Optional[str], speedscope_path: Optional[str], with_gdb: bool,
+          json_path: Optional[str], tree_path: Optional[str], html_path: Optional[str],
+          speedscope_path: Optional[str], with_gdb: bool,
           samples: int, interval: float, variables: bool, no_pause: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Print the mixed stacks of running (hung?) processes and why they may not progress; they run on afterwards.
@@ -116,7 +121,8 @@ def stack(pids: Tuple[int, ...], children: Tuple[int, ...], patterns: Tuple[str,
     from ..snapshot.options import Selection, StackOptions
 
     opts = StackOptions(
-        all_threads=all_threads, native_all=native_all, full=full, json_path=json_path, html_path=html_path,
+        all_threads=all_threads, native_all=native_all, full=full, json_path=json_path, tree_path=tree_path,
+        html_path=html_path,
         speedscope_path=speedscope_path,
         with_gdb=with_gdb or bool(gdb_path or gdb_log or full_symbols or debuginfod), samples=samples,
         interval=interval, variables=variables, group=all_threads and not no_group, nonblocking=no_pause,
@@ -137,6 +143,9 @@ def _stack(chosen: Selection, opts: StackOptions, slurm_job: Optional[str], remo
         if chosen.pids or chosen.children or chosen.patterns or chosen.envs or chosen.labels:
             raise TfnativeError("--slurm-job finds the job's processes itself: no --pid, --children, --match, "
                                 "--env or --label with it")
+        if opts.tree_path:
+            raise TfnativeError("--slurm-job prints the merged tree itself (--json FILE writes it as 'merge "
+                                "--json' does): no --tree with it")
         if opts.variables or opts.gdb != type(opts.gdb)():
             raise TfnativeError("--slurm-job takes no --locals or gdb options (the merged view has no place "
                                 "for them)")
@@ -148,7 +157,9 @@ def _stack(chosen: Selection, opts: StackOptions, slurm_job: Optional[str], remo
                             "--gdb-log, ...)")
     if opts.nonblocking and chosen.one_pid is None:
         raise TfnativeError("--no-pause takes one --pid")
-    if chosen.one_pid is not None:
+    if is_stdout(opts.json_path) and is_stdout(opts.tree_path):
+        raise TfnativeError("--json - and --tree -: only one of them can have stdout")
+    if chosen.one_pid is not None and not opts.tree_path:
         return run_stack(chosen.one_pid, opts, sys.stderr, sys.stdout)
     from ..snapshot.many import run_many
 

@@ -32,7 +32,7 @@ from ..core import procfs
 from ..core.model import Document
 from ..errors import Interrupted, SignalGuard, TfnativeError
 from ..files import is_stdout, write_output
-from ..output import merge, report
+from ..output import merge, mergetree, report
 from ..output.pictures import write_pictures
 from ..output.verdicttext import verdict_lines
 from .options import Selection, StackOptions
@@ -247,8 +247,10 @@ def json_lines(docs: Sequence[Document]) -> bytes:
 
 
 def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: Optional[str],
-               printer: report.Printer, err: TextIO) -> int:
-    """Print (or, with ``--json -``, summarise on ``err``) and write every document; the exit status."""
+               printer: report.Printer, err: TextIO, brief: bool = False) -> int:
+    """Print (or, with ``--json -`` or ``brief``, summarise on ``err``) and write every document; the exit
+    status."""
+    brief = brief or is_stdout(json_path)
     docs = [o.doc for o in outcomes if o.doc is not None]
     across(docs)  # verdicts that need several processes: forked children, a cluster's stalled workers
     for o in outcomes:
@@ -259,7 +261,7 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
             o.doc.labels = dict(labels)
         event = o.doc.events[0]
         said = "".join("%s\n" % line for line in (verdict_lines(event.triage, event.pid) if event.triage else []))
-        if is_stdout(json_path):
+        if brief:
             err.write("tfnative: %s\n%s" % (process_title(o.doc), "".join("  " + line + "\n"
                                                                            for line in said.splitlines())))
         else:
@@ -272,7 +274,7 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
         write_output(json_path, json_lines(docs))
     if not docs:
         raise TfnativeError("none of the %d process(es) could be read" % len(outcomes))
-    if not is_stdout(json_path) and len(outcomes) > 1:
+    if not brief and len(outcomes) > 1:
         err.write("tfnative: %d of %d processes reported\n" % (len(docs), len(outcomes)))
     return 0
 
@@ -281,8 +283,8 @@ def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) ->
     """``tfnative stack`` on several processes (see the module's docstring); its exit status."""
     tags = parse_labels(chosen.labels)
     pids = targets(chosen.pids, chosen.children, chosen.patterns, chosen.envs)
-    printer = report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all, full=opts.full,
-                             group=opts.group)
+    brief = is_stdout(opts.json_path) or is_stdout(opts.tree_path)  # stdout has a document: the text goes to err
+    printer = report.Printer(err if brief else out, native_all=opts.native_all, full=opts.full, group=opts.group)
 
     stop = threading.Event()
 
@@ -299,7 +301,10 @@ def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) ->
         except Interrupted:
             err.write("tfnative: interrupted: every process released\n")
             return 130
-    status = report_all(outcomes, tags, opts.json_path, printer, err)
+    status = report_all(outcomes, tags, opts.json_path, printer, err, brief)
+    if opts.tree_path:  # the processes as one tree (what a node of ``stack --slurm-job`` sends the head)
+        root = mergetree.reduce((o.doc for o in outcomes if o.doc is not None), opts.all_threads)
+        write_output(opts.tree_path, mergetree.tree_json_text(root).encode() + b"\n")
     if opts.html_path or opts.speedscope_path:
         docs = [o.doc for o in outcomes if o.doc is not None]
         write_pictures(docs, "tfnative stack: %d processes" % len(docs), opts.html_path, opts.speedscope_path,

@@ -19,6 +19,7 @@ class StackOptions:
     json_path: Optional[str] = None  # --json FILE ("-": standard output, the text then goes to stderr)
     html_path: Optional[str] = None  # --html FILE: the flame graph page (output/flamegraph.py)
     speedscope_path: Optional[str] = None  # --speedscope FILE (output/speedscope.py)
+    tree_path: Optional[str] = None  # --tree FILE: the processes' merged tree, as ``merge --tree`` writes it
     with_gdb: bool = False  # take the stacks through gdb
     samples: int = 1  # --samples N, --interval S apart
     interval: float = 1.0

@@ -30,16 +30,18 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import Dict, List, Optional, Sequence, TextIO, Tuple, Union
 
 from ..core.model import Document
 from ..errors import TfnativeError
 from ..files import write_output
 from ..output import merge as merge_mod
+from ..output import mergetree
 from ..output.pictures import write_pictures
 from .many import NOTHING_FOUND
 from .options import StackOptions
 
+Item = Union[Document, mergetree.TreeDoc]  # what a node sends: its processes' documents, or their tree
 _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
 LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.S)
 _EXITED = re.compile(r"^srun: error: (\S+): tasks? ([0-9,\-]+): (.*)$")
@@ -138,7 +140,7 @@ def srun_command(job: Job, remote: Sequence[str], node_args: Sequence[str]) -> L
     """The ``srun`` line of the snapshot step: one task per node of ``job``, labelled output."""
     return [client("srun"), "--jobid=%s" % job.id, "--overlap", "-N", str(max(1, len(job.nodes))),
             "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0", "--job-name=tfnative-stack",
-            *remote, "stack", "--env", "SLURM_JOB_ID=%s" % job.numeric, "--json", "-", *node_args]
+            *remote, "stack", "--env", "SLURM_JOB_ID=%s" % job.numeric, *node_args]
 
 
 def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> Tuple[int, List[Node], List[str]]:
@@ -198,13 +200,13 @@ def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> Tuple[int, List[N
     return code, tasks, own
 
 
-def _documents(n: Node) -> List[Document]:
-    """The documents a node's task printed (its pieces joined)."""
+def _documents(n: Node) -> List[Item]:
+    """The documents, or the one tree, a node's task printed (its pieces joined)."""
     body = "".join(n.out)
     if not body.strip():
         return []
     try:
-        return list(merge_mod.iter_documents([("node %s" % n.name, body)]))
+        return list(mergetree.iter_inputs([("node %s" % n.name, [body])]))
     except TfnativeError as exc:
         raise TfnativeError("node %s: tfnative's output could not be read back (%s)" % (n.name, exc)) from None
 
@@ -237,15 +239,16 @@ def node_failure(n: Node, remote: Sequence[str]) -> str:
     return "tfnative failed on node %s (%s): %s" % (n.name, n.status or "no documents", last)
 
 
-def collect(job: Job, remote: Sequence[str], node_args: Sequence[str], err: TextIO) -> List[Document]:
-    """Every document of every node of ``job``.  Raises TfnativeError when none came back."""
+def collect(job: Job, remote: Sequence[str], node_args: Sequence[str], err: TextIO) -> List[Item]:
+    """What every node of ``job`` sent: its processes' documents, or their tree.  Raises TfnativeError when
+    none came back."""
     code, tasks, own = run_step(srun_command(job, remote, node_args), job.nodes, err)
     if not any(n.out or n.err or n.status for n in tasks):
         why = step_refused(job, own)
         if why is None:
             why = "srun started no step in job %s (exit %d): %s" % (job.id, code, own[-1] if own else "no message")
         raise TfnativeError(why)
-    docs: List[Document] = []
+    docs: List[Item] = []
     failures = []
     empty = []
     for n in tasks:
@@ -280,9 +283,13 @@ class JobOutput:
     documents: Optional[str] = None
 
 
-def node_arguments(opts: StackOptions) -> List[str]:
-    """The ``stack`` options each node's tfnative is run with (the rest is the merged view's)."""
-    args = (["--all-threads"] if opts.all_threads else []) + (["--with-gdb"] if opts.with_gdb else [])
+def node_arguments(opts: StackOptions, documents: bool = False) -> List[str]:
+    """The ``stack`` options each node's tfnative is run with (the rest is the merged view's).  Each node sends
+    its processes' tree (``--tree -``: reduced on the node, as LLNL STAT does, so the head's work and memory
+    grow with the trees, not with the ranks), or with ``documents`` every process's document (``--json -``:
+    the page, speedscope and ``--documents`` need them whole)."""
+    args = ["--json" if documents else "--tree", "-"]
+    args += (["--all-threads"] if opts.all_threads else []) + (["--with-gdb"] if opts.with_gdb else [])
     if opts.samples > 1:
         args += ["--samples", str(opts.samples), "--interval", str(opts.interval)]
     return args
@@ -291,8 +298,9 @@ def node_arguments(opts: StackOptions) -> List[str]:
 def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, shown: JobOutput, err: TextIO,
                     out: TextIO) -> int:
     """``tfnative stack --slurm-job JOBID``: see the module's docstring.  Its exit status."""
-    node_args, all_threads, json_path = node_arguments(opts), opts.all_threads, opts.json_path
     folded, documents = shown.folded, shown.documents
+    whole = bool(documents or opts.html_path or opts.speedscope_path)
+    node_args, all_threads, json_path = node_arguments(opts, whole), opts.all_threads, opts.json_path
     try:
         argv = shlex.split(remote) if remote is not None else default_remote()
     except ValueError as exc:
@@ -301,21 +309,31 @@ def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, show
         raise TfnativeError("--remote-tfnative needs a command")
     client("srun")
     job = job_of(job_id)
-    docs = collect(job, argv, node_args, err)
+    items = collect(job, argv, node_args, err)
+    count = sum(len(i.processes) if isinstance(i, mergetree.TreeDoc) else 1 for i in items)
     err.write("tfnative: job %s: %d process%s on %d node%s\n" % (
-        job.id, len(docs), "" if len(docs) == 1 else "es", len(job.nodes), "" if len(job.nodes) == 1 else "s"))
+        job.id, count, "" if count == 1 else "es", len(job.nodes), "" if len(job.nodes) == 1 else "s"))
     err.flush()
+    if not whole:  # the nodes' trees, merged at the head
+        root = mergetree.reduce(items, all_threads)
+        return _show(root, mergetree.folded_tree_lines(root) if folded else None, json_path, out)
+    docs = [i for i in items if isinstance(i, Document)]
     if opts.html_path or opts.speedscope_path:
         write_pictures(docs, "tfnative stack: Slurm job %s" % job.id, opts.html_path, opts.speedscope_path,
                        all_threads=True)
     if documents:
         write_output(documents, b"".join(json.dumps(d.to_json(), separators=(",", ":")).encode() + b"\n"
                                          for d in docs))
-    if folded:
-        for line in merge_mod.folded_lines(docs, all_threads):
+    root = merge_mod.build_tree(docs, all_threads)
+    return _show(root, merge_mod.folded_lines(docs, all_threads) if folded else None, json_path, out)
+
+
+def _show(root: merge_mod.Node, folded: Optional[List[str]], json_path: Optional[str], out: TextIO) -> int:
+    """Print the job's merged tree (or its ``folded`` lines), and write it to ``json_path``; the exit status."""
+    if folded is not None:
+        for line in folded:
             out.write(line + "\n")
         return 0
-    root = merge_mod.build_tree(docs, all_threads)
     if json_path:
         write_output(json_path, merge_mod.merge_json_text(root).encode() + b"\n")
         if json_path == "-":
