@@ -8,6 +8,7 @@ from tfnative.core.model import Document
 from tfnative.core.ranks import cluster_of, describe, scheduler_of, task_of, tf_cluster, tf_task
 from tfnative.output import merge
 from tfnative.snapshot import slurm
+from tfnative.snapshot.options import StackOptions
 
 SLURM_ENV = {"SLURM_JOB_ID": "12", "SLURM_PROCID": "2", "SLURM_STEP_ID": "0", "SLURMD_NODENAME": "vm",
              "SLURM_LOCALID": "2", "PATH": "/bin"}
@@ -182,7 +183,9 @@ def test_node_failures_name_the_node():
 
 def test_srun_line(monkeypatch):
     monkeypatch.setattr(slurm, "client", lambda name: "/usr/bin/" + name)  # no Slurm needed
-    cmd = slurm.srun_command(JOB, ["tfnative"], ["--all-threads"])
+    cmd = slurm.srun_command(JOB, ["tfnative"], slurm.node_arguments(StackOptions(all_threads=True)))
     assert cmd[1:] == ["--jobid=7", "--overlap", "-N", "2", "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0",
-                       "--job-name=tfnative-stack", "tfnative", "stack", "--env", "SLURM_JOB_ID=7", "--json", "-",
+                       "--job-name=tfnative-stack", "tfnative", "stack", "--env", "SLURM_JOB_ID=7", "--tree", "-",
                        "--all-threads"]
+    whole = slurm.node_arguments(StackOptions(samples=3, interval=0.5), documents=True)
+    assert whole == ["--json", "-", "--samples", "3", "--interval", "0.5"]
