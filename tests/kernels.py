@@ -22,7 +22,7 @@ from .utils import ROOT
 
 SOURCES = os.path.join(ROOT, "tests", "custom_op")
 FLAVOURS: Dict[str, List[str]] = {"g": ["-g", "-O1"], "g0": ["-O2", "-g0"]}
-_flags: List[str] = []
+_flags: Dict[str, List[str]] = {}  # per interpreter
 
 
 def source(name: str) -> str:
@@ -30,20 +30,30 @@ def source(name: str) -> str:
     return os.path.join(SOURCES, name + ".cc")
 
 
-def _tf_flags() -> List[str]:
-    if not _flags:
-        _flags.extend(subprocess.run(
-            [sys.executable, "-c", "import tensorflow as tf; print(' '.join(tf.sysconfig.get_compile_flags()"
+def _tf_flags(python: str) -> List[str]:
+    if python not in _flags:
+        _flags[python] = subprocess.run(
+            [python, "-c", "import tensorflow as tf; print(' '.join(tf.sysconfig.get_compile_flags()"
              " + tf.sysconfig.get_link_flags()))"], capture_output=True, text=True, timeout=120, check=True,
-            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).stdout.split())
-    return _flags
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).stdout.split()
+    return _flags[python]
 
 
-def build_op(name: str, flavour: str = "g") -> str:
-    """The op library built from ``tests/custom_op/NAME.cc`` in ``flavour`` (``"g"`` or ``"g0"``): its path."""
-    spec = importlib.util.find_spec("tensorflow")
-    assert spec is not None and spec.origin
-    tf_dir = os.path.dirname(os.path.realpath(spec.origin))
+def _tf_dir(python: str) -> str:
+    """The directory of the TensorFlow ``python`` imports (found without importing it)."""
+    if python == sys.executable:
+        spec = importlib.util.find_spec("tensorflow")
+        assert spec is not None and spec.origin
+        return os.path.dirname(os.path.realpath(spec.origin))
+    return subprocess.run([python, "-c", "import importlib.util, os; print(os.path.dirname(os.path.realpath("
+                           "importlib.util.find_spec('tensorflow').origin)))"], capture_output=True, text=True,
+                          timeout=60, check=True).stdout.strip()
+
+
+def build_op(name: str, flavour: str = "g", python: str = sys.executable) -> str:
+    """The op library built from ``tests/custom_op/NAME.cc`` in ``flavour`` (``"g"`` or ``"g0"``) against the
+    TensorFlow of ``python`` (this interpreter's by default): its path."""
+    tf_dir = _tf_dir(python)
     framework = os.stat(os.path.join(tf_dir, "libtensorflow_framework.so.2"))
     opts = FLAVOURS[flavour]
     with open(source(name), "rb") as f:
@@ -56,7 +66,7 @@ def build_op(name: str, flavour: str = "g") -> str:
     os.makedirs(where, exist_ok=True)
     part = "%s.%d.part" % (so, os.getpid())
     try:
-        subprocess.run(["g++", "-std=c++17", "-shared", "-fPIC", *opts, "-w", source(name), *_tf_flags(),
+        subprocess.run(["g++", "-std=c++17", "-shared", "-fPIC", *opts, "-w", source(name), *_tf_flags(python),
                         "-o", part], check=True, capture_output=True, timeout=600)
         os.replace(part, so)
     finally:

@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from ..kernels import build_op, source
 from ..utils import assert_running_untraced, held, line_of, load_json, script, state_of, wait_for_file
 
 ABORT = script("tf_check_failed.py")
@@ -30,6 +31,7 @@ AUTOGRAPH = script("tf_autograph.py")
 DATA = script("tf_data_hang.py")
 STUCK = script("tf_stuck.py")
 BUSY = script("tf_busy_matmul.py")
+USE_ZERO_OUT = script("use_zero_out.py")
 GENERATED = re.compile(r"__autograph_generated_file\w*\.py$")
 # Native frames of the interpreter that only carry a Python-to-C call along (a user never needs them).
 GLUE = ("cfunction_call", "_PyObject_MakeTpCall", "method_vectorcall", "slot_tp_call", "_PyFunction_Vectorcall",
@@ -272,3 +274,23 @@ def test_break_op_pid(tf_pair, tmp_path):
     loop = ("<module>", line_of(BUSY, "step(a, b)  # the busy loop"))
     assert [t for t in doc["events"][0]["threads"] if loop in [(f["function"], f["line"]) for f in t["frames"]
                                                                 if f["kind"] == "python" and f["file"] == BUSY]]
+
+
+def test_custom_op_break(tf_pair, tmp_path):
+    """A custom op (tensorflow/custom-op's ``zero_out``) compiled with g++ against the pair's TensorFlow headers
+    (``-g -O1``, cached by content hash): ``attach --break-op ZeroOut`` is pending until the library registers the
+    type, then stops in the op's own kernel at its ``.cc`` line, the op named, the user's Python line below."""
+    so = build_op("zero_out", "g", python=tf_pair.python)
+    out = tmp_path / "s.json"
+    r = tf_pair.run(["attach", *tf_pair.python_option(), "--break-op", "ZeroOut", "--json", str(out), USE_ZERO_OUT,
+                     so], timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "[[1, 0], [0, 0]]" in r.stdout
+    assert "tfnative: --break-op ZeroOut: pending until a library registers it\n" in r.stderr
+    (event,) = load_json(out)["events"]
+    assert event["location"] == "op ZeroOut" and event["op"]["type"] == "ZeroOut"
+    frames = event["threads"][0]["frames"]
+    assert (frames[0]["function"] or "").startswith("ZeroOutOp::Compute"), frames[0]
+    assert (os.path.basename(frames[0]["file"] or ""), frames[0]["line"]) == (
+        "zero_out.cc", line_of(source("zero_out"), "tfn: the kernel's Compute"))
+    assert user_lines(frames)[:1] == [(USE_ZERO_OUT, line_of(USE_ZERO_OUT, "tfn: the Python line that calls the op"))]
