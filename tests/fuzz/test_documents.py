@@ -513,7 +513,7 @@ def test_a_silent_pipe_is_given_up(tmp_path):
 
 
 @pytest.mark.parametrize("what,says,exe_says", [
-    ("fifo", "a pipe or FIFO, not a file", "not a regular file (a FIFO)"),
+    ("fifo", "a pipe or FIFO, not a file", "not a regular file (a pipe or FIFO)"),
     ("/dev/zero", "a character device", "not a regular file (a character device)"),
     ("directory", "is a directory", "not a regular file (a directory)")])
 def test_core_inputs_that_are_no_files(tmp_path, fifo, what, says, exe_says):

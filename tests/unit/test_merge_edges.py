@@ -140,3 +140,12 @@ def test_folded_all_threads_and_semicolons_in_names():
         "[py] run at /app/a,b.py:3  <-- your code;epoll_wait in libc.so.6 1"]  # ";" separates frames only
     assert "epoll_wait in libc.so.6 1" in merge.folded_lines(docs, all_threads=True)
     assert len(merge.folded_lines(docs, all_threads=True)) == 3
+
+
+def test_compress_never_writes_one_label_as_another():
+    """A tail with a leading zero or a digit that is not ASCII is no rank (as in a merged tree's rank sets:
+    ``rankset.Members``): ``w:01`` stays itself, and beside ``w:1`` it is not a second ``1``."""
+    assert merge.compress(["w:01", "w:1", "w:2"]) == "w:1-2 w:01"
+    assert merge.compress(["w:007", "w:8"]) == "w:8 w:007"
+    assert merge.compress(["w:\u0663", "w:1"]) == "w:1 w:\u0663"
+    assert merge.compress(["w:0", "w:00", "w:1"]) == "w:0-1 w:00"

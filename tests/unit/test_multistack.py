@@ -80,7 +80,7 @@ def test_report_all_none_read_is_an_error(capsys):
 def test_json_lines_one_document_per_line():
     a, b = _doc(1), _doc(2)
     a.host, a.task, a.labels = "h", {"type": "worker", "index": 0}, {"rank": "0"}
-    text = multistack.json_lines([a, b]).decode()
+    text = report.json_lines([a, b]).decode()
     lines = text.splitlines()
     assert len(lines) == 2 and text.endswith("\n")
     first = json.loads(lines[0])

@@ -49,9 +49,8 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
     branch is flagged."""
 
     def go() -> None:
-        from ..files import is_stdout, write_output
-        from ..output import merge as merge_mod  # loaded when merge runs
-        from ..output import mergetree
+        from ..files import is_stdout
+        from ..output import mergetree  # loaded when merge runs
 
         if sum(is_stdout(p) for p in (json_path, tree_path, html_path, speedscope_path)) > 1:
             raise TfnativeError("only one of --json, --tree, --html and --speedscope can be - (stdout)")
@@ -61,22 +60,7 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
         items = mergetree.iter_inputs(_read(files, timeout))  # one at a time: none is kept
         if html_path or speedscope_path:  # but these need them all at once
             items = _pictures(list(items), html_path, speedscope_path, all_threads)
-        root = mergetree.reduce(items, all_threads)
-        if json_path:
-            if len(root.members) > mergetree.MAX_LISTED:
-                raise TfnativeError("%d processes are too many for --json, which lists each process at each "
-                                    "node: use --tree (rank sets as ranges)" % len(root.members))
-            write_output(json_path, merge_mod.merge_json_text(root).encode() + b"\n")
-        if tree_path:
-            write_output(tree_path, mergetree.tree_json_text(root).encode() + b"\n")
-        if folded:
-            for line in mergetree.folded_tree_lines(root):
-                click.echo(line)
-            return
-        if is_stdout(json_path) or is_stdout(tree_path) or quiet:
-            return
-        for line in merge_mod.text_lines(root):
-            click.echo(line)
+        mergetree.show(mergetree.reduce(items, all_threads), click.echo, json_path, tree_path, folded, quiet)
 
     _run(go)
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set,
 from ..core import ranks
 from ..core.docschema import SchemaError, check_document
 from ..core.model import Document, Frame, Thread
+from ..core.rankset import Members, compress
 from ..errors import TfnativeError
 from . import render
 from .threadgroups import frame_text
@@ -237,33 +238,6 @@ def member_names(docs: List[Document]) -> List[str]:
     return [n if len(owners[n]) == 1 else _host_pid(d) for n, d in zip(names, docs)]
 
 
-def compress(labels: Iterable[str]) -> str:
-    """``worker:0-6,8``: labels with the same prefix and integer suffixes as ranges (a ``mergetree.Members``:
-    its own text)."""
-    text = getattr(labels, "text", None)
-    if text is not None:
-        return str(text())
-    groups: Dict[str, List[int]] = {}
-    others: List[str] = []
-    for lab in sorted(set(labels)):
-        head, _, tail = lab.rpartition(":")
-        if head and tail.isdigit():
-            groups.setdefault(head, []).append(int(tail))
-        else:
-            others.append(lab)
-    out = []
-    for head in sorted(groups):
-        nums = sorted(groups[head])
-        parts: List[str] = []
-        start = nums[0]
-        for a, b in zip(nums, nums[1:] + [-1]):
-            if b != a + 1:
-                parts.append(str(start) if start == a else "%d-%d" % (start, a))
-                start = b
-        out.append("%s:%s" % (head, ",".join(parts)))
-    return " ".join(out + others)
-
-
 def stacks(doc: Document, all_threads: bool) -> Iterator[Thread]:
     """The threads of a document that go in the tree (those that run Python, or ``all_threads``)."""
     return (t for t in doc.threads() if all_threads or t.runs_python())
@@ -276,8 +250,8 @@ class Node:
 
     def __init__(self, frame: Optional[Frame], key: str) -> None:
         self.frame, self.key = frame, key
-        # member names (while the tree is built: document numbers); a mergetree.Members in a reduced tree
-        self.members: Any = {}
+        # member names (while the tree is built: document numbers as well): a rank set
+        self.members = Members()
         self.threads = 0
         self.children: Dict[str, Node] = {}
         # the root's: label, pid, host of each document (a list; a mergetree.Processes in a reduced tree)
@@ -306,19 +280,24 @@ class Node:
                 "children": []}
 
 
-def build_tree(docs: Iterable[Document], all_threads: bool = False) -> Node:
-    """The prefix tree of every (Python, or with ``all_threads`` every) thread's stack, glue hidden.
+class Builder:
+    """The tree of documents read one at a time (none is kept): each thread's stack put in once, outermost
+    frame first, its process a document number on each node it goes through (named at the end:
+    ``name_members``).  ``mergetree.Reducer`` adds merged trees to it."""
 
-    ``docs`` is read once, one document at a time (none is kept: memory grows with the tree and the
-    number of processes, not with the documents).  Raises TfnativeError when there is none.
-    """
-    root = Node(None, "")
-    who: List[Document] = []
-    for i, doc in enumerate(docs):
-        who.append(Document(pid=doc.pid, host=doc.host, task=doc.task, labels=doc.labels, scheduler=doc.scheduler))
-        for t in stacks(doc, all_threads):
-            node = root
-            node.members[i] = None
+    def __init__(self, all_threads: bool = False) -> None:
+        self.root = Node(None, "")
+        self.all_threads = all_threads
+        self.who: List[Document] = []  # the documents' processes, for their names
+
+    def add_document(self, doc: Document) -> int:
+        """Put in the stacks of ``doc`` (those that go in the tree: ``stacks``); its number."""
+        i = len(self.who)
+        self.who.append(Document(pid=doc.pid, host=doc.host, task=doc.task, labels=doc.labels,
+                                 scheduler=doc.scheduler))
+        for t in stacks(doc, self.all_threads):
+            node = self.root
+            node.members.docs[i] = None
             node.threads += 1
             for f in reversed(render.hide_glue(t.frames)):
                 key = frame_text(f)
@@ -326,23 +305,43 @@ def build_tree(docs: Iterable[Document], all_threads: bool = False) -> Node:
                 if child is None:
                     child = node.children[key] = Node(f, key)
                 node = child
-                node.members[i] = None
+                node.members.docs[i] = None
                 node.threads += 1
-    if not who:
-        raise TfnativeError(NO_DOCUMENTS)
-    names = member_names(who)
-    todo = [root]
-    while todo:  # numbers to names, without recursion (a stack may be deep)
-        node = todo.pop()
-        node.members = dict.fromkeys(names[i] for i in node.members)
-        todo.extend(node.children.values())
-    root.processes = []
-    for d, n in zip(who, names):
-        entry: Dict[str, Any] = {"label": n, "pid": d.pid, "host": d.host}
+        return i
+
+    def name_members(self) -> List[str]:
+        """Name the document numbers on every node (``member_names``, without recursion); the names."""
+        names = member_names(self.who)
+        todo = [self.root]
+        while todo:
+            node = todo.pop()
+            node.members.name(names)
+            todo.extend(node.children.values())
+        return names
+
+    def process(self, i: int, names: List[str]) -> Dict[str, Any]:
+        """Document ``i``'s process as the root's ``processes`` lists it."""
+        d = self.who[i]
+        entry: Dict[str, Any] = {"label": names[i], "pid": d.pid, "host": d.host}
         if d.scheduler is not None:
             entry["scheduler"] = d.scheduler
-        root.processes.append(entry)
-    return root
+        return entry
+
+
+def build_tree(docs: Iterable[Document], all_threads: bool = False) -> Node:
+    """The prefix tree of every (Python, or with ``all_threads`` every) thread's stack, glue hidden.
+
+    ``docs`` is read once, one document at a time (none is kept: memory grows with the tree and the
+    number of processes, not with the documents).  Raises TfnativeError when there is none.
+    """
+    b = Builder(all_threads)
+    for doc in docs:
+        b.add_document(doc)
+    if not b.who:
+        raise TfnativeError(NO_DOCUMENTS)
+    names = b.name_members()
+    b.root.processes = [b.process(i, names) for i in range(len(b.who))]
+    return b.root
 
 
 def where(process: Dict[str, Any]) -> Optional[str]:

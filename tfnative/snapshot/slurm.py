@@ -19,7 +19,6 @@ node.  A node where the job runs no Python process is named and the others repor
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import re
@@ -35,7 +34,7 @@ from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 from ..core.model import Document
 from ..errors import TfnativeError
 from ..files import write_output
-from ..output import merge as merge_mod
+from ..output import merge, mergetree, report
 from ..output.pictures import write_pictures
 from .many import NOTHING_FOUND
 from .options import StackOptions
@@ -204,7 +203,7 @@ def _documents(n: Node) -> List[Document]:
     if not body.strip():
         return []
     try:
-        return list(merge_mod.iter_documents([("node %s" % n.name, body)]))
+        return list(merge.iter_documents([("node %s" % n.name, body)]))
     except TfnativeError as exc:
         raise TfnativeError("node %s: tfnative's output could not be read back (%s)" % (n.name, exc)) from None
 
@@ -309,17 +308,7 @@ def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, show
         write_pictures(docs, "tfnative stack: Slurm job %s" % job.id, opts.html_path, opts.speedscope_path,
                        all_threads=True)
     if documents:
-        write_output(documents, b"".join(json.dumps(d.to_json(), separators=(",", ":")).encode() + b"\n"
-                                         for d in docs))
-    if folded:
-        for line in merge_mod.folded_lines(docs, all_threads):
-            out.write(line + "\n")
-        return 0
-    root = merge_mod.build_tree(docs, all_threads)
-    if json_path:
-        write_output(json_path, merge_mod.merge_json_text(root).encode() + b"\n")
-        if json_path == "-":
-            return 0
-    for line in merge_mod.text_lines(root):
-        out.write(line + "\n")
+        write_output(documents, report.json_lines(docs))
+    mergetree.show(mergetree.reduce(docs, all_threads), lambda line: out.write(line + "\n"), json_path,
+                   folded=folded)
     return 0
