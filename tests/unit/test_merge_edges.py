@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tfnative.core import docread, rankset
 from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import merge
@@ -15,7 +16,7 @@ from .test_merge import ODD, WAIT, doc, nat, py, th, typed
 
 def _error(texts) -> str:
     with pytest.raises(TfnativeError) as e:
-        merge.parse_documents(texts)
+        docread.parse_documents(texts)
     return str(e.value)
 
 
@@ -28,20 +29,20 @@ def test_each_error_says_where_and_what():
         "in.json (document 2, line 2): a document that is not tfnative schema 1 (from 'tfnative stack --json')")
     assert _error([("in.json", "[1]")]).endswith("not tfnative schema 1 (from 'tfnative stack --json')")
     assert _error([("in.json", '{"tfnative": 1, "events": 5}')]) == "in.json: events: expected a list, got an integer"
-    assert _error([("in.json", "")]) == merge.NO_DOCUMENTS
+    assert _error([("in.json", "")]) == rankset.NO_DOCUMENTS
     for empty in (merge.build_tree, merge.folded_lines):
         with pytest.raises(TfnativeError) as e:
             empty(iter([]))
-        assert str(e.value) == merge.NO_DOCUMENTS == (
+        assert str(e.value) == rankset.NO_DOCUMENTS == (
             "no documents in the input (expected 'tfnative stack --json' output)")
 
 
 def test_pdsh_prefixes_go_one_per_line():
     a = doc(1, [th(1, WAIT)], task=0)
     pretty = "\n".join("node-1.x_y: " + ln for ln in json.dumps(a, indent=1).splitlines())
-    assert [d.pid for d in merge.parse_documents([("x", pretty)])] == [1]
+    assert [d.pid for d in docread.parse_documents([("x", pretty)])] == [1]
     with pytest.raises(TfnativeError, match="not JSON"):  # a prefix inside the line is the line's
-        merge.parse_documents([("x", 'node1: {"tfnative": 1, "pid": 3, "note": "n: x"} node2: 1')])
+        docread.parse_documents([("x", 'node1: {"tfnative": 1, "pid": 3, "note": "n: x"} node2: 1')])
 
 
 def _label(**kw) -> str:

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from tfnative.core import docread
 from tfnative.core.model import Document, Thread
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, report, threadgroups
@@ -87,7 +88,7 @@ def test_json_lines_one_document_per_line():
     assert first["tfnative"] == 1 and first["pid"] == 1 and first["host"] == "h"
     assert first["task"] == {"type": "worker", "index": 0} and first["labels"] == {"rank": "0"}
     assert "task" not in json.loads(lines[1])
-    assert merge.parse_documents([("x", text)])[0].pid == 1
+    assert docread.parse_documents([("x", text)])[0].pid == 1
 
 
 def test_process_title():

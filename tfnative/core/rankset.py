@@ -12,6 +12,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional
 from .docschema import SchemaError, clean_string, kind_of
 
 _MAX_DIGITS = 18  # a rank of more digits is not a rank
+TREE_VERSION = 1  # of the merged tree ``merge --tree`` writes and ``merge`` reads again: {"tfnative_tree": 1, ...}
+NO_DOCUMENTS = "no documents in the input (expected 'tfnative stack --json' output)"
 
 
 def _rank(tail: str) -> Optional[int]:

@@ -6,124 +6,24 @@ the node trees (pure).
 parent (``UP``: the parent's index), so that the JSON nests a few levels deep whatever the stacks' depth, and
 the members as rank sets (``[["rank", "0-7,9"], "host:4242"]``: ranges per label prefix, the other labels as
 they are), so that a node of 80,000 ranks in one range takes a few bytes.  ``merge`` reads such documents
-beside ``stack --json`` documents: a tree adds its counts of threads and unites its members with the nodes of
-the same path (``Reducer``).  Memory grows with the tree (its nodes, the ranges of each), not with the ranks.
+beside ``stack --json`` documents (read and checked by ``core/docread.py``): a tree adds its counts of threads
+and unites its members with the nodes of the same path (``Reducer``).  Memory grows with the tree (its nodes,
+the ranges of each), not with the ranks.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Tuple, Union
 
-from ..core.docschema import SchemaError, check_frame, check_scheduler, clean_string, kind_of
-from ..core.model import Document, frame_from_json
-from ..core.rankset import Members
+from ..core.model import Document, Frame
+from ..core.rankset import NO_DOCUMENTS, TREE_VERSION, Members
 from ..errors import TfnativeError
 from ..files import is_stdout, write_output
-from .merge import NO_DOCUMENTS, Builder, Node, inputs_of, merge_json_text, text_lines
+from .merge import Builder, Node, merge_json_text, text_lines
 from .threadgroups import frame_text
 
-TREE_VERSION = 1
 MAX_LISTED = 1_000_000  # members ``merge --json`` lists one by one at most (its members are lists)
-
-
-_SCHEDULER_TYPES: Dict[str, type] = {"kind": str, "rank": int, "job": str, "step": str, "node": str,
-                                     "local_rank": int, "pod": str, "world_size": int}
-
-
-def _check_scheduler(sched: Any, i: int) -> None:
-    """``docschema.check_scheduler``, at once where every value is an ASCII string or an integer of its type."""
-    if isinstance(sched, dict) and all(type(v) is _SCHEDULER_TYPES.get(k) and (type(v) is int or str(v).isascii())
-                                       for k, v in sched.items()):
-        return
-    try:
-        check_scheduler(sched)
-    except SchemaError as e:
-        raise SchemaError("processes[%d].scheduler%s" % (i, "." + e.where if e.where else ""),
-                          str(e).split(": ", 1)[-1]) from None
-
-
-def _one(members: Any) -> Optional[str]:
-    """A text that stands for MEMBERS of one label or one [PREFIX, RANGES] (RANGES has no NUL), else None."""
-    if type(members) is not list or len(members) != 1:
-        return None
-    item = members[0]
-    if type(item) is str:
-        return "L" + item
-    if type(item) is list and len(item) == 2 and type(item[0]) is str and type(item[1]) is str:
-        return "R%s\x00%s" % (item[0], item[1])
-    return None
-
-
-class TreeDoc:
-    """A ``merge --tree`` document, its nodes checked in shape (their frames and members are checked when
-    they are merged: ``Reducer.add_tree``); ``where``: its source, for messages."""
-
-    __slots__ = ("processes", "nodes", "where")
-
-    def __init__(self, processes: List[Dict[str, Any]], nodes: List[List[Any]], where: str) -> None:
-        self.processes, self.nodes, self.where = processes, nodes, where
-
-    @classmethod
-    def from_json(cls, d: Dict[str, Any], where: str) -> TreeDoc:
-        """Raises SchemaError naming the value that is wrong."""
-        if d.get("tfnative_tree") != TREE_VERSION:
-            raise SchemaError("tfnative_tree", "a tree of version %d expected (this tfnative's 'merge --tree'), "
-                                               "got %s" % (TREE_VERSION, json.dumps(d.get("tfnative_tree"))[:40]))
-        processes, nodes = d.get("processes"), d.get("nodes")
-        if not isinstance(processes, list):
-            raise SchemaError("processes", "expected a list, got %s" % kind_of(processes))
-        for i, p in enumerate(processes):
-            if not isinstance(p, dict) or not isinstance(p.get("label"), str):
-                raise SchemaError("processes[%d]" % i, "expected {\"label\": str, ...}, got %s" % kind_of(p))
-            for key in ("label", "host"):  # lone surrogates escaped (docschema.clean_string): printable
-                if isinstance(p.get(key), str) and not p[key].isascii():
-                    p[key] = clean_string(p[key])
-            for key, kind in (("pid", int), ("host", str)):
-                if p.get(key) is not None and type(p[key]) is not kind:
-                    raise SchemaError("processes[%d].%s" % (i, key), "expected %s, got %s"
-                                      % (kind_of(kind()), kind_of(p[key])))
-            if p.get("scheduler") is not None:
-                _check_scheduler(p["scheduler"], i)
-        if not isinstance(nodes, list) or not nodes:
-            raise SchemaError("nodes", "expected a list of nodes (the root first), got %s"
-                              % ("an empty list" if nodes == [] else kind_of(nodes)))
-        return cls(processes, nodes, where)
-
-    @classmethod
-    def from_merge_json(cls, d: Dict[str, Any], where: str) -> TreeDoc:
-        """A ``merge --json`` document (``{"tfnative_merge": 1, "processes", "tree"}``, its members lists of
-        labels) as the flat tree; walked without recursion.  Raises SchemaError."""
-        if d.get("tfnative_merge") != 1:
-            raise SchemaError("tfnative_merge", "version 1 expected, got %s" % json.dumps(d.get("tfnative_merge"))[:40])
-        nodes: List[List[Any]] = []
-        todo: List[Tuple[Any, int, str]] = [(d.get("tree"), -1, "tree")]
-        while todo:
-            n, up, at = todo.pop()
-            if not isinstance(n, dict) or not isinstance(n.get("children"), list):
-                raise SchemaError(at, "expected a NODE {\"frame\", \"members\", \"threads\", \"children\"}, "
-                                      "got %s" % kind_of(n))
-            frame = n.get("frame")
-            key = ""
-            if up >= 0:
-                if not isinstance(frame, dict):
-                    raise SchemaError(at + ".frame", "expected an object, got %s" % kind_of(frame))
-                try:
-                    check_frame(frame)
-                    key = frame_text(frame_from_json(frame))
-                except SchemaError as e:
-                    raise SchemaError("%s.frame%s" % (at, "." + e.where if e.where else ""),
-                                      str(e).split(": ", 1)[-1]) from None
-                except (ValueError, KeyError, TypeError) as e:
-                    raise SchemaError(at + ".frame", "not a frame tfnative reads (%s)" % e) from None
-            else:
-                frame = None
-            index = len(nodes)
-            nodes.append([up, key, n.get("members"), n.get("threads"), frame])
-            kids = n["children"]
-            todo.extend((kids[i], index, "%s.children[%d]" % (at, i)) for i in range(len(kids) - 1, -1, -1))
-        return cls.from_json({"tfnative_tree": TREE_VERSION, "processes": d.get("processes"), "nodes": nodes},
-                             where)
 
 
 class Processes:
@@ -166,7 +66,21 @@ class Processes:
                                  for p in self.parts)
 
 
-Input = Union[Document, TreeDoc]
+class TreeInput(Protocol):
+    """A merged tree read back (``core/docread.TreeDoc``): its processes, and its nodes checked as they come."""
+
+    processes: List[Dict[str, Any]]
+    nodes: List[List[Any]]
+    keyed: bool
+
+    def checked_nodes(self) -> Iterator[Tuple[int, int, str, Any, int, Any]]: ...
+
+    def frame(self, i: int, frame: Any) -> Frame: ...
+
+    def members(self, i: int, members: Any) -> Members: ...
+
+
+Input = Union[Document, TreeInput]
 
 
 class Reducer(Builder):
@@ -181,58 +95,30 @@ class Reducer(Builder):
         self.trees = 0
 
     def add(self, item: Input) -> None:
-        if isinstance(item, TreeDoc):
-            self.add_tree(item)
-        else:
+        if isinstance(item, Document):
             self.processes.append(self.add_document(item))
+        else:
+            self.add_tree(item)
 
-    def add_tree(self, tree: TreeDoc) -> None:
-        """Merge a ``merge --tree`` document, checking each node as it comes (the root first, each node after
-        its parent); raises TfnativeError naming the node that is wrong."""
+    def add_tree(self, tree: TreeInput) -> None:
+        """Merge a ``merge --tree`` document, its nodes checked as they come (the root first, each node after
+        its parent: ``docread.TreeDoc``); raises TfnativeError naming the node that is wrong."""
         self.trees += 1
         if tree.processes:
             self.processes.append((json.dumps(tree.processes, separators=(",", ":")), len(tree.processes)))
         at: List[Node] = []
-        seen: Dict[str, Members] = {}  # the members of this tree read so far, by their text: nodes repeat them
-        for i, n in enumerate(tree.nodes):
-            try:
-                if not (type(n) is list and len(n) == 5):
-                    raise SchemaError("", "expected [UP, KEY, MEMBERS, THREADS, FRAME], got %s" % kind_of(n))
-                up, key, members, threads, frame = n
-                if type(key) is str and not key.isascii():
-                    key = clean_string(key)
-                if type(up) is not int or not -1 <= up < i or (up == -1) != (i == 0):
-                    raise SchemaError("", "the root first (UP -1), each node after its parent (UP its index)")
-                if type(threads) is not int or threads < 0 or type(key) is not str:
-                    raise SchemaError("", "expected [UP, KEY (a string), MEMBERS, THREADS (a count), FRAME]")
-                if up < 0:
-                    if frame is not None:
-                        raise SchemaError("", "the root's FRAME is null")
-                    node = self.root
-                else:
-                    parent = at[up]
-                    found = parent.children.get(key)
-                    if found is None:
-                        if not isinstance(frame, dict):
-                            raise SchemaError("", "expected a FRAME, got %s" % kind_of(frame))
-                        try:
-                            check_frame(frame)
-                        except SchemaError as e:
-                            raise SchemaError("", "frame.%s" % e) from None
-                        found = parent.children[key] = Node(frame_from_json(frame), key)
-                    node = found
-                text = _one(members)
-                m = seen.get(text) if text is not None else None
-                if m is None:
-                    m = Members()
-                    m.update_json(members)
-                    if text is not None and len(seen) < 256:
-                        seen[text] = m
-                node.members.update(m)
-            except SchemaError as e:
-                raise TfnativeError("%s: nodes[%d]%s%s" % (tree.where, i, "." if e.where else ": ", e)) from None
-            except (ValueError, KeyError, TypeError) as e:
-                raise TfnativeError("%s: nodes[%d]: not a frame tfnative reads (%s)" % (tree.where, i, e)) from None
+        for i, up, key, members, threads, frame in tree.checked_nodes():
+            if up < 0:
+                node = self.root
+            else:
+                parent = at[up]
+                if not tree.keyed:  # a ``merge --json`` tree: the frame's text is the key
+                    key = frame_text(tree.frame(i, frame))
+                found = parent.children.get(key)
+                if found is None:
+                    found = parent.children[key] = Node(tree.frame(i, frame), key)
+                node = found
+            node.members.update(tree.members(i, members))
             node.threads += threads
             at.append(node)
         tree.nodes = []
@@ -299,16 +185,6 @@ def folded_tree_lines(root: Node) -> List[str]:
             lines.append("%s %d" % (";".join(path), own))
         todo.extend((c, depth + 1) for c in reversed(list(node.children.values())))
     return lines
-
-
-def iter_inputs(sources: Iterable[Tuple[str, Iterable[str]]]) -> Iterator[Any]:
-    """``merge.iter_document_chunks``, with merged trees beside the documents: a ``merge --tree`` or ``merge
-    --json`` document is a ``TreeDoc``."""
-    return inputs_of(sources, _load_tree)
-
-
-def _load_tree(doc: Dict[str, Any], where: str) -> TreeDoc:
-    return TreeDoc.from_json(doc, where) if "tfnative_tree" in doc else TreeDoc.from_merge_json(doc, where)
 
 
 def show(root: Node, echo: Callable[[str], object], json_path: Optional[str] = None, tree_path: Optional[str] = None,

@@ -31,10 +31,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 
+from ..core import docread
 from ..core.model import Document
 from ..errors import TfnativeError
 from ..files import write_output
-from ..output import merge, mergetree, report
+from ..output import mergetree, report
 from ..output.pictures import write_pictures
 from .many import NOTHING_FOUND
 from .options import StackOptions
@@ -203,7 +204,7 @@ def _documents(n: Node) -> List[Document]:
     if not body.strip():
         return []
     try:
-        return list(merge.iter_documents([("node %s" % n.name, body)]))
+        return list(docread.iter_documents([("node %s" % n.name, body)]))
     except TfnativeError as exc:
         raise TfnativeError("node %s: tfnative's output could not be read back (%s)" % (n.name, exc)) from None
 
