@@ -154,12 +154,14 @@ def _parse(name: str, text: str, first_line: int, count: List[int], trees: TreeL
     (``trees``: merged trees too, as ``TreeDoc``; ``parsed``: ``text``'s one value, parsed already)."""
     dec = json.JSONDecoder()
     pos = 0
+    counted, start = 0, first_line  # line ends counted up to ``counted``: each once, however many documents
     while True:
         match = _SPACE.match(text, pos)
         pos = match.end() if match else pos
         if pos >= len(text):
             return
-        start = first_line + text.count("\n", 0, pos)
+        start += text.count("\n", counted, pos)
+        counted = pos
         try:
             if parsed is not None:
                 doc, pos, parsed = parsed, len(text), None
@@ -167,7 +169,7 @@ def _parse(name: str, text: str, first_line: int, count: List[int], trees: TreeL
                 doc, pos = dec.raw_decode(text, pos)
         except json.JSONDecodeError as e:
             raise TfnativeError("%s: not JSON at line %d, column %d (%s)" % (
-                name, first_line + text.count("\n", 0, e.pos), e.pos - text.rfind("\n", 0, e.pos), e.msg)) from None
+                name, start + text.count("\n", pos, e.pos), e.pos - text.rfind("\n", 0, e.pos), e.msg)) from None
         except (ValueError, RecursionError) as e:  # a number of more digits than Python converts
             raise TfnativeError("%s: not JSON at line %d (%s)" % (name, start, str(e).split(":")[0])) from None
         count[0] += 1
