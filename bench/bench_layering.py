@@ -1,18 +1,20 @@
-"""Issue #24 (the layering): this checkout against an older one, the same commands interleaved.
+"""Issues #24 and #35 (the layering, the stages): this checkout against an older one, the same commands interleaved.
 
     .venv/bin/python bench/bench_layering.py --baseline DIR [--runs 11] [--out bench/results/layering.md]
 
 ``DIR`` is the tree before the change (e.g. ``git worktree add DIR COMMIT``), run with this venv's
 interpreter (``python -m tfnative`` in that directory).  On one hung TensorFlow process
-(``bench/scripts/tf_hang.py``): ``stack --pid P -a`` and ``stack --pid P``; then ``tfnative --version``
-(start-up).  Each round runs every command once from each tree, alternating which goes first, so a
-drift of the machine's speed falls on both; the medians of ``--runs`` rounds and their ratio are
-reported, for wall time and for CPU time (user + system, which moves less on a shared machine).
+(``bench/scripts/tf_hang.py``): ``stack --pid P -a`` and ``stack --pid P``; ``merge`` of 200 copies of its
+document (as 200 ranks); then ``tfnative --version`` (start-up).  Each round runs every command once from each
+tree, alternating which goes first, so a drift of the machine's speed falls on both; the medians of ``--runs``
+rounds and their ratio are reported, for wall time and for CPU time (user + system, which moves less on a
+shared machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -45,6 +47,19 @@ def wall(argv: List[str], cwd: str) -> Tuple[float, float]:
 
 
 Runs = Dict[str, Dict[str, List[Tuple[float, float]]]]
+MERGED = 200  # documents ``merge DOCS`` reads: the hung process's, as 200 ranks
+
+
+def _documents(pid: str, path: str, count: int) -> None:
+    """``count`` copies of the process's ``stack --json`` document as JSON Lines at ``path``, each a rank of its
+    own (``merge`` reads them, builds the tree and prints it: the reader and the tree of issue #35)."""
+    one = subprocess.run([PY, "-m", "tfnative", "stack", "--pid", pid, "-a", "--json", "-"], cwd=ROOT, env=ENV,
+                         capture_output=True, text=True, check=True).stdout
+    doc = json.loads(one)
+    with open(path, "w") as f:
+        for i in range(count):
+            doc["pid"], doc["labels"] = 10000 + i, {"rank": str(i)}
+            f.write(json.dumps(doc, separators=(",", ":")) + "\n")
 
 
 def measure(cases: Dict[str, List[str]], trees: Dict[str, str], runs: int) -> Runs:
@@ -79,8 +94,10 @@ def main() -> None:
         target.stdout.readline()  # "ready"
         time.sleep(1.0)
         pid = str(target.pid)
+        docs = os.path.join(tmp, "docs.jsonl")
+        _documents(pid, docs, MERGED)
         cases = {"stack --pid P -a": ["stack", "--pid", pid, "-a"], "stack --pid P": ["stack", "--pid", pid],
-                 "--version": ["--version"]}
+                 "merge DOCS": ["merge", "--all-threads", docs], "--version": ["--version"]}
         res = measure(cases, {"this": ROOT, "baseline": baseline}, args.runs)
     finally:
         target.kill()
@@ -90,9 +107,10 @@ def main() -> None:
                               text=True).stdout.strip() for d in (ROOT, baseline)]
     lines = ["`bench/bench_layering.py --baseline BASELINE --runs %d` on %s: this checkout %s, baseline %s; "
              "%d cores (shared), Python %s. Medians of %d interleaved rounds (min-max in brackets), on one hung "
-             "TF process (`bench/scripts/tf_hang.py`)." % (
+             "TF process (`bench/scripts/tf_hang.py`); `merge DOCS`: %d copies of its `stack -a --json` document, "
+             "as %d ranks." % (
                  args.runs, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commits[0], commits[1],
-                 os.cpu_count() or 0, platform.python_version(), args.runs), "",
+                 os.cpu_count() or 0, platform.python_version(), args.runs, MERGED, MERGED), "",
              "| command | wall: this checkout | wall: baseline | ratio | CPU: this checkout | CPU: baseline | ratio |",
              "|---|---|---|---|---|---|---|"]
     for case, r in res.items():

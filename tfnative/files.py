@@ -340,14 +340,15 @@ INPUT_TIMEOUT_S = 60.0  # how long a silent pipe or FIFO is waited for (merge --
 _BLOCK = 1 << 20
 
 
-def _kind_of(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a pipe or FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    return "not a regular file"
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is (``os.stat``'s mode), in a message's words: the one phrase
+    for each kind, for inputs a user names (``open_input``) and files a core names (``core.mapfile``)."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a pipe or FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 class Input:
@@ -458,7 +459,7 @@ def open_input(path: str, seekable: bool = False, timeout: float = INPUT_TIMEOUT
             os.set_blocking(fd, True)
         if not regular and seekable:
             raise InputError(name, "%s, not a file: give a file (decompressed or copied to disk)"
-                             % _kind_of(mode))
+                             % file_kind(mode))
     except BaseException as exc:
         os.close(fd)
         if isinstance(exc, OSError):

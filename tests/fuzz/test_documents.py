@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tfnative.cli.merge import merge_cmd
+from tfnative.core import docread
 from tfnative.core.model import Document
 from tfnative.output import render
 
@@ -240,7 +241,7 @@ def test_recorded_documents_give_json_dumps_text(tmp_path):
     root_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     names = sorted(glob.glob(os.path.join(root_dir, "unit", "data", "doc_*.json")))
     names += sorted(glob.glob(os.path.join(root_dir, "hangs", "captures", "*.json")))
-    docs = list(merge.iter_documents((n, open(n).read()) for n in names))
+    docs = list(docread.iter_documents((n, open(n).read()) for n in names))
     assert len(docs) >= 10
     for all_threads in (False, True):
         root = merge.build_tree(docs, all_threads)
@@ -513,7 +514,7 @@ def test_a_silent_pipe_is_given_up(tmp_path):
 
 
 @pytest.mark.parametrize("what,says,exe_says", [
-    ("fifo", "a pipe or FIFO, not a file", "not a regular file (a FIFO)"),
+    ("fifo", "a pipe or FIFO, not a file", "not a regular file (a pipe or FIFO)"),
     ("/dev/zero", "a character device", "not a regular file (a character device)"),
     ("directory", "is a directory", "not a regular file (a directory)")])
 def test_core_inputs_that_are_no_files(tmp_path, fifo, what, says, exe_says):

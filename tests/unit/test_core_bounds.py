@@ -33,7 +33,7 @@ def odd(tmp_path) -> dict:
     return {
         "empty": (_write(tmp_path / "empty", b""), "empty"),
         "directory": (str(tmp_path), "not a regular file (a directory)"),
-        "FIFO": (fifo, "not a regular file (a FIFO)"),
+        "FIFO": (fifo, "not a regular file (a pipe or FIFO)"),
         "/dev/zero": ("/dev/zero", "not a regular file (a character device)"),
         "/proc/self/mem": ("/proc/self/mem", "a file of /proc or /sys, not a file on disk"),
         "sparse": (sparse, "too large (%d bytes)" % (MAX_SIZE + 4096)),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tfnative.core import docread
 from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import merge
@@ -103,7 +104,7 @@ def test_input_forms_jsonl_concatenated_pretty_and_pdsh():
     pretty = json.dumps(a, indent=1) + json.dumps(b, indent=2)
     pdsh = "node1: " + json.dumps(a) + "\nnode2: " + json.dumps(b) + "\n"
     for text in (jsonl, pretty, pdsh):
-        docs = merge.parse_documents([("x", text)])
+        docs = docread.parse_documents([("x", text)])
         assert [d.pid for d in docs] == [1, 2]
 
 
@@ -112,7 +113,7 @@ def test_input_forms_jsonl_concatenated_pretty_and_pdsh():
                                       ("hello world", "not JSON"), ('{"tfnative": 1', "not JSON")])
 def test_bad_input(text, msg):
     with pytest.raises(TfnativeError, match=msg):
-        merge.parse_documents([("x", text)])
+        docread.parse_documents([("x", text)])
 
 
 def test_folded():
@@ -143,7 +144,7 @@ def test_cli_json_and_errors(tmp_path):
 def test_thousand_documents_linear():
     big = [doc(i, [th(t, WAIT if t % 2 else ODD) for t in range(40)], task=i) for i in range(1000)]
     text = "\n".join(json.dumps(d) for d in big)
-    root = merge.build_tree(merge.parse_documents([("x", text)]), all_threads=True)
+    root = merge.build_tree(docread.parse_documents([("x", text)]), all_threads=True)
     assert root.threads == 40000 and len(root.members) == 1000
 
 
@@ -152,7 +153,7 @@ def test_real_documents_merge():
     names libc's frames with their source lines: those branches differ)."""
     data = Path(__file__).parent / "data"
     texts = [(p.name, p.read_text()) for p in (data / "doc_stack_a.json", data / "doc_stack_gdb.json")]
-    root = merge.build_tree(merge.iter_documents(texts))
+    root = merge.build_tree(docread.iter_documents(texts))
     assert root.threads == 4 and len(root.members) == 1  # the same process twice: its host:pid
     start = root.children["_start in python3.11"]
     assert start.threads == 2 and len(start.children) == 2

@@ -10,8 +10,8 @@ from typing import Iterator, List
 
 import pytest
 
+from tfnative.core import docread
 from tfnative.errors import TfnativeError
-from tfnative.output import merge
 
 from .test_merge import WAIT, doc, th
 
@@ -37,12 +37,12 @@ def _chunkings(text: str) -> Iterator[List[str]]:
 
 
 def _pids(pieces: List[str], name: str = "in") -> List[int]:
-    return [d.pid for d in merge.iter_document_chunks([(name, pieces)])]
+    return [d.pid for d in docread.iter_document_chunks([(name, pieces)])]
 
 
 def _error(pieces, name: str = "in") -> str:
     with pytest.raises(TfnativeError) as e:
-        for _ in merge.iter_document_chunks([(name, pieces)]):
+        for _ in docread.iter_document_chunks([(name, pieces)]):
             pass
     return str(e.value)
 
@@ -160,8 +160,8 @@ def test_the_size_bound():
             yield piece
         yield '"end"]}\n'
 
-    assert _error(pieces(merge.MAX_DOCUMENT_MB + 1)) == "in: " + merge.TOO_BIG
-    assert merge.TOO_BIG == ("a document bigger than 64 MiB (merge reads 'tfnative stack --json' documents up to "
+    assert _error(pieces(docread.MAX_DOCUMENT_MB + 1)) == "in: " + docread.TOO_BIG
+    assert docread.TOO_BIG == ("a document bigger than 64 MiB (merge reads 'tfnative stack --json' documents up to "
                              "that size)")
     assert _pids(pieces(2)) == [1]
 
@@ -177,12 +177,12 @@ def test_pdsh_prefixes_in_pieces():
 
 
 def test_sources_one_after_the_other():
-    docs = merge.iter_document_chunks([("a", [_small(1) + "\n{"]), ("b", [_small(2)])])
+    docs = docread.iter_document_chunks([("a", [_small(1) + "\n{"]), ("b", [_small(2)])])
     assert next(docs).pid == 1
     with pytest.raises(TfnativeError) as e:
         next(docs)
     assert str(e.value).startswith("a: not JSON at line 2")  # a document left open at its source's end
-    assert [d.pid for d in merge.iter_documents([("a", _small(1)), ("b", "\n" + _small(2))])] == [1, 2]
+    assert [d.pid for d in docread.iter_documents([("a", _small(1)), ("b", "\n" + _small(2))])] == [1, 2]
     assert _error([_small(1) + "\n", _small(2) + "\n", '{"tfnative": 2}\n'], name="b") == (
         "b (document 3, line 3): a document that is not tfnative schema 1 (from 'tfnative stack --json')")
 

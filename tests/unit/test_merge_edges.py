@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tfnative.core import docread, rankset
 from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import merge
@@ -15,7 +16,7 @@ from .test_merge import ODD, WAIT, doc, nat, py, th, typed
 
 def _error(texts) -> str:
     with pytest.raises(TfnativeError) as e:
-        merge.parse_documents(texts)
+        docread.parse_documents(texts)
     return str(e.value)
 
 
@@ -28,20 +29,20 @@ def test_each_error_says_where_and_what():
         "in.json (document 2, line 2): a document that is not tfnative schema 1 (from 'tfnative stack --json')")
     assert _error([("in.json", "[1]")]).endswith("not tfnative schema 1 (from 'tfnative stack --json')")
     assert _error([("in.json", '{"tfnative": 1, "events": 5}')]) == "in.json: events: expected a list, got an integer"
-    assert _error([("in.json", "")]) == merge.NO_DOCUMENTS
+    assert _error([("in.json", "")]) == rankset.NO_DOCUMENTS
     for empty in (merge.build_tree, merge.folded_lines):
         with pytest.raises(TfnativeError) as e:
             empty(iter([]))
-        assert str(e.value) == merge.NO_DOCUMENTS == (
+        assert str(e.value) == rankset.NO_DOCUMENTS == (
             "no documents in the input (expected 'tfnative stack --json' output)")
 
 
 def test_pdsh_prefixes_go_one_per_line():
     a = doc(1, [th(1, WAIT)], task=0)
     pretty = "\n".join("node-1.x_y: " + ln for ln in json.dumps(a, indent=1).splitlines())
-    assert [d.pid for d in merge.parse_documents([("x", pretty)])] == [1]
+    assert [d.pid for d in docread.parse_documents([("x", pretty)])] == [1]
     with pytest.raises(TfnativeError, match="not JSON"):  # a prefix inside the line is the line's
-        merge.parse_documents([("x", 'node1: {"tfnative": 1, "pid": 3, "note": "n: x"} node2: 1')])
+        docread.parse_documents([("x", 'node1: {"tfnative": 1, "pid": 3, "note": "n: x"} node2: 1')])
 
 
 def _label(**kw) -> str:
@@ -140,3 +141,12 @@ def test_folded_all_threads_and_semicolons_in_names():
         "[py] run at /app/a,b.py:3  <-- your code;epoll_wait in libc.so.6 1"]  # ";" separates frames only
     assert "epoll_wait in libc.so.6 1" in merge.folded_lines(docs, all_threads=True)
     assert len(merge.folded_lines(docs, all_threads=True)) == 3
+
+
+def test_compress_never_writes_one_label_as_another():
+    """A tail with a leading zero or a digit that is not ASCII is no rank (as in a merged tree's rank sets:
+    ``rankset.Members``): ``w:01`` stays itself, and beside ``w:1`` it is not a second ``1``."""
+    assert merge.compress(["w:01", "w:1", "w:2"]) == "w:1-2 w:01"
+    assert merge.compress(["w:007", "w:8"]) == "w:8 w:007"
+    assert merge.compress(["w:\u0663", "w:1"]) == "w:1 w:\u0663"
+    assert merge.compress(["w:0", "w:00", "w:1"]) == "w:0-1 w:00"

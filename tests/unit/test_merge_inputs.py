@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
+from tfnative.core import docread, rankset
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, mergetree
 
@@ -33,7 +34,7 @@ def doc_line(rank: int) -> str:
 def seen(pieces: List[str], name: str = "t") -> List[Tuple[str, Any]]:
     """What ``inputs_of`` gives for ``pieces``, a tree as (where, its JSON) as the loader was given it."""
     out: List[Tuple[str, Any]] = []
-    for item in merge.inputs_of([(name, pieces)], lambda d, where: (where, d)):
+    for item in docread.inputs_of([(name, pieces)], lambda d, where: (where, d)):
         out.append(item if isinstance(item, tuple) else ("document", item.pid))
     return out
 
@@ -41,9 +42,9 @@ def seen(pieces: List[str], name: str = "t") -> List[Tuple[str, Any]]:
 def error(pieces: List[str], trees: bool = True) -> str:
     with pytest.raises(TfnativeError) as e:
         if trees:
-            list(mergetree.iter_inputs([("t", pieces)]))
+            list(docread.iter_inputs([("t", pieces)]))
         else:
-            list(merge.inputs_of([("t", pieces)], None))
+            list(docread.inputs_of([("t", pieces)], None))
     return str(e.value)
 
 
@@ -59,8 +60,8 @@ def test_a_tree_in_one_piece_or_in_lines_is_the_same_tree():
     assert seen([doc_line(5), text]) == [("document", 1005), ("t (document 2, line 2)", json.loads(text))]
     # in one piece with a document after it: the scan reads both
     assert seen([text + doc_line(6)]) == want + [("document", 1006)]
-    got = list(mergetree.iter_inputs([("t", [text])]))
-    assert len(got) == 1 and isinstance(got[0], mergetree.TreeDoc)
+    got = list(docread.iter_inputs([("t", [text])]))
+    assert len(got) == 1 and isinstance(got[0], docread.TreeDoc)
     assert [p["label"] for p in got[0].processes] == ["rank:0", "rank:1"] and got[0].where == "t"
 
 
@@ -100,7 +101,7 @@ def test_a_tree_not_alone_in_its_piece_is_scanned():
     d = document(2, [[1]])
     lines = json.dumps(d)[:-1] + ',\n"x":\n{"tfnative_tree": 1}\n}\n'
     for loader in (lambda doc, where: ("tree", where)), None:
-        got = list(merge.inputs_of([("t", lines.splitlines(keepends=True))], loader))
+        got = list(docread.inputs_of([("t", lines.splitlines(keepends=True))], loader))
         assert [g.pid for g in got] == [1002]
 
 
@@ -111,10 +112,10 @@ def test_trees_refused_where_no_loader_is_given(kind):
     assert error(text.splitlines(keepends=True), trees=False) == "t: " + REFUSED
     assert error([doc_line(1), text], trees=False) == "t (document 2, line 2): " + REFUSED
     with pytest.raises(TfnativeError) as e:
-        list(merge.iter_document_chunks([("in", [text])]))
+        list(docread.iter_document_chunks([("in", [text])]))
     assert str(e.value) == "in: " + REFUSED
     with pytest.raises(TfnativeError) as e:
-        list(merge.iter_documents([("in", text)]))
+        list(docread.iter_documents([("in", text)]))
     assert str(e.value) == "in: " + REFUSED
 
 
@@ -158,15 +159,15 @@ def test_the_last_document_without_a_line_end_across_pieces():
     text = json.dumps(document(4, [[1, 2]]), indent=1)  # no line end at its end
     pieces = text.splitlines(keepends=True)
     assert len(pieces) > 3
-    assert [d.pid for d in merge.iter_document_chunks([("t", pieces)])] == [1004]
-    assert [d.pid for d in merge.iter_document_chunks([("t", [pieces[0], "".join(pieces[1:])])])] == [1004]
+    assert [d.pid for d in docread.iter_document_chunks([("t", pieces)])] == [1004]
+    assert [d.pid for d in docread.iter_document_chunks([("t", [pieces[0], "".join(pieces[1:])])])] == [1004]
 
 
 def test_too_deep_after_an_empty_line_names_its_line():
     deep = '{"a": ' + "[" * 64 + "]" * 64 + "}\n"
     for pieces in (["\n" + deep], ["\n", deep], ["\n\n" + deep]):
         with pytest.raises(TfnativeError) as e:
-            list(merge.iter_document_chunks([("t", pieces)]))
+            list(docread.iter_document_chunks([("t", pieces)]))
         assert str(e.value) == ("t: JSON nested more than 64 deep at line %d (a 'tfnative stack --json' document "
                                 "nests about 10 deep)" % "".join(pieces).count("\n"))
 
@@ -179,7 +180,7 @@ def test_a_tree_too_deep_for_the_parser_in_one_piece_is_scanned():
 
 
 def test_compress_of_a_reduced_trees_members_is_their_own_text():
-    m = mergetree.Members()
+    m = rankset.Members()
     for label in ("rank:2", "rank:01", "rank:1", "host:a"):
         m.add_label(label)
     assert merge.compress(m) == m.text() == "rank:1-2 host:a rank:01"
@@ -194,14 +195,14 @@ def test_each_document_comes_before_the_next_piece_is_read(per_piece):
             read.append(p)
             yield "".join(doc_line(per_piece * p + k) for k in range(per_piece))
 
-    it = merge.iter_document_chunks([("t", pieces())])
+    it = docread.iter_document_chunks([("t", pieces())])
     for p in range(3):
         for k in range(per_piece):
             assert next(it).pid == 1000 + per_piece * p + k and read == list(range(p + 1))
     assert list(it) == []
     nested = json.dumps(document(9, [[1, 2]]), indent=1) + "\n"  # a document over several lines, then one more
     read.clear()
-    it = merge.iter_document_chunks([("t", pieces_of([nested, nested], read))])
+    it = docread.iter_document_chunks([("t", pieces_of([nested, nested], read))])
     assert next(it).pid == 1009 and read == [0]
 
 
@@ -217,7 +218,7 @@ def test_a_piece_that_ends_inside_a_document_gives_the_whole_ones_before_it():
     lines = nested.splitlines(keepends=True)
     read: List[int] = []
     texts = [doc_line(1) + doc_line(2) + "".join(lines[:half]), "".join(lines[half:])]
-    it = merge.iter_document_chunks([("t", pieces_of(texts, read))])
+    it = docread.iter_document_chunks([("t", pieces_of(texts, read))])
     assert next(it).pid == 1001 and read == [0]
     assert next(it).pid == 1002 and read == [0]
     assert next(it).pid == 1009 and read == [0, 1]

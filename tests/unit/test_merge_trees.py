@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tfnative.core import docread, rankset
 from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, mergetree
@@ -56,7 +57,7 @@ def trees_of(groups: List[List[Dict[str, Any]]]) -> List[Any]:
     """Each group's ``merge --tree`` text, read back as ``merge`` reads its inputs."""
     texts = [("node%d" % i, mergetree.tree_json_text(mergetree.reduce(docs_of(g))) + "\n")
              for i, g in enumerate(groups)]
-    return list(mergetree.iter_inputs((name, (text,)) for name, text in texts))
+    return list(docread.iter_inputs((name, (text,)) for name, text in texts))
 
 
 stack = st.lists(st.integers(0, len(FRAMES) - 1), min_size=0, max_size=8)
@@ -93,14 +94,14 @@ def test_trees_of_trees_are_the_tree_of_all_documents(stacks, cuts, shuffle):
        heads=st.sampled_from(["rank", "worker", "host:12"]))
 def test_rank_sets_round_trip_as_ranges(numbers, others, heads):
     labels = ["%s:%d" % (heads, n) for n in numbers] + list(others)
-    m = mergetree.Members()
+    m = rankset.Members()
     for label in reversed(labels):  # out of order: put in order on the way out
         m.add_label(label)
-    ascending = mergetree.Members()
+    ascending = rankset.Members()
     for label in sorted(labels, key=lambda t: (len(t), t)):  # in order: each joined to the range before it
         ascending.add_label(label)
     assert ascending.to_json() == m.to_json()
-    back = mergetree.Members()
+    back = rankset.Members()
     back.update_json(json.loads(json.dumps(m.to_json())))
     assert sorted(back) == sorted(set(labels)) and len(back) == len(set(labels))
     assert back.text() == merge.compress(set(labels)) or any(":" in o for o in others)
@@ -112,7 +113,7 @@ def test_rank_sets_round_trip_as_ranges(numbers, others, heads):
 
 
 def test_many_ranks_take_a_few_bytes():
-    m = mergetree.Members()
+    m = rankset.Members()
     for r in range(80000):
         if r != 34587:
             m.add_label("rank:%d" % r)
@@ -136,14 +137,14 @@ def test_many_ranks_take_a_few_bytes():
 ])
 def test_a_wrong_tree_says_where(bad, says):
     with pytest.raises(TfnativeError) as e:
-        mergetree.reduce(mergetree.iter_inputs([("t.json", (bad + "\n",))]))
+        mergetree.reduce(docread.iter_inputs([("t.json", (bad + "\n",))]))
     assert says in str(e.value) and str(e.value).startswith("t.json: ")
 
 
 def test_documents_alone_still_refuse_trees():
     tree = mergetree.tree_json_text(mergetree.reduce(docs_of([document(0, [[1]])])))
     with pytest.raises(TfnativeError, match="a merged tree"):
-        list(merge.iter_documents([("t", tree)]))
+        list(docread.iter_documents([("t", tree)]))
 
 
 def run(args: List[str], stdin: str = "") -> subprocess.CompletedProcess:

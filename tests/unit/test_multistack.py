@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from tfnative.core import docread
 from tfnative.core.model import Document, Thread
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, report, threadgroups
@@ -80,14 +81,14 @@ def test_report_all_none_read_is_an_error(capsys):
 def test_json_lines_one_document_per_line():
     a, b = _doc(1), _doc(2)
     a.host, a.task, a.labels = "h", {"type": "worker", "index": 0}, {"rank": "0"}
-    text = multistack.json_lines([a, b]).decode()
+    text = report.json_lines([a, b]).decode()
     lines = text.splitlines()
     assert len(lines) == 2 and text.endswith("\n")
     first = json.loads(lines[0])
     assert first["tfnative"] == 1 and first["pid"] == 1 and first["host"] == "h"
     assert first["task"] == {"type": "worker", "index": 0} and first["labels"] == {"rank": "0"}
     assert "task" not in json.loads(lines[1])
-    assert merge.parse_documents([("x", text)])[0].pid == 1
+    assert docread.parse_documents([("x", text)])[0].pid == 1
 
 
 def test_process_title():

@@ -5,8 +5,9 @@ messages (1 KiB pieces, refusals) on recorded text."""
 import json
 
 from tfnative.core.model import Document
-from tfnative.core.ranks import cluster_of, describe, scheduler_of, task_of, tf_cluster, tf_task
+from tfnative.core.ranks import cluster_of, scheduler_of, task_of, tf_cluster, tf_task
 from tfnative.output import merge
+from tfnative.output.render import describe_rank as describe
 from tfnative.snapshot import slurm
 from tfnative.snapshot.options import StackOptions
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, TextIO, Tuple
 from ..core import procfs, ranks
 from ..core.signals import signal_name
 from ..errors import TfnativeError, start_thread
+from ..output.render import describe_rank
 from ..snapshot.many import NOTHING_FOUND, with_environment
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class Watch:
 
 def _who(pid: int) -> Watch:
     sched = ranks.scheduler_of(procfs.environ(pid))
-    words = ranks.describe(sched, os.uname().nodename)
+    words = describe_rank(sched, os.uname().nodename)
     if sched is None or words is None:
         return Watch(pid, "pid %d" % pid, "pid %d" % pid)
     return Watch(pid, "rank %s" % sched["rank"], "%s, pid %d" % (words, pid))

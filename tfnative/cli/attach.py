@@ -257,15 +257,16 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
 
         from ..attach.session import run_attach
         from ..gdb.mi import find_gdb
-        from ..output import bugreport  # the doctor's ELF readers: not on attach's path
+        from ..output import bugreport
+        from ..toolchain import hostfacts  # the doctor's ELF readers: not on attach's path
 
         opts = options_of(kw)
         docs: List[Any] = []
         code = run_attach(opts, sys.stderr, keep=docs)
         env = opts.switches.environment(dict(os.environ))
         text = bugreport.markdown(docs[0], [os.path.basename(sys.argv[0]) or "tfnative"] + sys.argv[1:],
-                                  bugreport.versions(opts.python, find_gdb(opts.gdb.gdb_path), env),
-                                  bugreport.library_verdicts(opts.python), code)
+                                  hostfacts.versions(opts.python, find_gdb(opts.gdb.gdb_path), env),
+                                  hostfacts.library_verdicts(opts.python), code)
         write_output(output, text.encode())
         if not is_stdout(output):
             click.echo("tfnative: report written to %s" % shown(output), err=True)

@@ -14,8 +14,8 @@ from .util import run_command as _run
 def _read(paths: Tuple[str, ...], timeout: float) -> Iterator[Tuple[str, Iterator[str]]]:
     """(name, text in pieces of whole lines) of each input, read when its turn comes: ``files.open_input``
     (a FIFO never blocks the open; a silent pipe or FIFO is given up after ``timeout`` s), each line bounded."""
+    from ..core.docread import MAX_DOCUMENT_MB, TOO_BIG
     from ..files import open_input
-    from ..output.merge import MAX_DOCUMENT_MB, TOO_BIG
 
     if not paths and sys.stdin is not None and sys.stdin.isatty():
         raise TfnativeError("no input: give FILEs, or pipe 'tfnative stack --json' into merge (standard input "
@@ -49,8 +49,8 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
     branch is flagged."""
 
     def go() -> None:
-        from ..files import is_stdout, write_output
-        from ..output import merge as merge_mod  # loaded when merge runs
+        from ..core import docread  # loaded when merge runs
+        from ..files import is_stdout
         from ..output import mergetree
 
         if sum(is_stdout(p) for p in (json_path, tree_path, html_path, speedscope_path)) > 1:
@@ -58,25 +58,10 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
         quiet = is_stdout(html_path) or is_stdout(speedscope_path)  # stdout is the page's: no text
         if folded and (quiet or is_stdout(json_path) or is_stdout(tree_path)):
             raise TfnativeError("--folded prints to stdout: give --json, --tree, --html or --speedscope a file")
-        items = mergetree.iter_inputs(_read(files, timeout))  # one at a time: none is kept
+        items = docread.iter_inputs(_read(files, timeout))  # one at a time: none is kept
         if html_path or speedscope_path:  # but these need them all at once
             items = _pictures(list(items), html_path, speedscope_path, all_threads)
-        root = mergetree.reduce(items, all_threads)
-        if json_path:
-            if len(root.members) > mergetree.MAX_LISTED:
-                raise TfnativeError("%d processes are too many for --json, which lists each process at each "
-                                    "node: use --tree (rank sets as ranges)" % len(root.members))
-            write_output(json_path, merge_mod.merge_json_text(root).encode() + b"\n")
-        if tree_path:
-            write_output(tree_path, mergetree.tree_json_text(root).encode() + b"\n")
-        if folded:
-            for line in mergetree.folded_tree_lines(root):
-                click.echo(line)
-            return
-        if is_stdout(json_path) or is_stdout(tree_path) or quiet:
-            return
-        for line in merge_mod.text_lines(root):
-            click.echo(line)
+        mergetree.show(mergetree.reduce(items, all_threads), click.echo, json_path, tree_path, folded, quiet)
 
     _run(go)
 

@@ -139,7 +139,8 @@ def _where(path: Path) -> str:
     return "".join(reversed(parts)).lstrip(".")
 
 
-def _got(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """What a JSON value is, in a message's words (``an object``, ``a list``, ``null``, ``true``...)."""
     if value is None:
         return "null"
     if value is True or value is False:
@@ -167,7 +168,7 @@ def clean_string(text: str) -> str:
 
 
 def _fail(path: Path, expected: str, value: Any) -> SchemaError:
-    return SchemaError(_where(path), "expected %s, got %s" % (expected, _got(value)))
+    return SchemaError(_where(path), "expected %s, got %s" % (expected, kind_of(value)))
 
 
 def check_document(doc: Dict[str, Any]) -> None:
@@ -227,7 +228,7 @@ def _check(root: Any, top: Spec, at: Path) -> None:
                 value[clean_string(key)] = value.pop(key)
             if isinstance(spec, _Obj) and spec is _FRAME and value.get("kind") not in FRAME_KINDS:
                 raise SchemaError(_where((path, "kind")), "expected one of %s, got %s" % (
-                    ", ".join(FRAME_KINDS), _got(value.get("kind")) if not isinstance(value.get("kind"), str)
+                    ", ".join(FRAME_KINDS), kind_of(value.get("kind")) if not isinstance(value.get("kind"), str)
                     else clean_string(repr(value["kind"]))))
         elif isinstance(spec, _List) or spec is ANY and isinstance(value, list):
             if not isinstance(value, list):

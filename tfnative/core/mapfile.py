@@ -23,6 +23,8 @@ import os
 import stat
 from typing import List, Optional, Set
 
+from ..files import file_kind
+
 MAX_SIZE = 1 << 36  # 64 GiB: larger than any library or core tfnative reads whole, smaller than a sparse monster
 _OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 _PSEUDO: Optional[Set[int]] = None
@@ -52,14 +54,6 @@ def _pseudo_devices() -> Set[int]:
     return _PSEUDO
 
 
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "a special file"
-
-
 def _reason_of(exc: OSError) -> str:
     text = exc.strerror or str(exc)
     return text[:1].lower() + text[1:]
@@ -83,7 +77,7 @@ def check_fd(fd: int, path: str, min_size: int = 1, max_size: Optional[int] = MA
     except OSError as exc:
         raise FileUnusable(path, _reason_of(exc)) from None
     if not stat.S_ISREG(st.st_mode):
-        raise FileUnusable(path, "not a regular file (%s)" % _kind(st.st_mode))
+        raise FileUnusable(path, "not a regular file (%s)" % file_kind(st.st_mode))
     if st.st_dev in _pseudo_devices():
         raise FileUnusable(path, "a file of /proc or /sys, not a file on disk")
     if st.st_size == 0:

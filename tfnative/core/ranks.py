@@ -124,29 +124,3 @@ def _launcher_cluster(env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
     if size is None or size < 2 or not 0 <= sched["rank"] < size:
         return None
     return {"task": "rank:%d" % sched["rank"], "tasks": ["rank:%d" % i for i in range(size)], "source": source}
-
-
-def describe(scheduler: Optional[Mapping[str, Any]], host: Optional[str] = None) -> Optional[str]:
-    """``rank 2 on node vm (slurm job 12, step 0)``, ``rank 3 in pod train-3 (kubernetes)``, ``rank 1
-    (local rank 1) on host h (torchrun)``: a scheduler's rank in words; None without one."""
-    if not isinstance(scheduler, Mapping) or scheduler.get("rank") is None:
-        return None
-    kind = scheduler.get("kind")
-    text = "rank %s" % scheduler["rank"]
-    if kind == "slurm":
-        node = scheduler.get("node") or host
-        if node:
-            text += " on node %s" % node
-        extra = "slurm job %s" % scheduler.get("job", "?")
-        if scheduler.get("step") is not None:
-            extra += ", step %s" % scheduler["step"]
-        return "%s (%s)" % (text, extra)
-    if kind == "kubernetes":
-        if scheduler.get("pod"):
-            text += " in pod %s" % scheduler["pod"]
-        return text + " (kubernetes)"
-    if scheduler.get("local_rank") is not None:
-        text += " (local rank %s)" % scheduler["local_rank"]
-    if host:
-        text += " on host %s" % host
-    return "%s (%s)" % (text, kind or "launcher")

@@ -25,6 +25,7 @@ from ..core.mapfile import map_file
 from ..core.model import Document
 from ..output import bugreport
 from ..toolchain import doctor
+from ..toolchain.hostfacts import host_facts, onednn_words
 from .source import CoreSource
 from .triage import core_phrases
 
@@ -91,10 +92,8 @@ def facts(source: CoreSource, doc: Document, core_path: str) -> Dict[str, str]:
                                                   or "none set"),
     }
     if SITE_RE.match(out["TensorFlow"].split("(")[-1].rstrip(")") + "/tensorflow/"):
-        out["oneDNN"] = ("off (TF_ENABLE_ONEDNN_OPTS=%s)" % onednn if onednn in ("0", "false", "False")
-                         else "on (TF's default on x86 Linux%s)" % (", TF_ENABLE_ONEDNN_OPTS=%s" % onednn
-                                                                    if onednn else ""))
-    host = bugreport.host_facts({})
+        out["oneDNN"] = onednn_words(onednn)
+    host = host_facts({})
     out["OS (this host, where the report was made)"] = host["OS"]
     out["CPU (this host)"] = host["CPU"]
     return out

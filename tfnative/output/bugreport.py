@@ -8,77 +8,27 @@ command, the mixed stacks, the dumps, and what the libraries carry.
 from __future__ import annotations
 
 import os
-import platform
 import shlex
-import subprocess
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Protocol, Sequence
 
-from ..core import procfs
 from ..core.model import Document
-from ..errors import TfnativeError
-from ..toolchain import doctor
-from ..toolchain.tfinstall import tensorflow_libraries
 from . import render
 from .report import crash_summary, op_lines, signal_title, summary_phrases
 
-CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
+
+class Library(Protocol):
+    """What the report says of a TensorFlow library (``toolchain/doctor.Report``)."""
+
+    path: str
+    size: int
+    verdict: str
 
 
-def _first_line(argv: List[str]) -> str:
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-        return (out.stdout or out.stderr).strip().splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return "unknown"
-
-
-def versions(python: str, gdb: str, env: Dict[str, str]) -> Dict[str, str]:
-    """Versions and machine facts, without importing TensorFlow."""
-    tf = _first_line([python, "-c",
-                      "import importlib.metadata as m\n"
-                      "for d in ('tensorflow', 'tensorflow-cpu', 'tensorflow-gpu', 'tf-nightly'):\n"
-                      "    try:\n        print(d, m.version(d)); break\n"
-                      "    except m.PackageNotFoundError:\n        pass\n"
-                      "else:\n    print('not installed')"])
-    return {
-        "TensorFlow": tf,
-        "Python": _first_line([python, "-c", "import sys; print(sys.version.split()[0], sys.executable)"]),
-        "gdb": _first_line([gdb, "--version"]),
-        **host_facts(env),
-    }
-
-
-def host_facts(env: Dict[str, str]) -> Dict[str, str]:
-    """This machine's OS and CPU, and oneDNN's switch in ``env``."""
-    os_name = "unknown"
-    try:
-        with open("/etc/os-release") as f:
-            for line in f:
-                if line.startswith("PRETTY_NAME="):
-                    os_name = line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
-    cpu, have = procfs.cpuinfo()
-    flags = [fl for fl in CPU_FLAGS if fl in have]
-    onednn = env.get("TF_ENABLE_ONEDNN_OPTS")
-    return {
-        "OS": "%s (kernel %s, %s)" % (os_name, platform.release(), platform.machine()),
-        "CPU": "%s, %d cores; flags: %s" % (cpu, os.cpu_count() or 0, " ".join(flags) or "none of interest"),
-        "oneDNN": ("off (TF_ENABLE_ONEDNN_OPTS=%s)" % onednn if onednn in ("0", "false", "False")
-                   else "on (TF's default on x86 Linux%s)" % (", TF_ENABLE_ONEDNN_OPTS=%s" % onednn if onednn else "")),
-    }
-
-
-def library_verdicts(python: str) -> List[doctor.Report]:
-    try:
-        return [doctor.inspect(p) for p in tensorflow_libraries(python)]
-    except TfnativeError:
-        return []
-
-
-def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries: List[doctor.Report],
+def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries: Sequence[Library],
              exit_status: Optional[int], summary: Optional[List[str]] = None) -> str:
-    """The report; ``summary``: the "What happened" lines when the caller knows better (a core)."""
+    """The report; ``facts``: the versions and the machine (``toolchain/hostfacts.versions``, gathered by the
+    caller), ``libraries``: the doctor's word on each TF library; ``summary``: the "What happened" lines when
+    the caller knows better (a core)."""
     out: List[str] = ["# Native debugging report (tfnative)", ""]
     out += ["## Versions", ""] + ["- **%s**: %s" % kv for kv in facts.items()] + [""]
     out += ["## Command", "", "```", " ".join(shlex.quote(a) for a in command), "```", ""]

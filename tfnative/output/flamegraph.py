@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.model import Document, ElidedFrame, Frame, NativeFrame, PythonFrame, Thread
+from ..core.rankset import compress
 from . import merge, render
 from .fit import compact_cpp
 from .threadgroups import frame_text, group_title
@@ -97,7 +98,7 @@ def page_nodes(root: merge.Node, ends: Optional[Dict[int, List[str]]] = None) ->
     while todo:
         node, parent, odd = todo.pop()
         entry = frame_fields(node.frame)
-        entry.update(id=len(out), parent=parent, text=node.key or "all", members=merge.compress(node.members),
+        entry.update(id=len(out), parent=parent, text=node.key or "all", members=compress(node.members),
                      nmembers=len(node.members), threads=node.threads, outlier=odd,
                      ends=(ends or {}).get(id(node), []))
         if odd and len(node.members) == 1:
@@ -114,7 +115,7 @@ def summary(root: merge.Node) -> str:
         p = root.processes[0]
         return "1 process (pid %s on %s), %d thread%s" % (p.get("pid"), p.get("host") or "localhost", root.threads,
                                                           "" if root.threads == 1 else "s")
-    return "%d processes, %d threads: %s" % (len(root.members), root.threads, merge.compress(root.members))
+    return "%d processes, %d threads: %s" % (len(root.members), root.threads, compress(root.members))
 
 
 def _csp_hash(text: str) -> str:

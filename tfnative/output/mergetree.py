@@ -6,254 +6,24 @@ the node trees (pure).
 parent (``UP``: the parent's index), so that the JSON nests a few levels deep whatever the stacks' depth, and
 the members as rank sets (``[["rank", "0-7,9"], "host:4242"]``: ranges per label prefix, the other labels as
 they are), so that a node of 80,000 ranks in one range takes a few bytes.  ``merge`` reads such documents
-beside ``stack --json`` documents: a tree adds its counts of threads and unites its members with the nodes of
-the same path (``Reducer``).  Memory grows with the tree (its nodes, the ranges of each), not with the ranks.
+beside ``stack --json`` documents (read and checked by ``core/docread.py``): a tree adds its counts of threads
+and unites its members with the nodes of the same path (``Reducer``).  Memory grows with the tree (its nodes,
+the ranges of each), not with the ranks.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Tuple, Union
 
-from ..core.docschema import SchemaError, check_frame, check_scheduler, clean_string
-from ..core.model import Document, frame_from_json
+from ..core.model import Document, Frame
+from ..core.rankset import NO_DOCUMENTS, TREE_VERSION, Members
 from ..errors import TfnativeError
-from . import render
-from .merge import NO_DOCUMENTS, Node, inputs_of, member_names, stacks
+from ..files import is_stdout, write_output
+from .merge import Builder, Node, merge_json_text, text_lines
 from .threadgroups import frame_text
 
-TREE_VERSION = 1
 MAX_LISTED = 1_000_000  # members ``merge --json`` lists one by one at most (its members are lists)
-_MAX_DIGITS = 18  # a rank of more digits is not a rank
-
-
-def _rank(tail: str) -> Optional[int]:
-    """The integer a label's tail is, written as ``str(int)`` writes it (``7``, not ``07``); None otherwise."""
-    if tail.isdigit() and tail.isascii() and len(tail) <= _MAX_DIGITS and (tail[0] != "0" or tail == "0"):
-        return int(tail)
-    return None
-
-
-class Members:
-    """A set of member labels, kept as STAT keeps rank sets: the ``HEAD:N`` labels as ranges of N per HEAD
-    (``rank:0-7,9``), the others as they are, and (while documents are read) document numbers, named at the
-    end.  Its size grows with the ranges, not with the labels in them."""
-
-    __slots__ = ("groups", "labels", "docs", "_sorted")
-
-    def __init__(self) -> None:
-        self.groups: Dict[str, List[int]] = {}  # HEAD: [start, end, start, end, ...] (ends inclusive)
-        self.labels: Dict[str, None] = {}
-        self.docs: Dict[int, None] = {}
-        self._sorted = True
-
-    def add_label(self, label: str) -> None:
-        head, _, tail = label.rpartition(":")
-        n = _rank(tail) if head else None
-        if n is None:
-            self.labels[label] = None
-        else:
-            self.add_range(head, n, n)
-
-    def add_range(self, head: str, start: int, end: int) -> None:
-        """Add ``HEAD:start`` to ``HEAD:end``: joined to the last range where it touches it (ranks arrive in
-        order, mostly), else a range of its own, put in order later (``_normalize``)."""
-        spans = self.groups.get(head)
-        if spans is None:
-            self.groups[head] = [start, end]
-        elif spans[-2] <= start <= spans[-1] + 1:
-            if end > spans[-1]:
-                spans[-1] = end
-        else:
-            if start < spans[-2]:
-                self._sorted = False
-            spans.append(start)
-            spans.append(end)
-            if not self._sorted and len(spans) > 512:  # out of order: kept as few as they can be
-                self._normalize()
-
-    def update(self, other: Members) -> None:
-        for head, spans in other.groups.items():
-            for i in range(0, len(spans), 2):
-                self.add_range(head, spans[i], spans[i + 1])
-        self.labels.update(other.labels)
-        self.docs.update(other.docs)
-
-    def update_json(self, value: Any) -> None:
-        """Add MEMBERS as ``merge --tree`` writes them; raises SchemaError (``members[1]: ...``)."""
-        if not isinstance(value, list):
-            raise SchemaError("members", "expected a list, got %s" % _kind(value))
-        for i, item in enumerate(value):
-            if isinstance(item, str):
-                self.add_label(item if item.isascii() else clean_string(item))
-                continue
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
-                    and isinstance(item[1], str)):
-                raise SchemaError("members[%d]" % i, "expected a label or [PREFIX, RANGES], got %s" % _kind(item))
-            head = item[0] if item[0].isascii() else clean_string(item[0])
-            for part in item[1].split(","):
-                a, dash, b = part.partition("-")
-                start, end = _rank(a), _rank(b) if dash else _rank(a)
-                if start is None or end is None or end < start:
-                    raise SchemaError("members[%d]" % i, "ranges like \"0-7,9\" expected, got %s"
-                                      % json.dumps(item[1][:80]))
-                self.add_range(head, start, end)
-
-    def _normalize(self) -> None:
-        for head, spans in self.groups.items():
-            pairs = sorted(zip(spans[::2], spans[1::2]))
-            out: List[int] = []
-            for start, end in pairs:
-                if out and start <= out[-1] + 1:
-                    if end > out[-1]:
-                        out[-1] = end
-                else:
-                    out += [start, end]
-            self.groups[head] = out
-        self._sorted = True
-
-    def __len__(self) -> int:
-        self._normalize() if not self._sorted else None
-        return len(self.labels) + len(self.docs) + sum(
-            spans[i + 1] - spans[i] + 1 for spans in self.groups.values() for i in range(0, len(spans), 2))
-
-    def __iter__(self) -> Iterator[str]:
-        """Every label, one at a time (ranges spelled out: ``merge --json`` lists them)."""
-        if not self._sorted:
-            self._normalize()
-        for head in sorted(self.groups):
-            spans = self.groups[head]
-            for i in range(0, len(spans), 2):
-                for n in range(spans[i], spans[i + 1] + 1):
-                    yield "%s:%d" % (head, n)
-        yield from sorted(self.labels)
-
-    def ranges(self, head: str) -> str:
-        """``0-7,9``: HEAD's ranges as STAT writes them."""
-        spans = self.groups[head]
-        return ",".join(str(spans[i]) if spans[i] == spans[i + 1] else "%d-%d" % (spans[i], spans[i + 1])
-                        for i in range(0, len(spans), 2))
-
-    def text(self) -> str:
-        """``rank:0-7,9 host:x``: as ``merge.compress`` writes the same labels."""
-        if not self._sorted:
-            self._normalize()
-        return " ".join(["%s:%s" % (head, self.ranges(head)) for head in sorted(self.groups)] + sorted(self.labels))
-
-    def to_json(self) -> List[Any]:
-        if not self._sorted:
-            self._normalize()
-        return [[head, self.ranges(head)] for head in sorted(self.groups)] + sorted(self.labels)
-
-    def name(self, names: List[str]) -> None:
-        """Document numbers to the names ``names`` gives them."""
-        for i in self.docs:
-            self.add_label(names[i])
-        self.docs = {}
-
-
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "true or false", int: "an integer",
-            float: "a number"}.get(type(value), "null")
-
-
-_SCHEDULER_TYPES: Dict[str, type] = {"kind": str, "rank": int, "job": str, "step": str, "node": str,
-                                     "local_rank": int, "pod": str, "world_size": int}
-
-
-def _check_scheduler(sched: Any, i: int) -> None:
-    """``docschema.check_scheduler``, at once where every value is an ASCII string or an integer of its type."""
-    if isinstance(sched, dict) and all(type(v) is _SCHEDULER_TYPES.get(k) and (type(v) is int or str(v).isascii())
-                                       for k, v in sched.items()):
-        return
-    try:
-        check_scheduler(sched)
-    except SchemaError as e:
-        raise SchemaError("processes[%d].scheduler%s" % (i, "." + e.where if e.where else ""),
-                          str(e).split(": ", 1)[-1]) from None
-
-
-def _one(members: Any) -> Optional[str]:
-    """A text that stands for MEMBERS of one label or one [PREFIX, RANGES] (RANGES has no NUL), else None."""
-    if type(members) is not list or len(members) != 1:
-        return None
-    item = members[0]
-    if type(item) is str:
-        return "L" + item
-    if type(item) is list and len(item) == 2 and type(item[0]) is str and type(item[1]) is str:
-        return "R%s\x00%s" % (item[0], item[1])
-    return None
-
-
-class TreeDoc:
-    """A ``merge --tree`` document, its nodes checked in shape (their frames and members are checked when
-    they are merged: ``Reducer.add_tree``); ``where``: its source, for messages."""
-
-    __slots__ = ("processes", "nodes", "where")
-
-    def __init__(self, processes: List[Dict[str, Any]], nodes: List[List[Any]], where: str) -> None:
-        self.processes, self.nodes, self.where = processes, nodes, where
-
-    @classmethod
-    def from_json(cls, d: Dict[str, Any], where: str) -> TreeDoc:
-        """Raises SchemaError naming the value that is wrong."""
-        if d.get("tfnative_tree") != TREE_VERSION:
-            raise SchemaError("tfnative_tree", "a tree of version %d expected (this tfnative's 'merge --tree'), "
-                                               "got %s" % (TREE_VERSION, json.dumps(d.get("tfnative_tree"))[:40]))
-        processes, nodes = d.get("processes"), d.get("nodes")
-        if not isinstance(processes, list):
-            raise SchemaError("processes", "expected a list, got %s" % _kind(processes))
-        for i, p in enumerate(processes):
-            if not isinstance(p, dict) or not isinstance(p.get("label"), str):
-                raise SchemaError("processes[%d]" % i, "expected {\"label\": str, ...}, got %s" % _kind(p))
-            for key in ("label", "host"):  # lone surrogates escaped (docschema.clean_string): printable
-                if isinstance(p.get(key), str) and not p[key].isascii():
-                    p[key] = clean_string(p[key])
-            for key, kind in (("pid", int), ("host", str)):
-                if p.get(key) is not None and type(p[key]) is not kind:
-                    raise SchemaError("processes[%d].%s" % (i, key), "expected %s, got %s"
-                                      % (_kind(kind()), _kind(p[key])))
-            if p.get("scheduler") is not None:
-                _check_scheduler(p["scheduler"], i)
-        if not isinstance(nodes, list) or not nodes:
-            raise SchemaError("nodes", "expected a list of nodes (the root first), got %s"
-                              % ("an empty list" if nodes == [] else _kind(nodes)))
-        return cls(processes, nodes, where)
-
-    @classmethod
-    def from_merge_json(cls, d: Dict[str, Any], where: str) -> TreeDoc:
-        """A ``merge --json`` document (``{"tfnative_merge": 1, "processes", "tree"}``, its members lists of
-        labels) as the flat tree; walked without recursion.  Raises SchemaError."""
-        if d.get("tfnative_merge") != 1:
-            raise SchemaError("tfnative_merge", "version 1 expected, got %s" % json.dumps(d.get("tfnative_merge"))[:40])
-        nodes: List[List[Any]] = []
-        todo: List[Tuple[Any, int, str]] = [(d.get("tree"), -1, "tree")]
-        while todo:
-            n, up, at = todo.pop()
-            if not isinstance(n, dict) or not isinstance(n.get("children"), list):
-                raise SchemaError(at, "expected a NODE {\"frame\", \"members\", \"threads\", \"children\"}, "
-                                      "got %s" % _kind(n))
-            frame = n.get("frame")
-            key = ""
-            if up >= 0:
-                if not isinstance(frame, dict):
-                    raise SchemaError(at + ".frame", "expected an object, got %s" % _kind(frame))
-                try:
-                    check_frame(frame)
-                    key = frame_text(frame_from_json(frame))
-                except SchemaError as e:
-                    raise SchemaError("%s.frame%s" % (at, "." + e.where if e.where else ""),
-                                      str(e).split(": ", 1)[-1]) from None
-                except (ValueError, KeyError, TypeError) as e:
-                    raise SchemaError(at + ".frame", "not a frame tfnative reads (%s)" % e) from None
-            else:
-                frame = None
-            index = len(nodes)
-            nodes.append([up, key, n.get("members"), n.get("threads"), frame])
-            kids = n["children"]
-            todo.extend((kids[i], index, "%s.children[%d]" % (at, i)) for i in range(len(kids) - 1, -1, -1))
-        return cls.from_json({"tfnative_tree": TREE_VERSION, "processes": d.get("processes"), "nodes": nodes},
-                             where)
 
 
 class Processes:
@@ -296,96 +66,59 @@ class Processes:
                                  for p in self.parts)
 
 
-Input = Union[Document, TreeDoc]
+class TreeInput(Protocol):
+    """A merged tree read back (``core/docread.TreeDoc``): its processes, and its nodes checked as they come."""
+
+    processes: List[Dict[str, Any]]
+    nodes: List[List[Any]]
+    keyed: bool
+
+    def checked_nodes(self) -> Iterator[Tuple[int, int, str, Any, int, Any]]: ...
+
+    def frame(self, i: int, frame: Any) -> Frame: ...
+
+    def members(self, i: int, members: Any) -> Members: ...
 
 
-class Reducer:
+Input = Union[Document, TreeInput]
+
+
+class Reducer(Builder):
     """One tree of ``stack`` documents and ``merge --tree`` trees, read one at a time (none is kept): counts
     of threads summed and members united per path, outermost frame first.  ``finish()`` gives the root (a
     ``merge.Node`` whose members are ``Members``)."""
 
     def __init__(self, all_threads: bool = False) -> None:
-        self.root = Node(None, "")
-        self.root.members = Members()
-        self.all_threads = all_threads
-        self.who: List[Document] = []  # the documents' processes, for their names
+        super().__init__(all_threads)
         # in order: documents by number, each tree's list (compact JSON text: see ``Processes``)
         self.processes: List[Union[int, Tuple[str, int]]] = []
         self.trees = 0
 
     def add(self, item: Input) -> None:
-        if isinstance(item, TreeDoc):
-            self.add_tree(item)
+        if isinstance(item, Document):
+            self.processes.append(self.add_document(item))
         else:
-            self.add_document(item)
+            self.add_tree(item)
 
-    def add_document(self, doc: Document) -> None:
-        i = len(self.who)
-        self.who.append(Document(pid=doc.pid, host=doc.host, task=doc.task, labels=doc.labels,
-                                 scheduler=doc.scheduler))
-        self.processes.append(i)
-        for t in stacks(doc, self.all_threads):
-            node = self.root
-            node.members.docs[i] = None
-            node.threads += 1
-            for f in reversed(render.hide_glue(t.frames)):
-                key = frame_text(f)
-                child = node.children.get(key)
-                if child is None:
-                    child = node.children[key] = Node(f, key)
-                    child.members = Members()
-                node = child
-                node.members.docs[i] = None
-                node.threads += 1
-
-    def add_tree(self, tree: TreeDoc) -> None:
-        """Merge a ``merge --tree`` document, checking each node as it comes (the root first, each node after
-        its parent); raises TfnativeError naming the node that is wrong."""
+    def add_tree(self, tree: TreeInput) -> None:
+        """Merge a ``merge --tree`` document, its nodes checked as they come (the root first, each node after
+        its parent: ``docread.TreeDoc``); raises TfnativeError naming the node that is wrong."""
         self.trees += 1
         if tree.processes:
             self.processes.append((json.dumps(tree.processes, separators=(",", ":")), len(tree.processes)))
         at: List[Node] = []
-        seen: Dict[str, Members] = {}  # the members of this tree read so far, by their text: nodes repeat them
-        for i, n in enumerate(tree.nodes):
-            try:
-                if not (type(n) is list and len(n) == 5):
-                    raise SchemaError("", "expected [UP, KEY, MEMBERS, THREADS, FRAME], got %s" % _kind(n))
-                up, key, members, threads, frame = n
-                if type(key) is str and not key.isascii():
-                    key = clean_string(key)
-                if type(up) is not int or not -1 <= up < i or (up == -1) != (i == 0):
-                    raise SchemaError("", "the root first (UP -1), each node after its parent (UP its index)")
-                if type(threads) is not int or threads < 0 or type(key) is not str:
-                    raise SchemaError("", "expected [UP, KEY (a string), MEMBERS, THREADS (a count), FRAME]")
-                if up < 0:
-                    if frame is not None:
-                        raise SchemaError("", "the root's FRAME is null")
-                    node = self.root
-                else:
-                    parent = at[up]
-                    found = parent.children.get(key)
-                    if found is None:
-                        if not isinstance(frame, dict):
-                            raise SchemaError("", "expected a FRAME, got %s" % _kind(frame))
-                        try:
-                            check_frame(frame)
-                        except SchemaError as e:
-                            raise SchemaError("", "frame.%s" % e) from None
-                        found = parent.children[key] = Node(frame_from_json(frame), key)
-                        found.members = Members()
-                    node = found
-                text = _one(members)
-                m = seen.get(text) if text is not None else None
-                if m is None:
-                    m = Members()
-                    m.update_json(members)
-                    if text is not None and len(seen) < 256:
-                        seen[text] = m
-                node.members.update(m)
-            except SchemaError as e:
-                raise TfnativeError("%s: nodes[%d]%s%s" % (tree.where, i, "." if e.where else ": ", e)) from None
-            except (ValueError, KeyError, TypeError) as e:
-                raise TfnativeError("%s: nodes[%d]: not a frame tfnative reads (%s)" % (tree.where, i, e)) from None
+        for i, up, key, members, threads, frame in tree.checked_nodes():
+            if up < 0:
+                node = self.root
+            else:
+                parent = at[up]
+                if not tree.keyed:  # a ``merge --json`` tree: the frame's text is the key
+                    key = frame_text(tree.frame(i, frame))
+                found = parent.children.get(key)
+                if found is None:
+                    found = parent.children[key] = Node(tree.frame(i, frame), key)
+                node = found
+            node.members.update(tree.members(i, members))
             node.threads += threads
             at.append(node)
         tree.nodes = []
@@ -395,20 +128,11 @@ class Reducer:
         Raises TfnativeError when nothing was read."""
         if not self.who and not self.trees:
             raise TfnativeError(NO_DOCUMENTS)
-        names = member_names(self.who)
-        todo = [self.root]
-        while todo:
-            node = todo.pop()
-            node.members.name(names)
-            todo.extend(node.children.values())
+        names = self.name_members()
         out = Processes()
         for p in self.processes:
             if isinstance(p, int):
-                d = self.who[p]
-                entry: Dict[str, Any] = {"label": names[p], "pid": d.pid, "host": d.host}
-                if d.scheduler is not None:
-                    entry["scheduler"] = d.scheduler
-                out.add(entry)
+                out.add(self.process(p, names))
             else:
                 out.add_text(*p)
         self.root.processes = out
@@ -437,11 +161,6 @@ def tree_json_text(root: Node) -> str:
     while todo:
         node, up = todo.pop()
         members = node.members
-        if not isinstance(members, Members):
-            m = Members()
-            for label in members:
-                m.add_label(label)
-            members = m
         out.append("%s[%d,%s,%s,%d,%s]" % (",\n" if index else "", up, json.dumps(node.key),
                                            json.dumps(members.to_json(), separators=(",", ":")), node.threads,
                                            json.dumps(node.frame_json(), separators=(",", ":"))))
@@ -468,11 +187,23 @@ def folded_tree_lines(root: Node) -> List[str]:
     return lines
 
 
-def iter_inputs(sources: Iterable[Tuple[str, Iterable[str]]]) -> Iterator[Any]:
-    """``merge.iter_document_chunks``, with merged trees beside the documents: a ``merge --tree`` or ``merge
-    --json`` document is a ``TreeDoc``."""
-    return inputs_of(sources, _load_tree)
-
-
-def _load_tree(doc: Dict[str, Any], where: str) -> TreeDoc:
-    return TreeDoc.from_json(doc, where) if "tfnative_tree" in doc else TreeDoc.from_merge_json(doc, where)
+def show(root: Node, echo: Callable[[str], object], json_path: Optional[str] = None, tree_path: Optional[str] = None,
+         folded: bool = False, quiet: bool = False) -> None:
+    """A merged tree as ``merge`` and ``stack --slurm-job`` show it: ``--json`` and ``--tree`` written, then
+    its folded stacks (``folded``) or its text, each line given to ``echo``; no text where a file went to
+    stdout or ``quiet``."""
+    if json_path:
+        if len(root.members) > MAX_LISTED:
+            raise TfnativeError("%d processes are too many for --json, which lists each process at each "
+                                "node: use --tree (rank sets as ranges)" % len(root.members))
+        write_output(json_path, merge_json_text(root).encode() + b"\n")
+    if tree_path:
+        write_output(tree_path, tree_json_text(root).encode() + b"\n")
+    if folded:
+        for line in folded_tree_lines(root):
+            echo(line)
+        return
+    if is_stdout(json_path) or is_stdout(tree_path) or quiet:
+        return
+    for line in text_lines(root):
+        echo(line)

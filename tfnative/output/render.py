@@ -5,7 +5,7 @@ same thing.  Frames and threads are those of the typed model (``model.py``).
 """
 
 import re
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Union
 
 from ..core.elide import elided_text
 from ..core.frameclass import GCC_CLONE_RE
@@ -312,3 +312,30 @@ def _levels(frames: List[Frame]) -> List[int]:
         out.append(level)
         level += f.count if isinstance(f, ElidedFrame) else 1
     return out
+
+
+def describe_rank(scheduler: Optional[Mapping[str, Any]], host: Optional[str] = None) -> Optional[str]:
+    """``rank 2 on node vm (slurm job 12, step 0)``, ``rank 3 in pod train-3 (kubernetes)``, ``rank 1
+    (local rank 1) on host h (torchrun)``: a scheduler's rank (``Document.scheduler``, from
+    ``core/ranks.scheduler_of``) in words; None without one."""
+    if not isinstance(scheduler, Mapping) or scheduler.get("rank") is None:
+        return None
+    kind = scheduler.get("kind")
+    text = "rank %s" % scheduler["rank"]
+    if kind == "slurm":
+        node = scheduler.get("node") or host
+        if node:
+            text += " on node %s" % node
+        extra = "slurm job %s" % scheduler.get("job", "?")
+        if scheduler.get("step") is not None:
+            extra += ", step %s" % scheduler["step"]
+        return "%s (%s)" % (text, extra)
+    if kind == "kubernetes":
+        if scheduler.get("pod"):
+            text += " in pod %s" % scheduler["pod"]
+        return text + " (kubernetes)"
+    if scheduler.get("local_rank") is not None:
+        text += " (local rank %s)" % scheduler["local_rank"]
+    if host:
+        text += " on host %s" % host
+    return "%s (%s)" % (text, kind or "launcher")

@@ -8,7 +8,7 @@ schema version 1, see docs/json-schema.md).  Nothing here computes what the docu
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Set, TextIO
+from typing import Any, Callable, ClassVar, Dict, Iterable, List, Optional, Set, TextIO
 
 from ..core import kstate, model
 from ..core.model import CrashSummary, Document, Event, Thread, thread_label
@@ -210,6 +210,12 @@ def write(doc: Document, path: str) -> None:
     """Write the document to the output ``path`` (``-``: stdout; see ``files.open_output`` for the rules); its
     ``triage`` is what analysis stored on it (``analysis.event.finish``)."""
     write_output(path, (json.dumps(doc.to_json(), indent=1) + "\n").encode())
+
+
+def json_lines(docs: Iterable[Document]) -> bytes:
+    """JSON Lines: one compact schema-v1 document per line (``stack --json`` of several processes, ``stack
+    --slurm-job --documents``; ``write`` writes one document, indented)."""
+    return b"".join(json.dumps(d.to_json(), separators=(",", ":")).encode() + b"\n" for d in docs)
 
 
 def op_lines(event: Event, full: bool = False, width: Optional[int] = None) -> List[str]:

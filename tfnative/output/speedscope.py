@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..core.model import Document, ElidedFrame, Frame, NativeFrame
+from ..core.rankset import NO_DOCUMENTS
 from ..errors import TfnativeError
 from . import merge, render
 
@@ -67,7 +68,7 @@ def speedscope(docs: Sequence[Document], all_threads: bool = False, name: Option
     """The speedscope file of ``docs`` (each document's threads that run Python, or every one with
     ``all_threads``).  Raises TfnativeError when there is no document."""
     if not docs:
-        raise TfnativeError(merge.NO_DOCUMENTS)
+        raise TfnativeError(NO_DOCUMENTS)
     frames = _Frames()
     profiles: List[Json] = []
     for doc, label in zip(docs, merge.member_names(list(docs))):

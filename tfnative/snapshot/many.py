@@ -16,7 +16,6 @@ the others are reported; the exit status is non-zero only when none could be rea
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -240,12 +239,6 @@ def process_title(doc: Document) -> str:
     return "process %s%s on %s: %s" % (doc.pid, name, host, argv)
 
 
-def json_lines(docs: Sequence[Document]) -> bytes:
-    """One compact schema-v1 document per line."""
-    return b"".join(json.dumps(d.to_json(), separators=(",", ":")).encode() + b"\n"
-                    for d in docs)
-
-
 def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: Optional[str],
                printer: report.Printer, err: TextIO, brief: bool = False) -> int:
     """Print (or, with ``--json -`` or ``brief``, summarise on ``err``) and write every document; the exit
@@ -271,7 +264,7 @@ def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: O
         printer.out.flush()
     err.flush()
     if json_path and docs:
-        write_output(json_path, json_lines(docs))
+        write_output(json_path, report.json_lines(docs))
     if not docs:
         raise TfnativeError("none of the %d process(es) could be read" % len(outcomes))
     if not brief and len(outcomes) > 1:

@@ -2,14 +2,16 @@
 
 No daemon of ours: Slurm's own ``srun`` starts one more step inside the job's allocation, one task per
 node (``srun --jobid=J --overlap -N <nodes> --ntasks-per-node=1 --label``), and each task runs
-``tfnative stack --env SLURM_JOB_ID=J --json -`` on its node: every process running Python that Slurm
+``tfnative stack --env SLURM_JOB_ID=J --tree -`` on its node: every process running Python that Slurm
 started for the job there (its ``SLURM_JOB_ID`` in ``/proc/PID/environ``, and the node's own name in its
 ``SLURMD_NODENAME``, ``many.this_node``: each rank read once, by its own node, even where several nodes
-share one machine).  The documents come back on
-``srun``'s standard output, each line prefixed with its task's number (``0: ``); ``srun`` cuts lines
-longer than 1 KiB into labelled pieces, so a task's pieces are joined without their line ends and the
-documents read back one after another (JSON needs no line ends between them, and has none inside).
-Then the tree of ``merge`` (``output/merge.py``), as ``stack ... --json - | tfnative merge -`` prints it.
+share one machine), reduced on the node to one tree (LLNL STAT's way: ``merge --tree``'s document, the
+ranks as rank sets); with ``--html``, ``--speedscope`` or ``--documents``, which need every process
+whole, each process's document instead (``--json -``).  They come back on ``srun``'s standard output,
+each line prefixed with its task's number (``0: ``); ``srun`` cuts lines longer than 1 KiB into labelled
+pieces, so a task's pieces are joined without their line ends and read back one after another (JSON needs
+no line ends between them).  The head merges the node trees (``output/mergetree.py``) and prints the
+tree as ``merge`` does.
 
 What can go wrong says so in one line, exit status 2 (never a traceback, never a wait without end):
 ``srun`` missing, the job unknown, not running, another user's, ``--overlap`` refused by the site
@@ -19,7 +21,6 @@ node.  A node where the job runs no Python process is named and the others repor
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import re
@@ -32,16 +33,16 @@ import threading
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, TextIO, Tuple, Union
 
+from ..core import docread
 from ..core.model import Document
 from ..errors import TfnativeError
 from ..files import write_output
-from ..output import merge as merge_mod
-from ..output import mergetree
+from ..output import mergetree, report
 from ..output.pictures import write_pictures
 from .many import NOTHING_FOUND
 from .options import StackOptions
 
-Item = Union[Document, mergetree.TreeDoc]  # what a node sends: its processes' documents, or their tree
+Item = Union[Document, docread.TreeDoc]  # what a node sends: its processes' documents, or their tree
 _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
 LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.S)
 _EXITED = re.compile(r"^srun: error: (\S+): tasks? ([0-9,\-]+): (.*)$")
@@ -206,7 +207,7 @@ def _documents(n: Node) -> List[Item]:
     if not body.strip():
         return []
     try:
-        return list(mergetree.iter_inputs([("node %s" % n.name, [body])]))
+        return list(docread.iter_inputs([("node %s" % n.name, [body])]))
     except TfnativeError as exc:
         raise TfnativeError("node %s: tfnative's output could not be read back (%s)" % (n.name, exc)) from None
 
@@ -310,34 +311,20 @@ def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, show
     client("srun")
     job = job_of(job_id)
     items = collect(job, argv, node_args, err)
-    count = sum(len(i.processes) if isinstance(i, mergetree.TreeDoc) else 1 for i in items)
+    count = sum(len(i.processes) if isinstance(i, docread.TreeDoc) else 1 for i in items)
     err.write("tfnative: job %s: %d process%s on %d node%s\n" % (
         job.id, count, "" if count == 1 else "es", len(job.nodes), "" if len(job.nodes) == 1 else "s"))
     err.flush()
     if not whole:  # the nodes' trees, merged at the head
-        root = mergetree.reduce(items, all_threads)
-        return _show(root, mergetree.folded_tree_lines(root) if folded else None, json_path, out)
+        mergetree.show(mergetree.reduce(items, all_threads), lambda line: out.write(line + "\n"), json_path,
+                       folded=folded)
+        return 0
     docs = [i for i in items if isinstance(i, Document)]
     if opts.html_path or opts.speedscope_path:
         write_pictures(docs, "tfnative stack: Slurm job %s" % job.id, opts.html_path, opts.speedscope_path,
                        all_threads=True)
     if documents:
-        write_output(documents, b"".join(json.dumps(d.to_json(), separators=(",", ":")).encode() + b"\n"
-                                         for d in docs))
-    root = merge_mod.build_tree(docs, all_threads)
-    return _show(root, merge_mod.folded_lines(docs, all_threads) if folded else None, json_path, out)
-
-
-def _show(root: merge_mod.Node, folded: Optional[List[str]], json_path: Optional[str], out: TextIO) -> int:
-    """Print the job's merged tree (or its ``folded`` lines), and write it to ``json_path``; the exit status."""
-    if folded is not None:
-        for line in folded:
-            out.write(line + "\n")
-        return 0
-    if json_path:
-        write_output(json_path, merge_mod.merge_json_text(root).encode() + b"\n")
-        if json_path == "-":
-            return 0
-    for line in merge_mod.text_lines(root):
-        out.write(line + "\n")
+        write_output(documents, report.json_lines(docs))
+    mergetree.show(mergetree.reduce(docs, all_threads), lambda line: out.write(line + "\n"), json_path,
+                   folded=folded)
     return 0
