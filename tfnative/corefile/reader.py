@@ -58,7 +58,7 @@ class Mapping:
     end: int
     offset: int
     path: str
-    executable: bool = False
+    executable: bool = False  # its PT_LOAD is; where none covers it, the file's own headers say (``CoreSource``)
     has_header: bool = True  # a PT_LOAD covers it (gdb's gcore writes none for the file mappings it leaves out)
 
 
