@@ -27,7 +27,9 @@ from .policy import widened
 
 def gdb_memory_facts(gdb: Gdb, result: Capture) -> None:
     """What ``pipeline.stacks`` reads from memory beside the frames (each thread's C++ exception in flight, the
-    lock it waits for), for a capture gdb took of a live process: the threads' registers from gdb."""
+    lock it waits for), for a capture gdb took of a live process: the threads' registers from gdb, and each
+    thread's stack pointer (``Capture.stack_pointers``, where TensorFlow's fatal log line is read from), as
+    tfnative's own capture has them."""
     if not result.pid:
         return
     try:
@@ -35,6 +37,7 @@ def gdb_memory_facts(gdb: Gdb, result: Capture) -> None:
         memory = ptrace.Memory(result.pid)
     except (GdbError, KeyError, ValueError, OSError):
         return
+    result.stack_pointers = {t["tid"]: t["regs"]["rsp"] for t in regs["threads"] if t["regs"].get("rsp")}
     try:
         pipeline.add_memory_facts(memory, modules.of_pid(result.pid),
                                   {t["tid"]: t["regs"] for t in regs["threads"]}, result)
