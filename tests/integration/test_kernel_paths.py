@@ -65,7 +65,9 @@ def facts(doc: Dict[str, Any]) -> Dict[str, Any]:
     """What a user reads off a crash document: the signal, the op, TF's log line, the user's line, the
     tf.function or eager."""
     t = doc["triage"]
-    return {"signal": t["signal"], "op": (t["op"] or {}).get("type"), "log": t.get("log"),
+    thread = doc["events"][-1]["threads"][0]
+    return {"thread": {k: v for k, v in thread.items() if k not in ("frames", "python_frames", "tid", "name")},
+            "signal": t["signal"], "op": (t["op"] or {}).get("type"), "log": t.get("log"),
             "user": t["nearest_user_frame"], "tf_function": (t["tf_function"] or {}).get("python_function"),
             "eager": t.get("eager", False)}
 
@@ -166,7 +168,8 @@ def hang_facts(doc: Dict[str, Any]) -> Dict[str, Any]:
     frames = thread["frames"]
     user = next(f for f in frames if f["kind"] == "python" and f.get("user"))
     return {"op": next(f["op"]["type"] for f in frames if f.get("op")), "verdict": doc["triage"]["verdict"],
-            "user": (user["function"], user["file"], user["line"]), "tf_function": thread.get("tf_function")}
+            "user": (user["function"], user["file"], user["line"]), "tf_function": thread.get("tf_function"),
+            "kernel": thread.get("kernel")}
 
 
 def test_tf_check_in_the_kernel_under_attach(tf_check):
