@@ -183,6 +183,11 @@ def test_tf_check_in_the_kernel_under_attach(tf_check):
     assert (os.path.basename(frame["file"]), frame["line"]) == (
         "time_two_matrix.cc", line_of(source("time_two_matrix"), "tfn: the wrong-rank access"))
     assert kernel_frame(g0, "matrix")["function"].startswith("TimeTwoMatrixOp<int>::Compute")
+    for doc in (g, g0):  # absl's FailWithoutStackTrace ends in its call to abort(): named at return address - 1
+        frames = doc["events"][0]["threads"][0]["frames"]
+        assert "absl::lts_20250814::log_internal::LogMessage::FailWithoutStackTrace()" in [
+            f["function"] for f in frames], [f["function"] for f in frames[:8]]
+        assert "??" not in [f["function"] for f in frames[:frames.index(kernel_frame(doc, "matrix"))]]
     for flavour in FLAVOURS:
         text = tf_check[flavour]["attach_text"]
         assert "TensorFlow's log: " + TF_CHECK in text and "<-- op TimeTwoMatrix" in text
