@@ -22,12 +22,13 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 from ..kernels import build_op, source
 from ..utils import (
+    ROOT,
     SCRIPTS,
     assert_gone,
     descendants,
@@ -50,6 +51,16 @@ SHAPE_FN_CHECK = "shape_check.cc:%d] Check failed: rank == 2 (1 vs. 2) ShapeChec
     source("shape_check"), "tfn: the shape function's CHECK")
 KERNEL_CHECK = ("shape_check.cc:%d] Check failed: input_tensor.dims() == 2 (1 vs. 2) ShapeCheck's kernel wants a "
                 "matrix" % line_of(source("shape_check"), "tfn: the kernel's CHECK"))
+
+
+# gdb's side of tfnative (gdb_scripts/tfnative_gdb, and tfnative.core beside it) from this tree, not from
+# wherever the environment installed the package: the gdb path reads the Python frames with it.
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    [os.path.join(ROOT, "gdb_scripts")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+
+
+def run(args: List[str]) -> subprocess.CompletedProcess:
+    return run_tfnative(args, timeout=300, env=ENV)
 
 
 def _py_line(case: str) -> int:
@@ -82,7 +93,7 @@ def kernel_frame(doc: Dict[str, Any], case: str) -> Dict[str, Any]:
 def _attach(libs: Dict[Tuple[str, str], str], case: str, flavour: str, mode: str, out: str,
             save_core: Optional[str] = None) -> Tuple[subprocess.CompletedProcess, Dict[str, Any]]:
     args = ["attach", "--json", out] + (["--save-core", save_core] if save_core else [])
-    r = run_tfnative(args + [CASE, libs[case, flavour], case, mode], timeout=300)
+    r = run(args + [CASE, libs[case, flavour], case, mode])
     assert r.returncode != 0 and "tfnative: triage:" in r.stderr, r.stderr[-3000:]
     return r, load_json(out)
 
@@ -95,7 +106,7 @@ def tf_check(op_libs, tmp_path_factory) -> Iterator[Dict[str, Dict[str, Any]]]:
         d = tmp_path_factory.mktemp("check_" + flavour)
         core = str(d / "saved.core")
         r, doc = _attach(op_libs, "matrix", flavour, "eager", str(d / "a.json"), save_core=core)
-        c = run_tfnative(["core", "--json", str(d / "c.json"), core], timeout=300)
+        c = run(["core", "--json", str(d / "c.json"), core])
         os.unlink(core)  # 250 MB
         assert c.returncode == 0, c.stderr
         out[flavour] = {"attach": doc, "attach_text": r.stdout + r.stderr, "core": load_json(d / "c.json"),
@@ -130,7 +141,7 @@ def kernel_core(op_libs, tmp_path_factory) -> Dict[str, Dict[str, Any]]:
         assert p.returncode == -6, p.stderr[-2000:]
         core = d / "core"
         assert core.exists(), "no core written: core_pattern is %s" % open("/proc/sys/kernel/core_pattern").read()
-        c = run_tfnative(["core", "--json", str(d / "c.json"), str(core)], timeout=300)
+        c = run(["core", "--json", str(d / "c.json"), str(core)])
         os.unlink(core)
         assert c.returncode == 0, c.stderr
         out[flavour] = load_json(d / "c.json")
@@ -150,7 +161,7 @@ def hang(op_libs, tmp_path_factory) -> Dict[str, Dict[str, Any]]:
             wait_for_file(ready, proc=p)
             doc = None
             for _ in range(50):  # ready is written just before the op is called: until the kernel waits
-                r = run_tfnative(["stack", "--pid", str(p.pid), "--json", str(d / "s.json")], timeout=300)
+                r = run(["stack", "--pid", str(p.pid), "--json", str(d / "s.json")])
                 assert r.returncode == 0, r.stderr
                 doc = load_json(d / "s.json")
                 if any(f.get("op") for f in doc["events"][0]["threads"][0]["frames"]):
@@ -221,7 +232,8 @@ def test_check_in_the_ops_own_shape_function(shape_fn_check):
     """A CHECK in the user's shape function (run as the tf.function is traced): the user's log line."""
     g, g0 = (shape_fn_check[f] for f in FLAVOURS)
     assert facts(g) == facts(g0)
-    assert facts(g)["log"].endswith(SHAPE_FN_CHECK)
+    assert facts(g)["log"].endswith(SHAPE_FN_CHECK) and facts(g)["op"] == "ShapeCheck"
+    assert g["triage"]["op"]["from"] == "_apply_op_helper"
     assert facts(g)["user"] == {"function": "run_case", "file": CASE, "line": _py_line("shape")}
     frames = g["events"][0]["threads"][0]["frames"]
     assert any(f["kind"] == "native" and (f["file"] or "").endswith("shape_check.cc")

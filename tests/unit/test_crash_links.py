@@ -186,3 +186,16 @@ class _Out:
 
     def flush(self):
         pass
+
+
+def test_a_check_in_a_custom_ops_shape_function_names_the_op_being_built():
+    """A CHECK in a custom op's own shape function aborts while a graph adds the op: no kernel frame, no
+    generated wrapper file; ``_apply_op_helper``'s ``op_type_name`` names it."""
+    frames = ABORT + [
+        n("tensorflow::ShapeRefiner::RunShapeFn(...)"), n("TF_FinishOperation", CC),
+        py("_create_c_op", 1100, SITE + "/framework/ops.py"),
+        py("_apply_op_helper", 796, SITE + "/framework/op_def_library.py", locals={"op_type_name": "ShapeCheck"}),
+        py("shape_check", 72, "<string>"), py("run", 29)]
+    tr = triage(crash(thread(100, frames), selected=100))
+    assert tr.op == {"type": "ShapeCheck", "name": None, "from": "_apply_op_helper"}
+    assert tr.eager is False and tr.tf_function is None
