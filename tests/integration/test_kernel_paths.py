@@ -91,8 +91,8 @@ def kernel_frame(doc: Dict[str, Any], case: str) -> Dict[str, Any]:
 
 
 def _attach(libs: Dict[Tuple[str, str], str], case: str, flavour: str, mode: str, out: str,
-            save_core: Optional[str] = None) -> Tuple[subprocess.CompletedProcess, Dict[str, Any]]:
-    args = ["attach", "--json", out] + (["--save-core", save_core] if save_core else [])
+            save_core: Optional[str] = None, *more: str) -> Tuple[subprocess.CompletedProcess, Dict[str, Any]]:
+    args = ["attach", "--json", out, *more] + (["--save-core", save_core] if save_core else [])
     r = run(args + [CASE, libs[case, flavour], case, mode])
     assert r.returncode != 0 and "tfnative: triage:" in r.stderr, r.stderr[-3000:]
     return r, load_json(out)
@@ -116,9 +116,10 @@ def tf_check(op_libs, tmp_path_factory) -> Iterator[Dict[str, Dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def segv_in_function(op_libs, tmp_path_factory) -> Dict[str, Dict[str, Any]]:
-    """Per flavour: ``attach`` of the out-of-bounds read, in a tf.function."""
+    """Per flavour: ``attach --op-origins`` of the out-of-bounds read, in a tf.function."""
     d = tmp_path_factory.mktemp("segv")
-    return {flavour: _attach(op_libs, "oob", flavour, "function", str(d / ("%s.json" % flavour)))[1]
+    return {flavour: _attach(op_libs, "oob", flavour, "function", str(d / ("%s.json" % flavour)), None,
+                             "--op-origins")[1]
             for flavour in FLAVOURS}
 
 
@@ -223,6 +224,8 @@ def test_segv_in_a_tf_function_under_attach(segv_in_function):
     assert facts(g)["op"] == "ZeroOutOob" and facts(g)["signal"] == "SIGSEGV"
     assert facts(g)["tf_function"] == "run_case" and facts(g)["eager"] is False
     assert facts(g)["user"]["file"] == CASE
+    assert g["triage"]["op"]["created_at"] == g0["triage"]["op"]["created_at"] == {
+        "function": "run_case", "file": CASE, "line": _py_line("oob")}  # the op's origin
     frame = kernel_frame(g, "oob")
     assert (os.path.basename(frame["file"]), frame["line"]) == (
         "zero_out_oob.cc", line_of(source("zero_out_oob"), "tfn: the out-of-bounds read"))
