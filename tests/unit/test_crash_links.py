@@ -100,7 +100,30 @@ def test_an_eager_fallback_op_is_no_tf_function():
     tr = triage(event)
     assert tr.tf_function is None
     assert tr.op["type"] == "FusedPadConv2D"
-    assert not any("tf.function" in p for p in report.summary_phrases(tr))
+    assert tr.eager is True
+    phrases = report.summary_phrases(tr)
+    assert not any("in tf.function" in p for p in phrases) and "eager (no tf.function)" in phrases
+
+
+def test_a_custom_ops_eager_fallback_is_no_tf_function():
+    """The wrappers ``tf.load_op_library`` generates run as exec'd code (file ``<string>``): a custom op
+    called eagerly is no tf.function either (it read ``in tf.function ? (ZeroOut)``)."""
+    frames = ABORT + KERNEL + [
+        n("TFE_Execute", CC),
+        py("quick_execute", 53, SITE + "/eager/execute.py", locals={"op_name": "ZeroOut"}),
+        py("zero_out_eager_fallback", 100, "<string>"), py("zero_out", 56, "<string>"), py("<module>", 4)]
+    event = crash(thread(100, frames), selected=100)
+    assert event.threads[0].tf_function is None
+    tr = triage(event)
+    assert tr.tf_function is None and tr.eager is True
+    lines = []
+    report.Printer(_Out(lines)).event(event)
+    assert "in tf.function" not in "".join(lines)
+
+
+def test_a_crash_with_no_op_dispatch_is_not_called_eager():
+    event = crash(thread(100, FUNCTION), selected=100)
+    assert triage(event).eager is False
 
 
 def test_a_real_tf_function_call_is_one():
@@ -163,3 +186,16 @@ class _Out:
 
     def flush(self):
         pass
+
+
+def test_a_check_in_a_custom_ops_shape_function_names_the_op_being_built():
+    """A CHECK in a custom op's own shape function aborts while a graph adds the op: no kernel frame, no
+    generated wrapper file; ``_apply_op_helper``'s ``op_type_name`` names it."""
+    frames = ABORT + [
+        n("tensorflow::ShapeRefiner::RunShapeFn(...)"), n("TF_FinishOperation", CC),
+        py("_create_c_op", 1100, SITE + "/framework/ops.py"),
+        py("_apply_op_helper", 796, SITE + "/framework/op_def_library.py", locals={"op_type_name": "ShapeCheck"}),
+        py("shape_check", 72, "<string>"), py("run", 29)]
+    tr = triage(crash(thread(100, frames), selected=100))
+    assert tr.op == {"type": "ShapeCheck", "name": None, "from": "_apply_op_helper"}
+    assert tr.eager is False and tr.tf_function is None

@@ -312,7 +312,22 @@ _GEN_OPS_RE = re.compile(r"/gen_\w+_ops\.py$")
 
 
 def _is_eager_fallback(frame: PythonFrame) -> bool:
-    return bool(_GEN_OPS_RE.search(frame.file or "")) and (frame.function or "").endswith("_eager_fallback")
+    """A generated op wrapper's eager fallback: in TensorFlow's ``gen_*_ops.py``, or in the wrappers
+    ``tf.load_op_library`` generates for a custom op's library and runs as exec'd code (file ``<string>``)."""
+    return (bool(_GEN_OPS_RE.search(frame.file or "")) or frame.file == "<string>") and \
+        (frame.function or "").endswith("_eager_fallback")
+
+
+_EAGER_RE = re.compile(r"^TFE_(Py_)?Execute|^TFE_Py_FastPathExecute|^tensorflow::EagerExecute\(")
+
+
+def ran_eagerly(thread: Thread) -> bool:
+    """Whether the thread's op runs eagerly: it dispatches an op (``TFE_Execute``, the fast path, an op
+    wrapper's eager fallback) and runs no tf.function."""
+    if thread.tf_function is not None:
+        return False
+    return any(_EAGER_RE.search(f.function or "") if isinstance(f, NativeFrame)
+               else isinstance(f, PythonFrame) and _is_eager_fallback(f) for f in thread.frames)
 
 
 def source_line(path: Optional[str], line: Optional[int]) -> Optional[str]:
@@ -353,6 +368,7 @@ def document_triage(doc: Document) -> CrashSummary:
         if nearest is not None:
             out.nearest_user_frame = {"function": nearest.function, "file": nearest.file, "line": nearest.line}
         out.tf_function = thread.tf_function
+        out.eager = op is not None and ran_eagerly(thread)
     out.op = _triage_op(op) if op else None
     if last is not None and last.log:
         out.log = last.log

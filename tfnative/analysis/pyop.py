@@ -10,7 +10,8 @@ module's own source, never guessed from the function's name: the line
 else the op type quoted in the function's body (``TFE_Py_FastPathExecute(_ctx,
 "AudioSpectrogram", ...)``, ``_apply_op_helper("AudioSpectrogram", ...)``)
 whose letters are the function's.  An eager op run through the fallback path
-shows its type in ``quick_execute``'s ``op_name`` too.
+shows its type in ``quick_execute``'s ``op_name`` too, and an op being added to a graph (its shape
+function runs then) in ``_apply_op_helper``'s ``op_type_name``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ _GEN_FILE_RE = re.compile(r"/tensorflow/python/ops/gen_\w+_ops\.py$")
 _FALLBACK = "_eager_fallback"
 _QUOTED_RE = re.compile(r"""(?:\bb)?["']([A-Z][A-Za-z0-9_]*)["']""")
 _INFERENCE_RE = re.compile(r"^__(?:inference|forward|backward)_")
+_TYPE_RE = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
+_APPLY_OP_PY = "/tensorflow/python/framework/op_def_library.py"
 _TYPES: Dict[str, Optional[Dict[str, str]]] = {}  # a gen_*_ops file: python function -> op type
 
 
@@ -67,7 +70,9 @@ def _op_types(path: str) -> Dict[str, str]:
 
 def python_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
     """``{"type", "name": None, "from"}``: the op of the innermost op wrapper among a thread's Python
-    frames (``from``: "gen_audio_ops.audio_spectrogram"), or of an eager ``quick_execute``; None."""
+    frames (``from``: "gen_audio_ops.audio_spectrogram"), or of an eager ``quick_execute``, else the op a graph
+    was adding (``_apply_op_helper``); None."""
+    building = None
     for f in frames:
         if not isinstance(f, PythonFrame) or not f.file or not f.function:
             continue
@@ -76,8 +81,14 @@ def python_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
             if op_type:
                 module = f.file.rsplit("/", 1)[-1][:-3]
                 return {"type": op_type, "name": None, "from": "%s.%s" % (module, f.function)}
+        if f.function == "_apply_op_helper" and f.file.endswith(_APPLY_OP_PY) and building is None:
+            # the op being added to a graph (its shape function runs there), where no generated wrapper of
+            # TensorFlow's names it: a custom op's wrappers are exec'd code
+            name = (f.locals or {}).get("op_type_name") or ""
+            if _TYPE_RE.match(name):
+                building = {"type": name, "name": None, "from": "_apply_op_helper"}
         if f.function == "quick_execute" and f.file.endswith("/tensorflow/python/eager/execute.py"):
             name = (f.locals or {}).get("op_name") or ""
             if re.match(r"^[A-Z][A-Za-z0-9_]*$", name) and not _INFERENCE_RE.match(name):
                 return {"type": name, "name": None, "from": "quick_execute"}
-    return None
+    return building

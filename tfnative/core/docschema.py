@@ -95,7 +95,7 @@ _TRIAGE_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "f
 _CRASH = _Obj({
     "breakpoints": _Map(INT), "signal": STR, "handled_signals": _List(STR), "numerics": INT,
     "nearest_user_frame": _PLACE, "tf_function": _TF_FUNCTION, "dumps": INT, "children_killed": _List(STR),
-    "op": _TRIAGE_OP, "cxx_exception": _CXX, "log": STR})
+    "op": _TRIAGE_OP, "cxx_exception": _CXX, "log": STR, "eager": BOOL})
 _EVENT = _Obj({
     "kind": STR, "location": STR, "signal": STR, "signal_code": INT, "fault_address": STR, "sent_by": INT,
     "timeout": NUM, "thread": INT, "pid": INT, "ns_pid": INT, "threads": _List(_THREAD), "python": STR, "via": STR,

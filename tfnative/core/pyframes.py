@@ -39,9 +39,11 @@ MAX_THREADS = 4096
 
 # Locals worth reading, by (function, file name suffix): TensorFlow's eager
 # ``quick_execute`` runs a tf.function under the name in ``op_name``
-# (``__inference_<python name>_<uid>``).
+# (``__inference_<python name>_<uid>``); ``_apply_op_helper`` adds an op of type ``op_type_name`` to a graph.
 WANTED_LOCALS = {
     ("quick_execute", "/tensorflow/python/eager/execute.py"): ("op_name",),
+    # graph construction (a tf.function traced, TF1): the type of the op being added, whose shape function runs
+    ("_apply_op_helper", "/tensorflow/python/framework/op_def_library.py"): ("op_type_name",),
     # tfnative's --check-numerics hook: the op that made a NaN/Inf.
     ("_tfnative_numerics_stop", "/tfnative/inject/sitecustomize.py"): (
         "op_type", "op_name", "created_at", "xla_functions"),

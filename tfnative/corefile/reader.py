@@ -58,7 +58,7 @@ class Mapping:
     end: int
     offset: int
     path: str
-    executable: bool = False
+    executable: bool = False  # its PT_LOAD is; where none covers it, the file's own headers say (``CoreSource``)
     has_header: bool = True  # a PT_LOAD covers it (gdb's gcore writes none for the file mappings it leaves out)
 
 
@@ -413,7 +413,14 @@ class Core(UnwindMemory):
             at = addr + len(out)
             seg = self._segment(at)
             if seg is None:
-                raise MemoryError("0x%x is not mapped in the core" % at)
+                # gdb's gcore writes no PT_LOAD for the read-only file mappings it leaves out (code, .rodata):
+                # NT_FILE still has them, and the checked file holds their bytes
+                m = self.file_mapping(at)
+                data = self._from_file(m, at, min(size - len(out), m.end - at)) if m and not m.has_header else None
+                if data is None:
+                    raise MemoryError("0x%x is not mapped in the core" % at)
+                out += data
+                continue
             rel = at - seg.vaddr
             n = min(size - len(out), seg.vaddr + seg.memsz - at)
             if rel < seg.filesz and seg.offset + rel < self.size:

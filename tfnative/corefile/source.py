@@ -117,6 +117,9 @@ class CoreSource:
                 why = mismatch(self.core, maps, host)
                 if why is None:
                     self._host[seen] = host
+                    for m in maps:  # gdb's gcore leaves code mappings out: the file's headers say which are code
+                        if not m.has_header:
+                            m.executable = _executable_in_file(host, m.offset)
                     break
                 wrong = wrong or "%s: %s: not the file the process ran; its frames are shown by address only" % (
                     host, why)
@@ -222,8 +225,7 @@ class CoreSource:
         for m in self.core.notes.files:
             host = self._host.get(m.path)
             if host:
-                executable = m.executable if m.has_header else _executable_in_file(host, m.offset)
-                rows.append((host, m.start, m.end, m.offset, executable, "core"))
+                rows.append((host, m.start, m.end, m.offset, m.executable, "core"))
             elif m.executable:
                 unread.setdefault(m.path, []).append((m.start, m.end))
         libs: List[Library] = modules_of(rows)

@@ -47,6 +47,7 @@ from ..core import dwarfcover, procfs
 from ..core.elfindex import ElfError, ElfIndex, display_names, load_base
 from ..core.mapfile import map_file
 from ..core.model import Capture, NativeFrame
+from ..core.threads import SIGNAL_FRAME
 from ..errors import GdbError
 from ..sources.modules import file_root
 from .breakpoints import Breakpoints, CodeRows, library_starts
@@ -539,21 +540,29 @@ class SymbolLoader:
         return True
 
     def symbolize(self, capture: Capture) -> None:
-        """Name the frames of surrogate libraries from our index, in place."""
+        """Name the frames of surrogate libraries from our index, in place.
+
+        A caller's frame is looked up at its return address less one, as gdb and tfnative's unwinder do:
+        the call that does not return (``abort()`` at the end of absl's ``FailWithoutStackTrace``) is the
+        function's last instruction, and its return address the first byte past the function."""
         if not self.indexed:
             return
         todo = []
         for thread in capture.threads:
-            for f in thread.frames + (thread.python_frames or []):
-                if not isinstance(f, NativeFrame) or not f.address:
-                    continue
-                lib = self.indexed.get(f.library or "")
-                if lib is None:
-                    continue
-                hit = lib.index.symbolize(int(f.address, 16) - lib.base)
-                if hit is not None:
-                    todo.append((f, hit[0]))
-                    f.start = int(f.address, 16) - hit[1]
+            for frames in (thread.frames, thread.python_frames or []):
+                for i, f in enumerate(frames):
+                    if not isinstance(f, NativeFrame) or not f.address:
+                        continue
+                    lib = self.indexed.get(f.library or "")
+                    if lib is None:
+                        continue
+                    before = frames[i - 1] if i else None
+                    caller = before is not None and before.function != SIGNAL_FRAME
+                    pc = int(f.address, 16) - int(caller)
+                    hit = lib.index.symbolize(pc - lib.base)
+                    if hit is not None:
+                        todo.append((f, hit[0]))
+                        f.start = pc - hit[1]
         names = display_names([m for _, m in todo])
         for (f, _), name in zip(todo, names):
             f.function = name

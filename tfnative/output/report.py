@@ -131,6 +131,8 @@ def summary_phrases(t: CrashSummary, code: str = "") -> List[str]:
         parts.append("nearest user frame %s at %s" % (q(u["function"]), q("%s:%s" % (u["file"], u["line"]))))
     if t.tf_function:
         parts.append("in tf.function %s" % q(t.tf_function.name))
+    elif t.eager:
+        parts.append("eager (no tf.function)")
     if t.dumps:
         parts.append("%d dump file(s)" % t.dumps)
     if t.children_killed:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import List, Optional, TextIO
+from typing import Dict, List, Optional, TextIO
 
-from ..core import procfs
+from ..core import kstate, procfs
 from ..core.model import Capture, NativeFrame
 from ..core.threads import Threads
 from ..errors import GdbDied, GdbError, TargetGone, TfnativeError
@@ -25,9 +25,12 @@ from . import pipeline
 from .policy import widened
 
 
-def gdb_memory_facts(gdb: Gdb, result: Capture) -> None:
+def gdb_memory_facts(gdb: Gdb, result: Capture, letters: Optional[Dict[int, str]] = None) -> None:
     """What ``pipeline.stacks`` reads from memory beside the frames (each thread's C++ exception in flight, the
-    lock it waits for), for a capture gdb took of a live process: the threads' registers from gdb."""
+    lock it waits for), for a capture gdb took of a live process: the threads' registers from gdb, and each
+    thread's stack pointer (``Capture.stack_pointers``, where TensorFlow's fatal log line is read from) and
+    kernel state (``letters``: a live pid's scheduler letters, read before gdb stopped its threads; none at an
+    ``attach`` stop, where tfnative's own capture gives none either), as tfnative's own capture has them."""
     if not result.pid:
         return
     try:
@@ -35,6 +38,9 @@ def gdb_memory_facts(gdb: Gdb, result: Capture) -> None:
         memory = ptrace.Memory(result.pid)
     except (GdbError, KeyError, ValueError, OSError):
         return
+    result.stack_pointers = {t["tid"]: t["regs"]["rsp"] for t in regs["threads"] if t["regs"].get("rsp")}
+    if letters is not None:
+        kstate.annotate(result.threads, letters, {t["tid"]: t["regs"] for t in regs["threads"]})
     try:
         pipeline.add_memory_facts(memory, modules.of_pid(result.pid),
                                   {t["tid"]: t["regs"] for t in regs["threads"]}, result)
@@ -49,13 +55,14 @@ def stack_of_pid(pid: int, which: Threads, gdb_opts: GdbOptions, was_stopped: bo
     """``pid``'s stacks through a gdb of its own (started, attached, detached here); ``PYTHON`` widens to every
     thread where none runs Python.  The process runs on afterwards (stopped again if it was).  Every wait on
     gdb ends once the process exits (``TargetGone``, gdb killed: ``control.watching``)."""
+    letters = kstate.states(pid)  # before gdb holds the threads, which makes every one "t"
     gdb = start_gdb(gdb_opts)
     attached = False
     try:
         with watching(gdb, pid):
             attach(gdb, pid)
             attached = True
-            return _capture(gdb, pid, which, gdb_opts, err, variables)
+            return _capture(gdb, pid, which, gdb_opts, err, variables, letters)
     except GdbDied:
         if procfs.exited(pid):
             raise TargetGone(pid) from None
@@ -70,7 +77,8 @@ def stack_of_pid(pid: int, which: Threads, gdb_opts: GdbOptions, was_stopped: bo
             ptrace.ensure_not_stopped(pid)
 
 
-def _capture(gdb: Gdb, pid: int, which: Threads, gdb_opts: GdbOptions, err: TextIO, variables: bool) -> Capture:
+def _capture(gdb: Gdb, pid: int, which: Threads, gdb_opts: GdbOptions, err: TextIO, variables: bool,
+             letters: Dict[int, str]) -> Capture:
     """The capture of ``stack_of_pid``, gdb attached."""
     loader = SymbolLoader(gdb, pid, [], gdb_opts.full_symbols, err)
     with progress("gdb reads the libraries' symbols"):
@@ -85,7 +93,7 @@ def _capture(gdb: Gdb, pid: int, which: Threads, gdb_opts: GdbOptions, err: Text
     loader.symbolize(result)
     ops.annotate(gdb, result)
     result.via = "gdb"
-    gdb_memory_facts(gdb, result)
+    gdb_memory_facts(gdb, result, letters)
     return result
 
 
