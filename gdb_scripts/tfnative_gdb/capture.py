@@ -111,6 +111,9 @@ def python_reader(inferior: Optional[gdb.Inferior] = None) -> Tuple[Optional[Pyt
     return open_reader(GdbMemory(inferior), symbol_address, _objfile_name_for)
 
 
+_PATHS: Dict[str, str] = {}  # a frame's library's name -> its path, as gdb names it
+
+
 def _library(pc: int) -> Optional[str]:
     try:
         lib = gdb.solib_name(pc)
@@ -118,7 +121,18 @@ def _library(pc: int) -> Optional[str]:
         lib = None
     if lib is None:
         lib = gdb.current_progspace().filename
-    return os.path.basename(lib) if lib else None
+    if not lib:
+        return None
+    path = str(lib)
+    name = os.path.basename(path)
+    _PATHS[name] = path
+    return name
+
+
+def _libraries(threads: List[Thread]) -> Dict[str, str]:
+    """The path of each library on the frames of ``threads`` (the capture's ``libraries``)."""
+    names = {f.library for t in threads for f in t.frames if isinstance(f, NativeFrame) and f.library}
+    return {n: _PATHS[n] for n in sorted(names) if n in _PATHS}
 
 
 def native_frames(limit: int = MAX_NATIVE_FRAMES,
@@ -245,6 +259,7 @@ def capture(which: Threads = Threads.SELECTED, tids: Optional[List[int]] = None,
             out.append(entry)
     if which is Threads.SELECTED:
         result.threads = select_threads(out, which)
+        result.libraries = _libraries(result.threads)
         return result
     # The pools are told apart by their frames: those in libraries gdb only has a surrogate for (TensorFlow's)
     # are named from tfnative's index first (as the report names them afterwards, gdb/symbols.py's symbolize).
@@ -256,6 +271,7 @@ def capture(which: Threads = Threads.SELECTED, tids: Optional[List[int]] = None,
     keep = [t.tid for t in select_threads(seen, which)]
     by_tid = {t.tid: t for t in out}
     result.threads = [by_tid[tid] for tid in keep]
+    result.libraries = _libraries(result.threads)
     return result
 
 

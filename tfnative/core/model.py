@@ -71,6 +71,10 @@ def _as_list(value: Any) -> List[Any]:
     return list(value or [])
 
 
+def _as_dict(value: Any) -> Dict[str, Any]:
+    return dict(value or {})
+
+
 class _Key:
     """One JSON key of a model class: where it is, when it is written, how it is read.
 
@@ -544,6 +548,7 @@ class Capture:
     nonblocking: bool = False  # stack --no-pause: read without stopping the process
     stack_pointers: Dict[int, int] = field(default_factory=dict)  # internal: each thread's rsp at the stop
     tf_config: Optional[str] = None  # internal: TF_CONFIG from the program's os.environ (a thread in a collective)
+    libraries: Dict[str, str] = field(default_factory=dict)  # each frame's library (its name) -> its path
 
     def to_json(self) -> Json:
         return _write(self, _CAPTURE_KEYS, wire=True)
@@ -565,7 +570,8 @@ def _wire(key: str, rule: Rule = _is_set, **more: Any) -> _Key:
 _CAPTURE_KEYS = (
     _wire("pid", _always), _wire("threads", _always, load=_threads), _wire("warnings", _always, load=_as_list),
     _wire("ns_pid"), _wire("python"), _wire("finalizing", _truthy, load=bool), _wire("selected_tid"), _wire("pool"),
-    _wire("via"), _wire("samples"), _wire("held_ms"), _wire("nonblocking", _truthy, load=bool))
+    _wire("via"), _wire("samples"), _wire("held_ms"), _wire("nonblocking", _truthy, load=bool),
+    _wire("libraries", _truthy, load=_as_dict))
 
 
 def _core_or_set(event: Any, value: Any) -> bool:
@@ -603,6 +609,7 @@ class Event:
     cluster: Optional[Json] = None
     triage: Optional[HangVerdict] = None  # a snapshot's (SIGQUIT, --timeout), a core's from outside
     process: Optional[Json] = None  # attach --follow-children: {"pid", "cmdline", "task"?} of a child's event
+    no_debug_info: Optional[List[Json]] = None  # the user's libraries on the stacks without debug info
 
     def to_json(self) -> Json:
         return _write(self, _EVENT_KEYS)
@@ -620,7 +627,7 @@ _EVENT_KEYS = (
     _k("samples", doc=_truthy), _k("held_ms"), _k("finalizing", doc=_truthy, load=bool), _k("log", doc=_truthy),
     _k("handler"), _k("op"), _k("fatal"), _k("reraised_by_handler", doc=_truthy, load=bool),
     _k("cluster", doc=_truthy), _k("triage", load=lambda v: HangVerdict.from_json(v) if v is not None else None),
-    _k("process"))
+    _k("process"), _k("no_debug_info", doc=_truthy))
 
 
 def _has_exit(doc: Any, value: Any) -> bool:

@@ -1,0 +1,65 @@
+"""The user's own native code: which frames' libraries are the user's (``frameclass.library_class``'s rule
+on each library's path, with the one fact it reads from the file: does it link TensorFlow), and which of
+those carry no debug info, with the rebuild that gives it (the event's ``no_debug_info``).
+
+The capture's ``libraries`` (each frame's library by name -> its path, as every capture path records it:
+gdb's, tfnative's unwinder's, a core's) is all it needs: ``stack``, ``core`` and ``attach`` class a frame
+alike.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+from typing import Any, Dict, List
+
+from ..core import frameclass, libfacts
+from ..core.model import NativeFrame, Thread
+
+TF_FLAGS = ("$(python -c 'import tensorflow as tf; print(\" \".join(tf.sysconfig.get_compile_flags()"
+            " + tf.sysconfig.get_link_flags()))')")
+
+
+def library_classes(libraries: Dict[str, str]) -> Dict[str, str]:
+    """The class of each library whose path decides it (``frameclass.library_class``), by its name."""
+    prefixes = frameclass.interpreter_prefixes(libraries.values())
+    out: Dict[str, str] = {}
+    for name, path in libraries.items():
+        cls = frameclass.library_class(path, partial(libfacts.links_tensorflow, path), prefixes)
+        if cls is not None:
+            out[name] = cls
+    return out
+
+
+def rebuild_advice(facts: libfacts.LibraryFacts) -> str:
+    """The rebuild that gives the library debug info: Bazel's preset, or -g on the compiler's command."""
+    name = os.path.basename(facts.path)
+    source = facts.sources[0] if facts.sources else None
+    if facts.bazel:
+        if source:
+            stem = os.path.splitext(os.path.basename(source))[0]
+            return ("tfnative bazelrc tfn_targeted --files '%s' >> .bazelrc, then bazel build "
+                    "--config=tfn_targeted <its target>" % stem)
+        return "tfnative bazelrc >> .bazelrc, then bazel build --config=tfn_symbols <its target>"
+    compiler = facts.compiler or "g++"
+    return "%s -std=c++17 -shared -fPIC -g -O1 %s %s -o %s" % (compiler, source or "YOUR_KERNEL.cc", TF_FLAGS,
+                                                               name)
+
+
+def without_debug_info(threads: List[Thread], libraries: Dict[str, str]) -> List[Dict[str, Any]]:
+    """The user's libraries on ``threads``' frames that give no file:line (no DWARF of their own, no separate
+    debug file gdb would find), each once: ``{"library", "path", "built_by", "rebuild"}``."""
+    out: List[Dict[str, Any]] = []
+    seen = set()
+    for t in threads:
+        for f in t.frames:
+            if not isinstance(f, NativeFrame) or f.frame_class != "user" or f.library in seen or not f.library:
+                continue
+            seen.add(f.library)
+            path = libraries.get(f.library)
+            facts = libfacts.facts(path) if path else None
+            if facts is None or not facts.readable or facts.lines:
+                continue
+            out.append({"library": f.library, "path": path, "built_by": "bazel" if facts.bazel else facts.compiler,
+                        "rebuild": rebuild_advice(facts)})
+    return out
