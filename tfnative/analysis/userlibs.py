@@ -9,15 +9,11 @@ alike.
 
 from __future__ import annotations
 
-import os
 from functools import partial
 from typing import Any, Dict, List
 
 from ..core import frameclass, libfacts
 from ..core.model import NativeFrame, Thread
-
-TF_FLAGS = ("$(python -c 'import tensorflow as tf; print(\" \".join(tf.sysconfig.get_compile_flags()"
-            " + tf.sysconfig.get_link_flags()))')")
 
 
 def library_classes(libraries: Dict[str, str]) -> Dict[str, str]:
@@ -29,21 +25,6 @@ def library_classes(libraries: Dict[str, str]) -> Dict[str, str]:
         if cls is not None:
             out[name] = cls
     return out
-
-
-def rebuild_advice(facts: libfacts.LibraryFacts) -> str:
-    """The rebuild that gives the library debug info: Bazel's preset, or -g on the compiler's command."""
-    name = os.path.basename(facts.path)
-    source = facts.sources[0] if facts.sources else None
-    if facts.bazel:
-        if source:
-            stem = os.path.splitext(os.path.basename(source))[0]
-            return ("tfnative bazelrc tfn_targeted --files '%s' >> .bazelrc, then bazel build "
-                    "--config=tfn_targeted <its target>" % stem)
-        return "tfnative bazelrc >> .bazelrc, then bazel build --config=tfn_symbols <its target>"
-    compiler = facts.compiler or "g++"
-    return "%s -std=c++17 -shared -fPIC -g -O1 %s %s -o %s" % (compiler, source or "YOUR_KERNEL.cc", TF_FLAGS,
-                                                               name)
 
 
 def without_debug_info(threads: List[Thread], libraries: Dict[str, str]) -> List[Dict[str, Any]]:
@@ -61,5 +42,5 @@ def without_debug_info(threads: List[Thread], libraries: Dict[str, str]) -> List
             if facts is None or not facts.readable or facts.lines:
                 continue
             out.append({"library": f.library, "path": path, "built_by": "bazel" if facts.bazel else facts.compiler,
-                        "rebuild": rebuild_advice(facts)})
+                        "rebuild": libfacts.rebuild_advice(facts)})
     return out

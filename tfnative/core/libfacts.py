@@ -122,6 +122,25 @@ def read(path: str) -> LibraryFacts:
     return out
 
 
+TF_FLAGS = ("$(python -c 'import tensorflow as tf; print(\" \".join(tf.sysconfig.get_compile_flags()"
+            " + tf.sysconfig.get_link_flags()))')")
+
+
+def rebuild_advice(facts: LibraryFacts) -> str:
+    """The rebuild that gives the library debug info: Bazel's preset, or -g on the compiler's command."""
+    name = os.path.basename(facts.path)
+    source = facts.sources[0] if facts.sources else None
+    if facts.bazel:
+        if facts.sources:
+            files = " ".join("--files '%s'" % os.path.splitext(os.path.basename(s))[0] for s in facts.sources[:3])
+            return ("tfnative bazelrc tfn_targeted %s >> .bazelrc, then bazel build --config=tfn_targeted "
+                    "<its target>" % files)
+        return "tfnative bazelrc >> .bazelrc, then bazel build --config=tfn_symbols <its target>"
+    compiler = facts.compiler or "g++"
+    return "%s -std=c++17 -shared -fPIC -g -O1 %s %s -o %s" % (compiler, source or "YOUR_KERNEL.cc", TF_FLAGS,
+                                                               name)
+
+
 _CACHE: Dict[Tuple[str, int, int, int], LibraryFacts] = {}
 _LINKS: Dict[Tuple[str, int, int, int], bool] = {}
 _LOCK = threading.Lock()
