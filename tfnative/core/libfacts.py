@@ -114,7 +114,7 @@ def read(path: str) -> LibraryFacts:
             mm.close()
         except BufferError:
             pass
-    out.links_tensorflow = any(_TF_LINKED_RE.match(n) for n in out.needed)
+    out.links_tensorflow = any(_TF_LINKED_RE.match(os.path.basename(n)) for n in out.needed)
     cov = dwarfcover.cover(path)
     out.build_id = cov.build_id
     out.debug_file = cov.debug_file()
@@ -177,7 +177,7 @@ def links_tensorflow(path: str) -> bool:
                 pass
     except (OSError, ElfError, ValueError, struct.error, IndexError):
         pass
-    result = any(_TF_LINKED_RE.match(n) for n in out.needed)
+    result = any(_TF_LINKED_RE.match(os.path.basename(n)) for n in out.needed)
     with _LOCK:
         if len(_LINKS) >= _CACHE_MAX:
             _LINKS.clear()
