@@ -20,6 +20,8 @@ from tfnative.core import dwarfcover, procfs
 from tfnative.core.debugfiles import DEBUG_DIR, find_debug_file
 from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
 from tfnative.core.executors import pool_summary, unnamed_workers
+from tfnative.core.frameclass import library_class
+from tfnative.core.libfacts import links_tensorflow
 from tfnative.core.memory import USER_SPACE_END, Memory
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
 from tfnative.core.opkernel import (
@@ -135,9 +137,51 @@ def _libraries(threads: List[Thread]) -> Dict[str, str]:
     return {n: _PATHS[n] for n in sorted(names) if n in _PATHS}
 
 
-def native_frames(limit: int = MAX_NATIVE_FRAMES,
-                  stack: Optional[List[Optional[int]]] = None) -> Tuple[List[NativeFrame], Optional[str]]:
-    """The selected thread's frames, innermost first; ``stack`` (a list) gets each one's stack pointer."""
+MAX_VARIABLES = 32  # a native frame's arguments and locals shown (--locals)
+MAX_VALUE = 200  # characters of each value
+_USERS: Dict[str, bool] = {}  # a library's path -> whether it is the user's own (frameclass.library_class)
+
+
+def _is_users(path: Optional[str]) -> bool:
+    if not path:
+        return False
+    if path not in _USERS:
+        _USERS[path] = library_class(path, partial(links_tensorflow, path)) == "user"
+    return _USERS[path]
+
+
+def frame_variables(frame: gdb.Frame) -> List[Dict[str, Any]]:
+    """A native frame's arguments, then its locals, as gdb reads them from DWARF (``--locals`` on the
+    frames of the user's own libraries): ``{"name", "repr", "arg"}`` each, at most ``MAX_VARIABLES``, each
+    value printed shallow (gdb's ``format_string``: 8 elements, 2 levels) and cut to ``MAX_VALUE``."""
+    try:
+        block: Optional[gdb.Block] = frame.block()
+    except (RuntimeError, gdb.error):
+        return []
+    out: List[Dict[str, Any]] = []
+    seen: Set[str] = set()
+    while block is not None and len(out) < MAX_VARIABLES:
+        for sym in block:
+            if not (sym.is_argument or sym.is_variable) or sym.name in seen or len(out) >= MAX_VARIABLES:
+                continue
+            seen.add(sym.name)
+            try:
+                text = sym.value(frame).format_string(max_elements=8, max_depth=2, repeat_threshold=10)
+            except (gdb.error, RuntimeError, TypeError, ValueError) as exc:
+                text = "<unreadable: %s>" % exc
+            text = " ".join(text.split())
+            out.append({"name": sym.name, "repr": text[:MAX_VALUE - 3] + "..." if len(text) > MAX_VALUE else text,
+                        "arg": bool(sym.is_argument)})
+        if block.function is not None:
+            break  # the function's own block: its arguments; the blocks above are the file's
+        block = block.superblock
+    return sorted(out, key=lambda v: not v["arg"])
+
+
+def native_frames(limit: int = MAX_NATIVE_FRAMES, stack: Optional[List[Optional[int]]] = None,
+                  variables: bool = False) -> Tuple[List[NativeFrame], Optional[str]]:
+    """The selected thread's frames, innermost first; ``stack`` (a list) gets each one's stack pointer;
+    ``variables``: a frame of the user's own code with DWARF gets its arguments and locals."""
     frames: List[NativeFrame] = []
     error: Optional[str] = None
     try:
@@ -166,6 +210,8 @@ def native_frames(limit: int = MAX_NATIVE_FRAMES,
                 entry.line = sal.line
         except gdb.error:
             pass
+        if variables and entry.file and _is_users(_PATHS.get(entry.library or "")):
+            entry.variables = frame_variables(f) or None
         frames.append(entry)
         if stack is not None:
             try:
@@ -249,7 +295,7 @@ def capture(which: Threads = Threads.SELECTED, tids: Optional[List[int]] = None,
             lwp = th.ptid[1]
             py = pythreads.find(lwp, partial(_pthread_id, th))
             stack: List[Optional[int]] = []
-            native, err = native_frames(stack=stack)
+            native, err = native_frames(stack=stack, variables=variables)
             entry = thread_entry(lwp, th.name or "", native, reader, py, stack)
             entry.gdb_thread = th.num
             if lwp in inner:

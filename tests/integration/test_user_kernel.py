@@ -100,15 +100,23 @@ def _tfnative(args: List[str], tmp_path, name: str) -> Tuple[subprocess.Complete
     return r, load_json(out)
 
 
-def test_stack_of_a_process_parked_in_a_g_kernel_marks_it_with_its_line(runs, tmp_path):
+def test_stack_of_a_process_parked_in_a_g_kernel_marks_it_with_its_line_and_locals(runs, tmp_path):
     pids, _cores = runs
-    r, doc = _tfnative(["stack", "--pid", str(pids["g"])], tmp_path, "g")
+    r, doc = _tfnative(["stack", "--pid", str(pids["g"]), "--locals"], tmp_path, "g")
     frame = _kernel_frame(doc, "UserParkOp::Compute")
     assert frame["class"] == "user" and frame["op"]["type"] == "UserPark"
     assert (os.path.basename(frame["file"]), frame["line"]) == ("user_kern.cc", PARK_LINE)
     assert "tfn: the kernel parks here" in frame["source"]
     [line] = [ln for ln in r.stdout.splitlines() if "UserParkOp::Compute" in ln]
     assert line.startswith("> ") and line.endswith("<-- your kernel, op UserPark"), line
+    # --locals: the kernel's arguments, then its locals, from its DWARF (gdb's path)
+    variables = {v["name"]: v for v in frame["variables"]}
+    assert variables["context"]["arg"] and variables["context"]["repr"].startswith("0x")
+    assert variables["seconds"] == {"name": "seconds", "repr": "300", "arg": False}
+    assert "               seconds = 300\n" in r.stdout
+    # TensorFlow's frames get none: only the user's own code is read
+    assert not any(f.get("variables") for t in doc["events"][0]["threads"] for f in t["frames"]
+                   if f["kind"] == "native" and f is not frame)
     assert "no debug info" not in r.stdout and "no_debug_info" not in doc["events"][0]
     # TensorFlow's own frames stay TensorFlow's, libc's the system's
     classes = {f["library"]: f["class"] for t in doc["events"][0]["threads"] for f in t["frames"]

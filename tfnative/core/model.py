@@ -305,6 +305,7 @@ class NativeFrame:
     recovered: Optional[str] = None  # "frame-pointer" | "scan": found without CFI
     frame_class: Optional[str] = None  # "class": user, tensorflow-native, interpreter, system...
     source: Optional[str] = None  # the text of file:line
+    variables: Optional[List[Json]] = None  # --locals, the user's own code with DWARF: [{"name", "repr", "arg"}...]
     level: Optional[int] = None  # internal: the frame's number in gdb's/the unwinder's stack
     start: Optional[int] = None  # internal: its function's entry address, where tfnative named it
 
@@ -330,9 +331,9 @@ _NATIVE_KEYS = _PLACE + (
     _k("inline", doc=_truthy, wire=_truthy, load=bool), _k("tailcall", doc=_truthy, wire=_truthy, load=bool),
     _k("op", doc=_truthy, wire=_truthy, load=_optional(Op.from_json)),
     _k("recovered", doc=_truthy, wire=_truthy), _k("class", "frame_class"), _k("source"),
-    _k("level", doc=_never, wire=_is_set), _k("start", doc=_never, wire=_is_set))
+    _k("variables", wire=_is_set), _k("level", doc=_never, wire=_is_set), _k("start", doc=_never, wire=_is_set))
 _NATIVE_WIRE = ("kind", "function", "file", "line", "library", "address", "level", "inline", "tailcall",
-                "recovered", "start", "op")
+                "recovered", "start", "op", "variables")
 
 
 @dataclass(slots=True)

@@ -307,8 +307,9 @@ def thread_block(thread: Thread, header: Optional[str] = None, fold: bool = True
 
 
 def variable_lines(frame: Frame, width: Optional[int] = None) -> List[str]:
-    """A Python frame's arguments and locals (``--locals``), one per line under the frame (within ``width``)."""
-    variables = frame.variables if isinstance(frame, PythonFrame) else None
+    """A frame's arguments and locals (``--locals``: a Python frame's; a native frame's of the user's own code,
+    with DWARF), one per line under the frame (within ``width``)."""
+    variables = frame.variables if isinstance(frame, (PythonFrame, NativeFrame)) else None
     return [cut_line("               %s = %s%s" % (v["name"], v["repr"], "  (argument)" if v.get("arg") else ""),
                      width) for v in variables or []]
 
