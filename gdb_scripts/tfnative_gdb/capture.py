@@ -126,9 +126,27 @@ def _library(pc: int) -> Optional[str]:
     if not lib:
         return None
     path = str(lib)
+    if not path.startswith("/"):
+        path = _absolute(pc, path)
     name = os.path.basename(path)
     _PATHS[name] = path
     return name
+
+
+def _absolute(pc: int, path: str) -> str:
+    """A library's path as the program named it to dlopen (``./zero_out.so``, relative to its directory
+    then), made absolute: gdb's file for the address, else the path under the live process's cwd."""
+    try:
+        objfile = gdb.current_progspace().objfile_for_address(pc)
+        if objfile is not None and objfile.filename and objfile.filename.startswith("/"):
+            return str(objfile.filename)
+    except (AttributeError, gdb.error):  # gdb before 13 has no objfile_for_address
+        pass
+    try:
+        pid = gdb.selected_inferior().pid
+        return os.path.normpath(os.path.join(os.readlink("/proc/%d/cwd" % pid), path)) if pid else path
+    except (OSError, gdb.error):
+        return path
 
 
 def _libraries(threads: List[Thread]) -> Dict[str, str]:

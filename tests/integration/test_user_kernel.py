@@ -59,14 +59,16 @@ def runs(libs, tmp_path_factory) -> Iterator[Tuple[Dict[str, int], Dict[str, str
     crashing: List[Tuple[str, str, subprocess.Popen]] = []
     try:
         for flavour, so in libs.items():
+            # the library named as a program may name it: relative to its working directory (gdb names it so)
             ready = str(tmp / ("ready_" + flavour))
-            parked[flavour] = subprocess.Popen([sys.executable, USE, so, "park", ready], stdin=subprocess.DEVNULL,
-                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            parked[flavour] = subprocess.Popen([sys.executable, USE, os.path.relpath(so, str(tmp)), "park", ready],
+                                               cwd=str(tmp), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL)
             where = tmp / ("core_" + flavour)
             where.mkdir()
             crashing.append((flavour, str(where), subprocess.Popen(
-                [sys.executable, USE, so, "segv"], cwd=str(where), preexec_fn=_core_limit, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+                [sys.executable, USE, os.path.relpath(so, str(where)), "segv"], cwd=str(where), preexec_fn=_core_limit,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
         cores = {}
         for flavour, where, proc in crashing:
             assert proc.wait(timeout=300) == -signal.SIGSEGV
@@ -153,6 +155,19 @@ def test_core_of_a_crash_in_the_users_kernel(runs, tmp_path, flavour):
         assert "no_debug_info" not in doc["events"][0]
     else:
         assert [lib["library"] for lib in doc["events"][0]["no_debug_info"]] == ["user_kern.so"]
+
+
+def test_attach_marks_the_kernel_a_crash_stops_in(libs, tmp_path):
+    """attach (gdb's path, the library loaded by a relative path): the crash's kernel frame is the user's."""
+    so = os.path.relpath(libs["g"], str(tmp_path))
+    out = tmp_path / "a.json"
+    r = run_tfnative(["attach", "--json", str(out), USE, so, "segv"], timeout=300, cwd=str(tmp_path))
+    assert r.returncode == 128 + signal.SIGSEGV, r.stderr
+    doc = load_json(out)
+    frame = _kernel_frame(doc, "UserSegvOp::Compute")
+    assert frame["class"] == "user" and frame["line"] == SEGV_LINE
+    [line] = [ln for ln in (r.stdout + r.stderr).splitlines() if "UserSegvOp::Compute" in ln]
+    assert line.endswith("<-- your kernel, op UserSegv"), line
 
 
 def test_doctor_lists_the_op_library_a_process_loads_and_what_it_carries(runs, libs):

@@ -9,22 +9,15 @@ alike.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, Dict, List
 
-from ..core import frameclass, libfacts
+from ..core import libfacts
 from ..core.model import NativeFrame, Thread
 
 
 def library_classes(libraries: Dict[str, str]) -> Dict[str, str]:
-    """The class of each library whose path decides it (``frameclass.library_class``), by its name."""
-    prefixes = frameclass.interpreter_prefixes(libraries.values())
-    out: Dict[str, str] = {}
-    for name, path in libraries.items():
-        cls = frameclass.library_class(path, partial(libfacts.links_tensorflow, path), prefixes)
-        if cls is not None:
-            out[name] = cls
-    return out
+    """The class of each library whose path decides it, by its name (``libfacts.library_classes``)."""
+    return libfacts.library_classes(libraries)
 
 
 def without_debug_info(threads: List[Thread], libraries: Dict[str, str]) -> List[Dict[str, Any]]:

@@ -15,9 +15,10 @@ import re
 import struct
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Dict, List, Optional, Tuple
 
-from . import dwarfcover
+from . import dwarfcover, frameclass
 from .elfindex import ElfError, ElfFile
 from .mapfile import map_file
 
@@ -203,3 +204,16 @@ def facts(path: str) -> LibraryFacts:
             _CACHE.clear()
         _CACHE[key] = result
     return result
+
+
+def library_classes(libraries: Dict[str, str]) -> Dict[str, str]:
+    """The class of each library whose path decides it (``frameclass.library_class``, with the interpreter's
+    prefixes from ``libraries`` and the op-library fact read here), by its name: what the analysis and gdb's
+    ``tf-bt`` give each native frame.  ``libraries``: a capture's (a library's name -> its path)."""
+    prefixes = frameclass.interpreter_prefixes(libraries.values())
+    out: Dict[str, str] = {}
+    for name, path in libraries.items():
+        cls = frameclass.library_class(path, partial(links_tensorflow, path), prefixes)
+        if cls is not None:
+            out[name] = cls
+    return out
