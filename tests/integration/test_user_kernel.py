@@ -157,17 +157,23 @@ def test_core_of_a_crash_in_the_users_kernel(runs, tmp_path, flavour):
         assert [lib["library"] for lib in doc["events"][0]["no_debug_info"]] == ["user_kern.so"]
 
 
-def test_attach_marks_the_kernel_a_crash_stops_in(libs, tmp_path):
-    """attach (gdb's path, the library loaded by a relative path): the crash's kernel frame is the user's."""
+def test_attach_marks_the_kernel_it_stops_in_and_its_locals(libs, tmp_path):
+    """attach (gdb's path, the library loaded by a relative path): --break-op's stop and the crash are in the
+    user's kernel; --locals gives the kernel frame's arguments and locals at the stop."""
     so = os.path.relpath(libs["g"], str(tmp_path))
     out = tmp_path / "a.json"
-    r = run_tfnative(["attach", "--json", str(out), USE, so, "segv"], timeout=300, cwd=str(tmp_path))
+    r = run_tfnative(["attach", "--break-op", "UserSegv", "--locals", "--json", str(out), USE, so, "segv"],
+                     timeout=300, cwd=str(tmp_path))
     assert r.returncode == 128 + signal.SIGSEGV, r.stderr
-    doc = load_json(out)
-    frame = _kernel_frame(doc, "UserSegvOp::Compute")
-    assert frame["class"] == "user" and frame["line"] == SEGV_LINE
-    [line] = [ln for ln in (r.stdout + r.stderr).splitlines() if "UserSegvOp::Compute" in ln]
-    assert line.endswith("<-- your kernel, op UserSegv"), line
+    stop, crash = load_json(out)["events"]
+    assert stop["kind"] == "breakpoint" and crash["signal"] == "SIGSEGV"
+    kernel = [f for f in stop["threads"][0]["frames"] if (f.get("function") or "").startswith("UserSegvOp::Compute")]
+    assert kernel and kernel[0]["class"] == "user"
+    assert any(v["name"] == "context" and v["arg"] for v in kernel[0]["variables"]), kernel[0].get("variables")
+    top = crash["threads"][0]["frames"][0]
+    assert top["function"].startswith("UserSegvOp::Compute") and top["class"] == "user" and top["line"] == SEGV_LINE
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("> #0        UserSegvOp::Compute")]
+    assert len(lines) == 2 and all(ln.endswith("<-- your kernel, op UserSegv") for ln in lines), lines
 
 
 def test_doctor_lists_the_op_library_a_process_loads_and_what_it_carries(runs, libs):

@@ -39,6 +39,7 @@ def _no() -> bool:
     # installed packages: a custom-op package is yours when it links TensorFlow; numpy's is not
     (SITE + "/tensorflow_zero_out/python/ops/_zero_out_ops.so", _yes, "user"),
     (SITE + "/numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", _no, None),
+    (SITE + "/tensorflow-plugins/libitex_cpu.so", _never, None),  # TensorFlow loads it, not the program
     # the system's and the interpreter's
     ("/lib/x86_64-linux-gnu/libc.so.6", _no, None),
     ("/usr/local/lib/libtf_ops.so", _yes, "user"),

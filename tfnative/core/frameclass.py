@@ -112,6 +112,8 @@ SYSTEM_DIRS = ("/lib/", "/lib32/", "/lib64/", "/libx32/", "/usr/", "/snap/", "/n
                "/proc/", "/memfd:")
 PACKAGE_PARTS = _SYSTEM_PARTS
 _TF_WHEEL_RE = re.compile(r"/(site|dist)-packages/tensorflow/")
+# PluggableDevice plugins, which TensorFlow loads itself at import (Intel's, Apple's): not the program's
+_TF_PLUGINS_RE = re.compile(r"/(site|dist)-packages/tensorflow-plugins/")
 
 
 def interpreter_prefixes(paths: Iterable[str]) -> List[str]:
@@ -138,7 +140,8 @@ def library_class(path: Optional[str], links_tensorflow: Callable[[], bool],
 
     * TensorFlow's own libraries (by name, or anywhere under TensorFlow's wheel, ``.../site-packages/tensorflow/``)
       are ``tensorflow-native``;
-    * the interpreter's (``python3.X``, ``libpython3.X``, ``lib-dynload/``) are not the user's;
+    * the interpreter's (``python3.X``, ``libpython3.X``, ``lib-dynload/``) are not the user's, nor the
+      PluggableDevice plugins TensorFlow loads itself (``site-packages/tensorflow-plugins/``);
     * an op library, one that links TensorFlow's framework library (``links_tensorflow()``, asked only
       here), is ``user``, wherever it lies: ``tf.load_op_library``'s library in the user's tree, or a
       custom-op package installed in site-packages;
@@ -152,7 +155,7 @@ def library_class(path: Optional[str], links_tensorflow: Callable[[], bool],
     name = path.rsplit("/", 1)[-1]
     if _TF_LIB_RE.match(name) or _TF_WHEEL_RE.search(path):
         return "tensorflow-native"
-    if INTERPRETER_LIB_RE.match(name) or "/lib-dynload/" in path:
+    if INTERPRETER_LIB_RE.match(name) or "/lib-dynload/" in path or _TF_PLUGINS_RE.search(path):
         return None
     elsewhere = path.startswith(SYSTEM_DIRS) or any(p in path for p in PACKAGE_PARTS) or any(
         path.startswith(p) for p in prefixes)
