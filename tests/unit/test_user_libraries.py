@@ -3,6 +3,7 @@ itself (``libfacts``), and how the text marks the user's kernel: the rule on pat
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 
@@ -91,7 +92,12 @@ def test_libfacts_on_real_files(tmp_path):
     assert facts.links_tensorflow and libfacts.links_tensorflow(str(op))
     assert not facts.lines and facts.symtab and facts.build_id and facts.sources == ["kern.c"]
     assert facts.compiler == "g++" and not facts.bazel
-    assert libfacts.rebuild_advice(facts).startswith("g++ -std=c++17 -shared -fPIC -g -O1 kern.c $(python -c ")
+    # a C source: the C driver; an op library built from C++: TensorFlow's flags
+    assert libfacts.rebuild_advice(facts) == "gcc -shared -fPIC -g -O1 kern.c -o op.so"
+    cxx = dataclasses.replace(facts, sources=["kern.cc"])
+    assert libfacts.rebuild_advice(cxx).startswith("g++ -std=c++17 -shared -fPIC -g -O1 kern.cc $(python -c ")
+    plain_cxx = dataclasses.replace(cxx, links_tensorflow=False)  # a ctypes library of C++: no TensorFlow flags
+    assert libfacts.rebuild_advice(plain_cxx) == "g++ -std=c++17 -shared -fPIC -g -O1 kern.cc -o op.so"
     other = libfacts.facts(str(plain))
     assert not other.links_tensorflow and other.lines and other.bazel  # Bazel's _solib_ runpath
     assert libfacts.rebuild_advice(other) == ("tfnative bazelrc tfn_targeted --files 'kern' >> .bazelrc, then "

@@ -137,9 +137,12 @@ def rebuild_advice(facts: LibraryFacts) -> str:
             return ("tfnative bazelrc tfn_targeted %s >> .bazelrc, then bazel build --config=tfn_targeted "
                     "<its target>" % files)
         return "tfnative bazelrc >> .bazelrc, then bazel build --config=tfn_symbols <its target>"
+    source = source or ("YOUR_KERNEL.cc" if facts.links_tensorflow else "YOUR_SOURCE.cc")
     compiler = facts.compiler or "g++"
-    return "%s -std=c++17 -shared -fPIC -g -O1 %s %s -o %s" % (compiler, source or "YOUR_KERNEL.cc", TF_FLAGS,
-                                                               name)
+    if source.endswith(".c"):  # a C library (a ctypes one): the C driver, no C++ standard
+        return "%s -shared -fPIC -g -O1 %s -o %s" % ("clang" if compiler == "clang++" else "gcc", source, name)
+    flags = " " + TF_FLAGS if facts.links_tensorflow else ""
+    return "%s -std=c++17 -shared -fPIC -g -O1 %s%s -o %s" % (compiler, source, flags, name)
 
 
 _CACHE: Dict[Tuple[str, int, int, int], LibraryFacts] = {}
