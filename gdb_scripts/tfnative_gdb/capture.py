@@ -20,6 +20,8 @@ from tfnative.core import dwarfcover, procfs
 from tfnative.core.debugfiles import DEBUG_DIR, find_debug_file
 from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
 from tfnative.core.executors import pool_summary, unnamed_workers
+from tfnative.core.frameclass import library_class
+from tfnative.core.libfacts import links_tensorflow
 from tfnative.core.memory import USER_SPACE_END, Memory
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
 from tfnative.core.opkernel import (
@@ -111,6 +113,9 @@ def python_reader(inferior: Optional[gdb.Inferior] = None) -> Tuple[Optional[Pyt
     return open_reader(GdbMemory(inferior), symbol_address, _objfile_name_for)
 
 
+_PATHS: Dict[str, str] = {}  # a frame's library's name -> its path, as gdb names it
+
+
 def _library(pc: int) -> Optional[str]:
     try:
         lib = gdb.solib_name(pc)
@@ -118,12 +123,83 @@ def _library(pc: int) -> Optional[str]:
         lib = None
     if lib is None:
         lib = gdb.current_progspace().filename
-    return os.path.basename(lib) if lib else None
+    if not lib:
+        return None
+    path = str(lib)
+    if not path.startswith("/"):
+        path = _absolute(pc, path)
+    name = os.path.basename(path)
+    _PATHS[name] = path
+    return name
 
 
-def native_frames(limit: int = MAX_NATIVE_FRAMES,
-                  stack: Optional[List[Optional[int]]] = None) -> Tuple[List[NativeFrame], Optional[str]]:
-    """The selected thread's frames, innermost first; ``stack`` (a list) gets each one's stack pointer."""
+def _absolute(pc: int, path: str) -> str:
+    """A library's path as the program named it to dlopen (``./zero_out.so``, relative to its directory
+    then), made absolute: gdb's file for the address, else the path under the live process's cwd."""
+    try:
+        objfile = gdb.current_progspace().objfile_for_address(pc)
+        if objfile is not None and objfile.filename and objfile.filename.startswith("/"):
+            return str(objfile.filename)
+    except (AttributeError, gdb.error):  # gdb before 13 has no objfile_for_address
+        pass
+    try:
+        pid = gdb.selected_inferior().pid
+        return os.path.normpath(os.path.join(os.readlink("/proc/%d/cwd" % pid), path)) if pid else path
+    except (OSError, gdb.error):
+        return path
+
+
+def _libraries(threads: List[Thread]) -> Dict[str, str]:
+    """The path of each library on the frames of ``threads`` (the capture's ``libraries``)."""
+    names = {f.library for t in threads for f in t.frames if isinstance(f, NativeFrame) and f.library}
+    return {n: _PATHS[n] for n in sorted(names) if n in _PATHS}
+
+
+MAX_VARIABLES = 32  # a native frame's arguments and locals shown (--locals)
+MAX_VALUE = 200  # characters of each value
+_USERS: Dict[str, bool] = {}  # a library's path -> whether it is the user's own (frameclass.library_class)
+
+
+def _is_users(path: Optional[str]) -> bool:
+    if not path:
+        return False
+    if path not in _USERS:
+        _USERS[path] = library_class(path, partial(links_tensorflow, path)) == "user"
+    return _USERS[path]
+
+
+def frame_variables(frame: gdb.Frame) -> List[Dict[str, Any]]:
+    """A native frame's arguments, then its locals, as gdb reads them from DWARF (``--locals`` on the
+    frames of the user's own libraries): ``{"name", "repr", "arg"}`` each, at most ``MAX_VARIABLES``, each
+    value printed shallow (gdb's ``format_string``: 8 elements, 2 levels) and cut to ``MAX_VALUE``."""
+    try:
+        block: Optional[gdb.Block] = frame.block()
+    except (RuntimeError, gdb.error):
+        return []
+    out: List[Dict[str, Any]] = []
+    seen: Set[str] = set()
+    while block is not None and len(out) < MAX_VARIABLES:
+        for sym in block:
+            if not (sym.is_argument or sym.is_variable) or sym.name in seen or len(out) >= MAX_VARIABLES:
+                continue
+            seen.add(sym.name)
+            try:
+                text = sym.value(frame).format_string(max_elements=8, max_depth=2, repeat_threshold=10)
+            except (gdb.error, RuntimeError, TypeError, ValueError) as exc:
+                text = "<unreadable: %s>" % exc
+            text = " ".join(text.split())
+            out.append({"name": sym.name, "repr": text[:MAX_VALUE - 3] + "..." if len(text) > MAX_VALUE else text,
+                        "arg": bool(sym.is_argument)})
+        if block.function is not None:
+            break  # the function's own block: its arguments; the blocks above are the file's
+        block = block.superblock
+    return sorted(out, key=lambda v: not v["arg"])
+
+
+def native_frames(limit: int = MAX_NATIVE_FRAMES, stack: Optional[List[Optional[int]]] = None,
+                  variables: bool = False) -> Tuple[List[NativeFrame], Optional[str]]:
+    """The selected thread's frames, innermost first; ``stack`` (a list) gets each one's stack pointer;
+    ``variables``: a frame of the user's own code with DWARF gets its arguments and locals."""
     frames: List[NativeFrame] = []
     error: Optional[str] = None
     try:
@@ -152,6 +228,8 @@ def native_frames(limit: int = MAX_NATIVE_FRAMES,
                 entry.line = sal.line
         except gdb.error:
             pass
+        if variables and entry.file and _is_users(_PATHS.get(entry.library or "")):
+            entry.variables = frame_variables(f) or None
         frames.append(entry)
         if stack is not None:
             try:
@@ -235,7 +313,7 @@ def capture(which: Threads = Threads.SELECTED, tids: Optional[List[int]] = None,
             lwp = th.ptid[1]
             py = pythreads.find(lwp, partial(_pthread_id, th))
             stack: List[Optional[int]] = []
-            native, err = native_frames(stack=stack)
+            native, err = native_frames(stack=stack, variables=variables)
             entry = thread_entry(lwp, th.name or "", native, reader, py, stack)
             entry.gdb_thread = th.num
             if lwp in inner:
@@ -245,6 +323,7 @@ def capture(which: Threads = Threads.SELECTED, tids: Optional[List[int]] = None,
             out.append(entry)
     if which is Threads.SELECTED:
         result.threads = select_threads(out, which)
+        result.libraries = _libraries(result.threads)
         return result
     # The pools are told apart by their frames: those in libraries gdb only has a surrogate for (TensorFlow's)
     # are named from tfnative's index first (as the report names them afterwards, gdb/symbols.py's symbolize).
@@ -256,6 +335,7 @@ def capture(which: Threads = Threads.SELECTED, tids: Optional[List[int]] = None,
     keep = [t.tid for t in select_threads(seen, which)]
     by_tid = {t.tid: t for t in out}
     result.threads = [by_tid[tid] for tid in keep]
+    result.libraries = _libraries(result.threads)
     return result
 
 

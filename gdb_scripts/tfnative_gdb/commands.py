@@ -7,6 +7,8 @@ from typing import Callable, Dict, List, Optional, Tuple, TypedDict
 
 import gdb
 
+from tfnative.core.libfacts import library_classes
+from tfnative.core.model import NativeFrame
 from tfnative.core.opkernel import OpKernelReader
 from tfnative.core.threads import Threads
 from tfnative.output.render import is_glue, thread_block
@@ -71,6 +73,11 @@ Python frames are read from memory, so the interpreter needs no debug info."""
         if not opts["native_all"]:
             for t in result.threads:
                 t.frames = [f for f in t.frames if not is_glue(f)]
+        users = {name for name, cls in library_classes(result.libraries).items() if cls == "user"}
+        for t in result.threads:  # the user's own code, marked as tfnative's reports mark it
+            for f in t.frames:
+                if isinstance(f, NativeFrame) and f.library in users:
+                    f.frame_class = "user"
         if opts["json"]:
             gdb.write(json.dumps(result.to_json(), indent=1) + "\n")
             return

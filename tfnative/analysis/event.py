@@ -28,7 +28,7 @@ from ..core.model import (
     Thread,
     thread_label,
 )
-from . import pyop, verdict
+from . import pyop, userlibs, verdict
 
 
 def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
@@ -43,13 +43,14 @@ def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
     """
     selected = capture.selected_tid
     threads = []
+    classes = userlibs.library_classes(capture.libraries)
     for t in capture.threads:
         frames = t.frames if native_all else hide_glue(t.frames)
-        t.frames = elide(_cleaned(frames))
+        t.frames = elide(_cleaned(frames, classes))
         t.tf_function = next((f.tf_function for f in t.frames if isinstance(f, PythonFrame) and f.tf_function),
                              None)
         if t.merge == "mismatch":
-            t.python_frames = elide(_cleaned(t.python_frames or []))
+            t.python_frames = elide(_cleaned(t.python_frames or [], classes))
         else:
             t.python_frames = None
         t.tf_functions_in_flight = None
@@ -67,7 +68,8 @@ def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
                  threads=threads, python=capture.python, via=capture.via, warnings=list(capture.warnings),
                  # a process with TensorFlow's inter-op pool, or running TensorFlow with none (a forked child)
                  pool=pool if pool.get("threads") or (pool and _runs_tensorflow(threads)) else None,
-                 samples=capture.samples, held_ms=capture.held_ms, finalizing=capture.finalizing)
+                 samples=capture.samples, held_ms=capture.held_ms, finalizing=capture.finalizing,
+                 no_debug_info=userlibs.without_debug_info(threads, capture.libraries) or None)
 
 
 INJECT_MARK = "/tfnative/inject/"
@@ -258,8 +260,9 @@ def _attribute_waiters(threads: List[Thread], selected: Optional[int]) -> None:
             t.works_for = {"tid": w.tid, "waits_in": what, "how": how}
 
 
-def _cleaned(frames: List[Frame]) -> List[Frame]:
-    """Captured frames (innermost first) as the event shows them: each with its ``class`` and its source
+def _cleaned(frames: List[Frame], classes: Optional[Dict[str, str]] = None) -> List[Frame]:
+    """Captured frames (innermost first) as the event shows them: each with its ``class`` (a native frame's
+    from ``classes``, its library's class by the library's path, where that decides it) and its source
     line; a Python frame with ``user`` and, on a ``quick_execute`` frame, the tf.function it runs (not where
     its caller is a generated op's eager fallback: that runs one op)."""
     python = [f for f in frames if isinstance(f, PythonFrame)]
@@ -272,7 +275,8 @@ def _cleaned(frames: List[Frame]) -> List[Frame]:
             f.user = is_user_frame(f)
             f.tf_function = tf_function(f, callers.get(id(f)))
         if isinstance(f, (NativeFrame, PythonFrame)):
-            f.frame_class = frame_class(f)
+            by_path = classes.get(f.library or "") if classes and isinstance(f, NativeFrame) else None
+            f.frame_class = by_path or frame_class(f)
             f.source = f.source or source_line(f.file, f.line)
     return frames
 

@@ -573,7 +573,8 @@ class Session:
 
     def _event(self, kind: EventKind, all_threads: Optional[bool] = None, hang: bool = False, **extra: Any) -> Event:
         return stopevent.make(self.gdb, self.opts.all_threads if all_threads is None else all_threads,
-                              self.opts.native_all, self.loader, kind, hang=hang, **extra)
+                              self.opts.native_all, self.loader, kind, hang=hang,
+                              variables=self.opts.variables, **extra)
 
 
 class _SnapshotOnQuit:

@@ -28,14 +28,15 @@ from ..sources import ptrace
 
 
 def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolLoader], kind: EventKind,
-         hang: bool = False, **extra: Any) -> Event:
+         hang: bool = False, variables: bool = False, **extra: Any) -> Event:
     """An EVENT of ``kind`` for the stopped target: the thread that stopped (``all_threads``: every thread).
 
     An executor thread that stopped comes with the Python thread that called
     its tf.function, when only one is in flight.  ``extra`` goes into the
-    event as is (``location``, ``signal``...); ``hang``: with its hang verdict (``analysis.event.analyze``).
+    event as is (``location``, ``signal``...); ``hang``: with its hang verdict (``analysis.event.analyze``);
+    ``variables`` (``--locals``): the frames' arguments and locals.
     """
-    result = stacks(gdb, loader, Threads.ALL if all_threads else Threads.SELECTED)
+    result = stacks(gdb, loader, Threads.ALL if all_threads else Threads.SELECTED, variables)
     in_flight = None
     if not all_threads and any(map(executors.runs_tf_work, result.threads)):
         # A thread running TensorFlow's work for Python stopped (an executor, a kernel, a tf.data runner):
@@ -49,6 +50,7 @@ def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolL
         else:
             waiting = {t.tid for t in python.threads if executors.tf_wait(t)}
         result.threads = result.threads + [t for t in python.threads if t.tid in waiting]
+        result.libraries = {**python.libraries, **result.libraries}
     event = analyze(kind, result, native_all=native_all, hang=hang, in_flight=in_flight, **extra)
     sp = result.stack_pointers.get(event.thread) if event.thread is not None else None
     if extra.get("signal") == "SIGABRT" and sp and result.pid:

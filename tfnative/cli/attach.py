@@ -90,6 +90,9 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--native-all", is_flag=True,
                      help="Keep interpreter glue frames (vectorcall, PyObject_Call...)."),
         click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text."),
+        click.option("--locals", "variables", is_flag=True,
+                     help="At each stop, show each Python frame's arguments and locals, and those of your own "
+                          "kernel's frames where its library has DWARF."),
         click.option("--json", "json_path", metavar="FILE", help="Write the whole session as JSON to FILE."),
         click.option("--vlog", type=click.IntRange(min=0), metavar="N",
                      help="TF C++ verbose logging: TF_CPP_MAX_VLOG_LEVEL=N (and TF_CPP_MIN_LOG_LEVEL=0)."),
@@ -153,7 +156,7 @@ def options_of(kw: Dict[str, Any]) -> AttachOptions:
                                dump_xla=kw["dump_xla"], check_numerics=check_numerics,
                                numerics_no_xla=kw["numerics_no_xla"]),
         op_origins=kw["op_origins"], pid=kw.get("pid"), timeout=kw.get("timeout"), save_core=save_core,
-        follow_children=kw["follow_children"],
+        follow_children=kw["follow_children"], variables=bool(kw.get("variables")),
         gdb=GdbOptions(gdb_path=kw["gdb_path"], debuginfod=kw["debuginfod"], log=kw["gdb_log"],
                        full_symbols=kw["full_symbols"]),
     )

@@ -72,11 +72,14 @@ def bazelrc_cmd(preset: Optional[str], files: Tuple[str, ...], workspace: Option
 @click.option("--source-dir", "source_dirs", multiple=True, type=click.Path(),
               help="A Bazel workspace/execroot to look for .dwo files in (as attach --source-dir).")
 @click.option("--json", "as_json", is_flag=True, help="A JSON list, one object per file (or per check).")
+@click.option("--pid", "pid", type=int, default=None,
+              help="The libraries of your own a running process maps (op libraries, ctypes libraries): what "
+                   "each carries, and the rebuild that gives debug info to one without.")
 @click.option("--system", is_flag=True,
               help="Will tfnative work here? gdb, ptrace (Yama, capabilities, seccomp), containers, where cores "
                    "go, debuginfod, the Python and its TensorFlow: each ok or what to do. Exit 1 when one needs a fix.")
 def doctor_cmd(paths: Tuple[str, ...], python: str, every: bool, source_dirs: Tuple[str, ...],
-               as_json: bool, system: bool) -> None:
+               as_json: bool, pid: Optional[int], system: bool) -> None:
     """What debug info each shared object carries, and what gdb can do with it; --system: will tfnative work here."""
 
     def go() -> Optional[int]:
@@ -84,6 +87,17 @@ def doctor_cmd(paths: Tuple[str, ...], python: str, every: bool, source_dirs: Tu
             return _system(paths, python, as_json)
         from ..toolchain import doctor as doctor_mod  # imported here: every tfnative command would pay for it
         from ..toolchain.tfinstall import tensorflow_libraries
+
+        if pid is not None:
+            if paths or every:
+                raise TfnativeError("--pid reads the libraries of a process: give it no PATH and no --all")
+            doc = doctor_mod.process_report(pid, list(source_dirs))
+            click.echo(json.dumps(doc, indent=2) if as_json else doctor_mod.render_process(doc))
+            return None
+        for p in paths:
+            if p.endswith(".py") and os.path.isfile(p):
+                raise TfnativeError("%s is a Python script: run it, then 'tfnative doctor --pid PID' lists the "
+                                    "libraries of your own it loads and what each carries" % p)
 
         targets: List[str] = list(paths) or tensorflow_libraries(python, every)
         for p in targets:

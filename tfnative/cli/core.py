@@ -60,7 +60,8 @@ def run_core_report(path: str, executable: Optional[str], sysroot: Optional[str]
 @click.option("--gdb", "gdb_path", metavar="PATH", help="gdb executable (default: gdb on PATH).")
 @click.option("--gdb-log", metavar="FILE", help="Append the raw MI conversation to FILE.")
 @click.option("--locals", "variables", is_flag=True,
-              help="Show each Python frame's arguments and locals (short reprs read from the core).")
+              help="Show each Python frame's arguments and locals (short reprs read from the core), and those "
+                   "of your own kernel's frames where its library has DWARF (through gdb).")
 def core_cmd(core_path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
              native_all: bool, full: bool, json_path: Optional[str], with_gdb: bool, gdb_path: Optional[str],
              gdb_log: Optional[str], variables: bool) -> None:

@@ -98,7 +98,8 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
 @click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0.0, max=3600.0),
               metavar="S", help="Seconds between two samples.")
 @click.option("--locals", "variables", is_flag=True,
-              help="Show each Python frame's arguments and locals (short reprs read from memory; no code runs).")
+              help="Show each Python frame's arguments and locals (short reprs read from memory; no code runs), "
+                   "and those of your own kernel's frames where its library has DWARF (through gdb).")
 @click.option("--no-pause", "--nonblocking", "no_pause", is_flag=True,
               help="Never stop the process (no ptrace): each thread read twice, one that changed meanwhile "
                    "marked inconsistent; native frames only of threads blocked in the kernel, cut where rsp "

@@ -102,7 +102,8 @@ _EVENT = _Obj({
     "warnings": _List(STR), "pool": ANY, "samples": _Obj({"count": INT, "interval_s": NUM, "span_s": NUM}),
     "held_ms": NUM, "finalizing": BOOL, "log": STR, "handler": BOOL, "op": _EVENT_OP, "fatal": BOOL,
     "reraised_by_handler": BOOL, "cluster": _Obj({"task": STR, "tasks": _List(STR), "source": STR}),
-    "triage": _HANG, "process": _Obj({"pid": INT, "cmdline": STR, "task": _TASK, "scheduler": _SCHEDULER})},
+    "triage": _HANG, "process": _Obj({"pid": INT, "cmdline": STR, "task": _TASK, "scheduler": _SCHEDULER}),
+    "no_debug_info": _List(_Obj({"library": STR, "path": STR, "built_by": STR, "rebuild": STR}))},
     required=["kind"])
 DOCUMENT = _Obj({
     "pid": INT, "argv": _List(STR), "events": _List(_EVENT), "unresolved": _List(STR), "host": STR, "task": _TASK,

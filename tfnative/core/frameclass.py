@@ -3,7 +3,7 @@ the interpreter's, the system's.  Facts about the model's frames that analysis c
 renderers show (``output/render.py`` takes them from here)."""
 
 import re
-from typing import Iterable, List
+from typing import Callable, Iterable, List, Optional, Sequence
 
 from .model import Frame, NativeFrame, PythonFrame
 
@@ -81,7 +81,12 @@ INTERPRETER_LIB_RE = re.compile(r"^(libpython3\.\d+|python3(\.\d+)?$|python$)") 
 
 
 def frame_class(frame: Frame) -> str:
-    """user, tensorflow-python, tensorflow-native, interpreter or system."""
+    """user, tensorflow-python, tensorflow-native, interpreter or system.
+
+    A native frame already classed ``user`` (its library is the user's own: ``library_class``, which needs
+    the library's path) stays so; otherwise a native frame is classed by its library's name."""
+    if isinstance(frame, NativeFrame) and frame.frame_class == "user":
+        return "user"
     if isinstance(frame, PythonFrame):
         if is_user_frame(frame):
             return "user"
@@ -98,3 +103,64 @@ def frame_class(frame: Frame) -> str:
     if name.startswith(_TF_NATIVE_NAMES) and lib.endswith(".so") and "tensorflow" in lib:
         return "tensorflow-native"
     return "system"
+
+
+# Where a library that is nobody's own code lives: the system's directories, installed packages, TensorFlow's
+# wheel.  A path that starts with one of SYSTEM_DIRS, or holds one of PACKAGE_PARTS, or lies under the
+# interpreter's prefix.
+SYSTEM_DIRS = ("/lib/", "/lib32/", "/lib64/", "/libx32/", "/usr/", "/snap/", "/nix/store/", "/gnu/store/",
+               "/proc/", "/memfd:")
+PACKAGE_PARTS = _SYSTEM_PARTS
+_TF_WHEEL_RE = re.compile(r"/(site|dist)-packages/tensorflow/")
+# PluggableDevice plugins, which TensorFlow loads itself at import (Intel's, Apple's): not the program's
+_TF_PLUGINS_RE = re.compile(r"/(site|dist)-packages/tensorflow-plugins/")
+
+
+def interpreter_prefixes(paths: Iterable[str]) -> List[str]:
+    """The installation prefixes (``<prefix>/``) of the interpreter among library ``paths``: the directory
+    above the ``bin/`` or ``lib/`` that holds ``python3.X`` or ``libpython3.X.so``; above ``lib/python3.X/``
+    for its ``lib-dynload/`` modules."""
+    out: List[str] = []
+    for path in paths:
+        head, name = path.rsplit("/", 1) if "/" in path else ("", path)
+        prefix = None
+        if INTERPRETER_LIB_RE.match(name) and head.endswith(("/bin", "/lib", "/lib64")):
+            prefix = head.rsplit("/", 1)[0]
+        elif "/lib-dynload/" in path:
+            prefix = path.split("/lib-dynload/", 1)[0].rsplit("/", 2)[0]
+        if prefix and prefix + "/" not in out and prefix.count("/") >= 2:  # never "/usr/" alone... nor "/"
+            out.append(prefix + "/")
+    return out
+
+
+def library_class(path: Optional[str], links_tensorflow: Callable[[], bool],
+                  prefixes: Sequence[str] = ()) -> Optional[str]:
+    """The class of the frames of the library at ``path`` where its path decides it, else None (its name
+    does: ``frame_class``).  The rule (docs/kernels.md, "Which frames are yours"):
+
+    * TensorFlow's own libraries (by name, or anywhere under TensorFlow's wheel, ``.../site-packages/tensorflow/``)
+      are ``tensorflow-native``;
+    * the interpreter's (``python3.X``, ``libpython3.X``, ``lib-dynload/``) are not the user's, nor the
+      PluggableDevice plugins TensorFlow loads itself (``site-packages/tensorflow-plugins/``);
+    * an op library, one that links TensorFlow's framework library (``links_tensorflow()``, asked only
+      here), is ``user``, wherever it lies: ``tf.load_op_library``'s library in the user's tree, or a
+      custom-op package installed in site-packages;
+    * any other library is ``user`` when it lies outside the system's directories (``SYSTEM_DIRS``),
+      installed packages (``site-packages``, ``dist-packages``: numpy's, scipy's) and the interpreter's
+      ``prefixes`` (a conda environment's ``lib/``): a ``ctypes.CDLL`` or an extension module of the
+      user's own project.
+    """
+    if not path or not path.startswith("/"):
+        return None
+    name = path.rsplit("/", 1)[-1]
+    if _TF_LIB_RE.match(name) or _TF_WHEEL_RE.search(path):
+        return "tensorflow-native"
+    if INTERPRETER_LIB_RE.match(name) or "/lib-dynload/" in path or _TF_PLUGINS_RE.search(path):
+        return None
+    elsewhere = path.startswith(SYSTEM_DIRS) or any(p in path for p in PACKAGE_PARTS) or any(
+        path.startswith(p) for p in prefixes)
+    if not elsewhere:
+        return "user"
+    if path.startswith(SYSTEM_DIRS[-2:]):
+        return None
+    return "user" if links_tensorflow() else None

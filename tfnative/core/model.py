@@ -71,6 +71,10 @@ def _as_list(value: Any) -> List[Any]:
     return list(value or [])
 
 
+def _as_dict(value: Any) -> Dict[str, Any]:
+    return dict(value or {})
+
+
 class _Key:
     """One JSON key of a model class: where it is, when it is written, how it is read.
 
@@ -303,6 +307,7 @@ class NativeFrame:
     recovered: Optional[str] = None  # "frame-pointer" | "scan": found without CFI
     frame_class: Optional[str] = None  # "class": user, tensorflow-native, interpreter, system...
     source: Optional[str] = None  # the text of file:line
+    variables: Optional[List[Json]] = None  # --locals, the user's own code with DWARF: [{"name", "repr", "arg"}...]
     level: Optional[int] = None  # internal: the frame's number in gdb's/the unwinder's stack
     start: Optional[int] = None  # internal: its function's entry address, where tfnative named it
 
@@ -328,9 +333,9 @@ _NATIVE_KEYS = _PLACE + (
     _k("inline", doc=_truthy, wire=_truthy, load=bool), _k("tailcall", doc=_truthy, wire=_truthy, load=bool),
     _k("op", doc=_truthy, wire=_truthy, load=_optional(Op.from_json)),
     _k("recovered", doc=_truthy, wire=_truthy), _k("class", "frame_class"), _k("source"),
-    _k("level", doc=_never, wire=_is_set), _k("start", doc=_never, wire=_is_set))
+    _k("variables", wire=_is_set), _k("level", doc=_never, wire=_is_set), _k("start", doc=_never, wire=_is_set))
 _NATIVE_WIRE = ("kind", "function", "file", "line", "library", "address", "level", "inline", "tailcall",
-                "recovered", "start", "op")
+                "recovered", "start", "op", "variables")
 
 
 @dataclass(slots=True)
@@ -546,6 +551,7 @@ class Capture:
     nonblocking: bool = False  # stack --no-pause: read without stopping the process
     stack_pointers: Dict[int, int] = field(default_factory=dict)  # internal: each thread's rsp at the stop
     tf_config: Optional[str] = None  # internal: TF_CONFIG from the program's os.environ (a thread in a collective)
+    libraries: Dict[str, str] = field(default_factory=dict)  # each frame's library (its name) -> its path
 
     def to_json(self) -> Json:
         return _write(self, _CAPTURE_KEYS, wire=True)
@@ -567,7 +573,8 @@ def _wire(key: str, rule: Rule = _is_set, **more: Any) -> _Key:
 _CAPTURE_KEYS = (
     _wire("pid", _always), _wire("threads", _always, load=_threads), _wire("warnings", _always, load=_as_list),
     _wire("ns_pid"), _wire("python"), _wire("finalizing", _truthy, load=bool), _wire("selected_tid"), _wire("pool"),
-    _wire("via"), _wire("samples"), _wire("held_ms"), _wire("nonblocking", _truthy, load=bool))
+    _wire("via"), _wire("samples"), _wire("held_ms"), _wire("nonblocking", _truthy, load=bool),
+    _wire("libraries", _truthy, load=_as_dict))
 
 
 def _core_or_set(event: Any, value: Any) -> bool:
@@ -605,6 +612,7 @@ class Event:
     cluster: Optional[Json] = None
     triage: Optional[HangVerdict] = None  # a snapshot's (SIGQUIT, --timeout), a core's from outside
     process: Optional[Json] = None  # attach --follow-children: {"pid", "cmdline", "task"?} of a child's event
+    no_debug_info: Optional[List[Json]] = None  # the user's libraries on the stacks without debug info
 
     def to_json(self) -> Json:
         return _write(self, _EVENT_KEYS)
@@ -622,7 +630,7 @@ _EVENT_KEYS = (
     _k("samples", doc=_truthy), _k("held_ms"), _k("finalizing", doc=_truthy, load=bool), _k("log", doc=_truthy),
     _k("handler"), _k("op"), _k("fatal"), _k("reraised_by_handler", doc=_truthy, load=bool),
     _k("cluster", doc=_truthy), _k("triage", load=lambda v: HangVerdict.from_json(v) if v is not None else None),
-    _k("process"))
+    _k("process"), _k("no_debug_info", doc=_truthy))
 
 
 def _has_exit(doc: Any, value: Any) -> bool:

@@ -98,6 +98,11 @@ def stacks_with_gdb(source: CoreSource, which: Threads, opts: GdbOptions, err: T
                 err.write("tfnative: warning: gdb refused the symbols of %s (%s)\n" % (host, exc))
         # every thread: the crashed one is kept even when it runs no Python
         result = capture(gdb, True, variables=source.variables)
+        # a library the program named by a relative path (``tf.load_op_library("./op.so")``): gdb names it so;
+        # the core's file notes have the path the kernel mapped
+        seen = {os.path.basename(m.path): m.path for m in notes.files if m.path.startswith("/")}
+        result.libraries = {name: path if path.startswith("/") else seen.get(name, path)
+                            for name, path in result.libraries.items()}
         loader.symbolize(result)
         tfops.annotate(gdb, result)
         result.via = "gdb"

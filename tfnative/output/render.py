@@ -177,13 +177,21 @@ def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = Fals
     lib = " in %s" % (f.library or "??")
     address = "" if bare else " [%s]" % (f.address if f.address is not None else "?")
     extra = " (recovered by %s: no CFI below)" % f.recovered if f.recovered else ""
-    mark = "  <-- op %s" % op_label(f.op) if f.op else ""
+    mark = native_mark(f)
     source = "\n           | %s" % f.source.strip() if f.file and f.source and not bare else ""
     if width is None:
         # the source line goes under the frame's line, not inside it
         return head + _short(name, name_width) + where + lib + address + extra + mark + source
     parts = _NativeParts(head, name, where, lib, address, extra, mark)
     return _fit_native(parts, f, width) + cut_line(source, width + 1)
+
+
+def native_mark(f: NativeFrame) -> str:
+    """What the text points out on a native frame: the user's kernel and its op (``<-- your kernel, op
+    ZeroOut``), other code of the user's (``<-- your code``), another kernel's op (``<-- op MatMul``)."""
+    if f.frame_class == "user":
+        return "  <-- your kernel, op %s" % op_label(f.op) if f.op else "  <-- your code"
+    return "  <-- op %s" % op_label(f.op) if f.op else ""
 
 
 class _NativeParts(NamedTuple):
@@ -257,7 +265,7 @@ def is_marked(frame: Frame) -> bool:
     """A frame the text points at in its left margin (``>``): the user's code, a kernel with its op."""
     if isinstance(frame, PythonFrame):
         return bool(frame.user or is_user_frame(frame))
-    return isinstance(frame, NativeFrame) and bool(frame.op)
+    return isinstance(frame, NativeFrame) and (bool(frame.op) or frame.frame_class == "user")
 
 
 MARGIN = "> "  # in front of a marked frame's line, where the others have two spaces
@@ -299,8 +307,9 @@ def thread_block(thread: Thread, header: Optional[str] = None, fold: bool = True
 
 
 def variable_lines(frame: Frame, width: Optional[int] = None) -> List[str]:
-    """A Python frame's arguments and locals (``--locals``), one per line under the frame (within ``width``)."""
-    variables = frame.variables if isinstance(frame, PythonFrame) else None
+    """A frame's arguments and locals (``--locals``: a Python frame's; a native frame's of the user's own code,
+    with DWARF), one per line under the frame (within ``width``)."""
+    variables = frame.variables if isinstance(frame, (PythonFrame, NativeFrame)) else None
     return [cut_line("               %s = %s%s" % (v["name"], v["repr"], "  (argument)" if v.get("arg") else ""),
                      width) for v in variables or []]
 

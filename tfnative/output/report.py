@@ -266,6 +266,13 @@ def _created_at_plan(frames: List[Dict[str, Any]], full: bool) -> List[Optional[
 NOTE_INDENT = " " * len("tfnative: ")  # a note's lines after its first, on a terminal
 
 
+def no_debug_info_line(lib: Dict[str, Any]) -> str:
+    """The one line on a library of the user's without debug info, and the rebuild that gives it."""
+    how = "rebuild it with debug info (a Bazel build): " if lib.get("built_by") == "bazel" else "rebuild it with -g: "
+    return ("no debug info in your library %s (no file:line, no locals in its frames); %s%s"
+            % (lib.get("library") or "?", how, lib.get("rebuild") or "?"))
+
+
 def note_lines(text: str, width: Optional[int]) -> List[str]:
     """``tfnative: TEXT`` as lines within ``width`` (a terminal's: broken after its "; ", else between words)."""
     return wrap("tfnative: %s" % text, width, indent=NOTE_INDENT)
@@ -349,6 +356,8 @@ class Printer:
             lines.append("The interpreter is shutting down (Py_FinalizeEx has begun).")
         if event.log:
             lines.extend(wrap("TensorFlow's log: %s" % event.log, width, sep=" "))
+        for lib in event.no_debug_info or []:
+            lines.extend(wrap(no_debug_info_line(lib), width, sep=" "))
         lines.extend(op_lines(event, self.full, width))
         main_name = next((t.name for t in event.threads if t.tid == event.pid), None)
         headed = [(t, self._header(t, event)) for t in event.threads]

@@ -466,6 +466,8 @@ def stacks(source: Source, which: Threads, selected: Optional[int] = None, varia
                                     {tid: regs.get("fs_base") for tid, _n, regs in listed}, HeldRegistry.symbols)
         result.pool = pool_summary(result.threads, tf_names)
     result.threads = select_threads(result.threads, which)
+    result.libraries = {fr.module.name: fr.module.path for s in found for fr in s.frames
+                        if isinstance(fr.module, Library) and fr.module.path}
     return result
 
 
