@@ -108,6 +108,9 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
         job = Job.launch(python, [script, *args])
     else:
         from ..snapshot.many import targets
+        from ..snapshot.process import check_pid
 
+        for pid in pids:
+            check_pid(pid)  # gone, not ours, a kernel thread, traced by another: one line now
         job = Job(targets(pids, children, (), envs))
     return watch_job(job, opts, sys.stdout, sys.stderr)
