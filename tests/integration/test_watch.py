@@ -19,8 +19,17 @@ import pytest
 
 from tfnative.core.docschema import check_document
 
-from ..utils import (ROOT, TFNATIVE, assert_gone, assert_running_untraced, has_tensorflow, line_of, run_tfnative,
-                     script, wait_for_file)
+from ..utils import (
+    ROOT,
+    TFNATIVE,
+    assert_gone,
+    assert_running_untraced,
+    has_tensorflow,
+    line_of,
+    run_tfnative,
+    script,
+    wait_for_file,
+)
 
 HANGS = os.path.join(ROOT, "tests", "hangs")
 JOB = script("watch_job.py")

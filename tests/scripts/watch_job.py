@@ -13,7 +13,6 @@ argv: MODE READY [ARG]; READY is written once the program is where the mode puts
 """
 import os
 import queue
-import signal
 import sys
 import threading
 import time
