@@ -282,3 +282,53 @@ def test_bad_input_is_one_line(args, said):
     assert r.returncode not in (0, 70), r.stderr
     assert said in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_ctrl_c_reaches_the_job_as_without_tfnative_and_ends_the_watch(tmp_path):
+    """The terminal's Ctrl-C goes to the whole foreground group: the job gets its KeyboardInterrupt and dies of
+    SIGINT, the watch ends with that status."""
+    w = Watcher(tmp_path, ["watch", "--hang-after", "2", "--interval", "0.5", JOB, "sleep_loop",
+                           str(tmp_path / "ready")])
+    try:
+        wait_for_file(str(tmp_path / "ready"), 60, w.proc)
+        os.killpg(w.proc.pid, signal.SIGINT)
+        assert w.finish(30) == 128 + signal.SIGINT, w.err()
+        assert "the job was killed by SIGINT" in w.err()
+    finally:
+        w.kill_all()
+
+
+def test_the_loop_runs_the_callers_hook_and_take(tmp_path):
+    """The Python API a crash catcher plugs into: ``watch(job, opts, out, err, take=, hook=)`` calls the hook each
+    interval with the job's processes (a status it returns ends the watch) and takes the hang report's
+    snapshots through ``take``."""
+    import io
+
+    from tfnative.snapshot.options import StackOptions
+    from tfnative.snapshot.process import stack_document
+    from tfnative.watch.job import Job
+    from tfnative.watch.loop import watch
+    from tfnative.watch.options import WatchOptions
+
+    ready = str(tmp_path / "ready")
+    job = subprocess.Popen([sys.executable, os.path.join(HANGS, "rlock_order.py"), ready], stdin=subprocess.DEVNULL)
+    try:
+        wait_for_file(ready, 60, job)
+        seen, taken = [], []
+
+        def hook(pids):
+            seen.append(list(pids))
+            return 7 if taken else None
+
+        def take(pid):
+            taken.append(pid)
+            return stack_document(pid, StackOptions(), io.StringIO())
+
+        out, err = io.StringIO(), io.StringIO()
+        assert watch(Job([job.pid]), WatchOptions(hang_after=1.0, interval=0.3), out, err, take=take, hook=hook) == 7
+        assert taken == [job.pid] and seen[0] == [job.pid]
+        assert "=== tfnative: hang: pid %d made no progress" % job.pid in out.getvalue()
+        assert_running_untraced(job.pid)
+    finally:
+        job.kill()
+        job.wait()
