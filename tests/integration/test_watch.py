@@ -138,14 +138,23 @@ def test_a_deadlock_is_reported_in_time_then_watched_on_and_kill_9_leaves_the_jo
         w.kill_all()
 
 
+TF_HANGS = [
+    # name, the verdict's start (the main thread's line marked "# hangs here: main" follows)
+    ("data_map_event", "verdict: the main thread waits for the next element of a tf.data iterator at "),
+    ("mwms_missing_peer", "verdict: the main thread waits at "),
+]
+
+
 @pytest.mark.tf
 @pytest.mark.skipif(not has_tensorflow(), reason="tensorflow is not installed in this Python")
-def test_a_tf_data_hang_with_on_hang_kill_ends_the_job_with_124(tmp_path):
-    """data_map_event (TensorFlow; a tf.data thread wakes now and then only to wait again): reported with
-    its verdict, then --on-hang kill ends the job and the watch exits 124."""
+@pytest.mark.parametrize("name,verdict", TF_HANGS, ids=[h[0] for h in TF_HANGS])
+def test_a_tf_hang_with_on_hang_kill_ends_the_job_with_124(tmp_path, name, verdict):
+    """TensorFlow hangs whose threads wake now and then only to wait again (a tf.data thread; gRPC's pollers
+    and timers, on a condition variable's two futex words in turn): reported with the verdict, then --on-hang
+    kill ends the job and the watch exits 124."""
     ready = str(tmp_path / "ready")
-    w = Watcher(tmp_path, ["watch", "--hang-after", "4", "--interval", "1", "--on-hang", "kill",
-                           os.path.join(HANGS, "data_map_event.py"), ready])
+    program = os.path.join(HANGS, name + ".py")
+    w = Watcher(tmp_path, ["watch", "--hang-after", "4", "--interval", "1", "--on-hang", "kill", program, ready])
     try:
         job = int(wait_for_file(ready, 120, w.proc))
         t_ready = time.monotonic()
@@ -153,8 +162,7 @@ def test_a_tf_data_hang_with_on_hang_kill_ends_the_job_with_124(tmp_path):
         assert w.finish(60) == 124, w.err()
         assert "hang: no process of the job" in w.out()
         assert time.monotonic() - t_ready <= 4 + 2 + SNAPSHOT_SLACK + 10  # the report, then SIGTERM's grace
-        assert "verdict: the main thread waits for the next element of a tf.data iterator at data_map_event.py:%d" \
-            % line_of(os.path.join(HANGS, "data_map_event.py"), "# hangs here: main") in w.out()
+        assert verdict + "%s.py:%d" % (name, line_of(program, "# hangs here: main")) in w.out()
         assert "ending the job (--on-hang kill)" in w.err()
         assert not psutil.pid_exists(job) or psutil.Process(job).status() == psutil.STATUS_ZOMBIE
         assert_gone(procs)

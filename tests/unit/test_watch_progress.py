@@ -43,7 +43,7 @@ def test_waking_from_a_sleep_or_into_another_wait_is_progress():
     # a step loop that sleeps at the same line: woke from a sleep
     assert thread_kind(t(1, 0, 4, wait=(SLEEP, "0x1")), t(1, 0.2, 7, wait=(SLEEP, "0x1")), 10 * MS) == "slept"
     # woke and went on to another wait (another futex): progress
-    assert thread_kind(t(1, 0, 4), t(1, 0.1, 5, wait=(FUTEX, "0x7f0002")), 10 * MS) == "woke"
+    assert thread_kind(t(1, 0, 4), t(1, 0.1, 5, wait=(FUTEX, "0x7f1000")), 10 * MS) == "woke"
     # a read that returned (data came): progress, even back on the same descriptor
     assert thread_kind(t(1, 0, 4, wait=(READ, "0x5")), t(1, 0.1, 5, wait=(READ, "0x5")), 10 * MS) == "woke"
     # gRPC's pollers: back on the same epoll set
@@ -119,3 +119,12 @@ def test_no_straggler_while_nobody_progresses():
     tr.seen(1, 0.0)
     tr.seen(2, 0.0)
     assert tr.stragglers(5.0, 0.75, family) == []
+
+
+def test_a_condition_variable_s_two_futex_words_are_one_wait():
+    """glibc's pthread_cond_timedwait waits on one of two adjacent signal words in turn (gRPC in
+    mwms_missing_peer: 0x556edab40e5c, then 0x556edab40e58 five seconds later)."""
+    a, b = t(1, 0.1, 2, wait=(FUTEX, "0x556edab40e5c")), t(1, 0.2, 3, wait=(FUTEX, "0x556edab40e58"))
+    assert thread_kind(a, b, 10 * MS) == "rewait"
+    far = t(1, 0.2, 3, wait=(FUTEX, "0x556edab41e58"))
+    assert thread_kind(a, far, 10 * MS) == "woke"

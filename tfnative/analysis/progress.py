@@ -87,12 +87,33 @@ def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], f
         return "still"
     if not woke:  # a little CPU without a switch: it ran on a CPU at one end (a short burst)
         return "woke" if after.state == "R" or before.state == "R" else "still"
-    if after.wait is not None and after.wait == before.wait:
+    if after.wait is not None and before.wait is not None and same_wait(before.wait, after.wait):
         if after.wait[0] in SLEEPS:
             return "slept"
         if after.wait[0] in WAITS:
             return "rewait"
     return "woke"
+
+
+FUTEX = 202
+CONDVAR_SPAN = 64  # a pthread_cond_t (48 bytes) and its futex words: glibc's two groups' __g_signals alternate
+
+
+def same_wait(a: Tuple[int, str], b: Tuple[int, str]) -> bool:
+    """Whether two waits are the same: the same system call on the same object.  A futex wait is on the same
+    object where the two addresses are within ``CONDVAR_SPAN`` bytes: glibc's condition variable waits on one
+    of its two signal words, in turn (measured: a timed wait of gRPC's, woken every 5 s, alternates between
+    ``...e58`` and ``...e5c``)."""
+    if a[0] != b[0]:
+        return False
+    if a[1] == b[1]:
+        return True
+    if a[0] != FUTEX:
+        return False
+    try:
+        return abs(int(a[1], 16) - int(b[1], 16)) < CONDVAR_SPAN
+    except ValueError:
+        return False
 
 
 _SAID = {"new": "thread %d started", "ended": "thread %d ended", "cpu": "thread %d ran on a CPU",

@@ -113,4 +113,7 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
         for pid in pids:
             check_pid(pid)  # gone, not ours, a kernel thread, traced by another: one line now
         job = Job(targets(pids, children, (), envs))
-    return watch_job(job, opts, sys.stdout, sys.stderr)
+    from ..files import is_stdout
+
+    # --json -: the documents on stdout, the text on stderr (as stack --json - has it)
+    return watch_job(job, opts, sys.stderr if is_stdout(opts.json_path) else sys.stdout, sys.stderr)

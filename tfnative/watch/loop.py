@@ -29,6 +29,7 @@ from ..core.model import Document
 from ..core.signals import signal_name
 from ..errors import Interrupted, SignalGuard
 from ..snapshot import progress
+from ..snapshot.many import runs_python
 from ..snapshot.process import stack_document
 from . import hangreport
 from .job import Job
@@ -61,6 +62,9 @@ class Watch:
         self.reports = 0
         self.armed = True  # a hang may be reported (again: after progress)
         self.last_report: Optional[FrozenSet[Tuple[object, ...]]] = None
+        # A re-waiting process's stacks are read (--no-pause) only once it has not progressed for this long:
+        # half the time that makes it a hang or a straggler, so that a job that works never pays for them.
+        self.stack_after = min(opts.hang_after, opts.straggler_after or opts.hang_after) / 2.0
 
     def say(self, text: str) -> None:
         self.err.write("tfnative: watch: %s\n" % text)
@@ -139,7 +143,7 @@ class Watch:
                 continue
             verdict = judge(before, after)
             moved = verdict.progressed
-            if not moved and verdict.rewaiters:
+            if not moved and verdict.rewaiters and now - self.tracker.last.get(pid, now) >= self.stack_after:
                 keys = progress.stack_keys(pid)
                 moved = stacks_moved(self.keys.get(pid), keys, verdict.rewaiters)
                 if keys is not None:
@@ -163,6 +167,7 @@ class Watch:
         headline = ("tfnative: watch: hang: no process of the job has progressed for %.1f s (--hang-after %g): "
                     "%d process%s" % (stalled, self.opts.hang_after, len(pids), "" if len(pids) == 1 else "es"))
         number = self.reports + 1
+        pids = [pid for pid in pids if runs_python(pid)] or list(pids)  # a shell or a C++ helper has no stack to say
         docs = hangreport.hang_report(pids, self.take, self.opts, number, headline, self.out, self.err) \
             if self._changed(pids) else None
         if docs is None:
