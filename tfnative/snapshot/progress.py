@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..analysis.progress import ProcessSample, ThreadSample
 from ..core import procfs
@@ -52,7 +52,7 @@ def thread_sample(pid: int, tid: int) -> Optional[ThreadSample]:
     return ThreadSample(tid, cpu, switches, letter, wait)
 
 
-def sample(pid: int, clock: Any = time.monotonic) -> Optional[ProcessSample]:
+def sample(pid: int, clock: Callable[[], float] = time.monotonic) -> Optional[ProcessSample]:
     """Every thread's counters of ``pid``; None when the process is gone (or has exited: a zombie)."""
     try:
         tids = procfs.tids(pid)
