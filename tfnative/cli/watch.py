@@ -95,6 +95,13 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
         raise TfnativeError("missing SCRIPT (or -m MODULE, --pid, --children, --env): what should tfnative watch?")
     if script is not None and not os.path.isfile(script):
         raise TfnativeError("%s: no such file" % script)
+    if not launched:
+        from ..snapshot.many import targets
+        from ..snapshot.process import check_pid
+
+        for pid in pids:
+            check_pid(pid)  # gone, not ours, a kernel thread, traced by another: one line now
+        roots = targets(pids, children, (), envs)
     if opts.out_dir is not None:
         try:
             os.makedirs(opts.out_dir, exist_ok=True)
@@ -107,12 +114,7 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
     elif script is not None:
         job = Job.launch(python, [script, *args])
     else:
-        from ..snapshot.many import targets
-        from ..snapshot.process import check_pid
-
-        for pid in pids:
-            check_pid(pid)  # gone, not ours, a kernel thread, traced by another: one line now
-        job = Job(targets(pids, children, (), envs))
+        job = Job(roots)
     from ..files import is_stdout
 
     # --json -: the documents on stdout, the text on stderr (as stack --json - has it)
