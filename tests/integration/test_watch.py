@@ -284,6 +284,7 @@ def test_on_hang_core_writes_a_core_of_every_process_and_watches_on(tmp_path):
     (["--pid", "999999999"], "no process"),
     (["no/such/script.py"], "no/such/script.py: no such file"),
     (["--pid", "1", "x.py"], "not both"),
+    (["--children", "-5"], "no process with pid -5"),
 ])
 def test_bad_input_is_one_line(args, said):
     r = run_tfnative(["watch", *args], timeout=60)
@@ -340,3 +341,49 @@ def test_the_loop_runs_the_callers_hook_and_take(tmp_path):
     finally:
         job.kill()
         job.wait()
+
+
+def test_a_process_that_exits_at_the_report_is_named_and_the_watch_goes_on(tmp_path):
+    """Two hung processes; one exits as its snapshot is taken: the other is reported, the gone one named in a
+    line, and the watch goes on (until the hook ends it)."""
+    import io
+
+    from tfnative.snapshot.options import StackOptions
+    from tfnative.snapshot.process import stack_document
+    from tfnative.watch.job import Job
+    from tfnative.watch.loop import Watch
+    from tfnative.watch.options import WatchOptions
+
+    jobs = []
+    try:
+        for i in range(2):
+            ready = str(tmp_path / ("ready-%d" % i))
+            jobs.append(subprocess.Popen([sys.executable, os.path.join(HANGS, "rlock_order.py"), ready],
+                                         stdin=subprocess.DEVNULL))
+            wait_for_file(ready, 60, jobs[-1])
+        doomed, kept = jobs
+        ticks = []
+
+        def take(pid):
+            if pid == doomed.pid:
+                doomed.kill()
+                doomed.wait()
+            return stack_document(pid, StackOptions(), io.StringIO())
+
+        def hook(pids):
+            ticks.append(list(pids))
+            return 0 if len(ticks) > 2 and doomed.pid not in pids else None
+
+        out, err = io.StringIO(), io.StringIO()
+        w = Watch(Job([doomed.pid, kept.pid]), WatchOptions(hang_after=1.0, interval=0.3), out, err, take=take,
+                  hook=hook)
+        assert w.run() == 0
+        assert "tfnative: pid %d not reported: " % doomed.pid in err.getvalue()
+        assert "=== tfnative: hang: pid %d made no progress" % kept.pid in out.getvalue()
+        assert ticks[-1] == [kept.pid]
+        assert_running_untraced(kept.pid)
+    finally:
+        for p in jobs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
