@@ -138,6 +138,28 @@ def test_a_deadlock_is_reported_in_time_then_watched_on_and_kill_9_leaves_the_jo
         w.kill_all()
 
 
+def test_report_again_only_after_progress_and_other_stacks(tmp_path):
+    """A job stuck 5 s in one wait, then for good in another: two reports, each at its own line; between them
+    and after the second, nothing more."""
+    w = Watcher(tmp_path, ["watch", "--hang-after", "2", "--interval", "0.5", JOB, "two_hangs",
+                           str(tmp_path / "ready"), "5", "--json", str(tmp_path / "hang.jsonl")])
+    # (--json after the script's arguments is the script's: its file stays absent)
+    try:
+        wait_for_file(str(tmp_path / "ready"), 60, w.proc)
+        w.wait_for("watch_job.py:%d" % line_of(JOB, "# hangs here: first"), 20)
+        w.wait_for("watch_job.py:%d" % line_of(JOB, "# hangs here: second"), 20)
+        time.sleep(3)
+        text = w.out()
+        assert text.count("hang: no process of the job") == 2, text
+        first, second = text.split("hang: no process of the job")[1:]
+        assert "# hangs here" not in first  # (the source lines are not printed; the lines' numbers are)
+        assert "watch_job.py:%d" % line_of(JOB, "# hangs here: second") not in first
+        assert "watch_job.py:%d" % line_of(JOB, "# hangs here: first") not in second
+        assert not os.path.exists(tmp_path / "hang.jsonl")
+    finally:
+        w.kill_all()
+
+
 TF_HANGS = [
     # name, the verdict's start (the main thread's line marked "# hangs here: main" follows), --hang-after: over
     # the 5 s between two wake-ups of gRPC's timed waits, so that each one judged progress would hide the hang

@@ -9,6 +9,8 @@ argv: MODE READY [ARG]; READY is written once the program is where the mode puts
   ``queue.Queue``; the consumer waits at the same ``get`` line for each (healthy);
 - ``rank``: rank ARG of a 3-rank job: ranks step (sleep) for 6 s then wait for each other on an Event nobody
   sets; rank 2 deadlocks at once on a lock it already holds (the straggler, then the outlier);
+- ``two_hangs``: blocked ARG seconds in one wait (a lock acquired with a time-out, no wake-up meanwhile), then
+  blocked for good in another (an Event nobody sets);
 - ``exit``: exit with status ARG; ``signal``: die of signal ARG.
 """
 import os
@@ -87,6 +89,14 @@ def peer_wait():
     threading.Event().wait()  # hangs here: peer
 
 
+def two_hangs():
+    lock = threading.Lock()
+    lock.acquire()
+    ready()
+    lock.acquire(timeout=float(ARG))  # hangs here: first
+    threading.Event().wait()  # hangs here: second
+
+
 def die():
     ready()
     if MODE == "signal":
@@ -95,4 +105,4 @@ def die():
 
 
 {"sleep_loop": sleep_loop, "long_op": long_op, "busy_child": busy_child, "queue_pipeline": queue_pipeline,
- "rank": rank, "exit": die, "signal": die}[MODE]()
+ "rank": rank, "two_hangs": two_hangs, "exit": die, "signal": die}[MODE]()

@@ -12,14 +12,16 @@ from typing import Any, List, Optional, Tuple
 import click
 
 from ..errors import TfnativeError
-from .attach import ATTACH_CONTEXT, ScriptCommand
+from .attach import ScriptCommand
 from .util import gdb_options, run_command
 
 ENV_HELP = ("Watch every process running Python whose environment has KEY=VALUE, e.g. SLURM_JOB_ID=123 "
             "(repeatable: all of them; KEY alone: set to anything).")
 
 
-@click.command("watch", cls=ScriptCommand, context_settings=ATTACH_CONTEXT)
+# Everything after SCRIPT (or -m MODULE) is the job's, as python would take it: tfnative's options come first.
+@click.command("watch", cls=ScriptCommand, context_settings={"ignore_unknown_options": True,
+                                                             "allow_interspersed_args": False})
 @click.argument("script", type=click.Path(dir_okay=False), required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--module", "module", hidden=True)  # what ScriptCommand makes of -m MODULE
