@@ -245,6 +245,7 @@ def test_a_straggler_is_named_then_the_outlier_rank(tmp_path):
         assert text.count("straggler:") == 1
         assert "watch_job.py:%d" % line_of(JOB, "# hangs here: straggler") in text.split("hang: no process")[0]
         assert "the outlier: rank:2 (rank 2 on host" in text and "pid %d" % ranks[2].pid in text
+        assert "), at rank at watch_job.py:%d\n" % line_of(JOB, "stuck(lock)") in text
         docs = documents(tmp_path / "hang.jsonl")
         assert sorted(d["pid"] for d in docs) == sorted(p.pid for p in ranks)
         assert all(d["events"][0]["kind"] == "hang" for d in docs)
@@ -309,6 +310,7 @@ def test_on_hang_core_writes_a_core_of_every_process_and_watches_on(tmp_path):
     (["no/such/script.py"], "no/such/script.py: no such file"),
     (["--pid", "1", "x.py"], "not both"),
     (["--children", "-5"], "no process with pid -5"),
+    (["--hang-after", "2", "--interval", "3", "--pid", "1"], "--interval 3 is longer than --hang-after 2"),
 ])
 def test_bad_input_is_one_line(args, said):
     r = run_tfnative(["watch", *args], timeout=60)

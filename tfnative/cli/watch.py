@@ -93,6 +93,9 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
     if launched and (pids or children or envs):
         raise TfnativeError("watch runs SCRIPT (or -m MODULE) or watches running processes (--pid, --children, "
                             "--env): not both")
+    if opts.interval > opts.hang_after:
+        raise TfnativeError("--interval %g is longer than --hang-after %g: a hang could not be seen in time"
+                            % (opts.interval, opts.hang_after))
     if not launched and not (pids or children or envs):
         raise TfnativeError("missing SCRIPT (or -m MODULE, --pid, --children, --env): what should tfnative watch?")
     if script is not None and not os.path.isfile(script):

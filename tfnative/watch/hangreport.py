@@ -14,7 +14,7 @@ import io
 import os
 from typing import Callable, List, Optional, Sequence, TextIO
 
-from ..core.model import Document
+from ..core.model import Document, PythonFrame
 from ..errors import TfnativeError
 from ..files import write_output
 from ..output import merge, report
@@ -43,9 +43,17 @@ def outlier_of(docs: Sequence[Document]) -> Optional[str]:
             who = merge.compress(odd.members)
             place = next((merge.where(p) for p in root.processes if p["label"] in odd.members
                           and merge.where(p)), None) if len(odd.members) == 1 else None
-            return "%s%s, at %s" % (who, " (%s)" % place if place else "", odd.key)
+            return "%s%s, at %s" % (who, " (%s)" % place if place else "", _place(odd))
         todo.extend(node.children.values())
     return None
+
+
+def _place(node: merge.Node) -> str:
+    """Where a branch of the tree starts: ``rank at train.py:76`` for a Python frame, else the frame's text."""
+    frame = node.frame
+    if isinstance(frame, PythonFrame):
+        return "%s at %s:%s" % (frame.function, os.path.basename(frame.file or "?"), frame.line)
+    return node.key
 
 
 def hang_report(pids: Sequence[int], take: Take, opts: WatchOptions, number: int, headline: str,
