@@ -243,7 +243,9 @@ def test_a_straggler_is_named_then_the_outlier_rank(tmp_path):
         assert straggler in text, text
         assert text.index(straggler) < text.index("hang: no process of the job")
         assert text.count("straggler:") == 1
-        assert "watch_job.py:%d" % line_of(JOB, "# hangs here: straggler") in text.split("hang: no process")[0]
+        before = text.split("hang: no process")[0]
+        assert "watch_job.py:%d" % line_of(JOB, "# hangs here: straggler") in before
+        assert "verdict: " in before  # the straggler's own verdict
         assert "the outlier: rank:2 (rank 2 on host" in text and "pid %d" % ranks[2].pid in text
         assert "), at rank at watch_job.py:%d\n" % line_of(JOB, "stuck(lock)") in text
         docs = documents(tmp_path / "hang.jsonl")

@@ -19,6 +19,7 @@ from ..errors import TfnativeError
 from ..files import write_output
 from ..output import merge, report
 from ..output.pictures import write_pictures
+from ..output.verdicttext import verdict_lines
 from ..snapshot import many
 from .options import WatchOptions
 
@@ -109,6 +110,8 @@ def straggler_report(pid: int, take: Take, headline: str, opts: WatchOptions, ou
     printer = report.Printer(text, native_all=opts.stack.native_all, full=opts.stack.full, group=opts.stack.group,
                              fit=False)
     text.write("##### %s\n" % many.process_title(doc))
-    printer.event(doc.events[0])
+    event = doc.events[0]
+    printer.event(event)
+    text.write("".join(line + "\n" for line in (verdict_lines(event.triage, event.pid) if event.triage else [])))
     out.write(text.getvalue())
     out.flush()
