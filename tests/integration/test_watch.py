@@ -321,13 +321,19 @@ def test_bad_input_is_one_line(args, said):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
-def test_ctrl_c_reaches_the_job_as_without_tfnative_and_ends_the_watch(tmp_path):
-    """The terminal's Ctrl-C goes to the whole foreground group: the job gets its KeyboardInterrupt and dies of
-    SIGINT, the watch ends with that status."""
+def test_signals_reach_the_job_as_without_tfnative_and_ctrl_c_ends_the_watch(tmp_path):
+    """SIGUSR1 sent to the watcher reaches the job; the terminal's Ctrl-C goes to the whole foreground group:
+    the job gets its KeyboardInterrupt and dies of SIGINT, the watch ends with that status."""
     w = Watcher(tmp_path, ["watch", "--hang-after", "2", "--interval", "0.5", JOB, "sleep_loop",
                            str(tmp_path / "ready")])
     try:
         wait_for_file(str(tmp_path / "ready"), 60, w.proc)
+        os.kill(w.proc.pid, signal.SIGUSR1)  # a signal sent to the watcher is passed on to the job
+        deadline = time.monotonic() + 10
+        while not os.path.exists(str(tmp_path / "ready.usr1")):
+            assert time.monotonic() < deadline, "the job never got the SIGUSR1:\n%s" % w.err()
+            time.sleep(0.05)
+        assert w.proc.poll() is None
         os.killpg(w.proc.pid, signal.SIGINT)
         assert w.finish(30) == 128 + signal.SIGINT, w.err()
         assert "the job was killed by SIGINT" in w.err()

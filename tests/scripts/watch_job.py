@@ -2,7 +2,7 @@
 
 argv: MODE READY [ARG]; READY is written once the program is where the mode puts it.
 
-- ``sleep_loop``: a step loop that sleeps at the same line every step (healthy);
+- ``sleep_loop``: a step loop that sleeps at the same line every step (healthy); a SIGUSR1 writes READY.usr1;
 - ``long_op``: each step is one long C call (``sum(range(...))``): the stack does not change, the CPU does;
 - ``busy_child``: the parent waits in ``os.waitpid`` for a forked child that computes (healthy);
 - ``queue_pipeline``: a producer thread makes an element every 0.3 s (slow I/O, a sleep) and puts it in a
@@ -15,6 +15,7 @@ argv: MODE READY [ARG]; READY is written once the program is where the mode puts
 """
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -29,6 +30,7 @@ def ready():
 
 
 def sleep_loop():
+    signal.signal(signal.SIGUSR1, lambda *_: open(READY + ".usr1", "w").close())
     ready()
     step = 0
     while True:

@@ -24,7 +24,8 @@ import psutil
 from ..core import procfs
 from ..errors import TfnativeError
 
-FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+_WNOTHREAD = 0x20000000  # waitid: this thread's children only (linux/wait.h's __WNOTHREAD)
+POLL_S = 0.05  # how often a wait looks for the launched process's end
 
 
 class Job:
@@ -88,33 +89,47 @@ class Job:
                 todo.extend(children.get(kid, []))
         return above, below
 
+    def reaped(self) -> Optional[int]:
+        """The launched process's return code once it has exited (``Popen``'s: -N for signal N), else None.
+
+        Read with ``waitid(WEXITED | WNOHANG | __WNOTHREAD)`` from this thread, not ``Popen.poll``: where a
+        thread of ours traces the process (a crash catcher's ``PTRACE_SEIZE``), a ``waitpid`` here would take
+        the ptrace stops meant for that thread; with ``__WNOTHREAD`` only this thread's own child's exit is seen.
+        """
+        child = self.child
+        if child is None or child.returncode is not None:
+            return None if child is None else child.returncode
+        try:
+            result = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | _WNOTHREAD)
+        except ChildProcessError:  # reaped elsewhere: what Popen knows
+            return child.poll()
+        if result is None:
+            return None
+        killed = result.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+        child.returncode = -result.si_status if killed else result.si_status
+        return child.returncode
+
     def ended(self) -> Optional[int]:
         """The exit status once the job has ended (a launched job: its own, 128+N for a signal; running
         processes: 0 once none is left), else None."""
         if self.child is not None:
-            code = self.child.poll()
+            code = self.reaped()
             return None if code is None else exit_status(code)
         return 0 if not self.processes() else None
 
     def wait(self, timeout: float) -> Optional[int]:
-        """Wait up to ``timeout`` seconds for the job's end (a launched job's wait returns at once when it
-        ends); its status, or None when it still runs."""
-        if self.child is not None:
-            try:
-                self.child.wait(max(0.0, timeout))
-            except subprocess.TimeoutExpired:
-                return None
-            return self.ended()
-        deadline = time.monotonic() + timeout
+        """Wait up to ``timeout`` seconds for the job's end (looked at every ``POLL_S``); its status, or None
+        when it still runs."""
+        deadline = time.monotonic() + max(0.0, timeout)
         while True:
             status = self.ended()
             if status is not None or time.monotonic() >= deadline:
                 return status
-            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(POLL_S if self.child is not None else 0.2, max(0.0, deadline - time.monotonic())))
 
     def forward(self, signum: int) -> None:
         """Pass a signal the watcher got on to the launched process (not to running ones: not ours)."""
-        if self.child is not None and self.child.poll() is None:
+        if self.child is not None and self.reaped() is None:
             try:
                 os.kill(self.child.pid, signum)
             except ProcessLookupError:
@@ -127,17 +142,13 @@ class Job:
             _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and any(not procfs.exited(p) for p in pids):
-            if self.child is not None:
-                self.child.poll()  # reap our own child, whose zombie would read "not exited"
+            self.reaped()  # reap our own child, whose zombie would read "not exited"
             time.sleep(0.05)
         for pid in pids + self.processes():
             if not procfs.exited(pid):
                 _signal(pid, signal.SIGKILL)
         if self.child is not None:
-            try:
-                self.child.wait(10.0)
-            except subprocess.TimeoutExpired:
-                pass
+            self.wait(10.0)
 
 
 def _signal(pid: int, signum: int) -> None:

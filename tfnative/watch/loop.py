@@ -73,11 +73,19 @@ class Watch:
     def run(self) -> int:
         """Watch until the job ends (its status), a hang ends it (``--on-hang kill``: 124), the hook ends it
         (its status) or a signal does (130, or the job's status where it ended meanwhile)."""
-        with SignalGuard():
-            try:
-                return self._loop()
-            except Interrupted as exc:
-                return self._interrupted(exc.signum)
+        passed = {}
+        if self.job.launched:  # the job's own signals (SIGUSR1, SIGUSR2), passed on as they come
+            for signum in (signal.SIGUSR1, signal.SIGUSR2):
+                passed[signum] = signal.signal(signum, lambda n, _frame: self.job.forward(n))
+        try:
+            with SignalGuard():
+                try:
+                    return self._loop()
+                except Interrupted as exc:
+                    return self._interrupted(exc.signum)
+        finally:
+            for signum, handler in passed.items():
+                signal.signal(signum, handler)
 
     def _interrupted(self, signum: int) -> int:
         if signum != signal.SIGINT:
