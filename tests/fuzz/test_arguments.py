@@ -194,6 +194,10 @@ def _report_core(p: Place) -> List[str]:
     return ["report", "--core", p.core]
 
 
+def _watch(p: Place) -> List[str]:
+    return ["watch", "--pid", NO_PID]
+
+
 def _doctor(p: Place) -> List[str]:
     return ["doctor", "/bin/true"]
 
@@ -234,9 +238,15 @@ RECIPES: Dict[str, List[Recipe]] = {
     "bazelrc": [("", "text", lambda p: ["bazelrc"]), ("--files", "text", _bazelrc),
                 ("--workspace", "text", lambda p: ["bazelrc"])],
     "presets": [("", "text", _presets), ("--json", "flag", _presets)],
+    "watch": [("--json", "out", _watch), ("--out", "out", _watch), ("--progress-file", "text", _watch),
+              ("--hang-after", "number", _watch), ("--interval", "number", _watch),
+              ("--straggler-after", "number", _watch), ("--on-hang", "text", _watch),
+              ("--pid", "number", lambda p: ["watch"]), ("--children", "number", lambda p: ["watch"]),
+              ("--env", "text", lambda p: ["watch"]), ("-m", "text", _watch), ("--gdb", "text", _watch),
+              ("", "text", lambda p: ["watch", "--pid", NO_PID])],
 }
 CI_EXAMPLES = {"merge": 12, "stack": 10, "core": 6, "attach": 10, "report": 6, "doctor": 6, "bazelrc": 6,
-               "presets": 3}
+               "presets": 3, "watch": 8}
 
 
 def _outputs(p: Place) -> st.SearchStrategy[str]:

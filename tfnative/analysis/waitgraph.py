@@ -380,7 +380,8 @@ def _no_pool(scene: _Scene, t: Thread) -> Optional[Wait]:
     """A thread waiting in TensorFlow in a process with no pool thread at all (a forked child)."""
     pool = scene.event.pool or {}
     if not (_waits_in_tf(scene, t) and not scene.pool_threads and "threads" in pool and not pool["threads"]
-            and scene.event.kind in ("snapshot", "timeout") and (t.kernel or {}).get("state") in ("S", "D", None)):
+            and scene.event.kind in ("snapshot", "timeout", "hang")
+            and (t.kernel or {}).get("state") in ("S", "D", None)):
         return None
     op = next((f.op for f in t.frames if isinstance(f, NativeFrame) and f.op), None)
     return Wait(t.tid, None, "TensorFlow's thread pools, which a forked child inherits without their "

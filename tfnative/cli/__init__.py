@@ -1,7 +1,7 @@
 """Command line: the ``tfnative`` group; each command lives in a module of its own.
 
-``attach.py`` (attach, report), ``stack.py``, ``core.py``, ``merge.py``, ``build.py`` (presets, bazelrc,
-doctor); ``util.py`` holds the error contract and the options several commands share.  Every command
+``attach.py`` (attach, report), ``stack.py``, ``core.py``, ``merge.py``, ``watch.py``, ``build.py`` (presets,
+bazelrc, doctor); ``util.py`` holds the error contract and the options several commands share.  Every command
 turns a ``TfnativeError`` into one line on stderr and a non-zero exit status; a traceback is shown only
 with ``TFNATIVE_DEBUG=1``.
 """
@@ -28,6 +28,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {  # command -> (module of this package, 
     "doctor": ("build", "doctor_cmd"),
     "core": ("core", "core_cmd"),
     "merge": ("merge", "merge_cmd"),
+    "watch": ("watch", "watch"),
 }
 
 

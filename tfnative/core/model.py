@@ -38,8 +38,9 @@ SCHEMA = 1
 Json = Dict[str, Any]
 
 # What stopped the target (an EVENT's "kind"): a --break location or --break-op hit, a signal, a NaN/Inf
-# (--check-numerics), a snapshot (stack, attach's SIGQUIT), attach --timeout, a core file.
-EventKind = Literal["breakpoint", "signal", "numerics", "snapshot", "timeout", "core"]
+# (--check-numerics), a snapshot (stack, attach's SIGQUIT), attach --timeout, a core file, a hang that
+# ``watch`` caught (a snapshot taken because the job stopped progressing).
+EventKind = Literal["breakpoint", "signal", "numerics", "snapshot", "timeout", "core", "hang"]
 EVENT_KINDS: Tuple[str, ...] = get_args(EventKind)
 
 

@@ -228,6 +228,27 @@ def syscall(pid: int, tid: int) -> Optional[List[str]]:
         return None
 
 
+def run_ns(pid: int, tid: int) -> Optional[int]:
+    """The nanoseconds thread ``tid`` has run on a CPU (first field of ``/proc/PID/task/TID/schedstat``, the
+    scheduler's own count, exact where ``stat``'s ticks are sampled); None when it cannot be read (gone, or a
+    kernel without scheduler statistics)."""
+    try:
+        with open("/proc/%d/task/%d/schedstat" % (pid, tid), "rb") as f:
+            return int(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cpu_ticks(pid: int, tid: int) -> Optional[int]:
+    """``utime + stime`` of thread ``tid`` (``stat`` fields 14 and 15, in clock ticks); None when gone."""
+    try:
+        with open("/proc/%d/task/%d/stat" % (pid, tid), "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def auxv(pid: int) -> bytes:
     """The raw auxiliary vector of ``pid`` (``/proc/PID/auxv``).  Raises ``OSError``."""
     with open("/proc/%d/auxv" % pid, "rb") as f:

@@ -336,10 +336,15 @@ class Printer:
     def _snapshot_title(event: Event, hit: Optional[int], max_hits: Optional[int]) -> str:
         return "snapshot of pid %s" % event.pid
 
+    @staticmethod
+    def _hang_title(event: Event, hit: Optional[int], max_hits: Optional[int]) -> str:
+        return "hang: pid %s made no progress" % event.pid
+
     # An event's title by its kind (``hit``/``max_hits``: a breakpoint's count); another kind is a snapshot's.
     TITLES: ClassVar[Dict[str, Callable[[Event, Optional[int], Optional[int]], str]]] = {
         "breakpoint": _breakpoint_title, "signal": _signal_title, "core": _core_title,
-        "numerics": _numerics_title, "timeout": _timeout_title, "snapshot": _snapshot_title}
+        "numerics": _numerics_title, "timeout": _timeout_title, "snapshot": _snapshot_title,
+        "hang": _hang_title}
 
     def event(self, event: Event, hit: Optional[int] = None, max_hits: Optional[int] = None) -> None:
         title = self.TITLES.get(event.kind, Printer._snapshot_title)(event, hit, max_hits)
@@ -389,7 +394,7 @@ class Printer:
             head += " working for one of the tf.functions in flight: %s" % ", ".join(t.tf_functions_in_flight)
         elif t.works_for:
             head += " working for thread %s, which waits for %s" % (t.works_for["tid"], t.works_for["waits_in"])
-        if t.tid == event.thread and event.kind not in ("snapshot", "timeout"):
+        if t.tid == event.thread and event.kind not in ("snapshot", "timeout", "hang"):
             head += " (stopped here)"
         return head + state_marks(t)
 

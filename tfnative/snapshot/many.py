@@ -91,7 +91,7 @@ def descendants(pid: int) -> List[int]:
     """Every descendant of ``pid`` that runs Python, by pid.  Raises TfnativeError when ``pid`` is gone."""
     try:
         kids = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
+    except (psutil.NoSuchProcess, ValueError):  # ValueError: psutil's word for a pid of 0 or less
         raise TfnativeError("--children %d: no process with pid %d" % (pid, pid)) from None
     return sorted(p.pid for p in kids if runs_python(p.pid))
 

@@ -1,0 +1,130 @@
+"""``analysis/progress.py``: the progress rule of ``tfnative watch`` on counters as ``/proc`` gives them, and the
+tracker's hang and stragglers.  The counters of the re-waiting threads are those measured on the real hang
+programs (data_map_event's tf.data thread, mwms_missing_peer's gRPC pollers: two to forty wake-ups on the same
+futex or epoll set in 8 s, 0.1 to 2 ms of CPU)."""
+
+from tfnative.analysis.progress import (
+    ProcessSample,
+    ThreadSample,
+    Tracker,
+    cpu_floor_ns,
+    judge,
+    stacks_moved,
+    thread_kind,
+)
+
+FUTEX, EPOLL, SLEEP, READ = 202, 232, 230, 0
+MS = 1_000_000
+
+
+def t(tid, cpu_ms=0.0, switches=0, state="S", wait=(FUTEX, "0x7f0001")):
+    return ThreadSample(tid, int(cpu_ms * MS), switches, state, wait)
+
+
+def proc(at, *threads):
+    return ProcessSample(1, at, {x.tid: x for x in threads})
+
+
+def test_a_thread_blocked_for_good_is_no_progress():
+    j = judge(proc(0, t(1, 5, 10), t(2, 1, 3)), proc(1, t(1, 5, 10), t(2, 1, 3)))
+    assert not j.progressed and j.rewaiters == () and j.why == "no thread ran or woke"
+
+
+def test_cpu_is_progress_over_the_floor_only():
+    assert cpu_floor_ns(1.0) == 10 * MS and cpu_floor_ns(0.2) == 5 * MS and cpu_floor_ns(5.0) == 50 * MS
+    # one long op: the stack does not change, the CPU does (no switch at all)
+    assert judge(proc(0, t(1, 0, 4, "R", None)), proc(1, t(1, 900, 4, "R", None))).progressed
+    # 2 ms of wake-ups on the same futex in a second: a re-waiter, not progress
+    j = judge(proc(0, t(1, 0, 4)), proc(1, t(1, 2, 12)))
+    assert not j.progressed and j.rewaiters == (1,)
+
+
+def test_waking_from_a_sleep_or_into_another_wait_is_progress():
+    # a step loop that sleeps at the same line: woke from a sleep
+    assert thread_kind(t(1, 0, 4, wait=(SLEEP, "0x1")), t(1, 0.2, 7, wait=(SLEEP, "0x1")), 10 * MS) == "slept"
+    # woke and went on to another wait (another futex): progress
+    assert thread_kind(t(1, 0, 4), t(1, 0.1, 5, wait=(FUTEX, "0x7f1000")), 10 * MS) == "woke"
+    # a read that returned (data came): progress, even back on the same descriptor
+    assert thread_kind(t(1, 0, 4, wait=(READ, "0x5")), t(1, 0.1, 5, wait=(READ, "0x5")), 10 * MS) == "woke"
+    # gRPC's pollers: back on the same epoll set
+    assert thread_kind(t(1, 0, 4, wait=(EPOLL, "0x5")), t(1, 0.3, 12, wait=(EPOLL, "0x5")), 10 * MS) == "rewait"
+
+
+def test_threads_starting_or_ending_are_progress():
+    assert judge(proc(0, t(1)), proc(1, t(1), t(2))).why == "thread 2 started"
+    assert judge(proc(0, t(1), t(2)), proc(1, t(1))).why == "thread 2 ended"
+
+
+def test_a_re_waiter_whose_stack_moved_is_progress():
+    before, after = {1: ("a", 10)}, {1: ("a", 11)}
+    assert stacks_moved(before, after, [1])
+    assert not stacks_moved(before, dict(before), [1])
+    assert not stacks_moved(None, after, [1]) and not stacks_moved(before, None, [1])
+    assert not stacks_moved(before, {2: ("b",)}, [1, 2])  # a thread in one reading only: no evidence
+
+
+def family_of(tree):
+    """(ancestors, descendants) from {pid: parent}."""
+    def ancestors(pid):
+        above, p = set(), tree.get(pid)
+        while p is not None:
+            above.add(p)
+            p = tree.get(p)
+        return above
+
+    def family(pid):
+        return ancestors(pid), {q for q in tree if pid in ancestors(q)}
+    return family
+
+
+def test_the_tracker_says_hung_after_hang_after_seconds_without_progress():
+    tr = Tracker(0.0, hang_after=3.0)
+    tr.seen(10, 0.0)
+    tr.progressed(10, 1.0)
+    assert not tr.hung(3.9) and tr.hung(4.0) and tr.stalled_for(4.5) == 3.5
+    tr.job_progressed(4.5)  # the progress file moved
+    assert not tr.hung(7.0)
+    tr.seen(11, 8.0)  # a new process is progress
+    assert not tr.hung(10.9) and tr.hung(11.0)
+
+
+def test_stragglers_lag_their_peers_not_their_parent_once_per_stall():
+    family = family_of({1: 0, 2: 0, 3: 0, 4: 3})  # 0 the launcher; ranks 1, 2, 3; 4 a child of rank 3
+    tr = Tracker(0.0, hang_after=100.0, straggler_after=2.0)
+    for pid in (0, 1, 2, 3, 4):
+        tr.seen(pid, 0.0)
+    for now in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0):
+        tr.progressed(1, now)
+        tr.progressed(2, now)
+        tr.progressed(4, now)  # rank 3 waits for its busy child: not a straggler
+    assert tr.stragglers(3.0, 0.75, family) == []  # nobody lags 2 s yet... but rank 0, the launcher:
+    assert tr.effective(0, family) == 3.0  # its descendants progress
+    tr.progressed(1, 4.5)
+    tr.progressed(4, 4.5)
+    assert tr.stragglers(4.5, 0.75, family) == []  # rank 2 stopped at 3.0: 1.5 s
+    tr.progressed(1, 5.0)
+    tr.progressed(4, 5.0)
+    assert tr.stragglers(5.0, 0.75, family) == [2]
+    tr.progressed(1, 5.5)
+    assert tr.stragglers(5.5, 0.75, family) == []  # named once
+    tr.progressed(2, 6.0)  # moves again: a later stall is named again
+    tr.progressed(1, 8.5)
+    tr.progressed(4, 8.5)
+    assert tr.stragglers(8.5, 0.75, family) == [2]
+
+
+def test_no_straggler_while_nobody_progresses():
+    family = family_of({})
+    tr = Tracker(0.0, hang_after=100.0, straggler_after=1.0)
+    tr.seen(1, 0.0)
+    tr.seen(2, 0.0)
+    assert tr.stragglers(5.0, 0.75, family) == []
+
+
+def test_a_condition_variable_s_two_futex_words_are_one_wait():
+    """glibc's pthread_cond_timedwait waits on one of two adjacent signal words in turn (gRPC in
+    mwms_missing_peer: 0x556edab40e5c, then 0x556edab40e58 five seconds later)."""
+    a, b = t(1, 0.1, 2, wait=(FUTEX, "0x556edab40e5c")), t(1, 0.2, 3, wait=(FUTEX, "0x556edab40e58"))
+    assert thread_kind(a, b, 10 * MS) == "rewait"
+    far = t(1, 0.2, 3, wait=(FUTEX, "0x556edab41e58"))
+    assert thread_kind(a, far, 10 * MS) == "woke"

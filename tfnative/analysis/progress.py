@@ -1,0 +1,216 @@
+"""Whether a process progressed between two readings of its counters, and when a job is hung (``tfnative watch``).
+
+The readings (``snapshot/progress.py``) are what ``/proc`` says of each thread without stopping it: the CPU
+time it has run, how often it was switched out (voluntary and not), its scheduler state and the system call it
+is blocked in (number and first argument: the futex, the file descriptor, the epoll set).  The rule, per
+thread, over one interval:
+
+* a thread that ran at least ``cpu_floor_ns`` of CPU progressed (a step that is one long op: the stack does
+  not change, the CPU does; a busy child);
+* a thread that started or ended is progress (a pool growing or shrinking, a worker done);
+* a thread that did not run and was not switched is blocked for good: no progress;
+* a thread that woke (its switch count moved) progressed, except where it only went back to the very wait it
+  was in: the same waiting system call (``futex``, ``epoll_wait``, ``poll``, ``select``... ``WAITS``) on the
+  same object at both ends, with less CPU than the floor.  That is a timed wait that times out and waits again
+  (gRPC's pollers, tf.data's autotuner, ``Event.wait(timeout)`` in a loop): it says nothing of the program.
+  Such a thread is a *re-waiter*; its Python stack read the ``--no-pause`` way decides (``stacks_moved``): a
+  stack that changed since the last reading is progress.
+* A thread that woke from a sleep (``nanosleep``, ``clock_nanosleep``) progressed: passing time is what a step
+  loop that sleeps at the same line every step does.  (A loop that polls a flag with ``time.sleep`` forever is
+  therefore not caught; ``--progress-file`` is the exact signal there.)
+
+A process progressed when one of its threads did.  ``Tracker`` keeps, per process, when it last progressed
+(its own progress or a descendant's: a parent waiting for a busy child is not stuck), and says when the whole
+job has not progressed for ``hang_after`` seconds, and which processes lag while unrelated ones move (the
+stragglers).  Pure: no ``/proc``, no clock of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+
+# x86-64 system calls in which a thread waits for something with an optional time-out (re-waits are idle).
+WAITS = frozenset({7, 23, 128, 202, 232, 270, 271, 281, 441, 449})  # poll select rt_sigtimedwait futex epoll_wait
+# pselect6 ppoll epoll_pwait epoll_pwait2 futex_waitv
+SLEEPS = frozenset({35, 230})  # nanosleep, clock_nanosleep
+CPU_FLOOR_NS = 5_000_000  # 5 ms: below this a thread's CPU over an interval is a wake-up's cost, not work
+CPU_FLOOR_SHARE = 0.01  # ... or 1% of the interval, whichever is more
+
+
+@dataclass(frozen=True)
+class ThreadSample:
+    """One thread's counters at one moment."""
+
+    tid: int
+    cpu_ns: Optional[int]  # CPU time it has run (ns)
+    switches: Optional[int]  # voluntary + involuntary context switches
+    state: Optional[str]  # the scheduler's letter
+    wait: Optional[Tuple[int, str]]  # (system call number, first argument) while blocked in one, else None
+
+
+@dataclass
+class ProcessSample:
+    """One process's threads at one moment (``at``: seconds on a monotonic clock)."""
+
+    pid: int
+    at: float
+    threads: Dict[int, ThreadSample] = field(default_factory=dict)
+
+
+@dataclass
+class Judgement:
+    """Whether a process progressed over an interval, why (one phrase), and its re-waiters (see the module)."""
+
+    progressed: bool
+    why: str
+    rewaiters: Tuple[int, ...] = ()
+
+
+def cpu_floor_ns(interval_s: float) -> int:
+    """The CPU a thread must run in an interval of ``interval_s`` seconds to count as working."""
+    return max(CPU_FLOOR_NS, int(interval_s * 1e9 * CPU_FLOOR_SHARE))
+
+
+def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], floor_ns: int) -> str:
+    """What one thread did over the interval: ``"new"``, ``"ended"``, ``"cpu"``, ``"slept"``, ``"woke"`` (all
+    progress), ``"rewait"`` (woke only to wait again on the same object), ``"still"`` (neither ran nor woke)."""
+    if before is None:
+        return "new"
+    if after is None:
+        return "ended"
+    ran = (after.cpu_ns - before.cpu_ns) if after.cpu_ns is not None and before.cpu_ns is not None else 0
+    if ran >= floor_ns:
+        return "cpu"
+    woke = after.switches is not None and before.switches is not None and after.switches != before.switches
+    if not woke and ran <= 0:
+        return "still"
+    if not woke:  # a little CPU without a switch: it ran on a CPU at one end (a short burst)
+        return "woke" if after.state == "R" or before.state == "R" else "still"
+    if after.wait is not None and before.wait is not None and same_wait(before.wait, after.wait):
+        if after.wait[0] in SLEEPS:
+            return "slept"
+        if after.wait[0] in WAITS:
+            return "rewait"
+    return "woke"
+
+
+FUTEX = 202
+CONDVAR_SPAN = 64  # a pthread_cond_t (48 bytes) and its futex words: glibc's two groups' __g_signals alternate
+
+
+def same_wait(a: Tuple[int, str], b: Tuple[int, str]) -> bool:
+    """Whether two waits are the same: the same system call on the same object.  A futex wait is on the same
+    object where the two addresses are within ``CONDVAR_SPAN`` bytes: glibc's condition variable waits on one
+    of its two signal words, in turn (measured: a timed wait of gRPC's, woken every 5 s, alternates between
+    ``...e58`` and ``...e5c``)."""
+    if a[0] != b[0]:
+        return False
+    if a[1] == b[1]:
+        return True
+    if a[0] != FUTEX:
+        return False
+    try:
+        return abs(int(a[1], 16) - int(b[1], 16)) < CONDVAR_SPAN
+    except ValueError:
+        return False
+
+
+_SAID = {"new": "thread %d started", "ended": "thread %d ended", "cpu": "thread %d ran on a CPU",
+         "slept": "thread %d woke from a sleep", "woke": "thread %d woke and moved on"}
+
+
+def judge(before: ProcessSample, after: ProcessSample) -> Judgement:
+    """Whether the process progressed from ``before`` to ``after`` (the rule of the module), without the
+    re-waiters' stacks: a process whose only activity is re-waits has ``progressed`` False and names them."""
+    floor = cpu_floor_ns(max(0.0, after.at - before.at))
+    rewaiters: List[int] = []
+    for tid in sorted(set(before.threads) | set(after.threads)):
+        kind = thread_kind(before.threads.get(tid), after.threads.get(tid), floor)
+        if kind in _SAID:
+            return Judgement(True, _SAID[kind] % tid)
+        if kind == "rewait":
+            rewaiters.append(tid)
+    if rewaiters:
+        return Judgement(False, "threads %s only woke to wait again where they waited" % ", ".join(
+            str(t) for t in rewaiters), tuple(rewaiters))
+    return Judgement(False, "no thread ran or woke")
+
+
+StackKeys = Mapping[int, Tuple[Any, ...]]  # tid -> the signature of its stack (``snapshot/samples.signature``)
+
+
+def stacks_moved(before: Optional[StackKeys], after: Optional[StackKeys], tids: Iterable[int]) -> bool:
+    """Whether a re-waiter's stack differs between two ``--no-pause`` readings (a thread missing from either, or
+    a reading missing, is no evidence: False)."""
+    if before is None or after is None:
+        return False
+    return any(tid in before and tid in after and before[tid] != after[tid] for tid in tids)
+
+
+class Tracker:
+    """When each process of a job last progressed; the job's stall and its stragglers.
+
+    ``family(pid)``: the processes related to ``pid`` (its ancestors and descendants in the job): a process
+    whose descendant progressed has progressed (it waits for a busy child), and a straggler lags behind
+    processes it is not related to (its peers), not behind its own parent.
+    """
+
+    def __init__(self, start: float, hang_after: float, straggler_after: Optional[float] = None) -> None:
+        self.start = start
+        self.hang_after = hang_after
+        self.straggler_after = straggler_after
+        self.last: Dict[int, float] = {}  # pid -> when it last progressed (itself)
+        self.job_last = start  # when anything of the job last progressed (a process, the progress file)
+        self.named: Set[int] = set()  # stragglers named in their current stall
+
+    def seen(self, pid: int, now: float) -> None:
+        """``pid`` is part of the job from ``now`` on (a new process counts as progress)."""
+        if pid not in self.last:
+            self.last[pid] = now
+            self.job_last = max(self.job_last, now)
+
+    def progressed(self, pid: int, now: float) -> None:
+        self.last[pid] = now
+        self.job_last = max(self.job_last, now)
+        self.named.discard(pid)
+
+    def job_progressed(self, now: float) -> None:
+        """Progress of the job as a whole (its progress file moved)."""
+        self.job_last = max(self.job_last, now)
+
+    def gone(self, pid: int, now: float) -> None:
+        """``pid`` exited: an end is progress (a worker done)."""
+        self.last.pop(pid, None)
+        self.named.discard(pid)
+        self.job_last = max(self.job_last, now)
+
+    def stalled_for(self, now: float) -> float:
+        """Seconds since anything of the job progressed."""
+        return now - self.job_last
+
+    def hung(self, now: float) -> bool:
+        return self.stalled_for(now) >= self.hang_after
+
+    def effective(self, pid: int, family: Callable[[int], Tuple[Set[int], Set[int]]]) -> float:
+        """When ``pid`` or one of its descendants last progressed."""
+        _ancestors, below = family(pid)
+        return max([self.last.get(pid, self.start)] + [self.last[d] for d in below if d in self.last])
+
+    def stragglers(self, now: float, recent: float,
+                   family: Callable[[int], Tuple[Set[int], Set[int]]]) -> List[int]:
+        """Processes not named yet that (with their descendants) have not progressed for ``straggler_after``
+        seconds while a process unrelated to them progressed within ``recent`` seconds; named once per stall."""
+        if self.straggler_after is None or len(self.last) < 2:
+            return []
+        out = []
+        when = {pid: self.effective(pid, family) for pid in self.last}
+        for pid in sorted(self.last):
+            if pid in self.named or now - when[pid] < self.straggler_after:
+                continue
+            above, below = family(pid)
+            peers = [q for q in self.last if q != pid and q not in above and q not in below]
+            if any(now - when[q] <= recent for q in peers):
+                out.append(pid)
+                self.named.add(pid)
+        return out

@@ -1,0 +1,126 @@
+"""``tfnative watch``: a watchdog over a job (launched, or running processes) that reports a hang as it happens.
+
+The loop is ``watch/loop.py``; this module parses the command line into one ``WatchOptions`` and the job.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, List, Optional, Tuple
+
+import click
+
+from ..errors import TfnativeError
+from .attach import ScriptCommand
+from .util import gdb_options, run_command
+
+ENV_HELP = ("Watch every process running Python whose environment has KEY=VALUE, e.g. SLURM_JOB_ID=123 "
+            "(repeatable: all of them; KEY alone: set to anything).")
+
+
+# Everything after SCRIPT (or -m MODULE) is the job's, as python would take it: tfnative's options come first.
+@click.command("watch", cls=ScriptCommand, context_settings={"ignore_unknown_options": True,
+                                                             "allow_interspersed_args": False})
+@click.argument("script", type=click.Path(dir_okay=False), required=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--module", "module", hidden=True)  # what ScriptCommand makes of -m MODULE
+@click.option("--pid", "-p", "pids", multiple=True, type=int, help="Watch this running process (repeatable).")
+@click.option("--children", multiple=True, type=int, metavar="PID",
+              help="Watch every descendant of PID that runs Python (repeatable).")
+@click.option("--env", "envs", multiple=True, metavar="KEY=VALUE", help=ENV_HELP)
+@click.option("--python", "python", default=sys.executable, show_default="the Python running tfnative",
+              help="Interpreter that runs SCRIPT.")
+@click.option("--hang-after", default=300.0, show_default=True, type=click.FloatRange(min=0.5, max=1e7),
+              metavar="S", help="Report a hang when no process of the job has progressed for S seconds.")
+@click.option("--interval", type=click.FloatRange(min=0.1, max=3600.0), metavar="S",
+              help="Seconds between two readings of the job's counters (default: 5, or a quarter of "
+                   "--hang-after where that is less).")
+@click.option("--on-hang", type=click.Choice(["report", "kill", "core"]), default="report", show_default=True,
+              help="After the hang report: watch on (report again only after progress and other stacks), end "
+                   "the job (exit 124), or write a core of every process and watch on.")
+@click.option("--out", "out_dir", metavar="DIR",
+              help="Write each hang report to DIR: hang-N.txt, hang-N.jsonl, hang-N.html (--on-hang core: the "
+                   "cores too).")
+@click.option("--json", "json_path", metavar="FILE",
+              help="Write the latest hang report to FILE: JSON Lines, one 'stack --json' document per process, "
+                   "its event of kind \"hang\".")
+@click.option("--progress-file", metavar="PATH",
+              help="A file the job writes as it progresses (a log, a checkpoint): its size or mtime moving is "
+                   "progress.")
+@click.option("--straggler-after", type=click.FloatRange(min=0.1, max=1e7), metavar="S",
+              help="Name (with its stack) a process that has not progressed for S seconds while others of the "
+                   "job have.")
+@click.option("--all-threads", "-a", is_flag=True, help="Reports show also threads that run no Python.")
+@click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
+@click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
+@gdb_options
+def watch(script: Optional[str], args: Tuple[str, ...], module: Optional[str], pids: Tuple[int, ...],
+          children: Tuple[int, ...], envs: Tuple[str, ...], python: str, hang_after: float, interval: Optional[float],
+          on_hang: str, out_dir: Optional[str], json_path: Optional[str], progress_file: Optional[str],
+          straggler_after: Optional[float], all_threads: bool, native_all: bool, full: bool,
+          gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
+    """Watch a job and report a hang as it happens: every process's stacks, the wait-for graph, the verdict.
+
+    The job: SCRIPT [ARGS] or -m MODULE [ARGS] (started as PYTHON would start it; the watch ends with its exit
+    status), or running processes (--pid, --children, --env).  Progress is read from /proc without stopping
+    anything (CPU time, wake-ups, the system call each thread waits in; the stacks read without stopping
+    where those cannot tell); only a report holds the processes, as 'tfnative stack' does.
+    """
+    from ..gdb.options import GdbOptions
+    from ..snapshot.options import StackOptions
+    from ..watch.options import WatchOptions, interval_for
+
+    stack_opts = StackOptions(all_threads=all_threads, native_all=native_all, full=full, group=all_threads,
+                              gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log,
+                                             full_symbols=full_symbols))
+    opts = WatchOptions(hang_after=hang_after, interval=interval_for(hang_after, interval), on_hang=on_hang,
+                        out_dir=out_dir, json_path=json_path, progress_file=progress_file,
+                        straggler_after=straggler_after, stack=stack_opts)
+    run_command(lambda: _watch(opts, script, module, list(args), python, pids, children, envs))
+
+
+def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[str], python: str,
+           pids: Tuple[int, ...], children: Tuple[int, ...], envs: Tuple[str, ...]) -> int:
+    """Check the options against each other, find or start the job, watch it."""
+    from ..watch.job import Job
+    from ..watch.loop import watch as watch_job
+
+    if module is not None:
+        args = ([script] if script is not None else []) + args
+        script = None
+    launched = script is not None or module is not None
+    if launched and (pids or children or envs):
+        raise TfnativeError("watch runs SCRIPT (or -m MODULE) or watches running processes (--pid, --children, "
+                            "--env): not both")
+    if opts.interval > opts.hang_after:
+        raise TfnativeError("--interval %g is longer than --hang-after %g: a hang could not be seen in time"
+                            % (opts.interval, opts.hang_after))
+    if not launched and not (pids or children or envs):
+        raise TfnativeError("missing SCRIPT (or -m MODULE, --pid, --children, --env): what should tfnative watch?")
+    if script is not None and not os.path.isfile(script):
+        raise TfnativeError("%s: no such file" % script)
+    if not launched:
+        from ..snapshot.many import targets
+        from ..snapshot.process import check_pid
+
+        for pid in pids:
+            check_pid(pid)  # gone, not ours, a kernel thread, traced by another: one line now
+        roots = targets(pids, children, (), envs)
+    if opts.out_dir is not None:
+        try:
+            os.makedirs(opts.out_dir, exist_ok=True)
+        except OSError as exc:
+            raise TfnativeError("--out %s: %s" % (opts.out_dir, exc.strerror or exc)) from None
+        if not os.access(opts.out_dir, os.W_OK | os.X_OK):
+            raise TfnativeError("--out %s: not a directory this user can write in" % opts.out_dir)
+    if module is not None:
+        job = Job.launch(python, ["-m", module, *args])
+    elif script is not None:
+        job = Job.launch(python, [script, *args])
+    else:
+        job = Job(roots)
+    from ..files import is_stdout
+
+    # --json -: the documents on stdout, the text on stderr (as stack --json - has it)
+    return watch_job(job, opts, sys.stderr if is_stdout(opts.json_path) else sys.stdout, sys.stderr)

@@ -1,0 +1,87 @@
+"""The readings ``tfnative watch`` judges progress by, taken without stopping anything.
+
+``sample(pid)``: each thread's counters from ``/proc`` (``core/procfs.py``): CPU time (``schedstat``'s
+nanoseconds, else ``stat``'s ticks), context switches and state (``status``), and the system call it is
+blocked in (``syscall``: number and first argument).  No ptrace, no read of the process's memory.
+
+``stack_keys(pid)``: the stacks read the ``--no-pause`` way (``pipeline.take_nonblocking``, no ptrace either),
+as one signature per thread (``samples.signature``); a thread whose stack changed while it was read gets a key
+of its own (it ran).  Only taken where the counters alone cannot tell (``analysis/progress.py``'s re-waiters).
+
+``file_mark(path)``: a progress file's size and modification time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from ..analysis.progress import ProcessSample, ThreadSample
+from ..core import procfs
+from ..core.threads import Threads
+from ..errors import PtraceRefused, TfnativeError, Unsupported
+from . import pipeline
+from .samples import signature
+
+_NS_PER_TICK = 1e9 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
+def thread_sample(pid: int, tid: int) -> Optional[ThreadSample]:
+    """One thread's counters; None when the thread is gone."""
+    cpu = procfs.run_ns(pid, tid)
+    if cpu is None:
+        ticks = procfs.cpu_ticks(pid, tid)
+        if ticks is None:
+            return None
+        cpu = int(ticks * _NS_PER_TICK)
+    try:
+        fields = procfs.status(pid, tid)
+    except OSError:
+        return None
+    try:
+        switches: Optional[int] = int(fields.get("voluntary_ctxt_switches", "0")) + int(
+            fields.get("nonvoluntary_ctxt_switches", "0"))
+    except ValueError:
+        switches = None
+    letter = (fields.get("State") or "?")[:1]
+    call = procfs.syscall(pid, tid)
+    wait: Optional[Tuple[int, str]] = None
+    if call and call[0].isdigit() and len(call) > 1:  # "NR ARG1 ...": blocked in that call
+        wait = (int(call[0]), call[1])
+    return ThreadSample(tid, cpu, switches, letter, wait)
+
+
+def sample(pid: int, clock: Callable[[], float] = time.monotonic) -> Optional[ProcessSample]:
+    """Every thread's counters of ``pid``; None when the process is gone (or has exited: a zombie)."""
+    try:
+        tids = procfs.tids(pid)
+    except (ProcessLookupError, OSError):
+        return None
+    if procfs.exited(pid):
+        return None
+    out = ProcessSample(pid, clock())
+    for tid in tids:
+        one = thread_sample(pid, tid)
+        if one is not None:
+            out.threads[tid] = one
+    return out
+
+
+def stack_keys(pid: int) -> Optional[Dict[int, Tuple[Any, ...]]]:
+    """tid -> its stack's signature, read without stopping ``pid``; None when it cannot be read so."""
+    try:
+        capture = pipeline.take_nonblocking(pid, Threads.PYTHON)
+    except (TfnativeError, Unsupported, PtraceRefused, OSError, ValueError):
+        return None
+    return {t.tid: signature(t) if t.consistent is not False else ("torn", time.monotonic())
+            for t in capture.threads}
+
+
+def file_mark(path: str) -> Optional[Tuple[int, int]]:
+    """``(size, mtime in ns)`` of ``path``; None when it does not exist (yet)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns

@@ -1,0 +1,117 @@
+"""``tfnative watch``'s report of a hang and of a straggler: the documents ``stack`` gives, said and written.
+
+A hang: one held snapshot of every process of the job (``many.snapshot_all`` over ``take``, which is
+``stack``'s ``process.stack_document`` unless the caller holds the processes itself), each document's event of
+kind ``"hang"`` with the ``triage`` ``stack`` gives (the wait-for graph and the verdict, across the processes:
+``many.report_all``), and for several processes their merged tree with the outlier named
+(``output/merge.py``).  Printed on ``out``; ``--json FILE``: the report's JSON Lines (the latest report);
+``--out DIR``: ``hang-N.txt``, ``hang-N.jsonl`` and ``hang-N.html`` for the N-th report.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Callable, List, Optional, Sequence, TextIO
+
+from ..core.model import Document, PythonFrame
+from ..errors import TfnativeError
+from ..files import write_output
+from ..output import merge, report
+from ..output.pictures import write_pictures
+from ..output.verdicttext import verdict_lines
+from ..snapshot import many
+from .options import WatchOptions
+
+Take = Callable[[int], Document]
+
+
+
+def outlier_of(docs: Sequence[Document]) -> Optional[str]:
+    """The process (or processes) whose stacks leave the others' first in the merged tree: ``rank:2``; None
+    where all agree or there is one process."""
+    if len(docs) < 2:
+        return None
+    try:
+        root = merge.build_tree(docs)
+    except TfnativeError:
+        return None
+    todo = [root]
+    while todo:  # breadth first: the highest place where one branch has fewer members than its siblings
+        node = todo.pop(0)
+        odd = merge.outlier(node)
+        if odd is not None:
+            who = merge.compress(odd.members)
+            place = next((merge.where(p) for p in root.processes if p["label"] in odd.members
+                          and merge.where(p)), None) if len(odd.members) == 1 else None
+            return "%s%s, at %s" % (who, " (%s)" % place if place else "", _place(odd))
+        todo.extend(node.children.values())
+    return None
+
+
+def _place(node: merge.Node) -> str:
+    """Where a branch of the tree starts: ``rank at train.py:76`` for a Python frame, else the frame's text."""
+    frame = node.frame
+    if isinstance(frame, PythonFrame):
+        return "%s at %s:%s" % (frame.function, os.path.basename(frame.file or "?"), frame.line)
+    return node.key
+
+
+def hang_report(pids: Sequence[int], take: Take, opts: WatchOptions, number: int, headline: str,
+                out: TextIO, err: TextIO) -> List[Document]:
+    """Take, print and write the ``number``-th hang report of ``pids``; its documents (empty when none of the
+    processes could be read, said on ``err``)."""
+    outcomes = many.snapshot_all(pids, take)
+    docs = [o.doc for o in outcomes if o.doc is not None]
+    for doc in docs:
+        for event in doc.events:
+            event.kind = "hang"
+    text = io.StringIO()
+    text.write("%s\n" % headline)
+    printer = report.Printer(text, native_all=opts.stack.native_all, full=opts.stack.full, group=opts.stack.group,
+                             fit=False)
+    try:
+        many.report_all(outcomes, {}, None, printer, err)
+    except TfnativeError as exc:  # none could be read: said, and the watch goes on
+        err.write("tfnative: watch: %s\n" % exc)
+        err.flush()
+        return []
+    odd = outlier_of(docs)
+    if len(docs) > 1:
+        text.write("\n##### the job's %d processes merged\n" % len(docs))
+        text.write("".join(line + "\n" for line in merge.text_lines(merge.build_tree(docs))))
+    if odd:
+        text.write("tfnative: watch: the outlier: %s\n" % odd)
+    out.write(text.getvalue())
+    out.flush()
+    lines = many.json_lines(docs)
+    if opts.json_path:
+        write_output(opts.json_path, lines)
+    if opts.out_dir:
+        base = os.path.join(opts.out_dir, "hang-%d" % number)
+        write_output(base + ".txt", text.getvalue().encode("utf-8"))
+        write_output(base + ".jsonl", lines)
+        write_pictures(docs, "tfnative watch: hang %d: %s" % (number, headline)[:200], html_path=base + ".html",
+                       all_threads=True)
+    return docs
+
+
+def straggler_report(pid: int, take: Take, headline: str, opts: WatchOptions, out: TextIO, err: TextIO) -> None:
+    """Name a straggler with its stack (one held snapshot), on ``out``; a process gone meanwhile is said on
+    ``err``."""
+    try:
+        doc = take(pid)
+    except TfnativeError as exc:
+        err.write("tfnative: watch: straggler %d not read: %s\n" % (pid, exc))
+        err.flush()
+        return
+    text = io.StringIO()
+    text.write("%s\n" % headline)
+    printer = report.Printer(text, native_all=opts.stack.native_all, full=opts.stack.full, group=opts.stack.group,
+                             fit=False)
+    text.write("##### %s\n" % many.process_title(doc))
+    event = doc.events[0]
+    printer.event(event)
+    text.write("".join(line + "\n" for line in (verdict_lines(event.triage, event.pid) if event.triage else [])))
+    out.write(text.getvalue())
+    out.flush()

@@ -1,0 +1,230 @@
+"""``tfnative watch``'s loop: read the job's counters every interval, judge progress, report a hang.
+
+Every ``interval`` seconds: the job's processes (``job.Job.processes``), the caller's ``hook`` (a crash
+catcher plugs in there), each process's counters (``snapshot/progress.sample``), judged against the last
+reading (``analysis/progress.judge``; a process whose only activity is threads going back to the wait they
+were in gets its stacks read the ``--no-pause`` way, ``snapshot/progress.stack_keys``), the progress file's
+size and mtime.  Nothing is stopped or traced between two reports.
+
+When no process has progressed for ``hang_after`` seconds: the hang report (``hangreport.hang_report``: a held
+snapshot of every process through ``take``), then by ``on_hang``: ``report`` watches on, and reports again only
+once the job has progressed and stalled again with other stacks; ``kill`` ends the job (SIGTERM, then SIGKILL)
+and the watch with status 124, as ``timeout`` does; ``core`` writes a core of every process and watches on.
+A process that lags its peers for ``straggler_after`` seconds is named with its stack once per stall.
+
+The watch ends with the job: a launched job's own exit status (128+N, its signal named, where a signal
+killed it); running processes: 0 once every one has exited.  Ctrl-C (or SIGTERM, SIGHUP) ends the watch; a
+launched job gets the signal as it would without tfnative (the terminal's Ctrl-C reaches it directly, the
+others are passed on) and the watcher waits a bounded time for its end.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, TextIO, Tuple
+
+from ..analysis.progress import ProcessSample, Tracker, judge, stacks_moved
+from ..core.model import Document
+from ..core.signals import signal_name
+from ..errors import Interrupted, SignalGuard
+from ..snapshot import progress
+from ..snapshot.many import runs_python
+from ..snapshot.process import stack_document
+from . import hangreport
+from .job import Job
+from .options import WatchOptions
+
+Take = Callable[[int], Document]
+# Called each interval with the job's processes; a status it returns ends the watch with it (a crash caught).
+Hook = Callable[[Sequence[int]], Optional[int]]
+HANG_EXIT = 124  # --on-hang kill: the status ``timeout`` gives
+
+
+def default_take(opts: WatchOptions, err: TextIO) -> Take:
+    """The held snapshot ``stack --pid PID --json`` gives (``snapshot/process.stack_document``)."""
+    return lambda pid: stack_document(pid, opts.stack, err)
+
+
+class Watch:
+    """One watch of one job (see the module)."""
+
+    def __init__(self, job: Job, opts: WatchOptions, out: TextIO, err: TextIO, take: Optional[Take] = None,
+                 hook: Optional[Hook] = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.job, self.opts, self.out, self.err = job, opts, out, err
+        self.take = take or default_take(opts, err)
+        self.hook = hook
+        self.clock = clock
+        self.tracker = Tracker(clock(), opts.hang_after, opts.straggler_after)
+        self.samples: Dict[int, ProcessSample] = {}
+        self.keys: Dict[int, Dict[int, Tuple[object, ...]]] = {}  # the last --no-pause stacks of a process
+        self.mark = progress.file_mark(opts.progress_file) if opts.progress_file else None
+        self.reports = 0
+        self.armed = True  # a hang may be reported (again: after progress)
+        self.last_report: Optional[FrozenSet[Tuple[object, ...]]] = None
+        # A re-waiting process's stacks are read (--no-pause) only once it has not progressed for this long:
+        # half the time that makes it a hang or a straggler, so that a job that works never pays for them.
+        self.stack_after = min(opts.hang_after, opts.straggler_after or opts.hang_after) / 2.0
+
+    def say(self, text: str) -> None:
+        self.err.write("tfnative: watch: %s\n" % text)
+        self.err.flush()
+
+    def run(self) -> int:
+        """Watch until the job ends (its status), a hang ends it (``--on-hang kill``: 124), the hook ends it
+        (its status) or a signal does (130, or the job's status where it ended meanwhile)."""
+        passed = {}
+        if self.job.launched:  # the job's own signals (SIGUSR1, SIGUSR2), passed on as they come
+            for signum in (signal.SIGUSR1, signal.SIGUSR2):
+                passed[signum] = signal.signal(signum, lambda n, _frame: self.job.forward(n))
+        try:
+            with SignalGuard():
+                try:
+                    return self._loop()
+                except Interrupted as exc:
+                    return self._interrupted(exc.signum)
+        finally:
+            for signum, handler in passed.items():
+                signal.signal(signum, handler)
+
+    def _interrupted(self, signum: int) -> int:
+        if signum != signal.SIGINT:
+            self.job.forward(signum)
+        if self.job.launched:
+            with SignalGuard():  # a second Ctrl-C while waiting: leave at once
+                try:
+                    status = self.job.wait(self.opts.kill_grace)
+                except Interrupted:
+                    status = None
+            if status is not None:
+                return self._ended(status)
+            self.say("interrupted: the job (pid %d) runs on, unwatched" % self.job.roots[0])
+        else:
+            self.say("interrupted")
+        return 130
+
+    def _ended(self, status: int) -> int:
+        if self.job.launched and status > 128:
+            self.say("the job was killed by %s" % signal_name(status - 128))
+        elif self.job.launched:
+            self.say("the job exited with status %d" % status)
+        else:
+            self.say("every watched process has exited")
+        return status
+
+    def _loop(self) -> int:
+        while True:
+            started = self.clock()
+            status = self.job.ended()
+            if status is not None:
+                return self._ended(status)
+            pids = self.job.processes()
+            if self.hook is not None:
+                code = self.hook(pids)
+                if code is not None:
+                    return code
+            self.tick(pids)
+            if self.tracker.hung(self.clock()):
+                code = self.on_hang(pids)
+                if code is not None:
+                    return code
+            self.stragglers()
+            status = self.job.wait(max(0.0, started + self.opts.interval - self.clock()))
+            if status is not None:
+                return self._ended(status)
+
+    def tick(self, pids: Sequence[int]) -> None:
+        """One reading of every process, judged against the last one."""
+        now = self.clock()
+        for gone in set(self.samples) - set(pids):
+            self.samples.pop(gone, None)
+            self.keys.pop(gone, None)
+            self.tracker.gone(gone, now)
+        for pid in pids:
+            self.tracker.seen(pid, now)
+            after = progress.sample(pid, self.clock)
+            if after is None:
+                continue
+            before = self.samples.get(pid)
+            self.samples[pid] = after
+            if before is None:
+                continue
+            verdict = judge(before, after)
+            moved = verdict.progressed
+            if not moved and verdict.rewaiters and now - self.tracker.last.get(pid, now) >= self.stack_after:
+                keys = progress.stack_keys(pid)
+                moved = stacks_moved(self.keys.get(pid), keys, verdict.rewaiters)
+                if keys is not None:
+                    self.keys[pid] = keys
+            if moved:
+                self.tracker.progressed(pid, after.at)
+                self.armed = True
+        if self.opts.progress_file:
+            mark = progress.file_mark(self.opts.progress_file)
+            if mark != self.mark and mark is not None:
+                self.tracker.job_progressed(now)
+                self.armed = True
+            self.mark = mark
+
+    def on_hang(self, pids: Sequence[int]) -> Optional[int]:
+        """The hang report and what ``--on-hang`` says to do; a status to end the watch with, or None."""
+        if not self.armed or not pids:
+            return None
+        self.armed = False
+        stalled = self.tracker.stalled_for(self.clock())
+        headline = ("tfnative: watch: hang: no process of the job has progressed for %.1f s (--hang-after %g): "
+                    "%d process%s" % (stalled, self.opts.hang_after, len(pids), "" if len(pids) == 1 else "es"))
+        number = self.reports + 1
+        pids = [pid for pid in pids if runs_python(pid)] or list(pids)  # a shell or a C++ helper has no stack to say
+        docs = hangreport.hang_report(pids, self.take, self.opts, number, headline, self.out, self.err) \
+            if self._changed(pids) else None
+        if docs is None:
+            self.say("still hung, at the stacks of the last report")
+        elif docs:
+            self.reports = number
+            self.last_report = self._nonblocking_key(pids)
+        if self.opts.on_hang == "kill":
+            self.say("ending the job (--on-hang kill): SIGTERM, then SIGKILL after %g s" % self.opts.kill_grace)
+            self.job.end(self.opts.kill_grace)
+            return HANG_EXIT
+        if self.opts.on_hang == "core":
+            from .cores import write_cores
+
+            written = write_cores(pids, self.opts.out_dir or ".", number, self.opts.stack.gdb.gdb_path, self.err)
+            if written:
+                self.say("%d core file(s): %s" % (len(written), ", ".join(written)))
+        self.say("watching on; another report once the job progresses and stalls again with other stacks")
+        return None
+
+    def _changed(self, pids: Sequence[int]) -> bool:
+        """Whether a new report says anything: the first one, or stacks unlike the last report's (read the
+        ``--no-pause`` way, without holding anything; where they cannot be read so: a new report)."""
+        if self.last_report is None:
+            return True
+        key = self._nonblocking_key(pids)
+        return key is None or key != self.last_report
+
+    @staticmethod
+    def _nonblocking_key(pids: Sequence[int]) -> Optional[FrozenSet[Tuple[object, ...]]]:
+        """Every thread's stack of ``pids`` read the ``--no-pause`` way; None where one cannot be read so."""
+        seen: List[Tuple[object, ...]] = []
+        for pid in pids:
+            keys = progress.stack_keys(pid)
+            if keys is None:
+                return None
+            seen.extend((pid, tid, key) for tid, key in keys.items())
+        return frozenset(seen)
+
+    def stragglers(self) -> None:
+        now = self.clock()
+        for pid in self.tracker.stragglers(now, 1.5 * self.opts.interval, self.job.family):
+            lag = now - self.tracker.effective(pid, self.job.family)
+            headline = ("tfnative: watch: straggler: process %d has not progressed for %.1f s while others of the "
+                        "job have (--straggler-after %g); its stack:" % (pid, lag, self.opts.straggler_after or 0))
+            hangreport.straggler_report(pid, self.take, headline, self.opts, self.out, self.err)
+
+
+def watch(job: Job, opts: WatchOptions, out: TextIO, err: TextIO, take: Optional[Take] = None,
+          hook: Optional[Hook] = None) -> int:
+    """Watch ``job`` (the module's loop) until it ends; the watcher's exit status."""
+    return Watch(job, opts, out, err, take=take, hook=hook).run()
