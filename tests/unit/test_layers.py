@@ -38,7 +38,8 @@ MAY_IMPORT = {
     "snapshot": {"core", "sources", "toolchain", "gdb", "analysis", "output"},
     "corefile": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot"},
     "attach": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot"},
-    "cli": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot", "corefile", "attach"},
+    "watch": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot", "attach"},
+    "cli": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot", "corefile", "attach", "watch"},
     "inject": set(),
 }
 LAYERS = tuple(sorted(MAY_IMPORT))
