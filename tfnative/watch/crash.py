@@ -44,6 +44,7 @@ import collections
 import ctypes
 import errno
 import os
+import shutil
 import signal
 import threading
 import time
@@ -195,6 +196,7 @@ class CrashCatcher:
         self._closing = False
         self._failure: Optional[BaseException] = None
         self._tid = 0
+        self._bell: Optional[_Bell] = None
         self._regs = ctypes.create_string_buffer(_REGS_SIZE)
         self._siginfo = ctypes.create_string_buffer(128)
         self._thread = threading.Thread(target=self._run, name="tfnative-crash", daemon=True)
@@ -278,7 +280,7 @@ class CrashCatcher:
         gets its signal).  Returns once they are let go (bounded)."""
         with self._lock:
             self._closing = True
-        self._wake.set()
+        self._ring()
         deadline = time.monotonic() + ANSWER_S
         while self._thread.is_alive() and time.monotonic() < deadline:
             self._thread.join(0.05)
@@ -301,12 +303,19 @@ class CrashCatcher:
                 raise TfnativeError("the crash watch has ended%s" % (
                     ": %s" % self._failure if self._failure is not None else ""))
             self._requests.append(request)
-        self._wake.set()
+        self._ring()
         if not request.done.wait(ANSWER_S):
             raise TfnativeError("the crash watch did not answer within %.0f s" % ANSWER_S)
         if request.error is not None:
             raise request.error
         return request.result
+
+    def _ring(self) -> None:
+        """Wake the tracer thread: its ``_wake``, and the bell where it sleeps in the kernel."""
+        self._wake.set()
+        bell = self._bell
+        if bell is not None:
+            bell.ring()
 
     def _report_crash(self, held: _Held) -> Crash:
         """The crash's document from the held threads; then the process is let go with its signal."""
@@ -357,8 +366,14 @@ class CrashCatcher:
     # --- the tracer thread -------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        """Serve requests, answer stops, until ``close``; its end lets every tracee go."""
+        """Serve requests, answer stops, until ``close``; its end lets every tracee go.
+
+        Between stops the thread sleeps in the kernel (``waitid`` without ``WNOHANG``): a stop wakes it at
+        once, and so does a request, through the bell (``_ring``); where there is no bell, or a crash is held
+        (its ``CRASH_HOLD_S`` runs), or a leader waits for its parent, it looks every ``IDLE_S`` instead."""
         self._tid = threading.get_native_id()
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())  # the process's signals go elsewhere
+        self._bell = _Bell.start()
         idle = IDLE_S[0]
         try:
             while True:
@@ -372,11 +387,16 @@ class CrashCatcher:
                 if busy:
                     idle = IDLE_S[0]
                     continue
+                if self._bell is not None and not self._parked and all(p.crash is None for p in self._procs.values()):
+                    self._sleep()
+                    continue
                 self._wake.wait(idle)
                 idle = min(idle * 2, IDLE_S[1])
         except BaseException as exc:  # noqa: BLE001 - said by poll and every later request
             self._failure = exc
         finally:
+            if self._bell is not None:
+                self._bell.stop()
             with self._ready:
                 self._closing = True
                 failed = list(self._requests)
@@ -450,7 +470,29 @@ class CrashCatcher:
             return None
         if info is None or not info.si_pid:
             return None
+        if self._bell is not None and info.si_pid == self._bell.pid:
+            self._answer_bell(info)
+            return None
         return self._take(info.si_pid, info)
+
+    def _sleep(self) -> None:
+        """Sleep in the kernel until a tracee stops or exits, or the bell rings (answered here)."""
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED | os.WNOWAIT | WALL | WNOTHREAD)
+        except ChildProcessError:  # nothing to wait for (the bell gone): look again shortly
+            self._wake.wait(IDLE_S[1])
+            return
+        if info is not None and self._bell is not None and info.si_pid == self._bell.pid:
+            self._answer_bell(info)
+
+    def _answer_bell(self, info: os.waitid_result) -> None:
+        bell = self._bell
+        assert bell is not None
+        if info.si_code in (CLD_EXITED, CLD_KILLED, CLD_DUMPED):  # killed by someone: look every IDLE_S instead
+            bell.stop()
+            self._bell = None
+        else:
+            bell.answer()
 
     def _peek(self, tid: int) -> Optional[Tuple[int, int]]:
         try:
@@ -764,6 +806,66 @@ class CrashCatcher:
             sig = os.WSTOPSIG(status) if status and os.WIFSTOPPED(status) and not status >> 16 else 0
             _sys(PTRACE_DETACH, tid, 0, sig)
             self._owner.pop(tid, None)
+
+
+class _Bell:
+    """What wakes the tracer thread from its sleep in ``waitid``: a child of that thread (so that only it waits
+    for it, ``WNOTHREAD``), ``cat`` reading a pipe only we write to.  A caller rings it with SIGSTOP; the tracer
+    thread sees it stop, takes the stop and sends SIGCONT (``answer``) before it serves the requests, so that a
+    later ring stops it again.  It ends with the tracer thread (``stop``), or with this process: the pipe's end
+    is then its end of input."""
+
+    def __init__(self, pid: int, pipe: int) -> None:
+        self.pid = pid
+        self.pipe = pipe
+
+    @classmethod
+    def start(cls) -> Optional[_Bell]:
+        cat = shutil.which("cat")
+        if cat is None:
+            return None
+        read, write = os.pipe()
+        try:
+            pid = os.posix_spawn(cat, [cat], {}, file_actions=[(os.POSIX_SPAWN_DUP2, read, 0),
+                                                               (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)],
+                                 setpgroup=0, setsigmask=(), resetids=False)
+        except OSError:
+            os.close(write)
+            return None
+        finally:
+            os.close(read)
+        return cls(pid, write)
+
+    def ring(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+
+    def answer(self) -> None:
+        try:
+            os.waitid(os.P_PID, self.pid, os.WSTOPPED | os.WNOHANG | WALL | WNOTHREAD)
+        except ChildProcessError:
+            return
+        os.kill(self.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        """End it and reap it (on the tracer thread: its parent)."""
+        if self.pipe >= 0:
+            os.close(self.pipe)
+            self.pipe = -1
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(self.pid, os.WNOHANG | WALL | WNOTHREAD)[0]:
+                    return
+            except ChildProcessError:
+                return
+            time.sleep(0.001)
 
 
 def _fatal(pid: int, sig: int) -> bool:
