@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from tfnative.core.threads import Threads
+from tfnative.errors import TargetGone, TfnativeError
 from tfnative.watch.crash import Crash, CrashCatcher, Exit
 
 from ..utils import ROOT, assert_running_untraced, line_of, python_frames, requires_tf, script, state_of, tracer_of
@@ -329,3 +331,66 @@ def test_a_tensorflow_abort_is_reported_as_attach_reports_it(tf_runs):
     call = line_of(TF_SCRIPT, "print(bad_pad_conv(")
     assert (os.path.basename(triage["nearest_user_frame"]["file"]), triage["nearest_user_frame"]["line"]) == (
         "tf_check_failed.py", call)
+
+
+def test_one_catcher_watches_several_processes_each_on_its_own(ticker):
+    """A crash in one process is that process's: the other runs on, watched, and is let go at the end."""
+    proc, path = ticker
+    crasher = _start("segv")
+    try:
+        with CrashCatcher([proc.pid, crasher.pid]) as catcher:
+            assert catcher.pids == sorted([proc.pid, crasher.pid])
+            _say(crasher)
+            crash, end = _crash_and_exit(_until_exit(catcher))
+            assert crash.pid == end.pid == crasher.pid
+            assert crasher.wait(10) == -signal.SIGSEGV
+            assert catcher.pids == [proc.pid]
+            assert _moving(path) and tracer_of(proc.pid) == os.getpid()
+            catcher.remove(proc.pid)  # let go while the catcher goes on
+            assert catcher.pids == []
+            assert_running_untraced(proc.pid, within=2)
+            assert _moving(path)
+    finally:
+        if crasher.poll() is None:
+            crasher.kill()
+            crasher.wait()
+
+
+def test_threads_that_start_and_end_all_the_time_are_followed_and_reaped(tmp_path):
+    """tests/scripts/thread_churn.py: two threads start short-lived threads without end.  Each snapshot holds
+    every thread there is; every thread that ended is reaped (a traced thread is, by its tracer)."""
+    ready = str(tmp_path / "ready")
+    proc = subprocess.Popen([sys.executable, script("thread_churn.py"), ready])
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(ready) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with CrashCatcher([proc.pid]) as catcher:
+            for _ in range(3):
+                doc = catcher.snapshot(proc.pid, Threads.ALL).to_json()
+                assert len(doc["events"][0]["threads"]) >= 3  # the main thread and the two starters at least
+                time.sleep(0.1)
+            assert catcher.poll(0.1) is None
+            assert len(os.listdir("/proc/%d/task" % proc.pid)) < 10  # no zombie thread piling up
+        assert_running_untraced(proc.pid, within=2)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_process_another_tracer_holds_or_one_gone_is_refused_in_one_line(ticker):
+    proc, _path = ticker
+    watcher = _watcher(proc.pid)
+    try:
+        with pytest.raises(TfnativeError) as refused:
+            CrashCatcher([proc.pid])
+        message = str(refused.value)
+        assert "\n" not in message and str(watcher.pid) in message, message
+    finally:
+        watcher.kill()
+        watcher.wait(10)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with pytest.raises(TargetGone):
+        CrashCatcher([gone.pid])
+    assert_running_untraced(proc.pid, within=2)
