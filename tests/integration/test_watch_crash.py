@@ -394,3 +394,30 @@ def test_a_process_another_tracer_holds_or_one_gone_is_refused_in_one_line(ticke
     with pytest.raises(TargetGone):
         CrashCatcher([gone.pid])
     assert_running_untraced(proc.pid, within=2)
+
+
+def test_snapshots_hold_several_processes_at_once(ticker, tmp_path):
+    proc, path = ticker
+    other_path = str(tmp_path / "other")
+    other = _start("ticker", other_path)
+    try:
+        _say(other)
+        _count(other_path)
+        with CrashCatcher([proc.pid, other.pid]) as catcher:
+            gone = subprocess.Popen([sys.executable, "-c", "pass"])
+            gone.wait()
+            docs = catcher.snapshots([proc.pid, other.pid, gone.pid])
+            assert isinstance(docs[gone.pid], TfnativeError)  # not watched: its error, the others' documents
+            for pid in (proc.pid, other.pid):
+                doc = docs[pid].to_json()
+                assert doc["pid"] == pid and "tick" in {f[0] for t in doc["events"][0]["threads"]
+                                                        for f in python_frames(t["frames"])}
+            assert _moving(path) and _moving(other_path)
+        for p in (proc, other):
+            assert_running_untraced(p.pid, within=2)
+            _say(p, "end")
+            assert p.wait(10) == 0
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()

@@ -248,23 +248,47 @@ class CrashCatcher:
     def snapshot(self, pid: int, which: Threads = Threads.PYTHON) -> Document:
         """``pid``'s ``stack`` document (one ``snapshot`` event with its hang verdict), taken while its
         threads are held by this catcher (interrupted, unwound, let go).  TfnativeError where it cannot be."""
-        start = time.monotonic()
-        threads, warnings = self._ask(lambda: self._hold_process(pid))
-        try:
-            def take(which: Threads) -> Capture:
-                return pipeline.of_stopped(pid, threads, which)
+        got = self.snapshots([pid], which)[pid]
+        if isinstance(got, TfnativeError):
+            raise got
+        return got
 
-            try:
-                result = widened(take, which)
-            except TfnativeError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - no gdb to fall back to: the reason, in one line
-                if os.environ.get("TFNATIVE_DEBUG"):
-                    raise
-                raise TfnativeError("cannot read the stacks of process %d: %s" % (pid, exc)) from None
+    def snapshots(self, pids: Sequence[int], which: Threads = Threads.PYTHON
+                  ) -> Dict[int, Union[Document, TfnativeError]]:
+        """``snapshot`` of each of ``pids``, all held at once (one moment for the whole job: its wait-for graph
+        across processes), unwound one after the other, let go together; a process that cannot be read gets
+        its error (``TargetGone`` for one gone) in place of its document."""
+        start = time.monotonic()
+        held: Dict[int, Union[Tuple[List[ThreadRegs], List[str]], TfnativeError]] = self._ask(
+            lambda: self._hold_processes(pids))
+        out: Dict[int, Union[Document, TfnativeError]] = {}
+        try:
+            for pid, got in held.items():
+                if isinstance(got, TfnativeError):
+                    out[pid] = got
+                    continue
+                try:
+                    out[pid] = self._held_document(pid, got[0], got[1], which, start)
+                except TfnativeError as exc:
+                    out[pid] = exc
         finally:
-            self._ask(lambda: self._release(pid, None))
-        result.held_ms = round((time.monotonic() - start) * 1000.0, 3)
+            self._ask(lambda: self._release_all([pid for pid, got in held.items() if not isinstance(got, Exception)]))
+        return out
+
+    def _held_document(self, pid: int, threads: List[ThreadRegs], warnings: List[str], which: Threads,
+                       start: float) -> Document:
+        def take(which: Threads) -> Capture:
+            return pipeline.of_stopped(pid, threads, which)
+
+        try:
+            result = widened(take, which)
+        except TfnativeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - no gdb to fall back to: the reason, in one line
+            if os.environ.get("TFNATIVE_DEBUG"):
+                raise
+            raise TfnativeError("cannot read the stacks of process %d: %s" % (pid, exc)) from None
+        result.held_ms = round((time.monotonic() - start) * 1000.0, 3)  # held until now, and a little longer
         result.warnings.extend(warnings)
         env = procfs.environ(pid)
         doc = Document(argv=procfs.cmdline(pid), pid=pid, host=os.uname().nodename,
@@ -640,12 +664,13 @@ class CrashCatcher:
 
     # Holding a process: every thread interrupted and its registers read; let go by ``_release``.
 
-    def _hold(self, proc: _Proc, stopped: int = 0) -> Tuple[List[ThreadRegs], List[str]]:
-        """Stop every thread of ``proc`` (``stopped``: already is) and read its registers, within
-        ``STOP_WAIT_S``; a thread that does not stop in time is left out, and said in the warnings."""
+    def _hold(self, proc: _Proc, stopped: int = 0, interrupted: bool = False) -> Tuple[List[ThreadRegs], List[str]]:
+        """Stop every thread of ``proc`` (``stopped``: already is; ``interrupted``: all were just interrupted) and
+        read its registers, within ``STOP_WAIT_S``; a thread that does not stop in time is left out, and said
+        in the warnings."""
         proc.held = True
         for tid in sorted(proc.threads):
-            if tid != stopped and tid not in self._deferred:
+            if tid != stopped and tid not in self._deferred and not interrupted:
                 _sys(PTRACE_INTERRUPT, tid, 0, 0)  # fails only for a thread gone, which its wait says
         regs: Dict[int, Dict[str, int]] = {}
         skipped: Set[int] = set()
@@ -701,13 +726,34 @@ class CrashCatcher:
             words = raw[:_REGS_SIZE].cast("Q").tolist()
         return dict(zip(REGISTERS, words))
 
-    def _hold_process(self, pid: int) -> Tuple[List[ThreadRegs], List[str]]:
+    def _hold_processes(self, pids: Sequence[int]
+                        ) -> Dict[int, Union[Tuple[List[ThreadRegs], List[str]], TfnativeError]]:
+        """Every one of ``pids`` held: interrupted all together first, then each one's registers read."""
+        for pid in pids:
+            proc = self._procs.get(pid)
+            if proc is not None and not proc.held:
+                for tid in proc.threads:
+                    if tid not in self._deferred:
+                        _sys(PTRACE_INTERRUPT, tid, 0, 0)
+        out: Dict[int, Union[Tuple[List[ThreadRegs], List[str]], TfnativeError]] = {}
+        for pid in pids:
+            try:
+                out[pid] = self._hold_process(pid, interrupted=True)
+            except TfnativeError as exc:
+                out[pid] = exc
+        return out
+
+    def _release_all(self, pids: List[int]) -> None:
+        for pid in pids:
+            self._release(pid, None)
+
+    def _hold_process(self, pid: int, interrupted: bool = False) -> Tuple[List[ThreadRegs], List[str]]:
         proc = self._procs.get(pid)
         if proc is None:
             raise TfnativeError("process %d is not watched (it exited?)" % pid)
         if proc.held:
             raise TfnativeError("process %d is held for its crash" % pid)
-        threads, warnings = self._hold(proc)
+        threads, warnings = self._hold(proc, interrupted=interrupted)
         if not threads:
             self._release(pid, None)
             raise TargetGone(pid)
