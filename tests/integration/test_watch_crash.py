@@ -421,3 +421,25 @@ def test_snapshots_hold_several_processes_at_once(ticker, tmp_path):
         if other.poll() is None:
             other.kill()
             other.wait()
+
+
+def test_a_process_whose_main_thread_has_exited_is_watched_and_its_end_reported(tmp_path):
+    """tests/scripts/leaderless.py: the leader called pthread_exit (a zombie, not to be traced); its threads
+    are, and the last one's end is the process's."""
+    ready = str(tmp_path / "ready")
+    proc = subprocess.Popen([sys.executable, script("leaderless.py"), ready])
+    try:
+        deadline = time.monotonic() + 30
+        while state_of(proc.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with CrashCatcher([proc.pid]) as catcher:
+            doc = catcher.snapshot(proc.pid, Threads.ALL).to_json()
+            assert len(doc["events"][0]["threads"]) == 2  # the two workers
+            os.kill(proc.pid, signal.SIGTERM)
+            reports = _until_exit(catcher, within=10)
+        assert [(type(r), r.returncode) for r in reports] == [(Exit, -signal.SIGTERM)]
+        assert proc.wait(10) == -signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

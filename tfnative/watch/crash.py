@@ -60,6 +60,7 @@ from ..core.threads import Threads
 from ..errors import TargetGone, TfnativeError, start_thread
 from ..snapshot import pipeline
 from ..snapshot.policy import widened
+from ..snapshot.process import live_task
 from ..sources.base import ThreadRegs
 from ..sources.permissions import ptrace_refused_message
 from ..sources.ptrace import PTRACE_INTERRUPT, PTRACE_SEIZE, REGISTERS, STOP_WAIT_S, WALL
@@ -278,7 +279,7 @@ class CrashCatcher:
     def _held_document(self, pid: int, threads: List[ThreadRegs], warnings: List[str], which: Threads,
                        start: float) -> Document:
         def take(which: Threads) -> Capture:
-            return pipeline.of_stopped(pid, threads, which)
+            return _of_stopped(pid, threads, which)
 
         try:
             result = widened(take, which)
@@ -368,7 +369,7 @@ class CrashCatcher:
         pointers = {tid: regs["rsp"] for tid, _name, regs in held.threads}
 
         def take(which: Threads) -> Capture:
-            result = pipeline.of_stopped(held.pid, held.threads, which, held.tid)
+            result = _of_stopped(held.pid, held.threads, which, held.tid)
             result.stack_pointers = pointers
             return result
 
@@ -650,8 +651,10 @@ class CrashCatcher:
             self._procs[pid].threads.discard(tid)
 
     def _gone(self, proc: _Proc, tid: int, status: int) -> None:
+        """A thread's exit; the leader's is the process's end (``Exit``), and so is the last thread's where the
+        leader had exited before the seize (``pthread_exit``: a zombie, never traced, its parent's to reap)."""
         self._forget(tid)
-        if tid != proc.pid:
+        if tid != proc.pid and proc.threads:
             return
         for t in list(proc.threads):  # the leader reports last: the others have gone before it
             self._forget(t)
@@ -792,34 +795,39 @@ class CrashCatcher:
         proc = _Proc(pid, own)
         with self._lock:
             self._procs[pid] = proc
+        passed: Set[int] = set()  # threads on their way out, a zombie leader: not to be traced
         try:
             for _round in range(100):
                 try:
-                    new = [t for t in procfs.tids(pid) if t not in proc.threads]
+                    new = [t for t in procfs.tids(pid) if t not in proc.threads and t not in passed]
                 except ProcessLookupError:
                     raise TargetGone(pid) from None
                 if not new:
+                    if not proc.threads:
+                        raise TargetGone(pid)
                     return
                 for tid in reversed(new):
-                    self._seize(proc, tid)
+                    if not self._seize(proc, tid):
+                        passed.add(tid)
             raise TfnativeError("the threads of process %d keep changing" % pid)
         except BaseException:
             self._detach_process(pid)
             raise
 
-    def _seize(self, proc: _Proc, tid: int) -> None:
+    def _seize(self, proc: _Proc, tid: int) -> bool:
+        """Trace ``tid``: True, or False where it is gone or going (a zombie leader: nothing to trace)."""
         if _sys(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACECLONE) != -1:
             self._own(proc, tid)
-            return
+            return True
         err = ctypes.get_errno()
         if err == errno.ESRCH:
-            return  # it exited meanwhile
+            return False  # it exited meanwhile
         if err == errno.EPERM:
             if procfs.state(proc.pid, tid) in (None, "Z", "X"):
-                return  # exiting, or a zombie leader (pthread_exit): nothing to trace
+                return False  # exiting, or a zombie leader (pthread_exit): nothing to trace
             if self._traced_by_us(proc.pid, tid):
                 self._own(proc, tid)  # started by a thread seized before it (PTRACE_O_TRACECLONE)
-                return
+                return True
         raise TfnativeError(ptrace_refused_message(proc.pid, "ptrace(PTRACE_SEIZE, %d): %s"
                                                    % (tid, os.strerror(err))))
 
@@ -912,6 +920,17 @@ class _Bell:
             except ChildProcessError:
                 return
             time.sleep(0.001)
+
+
+def _of_stopped(pid: int, threads: List[ThreadRegs], which: Threads, selected: Optional[int] = None) -> Capture:
+    """``pipeline.of_stopped`` of the held process, read through a live thread where its leader has exited
+    (``pthread_exit``: its ``/proc/PID/mem`` is gone), as ``stack`` does."""
+    task = live_task(pid)
+    result = pipeline.of_stopped(task, threads, which, selected)
+    if task != pid:
+        result.pid = pid
+        result.warnings.append("the main thread %d has exited (pthread_exit): the live threads are shown" % pid)
+    return result
 
 
 def _fatal(pid: int, sig: int) -> bool:
