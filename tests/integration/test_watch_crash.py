@@ -443,3 +443,21 @@ def test_a_process_whose_main_thread_has_exited_is_watched_and_its_end_reported(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_crash_nobody_polls_for_is_let_die_after_its_hold_bound(monkeypatch):
+    from tfnative.watch import crash as crash_module
+
+    monkeypatch.setattr(crash_module, "CRASH_HOLD_S", 0.3)
+    proc = _start("segv")
+    try:
+        with CrashCatcher([proc.pid]) as catcher:
+            _say(proc)
+            assert proc.wait(10) == -signal.SIGSEGV  # not held for ever by a watcher that does not poll
+            crash, end = _crash_and_exit(_until_exit(catcher))
+        assert crash.event.threads == [] and "nothing took them" in crash.event.warnings[-1]
+        assert end.returncode == -signal.SIGSEGV
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
