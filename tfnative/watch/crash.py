@@ -182,6 +182,12 @@ class CrashCatcher:
     ``snapshot(pid)`` holds a process for a hang's ``stack`` document; ``add``/``remove`` change the set;
     ``close()`` lets every thread go.  Raises ``TfnativeError`` (``TargetGone`` for a process gone) where a
     process cannot be traced.
+
+    For the loop that uses it: one thread calls ``poll`` (a crash's ``Exit`` follows its ``Crash``); any
+    thread may call the others.  While a process is watched no other tracer can have it (``stack --pid``, gdb,
+    gcore are refused): take its stacks with ``snapshot``/``snapshots``, or ``remove`` it first (a core by
+    gcore) and ``add`` it again.  The process using it must not wait for *any* child (``os.wait()``,
+    ``waitpid(-1)``): the bell is a child of ours; ``Popen.wait`` waits for its own.
     """
 
     def __init__(self, pids: Sequence[int] = ()) -> None:
