@@ -38,7 +38,7 @@ MAY_IMPORT = {
     "snapshot": {"core", "sources", "toolchain", "gdb", "analysis", "output"},
     "corefile": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot"},
     "attach": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot"},
-    "watch": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot"},
+    "watch": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot", "attach"},
     "cli": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot", "corefile", "attach", "watch"},
     "inject": set(),
 }

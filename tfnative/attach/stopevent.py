@@ -10,7 +10,7 @@ and the JSON document share.
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..analysis.event import analyze, in_flight_functions
 from ..core import executors, tflog
@@ -36,14 +36,22 @@ def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolL
     event as is (``location``, ``signal``...); ``hang``: with its hang verdict (``analysis.event.analyze``);
     ``variables`` (``--locals``): the frames' arguments and locals.
     """
-    result = stacks(gdb, loader, Threads.ALL if all_threads else Threads.SELECTED, variables)
+    return event_at(lambda which: stacks(gdb, loader, which, variables and which is not Threads.PYTHON), all_threads,
+                    native_all, kind, hang=hang, **extra)
+
+
+def event_at(take: Callable[[Threads], Capture], all_threads: bool, native_all: bool, kind: EventKind,
+             hang: bool = False, **extra: Any) -> Event:
+    """``make``'s event from the stacks ``take(which)`` gives of a stopped process (gdb's stop; the threads
+    ``tfnative watch``'s crash catcher holds, ``watch/crash.py``), each capture with its ``stack_pointers``."""
+    result = take(Threads.ALL if all_threads else Threads.SELECTED)
     in_flight = None
     if not all_threads and any(map(executors.runs_tf_work, result.threads)):
         # A thread running TensorFlow's work for Python stopped (an executor, a kernel, a tf.data runner):
         # which Python threads wait for it?  The caller of the tf.function it runs, when only one is in
         # flight, else the threads waiting inside TensorFlow (a tf.data iterator, Session.run) come with the
         # event: the user's line is there.
-        python = stacks(gdb, loader, Threads.PYTHON)
+        python = take(Threads.PYTHON)
         in_flight = in_flight_functions(python)
         if len({fn.name for _, fn in in_flight}) == 1:
             waiting = {tid for tid, _ in in_flight}
