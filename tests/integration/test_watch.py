@@ -28,6 +28,8 @@ from ..utils import (
     line_of,
     run_tfnative,
     script,
+    state_of,
+    tracer_of,
     wait_for_file,
 )
 
@@ -120,10 +122,9 @@ def test_a_deadlock_is_reported_in_time_then_watched_on_and_kill_9_leaves_the_jo
         check_document(doc)
         assert doc["pid"] == job and doc["events"][0]["kind"] == "hang"
         assert doc["triage"]["pattern"] == "deadlock"
-        # the triage is the one stack gives
+        # while watched, the job is traced by the crash watch: another debugger is told who holds it
         r = run_tfnative(["stack", "--pid", str(job), "--json", "-"], timeout=120)
-        assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["triage"]["verdict"] == doc["triage"]["verdict"]
+        assert r.returncode == 2 and "is already being traced by PID %d (tfnative)" % w.proc.pid in r.stderr, r.stderr
         assert sorted(os.listdir(out_dir)) == ["hang-1.html", "hang-1.jsonl", "hang-1.txt"]
         assert documents(out_dir / "hang-1.jsonl")[0]["triage"] == doc["triage"]
         assert "<html" in (out_dir / "hang-1.html").read_text().lower()
@@ -134,6 +135,10 @@ def test_a_deadlock_is_reported_in_time_then_watched_on_and_kill_9_leaves_the_jo
         os.kill(w.proc.pid, signal.SIGKILL)
         w.proc.wait()
         assert_running_untraced(job)
+        # the triage is the one stack gives
+        r = run_tfnative(["stack", "--pid", str(job), "--json", "-"], timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["triage"]["verdict"] == doc["triage"]["verdict"]
     finally:
         w.kill_all()
 
@@ -292,7 +297,12 @@ def test_on_hang_core_writes_a_core_of_every_process_and_watches_on(tmp_path):
         with open(core, "rb") as f:
             head = f.read(18)
         assert head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little") == 4  # ET_CORE
-        assert_running_untraced(job.pid)
+        # running on, traced again by the crash watch (the watcher's tracer thread), no longer by gdb
+        watcher = [t.id for t in psutil.Process(w.proc.pid).threads()]
+        deadline = time.monotonic() + 10
+        while tracer_of(job.pid) not in watcher and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert tracer_of(job.pid) in watcher and state_of(job.pid) in ("S", "R")
         assert w.proc.poll() is None
         job.kill()
         job.wait()

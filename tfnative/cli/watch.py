@@ -51,6 +51,11 @@ ENV_HELP = ("Watch every process running Python whose environment has KEY=VALUE,
 @click.option("--straggler-after", type=click.FloatRange(min=0.1, max=1e7), metavar="S",
               help="Name (with its stack) a process that has not progressed for S seconds while others of the "
                    "job have.")
+@click.option("--no-crash-watch", is_flag=True,
+              help="Do not trace the job's processes: a crash then gives only its signal and the exit status, and "
+                   "another debugger (gdb, py-spy, 'tfnative stack --pid') may attach to them while they are "
+                   "watched. By default every process is traced (PTRACE_SEIZE: nothing is stopped) so that a "
+                   "crash gives attach's report: the mixed stack at the fault, the op, TF's log line.")
 @click.option("--all-threads", "-a", is_flag=True, help="Reports show also threads that run no Python.")
 @click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
 @click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
@@ -58,7 +63,7 @@ ENV_HELP = ("Watch every process running Python whose environment has KEY=VALUE,
 def watch(script: Optional[str], args: Tuple[str, ...], module: Optional[str], pids: Tuple[int, ...],
           children: Tuple[int, ...], envs: Tuple[str, ...], python: str, hang_after: float, interval: Optional[float],
           on_hang: str, out_dir: Optional[str], json_path: Optional[str], progress_file: Optional[str],
-          straggler_after: Optional[float], all_threads: bool, native_all: bool, full: bool,
+          straggler_after: Optional[float], no_crash_watch: bool, all_threads: bool, native_all: bool, full: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Watch a job and report a hang as it happens: every process's stacks, the wait-for graph, the verdict.
 
@@ -77,11 +82,11 @@ def watch(script: Optional[str], args: Tuple[str, ...], module: Optional[str], p
     opts = WatchOptions(hang_after=hang_after, interval=interval_for(hang_after, interval), on_hang=on_hang,
                         out_dir=out_dir, json_path=json_path, progress_file=progress_file,
                         straggler_after=straggler_after, stack=stack_opts)
-    run_command(lambda: _watch(opts, script, module, list(args), python, pids, children, envs))
+    run_command(lambda: _watch(opts, script, module, list(args), python, pids, children, envs, not no_crash_watch))
 
 
 def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[str], python: str,
-           pids: Tuple[int, ...], children: Tuple[int, ...], envs: Tuple[str, ...]) -> int:
+           pids: Tuple[int, ...], children: Tuple[int, ...], envs: Tuple[str, ...], crashes: bool = True) -> int:
     """Check the options against each other, find or start the job, watch it."""
     from ..watch.job import Job
     from ..watch.loop import watch as watch_job
@@ -114,13 +119,27 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
             raise TfnativeError("--out %s: %s" % (opts.out_dir, exc.strerror or exc)) from None
         if not os.access(opts.out_dir, os.W_OK | os.X_OK):
             raise TfnativeError("--out %s: not a directory this user can write in" % opts.out_dir)
-    if module is not None:
-        job = Job.launch(python, ["-m", module, *args])
-    elif script is not None:
-        job = Job.launch(python, [script, *args])
-    else:
-        job = Job(roots)
     from ..files import is_stdout
+    from ..watch.crashwatch import CrashWatch
+    from ..watch.loop import default_take
 
     # --json -: the documents on stdout, the text on stderr (as stack --json - has it)
-    return watch_job(job, opts, sys.stderr if is_stdout(opts.json_path) else sys.stdout, sys.stderr)
+    out = sys.stderr if is_stdout(opts.json_path) else sys.stdout
+    # The crash watch is made before the job starts: the watcher's own start-up takes no time from the job's
+    caught = CrashWatch(opts, out, sys.stderr, default_take(opts, sys.stderr)) if crashes else None
+    try:
+        if module is not None:
+            job = Job.launch(python, ["-m", module, *args])
+        elif script is not None:
+            job = Job.launch(python, [script, *args])
+        else:
+            job = Job(roots)
+        if caught is None:
+            return watch_job(job, opts, out, sys.stderr)
+        status = watch_job(job, opts, out, sys.stderr, take=caught.take, hook=caught.hook, poll=caught.poll,
+                           untraced=caught.untraced)
+    finally:
+        if caught is not None:
+            caught.close()
+    # running processes: the watch ends with 0 once all have exited, or with the first crash's status
+    return caught.status if status == 0 and not job.launched and caught.status is not None else status

@@ -15,6 +15,7 @@ import os
 from typing import Callable, List, Optional, Sequence, TextIO
 
 from ..core.model import Document, PythonFrame
+from ..core.rankset import compress
 from ..errors import TfnativeError
 from ..files import write_output
 from ..output import merge, report
@@ -41,7 +42,7 @@ def outlier_of(docs: Sequence[Document]) -> Optional[str]:
         node = todo.pop(0)
         odd = merge.outlier(node)
         if odd is not None:
-            who = merge.compress(odd.members)
+            who = compress(odd.members)
             place = next((merge.where(p) for p in root.processes if p["label"] in odd.members
                           and merge.where(p)), None) if len(odd.members) == 1 else None
             return "%s%s, at %s" % (who, " (%s)" % place if place else "", _place(odd))
@@ -84,7 +85,7 @@ def hang_report(pids: Sequence[int], take: Take, opts: WatchOptions, number: int
         text.write("tfnative: watch: the outlier: %s\n" % odd)
     out.write(text.getvalue())
     out.flush()
-    lines = many.json_lines(docs)
+    lines = report.json_lines(docs)
     if opts.json_path:
         write_output(opts.json_path, lines)
     if opts.out_dir:

@@ -100,6 +100,12 @@ class Job:
         if child is None or child.returncode is not None:
             return None if child is None else child.returncode
         try:
+            # Looked at first (WNOWAIT): where a thread of this process traces the child, the kernel reports its
+            # ptrace stops to its parent's waits too, whatever the flags (CLD_TRAPPED: a signal about to be
+            # delivered); one taken here would never reach the tracer, and the child would stay stopped.
+            result = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT | _WNOTHREAD)
+            if result is None or result.si_code not in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
+                return None
             result = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | _WNOTHREAD)
         except ChildProcessError:  # reaped elsewhere: what Popen knows
             return child.poll()

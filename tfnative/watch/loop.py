@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, TextIO, Tuple
+from contextlib import nullcontext
+from typing import Callable, ContextManager, Dict, FrozenSet, List, Optional, Sequence, TextIO, Tuple
 
 from ..analysis.progress import ProcessSample, Tracker, judge, stacks_moved
 from ..core.model import Document
@@ -38,6 +39,11 @@ from .options import WatchOptions
 Take = Callable[[int], Document]
 # Called each interval with the job's processes; a status it returns ends the watch with it (a crash caught).
 Hook = Callable[[Sequence[int]], Optional[int]]
+# Called every ``POLL_S`` between two readings (a crash catcher's crashes are reported as they come).
+Poll = Callable[[], Optional[int]]
+# Lets go of the processes for the time of a block (gdb writes their cores): a crash catcher's processes.
+Untraced = Callable[[Sequence[int]], ContextManager[None]]
+POLL_S = 0.25
 HANG_EXIT = 124  # --on-hang kill: the status ``timeout`` gives
 
 
@@ -50,10 +56,11 @@ class Watch:
     """One watch of one job (see the module)."""
 
     def __init__(self, job: Job, opts: WatchOptions, out: TextIO, err: TextIO, take: Optional[Take] = None,
-                 hook: Optional[Hook] = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 hook: Optional[Hook] = None, clock: Callable[[], float] = time.monotonic, poll: Optional[Poll] = None,
+                 untraced: Optional[Untraced] = None) -> None:
         self.job, self.opts, self.out, self.err = job, opts, out, err
         self.take = take or default_take(opts, err)
-        self.hook = hook
+        self.hook, self.poll, self.untraced = hook, poll, untraced
         self.clock = clock
         self.tracker = Tracker(clock(), opts.hang_after, opts.straggler_after)
         self.samples: Dict[int, ProcessSample] = {}
@@ -129,9 +136,24 @@ class Watch:
                 if code is not None:
                     return code
             self.stragglers()
-            status = self.job.wait(max(0.0, started + self.opts.interval - self.clock()))
+            status = self._pause(started + self.opts.interval)
+            if status is not None:
+                return status
+
+    def _pause(self, until: float) -> Optional[int]:
+        """Wait for the next reading (``until``, on ``clock``), ``poll`` asked every ``POLL_S`` meanwhile; a
+        status that ends the watch, or None."""
+        while True:
+            left = until - self.clock()
+            status = self.job.wait(max(0.0, min(left, POLL_S) if self.poll is not None else left))
             if status is not None:
                 return self._ended(status)
+            if self.poll is not None:
+                code = self.poll()
+                if code is not None:
+                    return code
+            if left <= POLL_S or self.poll is None:
+                return None
 
     def tick(self, pids: Sequence[int]) -> None:
         """One reading of every process, judged against the last one."""
@@ -190,7 +212,9 @@ class Watch:
         if self.opts.on_hang == "core":
             from .cores import write_cores
 
-            written = write_cores(pids, self.opts.out_dir or ".", number, self.opts.stack.gdb.gdb_path, self.err)
+            with (self.untraced(pids) if self.untraced is not None else nullcontext()):
+                written = write_cores(pids, self.opts.out_dir or ".", number, self.opts.stack.gdb.gdb_path,
+                                      self.err)
             if written:
                 self.say("%d core file(s): %s" % (len(written), ", ".join(written)))
         self.say("watching on; another report once the job progresses and stalls again with other stacks")
@@ -225,6 +249,6 @@ class Watch:
 
 
 def watch(job: Job, opts: WatchOptions, out: TextIO, err: TextIO, take: Optional[Take] = None,
-          hook: Optional[Hook] = None) -> int:
+          hook: Optional[Hook] = None, poll: Optional[Poll] = None, untraced: Optional[Untraced] = None) -> int:
     """Watch ``job`` (the module's loop) until it ends; the watcher's exit status."""
-    return Watch(job, opts, out, err, take=take, hook=hook).run()
+    return Watch(job, opts, out, err, take=take, hook=hook, poll=poll, untraced=untraced).run()

@@ -1,0 +1,115 @@
+"""``watch``'s crash watch: the crash catcher (``crash.py``) plugged into the loop (``loop.py``).
+
+Every process of the job is traced by one ``CrashCatcher`` (nothing stopped); each reading adds the job's new
+processes to it and lets go of those that left the job.  Between readings the catcher is asked every
+``POLL_S`` whether a process is about to die of a crash signal: its report (``attach``'s: the signal, the mixed
+stack at the fault, the op, the user's line, TensorFlow's fatal log line, the triage) is printed, written to
+``--json`` and ``--out`` (``crash-N.txt``, ``crash-N.jsonl``), and the process then dies of its signal as it
+would have; the watch goes on until the job ends, with the job's own status.  A hang's snapshot of a traced
+process is taken by the catcher (``stack``'s own hold cannot seize threads already traced); ``--on-hang core``
+lets go of the processes while gdb writes their cores.  A process the catcher cannot trace (another tracer
+holds it) is named once and watched for hangs only.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+from contextlib import contextmanager
+from typing import Iterator, Optional, Sequence, Set, TextIO
+
+from ..core.model import Document
+from ..errors import TargetGone, TfnativeError
+from ..files import write_output
+from ..output import report
+from .crash import Crash, CrashCatcher
+from .loop import Take
+from .options import WatchOptions
+
+POLL_S = 0.25  # how often, between two readings, the catcher is asked for a crash
+
+
+class CrashWatch:
+    """The catcher over a job, as the loop's ``hook``, ``poll`` and ``take`` (see the module)."""
+
+    def __init__(self, opts: WatchOptions, out: TextIO, err: TextIO, fallback: Take) -> None:
+        self.opts, self.out, self.err, self.fallback = opts, out, err, fallback
+        self.catcher = CrashCatcher()
+        self.refused: Set[int] = set()
+        self.crashes = 0
+        self.status: Optional[int] = None  # 128+N of the first crash: a watch of running processes ends with it
+
+    def close(self) -> None:
+        self.catcher.close()
+
+    def hook(self, pids: Sequence[int]) -> Optional[int]:
+        """Each reading: trace the job's new processes, let go of those gone from it, report what crashed."""
+        watched = set(self.catcher.pids)
+        for pid in pids:
+            if pid in watched or pid in self.refused:
+                continue
+            try:
+                self.catcher.add(pid)
+            except TargetGone:
+                continue
+            except TfnativeError as exc:
+                self.refused.add(pid)
+                self._say("process %d is watched for hangs only (no crash report): %s" % (pid, exc))
+        for pid in watched - set(pids):
+            self.catcher.remove(pid)
+        return self.poll()
+
+    def poll(self) -> Optional[int]:
+        """Report every crash the catcher has; never ends the watch (the job's end does)."""
+        while True:
+            got = self.catcher.poll(0)
+            if got is None:
+                return None
+            if isinstance(got, Crash):
+                self._report(got)
+
+    def take(self, pid: int) -> Document:
+        """A hang's held snapshot of ``pid``: by the catcher where it traces it."""
+        if pid in self.catcher.pids:
+            return self.catcher.snapshot(pid, self.opts.stack.which)
+        return self.fallback(pid)
+
+    @contextmanager
+    def untraced(self, pids: Sequence[int]) -> Iterator[None]:
+        """``pids`` let go for the time of the block (gdb writes their cores), traced again after it."""
+        mine = [pid for pid in pids if pid in self.catcher.pids]
+        for pid in mine:
+            self.catcher.remove(pid)
+        try:
+            yield
+        finally:
+            for pid in mine:
+                try:
+                    self.catcher.add(pid)
+                except TfnativeError:
+                    pass
+
+    def _say(self, text: str) -> None:
+        self.err.write("tfnative: watch: %s\n" % text)
+        self.err.flush()
+
+    def _report(self, crash: Crash) -> None:
+        self.crashes += 1
+        if self.status is None:
+            self.status = 128 + int(signal.Signals[crash.signal])
+        doc = crash.document
+        text = io.StringIO()
+        text.write("tfnative: watch: crash: process %d, thread %d: %s\n" % (crash.pid, crash.tid, crash.signal))
+        printer = report.Printer(text, native_all=self.opts.stack.native_all, full=self.opts.stack.full)
+        printer.event(crash.event)
+        printer.summary([], doc)
+        self.out.write(text.getvalue())
+        self.out.flush()
+        lines = report.json_lines([doc])
+        if self.opts.json_path:
+            write_output(self.opts.json_path, lines)
+        if self.opts.out_dir:
+            base = os.path.join(self.opts.out_dir, "crash-%d" % self.crashes)
+            write_output(base + ".txt", text.getvalue().encode("utf-8"))
+            write_output(base + ".jsonl", lines)
