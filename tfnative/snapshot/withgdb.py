@@ -10,7 +10,7 @@ import json
 import os
 from typing import List, Optional, TextIO
 
-from ..core import procfs
+from ..core import locks, procfs
 from ..core.model import Capture, NativeFrame
 from ..core.threads import Threads
 from ..errors import GdbDied, GdbError, TargetGone, TfnativeError
@@ -42,6 +42,21 @@ def gdb_memory_facts(gdb: Gdb, result: Capture) -> None:
         pass
     finally:
         memory.close()
+    _lock_objects(gdb, result)
+
+
+def _lock_objects(gdb: Gdb, result: Capture) -> None:
+    """The lock waits of a capture, completed from the lock objects gdb reads in the frames with DWARF (who
+    holds the mutex a thread locks: ``locks.lock_objects_wait``)."""
+    try:
+        found = json.loads(gdb.command("-tfnative-lock-objects", timeout=CAPTURE_TIMEOUT)["json"])
+        objects = {int(t["tid"]): t for t in found["threads"]}
+    except (GdbError, KeyError, ValueError, TypeError):
+        return
+    if not any(o.get("acquiring") for o in objects.values()):
+        return
+    for t in result.threads:
+        t.lock_wait = locks.lock_objects_wait(t.tid, objects, t.lock_wait)
 
 
 def stack_of_pid(pid: int, which: Threads, gdb_opts: GdbOptions, was_stopped: bool, err: TextIO,
