@@ -3,6 +3,7 @@
 // test_kernel_hangs.py holds the hung process with `stack --pid`.
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "tensorflow/core/framework/op.h"
@@ -45,6 +46,7 @@ REGISTER_KERNEL_BUILDER(Name("SelfLock").Device(DEVICE_CPU), SelfLockOp);
 // Two threads, two kernels, one std::mutex: LockHolder takes it and sleeps holding it (its lock a
 // std::unique_lock local); LockWaiter waits for it.
 static std::mutex shared_mu;
+static std::atomic<bool> stop_holding{false};  // never set: the holder holds the mutex for ever
 
 REGISTER_OP("LockHolder").Input("x: int32").Output("y: int32").SetIsStateful();
 REGISTER_OP("LockWaiter").Input("x: int32").Output("y: int32").SetIsStateful();
@@ -55,7 +57,8 @@ class LockHolderOp : public OpKernel {
 
   void Compute(OpKernelContext* context) override {
     std::unique_lock<std::mutex> held(shared_mu);  // tfn: the holder takes the std::mutex
-    while (true) sleep(1000);  // tfn: the holder sleeps holding it
+    while (!stop_holding.load()) sleep(1000);  // tfn: the holder sleeps holding it
+    context->set_output(0, context->input(0));
   }
 };
 

@@ -342,7 +342,7 @@ def _kernel_lock_held(s: _Scene) -> Optional[str]:
     held_at = (t.lock_wait or {}).get("held_at")
     how = "its frame %s holds it" % held_at if held_at else "recorded as the mutex's __owner"
     op = _op_of(holder)
-    k = kernel_frame(holder) or _locker(holder)
+    k = next((f for f in holder.frames if isinstance(f, NativeFrame) and f.op), None) or _locker(holder)
     inner = next((f for f in holder.frames if isinstance(f, NativeFrame) and (f.function or "??") != "??"), None)
     now = "%s%s%s" % ("it runs op %s" % op if op else "it is", " in %s" % frame_at(k) if k else "",
                       ", blocked in %s" % _base(inner.function or "") if inner is not None and inner is not k else "")

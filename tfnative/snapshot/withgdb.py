@@ -53,7 +53,8 @@ def _lock_objects(gdb: Gdb, result: Capture) -> None:
         objects = {int(t["tid"]): t for t in found["threads"]}
     except (GdbError, KeyError, ValueError, TypeError):
         return
-    if not any(o.get("acquiring") for o in objects.values()):
+    if not any(o.get("acquiring") for o in objects.values()) and not any(
+            (t.lock_wait or {}).get("mutex") for t in result.threads):
         return
     for t in result.threads:
         t.lock_wait = locks.lock_objects_wait(t.tid, objects, t.lock_wait)

@@ -1,0 +1,139 @@
+"""Hangs inside the user's own kernels (custom ops, ``tests/custom_op/``), read by ``stack --pid``.
+
+``self_lock.cc``'s ``SelfLock`` locks its member ``mutex`` (an ``absl::Mutex`` under TF 2.21) and calls a helper
+that locks it again: with ``-g`` the wait-for graph reads the holder from the frames' ``mutex_lock`` objects
+(gdb, DWARF) and says self-deadlock with the frame that holds it; with ``-g0`` the mutex's address is read from
+absl's slow path and the verdict says what is not known (absl records no owner, no DWARF).  ``LockHolder`` /
+``LockWaiter``: a ``std::mutex`` one thread's kernel holds and the main thread's kernel waits for (its holder from
+the pthread mutex's ``__owner``, and with ``-g`` from the holder's ``std::unique_lock``).
+``async_never_done.cc``'s ``KfAllReduce`` returns from ``ComputeAsync`` without calling ``done``.
+
+The hung processes are started together, once for the module (each imports TensorFlow), and each is held
+by one ``stack`` run whose document every check of it reads.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from typing import Dict, Iterator, Tuple
+
+import pytest
+
+from ..kernels import build_op, source
+from ..utils import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script, wait_for_file
+
+pytestmark = [requires_gdb, requires_tf, pytest.mark.tf,
+              pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH")]
+
+SCRIPT = script("kernel_hang.py")
+SELF_LOCK = source("self_lock")
+CASES = {"self_lock-g": ("self_lock", "g", "self_lock"), "self_lock-g0": ("self_lock", "g0", "self_lock"),
+         "holder-g": ("self_lock", "g", "holder"), "holder-g0": ("self_lock", "g0", "holder"),
+         "never_done-g0": ("async_never_done", "g0", "never_done")}
+
+
+@pytest.fixture(scope="module")
+def hung(tmp_path_factory) -> Iterator[Dict[str, Tuple[int, dict, str]]]:
+    """Each case's (pid, ``stack --json`` document, ``stack`` stderr), its process hung in the kernel."""
+    where = tmp_path_factory.mktemp("kernel_hangs")
+    libs = {(name, flavour): build_op(name, flavour) for name, flavour, _case in CASES.values()}
+    procs: Dict[str, subprocess.Popen] = {}
+    try:
+        for key, (name, flavour, case) in CASES.items():
+            procs[key] = subprocess.Popen([sys.executable, SCRIPT, libs[(name, flavour)], case, str(where / key)],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          stdin=subprocess.DEVNULL, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        out: Dict[str, Tuple[int, dict, str]] = {}
+        for key, proc in procs.items():
+            wait_for_file(str(where / key), 300, proc)
+        for key, proc in procs.items():
+            doc = where / ("%s.json" % key)
+            r = run_tfnative(["stack", "--pid", str(proc.pid), "--json", str(doc)], timeout=300)
+            assert r.returncode == 0, r.stderr
+            out[key] = (proc.pid, load_json(doc), r.stderr)
+            assert proc.poll() is None  # released, still hung
+        yield out
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait(timeout=60)
+
+
+def _triage(hung, key: str) -> dict:
+    return hung[key][1]["events"][0]["triage"]
+
+
+def _verdict_line(hung, key: str) -> str:
+    [line] = [ln for ln in hung[key][2].splitlines() if ln.startswith("tfnative: verdict: ")]
+    return line[len("tfnative: verdict: "):]
+
+
+def test_self_deadlock_with_dwarf_names_the_frame_that_holds_the_mutex(hung):
+    pid = hung["self_lock-g"][0]
+    t = _triage(hung, "self_lock-g")
+    assert t["pattern"] == "self_deadlock", t["verdict"]
+    [edge] = t["cycle"]
+    assert edge["thread"] == edge["waits_for"] == pid
+    mutex = edge["resource"]
+    assert mutex.startswith("mutex 0x")
+    held = line_of(SELF_LOCK, "tfn: the kernel calls the helper")
+    again = line_of(SELF_LOCK, "tfn: the helper takes it again")
+    user = line_of(SCRIPT, "tfn: SelfLock hangs here")
+    assert _verdict_line(hung, "self_lock-g") == (
+        "op SelfLock: the main thread waits for %s which it already holds (self-deadlock) in "
+        "SelfLockOp::Compute at self_lock.cc:%d: it locks it again in SelfLockOp::Refresh at self_lock.cc:%d, "
+        "from kernel_hang.py:%d" % (mutex, held, again, user))
+    [main] = [th for th in hung["self_lock-g"][1]["events"][0]["threads"] if th["tid"] == pid]
+    assert main["lock_wait"]["owner"] == pid and main["lock_wait"]["held_at"] == "SelfLockOp::Compute at " \
+        "self_lock.cc:%d" % held
+    assert "tsl::mutex_lock l" in main["lock_wait"]["evidence"]
+
+
+def test_self_deadlock_without_dwarf_says_what_is_known(hung):
+    t = _triage(hung, "self_lock-g0")
+    assert t["pattern"] == "kernel_lock_unknown", t["verdict"]
+    [edge] = t["chain"]
+    assert edge["waits_for"] is None and edge["resource"].startswith("mutex 0x")
+    mutex = edge["resource"][len("mutex "):]
+    user = line_of(SCRIPT, "tfn: SelfLock hangs here")
+    assert _verdict_line(hung, "self_lock-g0") == (
+        "op SelfLock: the main thread waits in SelfLockOp::Refresh in self_lock.so (from kernel_hang.py:%d) for "
+        "mutex %s: blocked in absl::Mutex::LockSlow on mutex %s; no owner recorded (release absl); self_lock.so "
+        "is built without DWARF, so the holder cannot be read from the frames" % (user, mutex, mutex))
+
+
+@pytest.mark.parametrize("flavour", ["g", "g0"])
+def test_a_mutex_another_kernel_holds_names_the_holder(hung, flavour):
+    pid, doc, _err = hung["holder-" + flavour]
+    t = _triage(hung, "holder-" + flavour)
+    assert t["pattern"] == "kernel_lock_held", t["verdict"]
+    first = t["chain"][0]
+    holder = [th for th in doc["events"][0]["threads"] if th.get("python_name") == "holder"
+              or th["tid"] == first["waits_for"]]
+    assert first["thread"] == pid and first["waits_for"] == holder[0]["tid"] != pid
+    text = _verdict_line(hung, "holder-" + flavour)
+    assert text.startswith("op LockWaiter: the main thread waits in LockWaiterOp::Compute")
+    assert "for %s, held by thread %d" % (first["resource"], first["waits_for"]) in text
+    assert "it runs op LockHolder in LockHolderOp::Compute" in text
+    # the holder from the pthread mutex's __owner: -O1 keeps the holder's std::unique_lock in registers
+    # (gdb: "<optimized out>"), so no frame's lock object says more
+    assert "(recorded as the mutex's __owner)" in text
+    if flavour == "g":
+        assert "LockWaiterOp::Compute at self_lock.cc:%d" % line_of(
+            SELF_LOCK, "tfn: the waiter blocks on the std::mutex") in text
+        assert "LockHolderOp::Compute at self_lock.cc:%d" % line_of(
+            SELF_LOCK, "tfn: the holder sleeps holding it") in text
+    else:
+        assert "LockWaiterOp::Compute in self_lock.so" in text and "LockHolderOp::Compute in self_lock.so" in text
+
+
+def test_an_async_kernel_that_never_calls_done(hung):
+    t = _triage(hung, "never_done-g0")
+    assert t["pattern"] == "async_never_done", t["verdict"]
+    user = line_of(SCRIPT, "tfn: KfAllReduce hangs here")
+    assert _verdict_line(hung, "never_done-g0").startswith(
+        "op KfAllReduce: its async kernel returned without calling done; no thread works on it: the main thread "
+        "waits in tensorflow::AsyncOpKernel::Compute from kernel_hang.py:%d, and every other thread waits" % user)
