@@ -47,7 +47,11 @@ def gdb_memory_facts(gdb: Gdb, result: Capture) -> None:
 
 def _lock_objects(gdb: Gdb, result: Capture) -> None:
     """The lock waits of a capture, completed from the lock objects gdb reads in the frames with DWARF (who
-    holds the mutex a thread locks: ``locks.lock_objects_wait``)."""
+    holds the mutex a thread locks: ``locks.lock_objects_wait``).  Asked of gdb only where a thread's
+    innermost frames lock a mutex (the walk reads every thread's frames)."""
+    if not any(t.lock_wait or locks.waits_in_mutex(t.frames) or locks.absl_lock_frames(t.frames) is not None
+               for t in result.threads):
+        return
     try:
         found = json.loads(gdb.command("-tfnative-lock-objects", timeout=CAPTURE_TIMEOUT)["json"])
         objects = {int(t["tid"]): t for t in found["threads"]}
