@@ -74,3 +74,38 @@ class LockWaiterOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("LockHolder").Device(DEVICE_CPU), LockHolderOp);
 REGISTER_KERNEL_BUILDER(Name("LockWaiter").Device(DEVICE_CPU), LockWaiterOp);
+
+// The same with TensorFlow's own mutex (an absl::Mutex, which records no owner): TfLockHolder holds it through
+// a mutex_lock while it waits for a signal that never comes; TfLockWaiter waits for it.
+static mutex tf_mu;
+
+REGISTER_OP("TfLockHolder").Input("x: int32").Output("y: int32").SetIsStateful();
+REGISTER_OP("TfLockWaiter").Input("x: int32").Output("y: int32").SetIsStateful();
+
+__attribute__((noinline)) static void WaitForSignal() {
+  while (!stop_holding.load()) sleep(1000);
+}
+
+class TfLockHolderOp : public OpKernel {
+ public:
+  explicit TfLockHolderOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    mutex_lock held(tf_mu);  // tfn: the holder takes the tensorflow::mutex
+    WaitForSignal();  // tfn: the holder waits holding it
+    context->set_output(0, context->input(0));
+  }
+};
+
+class TfLockWaiterOp : public OpKernel {
+ public:
+  explicit TfLockWaiterOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    mutex_lock l(tf_mu);  // tfn: the waiter blocks on the tensorflow::mutex
+    context->set_output(0, context->input(0));
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("TfLockHolder").Device(DEVICE_CPU), TfLockHolderOp);
+REGISTER_KERNEL_BUILDER(Name("TfLockWaiter").Device(DEVICE_CPU), TfLockWaiterOp);

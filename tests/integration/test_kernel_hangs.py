@@ -5,7 +5,8 @@ that locks it again: with ``-g`` the wait-for graph reads the holder from the fr
 (gdb, DWARF) and says self-deadlock with the frame that holds it; with ``-g0`` the mutex's address is read from
 absl's slow path and the verdict says what is not known (absl records no owner, no DWARF).  ``LockHolder`` /
 ``LockWaiter``: a ``std::mutex`` one thread's kernel holds and the main thread's kernel waits for (its holder from
-the pthread mutex's ``__owner``, and with ``-g`` from the holder's ``std::unique_lock``).
+the pthread mutex's ``__owner``).  ``TfLockHolder`` / ``TfLockWaiter``: the same with a ``tensorflow::mutex``,
+whose holder only the holder's ``mutex_lock`` says (``-g``).
 ``async_never_done.cc``'s ``KfAllReduce`` returns from ``ComputeAsync`` without calling ``done``.
 
 The hung processes are started together, once for the module (each imports TensorFlow), and each is held
@@ -31,7 +32,8 @@ pytestmark = [requires_gdb, requires_tf, pytest.mark.tf,
 SCRIPT = script("kernel_hang.py")
 SELF_LOCK = source("self_lock")
 CASES = {"self_lock-g": ("self_lock", "g", "self_lock"), "self_lock-g0": ("self_lock", "g0", "self_lock"),
-         "holder-g": ("self_lock", "g", "holder"), "holder-g0": ("self_lock", "g0", "holder"),
+         "holder-g0": ("self_lock", "g0", "holder"), "tf_holder-g": ("self_lock", "g", "tf_holder"),
+         "tf_holder-g0": ("self_lock", "g0", "tf_holder"),
          "never_done-g0": ("async_never_done", "g0", "never_done")}
 
 
@@ -105,29 +107,46 @@ def test_self_deadlock_without_dwarf_says_what_is_known(hung):
         "is built without DWARF, so the holder cannot be read from the frames" % (user, mutex, mutex))
 
 
-@pytest.mark.parametrize("flavour", ["g", "g0"])
-def test_a_mutex_another_kernel_holds_names_the_holder(hung, flavour):
-    pid, doc, _err = hung["holder-" + flavour]
-    t = _triage(hung, "holder-" + flavour)
+def test_a_std_mutex_another_kernel_holds_names_the_holder_from_its_owner(hung):
+    pid, doc, _err = hung["holder-g0"]
+    t = _triage(hung, "holder-g0")
     assert t["pattern"] == "kernel_lock_held", t["verdict"]
     first = t["chain"][0]
-    holder = [th for th in doc["events"][0]["threads"] if th.get("python_name") == "holder"
-              or th["tid"] == first["waits_for"]]
-    assert first["thread"] == pid and first["waits_for"] == holder[0]["tid"] != pid
-    text = _verdict_line(hung, "holder-" + flavour)
-    assert text.startswith("op LockWaiter: the main thread waits in LockWaiterOp::Compute")
-    assert "for %s, held by thread %d" % (first["resource"], first["waits_for"]) in text
-    assert "it runs op LockHolder in LockHolderOp::Compute" in text
-    # the holder from the pthread mutex's __owner: -O1 keeps the holder's std::unique_lock in registers
-    # (gdb: "<optimized out>"), so no frame's lock object says more
-    assert "(recorded as the mutex's __owner)" in text
-    if flavour == "g":
-        assert "LockWaiterOp::Compute at self_lock.cc:%d" % line_of(
-            SELF_LOCK, "tfn: the waiter blocks on the std::mutex") in text
-        assert "LockHolderOp::Compute at self_lock.cc:%d" % line_of(
-            SELF_LOCK, "tfn: the holder sleeps holding it") in text
-    else:
-        assert "LockWaiterOp::Compute in self_lock.so" in text and "LockHolderOp::Compute in self_lock.so" in text
+    [holder] = [th for th in doc["events"][0]["threads"] if th["tid"] == first["waits_for"]]
+    assert first["thread"] == pid != holder["tid"]
+    assert _verdict_line(hung, "holder-g0") == (
+        "op LockWaiter: the main thread waits in LockWaiterOp::Compute in self_lock.so (from kernel_hang.py:%d) "
+        "for %s, held by thread %d %s (recorded as the mutex's __owner): it runs op LockHolder in "
+        "LockHolderOp::Compute in self_lock.so, blocked in clock_nanosleep" % (
+            line_of(SCRIPT, "tfn: LockWaiter hangs here"), first["resource"], holder["tid"], holder["name"]))
+
+
+def test_a_tensorflow_mutex_another_kernel_holds_is_read_from_its_lock_object(hung):
+    """absl records no owner: with -g the holder is the thread whose frame holds a mutex_lock on the mutex."""
+    pid, doc, _err = hung["tf_holder-g"]
+    t = _triage(hung, "tf_holder-g")
+    assert t["pattern"] == "kernel_lock_held", t["verdict"]
+    first = t["chain"][0]
+    holder = first["waits_for"]
+    assert first["thread"] == pid and holder not in (pid, None)
+    held_at = "TfLockHolderOp::Compute at self_lock.cc:%d" % line_of(SELF_LOCK, "tfn: the holder waits holding it")
+    [main] = [th for th in doc["events"][0]["threads"] if th["tid"] == pid]
+    assert (main["lock_wait"]["owner"], main["lock_wait"]["held_at"]) == (holder, held_at)
+    assert "thread %d holds it in %s (tsl::mutex_lock held)" % (holder, held_at) in main["lock_wait"]["evidence"]
+    text = _verdict_line(hung, "tf_holder-g")
+    assert text.startswith("op TfLockWaiter: the main thread waits in TfLockWaiterOp::Compute at self_lock.cc:%d "
+                           "(from kernel_hang.py:%d) for %s, held by thread %d" % (
+                               line_of(SELF_LOCK, "tfn: the waiter blocks on the tensorflow::mutex"),
+                               line_of(SCRIPT, "tfn: TfLockWaiter hangs here"), first["resource"], holder))
+    assert "(its frame %s holds it): it runs op TfLockHolder in %s" % (held_at, held_at) in text
+
+
+def test_a_tensorflow_mutex_without_dwarf_has_no_holder(hung):
+    t = _triage(hung, "tf_holder-g0")
+    assert t["pattern"] == "kernel_lock_unknown", t["verdict"]
+    assert t["chain"][0]["waits_for"] is None
+    assert "no owner recorded (release absl); self_lock.so is built without DWARF" in _verdict_line(
+        hung, "tf_holder-g0")
 
 
 def test_an_async_kernel_that_never_calls_done(hung):
