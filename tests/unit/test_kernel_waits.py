@@ -114,3 +114,12 @@ def test_lock_objects_wait_prefers_the_threads_own_frame_then_another_thread():
 ])
 def test_absl_lock_frames_tells_a_lock_from_a_condition_wait(frames, expected):
     assert locks.absl_lock_frames([NativeFrame(function=f) for f in frames]) == expected
+
+
+def test_a_tensorflow_mutex_held_by_another_kernel_is_read_from_its_lock_object():
+    (doc,) = docs("kernel_tf_holder_g")
+    t = again(doc)
+    assert t.pattern == "kernel_lock_held", t.verdict
+    holder = t.chain[0]["waits_for"]
+    assert holder != doc.pid and "held by thread %d" % holder in t.verdict
+    assert "(its frame TfLockHolderOp::Compute at self_lock.cc:" in t.verdict
