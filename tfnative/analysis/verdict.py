@@ -345,7 +345,8 @@ def _kernel_lock_held(s: _Scene) -> Optional[str]:
     k = next((f for f in holder.frames if isinstance(f, NativeFrame) and f.op), None) or _locker(holder)
     inner = next((f for f in holder.frames if isinstance(f, NativeFrame) and (f.function or "??") != "??"), None)
     now = "%s%s%s" % ("it runs op %s" % op if op else "it is", " in %s" % frame_at(k) if k else "",
-                      ", blocked in %s" % _base(inner.function or "") if inner is not None and inner is not k else "")
+                      ", blocked in %s" % re.sub(r"^__GI_+", "", _base(inner.function or ""))
+                      if inner is not None and inner is not k else "")
     return "%s%s waits in %s (from %s) for %s, held by %s (%s): %s%s" % (
         _op_prefix(t), _subject(s, w), frame_at(_locker(t)), w.at, w.resource, who(holder, s.pid, s.pool),
         how, now, _stuck_note(holder))
