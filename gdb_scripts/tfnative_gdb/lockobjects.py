@@ -117,6 +117,21 @@ def _acquiring(frame: gdb.Frame) -> Optional[int]:
         return None
 
 
+def _look_at(frame: gdb.Frame, level: int, entry: Dict[str, Any]) -> None:
+    """What one frame says: the mutex it locks (the innermost lock function's, its caller named), the guards
+    it holds."""
+    if entry["acquiring"] is None and not entry["held"] and level < MAX_WAIT_LEVEL:
+        addr = _acquiring(frame)
+        if addr:
+            caller = frame.older()
+            while caller is not None and _CONSTRUCTING.search((caller.name() or "").split("(", 1)[0]):
+                caller = caller.older()
+            entry["acquiring"] = {"mutex": addr, "where": _where(caller or frame)["where"]}
+    for obj in _frame_objects(frame):
+        obj["where"] = _where(frame)["where"]
+        entry["held"].append(obj)
+
+
 def lock_objects() -> Dict[str, Any]:
     """``{"threads": [{"tid", "acquiring": {"mutex", "where"} or None, "held": [...]}]}`` for every thread."""
     result: Dict[str, Any] = {"threads": []}
@@ -125,19 +140,10 @@ def lock_objects() -> Dict[str, Any]:
         frame: Optional[gdb.Frame] = gdb.newest_frame()
         level = 0
         while frame is not None and level < MAX_FRAMES:
-            if entry["acquiring"] is None and not entry["held"] and level < MAX_WAIT_LEVEL:
-                addr = _acquiring(frame)
-                if addr:
-                    caller = frame.older()
-                    while caller is not None and _CONSTRUCTING.search((caller.name() or "").split("(", 1)[0]):
-                        caller = caller.older()
-                    entry["acquiring"] = {"mutex": addr, "where": _where(caller or frame)["where"]}
-            for obj in _frame_objects(frame):
-                obj["where"] = _where(frame)["where"]
-                entry["held"].append(obj)
             try:
+                _look_at(frame, level, entry)
                 frame = frame.older()
-            except gdb.error:
+            except (gdb.error, RuntimeError):  # a frame gdb cannot read: the walk of this thread ends there
                 break
             level += 1
         result["threads"].append(entry)

@@ -47,5 +47,6 @@ def test_the_condition_and_the_location():
                                 "SCRIPT" % script("kernel_throw.py")),
 ])
 def test_a_bad_value_gets_one_line(value, message):
+    """(An empty value is a usage error of every option, checked before.)"""
     r = run_tfnative(["attach", "--break-throw", value, script("kernel_throw.py")], timeout=60)
     assert r.returncode not in (0, 70) and r.stderr.strip() == message, r.stderr

@@ -114,7 +114,7 @@ def _break_throw(value: Optional[str]) -> Optional[str]:
     """``--break-throw``'s value: None (not given), "" (any type) or the class name, checked here."""
     if value is None:
         return None
-    if value in ("any", ""):
+    if value == "any":
         return ""
     if value.endswith((".py", ".pyw")) or os.path.isfile(value):
         raise TfnativeError("--break-throw %s: that is a file, not a C++ type; give a type (--break-throw "
