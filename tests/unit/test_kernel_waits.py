@@ -123,3 +123,14 @@ def test_a_tensorflow_mutex_held_by_another_kernel_is_read_from_its_lock_object(
     holder = t.chain[0]["waits_for"]
     assert holder != doc.pid and "held by thread %d" % holder in t.verdict
     assert "(its frame TfLockHolderOp::Compute at self_lock.cc:" in t.verdict
+
+
+@pytest.mark.parametrize("op_type", ["If", "StatefulPartitionedCall", "QueueDequeueV2", "CollectiveReduceV2"])
+def test_tensorflows_own_waiting_async_kernels_are_not_claimed(op_type):
+    """An async kernel that waits by design (a queue, a collective) or runs a function is no forgotten done."""
+    (doc,) = docs("kernel_never_done_g0")
+    for th in doc.events[0].threads:
+        for f in th.frames:
+            if isinstance(f, NativeFrame) and f.op is not None:
+                f.op.type = op_type
+    assert again(doc).pattern != "async_never_done"

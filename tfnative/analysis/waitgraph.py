@@ -293,9 +293,12 @@ _NOTIFY_WAIT_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|absl::|AbslI
                              r"___pthread_cond)")
 ASYNC_COMPUTE = "tensorflow::AsyncOpKernel::Compute"
 ASYNC_DONE = "the done callback of its async kernel"
-# TensorFlow's own async kernels that wait for an event from outside by design (a queue, a peer, a producer)
+# TensorFlow's own async kernels that wait for an event from outside by design (a queue, a peer, a producer),
+# and those that run a function (If, While, Case, PartitionedCall...), whose done comes when the function's ops
+# have run: none of them is claimed to have returned without calling done
 _WAITING_ASYNC_RE = re.compile(r"Queue|Recv|Send|Collective|Nccl|Barrier|Iterator|Remote|Stage|Map(Peek|Unstage)|"
-                               r"TakeMany|Accumulator|Dataset|Fifo|Notify|Wait")
+                               r"TakeMany|Accumulator|Dataset|Fifo|Notify|Wait|^(Stateless)?(If|While|Case)$|"
+                               r"Call|^For$|Defun|Function")
 
 
 def _async_kernel(scene: _Scene, t: Thread) -> Optional[Wait]:
