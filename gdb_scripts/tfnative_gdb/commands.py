@@ -170,13 +170,14 @@ if hasattr(gdb, "MICommand"):
             return {"json": json.dumps(registers(Threads.ALL if "--all-threads" in argv else Threads.SELECTED))}
 
     class MiLockObjects(gdb.MICommand):
-        """-tfnative-lock-objects: the mutex each thread locks and the lock objects its frames hold (JSON)."""
+        """-tfnative-lock-objects [TID...]: the mutex each thread locks and the lock objects its frames hold, and
+        the innermost frames' callee-saved registers of the threads named (JSON)."""
 
         def __init__(self) -> None:
             super().__init__("-tfnative-lock-objects")
 
         def invoke(self, argv: List[str]) -> Dict[str, str]:
-            return {"json": json.dumps(lockobjects.lock_objects())}
+            return {"json": json.dumps(lockobjects.lock_objects([int(a) for a in argv if a.isdigit()]))}
 
     class MiOpDispatch(gdb.MICommand):
         """-tfnative-op-dispatch: at a -tfnative-break-op stop, the kernel to run and its vtable (JSON)."""

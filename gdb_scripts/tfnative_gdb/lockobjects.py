@@ -11,11 +11,11 @@ block and say nothing.  Bounded: ``MAX_FRAMES`` frames a thread, ``MAX_SYMBOLS``
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import gdb
 
-from .capture import each_thread
+from .capture import each_thread, register_value
 
 MAX_FRAMES = 64
 MAX_SYMBOLS = 256
@@ -117,9 +117,21 @@ def _acquiring(frame: gdb.Frame) -> Optional[int]:
         return None
 
 
-def _look_at(frame: gdb.Frame, level: int, entry: Dict[str, Any]) -> None:
+# The callee-saved registers of a thread's innermost frames, for the threads asked (absl's slow path keeps the
+# mutex it locks in one: ``tfnative/core/locks.py``, ``absl_slow_path_wait``)
+_CALLEE_SAVED = {"rbx": 3, "rbp": 6, "r12": 12, "r13": 13, "r14": 14, "r15": 15}
+
+
+def _frame_registers(frame: gdb.Frame, level: int) -> Dict[str, Any]:
+    regs = {number: register_value(frame, reg) for reg, number in _CALLEE_SAVED.items()}
+    return {"level": level, "regs": {str(n): v for n, v in regs.items() if v is not None}}
+
+
+def _look_at(frame: gdb.Frame, level: int, entry: Dict[str, Any], registers: bool) -> None:
     """What one frame says: the mutex it locks (the innermost lock function's, its caller named), the guards
-    it holds."""
+    it holds, with ``registers`` its callee-saved registers."""
+    if registers and level < MAX_WAIT_LEVEL:
+        entry["frames"].append(_frame_registers(frame, level))
     if entry["acquiring"] is None and not entry["held"] and level < MAX_WAIT_LEVEL:
         addr = _acquiring(frame)
         if addr:
@@ -132,16 +144,18 @@ def _look_at(frame: gdb.Frame, level: int, entry: Dict[str, Any]) -> None:
         entry["held"].append(obj)
 
 
-def lock_objects() -> Dict[str, Any]:
-    """``{"threads": [{"tid", "acquiring": {"mutex", "where"} or None, "held": [...]}]}`` for every thread."""
+def lock_objects(registers_of: Sequence[int] = ()) -> Dict[str, Any]:
+    """``{"threads": [{"tid", "acquiring": {"mutex", "where"} or None, "held": [...], "frames": [{"level",
+    "regs"}...]}]}`` for every thread; ``frames`` (the innermost frames' callee-saved registers) only for the
+    threads ``registers_of`` names."""
     result: Dict[str, Any] = {"threads": []}
     for th in each_thread():
-        entry: Dict[str, Any] = {"tid": th.ptid[1], "acquiring": None, "held": []}
+        entry: Dict[str, Any] = {"tid": th.ptid[1], "acquiring": None, "held": [], "frames": []}
         frame: Optional[gdb.Frame] = gdb.newest_frame()
         level = 0
         while frame is not None and level < MAX_FRAMES:
             try:
-                _look_at(frame, level, entry)
+                _look_at(frame, level, entry, th.ptid[1] in registers_of)
                 frame = frame.older()
             except (gdb.error, RuntimeError):  # a frame gdb cannot read: the walk of this thread ends there
                 break

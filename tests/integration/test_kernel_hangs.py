@@ -156,3 +156,16 @@ def test_an_async_kernel_that_never_calls_done(hung):
     assert _verdict_line(hung, "never_done-g0").startswith(
         "op KfAllReduce: its async kernel returned without calling done; no thread works on it: the main thread "
         "waits in tensorflow::AsyncOpKernel::Compute from kernel_hang.py:%d, and every other thread waits" % user)
+
+
+def test_through_gdb_the_absl_mutex_is_read_from_the_same_registers(hung, tmp_path):
+    """``--with-gdb`` (as ``attach`` stops take it): gdb gives the slow path's registers; the same mutex."""
+    pid = hung["self_lock-g0"][0]
+    fast = _triage(hung, "self_lock-g0")["chain"][0]["resource"]
+    out = tmp_path / "g.json"
+    r = run_tfnative(["stack", "--pid", str(pid), "--with-gdb", "--json", str(out)], timeout=300)
+    assert r.returncode == 0, r.stderr
+    t = load_json(out)["events"][0]["triage"]
+    assert t["pattern"] == "kernel_lock_unknown", t["verdict"]
+    assert t["chain"][0]["resource"] == fast
+    assert "blocked in absl::Mutex::LockSlow on %s; no owner recorded (release absl)" % fast in t["verdict"]

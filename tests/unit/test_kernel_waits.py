@@ -134,3 +134,28 @@ def test_tensorflows_own_waiting_async_kernels_are_not_claimed(op_type):
             if isinstance(f, NativeFrame) and f.op is not None:
                 f.op.type = op_type
     assert again(doc).pattern != "async_never_done"
+
+
+def test_the_absl_mutex_from_gdbs_registers_of_the_slow_path():
+    """gdb's registers by frame level (``-tfnative-lock-objects TID``), the prologue and the mutex word read."""
+    import struct
+
+    memory = {0x1000: b"\x55\x48\x89\xe5\x41\x57\x48\x89\xfb" + b"\x90" * 39,  # LockSlowLoop: mov %rdi,%rbx
+              0x2000: struct.pack("<Q", 0x7F0000001000 | locks.ABSL_MU_WRITER | locks.ABSL_MU_WAIT)}
+
+    def read(addr, size):
+        for base, data in memory.items():
+            if base <= addr and addr + size <= base + len(data):
+                return data[addr - base:addr - base + size]
+        raise OSError("unmapped")
+
+    names = ["syscall", "absl::lts_1::Mutex::Block(x)", "absl::lts_1::Mutex::LockSlowLoop(y)",
+             "absl::lts_1::Mutex::LockSlow(z)", "SelfLockOp::Refresh(c)"]
+    frames = [NativeFrame(function=n, level=i, start=0x1000 if "LockSlowLoop" in n else None)
+              for i, n in enumerate(names)]
+    objects = {7: {"acquiring": None, "held": [], "frames": [{"level": 2, "regs": {"3": 0x2000}}]}}
+    found = locks.lock_objects_wait(7, objects, None, read, frames)
+    assert found is not None and found["mutex"] == 0x2000 and found["owner"] is None
+    assert found["evidence"].startswith("blocked in absl::Mutex::LockSlow on mutex 0x2000; no owner recorded")
+    memory[0x2000] = struct.pack("<Q", locks.ABSL_MU_WRITER)  # held, nobody waits: not this mutex
+    assert locks.lock_objects_wait(7, objects, None, read, frames) is None

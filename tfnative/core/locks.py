@@ -286,12 +286,19 @@ def absl_mutex_wait(read: Reader, named: Sequence[NativeFrame], regs: Sequence[M
     if at is None:
         return None
     entry = _base(named[at - 1].function or "").split("::")[-1]  # the slow path's entry: LockSlow
-    for f, r in zip(named[:MAX_WAIT_FRAMES], regs):
-        name = _base(f.function or "")
-        if not _ABSL_SLOW_RE.search(name) or not f.start:
+    return absl_slow_path_wait(read, [(_base(f.function or ""), f.start, r)
+                                      for f, r in zip(named[:MAX_WAIT_FRAMES], regs)], entry)
+
+
+def absl_slow_path_wait(read: Reader, frames: Sequence[Tuple[str, Optional[int], Mapping[int, int]]], entry: str
+                        ) -> Optional[Dict[str, Any]]:
+    """``absl_mutex_wait``'s answer from the slow path's frames alone: (function, entry address, registers by
+    DWARF number) each, as tfnative's unwinder or gdb gives them; ``entry``: the slow path's first function."""
+    for name, start, r in frames:
+        if not _ABSL_SLOW_RE.search(name) or not start:
             continue
         try:
-            reg = this_register(read(f.start, PROLOGUE))
+            reg = this_register(read(start, PROLOGUE))
         except (OSError, MemoryError):
             continue
         addr = r.get(reg) if reg is not None else None
@@ -303,15 +310,23 @@ def absl_mutex_wait(read: Reader, named: Sequence[NativeFrame], regs: Sequence[M
 
 
 # -- the lock objects in frames (gdb, DWARF): who holds a mutex -------------------------------------------
-def lock_objects_wait(tid: int, objects: Mapping[int, Mapping[str, Any]], current: Optional[Mapping[str, Any]]
-                      ) -> Optional[Dict[str, Any]]:
+def lock_objects_wait(tid: int, objects: Mapping[int, Mapping[str, Any]], current: Optional[Mapping[str, Any]],
+                      read: Optional[Reader] = None, frames: Sequence[Any] = ()) -> Optional[Dict[str, Any]]:
     """The lock wait of thread ``tid`` from the lock objects gdb read in every thread's frames (``objects``:
     tid -> ``{"acquiring": {"mutex", "where"} or None, "held": [{"mutex", "variable", "type", "where"}]}``,
     gdb_scripts/tfnative_gdb/lockobjects.py) and what memory said (``current``: ``mutex_wait``'s or
     ``absl_mutex_wait``'s answer, or None).  The holder: the thread itself where one of its own frames holds a
     lock object on the mutex (a self-deadlock), else the thread whose frames hold one, else the pthread
-    mutex's recorded owner; ``held_at`` says where."""
+    mutex's recorded owner; ``held_at`` says where.  With ``read`` (the process's memory) and the thread's
+    ``frames``, an absl::Mutex no lock function's ``this`` gives is read from absl's slow path's registers
+    (``"frames"``: gdb's, by frame level; ``absl_slow_path_wait``)."""
     mine = objects.get(tid) or {}
+    at = absl_lock_frames(frames) if read is not None and current is None and not mine.get("acquiring") else None
+    if at is not None and read is not None:
+        native = [f for f in frames if isinstance(f, NativeFrame)]
+        regs = {r.get("level"): {int(k): v for k, v in (r.get("regs") or {}).items()} for r in mine.get("frames") or []}
+        slow = [(_base(f.function or ""), f.start, regs.get(f.level) or {}) for f in native[:MAX_WAIT_FRAMES]]
+        current = absl_slow_path_wait(read, slow, _base(native[at - 1].function or "").split("::")[-1])
     acquiring = mine.get("acquiring") or {}
     addr = acquiring.get("mutex") or (current or {}).get("mutex")
     if not addr:

@@ -36,32 +36,33 @@ def gdb_memory_facts(gdb: Gdb, result: Capture) -> None:
     except (GdbError, KeyError, ValueError, OSError):
         return
     try:
-        pipeline.add_memory_facts(memory, modules.of_pid(result.pid),
-                                  {t["tid"]: t["regs"] for t in regs["threads"]}, result)
-    except (KeyError, OSError, MemoryError):
+        try:
+            pipeline.add_memory_facts(memory, modules.of_pid(result.pid),
+                                      {t["tid"]: t["regs"] for t in regs["threads"]}, result)
+        except (KeyError, OSError, MemoryError):
+            pass
+        _lock_objects(gdb, result, memory)
+    except (OSError, MemoryError):
         pass
     finally:
         memory.close()
-    _lock_objects(gdb, result)
 
 
-def _lock_objects(gdb: Gdb, result: Capture) -> None:
+def _lock_objects(gdb: Gdb, result: Capture, memory: ptrace.Memory) -> None:
     """The lock waits of a capture, completed from the lock objects gdb reads in the frames with DWARF (who
     holds the mutex a thread locks: ``locks.lock_objects_wait``).  Asked of gdb only where a thread's
     innermost frames lock a mutex (the walk reads every thread's frames)."""
-    if not any(t.lock_wait or locks.waits_in_mutex(t.frames) or locks.absl_lock_frames(t.frames) is not None
-               for t in result.threads):
+    absl = [t.tid for t in result.threads if t.lock_wait is None and locks.absl_lock_frames(t.frames) is not None]
+    if not absl and not any(t.lock_wait or locks.waits_in_mutex(t.frames) for t in result.threads):
         return
     try:
-        found = json.loads(gdb.command("-tfnative-lock-objects", timeout=CAPTURE_TIMEOUT)["json"])
+        found = json.loads(gdb.command(" ".join(["-tfnative-lock-objects"] + [str(tid) for tid in absl]),
+                                       timeout=CAPTURE_TIMEOUT)["json"])
         objects = {int(t["tid"]): t for t in found["threads"]}
     except (GdbError, KeyError, ValueError, TypeError):
         return
-    if not any(o.get("acquiring") for o in objects.values()) and not any(
-            (t.lock_wait or {}).get("mutex") for t in result.threads):
-        return
     for t in result.threads:
-        t.lock_wait = locks.lock_objects_wait(t.tid, objects, t.lock_wait)
+        t.lock_wait = locks.lock_objects_wait(t.tid, objects, t.lock_wait, memory.read, t.frames)
 
 
 def stack_of_pid(pid: int, which: Threads, gdb_opts: GdbOptions, was_stopped: bool, err: TextIO,
