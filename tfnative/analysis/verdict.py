@@ -5,6 +5,12 @@ threads: ``gil``, ``kernel``, ``progress``, and the inter-op pool's summary),
 and names the thread, the user's line and the native frame it is blocked in.
 The known patterns, tried in this order:
 
+``self_deadlock``
+    a thread waits for a mutex a frame of its own stack holds (a cycle of one edge in the wait-for graph: the
+    lock object in its frame, read with DWARF, or the pthread mutex's ``__owner``): the op, the frame that
+    holds it and the one that locks it again;
+``deadlock``
+    a cycle of several threads, said edge by edge;
 ``exit_waits_for_threads``
     the main thread is in ``threading._shutdown``: the program has ended and
     waits for its non-daemon threads, which are named with where they are;
@@ -12,6 +18,16 @@ The known patterns, tried in this order:
     the interpreter is shutting down (``Py_FinalizeEx`` has begun) and the
     main thread is blocked there (a destructor, an ``atexit``-like handler, a
     ``__del__``);
+
+``kernel_lock_held``
+    a kernel's thread waits for a mutex another thread holds: the holder named, with its op, the frame that
+    holds it (DWARF) or the mutex's ``__owner``, and where it is;
+``kernel_lock_unknown``
+    a kernel's thread waits for a mutex whose holder nothing records (an ``absl::Mutex``, TensorFlow's
+    ``mutex``, in a library without DWARF): the mutex and what cannot be known;
+``async_never_done``
+    an eager op waits in ``AsyncOpKernel::Compute`` for its kernel's ``done`` while no thread works on
+    anything (none of TensorFlow's own async kernels that wait by design): it returned without calling it;
 
 ``gil_held_blocked``
     a thread holds the GIL inside native code (``ctypes.PyDLL``, an extension
