@@ -417,6 +417,15 @@ class _InferiorRegistry(GdbMemory):
         return symbol_address(name)
 
 
+def each_thread() -> Iterator[gdb.InferiorThread]:
+    """Every thread of the selected inferior in gdb's order, each selected in turn (the selection restored
+    once the iteration ends)."""
+    with _selection_kept() as original:
+        for th in _threads(gdb.selected_inferior(), Threads.ALL, original, None):
+            th.switch()
+            yield th
+
+
 def _threads(inferior: gdb.Inferior, which: Threads, original: Optional[gdb.InferiorThread],
              result: Optional[Capture]) -> List[gdb.InferiorThread]:
     """The threads to look at, in gdb's order (only the user's selected one for ``SELECTED``).

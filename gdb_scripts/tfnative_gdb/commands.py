@@ -13,7 +13,7 @@ from tfnative.core.opkernel import OpKernelReader
 from tfnative.core.threads import Threads
 from tfnative.output.render import is_glue, thread_block
 
-from . import SCHEMA_VERSION, opbreak
+from . import SCHEMA_VERSION, lockobjects, opbreak
 from .capture import GdbMemory, annotate_ops, capture, code_on_stacks, op_context, registers
 
 _registered = False  # gdbinit sets it once register() has run (a second sourcing registers nothing)
@@ -176,6 +176,16 @@ if hasattr(gdb, "MICommand"):
         def invoke(self, argv: List[str]) -> Dict[str, str]:
             return {"json": json.dumps(registers(Threads.ALL if "--all-threads" in argv else Threads.SELECTED))}
 
+    class MiLockObjects(gdb.MICommand):
+        """-tfnative-lock-objects [TID...]: the mutex each thread locks and the lock objects its frames hold, and
+        the innermost frames' callee-saved registers of the threads named (JSON)."""
+
+        def __init__(self) -> None:
+            super().__init__("-tfnative-lock-objects")
+
+        def invoke(self, argv: List[str]) -> Dict[str, str]:
+            return {"json": json.dumps(lockobjects.lock_objects([int(a) for a in argv if a.isdigit()]))}
+
     class MiOpDispatch(gdb.MICommand):
         """-tfnative-op-dispatch: at a -tfnative-break-op stop, the kernel to run and its vtable (JSON)."""
 
@@ -196,3 +206,4 @@ def register() -> None:
         MiOpDispatch()
         MiStackCode()
         MiRegisters()
+        MiLockObjects()

@@ -81,7 +81,7 @@ def test_attach_names_the_exception_the_op_and_the_users_line(crash):
     (line,) = [x for x in r.stderr.splitlines() if x.startswith("tfnative: triage: ")]
     assert 'C++ exception std::length_error: "vector::_M_default_append" (being handled)' in line
     assert "op AudioSpectrogram (from gen_audio_ops.audio_spectrogram)" in line
-    assert "rerun with --break __cxa_throw" in line
+    assert "rerun with --break-throw std::length_error" in line
 
 
 @tf_test

@@ -233,9 +233,15 @@ def test_the_thread_field_travels_and_is_shown():
     parts = report.summary_phrases(t)
     assert 'C++ exception std::length_error: "vector::_M_default_append" (being handled)' in parts
     assert "op AudioSpectrogram (from gen_audio_ops.audio_spectrogram)" in parts
-    assert parts[-1].startswith("to see where it was thrown: rerun with --break __cxa_throw")
+    assert parts[-1] == ("to stop where it was thrown (in the kernel it escaped from): rerun with "
+                         "--break-throw std::length_error")
     t.breakpoints = {"__cxa_throw": 1}  # seen already
     assert not any("rerun" in p for p in report.summary_phrases(t))
+    t.breakpoints = {"throw std::length_error": 1}
+    assert not any("rerun" in p for p in report.summary_phrases(t))
+    t.breakpoints, exc["type"] = {}, "std::vector<int>::oops"  # no plain class name: any type
+    assert report.summary_phrases(t)[-1].startswith("to stop where it was thrown (in the kernel it escaped from): "
+                                                    "rerun with --break-throw=any (--max-hits N")
 
 
 GEN_OPS = '''

@@ -5,6 +5,12 @@ threads: ``gil``, ``kernel``, ``progress``, and the inter-op pool's summary),
 and names the thread, the user's line and the native frame it is blocked in.
 The known patterns, tried in this order:
 
+``self_deadlock``
+    a thread waits for a mutex a frame of its own stack holds (a cycle of one edge in the wait-for graph: the
+    lock object in its frame, read with DWARF, or the pthread mutex's ``__owner``): the op, the frame that
+    holds it and the one that locks it again;
+``deadlock``
+    a cycle of several threads, said edge by edge;
 ``exit_waits_for_threads``
     the main thread is in ``threading._shutdown``: the program has ended and
     waits for its non-daemon threads, which are named with where they are;
@@ -12,6 +18,16 @@ The known patterns, tried in this order:
     the interpreter is shutting down (``Py_FinalizeEx`` has begun) and the
     main thread is blocked there (a destructor, an ``atexit``-like handler, a
     ``__del__``);
+
+``kernel_lock_held``
+    a kernel's thread waits for a mutex another thread holds: the holder named, with its op, the frame that
+    holds it (DWARF) or the mutex's ``__owner``, and where it is;
+``kernel_lock_unknown``
+    a kernel's thread waits for a mutex whose holder nothing records (an ``absl::Mutex``, TensorFlow's
+    ``mutex``, in a library without DWARF): the mutex and what cannot be known;
+``async_never_done``
+    an eager op waits in ``AsyncOpKernel::Compute`` for its kernel's ``done`` while no thread works on
+    anything (none of TensorFlow's own async kernels that wait by design): it returned without calling it;
 
 ``gil_held_blocked``
     a thread holds the GIL inside native code (``ctypes.PyDLL``, an extension
@@ -252,7 +268,8 @@ def triage(event: Event) -> HangVerdict:
         out.gil_holder = {"tid": s.holder.tid, "name": s.holder.name, "blocked_in": blocked_in(s.holder),
                           "function": f.function if f else None, "file": f.file if f else None,
                           "line": f.line if f else None}
-    for pattern in (_deadlock, _exit_waits_for_threads, _interpreter_finalizing, _fork_without_pools,
+    for pattern in (_self_deadlock, _deadlock, _exit_waits_for_threads, _interpreter_finalizing,
+                    _fork_without_pools, _kernel_lock_held, _kernel_lock_unknown, _async_never_done,
                     _gil_held_blocked, _pool_exhausted, _waiting_on_peer, _queue_without_producer,
                     _waiting_on_executor, _waiting_on_tf_data, _function_without_thread):
         text = pattern(s)
@@ -267,6 +284,115 @@ def triage(event: Event) -> HangVerdict:
 # -- patterns read off the wait-for graph ------------------------------------------------------------------
 def _deadlock(s: _Scene) -> Optional[str]:
     return waitgraph.describe_cycle(s.event, s.loop) if s.loop else None
+
+
+# Frames of taking a lock, between the wait and the code that takes it (libc's, absl's, TensorFlow's and the
+# C++ library's lock functions, gdb's inline frames of mutex_lock's constructor).
+_LOCKING_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|__lll_|_*pthread_|lll_|__GI___|absl::|"
+                         r"AbslInternal|tsl::mutex|tsl::tf_shared_lock|tensorflow::mutex|tensorflow::tf_shared_lock|"
+                         r"std::|__gthread_|__gnu_cxx::)")
+
+
+def _locker(t: Thread) -> Optional[NativeFrame]:
+    """The frame of the code that takes the lock a thread waits for: its first native frame past the lock's
+    own (libc's, absl's, ``std::mutex``'s, ``mutex_lock``'s)."""
+    for f in t.frames:
+        if isinstance(f, PythonFrame):
+            return None
+        if isinstance(f, NativeFrame) and not _LOCKING_RE.search(_base(f.function or "")):
+            return f
+    return None
+
+
+def frame_at(f: Optional[NativeFrame]) -> str:
+    """``SelfLockOp::Refresh at self_lock.cc:35`` (with DWARF), else ``SelfLockOp::Refresh in self_lock.so``."""
+    if f is None:
+        return "?"
+    name = _base(f.function or "??")
+    if f.file and f.line:
+        return "%s at %s:%s" % (name, os.path.basename(f.file), f.line)
+    return "%s in %s" % (name, f.library) if f.library else name
+
+
+def _op_of(t: Optional[Thread]) -> Optional[str]:
+    """The type of the op a thread's kernel frames run."""
+    if t is None:
+        return None
+    k = kernel_frame(t)
+    if k is not None and k.op and k.op.type:
+        return k.op.type
+    return next((f.op.type for f in t.frames if isinstance(f, NativeFrame) and f.op and f.op.type), None)
+
+
+def _op_prefix(t: Optional[Thread]) -> str:
+    op = _op_of(t)
+    return "op %s: " % op if op else ""
+
+
+def _thread(s: _Scene, tid: Optional[int]) -> Optional[Thread]:
+    return next((t for t in s.threads if t.tid == tid), None)
+
+
+def _self_deadlock(s: _Scene) -> Optional[str]:
+    """A thread that waits for a lock it holds itself (a cycle of one edge): a frame of its own stack holds it."""
+    if not s.loop or len(s.loop) != 1 or s.loop[0].waits_for != s.loop[0].thread:
+        return None
+    w = s.loop[0]
+    t = _thread(s, w.thread)
+    if t is None:
+        return None
+    held_at = (t.lock_wait or {}).get("held_at")
+    holds = " in %s" % held_at if held_at else " (the mutex records this thread as its owner)"
+    return "%s%s waits for %s which it already holds (self-deadlock)%s: it locks it again in %s, from %s" % (
+        _op_prefix(t), _subject(s, w), w.resource, holds, frame_at(_locker(t)), w.at)
+
+
+def _kernel_lock_held(s: _Scene) -> Optional[str]:
+    """A kernel's thread waits for a mutex another thread holds: the holder named, with what it does."""
+    w = s.steps[0] if s.steps else None
+    if w is None or w.waits_for is None or w.waits_for == w.thread or not w.resource.startswith("mutex "):
+        return None
+    t, holder = _thread(s, w.thread), _thread(s, w.waits_for)
+    if t is None or holder is None or _op_of(t) is None:
+        return None
+    held_at = (t.lock_wait or {}).get("held_at")
+    how = "its frame %s holds it" % held_at if held_at else "recorded as the mutex's __owner"
+    op = _op_of(holder)
+    k = next((f for f in holder.frames if isinstance(f, NativeFrame) and f.op), None) or _locker(holder)
+    inner = next((f for f in holder.frames if isinstance(f, NativeFrame) and (f.function or "??") != "??"), None)
+    now = "%s%s%s" % ("it runs op %s" % op if op else "it is", " in %s" % frame_at(k) if k else "",
+                      ", blocked in %s" % re.sub(r"^__GI_+", "", _base(inner.function or ""))
+                      if inner is not None and inner is not k else "")
+    return "%s%s waits in %s (from %s) for %s, held by %s (%s): %s%s" % (
+        _op_prefix(t), _subject(s, w), frame_at(_locker(t)), w.at, w.resource, who(holder, s.pid, s.pool),
+        how, now, _stuck_note(holder))
+
+
+def _kernel_lock_unknown(s: _Scene) -> Optional[str]:
+    """A kernel's thread waits for a mutex whose holder nothing records: what is known is said."""
+    w = s.steps[0] if s.steps else None
+    if w is None or w.waits_for is not None or not w.resource.startswith("mutex "):
+        return None
+    t = _thread(s, w.thread)
+    if t is None or _op_of(t) is None:
+        return None
+    return "%s%s waits in %s (from %s) for %s: %s" % (
+        _op_prefix(t), _subject(s, w), frame_at(_locker(t)), w.at, w.resource, w.evidence)
+
+
+def _async_never_done(s: _Scene) -> Optional[str]:
+    """An eager async kernel whose ``done`` is owed while no thread works on anything: it returned without
+    calling it."""
+    w = _sink(s, waitgraph.ASYNC_DONE)
+    if w is None:
+        return None
+    others = [t for t in s.threads if t.tid != w.thread and (runs_kernel(t) or not _idle(t))]
+    if others or s.pool.get("busy"):
+        return None
+    op = w.resource[len(waitgraph.ASYNC_DONE):].strip()
+    pool = " (%s idle)" % ("all %s" % _pool_threads(s.pool)) if s.pool.get("threads") else ""
+    return ("op %s: its async kernel returned without calling done; no thread works on it: %s waits in %s "
+            "from %s, and every other thread waits%s" % (op, _subject(s, w), waitgraph.ASYNC_COMPUTE, w.at, pool))
 
 
 def _sink(s: _Scene, *words: str) -> Optional[waitgraph.Wait]:

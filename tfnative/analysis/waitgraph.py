@@ -5,12 +5,16 @@ resource, for which thread where one holds or owes it, and on what evidence.  Th
 snapshot read:
 
 - exact, from memory (``core/locks.py``, the thread's ``lock_wait``): a pthread mutex's recorded owner, a Python
-  ``RLock``'s owner, the thread a ``Thread.join()`` waits for;
+  ``RLock``'s owner, the thread a ``Thread.join()`` waits for, the thread whose frames hold a lock object
+  (``mutex_lock``, ``std::lock_guard``...) on the mutex a thread locks (gdb, DWARF) -- the thread itself in a
+  self-deadlock, an edge from a thread to itself;
 - the GIL: a thread waiting for it waits for its holder;
 - TensorFlow's, from frames: a thread waiting for a tf.function waits for the executor threads working for
   it (``tf_function.called_by``), a thread in ``IteratorGetNext`` for the tf.data threads producing for it
   (``works_for``), a pool worker running a ``tf.py_function`` callback for what the callback waits on;
-- without a holder (``waits_for`` None): a Python ``queue.Queue``/``Event``/``Condition`` named by the
+- without a holder (``waits_for`` None): an absl::Mutex (TensorFlow's ``mutex``) whose holder no frame shows,
+  an eager ``AsyncOpKernel`` whose ``done`` has not been called (``AsyncOpKernel::Compute`` waiting), a
+  Python ``queue.Queue``/``Event``/``Condition`` named by the
   variable on the waiting line, a TensorFlow queue's dequeue, a forked child's op that waits for pool
   threads the child does not have, a collective waiting for the other workers of its cluster, a parent
   waiting for its children.
@@ -283,6 +287,39 @@ def _ownerless_lock(scene: _Scene, t: Thread) -> Optional[Wait]:
     return None
 
 
+# The frames of a wait for a Notification (absl's, TensorFlow's) between the futex and the code that waits.
+_NOTIFY_WAIT_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|absl::|AbslInternal|tsl::Notification|"
+                             r"tensorflow::Notification|std::condition_variable|pthread_cond|__pthread_cond|"
+                             r"___pthread_cond)")
+ASYNC_COMPUTE = "tensorflow::AsyncOpKernel::Compute"
+ASYNC_DONE = "the done callback of its async kernel"
+# TensorFlow's own async kernels that wait for an event from outside by design (a queue, a peer, a producer),
+# and those that run a function (If, While, Case, PartitionedCall...), whose done comes when the function's ops
+# have run: none of them is claimed to have returned without calling done
+_WAITING_ASYNC_RE = re.compile(r"Queue|Recv|Send|Collective|Nccl|Barrier|Iterator|Remote|Stage|Map(Peek|Unstage)|"
+                               r"TakeMany|Accumulator|Dataset|Fifo|Notify|Wait|^(Stateless)?(If|While|Case)$|"
+                               r"Call|^For$|Defun|Function")
+
+
+def _async_kernel(scene: _Scene, t: Thread) -> Optional[Wait]:
+    """A thread that runs an ``AsyncOpKernel`` synchronously (an eager op: ``AsyncOpKernel::Compute``) waits
+    on a Notification for the kernel's ``done``; nothing records who owes it."""
+    native = [f for f in t.frames if isinstance(f, NativeFrame)]
+    for i, f in enumerate(native[:MAX_CHAIN]):
+        name = (f.function or "").split("(", 1)[0]
+        if name == ASYNC_COMPUTE:
+            if i == 0:
+                return None
+            op = f.op.type if f.op and f.op.type else "?"
+            if _WAITING_ASYNC_RE.search(op):
+                return None
+            return Wait(t.tid, None, "%s %s" % (ASYNC_DONE, op),
+                        "%s waits for %s's ComputeAsync to call done" % (ASYNC_COMPUTE, op))
+        if not _NOTIFY_WAIT_RE.search(name):
+            return None
+    return None
+
+
 def _child_syscall(scene: _Scene, t: Thread) -> Optional[Wait]:
     """A thread in wait4/waitid (its syscall or its innermost frames) waits for a child process."""
     syscall = (t.kernel or {}).get("syscall")
@@ -402,7 +439,7 @@ def _tf_data(scene: _Scene, t: Thread) -> Optional[Wait]:
 
 # The edge finders, tried in order: the first edge found is the thread's.
 _FINDERS: Tuple[Callable[[_Scene, Thread], Optional[Wait]], ...] = (
-    _lock_owner, _gil, _one_child, _library, _ownerless_lock, _child_syscall, _tf_queue, _collective,
+    _lock_owner, _gil, _one_child, _library, _ownerless_lock, _child_syscall, _tf_queue, _collective, _async_kernel,
     _pool_callback, _idle_caller, _working_workers, _no_pool, _tf_data)
 
 

@@ -14,6 +14,7 @@ import sys
 import time
 
 from ..core import procfs
+from ..gdb.breakpoints import CXA_THROW, throw_condition
 from ..gdb.control import TF_BT_SCRIPT, substitutions
 from ..gdb.mi import Gdb, end_with_parent, find_gdb
 from ..sources.ptrace import ensure_not_stopped
@@ -58,6 +59,8 @@ def interactive_gdb(opts: AttachOptions, pid: int) -> None:
         argv += ["-ex", "set substitute-path %s %s" % (old, new)]
     for loc in opts.breaks:
         argv += ["-ex", "break %s" % loc]
+    if opts.break_throw is not None:
+        argv += ["-ex", "break %s if %s" % (CXA_THROW, throw_condition(opts.break_throw or None))]
     argv += ["-ex", "tf-bt", "-p", str(pid)]
     old_sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

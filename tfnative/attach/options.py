@@ -19,6 +19,7 @@ class AttachOptions:
     module: Optional[str] = None  # -m MODULE, as python -m runs it
     breaks: List[str] = field(default_factory=list)
     break_ops: List[str] = field(default_factory=list)
+    break_throw: Optional[str] = None  # --break-throw [TYPE]: "" for any type, None when not given
     source_dirs: List[str] = field(default_factory=list)
     max_hits: int = 1
     all_threads: bool = False

@@ -41,7 +41,7 @@ from ..core.signals import signal_name
 from ..core.threads import SIGNAL_FRAME
 from ..errors import GdbDied, GdbError, Interrupted, SignalGuard, TfnativeError
 from ..gdb import ops as tfops
-from ..gdb.breakpoints import Breakpoints
+from ..gdb.breakpoints import CXA_THROW, Breakpoints
 from ..gdb.control import CAPTURE_TIMEOUT, FATAL_SIGNALS, gdb_tail, setup_signals, source_paths, start_gdb
 from ..gdb.mi import RESUME_FAILED, Gdb
 from ..gdb.symbols import QUIET_S, WATCH_S, SymbolLoader
@@ -181,6 +181,7 @@ class Session:
         self.bps = Breakpoints()
         self.opbreaks = tfops.OpBreaks(opts.break_ops, self.bps)
         self.breaks = opts.breaks + self.opbreaks.dispatch_functions
+        self.throw = self.bps.add_throw(opts.break_throw or None) if opts.break_throw is not None else None
         self.gdb: Gdb
         self.loader: Optional[SymbolLoader] = None
         self.running = False
@@ -247,8 +248,9 @@ class Session:
             gdb.console_command("handle SIGQUIT nostop noprint nopass")
         self.target.start(gdb, self.doc, self._set_running)
         source_paths(gdb, opts.source_dirs, self.err)
-        self.bps.arm(gdb, self.breaks, self.err, CAPTURE_TIMEOUT)
-        self.loader = loader = SymbolLoader(gdb, self.target.pid, self.breaks, opts.gdb.full_symbols, self.err,
+        self.bps.arm(gdb, self.breaks + ([self.throw] if self.throw else []), self.err, CAPTURE_TIMEOUT)
+        self.loader = loader = SymbolLoader(gdb, self.target.pid, self.breaks + ([CXA_THROW] if self.throw else []),
+                                            opts.gdb.full_symbols, self.err,
                                             self.bps)
         loader.want_names(list(self.opbreaks.pending))
         self.target.begin_symbols(loader)

@@ -71,6 +71,11 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Breakpoint: a C/C++ function, FILE:LINE or *ADDRESS (repeatable; pending until loaded)."),
         click.option("--break-op", "break_ops", multiple=True, metavar="TYPE",
                      help="Stop in the CPU kernel of every op of this type, e.g. MatMul (repeatable)."),
+        click.option("--break-throw", "break_throw", is_flag=False, flag_value="any", default=None,
+                     metavar="[TYPE]",
+                     help="Stop where a C++ exception of this class is thrown (e.g. std::out_of_range); with no "
+                          "TYPE (--break-throw=any), at any throw but pybind11's error_already_set (Python "
+                          "exceptions crossing C++, thrown and caught while TensorFlow imports)."),
         click.option("--check-numerics", is_flag=True,
                      help="tf.debugging.enable_check_numerics in the script: stop at the first NaN/Inf, "
                           "with the op and where it was created."),
@@ -108,6 +113,20 @@ def attach_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def _break_throw(value: Optional[str]) -> Optional[str]:
+    """``--break-throw``'s value: None (not given), "" (any type) or the class name, checked here."""
+    if value is None:
+        return None
+    if value == "any":
+        return ""
+    if value.endswith((".py", ".pyw")) or os.path.isfile(value):
+        raise TfnativeError("--break-throw %s: that is a file, not a C++ type; give a type (--break-throw "
+                            "std::out_of_range SCRIPT) or, for any type, --break-throw=any SCRIPT" % shown(value))
+    from ..gdb.breakpoints import mangled_type
+    mangled_type(value)  # one clear line for a name that is no class name
+    return value
+
+
 def options_of(kw: Dict[str, Any]) -> AttachOptions:
     """The ``AttachOptions`` of the command line's values (click's keyword arguments), checked against each other."""
     from ..attach.options import AttachOptions
@@ -135,6 +154,7 @@ def options_of(kw: Dict[str, Any]) -> AttachOptions:
                                 "FILE:LINE of C/C++ source, *ADDRESS). For a Python line use breakpoint() or pdb; "
                                 "to stop in the native code under it, --break the function it calls or --break-op "
                                 "the op it runs" % loc)
+    break_throw = _break_throw(kw.get("break_throw"))
     if kw["numerics_no_xla"] and not check_numerics:
         raise TfnativeError("--numerics-no-xla goes with --check-numerics")
     if save_core is not None and (is_stdout(save_core) or not save_core.strip() or "\n" in save_core):
@@ -150,6 +170,7 @@ def options_of(kw: Dict[str, Any]) -> AttachOptions:
         raise TfnativeError("missing SCRIPT (or -m MODULE): what should tfnative run?")
     return AttachOptions(
         script=script, module=module, args=args, python=kw["python"], breaks=breaks, break_ops=break_ops,
+        break_throw=break_throw,
         source_dirs=source_dirs, max_hits=kw["max_hits"], all_threads=kw["all_threads"], native_all=kw["native_all"],
         json_path=kw["json_path"], interactive=bool(kw.get("interactive")), full=kw["full"],
         switches=DebugSwitches(vlog=kw["vlog"], vmodule=kw["vmodule"], dump_graphs=kw["dump_graphs"],

@@ -77,7 +77,7 @@ _THREAD = _Obj({
     "ns_tid": INT, "tf_function": _TF_FUNCTION, "merge_detail": STR, "python_frames": _List(_FRAME), "error": STR,
     "tf_functions_in_flight": _List(STR), "works_for": _Obj({"tid": INT, "waits_in": STR, "how": STR}),
     "lock_wait": _Obj({"resource": STR, "owner": INT, "evidence": STR, "process": INT, "lost_owner": INT,
-                       "read_after_release": BOOL}),
+                       "read_after_release": BOOL, "mutex": INT, "held_at": STR}),
     "after_release": BOOL, "consistent": BOOL, "cxx_exception": _CXX}, required=["tid"])
 _SCHEDULER = _Obj({"kind": STR, "rank": INT, "job": STR, "step": STR, "node": STR, "local_rank": INT, "pod": STR,
                    "world_size": INT})

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .model import NativeFrame, PythonFrame
 
@@ -140,7 +140,7 @@ def mutex_wait(read: Reader, frames: Sequence[Any], regs: Mapping[str, int], tid
     owner = mutex_owner(read, addr)
     if owner is None:
         return None
-    out: Dict[str, Any] = {"resource": "mutex 0x%x" % addr, "owner": owner if owner in tids else None,
+    out: Dict[str, Any] = {"resource": "mutex 0x%x" % addr, "owner": owner if owner in tids else None, "mutex": addr,
                            "evidence": "futex on 0x%x, a pthread mutex whose __owner is %d" % (addr, owner)}
     if owner not in tids:
         out["evidence"] += ", no thread of this process (taken before a fork?)"
@@ -213,3 +213,144 @@ def _join_wait(objects: Any, frame_code: int, frame_addr: int, idents: Mapping[i
 def thread_idents(states: List[Any]) -> Dict[int, int]:
     """Thread ident (``pthread_self``) -> LWP id of the interpreter's thread states (``pyframes.ThreadPy``)."""
     return {t.pthread_id: t.native_id for t in states if t.pthread_id and t.native_id}
+
+
+# -- absl::Mutex (TensorFlow's tensorflow::mutex / tsl::mutex since TF 2.16s' absl) --------------------------
+# A thread blocked locking an absl::Mutex sleeps on its own per-thread semaphore, not on the mutex: the mutex's
+# address is ``this`` of absl's slow path (``Mutex::LockSlow`` ... ``LockSlowLoop``), which each keeps in a
+# callee-saved register its prologue copies ``rdi`` into (``mov %rdi,%r12``); the unwinder recovers that
+# register for the frame.  Trusted only where the word there says held (a writer or readers) with waiters.
+# absl's release builds record no owner: the holder is read from the frames' lock objects (gdb, DWARF:
+# ``lock_objects_wait``), or is said to be unknown.
+ABSL_MU_READER, ABSL_MU_WAIT, ABSL_MU_WRITER = 0x01, 0x04, 0x08
+_ABSL_RE = re.compile(r"^absl::(?:lts_\w+::)?(?:Mutex|synchronization_internal|base_internal)::|^AbslInternal")
+_ABSL_SLOW_RE = re.compile(r"^absl::(?:lts_\w+::)?Mutex::(LockSlowLoop|LockSlowWithDeadline|LockSlow)$")
+# the call that began the wait: a plain lock, not a condition wait (Await, LockWhen, a Notification, a CondVar)
+_ABSL_LOCK_RE = re.compile(r"^absl::(?:lts_\w+::)?Mutex::(LockSlow|lock|Lock|ReaderLock|reader_lock|WriterLock)$")
+_WAIT_FRAME_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|__lll_|___?pthread_|lll_|__GI___lll)")
+PROLOGUE = 48  # bytes of a slow-path function searched for the copy of ``this``
+# ``mov %rdi,REG`` (both encodings) -> REG's DWARF number: rbx 3, rbp 6, r12-r15
+_MOV_RDI = {b"\x48\x89\xfb": 3, b"\x48\x8b\xdf": 3, b"\x48\x89\xfd": 6, b"\x48\x8b\xef": 6,
+            b"\x49\x89\xfc": 12, b"\x4c\x8b\xe7": 12, b"\x49\x89\xfd": 13, b"\x4c\x8b\xef": 13,
+            b"\x49\x89\xfe": 14, b"\x4c\x8b\xf7": 14, b"\x49\x89\xff": 15, b"\x4c\x8b\xff": 15}
+
+
+def absl_lock_frames(frames: Sequence[Any]) -> Optional[int]:
+    """The index (among the thread's native frames) of the first frame past absl's, where the innermost frames
+    are a plain lock of an absl::Mutex blocked in its slow path; None where they are not (a condition wait,
+    a Notification, no absl at all)."""
+    native = [f for f in frames if isinstance(f, NativeFrame)]
+    outer: Optional[str] = None
+    for i, f in enumerate(native[:MAX_WAIT_FRAMES]):
+        name = _base(f.function or "")
+        if _ABSL_RE.search(name):
+            outer = name
+            continue
+        if outer is None and _WAIT_FRAME_RE.search(name):
+            continue
+        return i if outer is not None and _ABSL_LOCK_RE.search(outer) else None
+    return None
+
+
+MAX_WAIT_FRAMES = 16  # a lock's waiting frames looked through at the most
+
+
+def this_register(code: bytes) -> Optional[int]:
+    """The DWARF number of the callee-saved register a function's prologue (``code``, its first bytes) copies
+    its first argument into; None where none is seen."""
+    best: Optional[Tuple[int, int]] = None
+    for pattern, reg in _MOV_RDI.items():
+        at = code.find(pattern)
+        if at >= 0 and (best is None or at < best[0]):
+            best = (at, reg)
+    return best[1] if best else None
+
+
+def absl_held(read: Reader, addr: int) -> bool:
+    """Whether the word at ``addr`` reads as an absl::Mutex held (a writer or readers) that has waiters."""
+    if addr % 8:
+        return False
+    try:
+        (word,) = struct.unpack("<Q", read(addr, 8))
+    except (OSError, MemoryError, struct.error):
+        return False
+    return bool(word & (ABSL_MU_WRITER | ABSL_MU_READER)) and bool(word & ABSL_MU_WAIT)
+
+
+def absl_mutex_wait(read: Reader, named: Sequence[NativeFrame], regs: Sequence[Mapping[int, int]]
+                    ) -> Optional[Dict[str, Any]]:
+    """``{"resource", "owner": None, "mutex", "evidence"}`` for a thread blocked locking an absl::Mutex, its
+    address read from the slow path's frames (``named``, and each one's registers by DWARF number: ``regs``);
+    None where the frames are no such wait or no address checks."""
+    at = absl_lock_frames(named)
+    if at is None:
+        return None
+    entry = _base(named[at - 1].function or "").split("::")[-1]  # the slow path's entry: LockSlow
+    return absl_slow_path_wait(read, [(_base(f.function or ""), f.start, r)
+                                      for f, r in zip(named[:MAX_WAIT_FRAMES], regs)], entry)
+
+
+def absl_slow_path_wait(read: Reader, frames: Sequence[Tuple[str, Optional[int], Mapping[int, int]]], entry: str
+                        ) -> Optional[Dict[str, Any]]:
+    """``absl_mutex_wait``'s answer from the slow path's frames alone: (function, entry address, registers by
+    DWARF number) each, as tfnative's unwinder or gdb gives them; ``entry``: the slow path's first function."""
+    for name, start, r in frames:
+        if not _ABSL_SLOW_RE.search(name) or not start:
+            continue
+        try:
+            reg = this_register(read(start, PROLOGUE))
+        except (OSError, MemoryError):
+            continue
+        addr = r.get(reg) if reg is not None else None
+        if addr and absl_held(read, addr):
+            return {"resource": "mutex 0x%x" % addr, "owner": None, "mutex": addr,
+                    "evidence": "blocked in absl::Mutex::%s on mutex 0x%x; no owner recorded (release absl)" % (
+                        entry, addr)}
+    return None
+
+
+# -- the lock objects in frames (gdb, DWARF): who holds a mutex -------------------------------------------
+def lock_objects_wait(tid: int, objects: Mapping[int, Mapping[str, Any]], current: Optional[Mapping[str, Any]],
+                      read: Optional[Reader] = None, frames: Sequence[Any] = ()) -> Optional[Dict[str, Any]]:
+    """The lock wait of thread ``tid`` from the lock objects gdb read in every thread's frames (``objects``:
+    tid -> ``{"acquiring": {"mutex", "where"} or None, "held": [{"mutex", "variable", "type", "where"}]}``,
+    gdb_scripts/tfnative_gdb/lockobjects.py) and what memory said (``current``: ``mutex_wait``'s or
+    ``absl_mutex_wait``'s answer, or None).  The holder: the thread itself where one of its own frames holds a
+    lock object on the mutex (a self-deadlock), else the thread whose frames hold one, else the pthread
+    mutex's recorded owner; ``held_at`` says where.  With ``read`` (the process's memory) and the thread's
+    ``frames``, an absl::Mutex no lock function's ``this`` gives is read from absl's slow path's registers
+    (``"frames"``: gdb's, by frame level; ``absl_slow_path_wait``)."""
+    mine = objects.get(tid) or {}
+    at = absl_lock_frames(frames) if read is not None and current is None and not mine.get("acquiring") else None
+    if at is not None and read is not None:
+        native = [f for f in frames if isinstance(f, NativeFrame)]
+        regs = {r.get("level"): {int(k): v for k, v in (r.get("regs") or {}).items()} for r in mine.get("frames") or []}
+        slow = [(_base(f.function or ""), f.start, regs.get(f.level) or {}) for f in native[:MAX_WAIT_FRAMES]]
+        current = absl_slow_path_wait(read, slow, _base(native[at - 1].function or "").split("::")[-1])
+    acquiring = mine.get("acquiring") or {}
+    addr = acquiring.get("mutex") or (current or {}).get("mutex")
+    if not addr:
+        return dict(current) if current else None
+    out: Dict[str, Any] = dict(current) if current else {
+        "resource": "mutex 0x%x" % addr, "owner": None, "mutex": addr,
+        "evidence": "locking mutex 0x%x in %s" % (addr, acquiring.get("where") or "?")}
+    out["mutex"] = addr
+    holders = [(tid, h) for h in mine.get("held") or [] if h.get("mutex") == addr]
+    holders += [(other, h) for other, o in sorted(objects.items()) if other != tid
+                for h in o.get("held") or [] if h.get("mutex") == addr]
+    if current is not None and current.get("owner"):  # the pthread mutex's own record comes first
+        holders = [x for x in holders if x[0] == current["owner"]] or holders
+    if not holders:
+        if current is None or current.get("owner") is None:
+            out["evidence"] += "; no lock object on it in any thread's frames (taken without a guard object, " \
+                               "or in a frame without DWARF)"
+        return out
+    holder, h = holders[0]
+    out["owner"] = holder
+    out["held_at"] = h.get("where") or "?"
+    what = "%s %s" % (h.get("type") or "a lock", h.get("variable") or "")
+    if holder == tid:
+        out["evidence"] += "; its own frame %s holds it (%s): a self-deadlock" % (out["held_at"], what.strip())
+    else:
+        out["evidence"] += "; thread %d holds it in %s (%s)" % (holder, out["held_at"], what.strip())
+    return out

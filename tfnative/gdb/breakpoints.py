@@ -20,6 +20,7 @@ defines and ``unloaded`` deletes the breakpoints of one that went.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
@@ -38,6 +39,40 @@ def library_starts(code: CodeRows) -> Dict[str, int]:
     return out
 
 
+CXA_THROW = "__cxa_throw"
+# The type every C++ throw that only carries a Python exception has (pybind11's): TensorFlow's import throws and
+# catches some; --break-throw without a type passes over them.
+PYBIND_ERROR = "N8pybind1117error_already_setE"
+_CLASS_RE = re.compile(r"^(::)?[A-Za-z_]\w*(::[A-Za-z_]\w*)*$")
+
+
+def mangled_type(name: str) -> str:
+    """The Itanium ABI's mangled name of a class (``std::out_of_range`` -> ``St12out_of_range``,
+    ``my::Error`` -> ``N2my5ErrorE``), as its ``type_info`` spells it; ``TfnativeError`` for anything but a
+    (qualified) class name."""
+    if not _CLASS_RE.match(name):
+        raise TfnativeError("--break-throw %s: give a class name such as std::out_of_range (no templates, pointers "
+                            "or spaces)" % shown(name))
+    parts = name.lstrip(":").split("::")
+    prefix = ""
+    if parts[0] == "std" and len(parts) > 1:
+        prefix, parts = "St", parts[1:]
+    body = "".join("%d%s" % (len(p), p) for p in parts)
+    if len(parts) == 1:
+        return prefix + body
+    return "N%s%sE" % (prefix, body)
+
+
+def throw_condition(type_name: Optional[str]) -> str:
+    """gdb's condition at ``__cxa_throw``'s entry (its second argument, ``rsi``, the ``std::type_info``, whose
+    name is at +8): the type is ``type_name``; without one, the type is not pybind11's ``error_already_set``."""
+    name = "*(char**)($rsi+8)"
+    if type_name is None:  # "*": how GCC spells a type_info name compared by address (hidden visibility)
+        return '!$_streq(%s, "%s") && !$_streq(%s, "*%s")' % (name, PYBIND_ERROR, name, PYBIND_ERROR)
+    mangled = mangled_type(type_name)
+    return '$_streq(%s, "%s") || $_streq(%s, "*%s")' % (name, mangled, name, mangled)
+
+
 @dataclass
 class Location:
     text: str
@@ -49,6 +84,8 @@ class Location:
     internal: bool = False
     op: bool = False  # an op location (``--break-op``): resolves with the dispatch locations
     addressed: bool = False  # tfnative set an address breakpoint for it (the function's real entry)
+    spec: Optional[str] = None  # what gdb is given, where it is not the text (``--break-throw``: __cxa_throw)
+    condition: Optional[str] = None  # gdb's condition on it (``--break-throw TYPE``: the type thrown)
 
 
 class Breakpoints:
@@ -65,7 +102,7 @@ class Breakpoints:
             loc = self.locations.setdefault(text, Location(text))
             mark = gdb.said
             try:
-                res = gdb.command(self._insert(loc, mi_quote(text)), timeout=timeout)
+                res = gdb.command(self._insert(loc, mi_quote(loc.spec or text)), timeout=timeout)
             except GdbError as exc:
                 if self._users(loc):
                     raise TfnativeError("--break %s: gdb cannot set this breakpoint: %s" % (shown(text), exc))
@@ -135,7 +172,15 @@ class Breakpoints:
         after ``--``, which ends the options: a location, never one of ``-break-insert``'s options."""
         if loc.op_types:
             return "-tfnative-break-op %s %s" % (spec, " ".join(mi_quote(t) for t in loc.op_types))
-        return "-break-insert -f %s%s" % ("-- " if spec.startswith('"-') else "", spec)
+        condition = "-c %s " % mi_quote(loc.condition) if loc.condition else ""
+        return "-break-insert -f %s%s%s" % (condition, "-- " if spec.startswith('"-') else "", spec)
+
+    def add_throw(self, type_name: Optional[str]) -> str:
+        """The location of ``--break-throw [TYPE]`` (its text, ``throw TYPE``): ``__cxa_throw``, on the condition
+        that the type thrown is TYPE (its mangled name, ``throw_condition``)."""
+        text = "throw %s" % type_name if type_name else "throw"
+        self.locations.setdefault(text, Location(text, spec=CXA_THROW, condition=throw_condition(type_name)))
+        return text
 
     def add_op(self, text: str, internal: bool = False, op_types: Optional[List[str]] = None) -> Location:
         """A location for ``--break-op``: the op location (``op TYPE``) or an internal dispatch location."""

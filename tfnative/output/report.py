@@ -8,6 +8,7 @@ schema version 1, see docs/json-schema.md).  Nothing here computes what the docu
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, Optional, Set, TextIO
 
 from ..core import kstate, model
@@ -137,8 +138,8 @@ def summary_phrases(t: CrashSummary, code: str = "") -> List[str]:
         parts.append("%d dump file(s)" % t.dumps)
     if t.children_killed:
         parts.append("child %s" % ", ".join("%s" % q(c) for c in t.children_killed))
-    if t.cxx_exception and CXA_THROW not in t.breakpoints:
-        parts.append(cxx_throw_hint(q))
+    if t.cxx_exception and not any(loc == CXA_THROW or loc.startswith("throw") for loc in t.breakpoints):
+        parts.append(cxx_throw_hint(q, t.cxx_exception.get("type")))
     return parts
 
 
@@ -162,10 +163,17 @@ def _op_phrase(op: Dict[str, Any], q: Callable[[str], str]) -> str:
 CXA_THROW = "__cxa_throw"
 
 
-def cxx_throw_hint(q: Any = str) -> str:
-    """How to see where the C++ exception in flight was thrown."""
-    return ("to see where it was thrown: rerun with %s (%s where other exceptions come first: the last hit is "
-            "the throw)" % (q("--break " + CXA_THROW), q("--max-hits N")))
+_CLASS_NAME_RE = re.compile(r"^[A-Za-z_]\w*(::[A-Za-z_]\w*)*$")
+
+
+def cxx_throw_hint(q: Any = str, type_name: Optional[str] = None) -> str:
+    """How to see where the C++ exception in flight was thrown: the kernel it escaped from has unwound by the
+    time the process dies of it, so a stop at the throw (``attach --break-throw TYPE``) shows it."""
+    if type_name and _CLASS_NAME_RE.match(type_name):
+        return "to stop where it was thrown (in the kernel it escaped from): rerun with %s" % q(
+            "--break-throw " + type_name)
+    return ("to stop where it was thrown (in the kernel it escaped from): rerun with %s (%s where other "
+            "exceptions come first: the last hit is the throw)" % (q("--break-throw=any"), q("--max-hits N")))
 
 
 

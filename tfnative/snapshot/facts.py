@@ -30,9 +30,13 @@ def after_release(memory: UnwindMemory, read: Callable[..., Optional[Dict[str, A
 
 
 def lock_wait(memory: Memory, reader: Optional[PythonReader], thread: Thread, py: Optional[ThreadPy],
-               regs: Dict[str, int], tids: List[int], idents: Dict[int, int]) -> Optional[Dict[str, Any]]:
-    """The lock the thread waits for, where memory records who holds it (``core/locks.py``)."""
+              regs: Dict[str, int], tids: List[int], idents: Dict[int, int],
+              unwound: Optional[Tuple[List[NativeFrame], List[Frame[Library]]]] = None) -> Optional[Dict[str, Any]]:
+    """The lock the thread waits for, where memory records who holds it (``core/locks.py``); ``unwound``: the
+    thread's native frames as tfnative's unwinder found them (names, registers), for an absl::Mutex's address."""
     found = locks.mutex_wait(memory.read, thread.frames, regs, tids) or locks.child_wait(regs)
+    if found is None and unwound is not None:
+        found = _absl_wait(memory, *unwound)
     if found is not None or reader is None or py is None:
         return found
     frame = locks.waits_in_python_lock(thread.frames)
@@ -41,6 +45,19 @@ def lock_wait(memory: Memory, reader: Optional[PythonReader], thread: Thread, py
         return None
     return locks.python_lock_wait(reader.objects, inner.function, inner.code, inner.address,
                                   sourcelines.line(frame.file, frame.line), idents)
+
+
+def _absl_wait(memory: Memory, named: List[NativeFrame], frames: List[Frame[Library]]) -> Optional[Dict[str, Any]]:
+    """An absl::Mutex wait read by tfnative's own unwinder: its frames have no DWARF (else gdb takes the stack),
+    so no lock object says who holds it."""
+    found = locks.absl_mutex_wait(memory.read, named, [fr.regs for fr in frames])
+    if found is None:
+        return None
+    at = locks.absl_lock_frames(named)
+    caller = named[at] if at is not None and at < len(named) else None
+    lib = caller.library if caller is not None and caller.library else "its caller's library"
+    found["evidence"] += "; %s is built without DWARF, so the holder cannot be read from the frames" % lib
+    return found
 
 
 def cxx_runtimes(libs: List[Library]) -> List[Tuple[Library, cxxexc.CxxRuntime]]:

@@ -549,7 +549,8 @@ def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads
     for tid, name, frames, named, py, cut in found:
         add_ops(memory, frames, named, kernels)
         thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
-        thread.lock_wait = after_release(memory, lock_wait, memory, reader, thread, py, regs_of[tid], tids, idents)
+        thread.lock_wait = after_release(memory, lock_wait, memory, reader, thread, py, regs_of[tid], tids, idents,
+                                         (named, frames))
         thread.cxx_exception = after_release(memory, cxx_exception_on, memory, runtimes, thread_pointers.get(tid),
                                               frames, named)
         if len(frames) >= MAX_NATIVE_FRAMES:

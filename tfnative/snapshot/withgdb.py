@@ -10,7 +10,7 @@ import json
 import os
 from typing import Dict, List, Optional, TextIO
 
-from ..core import kstate, procfs
+from ..core import kstate, locks, procfs
 from ..core.model import Capture, NativeFrame
 from ..core.threads import Threads
 from ..errors import GdbDied, GdbError, TargetGone, TfnativeError
@@ -42,12 +42,33 @@ def gdb_memory_facts(gdb: Gdb, result: Capture, letters: Optional[Dict[int, str]
     if letters is not None:
         kstate.annotate(result.threads, letters, {t["tid"]: t["regs"] for t in regs["threads"]})
     try:
-        pipeline.add_memory_facts(memory, modules.of_pid(result.pid),
-                                  {t["tid"]: t["regs"] for t in regs["threads"]}, result)
-    except (KeyError, OSError, MemoryError):
+        try:
+            pipeline.add_memory_facts(memory, modules.of_pid(result.pid),
+                                      {t["tid"]: t["regs"] for t in regs["threads"]}, result)
+        except (KeyError, OSError, MemoryError):
+            pass
+        _lock_objects(gdb, result, memory)
+    except (OSError, MemoryError):
         pass
     finally:
         memory.close()
+
+
+def _lock_objects(gdb: Gdb, result: Capture, memory: ptrace.Memory) -> None:
+    """The lock waits of a capture, completed from the lock objects gdb reads in the frames with DWARF (who
+    holds the mutex a thread locks: ``locks.lock_objects_wait``).  Asked of gdb only where a thread's
+    innermost frames lock a mutex (the walk reads every thread's frames)."""
+    absl = [t.tid for t in result.threads if t.lock_wait is None and locks.absl_lock_frames(t.frames) is not None]
+    if not absl and not any(t.lock_wait or locks.waits_in_mutex(t.frames) for t in result.threads):
+        return
+    try:
+        found = json.loads(gdb.command(" ".join(["-tfnative-lock-objects"] + [str(tid) for tid in absl]),
+                                       timeout=CAPTURE_TIMEOUT)["json"])
+        objects = {int(t["tid"]): t for t in found["threads"]}
+    except (GdbError, KeyError, ValueError, TypeError):
+        return
+    for t in result.threads:
+        t.lock_wait = locks.lock_objects_wait(t.tid, objects, t.lock_wait, memory.read, t.frames)
 
 
 def stack_of_pid(pid: int, which: Threads, gdb_opts: GdbOptions, was_stopped: bool, err: TextIO,
