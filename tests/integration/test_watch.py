@@ -431,3 +431,60 @@ def test_a_process_that_exits_at_the_report_is_named_and_the_watch_goes_on(tmp_p
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_crash_gives_attachs_report_then_the_jobs_own_status(tmp_path):
+    """A launched job that dies of SIGSEGV: the crash report (the signal, the faulting Python lines innermost
+    first, the triage) on stdout and in --json and --out, then the job's own status (139), the job's own
+    output unchanged; with --no-crash-watch the same status and no report."""
+    segv = script("segv.py")
+    out_dir, json_path = tmp_path / "out", tmp_path / "crash.jsonl"
+    w = Watcher(tmp_path, ["watch", "--hang-after", "30", "--json", str(json_path), "--out", str(out_dir), segv])
+    try:
+        assert w.finish(60) == 128 + signal.SIGSEGV, w.err()
+        text = w.out()
+        assert text.count("tfnative: watch: crash: process ") == 1, text
+        assert "SIGSEGV" in text and "the job was killed by SIGSEGV" in w.err()
+        (doc,) = documents(json_path)
+        check_document(doc)
+        (event,) = doc["events"]
+        assert (event["kind"], event["signal"]) == ("signal", "SIGSEGV")
+        py = [(f["function"], f["line"]) for t in event["threads"] for f in t["frames"]
+              if f["kind"] == "python" and f["file"] == segv]
+        assert py[:3] == [("poke", line_of(segv, "ctypes.string_at(0)")), ("main", line_of(segv, "    poke()")),
+                          ("<module>", line_of(segv, "main()\n"))], py
+        assert "poke at %s:%d" % (segv, line_of(segv, "ctypes.string_at(0)")) in text
+        assert sorted(os.listdir(out_dir)) == ["crash-1.jsonl", "crash-1.txt"]
+    finally:
+        w.kill_all()
+    plain = Watcher(tmp_path, ["watch", "--no-crash-watch", "--hang-after", "30", segv], name="plain")
+    try:
+        assert plain.finish(60) == 128 + signal.SIGSEGV, plain.err()
+        assert "crash:" not in plain.out() and "the job was killed by SIGSEGV" in plain.err()
+    finally:
+        plain.kill_all()
+
+
+@pytest.mark.skipif(not has_tensorflow(), reason="tensorflow is not installed in this Python")
+def test_a_tf_check_failure_under_watch_names_the_op_and_tfs_log_line(tmp_path):
+    """A real TensorFlow CHECK abort (TF issue 67527) in a running process watched with --pid: the report names
+    the op and TensorFlow's fatal log line, read from memory; the watch ends with the crash's status."""
+    prog = script("tf_check_failed.py")
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2); exec(open(%r).read())" % prog],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    json_path = tmp_path / "crash.jsonl"
+    w = Watcher(tmp_path, ["watch", "--pid", str(job.pid), "--hang-after", "60", "--json", str(json_path)])
+    try:
+        assert w.finish(180) == 128 + signal.SIGABRT, w.err()
+        assert job.wait(30) == -signal.SIGABRT
+        (doc,) = documents(json_path)
+        (event,) = doc["events"]
+        assert event["signal"] == "SIGABRT" and "Check failed: d < dims() (1 vs. 0)" in (event["log"] or "")
+        kernel = next(f for f in event["threads"][0]["frames"] if f.get("op"))
+        assert kernel["op"]["type"] == "FusedPadConv2D" and doc["triage"]["op"]["type"] == "FusedPadConv2D"
+        assert "FusedPadConv2D" in w.out() and "Check failed: d < dims() (1 vs. 0)" in w.out()
+    finally:
+        w.kill_all()
+        if job.poll() is None:
+            job.kill()
+            job.wait()
