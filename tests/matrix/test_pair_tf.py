@@ -32,6 +32,7 @@ DATA = script("tf_data_hang.py")
 STUCK = script("tf_stuck.py")
 BUSY = script("tf_busy_matmul.py")
 USE_ZERO_OUT = script("use_zero_out.py")
+KERNEL_CASE = script("kernel_case.py")
 GENERATED = re.compile(r"__autograph_generated_file\w*\.py$")
 # Native frames of the interpreter that only carry a Python-to-C call along (a user never needs them).
 GLUE = ("cfunction_call", "_PyObject_MakeTpCall", "method_vectorcall", "slot_tp_call", "_PyFunction_Vectorcall",
@@ -294,3 +295,27 @@ def test_custom_op_break(tf_pair, tmp_path):
     assert (os.path.basename(frames[0]["file"] or ""), frames[0]["line"]) == (
         "zero_out.cc", line_of(source("zero_out"), "tfn: the kernel's Compute"))
     assert user_lines(frames)[:1] == [(USE_ZERO_OUT, line_of(USE_ZERO_OUT, "tfn: the Python line that calls the op"))]
+
+
+def test_custom_op_check(tf_pair, tmp_path):
+    """A custom op whose kernel fails TensorFlow's own CHECK (``time_two_matrix``: ``matrix<T>()`` of a vector),
+    built ``-g`` and ``-O2 -g0`` against the pair's headers: under ``attach`` both give the same op, the same
+    ``Check failed`` line and the user's line; the ``-g`` build's kernel frame has its ``.cc`` line."""
+    seen = {}
+    for flavour in ("g", "g0"):
+        so = build_op("time_two_matrix", flavour, python=tf_pair.python)
+        (tmp_path / flavour).mkdir()
+        r, doc, _left = tf_run(tf_pair, tmp_path / flavour, ["attach", *tf_pair.python_option(), KERNEL_CASE, so,
+                                                             "matrix", "eager"], expect_rc=128 + signal.SIGABRT)
+        event = doc["events"][-1]
+        frames = event["threads"][0]["frames"]
+        kernel = next(f for f in frames if f.get("op"))
+        seen[flavour] = (kernel["op"]["type"], re.sub(r"\.cc:\d+\]", ".cc:N]", event["log"] or ""),
+                         user_lines(frames)[:1])
+        if flavour == "g":
+            assert (os.path.basename(kernel["file"] or ""), kernel["line"]) == (
+                "time_two_matrix.cc", line_of(source("time_two_matrix"), "tfn: the wrong-rank access")), kernel
+    assert seen["g"] == seen["g0"], seen
+    op, log, user = seen["g"]
+    assert op == "TimeTwoMatrix" and "Check failed: NDIMS == dims() (2 vs. 1)" in log, seen
+    assert user == [(KERNEL_CASE, line_of(KERNEL_CASE, "# tfn: matrix"))], seen
