@@ -41,10 +41,10 @@ ENV_HELP = ("Watch every process running Python whose environment has KEY=VALUE,
                    "the job (exit 124), or write a core of every process and watch on.")
 @click.option("--out", "out_dir", metavar="DIR",
               help="Write each hang report to DIR: hang-N.txt, hang-N.jsonl, hang-N.html (--on-hang core: the "
-                   "cores too).")
+                   "cores too); each crash report: crash-N.txt, crash-N.jsonl.")
 @click.option("--json", "json_path", metavar="FILE",
               help="Write the latest hang report to FILE: JSON Lines, one 'stack --json' document per process, "
-                   "its event of kind \"hang\".")
+                   "its event of kind \"hang\"; or the latest crash report ('attach --json''s document).")
 @click.option("--progress-file", metavar="PATH",
               help="A file the job writes as it progresses (a log, a checkpoint): its size or mtime moving is "
                    "progress.")
