@@ -9,6 +9,7 @@ ranks).  Each watcher runs in a session of its own (its launched job in it), wit
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 
 from tfnative.core.docschema import check_document
 
+from ..kernels import build_op
 from ..utils import (
     ROOT,
     TFNATIVE,
@@ -488,3 +490,26 @@ def test_a_tf_check_failure_under_watch_names_the_op_and_tfs_log_line(tmp_path):
         if job.poll() is None:
             job.kill()
             job.wait()
+
+
+@pytest.mark.skipif(not has_tensorflow() or shutil.which("g++") is None, reason="needs tensorflow and g++")
+def test_a_crash_in_the_users_own_g_kernel_under_watch(tmp_path):
+    """A ``-g`` custom op that reads out of bounds: no gdb can take over from the crash watch's tracer, so the
+    kernel frame is named from the library's symbol table (a warning says the source lines need gdb), marked as
+    the user's kernel with its op, the eager call's line below it."""
+    so = build_op("zero_out_oob", "g")
+    case = script("kernel_case.py")
+    json_path = tmp_path / "crash.jsonl"
+    w = Watcher(tmp_path, ["watch", "--hang-after", "60", "--json", str(json_path), case, so, "oob", "eager"])
+    try:
+        assert w.finish(180) == 128 + signal.SIGSEGV, w.err()
+        (doc,) = documents(json_path)
+        (event,) = doc["events"]
+        frames = event["threads"][0]["frames"]
+        assert frames[0]["function"].startswith("ZeroOutOobOp::Compute") and frames[0]["class"] == "user"
+        assert frames[0]["op"]["type"] == "ZeroOutOob" and doc["triage"]["op"]["type"] == "ZeroOutOob"
+        assert any("zero_out_oob.so has debug info only gdb reads" in w_ for w_ in event["warnings"])
+        assert doc["triage"]["nearest_user_frame"]["line"] == line_of(case, "# tfn: oob")
+        assert "<-- your kernel, op ZeroOutOob" in w.out()
+    finally:
+        w.kill_all()

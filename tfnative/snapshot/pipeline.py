@@ -284,18 +284,18 @@ def take_nonblocking(pid: int, which: Threads = Threads.PYTHON, variables: bool 
 
 
 def of_stopped(pid: int, threads: List[ThreadRegs], which: Threads,
-               selected: Optional[int] = None, variables: bool = False) -> Capture:
+               selected: Optional[int] = None, variables: bool = False, dwarf_aside: bool = True) -> Capture:
     """The same, for a process that gdb holds stopped: gdb gives the registers, we do the rest.
 
     ``threads``: (tid, name, registers) of each thread; ``which`` may also be
-    ``SELECTED`` (only ``selected``, the thread that stopped).
+    ``SELECTED`` (only ``selected``, the thread that stopped); ``dwarf_aside``: as ``stacks``.
     """
     try:
         source = LiveSource(pid, threads)
     except OSError as exc:
         raise Unsupported("cannot open /proc/%d/mem: %s" % (pid, exc.strerror)) from None
     try:
-        result = stacks(source, which, selected, variables=variables)
+        result = stacks(source, which, selected, variables=variables, dwarf_aside=dwarf_aside)
     finally:
         source.close()
     if selected is not None:
@@ -433,14 +433,15 @@ def _prepare(source: LiveSource, variables: bool) -> _Prepared:
 
 
 def stacks(source: Source, which: Threads, selected: Optional[int] = None, variables: bool = False,
-           prepared: Optional[_Prepared] = None) -> Capture:
+           prepared: Optional[_Prepared] = None, dwarf_aside: bool = True) -> Capture:
     """Mixed stacks of a source's stopped threads (``sources/base.py``) from their registers and its memory.
 
     ``which``: the threads shown (``SELECTED``: only ``selected``);
     ``variables``: read each Python frame's arguments and locals (``--locals``);
     ``prepared``: what ``take`` read while it held the threads.
-    Raises ``HasDebugInfo`` when a library on a stack has its own DWARF, and
-    ``Unsupported`` when a thread cannot be unwound from CFI alone (unless the
+    Raises ``HasDebugInfo`` when a library on a stack has its own DWARF (unless ``dwarf_aside`` is False:
+    where no gdb can take over, such frames are named from the symbol table, without source lines, and a
+    warning says so), and ``Unsupported`` when a thread cannot be unwound from CFI alone (unless the
     source shows such stacks cut, ``partial_stacks``).
     """
     prep = prepared or _Prepared(source, variables)
@@ -450,7 +451,11 @@ def stacks(source: Source, which: Threads, selected: Optional[int] = None, varia
     if prep.inner:
         result.ns_pid = prep.inner.get(source.pid)
     listed = source.threads()
-    found, late_tids = _unwind_all(source, prep.unwinder, pythreads, listed, which, selected)
+    found, late_tids = _unwind_all(source, prep.unwinder, pythreads, listed, which, selected, dwarf_aside)
+    if not dwarf_aside:
+        lined = sorted({fr.module.path for s in found for fr in s.frames if _described(fr) and fr.module})
+        result.warnings.extend("%s has debug info only gdb reads: its frames are named from its symbol table, "
+                               "without source lines" % path for path in lined)
     name_frames([(s.frames, s.named) for s in found])
     _add_threads(source.memory, prep, pythreads, listed, found, late_tids)
     if prep.reader is not None and any(_COLLECTIVE_RE.search(f.function or "") for t in result.threads
@@ -484,7 +489,7 @@ class _Unwound(NamedTuple):
 
 
 def _unwind_all(source: Source, unwinder: Unwinder[Library], pythreads: PythonThreads, listed: List[ThreadRegs],
-                which: Threads, selected: Optional[int]) -> Tuple[List[_Unwound], Set[int]]:
+                which: Threads, selected: Optional[int], dwarf_aside: bool = True) -> Tuple[List[_Unwound], Set[int]]:
     """The threads ``which`` selects, unwound (``stacks``), and the threads whose unwind read pages the copy
     lacks, from the running process."""
     memory = source.memory
@@ -498,7 +503,7 @@ def _unwind_all(source: Source, unwinder: Unwinder[Library], pythreads: PythonTh
         if pythreads.states and not unwound(which, py is not None, name, main_name):
             continue
         late = memory.late_reads
-        frames, cut, checked = _unwind_thread(source, unwinder, tid, regs, py)
+        frames, cut, checked = _unwind_thread(source, unwinder, tid, regs, py, dwarf_aside)
         if checked and memory.late_reads != late:
             late_tids.add(tid)
         found.append(_Unwound(tid, name, frames, native_frames(frames), py, cut))
@@ -506,7 +511,8 @@ def _unwind_all(source: Source, unwinder: Unwinder[Library], pythreads: PythonTh
 
 
 def _unwind_thread(source: Source, unwinder: Unwinder[Library], tid: int, regs: Dict[str, int],
-                   py: Optional[ThreadPy]) -> Tuple[List[Frame[Library]], Optional[str], bool]:
+                   py: Optional[ThreadPy], dwarf_aside: bool = True
+                   ) -> Tuple[List[Frame[Library]], Optional[str], bool]:
     """(frames, why the stack is cut or None, whether its frames were checked for DWARF) of one thread.
 
     Raises ``HasDebugInfo`` where a frame's library has DWARF for it, ``Unsupported`` where CFI cannot
@@ -528,12 +534,16 @@ def _unwind_thread(source: Source, unwinder: Unwinder[Library], tid: int, regs: 
         frames = exc.frames or unwinder.unwind(regs, 1)
         cut = "native unwinding stopped at the last frame shown: %s" % exc
     for fr in frames:
-        lib = fr.module
-        # only where the library's own DWARF describes the frame's code (a return address: pc - 1 too)
-        if isinstance(lib, Library) and not is_interpreter(lib) and lib.has_dwarf() \
-                and (lib.dwarf_at(fr.pc) or lib.dwarf_at(fr.pc - 1)):
-            raise HasDebugInfo("%s has debug info: gdb gives its source lines" % lib.path)
+        if dwarf_aside and _described(fr) and fr.module is not None:
+            raise HasDebugInfo("%s has debug info: gdb gives its source lines" % fr.module.path)
     return frames, cut, True
+
+
+def _described(fr: Frame[Library]) -> bool:
+    """Whether the frame's library has its own DWARF for the frame's code (a return address: pc - 1 too)."""
+    lib = fr.module
+    return isinstance(lib, Library) and not is_interpreter(lib) and lib.has_dwarf() \
+        and bool(lib.dwarf_at(fr.pc) or lib.dwarf_at(fr.pc - 1))
 
 
 def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads, listed: List[ThreadRegs],

@@ -932,7 +932,8 @@ def _of_stopped(pid: int, threads: List[ThreadRegs], which: Threads, selected: O
     """``pipeline.of_stopped`` of the held process, read through a live thread where its leader has exited
     (``pthread_exit``: its ``/proc/PID/mem`` is gone), as ``stack`` does."""
     task = live_task(pid)
-    result = pipeline.of_stopped(task, threads, which, selected)
+    # no gdb can take over from the tracer: a library with DWARF is named from its symbol table, a warning says so
+    result = pipeline.of_stopped(task, threads, which, selected, dwarf_aside=False)
     if task != pid:
         result.pid = pid
         result.warnings.append("the main thread %d has exited (pthread_exit): the live threads are shown" % pid)
