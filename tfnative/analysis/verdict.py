@@ -286,9 +286,9 @@ def _deadlock(s: _Scene) -> Optional[str]:
     return waitgraph.describe_cycle(s.event, s.loop) if s.loop else None
 
 
-# Frames of taking a lock, between the wait and the code that takes it (libc's, absl's, TensorFlow's and the
-# C++ library's lock functions, gdb's inline frames of mutex_lock's constructor).
-_LOCKING_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|__lll_|_*pthread_|lll_|__GI___|absl::|"
+# Frames of taking a lock, between the wait and the code that takes it (libc's, absl's, nsync's, TensorFlow's
+# and the C++ library's lock functions, gdb's inline frames of mutex_lock's constructor).
+_LOCKING_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|__lll_|_*pthread_|lll_|__GI___|absl::|nsync::|"
                          r"AbslInternal|tsl::mutex|tsl::tf_shared_lock|tensorflow::mutex|tensorflow::tf_shared_lock|"
                          r"std::|__gthread_|__gnu_cxx::)")
 
