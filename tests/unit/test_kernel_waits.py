@@ -123,6 +123,19 @@ def test_absl_lock_frames_tells_a_lock_from_a_condition_wait(frames, expected):
     assert locks.absl_lock_frames([NativeFrame(function=f) for f in frames]) == expected
 
 
+def test_a_nameless_libc_frame_of_the_lock_is_not_the_code_that_locks():
+    """Python 3.14's libc names no ``__lll_lock_wait``: the innermost frame is ``??`` in libc.so.6."""
+    (doc,) = docs("kernel_holder_g0")
+    main = next(th for th in doc.events[0].threads if th.tid == doc.pid)
+    inner = main.frames[0]
+    assert isinstance(inner, NativeFrame) and inner.frame_class == "system", inner
+    inner.function = "??"
+    t = again(doc)
+    assert t.pattern == "kernel_lock_held", t.verdict
+    assert t.verdict.startswith("op LockWaiter: the main thread waits in LockWaiterOp::Compute in self_lock.so"), \
+        t.verdict
+
+
 def test_a_tensorflow_mutex_held_by_another_kernel_is_read_from_its_lock_object():
     (doc,) = docs("kernel_tf_holder_g")
     t = again(doc)

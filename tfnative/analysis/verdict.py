@@ -295,12 +295,17 @@ _LOCKING_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|__lll_|_*pthread
 
 def _locker(t: Thread) -> Optional[NativeFrame]:
     """The frame of the code that takes the lock a thread waits for: its first native frame past the lock's
-    own (libc's, absl's, ``std::mutex``'s, ``mutex_lock``'s)."""
+    own (libc's, absl's, ``std::mutex``'s, ``mutex_lock``'s; a nameless frame of a system library among them: a
+    libc whose symbol table lacks its internal functions, ``__lll_lock_wait``, as Python 3.14's has)."""
     for f in t.frames:
         if isinstance(f, PythonFrame):
             return None
-        if isinstance(f, NativeFrame) and not _LOCKING_RE.search(_base(f.function or "")):
-            return f
+        if not isinstance(f, NativeFrame):
+            continue
+        name = _base(f.function or "")
+        if _LOCKING_RE.search(name) or (name in ("", "??") and f.frame_class == "system"):
+            continue
+        return f
     return None
 
 
