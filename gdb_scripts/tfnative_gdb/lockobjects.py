@@ -44,10 +44,22 @@ def _address(value: gdb.Value) -> Optional[int]:
         return None
 
 
+# the keyword C's type printer puts before a class's name where the current language is C (an innermost frame
+# in libc's assembly or C: ``class tsl::mutex_lock``)
+_KEYWORD = re.compile(r"^(class|struct|union|enum)\s+")
+
+
+def type_name(t: gdb.Type) -> str:
+    """A type's name, typedefs stripped, the same whatever language gdb's current frame has (``str`` of a type
+    follows it: in a C frame it reads ``class tsl::mutex_lock``)."""
+    t = t.strip_typedefs().unqualified()
+    return _KEYWORD.sub("", t.name or t.tag or str(t))
+
+
 def _guard(value: gdb.Value) -> Optional[int]:
     """The mutex a guard object holds (None: no guard, or one that holds nothing)."""
     try:
-        name = str(value.type.strip_typedefs().unqualified())
+        name = type_name(value.type)
     except (gdb.error, RuntimeError):
         return None
     for pattern, field in _GUARDS:
@@ -98,8 +110,7 @@ def _frame_objects(frame: gdb.Frame) -> List[Dict[str, Any]]:
             except (gdb.error, RuntimeError, TypeError):
                 continue
             if addr:
-                out.append({"mutex": addr, "variable": sym.name, "type": str(sym.type.strip_typedefs()
-                                                                                   .unqualified()).split("<")[0]})
+                out.append({"mutex": addr, "variable": sym.name, "type": type_name(sym.type).split("<")[0]})
         if block.function is not None:
             break
         block = block.superblock

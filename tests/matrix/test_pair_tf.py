@@ -33,6 +33,7 @@ STUCK = script("tf_stuck.py")
 BUSY = script("tf_busy_matmul.py")
 USE_ZERO_OUT = script("use_zero_out.py")
 KERNEL_CASE = script("kernel_case.py")
+KERNEL_HANG = script("kernel_hang.py")
 GENERATED = re.compile(r"__autograph_generated_file\w*\.py$")
 # Native frames of the interpreter that only carry a Python-to-C call along (a user never needs them).
 GLUE = ("cfunction_call", "_PyObject_MakeTpCall", "method_vectorcall", "slot_tp_call", "_PyFunction_Vectorcall",
@@ -319,3 +320,46 @@ def test_custom_op_check(tf_pair, tmp_path):
     op, log, user = seen["g"]
     assert op == "TimeTwoMatrix" and "Check failed: NDIMS == dims() (2 vs. 1)" in log, seen
     assert user == [(KERNEL_CASE, line_of(KERNEL_CASE, "# tfn: matrix"))], seen
+
+
+def test_custom_op_hang(tf_pair, tmp_path):
+    """Hangs in custom ops built against the pair's headers, each read by one ``stack --pid``: a kernel that locks
+    its own ``tensorflow::mutex`` twice (``-g``: the self-deadlock with the frame that holds it, whether the
+    pair's ``tsl::mutex`` is an ``absl::Mutex`` or nsync's ``nsync_mu``), an async kernel that never calls
+    ``done`` (``-O2 -g0``).  The self-lock's kernel frames are the user's.  The async kernel's are on no stack:
+    its ``ComputeAsync`` has returned (that is the bug), so the main thread waits in TensorFlow's
+    ``AsyncOpKernel::Compute``; what the user reads there is the op and their own Python line."""
+    cases = {"self_lock": ("self_lock", "g", "self_deadlock"), "never_done": ("async_never_done", "g0",
+                                                                            "async_never_done")}
+    procs = {}
+    try:
+        for case, (name, flavour, _pattern) in cases.items():
+            so = build_op(name, flavour, python=tf_pair.python)
+            procs[case] = subprocess.Popen([tf_pair.python, KERNEL_HANG, so, case, str(tmp_path / case)],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                           stdin=subprocess.DEVNULL, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        for case, proc in procs.items():
+            wait_for_file(str(tmp_path / case), 300, proc)
+        for case, proc in procs.items():
+            out = tmp_path / ("%s.json" % case)
+            r = tf_pair.run(["stack", "--pid", str(proc.pid), "--json", str(out)], timeout=300)
+            assert r.returncode == 0, r.stderr[-3000:]
+            doc = load_json(out)
+            assert doc["triage"]["pattern"] == cases[case][2], doc["triage"]["verdict"]
+            if case == "self_lock":
+                main = next(t for t in doc["events"][0]["threads"] if t["tid"] == proc.pid)
+                assert any(f.get("class") == "user" for f in main["frames"] if f["kind"] == "native"), main["frames"]
+            assert_running_untraced(proc.pid)
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+    held = line_of(source("self_lock"), "tfn: the kernel calls the helper")
+    again = line_of(source("self_lock"), "tfn: the helper takes it again")
+    verdict = load_json(tmp_path / "self_lock.json")["triage"]["verdict"]
+    assert "(self-deadlock) in SelfLockOp::Compute at self_lock.cc:%d" % held in verdict, verdict
+    assert "it locks it again in SelfLockOp::Refresh at self_lock.cc:%d" % again in verdict, verdict
+    verdict = load_json(tmp_path / "never_done.json")["triage"]["verdict"]
+    assert verdict.startswith("op KfAllReduce: its async kernel returned without calling done; no thread works "
+                              "on it"), verdict
+    assert "from kernel_hang.py:%d" % line_of(KERNEL_HANG, "tfn: KfAllReduce hangs here") in verdict, verdict

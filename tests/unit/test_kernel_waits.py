@@ -3,7 +3,8 @@
 
 The verdicts are computed anew from each capture's threads: a self-deadlock (a cycle of one edge, the holding
 frame from the lock objects gdb read), an absl::Mutex wait whose holder nothing records, a std::mutex another
-kernel holds, an async kernel that never called ``done``.
+kernel holds, an async kernel that never called ``done``.  ``kernel_self_lock_nsync_*``: the same self-lock
+under TF 2.16 (the oldest pair), whose ``tsl::mutex`` is nsync's ``nsync_mu``.
 """
 
 from __future__ import annotations
@@ -111,9 +112,28 @@ def test_lock_objects_wait_prefers_the_threads_own_frame_then_another_thread():
     (["syscall", "absl::lts_1::Mutex::Block(x)", "absl::lts_1::Mutex::LockSlowWithDeadline(y)",
       "absl::lts_1::Notification::WaitForNotification() const", "tensorflow::AsyncOpKernel::Compute(c)"], None),
     (["syscall", "SomethingElse"], None),
+    (["syscall", "nsync::nsync_mu_semaphore_p(nsync::nsync_semaphore_s_*)",
+      "nsync::nsync_mu_lock_slow_(nsync::nsync_mu_s_*, nsync::waiter*, unsigned int, nsync::lock_type_s*)",
+      "nsync::nsync_mu_lock(nsync::nsync_mu_s_*)", "tsl::mutex_lock::mutex_lock", "SelfLockOp::Refresh"], 4),
+    (["syscall", "nsync::nsync_mu_semaphore_p_with_deadline(nsync::nsync_semaphore_s_*, timespec)",
+      "nsync::nsync_cv_wait_with_deadline_generic(nsync::nsync_cv_s_*, void*, ...)",
+      "tsl::condition_variable::wait(tsl::mutex_lock&)"], None),
 ])
 def test_absl_lock_frames_tells_a_lock_from_a_condition_wait(frames, expected):
     assert locks.absl_lock_frames([NativeFrame(function=f) for f in frames]) == expected
+
+
+def test_a_nameless_libc_frame_of_the_lock_is_not_the_code_that_locks():
+    """Python 3.14's libc names no ``__lll_lock_wait``: the innermost frame is ``??`` in libc.so.6."""
+    (doc,) = docs("kernel_holder_g0")
+    main = next(th for th in doc.events[0].threads if th.tid == doc.pid)
+    inner = main.frames[0]
+    assert isinstance(inner, NativeFrame) and inner.frame_class == "system", inner
+    inner.function = "??"
+    t = again(doc)
+    assert t.pattern == "kernel_lock_held", t.verdict
+    assert t.verdict.startswith("op LockWaiter: the main thread waits in LockWaiterOp::Compute in self_lock.so"), \
+        t.verdict
 
 
 def test_a_tensorflow_mutex_held_by_another_kernel_is_read_from_its_lock_object():
@@ -158,4 +178,54 @@ def test_the_absl_mutex_from_gdbs_registers_of_the_slow_path():
     assert found is not None and found["mutex"] == 0x2000 and found["owner"] is None
     assert found["evidence"].startswith("blocked in absl::Mutex::LockSlow on mutex 0x2000; no owner recorded")
     memory[0x2000] = struct.pack("<Q", locks.ABSL_MU_WRITER)  # held, nobody waits: not this mutex
+    assert locks.lock_objects_wait(7, objects, None, read, frames) is None
+
+
+def test_a_self_deadlock_on_an_nsync_mutex_names_the_frames_that_hold_and_lock_it():
+    """TF 2.16's ``tsl::mutex`` (nsync): the lock frames are nsync's, the code that locks is the kernel's."""
+    (doc,) = docs("kernel_self_lock_nsync_g")
+    t = again(doc)
+    assert t.pattern == "self_deadlock", t.verdict
+    assert "which it already holds (self-deadlock) in SelfLockOp::Compute at self_lock.cc:" in t.verdict
+    assert "it locks it again in SelfLockOp::Refresh at self_lock.cc:" in t.verdict
+
+
+def test_an_nsync_mutex_without_dwarf_says_what_is_known():
+    (doc,) = docs("kernel_self_lock_nsync_g0")
+    t = again(doc)
+    assert t.pattern == "kernel_lock_unknown", t.verdict
+    assert t.verdict.startswith("op SelfLock: the main thread waits in SelfLockOp::Refresh in self_lock.so")
+    assert "blocked in nsync::nsync_mu_lock on mutex 0x" in t.verdict
+    assert "nsync records no owner; self_lock.so is built without DWARF" in t.verdict
+
+
+def test_the_nsync_mutex_from_the_slow_paths_registers():
+    """nsync_mu_lock_slow_'s prologue (TF 2.16's bytes: ``mov %rdi,%r15`` after the pushes) and the 32-bit
+    word: held by a writer with waiters, else no wait is claimed."""
+    import struct
+
+    prologue = bytes.fromhex("554889e541574156415541545348 83ec184189d44989f64989ff".replace(" ", ""))
+    memory = {0x1000: prologue + b"\x90" * 48,
+              0x2000: struct.pack("<IQ", locks.NSYNC_MU_WLOCK | locks.NSYNC_MU_WAITING, 0x7F0000003000)}
+
+    def read(addr, size):
+        for base, data in memory.items():
+            if base <= addr and addr + size <= base + len(data):
+                return data[addr - base:addr - base + size]
+        raise OSError("unmapped")
+
+    assert locks.this_register(memory[0x1000][:locks.PROLOGUE]) == 15
+    names = ["syscall", "nsync::nsync_mu_semaphore_p(x)", "nsync::nsync_mu_lock_slow_(y)",
+             "nsync::nsync_mu_lock(z)", "SelfLockOp::Refresh(c)"]
+    frames = [NativeFrame(function=n, level=i, start=0x1000 if "lock_slow_" in n else None)
+              for i, n in enumerate(names)]
+    objects = {7: {"acquiring": None, "held": [], "frames": [{"level": 2, "regs": {"15": 0x2000}}]}}
+    found = locks.lock_objects_wait(7, objects, None, read, frames)
+    assert found is not None and found["mutex"] == 0x2000 and found["owner"] is None
+    assert found["evidence"].startswith("blocked in nsync::nsync_mu_lock on mutex 0x2000 (a tsl::mutex on nsync); "
+                                        "nsync records no owner")
+    regs = [{}, {}, {15: 0x2000}, {}, {}]
+    own = locks.absl_mutex_wait(read, frames, regs)  # tfnative's unwinder's registers (no gdb): the same mutex
+    assert own is not None and own["mutex"] == 0x2000 and found["evidence"].startswith(own["evidence"])
+    memory[0x2000] = struct.pack("<IQ", locks.NSYNC_MU_WLOCK, 0)  # held, nobody waits: not this mutex
     assert locks.lock_objects_wait(7, objects, None, read, frames) is None

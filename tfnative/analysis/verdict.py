@@ -286,21 +286,26 @@ def _deadlock(s: _Scene) -> Optional[str]:
     return waitgraph.describe_cycle(s.event, s.loop) if s.loop else None
 
 
-# Frames of taking a lock, between the wait and the code that takes it (libc's, absl's, TensorFlow's and the
-# C++ library's lock functions, gdb's inline frames of mutex_lock's constructor).
-_LOCKING_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|__lll_|_*pthread_|lll_|__GI___|absl::|"
+# Frames of taking a lock, between the wait and the code that takes it (libc's, absl's, nsync's, TensorFlow's
+# and the C++ library's lock functions, gdb's inline frames of mutex_lock's constructor).
+_LOCKING_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|__lll_|_*pthread_|lll_|__GI___|absl::|nsync::|"
                          r"AbslInternal|tsl::mutex|tsl::tf_shared_lock|tensorflow::mutex|tensorflow::tf_shared_lock|"
                          r"std::|__gthread_|__gnu_cxx::)")
 
 
 def _locker(t: Thread) -> Optional[NativeFrame]:
     """The frame of the code that takes the lock a thread waits for: its first native frame past the lock's
-    own (libc's, absl's, ``std::mutex``'s, ``mutex_lock``'s)."""
+    own (libc's, absl's, ``std::mutex``'s, ``mutex_lock``'s; a nameless frame of a system library among them: a
+    libc whose symbol table lacks its internal functions, ``__lll_lock_wait``, as Python 3.14's has)."""
     for f in t.frames:
         if isinstance(f, PythonFrame):
             return None
-        if isinstance(f, NativeFrame) and not _LOCKING_RE.search(_base(f.function or "")):
-            return f
+        if not isinstance(f, NativeFrame):
+            continue
+        name = _base(f.function or "")
+        if _LOCKING_RE.search(name) or (name in ("", "??") and f.frame_class == "system"):
+            continue
+        return f
     return None
 
 

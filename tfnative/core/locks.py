@@ -215,18 +215,25 @@ def thread_idents(states: List[Any]) -> Dict[int, int]:
     return {t.pthread_id: t.native_id for t in states if t.pthread_id and t.native_id}
 
 
-# -- absl::Mutex (TensorFlow's tensorflow::mutex / tsl::mutex since TF 2.16s' absl) --------------------------
+# -- absl::Mutex, nsync_mu (TensorFlow's tensorflow::mutex / tsl::mutex, built on one or the other) --------
 # A thread blocked locking an absl::Mutex sleeps on its own per-thread semaphore, not on the mutex: the mutex's
 # address is ``this`` of absl's slow path (``Mutex::LockSlow`` ... ``LockSlowLoop``), which each keeps in a
 # callee-saved register its prologue copies ``rdi`` into (``mov %rdi,%r12``); the unwinder recovers that
 # register for the frame.  Trusted only where the word there says held (a writer or readers) with waiters.
 # absl's release builds record no owner: the holder is read from the frames' lock objects (gdb, DWARF:
 # ``lock_objects_wait``), or is said to be unknown.
+# The same holds of nsync's ``nsync_mu`` (``tsl::mutex`` where the TensorFlow in front of tfnative builds it
+# on nsync, as its frames say: ``nsync::nsync_mu_lock`` -> ``nsync_mu_lock_slow_`` -> ``nsync_mu_semaphore_p``):
+# its slow path keeps the mutex in a callee-saved register too; its word (32 bits) records no owner either.
 ABSL_MU_READER, ABSL_MU_WAIT, ABSL_MU_WRITER = 0x01, 0x04, 0x08
-_ABSL_RE = re.compile(r"^absl::(?:lts_\w+::)?(?:Mutex|synchronization_internal|base_internal)::|^AbslInternal")
-_ABSL_SLOW_RE = re.compile(r"^absl::(?:lts_\w+::)?Mutex::(LockSlowLoop|LockSlowWithDeadline|LockSlow)$")
+NSYNC_MU_WLOCK, NSYNC_MU_WAITING, NSYNC_MU_RLOCK_FIELD = 0x01, 0x04, 0xFFFFFF00
+_ABSL_RE = re.compile(r"^absl::(?:lts_\w+::)?(?:Mutex|synchronization_internal|base_internal)::|^AbslInternal|"
+                      r"^nsync::nsync_mu_(?:lock|rlock|lock_slow_|semaphore_p\w*)$")
+_ABSL_SLOW_RE = re.compile(r"^absl::(?:lts_\w+::)?Mutex::(LockSlowLoop|LockSlowWithDeadline|LockSlow)$|"
+                           r"^nsync::nsync_mu_lock_slow_$")
 # the call that began the wait: a plain lock, not a condition wait (Await, LockWhen, a Notification, a CondVar)
-_ABSL_LOCK_RE = re.compile(r"^absl::(?:lts_\w+::)?Mutex::(LockSlow|lock|Lock|ReaderLock|reader_lock|WriterLock)$")
+_ABSL_LOCK_RE = re.compile(r"^absl::(?:lts_\w+::)?Mutex::(LockSlow|lock|Lock|ReaderLock|reader_lock|WriterLock)$|"
+                           r"^nsync::nsync_mu_(lock|rlock)$")
 _WAIT_FRAME_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|__lll_|___?pthread_|lll_|__GI___lll)")
 PROLOGUE = 48  # bytes of a slow-path function searched for the copy of ``this``
 # ``mov %rdi,REG`` (both encodings) -> REG's DWARF number: rbx 3, rbp 6, r12-r15
@@ -277,6 +284,17 @@ def absl_held(read: Reader, addr: int) -> bool:
     return bool(word & (ABSL_MU_WRITER | ABSL_MU_READER)) and bool(word & ABSL_MU_WAIT)
 
 
+def nsync_held(read: Reader, addr: int) -> bool:
+    """Whether the word at ``addr`` reads as an nsync_mu held (a writer or readers) that has waiters."""
+    if addr % 4:
+        return False
+    try:
+        (word,) = struct.unpack("<I", read(addr, 4))
+    except (OSError, MemoryError, struct.error):
+        return False
+    return bool(word & (NSYNC_MU_WLOCK | NSYNC_MU_RLOCK_FIELD)) and bool(word & NSYNC_MU_WAITING)
+
+
 def absl_mutex_wait(read: Reader, named: Sequence[NativeFrame], regs: Sequence[Mapping[int, int]]
                     ) -> Optional[Dict[str, Any]]:
     """``{"resource", "owner": None, "mutex", "evidence"}`` for a thread blocked locking an absl::Mutex, its
@@ -285,7 +303,7 @@ def absl_mutex_wait(read: Reader, named: Sequence[NativeFrame], regs: Sequence[M
     at = absl_lock_frames(named)
     if at is None:
         return None
-    entry = _base(named[at - 1].function or "").split("::")[-1]  # the slow path's entry: LockSlow
+    entry = _base(named[at - 1].function or "")  # the slow path's entry: absl's LockSlow, nsync_mu_lock
     return absl_slow_path_wait(read, [(_base(f.function or ""), f.start, r)
                                       for f, r in zip(named[:MAX_WAIT_FRAMES], regs)], entry)
 
@@ -293,7 +311,8 @@ def absl_mutex_wait(read: Reader, named: Sequence[NativeFrame], regs: Sequence[M
 def absl_slow_path_wait(read: Reader, frames: Sequence[Tuple[str, Optional[int], Mapping[int, int]]], entry: str
                         ) -> Optional[Dict[str, Any]]:
     """``absl_mutex_wait``'s answer from the slow path's frames alone: (function, entry address, registers by
-    DWARF number) each, as tfnative's unwinder or gdb gives them; ``entry``: the slow path's first function."""
+    DWARF number) each, as tfnative's unwinder or gdb gives them; ``entry``: the slow path's first function
+    (``absl::lts_*::Mutex::LockSlow``, ``nsync::nsync_mu_lock``)."""
     for name, start, r in frames:
         if not _ABSL_SLOW_RE.search(name) or not start:
             continue
@@ -302,10 +321,17 @@ def absl_slow_path_wait(read: Reader, frames: Sequence[Tuple[str, Optional[int],
         except (OSError, MemoryError):
             continue
         addr = r.get(reg) if reg is not None else None
-        if addr and absl_held(read, addr):
+        if not addr:
+            continue
+        if name.startswith("nsync::"):
+            if nsync_held(read, addr):
+                return {"resource": "mutex 0x%x" % addr, "owner": None, "mutex": addr,
+                        "evidence": "blocked in %s on mutex 0x%x (a tsl::mutex on nsync); nsync records no "
+                                    "owner" % (entry, addr)}
+        elif absl_held(read, addr):
             return {"resource": "mutex 0x%x" % addr, "owner": None, "mutex": addr,
                     "evidence": "blocked in absl::Mutex::%s on mutex 0x%x; no owner recorded (release absl)" % (
-                        entry, addr)}
+                        entry.split("::")[-1], addr)}
     return None
 
 
@@ -326,7 +352,7 @@ def lock_objects_wait(tid: int, objects: Mapping[int, Mapping[str, Any]], curren
         native = [f for f in frames if isinstance(f, NativeFrame)]
         regs = {r.get("level"): {int(k): v for k, v in (r.get("regs") or {}).items()} for r in mine.get("frames") or []}
         slow = [(_base(f.function or ""), f.start, regs.get(f.level) or {}) for f in native[:MAX_WAIT_FRAMES]]
-        current = absl_slow_path_wait(read, slow, _base(native[at - 1].function or "").split("::")[-1])
+        current = absl_slow_path_wait(read, slow, _base(native[at - 1].function or ""))
     acquiring = mine.get("acquiring") or {}
     addr = acquiring.get("mutex") or (current or {}).get("mutex")
     if not addr:
