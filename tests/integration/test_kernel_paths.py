@@ -202,7 +202,7 @@ def test_tf_check_in_the_kernel_under_attach(tf_check):
     for flavour in FLAVOURS:
         text = tf_check[flavour]["attach_text"]
         assert "TensorFlow's log: " + facts(g)["log"] in text and "<-- op TimeTwoMatrix" in text
-        assert "in tf.function ?" not in text and "eager (no tf.function)" in text
+        assert "in tf.function ?" not in text and "the op ran eagerly" in text
 
 
 def test_tf_check_from_the_core_attach_saved(tf_check):

@@ -133,7 +133,7 @@ def summary_phrases(t: CrashSummary, code: str = "") -> List[str]:
     if t.tf_function:
         parts.append("in tf.function %s" % q(t.tf_function.name))
     elif t.eager:
-        parts.append("eager (no tf.function)")
+        parts.append("the op ran eagerly")
     if t.dumps:
         parts.append("%d dump file(s)" % t.dumps)
     if t.children_killed:
