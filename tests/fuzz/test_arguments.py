@@ -498,7 +498,18 @@ def test_an_interrupted_fifo_reader_is_bounded(place: Place) -> None:
         env = dict(os.environ, PYTHONPATH=ROOT)
         proc = subprocess.Popen([sys.executable, "-m", "tfnative", "merge", place.doc, "--json", fifo], cwd=ROOT,
                                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(1.0)
+        # Interrupted once it waits for the FIFO's reader (asleep between two opens), not while it still starts
+        # up: under load that takes more than a second, and a Ctrl-C then is Python's own KeyboardInterrupt.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with open("/proc/%d/syscall" % proc.pid) as f:
+                    if f.read().split(" ", 1)[0] in ("35", "230"):  # nanosleep, clock_nanosleep: time.sleep
+                        break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        time.sleep(0.2)
         assert proc.poll() is None
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
