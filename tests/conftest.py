@@ -1,8 +1,15 @@
 """pytest's fixtures for every test (helpers are in ``tests/utils.py``)."""
 
 import os
+import signal
 
 import pytest
+
+# The tests send SIGINT (a terminal's Ctrl-C) to the programs they start.  Run as a background job, a non-interactive
+# shell starts pytest with SIGINT ignored, and an ignored signal stays ignored across exec in every child: Python's
+# own handler here makes each child start with SIGINT at its default, as it would from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser):
