@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import bisect
 import mmap
-import os
 import struct
-import threading
 import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Container, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from . import debugfiles
 from .elfindex import ElfError, ElfFile, Section, sleb128, uleb128
+from .filecache import FileCache
 from .mapfile import map_file
 
 MIN_SHARE = 0.01  # described share of the executable bytes that makes DWARF "the library's own"
@@ -749,31 +748,18 @@ def _read_mapped(cov: Cover, mm: mmap.mmap, path: str) -> None:
         cov.ranges = []
 
 
-_CACHE: Dict[Tuple[str, int, int, int, int], Cover] = {}
-_CACHE_LOCK = threading.Lock()
-_CACHE_MAX = 512
+_COVERS: FileCache[Cover] = FileCache(512)
 
 
 def cover(path: str) -> Cover:
-    """``read(path)``, once per file (path, size, mtime, inode); a file that cannot be read has no DWARF."""
-    try:
-        st = os.stat(path)
-        key = (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
-    except OSError:
-        return Cover(path, elf=False)
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-    if hit is not None:
-        return hit
-    try:
-        result = read(path)
-    except (OSError, ElfError, ValueError, struct.error):
-        result = Cover(path, elf=False)
-    with _CACHE_LOCK:
-        if len(_CACHE) >= _CACHE_MAX:
-            _CACHE.clear()
-        _CACHE[key] = result
-    return result
+    """``read(path)``, once per file (``filecache``); a file that cannot be read has no DWARF."""
+    def read_or_none() -> Cover:
+        try:
+            return read(path)
+        except (OSError, ElfError, ValueError, struct.error):
+            return Cover(path, elf=False)
+
+    return _COVERS.get(path, read_or_none, lambda: Cover(path, elf=False))
 
 
 def gdb_gives_lines(path: str) -> bool:

@@ -13,13 +13,13 @@ import mmap
 import os
 import re
 import struct
-import threading
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from . import dwarfcover, frameclass
 from .elfindex import ElfError, ElfFile
+from .filecache import FileCache
 from .mapfile import map_file
 
 SHT_SYMTAB = 2
@@ -145,30 +145,17 @@ def rebuild_advice(facts: LibraryFacts) -> str:
     return "%s -std=c++17 -shared -fPIC -g -O1 %s%s -o %s" % (compiler, source, flags, name)
 
 
-_CACHE: Dict[Tuple[str, int, int, int], LibraryFacts] = {}
-_LINKS: Dict[Tuple[str, int, int, int], bool] = {}
-_LOCK = threading.Lock()
-_CACHE_MAX = 256
-
-
-def _key(path: str) -> Optional[Tuple[str, int, int, int]]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (path, st.st_size, st.st_mtime_ns, st.st_ino)
+_FACTS: FileCache[LibraryFacts] = FileCache(256)
+_LINKS: FileCache[bool] = FileCache(256)
 
 
 def links_tensorflow(path: str) -> bool:
     """Whether the file at ``path`` is an op library (its DT_NEEDED names TensorFlow's framework library):
     the dynamic section alone is read, once per file; a file that cannot be read does not."""
-    key = _key(path)
-    if key is None:
-        return False
-    with _LOCK:
-        hit = _LINKS.get(key)
-    if hit is not None:
-        return hit
+    return _LINKS.get(path, lambda: _links_tensorflow(path), lambda: False)
+
+
+def _links_tensorflow(path: str) -> bool:
     out = LibraryFacts(path)
     try:
         mm = map_file(path)
@@ -181,32 +168,18 @@ def links_tensorflow(path: str) -> bool:
                 pass
     except (OSError, ElfError, ValueError, struct.error, IndexError):
         pass
-    result = any(_TF_LINKED_RE.match(os.path.basename(n)) for n in out.needed)
-    with _LOCK:
-        if len(_LINKS) >= _CACHE_MAX:
-            _LINKS.clear()
-        _LINKS[key] = result
-    return result
+    return any(_TF_LINKED_RE.match(os.path.basename(n)) for n in out.needed)
 
 
 def facts(path: str) -> LibraryFacts:
     """``read(path)`` once per file; a file that cannot be read gives ``readable=False``."""
-    key = _key(path)
-    if key is None:
-        return LibraryFacts(path, readable=False)
-    with _LOCK:
-        hit = _CACHE.get(key)
-    if hit is not None:
-        return hit
-    try:
-        result = read(path)
-    except (OSError, ElfError, ValueError):
-        result = LibraryFacts(path, readable=False)
-    with _LOCK:
-        if len(_CACHE) >= _CACHE_MAX:
-            _CACHE.clear()
-        _CACHE[key] = result
-    return result
+    def read_or_unreadable() -> LibraryFacts:
+        try:
+            return read(path)
+        except (OSError, ElfError, ValueError):
+            return LibraryFacts(path, readable=False)
+
+    return _FACTS.get(path, read_or_unreadable, lambda: LibraryFacts(path, readable=False))
 
 
 def library_classes(libraries: Dict[str, str]) -> Dict[str, str]:
