@@ -57,8 +57,10 @@ def build_op(name: str, flavour: str = "g", python: str = sys.executable) -> str
     framework = os.stat(os.path.join(tf_dir, "libtensorflow_framework.so.2"))
     opts = FLAVOURS[flavour]
     with open(source(name), "rb") as f:
-        key = hashlib.sha256(f.read() + ("\0%s\0%s\0%d\0%d" % (" ".join(opts), tf_dir, framework.st_size,
-                                                               framework.st_mtime_ns)).encode()).hexdigest()[:16]
+        # the source's path too: the build's DWARF names it, and tests read the kernel's source line through it
+        key = hashlib.sha256(f.read() + ("\0%s\0%s\0%s\0%d\0%d" % (source(name), " ".join(opts), tf_dir,
+                                                                   framework.st_size, framework.st_mtime_ns)
+                                         ).encode()).hexdigest()[:16]
     where = os.path.join(os.path.expanduser("~"), ".cache", "tfnative", "ops", key)
     so = os.path.join(where, "%s.so" % name)
     if os.path.exists(so):
