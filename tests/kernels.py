@@ -1,12 +1,12 @@
 """The custom-op corpus (``tests/custom_op/*.cc``), built with g++ against the TensorFlow of this interpreter.
 
 Each op library is built once per source, build flavour and TensorFlow, and kept under
-``~/.cache/tfnative/ops/<key>/`` where ``key`` hashes the source, the flags and the TensorFlow it is built
-against (its directory and its framework library's size and time): a cached build costs no TensorFlow
-import.  Two flavours, as the users' builds come: ``"g"`` (``-g -O1``, what a kernel developer builds and
-what ``build/``'s presets make) and ``"g0"`` (``-O2 -g0``: ``.symtab`` and no DWARF, as pip-installed op
-packages ship).  A build is written whole or not at all (a ``.part`` renamed), should two sessions build
-one at once.
+``~/.cache/tfnative/ops/<key>/`` where ``key`` hashes the source (its text and path), the flags and the
+TensorFlow it is built against (its directory and its framework library's size and time): a cached build costs
+no TensorFlow import. Two flavours, as the users' builds come: ``"g"`` (``-g -O1``, what a kernel developer
+builds and what ``build/``'s presets make) and ``"g0"`` (``-O2 -g0``: ``.symtab`` and no DWARF, as pip-
+installed op packages ship). A build is written whole or not at all (a ``.part`` renamed), should two sessions
+build one at once.
 """
 
 from __future__ import annotations
