@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from ..slurmlocal import cluster_for_tests
@@ -219,3 +220,156 @@ def test_a_node_reads_its_own_nodes_processes_only(tmp_path):
         for p in procs.values():
             p.kill()
             p.wait()
+
+
+# --- watch --slurm-job: one watcher per node, the hang judged by the head across the nodes ---------------------
+
+PEER = script("slurm_slow_peer.py")
+WATCH_ARGS = ["--hang-after", "3", "--interval", "0.5"]
+SLACK_S = 5.0  # seconds a report may take beyond --hang-after + 2 intervals on 2 loaded cores
+
+
+def start_peer_job(slurm, tmp, busy_s, *extra, kill_on_bad_exit=False):
+    """A 2 x 2 job of ``slurm_slow_peer.py`` (rank 3 the odd one): its id and {rank: (pid, node)}."""
+    os.chmod(str(tmp), 0o755)
+    (tmp / "job.sh").write_text("#!/bin/bash\nsrun %s%s %s %s %s 3 %s\n" % (
+        "--kill-on-bad-exit=1 " if kill_on_bad_exit else "", sys.executable, PEER, tmp, busy_s, " ".join(extra)))
+    r = slurm.run(["sbatch", "--parsable", "-N", "2", "--ntasks-per-node=2", "-D", str(tmp), "-o", str(tmp / "job.out"),
+                   str(tmp / "job.sh")], cwd=ROOT)
+    job_id = r.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 120
+    while len(glob.glob(str(tmp / "rank-?"))) < 4:
+        assert time.monotonic() < deadline, "the 4 ranks never started: %s" % (
+            (tmp / "job.out").read_text() if (tmp / "job.out").exists() else "")
+        time.sleep(0.2)
+    ranks = {}
+    for i in range(4):
+        pid = int((tmp / ("rank-%d" % i)).read_text())
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        ranks[i] = (pid, env[b"SLURMD_NODENAME"].decode())
+    return job_id, ranks
+
+
+def watch_job(slurm, args, timeout=180):
+    return subprocess.run(TFNATIVE + ["watch", "--slurm-job"] + args, capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, env=slurm.env(), stdin=subprocess.DEVNULL)
+
+
+def no_watcher_left(job_id):
+    """No node watcher of ours is left (the step ended with the head)."""
+    deadline = time.monotonic() + 30
+    while True:
+        left = [p.pid for p in psutil.process_iter(["cmdline"])
+                if "--node-feed" in (p.info["cmdline"] or []) and "SLURM_JOB_ID=%s" % job_id in p.info["cmdline"]]
+        if not left or time.monotonic() > deadline:
+            assert not left, "node watchers left running: %s" % left
+            return
+        time.sleep(0.2)
+
+
+def test_watch_a_node_waiting_on_a_slow_peer_is_no_hang_the_whole_job_stalled_is(slurm, tmp_path):
+    """Node n1's ranks wait (no CPU, no wake-ups) on node n2's ranks, which compute for 12 s: a watcher of n1
+    alone would call it hung after 3 s.  The head judges every node: n1's ranks are named as stragglers (each
+    once, with the stack at its wait), no hang is reported while n2 computes, and once the whole job has
+    stalled, one report: every rank once, named by rank and node, each in its final wait, the odd rank 3 on
+    n2 named; then --on-hang kill cancels the job and the watch exits 124."""
+    job_id, ranks = start_peer_job(slurm, tmp_path, 12)
+    out = tmp_path / "out"
+    try:
+        r = watch_job(slurm, [job_id] + WATCH_ARGS + ["--straggler-after", "2", "--on-hang", "kill", "--json",
+                                                       str(tmp_path / "hang.jsonl"), "--out", str(out)])
+        ended = time.time()
+        assert r.returncode == 124, r.stderr
+        assert "Traceback" not in r.stderr and "watched for hangs only" not in r.stderr, r.stderr
+        assert r.stdout.count("tfnative: watch: hang: no process of Slurm job %s" % job_id) == 1, r.stdout
+        sent = max(float((tmp_path / ("sent-%d" % i)).read_text()) for i in (2, 3))
+        assert ended - sent <= 3 + 2 * 0.5 + SLACK_S, (ended - sent, r.stdout)
+        # the stragglers: n1's two ranks, each named once, at the wait for their peer
+        wait_line = "receive at %s:%d" % (PEER, line_of(PEER, "waits for the slow peer here"))
+        for rank in (0, 1):
+            pid, node = ranks[rank]
+            named = [ln for ln in r.stdout.splitlines()
+                     if ln.startswith("tfnative: watch: straggler: process %d on node %s " % (pid, node))]
+            assert len(named) == 1, r.stdout
+        stragglers = r.stdout.split("tfnative: watch: hang:")[0]
+        assert stragglers.count(wait_line) == 2, stragglers
+        assert not any("straggler: process %d " % ranks[i][0] in r.stdout for i in (2, 3)), r.stdout
+        # the report: every rank once, named by Slurm, all in their final waits
+        docs = [json.loads(ln) for ln in (tmp_path / "hang.jsonl").read_text().splitlines()]
+        assert sorted((d["scheduler"]["rank"], d["pid"], d["scheduler"]["node"]) for d in docs) == sorted(
+            (rank, pid, node) for rank, (pid, node) in ranks.items())
+        assert {d["events"][0]["kind"] for d in docs} == {"hang"} and all(d["triage"] for d in docs)
+        report, merged = r.stdout.split("tfnative: watch: hang:")[1].split("##### the job's 4 processes merged\n")
+        together = "[py] hang_together at %s:%d" % (PEER, line_of(PEER, "the ranks hang here together"))
+        alone = "[py] hang_alone at %s:%d" % (PEER, line_of(PEER, "the odd rank hangs here"))
+        assert wait_line not in report and report.count(together) == 3 and report.count(alone) == 1, report
+        assert [ln.endswith("[rank:0-2] (3 threads)") for ln in merged.splitlines() if together in ln] == [True], merged
+        assert [ln.endswith("[rank:3] (1 thread)") for ln in merged.splitlines() if alone in ln] == [True], merged
+        outlier = [ln for ln in r.stdout.splitlines() if ln.startswith("tfnative: watch: the outlier: ")]
+        assert len(outlier) == 1 and "rank 3 on node n2 (slurm job %s, step 0), pid %d" % (
+            job_id, ranks[3][0]) in outlier[0], outlier
+        assert sorted(os.listdir(out)) == ["hang-1.html", "hang-1.jsonl", "hang-1.txt"]
+        assert "ending the job (--on-hang kill): scancel %s" % job_id in r.stderr
+        deadline = time.monotonic() + 60
+        while job_id in slurm.jobs():
+            assert time.monotonic() < deadline, "the job was not cancelled"
+            time.sleep(0.5)
+        no_watcher_left(job_id)
+    finally:
+        slurm.end_job(job_id)
+
+
+def test_watch_a_crash_on_a_node_gives_its_report_and_the_jobs_status(slurm, tmp_path):
+    """Rank 3 (node n2) dies of SIGSEGV and srun ends the job (``--kill-on-bad-exit``): the head prints the
+    crash report of n2's watcher (the mixed stack at the fault, the user's line) and writes it to --json and
+    --out; the watch ends with the job, with the crash's status, 139."""
+    job_id, ranks = start_peer_job(slurm, tmp_path, 2, "crash", kill_on_bad_exit=True)
+    out = tmp_path / "out"
+    try:
+        r = watch_job(slurm, [job_id] + WATCH_ARGS + ["--json", str(tmp_path / "crash.json"), "--out", str(out)])
+        assert r.returncode == 139, r.stderr
+        assert "Traceback" not in r.stderr
+        head = "tfnative: watch: on node n2:\ntfnative: watch: crash: process %d, thread %d: SIGSEGV\n" % (
+            ranks[3][0], ranks[3][0])
+        assert head in r.stdout, r.stdout
+        at = [ln for ln in r.stdout.splitlines() if "[py] crash_alone at %s:%d" % (
+            PEER, line_of(PEER, "the odd rank crashes here")) in ln]
+        assert len(at) == 1 and at[0].endswith("<-- your code"), r.stdout
+        (doc,) = [json.loads(ln) for ln in (tmp_path / "crash.json").read_text().splitlines()]
+        assert doc["pid"] == ranks[3][0] and doc["events"][-1]["signal"] == "SIGSEGV", doc["events"][-1].get("signal")
+        assert sorted(os.listdir(out)) == ["crash-1.jsonl", "crash-1.txt"]
+        no_watcher_left(job_id)
+    finally:
+        slurm.end_job(job_id)
+
+
+def test_watch_ctrl_c_lets_every_rank_go_and_a_working_job_is_not_reported(slurm, job):
+    """The module's job, whose ranks wake every 50 ms (working, by watch's rules): not reported over 3 x
+    --hang-after; each rank is traced once, by its own node's watcher (none refused); Ctrl-C ends the watch
+    with 130 and leaves every rank running, untraced."""
+    job_id, ranks = job
+    w = subprocess.Popen(TFNATIVE + ["watch", "--slurm-job", job_id, "--hang-after", "2", "--interval", "0.5"],
+                         cwd=ROOT, env=slurm.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(8)
+        for pid, _node in ranks.values():  # traced by its node's watcher (the crash watch), never stopped
+            with open("/proc/%d/status" % pid) as f:
+                status = f.read()
+            assert "TracerPid:\t0\n" not in status and "State:\tt" not in status, status
+        w.send_signal(signal.SIGINT)
+        out, err = w.communicate(timeout=120)
+        assert w.returncode == 130, err
+        assert "hang:" not in out and "Traceback" not in err and "watched for hangs only" not in err, (out, err)
+        for node in NODES:
+            assert "%s: tfnative: watch: the head has gone: the processes are let go" % node in err, err
+        for pid, _ in ranks.values():
+            with open("/proc/%d/status" % pid) as f:
+                status = f.read()
+            assert "TracerPid:\t0\n" in status and ("State:\tS" in status or "State:\tR" in status), status
+        no_watcher_left(job_id)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()

@@ -50,6 +50,22 @@ def test_waking_from_a_sleep_or_into_another_wait_is_progress():
     assert thread_kind(t(1, 0, 4, wait=(EPOLL, "0x5")), t(1, 0.3, 12, wait=(EPOLL, "0x5")), 10 * MS) == "rewait"
 
 
+def test_a_wait_the_watchers_own_hold_restarted_is_no_progress():
+    """A report's snapshot interrupts every system call, which the kernel restarts: a rank blocked in the
+    ``open`` of a FIFO (its peer's) woke once, for the watcher, and is back in the same call: not progress
+    (the straggler it is would be named again and again); without the hold, a read that returned is."""
+    OPEN = 257
+    blocked, again = t(1, 0, 4, wait=(OPEN, "0x7ffd10")), t(1, 0.01, 5, wait=(OPEN, "0x7ffd10"))
+    assert thread_kind(blocked, again, 10 * MS) == "woke"
+    assert thread_kind(blocked, again, 10 * MS, held=True) == "rewait"
+    j = judge(proc(0, blocked), proc(1, again), held=True)
+    assert not j.progressed and j.rewaiters == (1,)
+    # still progress while held: a sleep that ended, another wait, CPU over the floor
+    assert thread_kind(t(1, 0, 4, wait=(SLEEP, "0x1")), t(1, 0.2, 7, wait=(SLEEP, "0x1")), 10 * MS, True) == "slept"
+    assert thread_kind(blocked, t(1, 0.1, 5, wait=(READ, "0x5")), 10 * MS, held=True) == "woke"
+    assert thread_kind(blocked, t(1, 50, 9, wait=(OPEN, "0x7ffd10")), 10 * MS, held=True) == "cpu"
+
+
 def test_threads_starting_or_ending_are_progress():
     assert judge(proc(0, t(1)), proc(1, t(1), t(2))).why == "thread 2 started"
     assert judge(proc(0, t(1), t(2)), proc(1, t(1))).why == "thread 2 ended"

@@ -72,9 +72,15 @@ def cpu_floor_ns(interval_s: float) -> int:
     return max(CPU_FLOOR_NS, int(interval_s * 1e9 * CPU_FLOOR_SHARE))
 
 
-def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], floor_ns: int) -> str:
+def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], floor_ns: int,
+                held: bool = False) -> str:
     """What one thread did over the interval: ``"new"``, ``"ended"``, ``"cpu"``, ``"slept"``, ``"woke"`` (all
-    progress), ``"rewait"`` (woke only to wait again on the same object), ``"still"`` (neither ran nor woke)."""
+    progress), ``"rewait"`` (woke only to wait again on the same object), ``"still"`` (neither ran nor woke).
+
+    ``held``: the watcher held the process in the interval (a report's snapshot).  Holding interrupts every
+    thread's system call, which the kernel restarts once it is let go: a thread back in the same call on the
+    same object woke because of the watcher, whatever the call (an ``open`` of a FIFO, a ``read``; a sleep
+    still counts as a sleep), and is a re-waiter, not progress."""
     if before is None:
         return "new"
     if after is None:
@@ -90,7 +96,7 @@ def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], f
     if after.wait is not None and before.wait is not None and same_wait(before.wait, after.wait):
         if after.wait[0] in SLEEPS:
             return "slept"
-        if after.wait[0] in WAITS:
+        if after.wait[0] in WAITS or held:
             return "rewait"
     return "woke"
 
@@ -120,13 +126,14 @@ _SAID = {"new": "thread %d started", "ended": "thread %d ended", "cpu": "thread 
          "slept": "thread %d woke from a sleep", "woke": "thread %d woke and moved on"}
 
 
-def judge(before: ProcessSample, after: ProcessSample) -> Judgement:
+def judge(before: ProcessSample, after: ProcessSample, held: bool = False) -> Judgement:
     """Whether the process progressed from ``before`` to ``after`` (the rule of the module), without the
-    re-waiters' stacks: a process whose only activity is re-waits has ``progressed`` False and names them."""
+    re-waiters' stacks: a process whose only activity is re-waits has ``progressed`` False and names them.
+    ``held``: the watcher held the process in between (``thread_kind``)."""
     floor = cpu_floor_ns(max(0.0, after.at - before.at))
     rewaiters: List[int] = []
     for tid in sorted(set(before.threads) | set(after.threads)):
-        kind = thread_kind(before.threads.get(tid), after.threads.get(tid), floor)
+        kind = thread_kind(before.threads.get(tid), after.threads.get(tid), floor, held)
         if kind in _SAID:
             return Judgement(True, _SAID[kind] % tid)
         if kind == "rewait":

@@ -13,10 +13,13 @@ import click
 
 from ..errors import TfnativeError
 from .attach import ScriptCommand
-from .util import gdb_options, run_command
+from .util import gdb_options, job_options, run_command
 
 ENV_HELP = ("Watch every process running Python whose environment has KEY=VALUE, e.g. SLURM_JOB_ID=123 "
             "(repeatable: all of them; KEY alone: set to anything).")
+SLURM_HELP = ("Watch every Python process of this running Slurm job, on all its nodes (one srun step, a watcher "
+              "per node): hung when no node has progressed for --hang-after; a rank lagging the others is named "
+              "(--straggler-after); --on-hang kill cancels the job.")
 
 
 # Everything after SCRIPT (or -m MODULE) is the job's, as python would take it: tfnative's options come first.
@@ -28,7 +31,8 @@ ENV_HELP = ("Watch every process running Python whose environment has KEY=VALUE,
 @click.option("--pid", "-p", "pids", multiple=True, type=int, help="Watch this running process (repeatable).")
 @click.option("--children", multiple=True, type=int, metavar="PID",
               help="Watch every descendant of PID that runs Python (repeatable).")
-@click.option("--env", "envs", multiple=True, metavar="KEY=VALUE", help=ENV_HELP)
+@job_options(ENV_HELP, SLURM_HELP)
+@click.option("--node-feed", is_flag=True, hidden=True)  # a node's watcher of --slurm-job: readings to the head
 @click.option("--python", "python", default=sys.executable, show_default="the Python running tfnative",
               help="Interpreter that runs SCRIPT.")
 @click.option("--hang-after", default=300.0, show_default=True, type=click.FloatRange(min=0.5, max=1e7),
@@ -61,7 +65,8 @@ ENV_HELP = ("Watch every process running Python whose environment has KEY=VALUE,
 @click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
 @gdb_options
 def watch(script: Optional[str], args: Tuple[str, ...], module: Optional[str], pids: Tuple[int, ...],
-          children: Tuple[int, ...], envs: Tuple[str, ...], python: str, hang_after: float, interval: Optional[float],
+          children: Tuple[int, ...], envs: Tuple[str, ...], slurm_job: Optional[str], remote_tfnative: Optional[str],
+          node_feed: bool, python: str, hang_after: float, interval: Optional[float],
           on_hang: str, out_dir: Optional[str], json_path: Optional[str], progress_file: Optional[str],
           straggler_after: Optional[float], no_crash_watch: bool, all_threads: bool, native_all: bool, full: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
@@ -82,11 +87,56 @@ def watch(script: Optional[str], args: Tuple[str, ...], module: Optional[str], p
     opts = WatchOptions(hang_after=hang_after, interval=interval_for(hang_after, interval), on_hang=on_hang,
                         out_dir=out_dir, json_path=json_path, progress_file=progress_file,
                         straggler_after=straggler_after, stack=stack_opts)
-    run_command(lambda: _watch(opts, script, module, list(args), python, pids, children, envs, not no_crash_watch))
+    if slurm_job is not None or remote_tfnative is not None:
+        run_command(lambda: _watch_slurm(opts, slurm_job, remote_tfnative, script, module, pids, children, envs,
+                                         not no_crash_watch))
+        return
+    run_command(lambda: _watch(opts, script, module, list(args), python, pids, children, envs, not no_crash_watch,
+                               node_feed))
+
+
+def _watch_slurm(opts: Any, slurm_job: Optional[str], remote: Optional[str], script: Optional[str],
+                 module: Optional[str], pids: Tuple[int, ...], children: Tuple[int, ...], envs: Tuple[str, ...],
+                 crashes: bool) -> int:
+    """``watch --slurm-job JOBID``: the head over every node (``watch/slurmjob.py``)."""
+    import shlex
+
+    from ..files import is_stdout
+    from ..snapshot.slurm import default_remote
+    from ..watch.slurmjob import watch_slurm
+
+    if slurm_job is None:
+        raise TfnativeError("--remote-tfnative goes with --slurm-job")
+    if script is not None or module is not None or pids or children or envs:
+        raise TfnativeError("--slurm-job finds the job's processes itself: no SCRIPT, -m, --pid, --children or --env")
+    if opts.interval > opts.hang_after:
+        raise TfnativeError("--interval %g is longer than --hang-after %g: a hang could not be seen in time"
+                            % (opts.interval, opts.hang_after))
+    _check_out_dir(opts.out_dir)
+    try:
+        argv = shlex.split(remote) if remote is not None else default_remote()
+    except ValueError as exc:
+        raise TfnativeError("--remote-tfnative %r: %s" % (remote, exc)) from None
+    if not argv:
+        raise TfnativeError("--remote-tfnative needs a command")
+    out = sys.stderr if is_stdout(opts.json_path) else sys.stdout
+    return watch_slurm(slurm_job, argv, opts, crashes, out, sys.stderr)
+
+
+def _check_out_dir(out_dir: Optional[str]) -> None:
+    if out_dir is None:
+        return
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise TfnativeError("--out %s: %s" % (out_dir, exc.strerror or exc)) from None
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise TfnativeError("--out %s: not a directory this user can write in" % out_dir)
 
 
 def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[str], python: str,
-           pids: Tuple[int, ...], children: Tuple[int, ...], envs: Tuple[str, ...], crashes: bool = True) -> int:
+           pids: Tuple[int, ...], children: Tuple[int, ...], envs: Tuple[str, ...], crashes: bool = True,
+           node_feed: bool = False) -> int:
     """Check the options against each other, find or start the job, watch it."""
     from ..watch.job import Job
     from ..watch.loop import watch as watch_job
@@ -112,13 +162,14 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
         for pid in pids:
             check_pid(pid)  # gone, not ours, a kernel thread, traced by another: one line now
         roots = targets(pids, children, (), envs)
-    if opts.out_dir is not None:
-        try:
-            os.makedirs(opts.out_dir, exist_ok=True)
-        except OSError as exc:
-            raise TfnativeError("--out %s: %s" % (opts.out_dir, exc.strerror or exc)) from None
-        if not os.access(opts.out_dir, os.W_OK | os.X_OK):
-            raise TfnativeError("--out %s: not a directory this user can write in" % opts.out_dir)
+    if node_feed:
+        from ..watch.job import Job
+        from ..watch.node import watch_node
+
+        if launched:
+            raise TfnativeError("--node-feed watches running processes (--env), not SCRIPT")
+        return watch_node(opts, Job(roots), crashes)
+    _check_out_dir(opts.out_dir)
     from ..files import is_stdout
     from ..watch.crashwatch import CrashWatch
     from ..watch.loop import default_take

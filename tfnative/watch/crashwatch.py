@@ -17,7 +17,7 @@ import io
 import os
 import signal
 from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence, Set, TextIO
+from typing import Callable, Iterator, Optional, Sequence, Set, TextIO
 
 from ..core.model import Document
 from ..errors import TargetGone, TfnativeError
@@ -33,8 +33,10 @@ POLL_S = 0.25  # how often, between two readings, the catcher is asked for a cra
 class CrashWatch:
     """The catcher over a job, as the loop's ``hook``, ``poll`` and ``take`` (see the module)."""
 
-    def __init__(self, opts: WatchOptions, out: TextIO, err: TextIO, fallback: Take) -> None:
+    def __init__(self, opts: WatchOptions, out: TextIO, err: TextIO, fallback: Take,
+                 emit: Optional[Callable[[Crash, str], None]] = None) -> None:
         self.opts, self.out, self.err, self.fallback = opts, out, err, fallback
+        self.emit = emit  # where a crash report goes instead of ``out`` and the files (a Slurm node's watcher)
         self.catcher = CrashCatcher()
         self.refused: Set[int] = set()
         self.crashes = 0
@@ -104,12 +106,21 @@ class CrashWatch:
         printer = report.Printer(text, native_all=self.opts.stack.native_all, full=self.opts.stack.full)
         printer.event(crash.event)
         printer.summary([], doc)
-        self.out.write(text.getvalue())
-        self.out.flush()
-        lines = report.json_lines([doc])
-        if self.opts.json_path:
-            write_output(self.opts.json_path, lines)
-        if self.opts.out_dir:
-            base = os.path.join(self.opts.out_dir, "crash-%d" % self.crashes)
-            write_output(base + ".txt", text.getvalue().encode("utf-8"))
-            write_output(base + ".jsonl", lines)
+        if self.emit is not None:
+            self.emit(crash, text.getvalue())
+            return
+        show_crash(self.opts, self.crashes, text.getvalue(), doc, self.out)
+
+
+def show_crash(opts: WatchOptions, number: int, text: str, doc: Document, out: TextIO) -> None:
+    """The ``number``-th crash report: ``text`` printed on ``out``, ``doc`` written to ``--json`` and, with the
+    text, to ``--out DIR`` (``crash-N.txt``, ``crash-N.jsonl``)."""
+    out.write(text)
+    out.flush()
+    lines = report.json_lines([doc])
+    if opts.json_path:
+        write_output(opts.json_path, lines)
+    if opts.out_dir:
+        base = os.path.join(opts.out_dir, "crash-%d" % number)
+        write_output(base + ".txt", text.encode("utf-8"))
+        write_output(base + ".jsonl", lines)

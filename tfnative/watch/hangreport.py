@@ -62,7 +62,13 @@ def hang_report(pids: Sequence[int], take: Take, opts: WatchOptions, number: int
                 out: TextIO, err: TextIO) -> List[Document]:
     """Take, print and write the ``number``-th hang report of ``pids``; its documents (empty when none of the
     processes could be read, said on ``err``)."""
-    outcomes = many.snapshot_all(pids, take)
+    return show_hang(many.snapshot_all(pids, take), opts, number, headline, out, err)
+
+
+def show_hang(outcomes: Sequence[many.Outcome], opts: WatchOptions, number: int, headline: str, out: TextIO,
+              err: TextIO) -> List[Document]:
+    """Print and write the ``number``-th hang report of ``outcomes`` (the processes' documents, taken at one
+    moment, here or on the nodes of a Slurm job); its documents (empty when none could be read)."""
     docs = [o.doc for o in outcomes if o.doc is not None]
     for doc in docs:
         for event in doc.events:

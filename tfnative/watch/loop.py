@@ -23,7 +23,7 @@ from __future__ import annotations
 import signal
 import time
 from contextlib import nullcontext
-from typing import Callable, ContextManager, Dict, FrozenSet, List, Optional, Sequence, TextIO, Tuple
+from typing import Callable, ContextManager, Dict, FrozenSet, List, Optional, Sequence, Set, TextIO, Tuple
 
 from ..analysis.progress import ProcessSample, Tracker, judge, stacks_moved
 from ..core.model import Document
@@ -59,7 +59,7 @@ class Watch:
                  hook: Optional[Hook] = None, clock: Callable[[], float] = time.monotonic, poll: Optional[Poll] = None,
                  untraced: Optional[Untraced] = None) -> None:
         self.job, self.opts, self.out, self.err = job, opts, out, err
-        self.take = take or default_take(opts, err)
+        self.held_take = take or default_take(opts, err)
         self.hook, self.poll, self.untraced = hook, poll, untraced
         self.clock = clock
         self.tracker = Tracker(clock(), opts.hang_after, opts.straggler_after)
@@ -67,11 +67,22 @@ class Watch:
         self.keys: Dict[int, Dict[int, Tuple[object, ...]]] = {}  # the last --no-pause stacks of a process
         self.mark = progress.file_mark(opts.progress_file) if opts.progress_file else None
         self.reports = 0
+        self.held: Set[int] = set()  # processes a snapshot held since the last reading
         self.armed = True  # a hang may be reported (again: after progress)
         self.last_report: Optional[FrozenSet[Tuple[object, ...]]] = None
         # A re-waiting process's stacks are read (--no-pause) only once it has not progressed for this long:
         # half the time that makes it a hang or a straggler, so that a job that works never pays for them.
         self.stack_after = min(opts.hang_after, opts.straggler_after or opts.hang_after) / 2.0
+
+    def take(self, pid: int) -> Document:
+        """A held snapshot of ``pid``, marked as held for the next reading: the hold interrupts every thread's
+        wait, which the kernel restarts, and that is not progress (``analysis/progress.thread_kind``).  The
+        counters are not read again right after the hold: a thread still restarting its call (running, no
+        wait) would be taken for one that moved on at the next reading."""
+        try:
+            return self.held_take(pid)
+        finally:
+            self.held.add(pid)
 
     def say(self, text: str) -> None:
         self.err.write("tfnative: watch: %s\n" % text)
@@ -171,7 +182,8 @@ class Watch:
             self.samples[pid] = after
             if before is None:
                 continue
-            verdict = judge(before, after)
+            verdict = judge(before, after, held=pid in self.held)
+            self.held.discard(pid)
             moved = verdict.progressed
             if not moved and verdict.rewaiters and now - self.tracker.last.get(pid, now) >= self.stack_after:
                 keys = progress.stack_keys(pid)
