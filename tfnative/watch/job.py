@@ -121,7 +121,9 @@ class Job:
         if self.child is not None:
             code = self.reaped()
             return None if code is None else exit_status(code)
-        return 0 if not self.processes() else None
+        # processes() is empty exactly when every root has exited: asked several times a second, so without
+        # its walk over every process of the machine (psutil's children: most of an idle watcher's CPU)
+        return 0 if all(procfs.exited(root) for root in self.roots) else None
 
     def wait(self, timeout: float) -> Optional[int]:
         """Wait up to ``timeout`` seconds for the job's end (looked at every ``POLL_S``); its status, or None
