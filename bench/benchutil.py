@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from typing import List, Optional
@@ -31,6 +32,22 @@ def publish(lines: List[str], out: Optional[str]) -> None:
     if out:
         with open(out, "w") as f:
             f.write(text)
+
+
+def machine() -> str:
+    """The machine a result was measured on, for its table's footnote: architecture, CPU model, cores, memory,
+    kernel, Python (read from /proc, so that it works without psutil)."""
+    model, mem_gib = "", 0.0
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+        with open("/proc/meminfo") as f:
+            mem_gib = next((int(ln.split()[1]) / 2**20 for ln in f if ln.startswith("MemTotal:")), 0.0)
+    except OSError:
+        pass
+    return "%s%s, %d CPUs, %.0f GiB, kernel %s, Python %s" % (
+        platform.machine(), " (%s)" % model if model else "", os.cpu_count() or 0, mem_gib, platform.release(),
+        platform.python_version())
 
 
 def install(tree: str, where: str) -> str:
