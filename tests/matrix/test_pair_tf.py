@@ -54,6 +54,7 @@ USE_ZERO_OUT = script("use_zero_out.py")
 KERNEL_CASE = script("kernel_case.py")
 KERNEL_HANG = script("kernel_hang.py")
 DATA_MAP = os.path.join(ROOT, "tests", "hangs", "data_map_event.py")
+MWMS_PEER = os.path.join(ROOT, "tests", "hangs", "mwms_missing_peer.py")
 STEPS = script("tf_watch_steps.py")
 GENERATED = re.compile(r"__autograph_generated_file\w*\.py$")
 # Native frames of the interpreter that only carry a Python-to-C call along (a user never needs them).
@@ -473,15 +474,15 @@ def documents(path) -> list:
     return docs
 
 
-def test_watch_hang(tf_pair, tmp_path):
-    """A real TensorFlow hang (a tf.data map callback waiting on an event nobody sets, its thread waking now
-    and then to wait again) under ``watch --hang-after 4 --interval 1 --on-hang kill --json --out``: reported in
-    time, with the verdict ``stack`` gives naming the main thread's line; the job ended, the watch exits 124;
-    ``--json`` one document whose event is a hang, ``--out`` the text, JSON Lines and HTML reports."""
-    ready, out_dir, json_path = tmp_path / "ready", tmp_path / "out", tmp_path / "hang.jsonl"
-    hang_after = 4
-    w = PairWatch(tf_pair, tmp_path, ["--hang-after", str(hang_after), "--interval", "1", "--on-hang", "kill",
-                                      "--json", str(json_path), "--out", str(out_dir), DATA_MAP, str(ready)])
+def watch_hang(pair, tmp, program: str, hang_after: float, pattern: str, verdict: str) -> None:
+    """``watch --hang-after S --interval 1 --on-hang kill --json --out PROGRAM READY`` of a hang program of
+    ``tests/hangs`` (READY holds its pid, written just before it blocks): reported within --hang-after plus two
+    intervals, with the verdict ``stack`` gives (``pattern``; ``verdict`` and the line marked ``# hangs here: main``
+    start it); the job ended, the watch exits 124, nothing left; ``--json`` one document (the pair's interpreter
+    ran it) whose event is a hang, ``--out`` the text, JSON Lines and HTML reports."""
+    ready, out_dir, json_path = tmp / "ready", tmp / "out", tmp / "hang.jsonl"
+    w = PairWatch(pair, tmp, ["--hang-after", str(hang_after), "--interval", "1", "--on-hang", "kill", "--json",
+                              str(json_path), "--out", str(out_dir), program, str(ready)])
     try:
         job = int(w.wait_for_file(ready, 180))
         t_ready = time.monotonic()
@@ -494,21 +495,34 @@ def test_watch_hang(tf_pair, tmp_path):
         assert w.marked is not None and w.marked - t_ready <= hang_after + 2 * 1 + 5, w.marked - t_ready
         (doc,) = documents(json_path)
         assert doc["pid"] == job and doc["events"][0]["kind"] == "hang"
-        assert doc["argv"][:2] == [tf_pair.python, DATA_MAP]  # the job ran under the pair's interpreter
-        main = line_of(DATA_MAP, "# hangs here: main")
+        assert doc["argv"][:2] == [pair.python, program]  # the job ran under the pair's interpreter
+        where = "%s:%d" % (os.path.basename(program), line_of(program, "# hangs here: main"))
         t = doc["triage"]
-        assert t["pattern"] == "waiting_on_tf_data", t["verdict"]
-        assert t["verdict"].startswith("the main thread waits for the next element of a tf.data iterator at "
-                                       "data_map_event.py:%d" % main), t["verdict"]
+        assert t["pattern"] == pattern, t["verdict"]
+        assert t["verdict"].startswith(verdict + where), t["verdict"]
         assert "verdict: " + t["verdict"] in text
         assert sorted(os.listdir(out_dir)) == ["hang-1.html", "hang-1.jsonl", "hang-1.txt"]
         assert [d["triage"] for d in documents(out_dir / "hang-1.jsonl")] == [t]
-        assert "data_map_event.py:%d" % main in (out_dir / "hang-1.txt").read_text()
+        assert where in (out_dir / "hang-1.txt").read_text()
         assert "<html" in (out_dir / "hang-1.html").read_text().lower()
         assert job in w.seen
     finally:
         left = w.close()
     assert left == [], left
+
+
+def test_watch_hang(tf_pair, tmp_path):
+    """A tf.data map callback waiting on an event nobody sets (its thread waking now and then to wait again),
+    ``--hang-after 4``: the verdict ``waiting_on_tf_data`` at the main thread's ``next``."""
+    watch_hang(tf_pair, tmp_path, DATA_MAP, 4, "waiting_on_tf_data",
+               "the main thread waits for the next element of a tf.data iterator at ")
+
+
+def test_watch_peer(tf_pair, tmp_path):
+    """``MultiWorkerMirroredStrategy()`` waiting for a worker that never starts: gRPC's pollers and timers wake
+    every 5 s only to wait again, which is no progress (``--hang-after 7``, over those 5 s); the verdict
+    ``waiting_on_peer`` at the strategy's line."""
+    watch_hang(tf_pair, tmp_path, MWMS_PEER, 7, "waiting_on_peer", "the main thread waits at ")
 
 
 def test_watch_crash(tf_pair, tmp_path):
