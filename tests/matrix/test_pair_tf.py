@@ -571,7 +571,9 @@ def test_watch_healthy(tf_pair, tmp_path):
         time.sleep(3 * hang_after)
         assert w.proc.poll() is None, w.err()[-3000:]
         assert w.out().count("step ") - before >= 3 * hang_after // 2, w.out()[-3000:]  # it stepped all along
-        assert "hang" not in w.out() and "hang" not in w.err(), (w.out()[-3000:], w.err()[-3000:])
+        # no report (TensorFlow's own log lines, on the same stderr, may say "change")
+        said = re.findall(r"tfnative: (?:watch: )?(?:hang|straggler|still hung).*", w.out() + w.err())
+        assert said == [], said
         assert tracer_of(job) == w.proc.pid and state_of(job) in ("S", "R", "D")  # the crash watch's, running
         assert job in w.seen
         os.kill(w.proc.pid, signal.SIGKILL)
