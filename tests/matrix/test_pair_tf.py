@@ -4,14 +4,19 @@
 (Python, TensorFlow) pair relies on, each asserted as a user reads it: TensorFlow's own fatal log line and the
 op of the aborting kernel (a real ``Check failed`` abort, read from the kernel's ``OpKernel`` in memory),
 ``--op-origins`` (the line that made the op, and a gradient's forward op), AutoGraph's generated frames mapped
-back to the user's function and lines, and the thread views of a stuck process (a tf.data pipeline's workers,
-TensorFlow's inter-op pool exhausted by callbacks).  Every tfnative attach gets its own ``TMPDIR`` so that what
-it and its target leave there (AutoGraph's generated files after a crash, tfnative's own directories) is
-checked and removed here, not in the shared ``/tmp``.
+back to the user's function and lines, the thread views of a stuck process (a tf.data pipeline's workers,
+TensorFlow's inter-op pool exhausted by callbacks), and ``watch`` of a TensorFlow job (a hang reported and the job
+ended, a crash reported with the job's own status, a healthy step loop never reported).  Every tfnative attach
+and watch gets its own ``TMPDIR`` so that what it and its target leave there (AutoGraph's generated files after a
+crash, tfnative's own directories) is checked and removed here, not in the shared ``/tmp``.
+
+Run from a checkout whose pair venvs were provisioned from another checkout (their editable tfnative points
+there): put this checkout first, ``PYTHONPATH=$PWD:$PWD/gdb_scripts``, and the pair's own tfnative runs its code.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -19,11 +24,26 @@ import shutil
 import signal
 import subprocess
 import time
+from typing import Optional
 
+import psutil
 import pytest
 
+from tfnative.core.docschema import check_document
+
 from ..kernels import build_op, source
-from ..utils import assert_running_untraced, held, line_of, load_json, script, state_of, wait_for_file
+from ..utils import (
+    ROOT,
+    assert_gone,
+    assert_running_untraced,
+    held,
+    line_of,
+    load_json,
+    script,
+    state_of,
+    tracer_of,
+    wait_for_file,
+)
 
 ABORT = script("tf_check_failed.py")
 SQRT_GRAD = script("tf_sqrt_grad.py")
@@ -34,6 +54,9 @@ BUSY = script("tf_busy_matmul.py")
 USE_ZERO_OUT = script("use_zero_out.py")
 KERNEL_CASE = script("kernel_case.py")
 KERNEL_HANG = script("kernel_hang.py")
+DATA_MAP = os.path.join(ROOT, "tests", "hangs", "data_map_event.py")
+MWMS_PEER = os.path.join(ROOT, "tests", "hangs", "mwms_missing_peer.py")
+STEPS = script("tf_watch_steps.py")
 GENERATED = re.compile(r"__autograph_generated_file\w*\.py$")
 # Native frames of the interpreter that only carry a Python-to-C call along (a user never needs them).
 GLUE = ("cfunction_call", "_PyObject_MakeTpCall", "method_vectorcall", "slot_tp_call", "_PyFunction_Vectorcall",
@@ -363,3 +386,202 @@ def test_custom_op_hang(tf_pair, tmp_path):
     assert verdict.startswith("op KfAllReduce: its async kernel returned without calling done; no thread works "
                               "on it"), verdict
     assert "from kernel_hang.py:%d" % line_of(KERNEL_HANG, "tfn: KfAllReduce hangs here") in verdict, verdict
+
+
+# --- watch (issue #37): the job launched by the pair's tfnative under the pair's interpreter -------------------
+
+
+class PairWatch:
+    """``tfnative watch [--python PAIR'S] ARGS`` in a session of its own with its own ``TMPDIR``, its standard
+    output and error in files under ``tmp``; every process of its tree seen while it ran is kept (``seen``) so
+    that ``close`` can check that none is left behind, stopped or traced."""
+
+    def __init__(self, pair, tmp, args: list) -> None:
+        self.tmpdir = tmp / "t"
+        self.tmpdir.mkdir()
+        self.out_path, self.err_path = tmp / "w.out", tmp / "w.err"
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(pair.tfnative + ["watch", *pair.python_option(), *args], cwd=ROOT,
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                                         env=dict(os.environ, TMPDIR=str(self.tmpdir)))
+        self.seen: dict = {}
+        self.marked: Optional[float] = None
+
+    def out(self) -> str:
+        return self.out_path.read_text()
+
+    def err(self) -> str:
+        return self.err_path.read_text()
+
+    def tree(self) -> list:
+        """The watcher and its descendants now (each one remembered in ``seen``)."""
+        try:
+            me = psutil.Process(self.proc.pid)
+            procs = [me] + me.children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        for p in procs:
+            self.seen.setdefault(p.pid, p)
+        return procs
+
+    def wait_for_file(self, path, timeout: float) -> str:
+        try:
+            return wait_for_file(str(path), timeout, self.proc)
+        except AssertionError as e:
+            raise AssertionError("%s:\n%s\n%s" % (e, self.out()[-3000:], self.err()[-3000:])) from None
+        finally:
+            self.tree()
+
+    def finish(self, timeout: float, mark: Optional[str] = None) -> int:
+        """The watcher's exit status once it has ended by itself (its tree looked at as it runs); where ``mark``
+        is given, ``marked`` is when that text first showed in its output."""
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            assert time.monotonic() < deadline, "the watcher did not end within %.0f s:\n%s\n%s" % (
+                timeout, self.out()[-3000:], self.err()[-3000:])
+            self.tree()
+            if mark is not None and self.marked is None and mark in self.out():
+                self.marked = time.monotonic()
+            time.sleep(0.1)
+        return self.proc.returncode
+
+    def close(self) -> list:
+        """End whatever is left of the session, check nothing of it is left (alive, stopped or traced), remove
+        ``TMPDIR``; what was left there besides AutoGraph's generated files."""
+        self.tree()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for p in self.seen.values():
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        self.proc.wait()
+        try:
+            assert_gone(list(self.seen.values()))
+            return sorted(n for n in os.listdir(self.tmpdir) if not GENERATED.search(n) and n != "__pycache__")
+        finally:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def documents(path) -> list:
+    """The documents of a JSON Lines file (``watch --json``), each checked against the schema."""
+    with open(path) as f:
+        docs = [json.loads(line) for line in f if line.strip()]
+    for doc in docs:
+        check_document(doc)
+    return docs
+
+
+def watch_hang(pair, tmp, program: str, hang_after: float, pattern: str, verdict: str) -> None:
+    """``watch --hang-after S --interval 1 --on-hang kill --json --out PROGRAM READY`` of a hang program of
+    ``tests/hangs`` (READY holds its pid, written just before it blocks): reported within --hang-after plus two
+    intervals, with the verdict ``stack`` gives (``pattern``; ``verdict`` and the line marked ``# hangs here: main``
+    start it); the job ended, the watch exits 124, nothing left; ``--json`` one document (the pair's interpreter
+    ran it) whose event is a hang, ``--out`` the text, JSON Lines and HTML reports."""
+    ready, out_dir, json_path = tmp / "ready", tmp / "out", tmp / "hang.jsonl"
+    w = PairWatch(pair, tmp, ["--hang-after", str(hang_after), "--interval", "1", "--on-hang", "kill", "--json",
+                              str(json_path), "--out", str(out_dir), program, str(ready)])
+    try:
+        job = int(w.wait_for_file(ready, 180))
+        t_ready = time.monotonic()
+        assert w.finish(90, mark="hang: no process of the job") == 124, w.err()[-3000:]
+        assert_gone(list(w.seen.values()))  # the job ended with the watch, nothing left stopped or traced
+        text = w.out()
+        assert "=== tfnative: hang: pid %d made no progress" % job in text, text[-3000:]
+        assert "ending the job (--on-hang kill)" in w.err()
+        # reported within --hang-after plus two intervals, and a snapshot's time on 2 loaded cores
+        assert w.marked is not None and w.marked - t_ready <= hang_after + 2 * 1 + 5, w.marked - t_ready
+        (doc,) = documents(json_path)
+        assert doc["pid"] == job and doc["events"][0]["kind"] == "hang"
+        assert doc["argv"][:2] == [pair.python, program]  # the job ran under the pair's interpreter
+        where = "%s:%d" % (os.path.basename(program), line_of(program, "# hangs here: main"))
+        t = doc["triage"]
+        assert t["pattern"] == pattern, t["verdict"]
+        assert t["verdict"].startswith(verdict + where), t["verdict"]
+        assert "verdict: " + t["verdict"] in text
+        assert sorted(os.listdir(out_dir)) == ["hang-1.html", "hang-1.jsonl", "hang-1.txt"]
+        assert [d["triage"] for d in documents(out_dir / "hang-1.jsonl")] == [t]
+        assert where in (out_dir / "hang-1.txt").read_text()
+        assert "<html" in (out_dir / "hang-1.html").read_text().lower()
+        assert job in w.seen
+    finally:
+        left = w.close()
+    assert left == [], left
+
+
+def test_watch_hang(tf_pair, tmp_path):
+    """A tf.data map callback waiting on an event nobody sets (its thread waking now and then to wait again),
+    ``--hang-after 4``: the verdict ``waiting_on_tf_data`` at the main thread's ``next``."""
+    watch_hang(tf_pair, tmp_path, DATA_MAP, 4, "waiting_on_tf_data",
+               "the main thread waits for the next element of a tf.data iterator at ")
+
+
+def test_watch_peer(tf_pair, tmp_path):
+    """``MultiWorkerMirroredStrategy()`` waiting for a worker that never starts: gRPC's pollers and timers wake
+    every 5 s only to wait again, which is no progress (``--hang-after 7``, over those 5 s); the verdict
+    ``waiting_on_peer`` at the strategy's line."""
+    watch_hang(tf_pair, tmp_path, MWMS_PEER, 7, "waiting_on_peer", "the main thread waits at ")
+
+
+def test_watch_crash(tf_pair, tmp_path):
+    """A real ``Check failed`` abort in a kernel (tf_check_failed.py, as ``abort`` runs it) under ``watch --json
+    FILE``: the crash report ``attach`` gives (SIGABRT, the op FusedPadConv2D, TensorFlow's fatal log line, the
+    user's line), then the job's own status, 134; no process left, stopped or traced."""
+    json_path = tmp_path / "crash.jsonl"
+    w = PairWatch(tf_pair, tmp_path, ["--json", str(json_path), ABORT])
+    try:
+        assert w.finish(240) == 128 + signal.SIGABRT, w.err()[-3000:]
+        assert_gone(list(w.seen.values()))  # the job died of its abort, let go by the crash watch
+        text = w.out()
+        assert text.count("tfnative: watch: crash: process ") == 1, text[-3000:]
+        assert "tfnative: watch: the job was killed by SIGABRT" in w.err()
+        (doc,) = documents(json_path)
+        assert doc["argv"] == [tf_pair.python, ABORT] and doc["exit"] == {"signal": "SIGABRT"}
+        (event,) = doc["events"]
+        assert (event["kind"], event["signal"], event["fatal"]) == ("signal", "SIGABRT", True)
+        assert re.search(r"tensor_shape\.cc:\d+\] Check failed: d < dims\(\) \(1 vs\. 0\)$", event["log"] or ""), \
+            event.get("log")
+        assert doc["triage"]["log"] == event["log"]
+        kernels = [f for f in event["threads"][0]["frames"] if f.get("op")]
+        assert kernels and kernels[0]["op"]["type"] == "FusedPadConv2D", event["threads"][0]["frames"][:8]
+        assert doc["triage"]["op"]["type"] == "FusedPadConv2D"
+        call = line_of(ABORT, "print(bad_pad_conv(")
+        assert doc["triage"]["nearest_user_frame"] == {"function": "<module>", "file": ABORT, "line": call}
+        assert "FusedPadConv2D" in text and "Check failed: d < dims() (1 vs. 0)" in text
+        assert "tf_check_failed.py:%d" % call in text
+        assert doc["pid"] in w.seen
+    finally:
+        left = w.close()
+    assert left == [], left
+
+
+def test_watch_healthy(tf_pair, tmp_path):
+    """A healthy TensorFlow step loop (a slow tf.data pipeline repeating the same wait element after element, a
+    tf.function, a sleep at the same line every step) watched with ``--hang-after 4`` for three times that: it
+    steps on and is never reported, traced by the crash watch and never stopped; kill -9 of the watcher leaves it
+    running, untraced, stepping on."""
+    ready, hang_after = tmp_path / "ready", 4
+    w = PairWatch(tf_pair, tmp_path, ["--hang-after", str(hang_after), "--interval", "1", STEPS, str(ready)])
+    try:
+        job = int(w.wait_for_file(ready, 180))
+        before = w.out().count("step ")
+        time.sleep(3 * hang_after)
+        assert w.proc.poll() is None, w.err()[-3000:]
+        assert w.out().count("step ") - before >= 3 * hang_after // 2, w.out()[-3000:]  # it stepped all along
+        # no report (TensorFlow's own log lines, on the same stderr, may say "change")
+        said = re.findall(r"tfnative: (?:watch: )?(?:hang|straggler|still hung).*", w.out() + w.err())
+        assert said == [], said
+        assert tracer_of(job) == w.proc.pid and state_of(job) in ("S", "R", "D")  # the crash watch's, running
+        assert job in w.seen
+        os.kill(w.proc.pid, signal.SIGKILL)
+        w.proc.wait()
+        assert_running_untraced(job)
+        steps = w.out().count("step ")
+        time.sleep(2)
+        assert w.out().count("step ") > steps, w.out()[-3000:]
+    finally:
+        left = w.close()
+    assert left == [], left
