@@ -325,6 +325,12 @@ def test_on_hang_core_writes_a_core_of_every_process_and_watches_on(tmp_path):
     (["--pid", "1", "x.py"], "not both"),
     (["--children", "-5"], "no process with pid -5"),
     (["--hang-after", "2", "--interval", "3", "--pid", "1"], "--interval 3 is longer than --hang-after 2"),
+    (["--slurm-job", "12", "--pid", "1"], "--slurm-job finds the job's processes itself"),
+    (["--slurm-job", "12", "x.py"], "--slurm-job finds the job's processes itself"),
+    (["--remote-tfnative", "tfnative", "--pid", "1"], "--remote-tfnative goes with --slurm-job"),
+    (["--slurm-job", "12", "--remote-tfnative", "'"], "--remote-tfnative \"'\": No closing quotation"),
+    (["--slurm-job", "not-a-job"], "a Slurm job id is a number"),
+    (["--slurm-job", "12", "--hang-after", "2", "--interval", "3"], "--interval 3 is longer than --hang-after 2"),
 ])
 def test_bad_input_is_one_line(args, said):
     r = run_tfnative(["watch", *args], timeout=60)
