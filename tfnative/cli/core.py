@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional, TextIO
 import click
 
 from ..files import is_stdout, write_output
-from .util import run_command
+from .util import run_command, view_options
 
 if TYPE_CHECKING:  # the readers load when core runs (``tfnative --version`` pays for none of them)
     from ..corefile.document import CoreOptions
@@ -50,9 +50,7 @@ def run_core_report(path: str, executable: Optional[str], sysroot: Optional[str]
 @click.argument("core_path", metavar="CORE")
 @click.argument("executable", required=False)
 @click.option("--sysroot", metavar="DIR", help="Prefix every mapped path with DIR (a core from another machine).")
-@click.option("--all-threads", "-a", is_flag=True, help="Also threads that run no Python.")
-@click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
-@click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
+@view_options()
 @click.option("--json", "json_path", metavar="FILE", help="Write the report as JSON (schema v1) to FILE.")
 @click.option("--with-gdb", is_flag=True,
               help="Read the core through gdb (slower): source lines and inlined frames where a library has "

@@ -13,7 +13,7 @@ import click
 
 from ..errors import TfnativeError
 from ..files import is_stdout
-from .util import gdb_options, job_options, run_command
+from .util import gdb_options, job_options, run_command, view_options
 
 if TYPE_CHECKING:
     from ..snapshot.options import Selection, StackOptions
@@ -72,10 +72,8 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
               help="With --slurm-job: also write every process's document (JSON Lines) to FILE.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="Add to each document's \"labels\" (repeatable); merge names a process by it.")
-@click.option("--all-threads", "-a", is_flag=True, help="Also threads that run no Python.")
-@click.option("--no-group", is_flag=True, help="With --all-threads, print each thread even where stacks are identical.")
-@click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
-@click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
+@view_options(between=(click.option("--no-group", is_flag=True,
+                                     help="With --all-threads, print each thread even where stacks are identical."),))
 @click.option("--json", "json_path", metavar="FILE",
               help="Write the snapshot as JSON to FILE (- for stdout; the text then goes to stderr); "
                    "several processes: JSON Lines, one document per process; --slurm-job: the merged tree "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 import click
 
@@ -94,6 +94,21 @@ def _checked(callback: Optional[Callable[..., Any]]) -> Callable[..., Any]:
                 ctx.exit(exc.exit_code)
         return value
     return check
+
+
+def view_options(all_threads_help: str = "Also threads that run no Python.",
+                 between: Tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = ()
+                 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--all-threads``/``-a``, ``--native-all`` and ``--full``: what a report of stacks shows, for ``stack``,
+    ``core`` and ``watch``; ``between``: options of the command's own listed after ``--all-threads``."""
+    def add(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn = click.option("--full", is_flag=True,
+                          help="Do not fold runs of TensorFlow-internal frames in the text report.")(fn)
+        fn = click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")(fn)
+        for option in reversed(between):
+            fn = option(fn)
+        return click.option("--all-threads", "-a", is_flag=True, help=all_threads_help)(fn)
+    return add
 
 
 def gdb_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -13,7 +13,7 @@ import click
 
 from ..errors import TfnativeError
 from .attach import ScriptCommand
-from .util import gdb_options, job_options, run_command
+from .util import gdb_options, job_options, run_command, view_options
 
 ENV_HELP = ("Watch every process running Python whose environment has KEY=VALUE, e.g. SLURM_JOB_ID=123 "
             "(repeatable: all of them; KEY alone: set to anything).")
@@ -60,9 +60,7 @@ SLURM_HELP = ("Watch every Python process of this running Slurm job, on all its 
                    "another debugger (gdb, py-spy, 'tfnative stack --pid') may attach to them while they are "
                    "watched. By default every process is traced (PTRACE_SEIZE: nothing is stopped) so that a "
                    "crash gives attach's report: the mixed stack at the fault, the op, TF's log line.")
-@click.option("--all-threads", "-a", is_flag=True, help="Reports show also threads that run no Python.")
-@click.option("--native-all", is_flag=True, help="Keep interpreter glue frames.")
-@click.option("--full", is_flag=True, help="Do not fold runs of TensorFlow-internal frames in the text report.")
+@view_options("Reports show also threads that run no Python.")
 @gdb_options
 def watch(script: Optional[str], args: Tuple[str, ...], module: Optional[str], pids: Tuple[int, ...],
           children: Tuple[int, ...], envs: Tuple[str, ...], slurm_job: Optional[str], remote_tfnative: Optional[str],
