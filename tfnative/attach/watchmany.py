@@ -23,7 +23,6 @@ signal: one handed on by ``srun`` or ``scancel`` reaches every process of the st
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -194,7 +193,7 @@ def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], 
     """``tfnative attach --slurm-job JOBID`` (module docstring)."""
     from ..snapshot import slurm
 
-    argv = _remote_argv(remote)
+    argv = slurm.remote_argv(remote)
     slurm.client("srun")
     job = slurm.job_of(job_id)
     cmd = [slurm.client("srun"), "--jobid=%s" % job.id, "--overlap", "-N", str(max(1, len(job.nodes))),
@@ -220,19 +219,6 @@ def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], 
     if failed and len(failed) == len(tasks):
         raise TfnativeError(slurm.node_failure(failed[0], argv))
     return 0 if code == 0 else code
-
-
-def _remote_argv(remote: Optional[str]) -> List[str]:
-    """The command that runs tfnative on the job's nodes: ``--remote-tfnative``, else Slurm's default."""
-    from ..snapshot import slurm
-
-    try:
-        argv = shlex.split(remote) if remote is not None else slurm.default_remote()
-    except ValueError as exc:
-        raise TfnativeError("--remote-tfnative %r: %s" % (remote, exc)) from None
-    if not argv:
-        raise TfnativeError("--remote-tfnative needs a command")
-    return argv
 
 
 class _SlurmStep:

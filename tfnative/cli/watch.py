@@ -97,10 +97,8 @@ def _watch_slurm(opts: Any, slurm_job: Optional[str], remote: Optional[str], scr
                  module: Optional[str], pids: Tuple[int, ...], children: Tuple[int, ...], envs: Tuple[str, ...],
                  crashes: bool) -> int:
     """``watch --slurm-job JOBID``: the head over every node (``watch/slurmjob.py``)."""
-    import shlex
-
     from ..files import is_stdout
-    from ..snapshot.slurm import default_remote
+    from ..snapshot.slurm import remote_argv
     from ..watch.slurmjob import watch_slurm
 
     if slurm_job is None:
@@ -111,12 +109,7 @@ def _watch_slurm(opts: Any, slurm_job: Optional[str], remote: Optional[str], scr
         raise TfnativeError("--interval %g is longer than --hang-after %g: a hang could not be seen in time"
                             % (opts.interval, opts.hang_after))
     _check_out_dir(opts.out_dir)
-    try:
-        argv = shlex.split(remote) if remote is not None else default_remote()
-    except ValueError as exc:
-        raise TfnativeError("--remote-tfnative %r: %s" % (remote, exc)) from None
-    if not argv:
-        raise TfnativeError("--remote-tfnative needs a command")
+    argv = remote_argv(remote)
     out = sys.stderr if is_stdout(opts.json_path) else sys.stdout
     return watch_slurm(slurm_job, argv, opts, crashes, out, sys.stderr)
 

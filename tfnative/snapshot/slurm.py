@@ -137,6 +137,18 @@ def default_remote() -> List[str]:
     return [sys.executable, "-m", "tfnative"]
 
 
+def remote_argv(remote: Optional[str]) -> List[str]:
+    """How the nodes run tfnative: ``--remote-tfnative CMD`` split as the shell would, else ``default_remote``.
+    Raises TfnativeError for a command that cannot be split or is empty."""
+    try:
+        argv = shlex.split(remote) if remote is not None else default_remote()
+    except ValueError as exc:
+        raise TfnativeError("--remote-tfnative %r: %s" % (remote, exc)) from None
+    if not argv:
+        raise TfnativeError("--remote-tfnative needs a command")
+    return argv
+
+
 def srun_command(job: Job, remote: Sequence[str], node_args: Sequence[str]) -> List[str]:
     """The ``srun`` line of the snapshot step: one task per node of ``job``, labelled output."""
     return [client("srun"), "--jobid=%s" % job.id, "--overlap", "-N", str(max(1, len(job.nodes))),
@@ -302,12 +314,7 @@ def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, show
     folded, documents = shown.folded, shown.documents
     whole = bool(documents or opts.html_path or opts.speedscope_path)
     node_args, all_threads, json_path = node_arguments(opts, whole), opts.all_threads, opts.json_path
-    try:
-        argv = shlex.split(remote) if remote is not None else default_remote()
-    except ValueError as exc:
-        raise TfnativeError("--remote-tfnative %r: %s" % (remote, exc)) from None
-    if not argv:
-        raise TfnativeError("--remote-tfnative needs a command")
+    argv = remote_argv(remote)
     client("srun")
     job = job_of(job_id)
     items = collect(job, argv, node_args, err)
