@@ -257,11 +257,15 @@ def watch_job(slurm, args, timeout=180):
 
 
 def no_watcher_left(job_id):
-    """No node watcher of ours is left (the step ended with the head)."""
+    """No node watcher of ours is left, nor the head's srun (the step ended with the head)."""
     deadline = time.monotonic() + 30
+
+    def ours(argv):
+        return ("--node-feed" in argv and "SLURM_JOB_ID=%s" % job_id in argv) or (
+            "--job-name=tfnative-watch" in argv and "--jobid=%s" % job_id in argv)
+
     while True:
-        left = [p.pid for p in psutil.process_iter(["cmdline"])
-                if "--node-feed" in (p.info["cmdline"] or []) and "SLURM_JOB_ID=%s" % job_id in p.info["cmdline"]]
+        left = [p.pid for p in psutil.process_iter(["cmdline"]) if ours(p.info["cmdline"] or [])]
         if not left or time.monotonic() > deadline:
             assert not left, "node watchers left running: %s" % left
             return
@@ -368,6 +372,43 @@ def test_watch_ctrl_c_lets_every_rank_go_and_a_working_job_is_not_reported(slurm
             with open("/proc/%d/status" % pid) as f:
                 status = f.read()
             assert "TracerPid:\t0\n" in status and ("State:\tS" in status or "State:\tR" in status), status
+        no_watcher_left(job_id)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+
+
+def test_watch_kill_9_of_the_head_leaves_every_rank_running_untraced(slurm, job):
+    """The head killed with SIGKILL: srun's standard input ends (its writer is gone), every node's watcher lets
+    its ranks go and ends; the ranks run on, untraced, and no watcher is left."""
+    job_id, ranks = job
+    w = subprocess.Popen(TFNATIVE + ["watch", "--slurm-job", job_id, "--hang-after", "2", "--interval", "0.5"],
+                         cwd=ROOT, env=slurm.env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # every rank traced by its node's watcher
+            traced = 0
+            for pid, _node in ranks.values():
+                with open("/proc/%d/status" % pid) as f:
+                    traced += "TracerPid:\t0\n" not in f.read()
+            if traced == len(ranks):
+                break
+            assert time.monotonic() < deadline, "the ranks were never all traced"
+            time.sleep(0.2)
+        w.kill()
+        w.wait()
+        deadline = time.monotonic() + 60
+        for pid, _node in ranks.values():
+            while True:
+                with open("/proc/%d/status" % pid) as f:
+                    status = f.read()
+                if "TracerPid:\t0\n" in status:
+                    break
+                assert time.monotonic() < deadline, "rank pid %d still traced: %s" % (pid, status)
+                time.sleep(0.2)
+            assert "State:\tS" in status or "State:\tR" in status, status
         no_watcher_left(job_id)
     finally:
         if w.poll() is None:
