@@ -414,3 +414,38 @@ def test_watch_kill_9_of_the_head_leaves_every_rank_running_untraced(slurm, job)
         if w.poll() is None:
             w.kill()
             w.wait()
+
+
+def test_watch_on_hang_core_has_each_node_write_its_ranks_cores(slurm, tmp_path):
+    """--on-hang core on the whole job hung (no slow peer: BUSY_S 0): one report, then each node writes the
+    cores of its own ranks under DIR/node-NAME/ (gdb's gcore, the ranks let go meanwhile) and the watch goes
+    on; the ranks run on, untraced once the watch is ended."""
+    job_id, ranks = start_peer_job(slurm, tmp_path, 0)
+    out = tmp_path / "out"
+    w = subprocess.Popen(TFNATIVE + ["watch", "--slurm-job", job_id] + WATCH_ARGS + ["--on-hang", "core", "--out",
+                                                                                      str(out)],
+                         cwd=ROOT, env=slurm.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while len(glob.glob(str(out / "node-*" / "core-1.*"))) < 4 or not all(
+                os.path.getsize(p) > 0 for p in glob.glob(str(out / "node-*" / "core-1.*"))):
+            assert time.monotonic() < deadline and w.poll() is None, "no 4 cores: %s" % os.listdir(out)
+            time.sleep(0.5)
+        time.sleep(2)
+        w.send_signal(signal.SIGINT)
+        stdout, err = w.communicate(timeout=120)
+        assert w.returncode == 130 and "Traceback" not in err, err
+        assert stdout.count("tfnative: watch: hang: no process of Slurm job %s" % job_id) == 1, stdout
+        for rank, (pid, node) in ranks.items():
+            assert os.path.getsize(out / ("node-%s" % node) / ("core-1.%d" % pid)) > 0, rank
+            assert "node %s: 2 core file(s): " % node in err, err
+            with open("/proc/%d/status" % pid) as f:
+                status = f.read()
+            assert "TracerPid:\t0\n" in status and "State:\tS" in status, status
+        no_watcher_left(job_id)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+        slurm.end_job(job_id)
