@@ -39,10 +39,21 @@ from .vmread import Batch
 
 __all__ = ["Frozen", "Memory", "REGISTERS", "ensure_not_stopped", "read_exact"]
 
+# ptrace(2)'s requests, options and events (linux/ptrace.h), and waitid's flags: every tracer of tfnative's
+# (this module's hold, the crash catcher of ``watch/crash.py``) takes them from here.
+PTRACE_CONT = 7
 PTRACE_GETREGS = 12
+PTRACE_DETACH = 17
+PTRACE_GETEVENTMSG = 0x4201
+PTRACE_GETSIGINFO = 0x4202
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207
+PTRACE_LISTEN = 0x4208
+PTRACE_O_TRACECLONE = 0x8
+PTRACE_EVENT_CLONE = 3
+PTRACE_EVENT_STOP = 128
 WALL = 0x40000000
+WNOTHREAD = 0x20000000  # wait for the calling thread's own tracees only: never for this process's children
 STOP_WAIT_S = 5.0  # the longest the threads may take, all together, to reach their stops once interrupted
 
 # struct user_regs_struct (x86-64), in order.
@@ -54,7 +65,7 @@ REGISTERS = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8",
 _call: Optional[Callable[[int, int, int, int], int]] = None
 
 
-def _ptrace_call() -> Callable[[int, int, int, int], int]:
+def ptrace_call() -> Callable[[int, int, int, int], int]:
     """libc's ptrace(2), loaded once: -1 and errno (``ctypes.get_errno``) on failure."""
     global _call
     if _call is None:
@@ -67,7 +78,7 @@ def _ptrace_call() -> Callable[[int, int, int, int], int]:
 
 def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
     """ptrace(2) for the requests that return 0 or -1 (no PEEK): errno counts only at -1."""
-    res = _ptrace_call()(request, tid, addr, data)
+    res = ptrace_call()(request, tid, addr, data)
     if res == -1:
         err = ctypes.get_errno()
         if err:
@@ -404,7 +415,7 @@ class Frozen:
             self._area = area
 
     def _interrupt(self, tids: List[int]) -> None:
-        call = _ptrace_call()
+        call = ptrace_call()
         for tid in tids:
             call(PTRACE_INTERRUPT, tid, 0, 0)  # fails only for a thread gone meanwhile, which the wait sees
 
@@ -429,7 +440,7 @@ class Frozen:
         """Read each interrupted thread's registers into the area as soon as it is stopped.  The target
         waits on this loop: the usual thread is stopped by now and costs one system call; one that is not
         (still on its way to the stop, or gone) is waited for (``_stopped``)."""
-        call = _ptrace_call()
+        call = ptrace_call()
         order = self.order
         base = ctypes.addressof(self._area)
         for tid in tids:
@@ -447,7 +458,7 @@ class Frozen:
         whose process exits reports only once every other thread is reaped, and a thread in the kernel
         (uninterruptible sleep, a ``vfork`` parent) does not stop until it leaves it.  A zombie is dropped
         as found; the threads have ``STOP_WAIT_S`` in all, the caller's Ctrl-C ends the wait."""
-        call = _ptrace_call()
+        call = ptrace_call()
         spins = 0
         while True:
             try:

@@ -63,20 +63,27 @@ from ..snapshot.policy import widened
 from ..snapshot.process import live_task
 from ..sources.base import ThreadRegs
 from ..sources.permissions import ptrace_refused_message
-from ..sources.ptrace import PTRACE_INTERRUPT, PTRACE_SEIZE, REGISTERS, STOP_WAIT_S, WALL
+from ..sources.ptrace import (
+    PTRACE_CONT,
+    PTRACE_DETACH,
+    PTRACE_EVENT_CLONE,
+    PTRACE_EVENT_STOP,
+    PTRACE_GETEVENTMSG,
+    PTRACE_GETREGS,
+    PTRACE_GETSIGINFO,
+    PTRACE_INTERRUPT,
+    PTRACE_LISTEN,
+    PTRACE_O_TRACECLONE,
+    PTRACE_SEIZE,
+    REGISTERS,
+    STOP_WAIT_S,
+    WALL,
+    WNOTHREAD,
+    ptrace_call,
+)
 
 __all__ = ["CRASH_SIGNALS", "Crash", "CrashCatcher", "Exit"]
 
-PTRACE_CONT = 7
-PTRACE_GETREGS = 12
-PTRACE_DETACH = 17
-PTRACE_GETEVENTMSG = 0x4201
-PTRACE_GETSIGINFO = 0x4202
-PTRACE_LISTEN = 0x4208
-PTRACE_O_TRACECLONE = 0x8
-PTRACE_EVENT_CLONE = 3
-PTRACE_EVENT_STOP = 128
-WNOTHREAD = 0x20000000  # wait for the calling thread's own tracees only: never for this process's children
 CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3
 
 CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT,
@@ -87,18 +94,9 @@ CRASH_HOLD_S = 120.0  # the longest a crashed process is held for ``poll`` to ta
 IDLE_S = (0.0005, 0.005)  # the tracer thread's look for stops: at once after one, then every 5 ms at most
 
 _REGS_SIZE = 8 * len(REGISTERS)
-_call: Optional[Callable[[int, int, int, int], int]] = None
-
-
 def _sys(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
-    """ptrace(2) as libc has it: -1 with ``ctypes.get_errno()`` on failure."""
-    global _call
-    if _call is None:
-        fn = ctypes.CDLL(None, use_errno=True).ptrace
-        fn.restype = ctypes.c_long
-        fn.argtypes = (ctypes.c_long, ctypes.c_long, ctypes.c_size_t, ctypes.c_size_t)
-        _call = fn
-    return int(_call(request, tid, addr, data))
+    """ptrace(2) as libc has it (``sources/ptrace.ptrace_call``): -1 with ``ctypes.get_errno()`` on failure."""
+    return int(ptrace_call()(request, tid, addr, data))
 
 
 @dataclass

@@ -23,8 +23,8 @@ import psutil
 
 from ..core import procfs
 from ..errors import TfnativeError
+from ..sources.ptrace import WNOTHREAD
 
-_WNOTHREAD = 0x20000000  # waitid: this thread's children only (linux/wait.h's __WNOTHREAD)
 POLL_S = 0.05  # how often a wait looks for the launched process's end
 
 
@@ -92,7 +92,7 @@ class Job:
     def reaped(self) -> Optional[int]:
         """The launched process's return code once it has exited (``Popen``'s: -N for signal N), else None.
 
-        Read with ``waitid(WEXITED | WNOHANG | __WNOTHREAD)`` from this thread, not ``Popen.poll``: where a
+        Read with ``waitid(WEXITED | WNOHANG | _WNOTHREAD)`` from this thread, not ``Popen.poll``: where a
         thread of ours traces the process (a crash catcher's ``PTRACE_SEIZE``), a ``waitpid`` here would take
         the ptrace stops meant for that thread; with ``__WNOTHREAD`` only this thread's own child's exit is seen.
         """
@@ -103,10 +103,10 @@ class Job:
             # Looked at first (WNOWAIT): where a thread of this process traces the child, the kernel reports its
             # ptrace stops to its parent's waits too, whatever the flags (CLD_TRAPPED: a signal about to be
             # delivered); one taken here would never reach the tracer, and the child would stay stopped.
-            result = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT | _WNOTHREAD)
+            result = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT | WNOTHREAD)
             if result is None or result.si_code not in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
                 return None
-            result = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | _WNOTHREAD)
+            result = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | WNOTHREAD)
         except ChildProcessError:  # reaped elsewhere: what Popen knows
             return child.poll()
         if result is None:
