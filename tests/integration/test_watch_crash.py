@@ -8,6 +8,7 @@ catcher's end, ``close`` or ``kill -9``, leaves the process running and untraced
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -20,6 +21,9 @@ import pytest
 from tfnative.core.threads import Threads
 from tfnative.errors import TargetGone, TfnativeError
 from tfnative.watch.crash import Crash, CrashCatcher, Exit
+from tfnative.watch.crashwatch import CrashWatch
+from tfnative.watch.loop import default_take
+from tfnative.watch.options import WatchOptions
 
 from ..utils import ROOT, assert_running_untraced, line_of, python_frames, requires_tf, script, state_of, tracer_of
 
@@ -461,3 +465,43 @@ def test_a_crash_nobody_polls_for_is_let_die_after_its_hold_bound(monkeypatch):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+STAMPER = ("import sys, time\nf = open(sys.argv[1], 'w', buffering=1)\n"
+           "while True:\n    f.write('%r\\n' % time.monotonic())\n    time.sleep(0.002)\n")
+
+
+def _held_span(path):
+    """The longest gap between two stamps of a stamper's file (CLOCK_MONOTONIC, the same in every process)."""
+    with open(path) as f:
+        stamps = [float(x) for x in f.read().split()[:-1]]
+    return max(zip(stamps, stamps[1:]), key=lambda ab: ab[1] - ab[0])
+
+
+def test_a_hangs_snapshots_hold_every_traced_process_at_one_moment(tmp_path):
+    """``CrashWatch.take_all`` (a hang report's snapshots): the processes the catcher traces are held all together,
+    not one after another: the two stampers' longest gaps (their holds) overlap in time."""
+    paths = [str(tmp_path / ("stamps-%d" % i)) for i in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", STAMPER, p]) for p in paths]
+    opts = WatchOptions()
+    watch = CrashWatch(opts, io.StringIO(), io.StringIO(), default_take(opts, io.StringIO()))
+    try:
+        for p in paths:
+            deadline = time.monotonic() + 30
+            while not os.path.exists(p) or os.path.getsize(p) < 100:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        watch.hook([p.pid for p in procs])
+        assert sorted(watch.catcher.pids) == sorted(p.pid for p in procs)
+        time.sleep(0.3)
+        outcomes = watch.take_all([p.pid for p in procs])
+        assert [o.pid for o in outcomes] == [p.pid for p in procs] and all(o.doc is not None for o in outcomes)
+        time.sleep(0.3)
+        spans = [_held_span(p) for p in paths]
+        assert all(b - a > 0.005 for a, b in spans), spans  # each was held
+        assert max(a for a, _ in spans) < min(b for _, b in spans), spans  # at one moment
+    finally:
+        watch.close()
+        for p in procs:
+            p.kill()
+            p.wait()

@@ -179,7 +179,7 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
         if caught is None:
             return watch_job(job, opts, out, sys.stderr)
         status = watch_job(job, opts, out, sys.stderr, take=caught.take, hook=caught.hook, poll=caught.poll,
-                           untraced=caught.untraced)
+                           untraced=caught.untraced, take_all=caught.take_all)
     finally:
         if caught is not None:
             caught.close()

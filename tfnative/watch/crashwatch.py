@@ -17,12 +17,13 @@ import io
 import os
 import signal
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional, Sequence, Set, TextIO
+from typing import Callable, Iterator, List, Optional, Sequence, Set, TextIO
 
 from ..core.model import Document
 from ..errors import TargetGone, TfnativeError
 from ..files import write_output
 from ..output import report
+from ..snapshot import many
 from .crash import Crash, CrashCatcher
 from .loop import Take
 from .options import WatchOptions
@@ -76,6 +77,23 @@ class CrashWatch:
         if pid in self.catcher.pids:
             return self.catcher.snapshot(pid, self.opts.stack.which)
         return self.fallback(pid)
+
+    def take_all(self, pids: Sequence[int]) -> List[many.Outcome]:
+        """A hang's snapshots of ``pids`` at one moment: those the catcher traces held all together
+        (``CrashCatcher.snapshots``), the others by ``fallback`` meanwhile; outcomes in the order of ``pids``."""
+        mine = [pid for pid in pids if pid in self.catcher.pids]
+        held = self.catcher.snapshots(mine, self.opts.stack.which) if mine else {}
+        others = {o.pid: o for o in many.snapshot_all([pid for pid in pids if pid not in held], self.fallback)}
+        out = []
+        for pid in pids:
+            got = held.get(pid)
+            if got is None:
+                out.append(others[pid])
+            elif isinstance(got, Document):
+                out.append(many.Outcome(pid, doc=got))
+            else:
+                out.append(many.Outcome(pid, error=str(got)))
+        return out
 
     @contextmanager
     def untraced(self, pids: Sequence[int]) -> Iterator[None]:

@@ -1,9 +1,9 @@
 """``tfnative watch``'s report of a hang and of a straggler: the documents ``stack`` gives, said and written.
 
-A hang: one held snapshot of every process of the job (``many.snapshot_all`` over ``take``, which is
-``stack``'s ``process.stack_document`` unless the caller holds the processes itself), each document's event of
-kind ``"hang"`` with the ``triage`` ``stack`` gives (the wait-for graph and the verdict, across the processes:
-``many.report_all``), and for several processes their merged tree with the outlier named
+A hang: one held snapshot of every process of the job at one moment (``take_all``: the crash catcher's
+``snapshots``, all held together, or ``many.snapshot_all`` over ``stack``'s ``process.stack_document``), each
+document's event of kind ``"hang"`` with the ``triage`` ``stack`` gives (the wait-for graph and the verdict,
+across the processes: ``many.report_all``), and for several processes their merged tree with the outlier named
 (``output/merge.py``).  Printed on ``out``; ``--json FILE``: the report's JSON Lines (the latest report);
 ``--out DIR``: ``hang-N.txt``, ``hang-N.jsonl`` and ``hang-N.html`` for the N-th report.
 """
@@ -58,11 +58,14 @@ def _place(node: merge.Node) -> str:
     return node.key
 
 
-def hang_report(pids: Sequence[int], take: Take, opts: WatchOptions, number: int, headline: str,
+TakeAll = Callable[[Sequence[int]], List[many.Outcome]]  # every process held at one moment: their outcomes
+
+
+def hang_report(pids: Sequence[int], take_all: TakeAll, opts: WatchOptions, number: int, headline: str,
                 out: TextIO, err: TextIO) -> List[Document]:
-    """Take, print and write the ``number``-th hang report of ``pids``; its documents (empty when none of the
-    processes could be read, said on ``err``)."""
-    return show_hang(many.snapshot_all(pids, take), opts, number, headline, out, err)
+    """Take (``take_all``: every process held at one moment), print and write the ``number``-th hang report of
+    ``pids``; its documents (empty when none of the processes could be read, said on ``err``)."""
+    return show_hang(take_all(pids), opts, number, headline, out, err)
 
 
 def show_hang(outcomes: Sequence[many.Outcome], opts: WatchOptions, number: int, headline: str, out: TextIO,

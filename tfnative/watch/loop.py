@@ -30,9 +30,10 @@ from ..core.model import Document
 from ..core.signals import signal_name
 from ..errors import Interrupted, SignalGuard
 from ..snapshot import progress
-from ..snapshot.many import runs_python
+from ..snapshot.many import Outcome, runs_python, snapshot_all
 from ..snapshot.process import stack_document
 from . import hangreport
+from .hangreport import TakeAll
 from .job import Job
 from .options import WatchOptions
 
@@ -57,9 +58,10 @@ class Watch:
 
     def __init__(self, job: Job, opts: WatchOptions, out: TextIO, err: TextIO, take: Optional[Take] = None,
                  hook: Optional[Hook] = None, clock: Callable[[], float] = time.monotonic, poll: Optional[Poll] = None,
-                 untraced: Optional[Untraced] = None) -> None:
+                 untraced: Optional[Untraced] = None, take_all: Optional[TakeAll] = None) -> None:
         self.job, self.opts, self.out, self.err = job, opts, out, err
         self.held_take = take or default_take(opts, err)
+        self.held_take_all = take_all
         self.hook, self.poll, self.untraced = hook, poll, untraced
         self.clock = clock
         self.tracker = Tracker(clock(), opts.hang_after, opts.straggler_after)
@@ -83,6 +85,16 @@ class Watch:
             return self.held_take(pid)
         finally:
             self.held.add(pid)
+
+    def take_all(self, pids: Sequence[int]) -> List[Outcome]:
+        """Every one of ``pids`` held at one moment (the caller's ``take_all``, else ``take`` of each on threads
+        of their own, ``many.snapshot_all``), marked as held for the next reading as ``take`` marks them."""
+        try:
+            if self.held_take_all is not None:
+                return self.held_take_all(pids)
+            return snapshot_all(pids, self.held_take)
+        finally:
+            self.held.update(pids)
 
     def say(self, text: str) -> None:
         self.err.write("tfnative: watch: %s\n" % text)
@@ -210,7 +222,7 @@ class Watch:
                     "%d process%s" % (stalled, self.opts.hang_after, len(pids), "" if len(pids) == 1 else "es"))
         number = self.reports + 1
         pids = [pid for pid in pids if runs_python(pid)] or list(pids)  # a shell or a C++ helper has no stack to say
-        docs = hangreport.hang_report(pids, self.take, self.opts, number, headline, self.out, self.err) \
+        docs = hangreport.hang_report(pids, self.take_all, self.opts, number, headline, self.out, self.err) \
             if self._changed(pids) else None
         if docs is None:
             self.say("still hung, at the stacks of the last report")
@@ -261,6 +273,7 @@ class Watch:
 
 
 def watch(job: Job, opts: WatchOptions, out: TextIO, err: TextIO, take: Optional[Take] = None,
-          hook: Optional[Hook] = None, poll: Optional[Poll] = None, untraced: Optional[Untraced] = None) -> int:
+          hook: Optional[Hook] = None, poll: Optional[Poll] = None, untraced: Optional[Untraced] = None,
+          take_all: Optional[TakeAll] = None) -> int:
     """Watch ``job`` (the module's loop) until it ends; the watcher's exit status."""
-    return Watch(job, opts, out, err, take=take, hook=hook, poll=poll, untraced=untraced).run()
+    return Watch(job, opts, out, err, take=take, hook=hook, poll=poll, untraced=untraced, take_all=take_all).run()

@@ -28,6 +28,7 @@ from . import hangreport
 from .crash import Crash
 from .crashwatch import CrashWatch
 from .feed import Feed, read_order
+from .hangreport import TakeAll
 from .job import Job
 from .loop import Hook, Poll, Take, Untraced, Watch
 from .options import WatchOptions
@@ -46,9 +47,9 @@ class NodeWatch(Watch):
 
     def __init__(self, job: Job, opts: WatchOptions, feed: Feed, orders: int, take: Optional[Take] = None,
                  hook: Optional[Hook] = None, poll: Optional[Poll] = None,
-                 untraced: Optional[Untraced] = None) -> None:
+                 untraced: Optional[Untraced] = None, take_all: Optional[TakeAll] = None) -> None:
         super().__init__(job, opts, sys.stderr, sys.stderr, take=take, hook=hook, poll=self._orders,
-                         untraced=untraced)
+                         untraced=untraced, take_all=take_all)
         self.feed = feed
         self.inner_poll = poll
         self.progress = 0  # how many readings found progress (the head re-arms its hang report on a change)
@@ -118,7 +119,7 @@ class NodeWatch(Watch):
         pids = [pid for pid in self.job.processes() if many.runs_python(pid)]
         if "report" in got:
             what = got["report"] if isinstance(got["report"], dict) else {}
-            outcomes = many.snapshot_all(pids, self.take)
+            outcomes = self.take_all(pids)
             docs = [o.doc for o in outcomes if o.doc is not None]
             errors = [[o.pid, o.error] for o in outcomes if o.doc is None]
             self.feed.send("report", what.get("number"), docs=[report.json_lines([d]) for d in docs], errors=errors)
@@ -167,7 +168,7 @@ def watch_node(opts: WatchOptions, job: Job, crashes: bool) -> int:
             watcher = NodeWatch(job, opts, feed, sys.stdin.fileno())
         else:
             watcher = NodeWatch(job, opts, feed, sys.stdin.fileno(), take=caught.take, hook=caught.hook,
-                                poll=caught.poll, untraced=caught.untraced)
+                                poll=caught.poll, untraced=caught.untraced, take_all=caught.take_all)
         status = watcher.run()
     finally:
         if caught is not None:
