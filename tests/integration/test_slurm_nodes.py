@@ -449,3 +449,10 @@ def test_watch_on_hang_core_has_each_node_write_its_ranks_cores(slurm, tmp_path)
             w.kill()
             w.wait()
         slurm.end_job(job_id)
+
+
+def test_watch_an_unknown_job_is_one_line(slurm):
+    r = watch_job(slurm, ["999999"], timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        ln for ln in r.stderr.strip().splitlines() if ln.startswith("tfnative: error: Slurm job 999999 is unknown")]
