@@ -1,0 +1,206 @@
+"""Issue #37: every hang program of ``tests/hangs`` under ``tfnative watch``.
+
+Each program of ``test_hangs.PROGRAMS`` is launched under ``watch --hang-after H --interval 1 --on-hang kill
+--json FILE PROGRAM READY`` (a forking program too: the watch is on the launched process and its
+descendants).  A hang must be reported within H + 2 intervals (+ ``SNAPSHOT_SLACK``) of the program's ready
+file, with, in the JSON Lines documents (event kind "hang", one per process), the verdict ``test_hangs``
+expects of ``stack`` (``test_hangs.EXPECTED``: the same pattern, blocking thread, user line, resource); then
+the job is ended, the watch exits 124 and nothing of the job is left.  The controls (a busy loop, busy
+matmuls) are never reported over several times their ``--hang-after``; SIGTERM to the watcher then ends
+them, and the watch, with 143.
+
+CI time: the programs run under their watches ``PARALLEL`` at a time (a module fixture starts every selected
+one at the first test's request), each with a ``--hang-after`` only as long as its own timed wake-ups need.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import psutil
+import pytest
+
+from tfnative.core.docschema import check_document
+
+from ..utils import assert_gone, has_tensorflow, wait_for_file
+from .test_hangs import EXPECTED, PROGRAMS, TF, marker, path_of
+from .test_watch import SNAPSHOT_SLACK, Watcher, documents
+
+INTERVAL = 1.0
+# name -> --hang-after: 2 s without TensorFlow; TensorFlow's programs 3 s (their pools' and tf.data's threads
+# wake now and then only to wait again); gRPC's pollers and timers wake every 5 s: above that, so that each
+# wake-up judged progress would hide the hang.  In the order they are started (the longest first).
+HANG_AFTER = {
+    "mwms_missing_peer": 7.0,
+    "pool_map_fork": 3.0,
+    "process_after_predict": 3.0,
+    "rlock_order": 2.0,
+    "fork_matmul": 3.0,
+    "data_map_event": 3.0,
+    "data_generator_queue": 3.0,
+    "gil_mutex": 2.0,
+    "tf1_session_in_py_func": 3.0,
+    "function_pyfunc_pool": 3.0,
+    "fifo_eager": 3.0,
+    "fifo_function": 3.0,
+    "tf1_queue_runner": 3.0,
+    "busy_control": 2.0,
+    "busy_matmul_control": 2.0,
+}
+assert set(HANG_AFTER) == set(PROGRAMS)
+KILL_GRACE = 10.0  # watch's: --on-hang kill sends SIGKILL this long after SIGTERM
+CONTROLS = ("busy_control", "busy_matmul_control")
+CONTROL_WATCH = 4  # a control is watched for this many times its --hang-after
+PARALLEL = 3  # watches at a time (2 cores: at most two of them import TensorFlow at once in practice)
+# the verdict line the text report prints (the main thread's marked line follows it)
+VERDICT_TEXT = {
+    "data_map_event": "verdict: the main thread waits for the next element of a tf.data iterator at ",
+    "mwms_missing_peer": "verdict: the main thread waits at ",
+}
+
+
+def usable(name):
+    """Whether this machine can run ``name`` (TensorFlow, g++)."""
+    return (has_tensorflow() or not PROGRAMS[name][0]) and (name != "gil_mutex" or shutil.which("g++") is not None)
+
+
+class Run:
+    """One program under one watch: what the test checks."""
+
+    def __init__(self, name):
+        self.name, self.hang_after = name, HANG_AFTER[name]
+        self.error = None  # the exception the run raised (re-raised by the test)
+        self.pid = None  # the launched program's
+        self.report_s = None  # seconds from the ready file to the hang report on stdout
+        self.end_s = None  # seconds from the report to the watch's end
+        self.status = None
+        self.out = self.err = ""
+        self.docs = []
+        self.done = threading.Event()
+
+
+def run_one(run, tmp):
+    name, hang_after = run.name, run.hang_after
+    ready, json_path = os.path.join(tmp, "ready"), os.path.join(tmp, "hang.jsonl")
+    argv = [path_of(name), ready]
+    if name == "gil_mutex":  # the C library, built here
+        argv.append(os.path.join(tmp, "gil_mutex.so"))
+        subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-g", "-o", argv[-1],
+                        os.path.join(os.path.dirname(path_of(name)), "gil_mutex.cpp"), "-lpthread"], check=True)
+    w = Watcher(tmp, ["watch", "--hang-after", str(hang_after), "--interval", str(INTERVAL), "--on-hang", "kill",
+                      "--json", json_path, *argv], name=name)
+    try:
+        wait_for_file(ready, 240, w.proc)
+        t_ready = time.monotonic()
+        procs = w.tree()[1:]  # the job's processes (a forking program's children are there by its ready file)
+        (job,) = [p for p in psutil.Process(w.proc.pid).children() if path_of(name) in p.cmdline()]
+        run.pid = job.pid
+        if name in CONTROLS:
+            deadline = t_ready + CONTROL_WATCH * hang_after
+            while time.monotonic() < deadline:
+                assert w.proc.poll() is None, "the watcher exited with %s:\n%s" % (w.proc.returncode, w.err())
+                time.sleep(0.2)
+            os.kill(w.proc.pid, signal.SIGTERM)
+        else:
+            w.wait_for("hang: no process of the job", hang_after + 2 * INTERVAL + SNAPSHOT_SLACK + 60)
+            run.report_s = time.monotonic() - t_ready
+        run.status = w.finish(60)
+        if run.report_s is not None:
+            run.end_s = time.monotonic() - t_ready - run.report_s
+        run.out, run.err = w.out(), w.err()
+        if os.path.exists(json_path):
+            run.docs = documents(json_path)
+        assert_gone(procs)  # --on-hang kill (a control: SIGTERM passed on) ended every process of the job
+    finally:
+        w.kill_all()
+
+
+@pytest.fixture(scope="module")
+def watched(request, tmp_path_factory):
+    """name -> Run, once done: at the first request, every program this session selected from this module is
+    started, ``PARALLEL`` at a time, the longest first."""
+    runs = {}
+    threads = []
+
+    def start():
+        wanted = {item.callspec.params["name"] for item in request.session.items
+                  if item.module is request.module and hasattr(item, "callspec") and "name" in item.callspec.params}
+        todo = [name for name in HANG_AFTER if name in wanted and usable(name)]
+        for name in todo:
+            runs[name] = Run(name)
+        lock = threading.Lock()
+
+        def worker():
+            while True:
+                with lock:
+                    if not todo:
+                        return
+                    run = runs[todo.pop(0)]
+                try:
+                    run_one(run, str(tmp_path_factory.mktemp(run.name)))
+                except BaseException as exc:  # re-raised by the program's test
+                    run.error = exc
+                finally:
+                    run.done.set()
+
+        for _ in range(PARALLEL):
+            threads.append(threading.Thread(target=worker, daemon=True))
+            threads[-1].start()
+
+    def get(name):
+        if not runs:
+            start()
+        run = runs[name]
+        assert run.done.wait(600), "%s: its watch never ended" % name
+        if run.error is not None:
+            raise run.error
+        print("%s: --hang-after %g, reported %s after its ready file" % (
+            name, run.hang_after, "%.1f s" % run.report_s if run.report_s is not None else "never"))
+        return run
+
+    try:
+        yield get
+    finally:
+        for t in threads:
+            t.join(600)
+        assert not any(t.is_alive() for t in threads)
+
+
+HANGS = [name for name in HANG_AFTER if name not in CONTROLS]
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=TF if PROGRAMS[n][0] else []) for n in HANGS])
+def test_a_hang_program_is_reported_in_time_with_stacks_verdict_then_killed(watched, name):
+    if name == "gil_mutex" and shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    run = watched(name)
+    limit = run.hang_after + 2 * INTERVAL + SNAPSHOT_SLACK
+    assert run.report_s <= limit, "reported %.1f s after the ready file (at most %.1f s)" % (run.report_s, limit)
+    assert run.status == 124, run.err
+    assert "ending the job (--on-hang kill)" in run.err
+    assert run.end_s <= KILL_GRACE + 5, "the watch ended %.1f s after its report" % run.end_s
+    assert "=== tfnative: hang: pid %d made no progress" % run.pid in run.out, run.out
+    assert run.docs, "no document in --json:\n%s" % run.err
+    for doc in run.docs:
+        check_document(doc)
+        assert doc["events"][0]["kind"] == "hang", doc["events"][0]
+        assert "verdict: " + doc["triage"]["verdict"] in run.out, (doc["triage"]["verdict"], run.out)
+    assert run.docs[0]["pid"] == run.pid
+    EXPECTED[name](run.docs, run.pid)
+    if name in VERDICT_TEXT:
+        assert VERDICT_TEXT[name] + marker(name, "main") in run.out, run.out
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=TF if PROGRAMS[n][0] else []) for n in CONTROLS])
+def test_a_control_is_never_reported(watched, name):
+    """A busy process progresses: no report over CONTROL_WATCH times --hang-after; SIGTERM to the watcher
+    reaches it and ends the watch with 143."""
+    run = watched(name)
+    assert "hang" not in run.out and "hang" not in run.err, (run.out, run.err)
+    assert not run.docs
+    assert run.status == 128 + signal.SIGTERM, run.err
+    assert "the job was killed by SIGTERM" in run.err
+
