@@ -128,3 +128,31 @@ def test_a_condition_variable_s_two_futex_words_are_one_wait():
     assert thread_kind(a, b, 10 * MS) == "rewait"
     far = t(1, 0.2, 3, wait=(FUTEX, "0x556edab41e58"))
     assert thread_kind(a, far, 10 * MS) == "woke"
+
+
+def test_pollers_handing_their_epoll_set_over_are_re_waiters():
+    """gRPC's pollers in mwms_missing_peer, 5 s into its hang (measured): one thread leaves epoll_wait on fd 5 for
+    its futex, another leaves its futex for epoll_wait on fd 5, each with well under 1 ms of CPU: no progress,
+    both re-waiters (their stacks decide); judged progress, it put the hang's report off by 5 s."""
+    before = proc(0, t(26003, 2.056, 40, wait=(FUTEX, "0x7fe082d47840")), t(26006, 1.468, 30, wait=(EPOLL, "0x5")),
+                  t(26004, 9.0, 50, wait=(FUTEX, "0x7fe082d47b40")))
+    after = proc(1, t(26003, 2.435, 42, wait=(EPOLL, "0x5")), t(26006, 1.745, 32, wait=(FUTEX, "0x7fe082d48040")),
+                 t(26004, 9.0, 50, wait=(FUTEX, "0x7fe082d47b40")))
+    j = judge(before, after)
+    assert not j.progressed and j.rewaiters == (26003, 26006), j
+
+
+def test_other_moves_between_waits_stay_progress():
+    epoll, fut = (EPOLL, "0x5"), (FUTEX, "0x7f0001")
+    # a poller that left its epoll set with none taking it over (it went on to other work)
+    assert judge(proc(0, t(1, 0, 1, wait=epoll), t(2, 0, 1, wait=fut)),
+                 proc(1, t(1, 0.1, 2, wait=(FUTEX, "0x7f9000")), t(2, 0, 1, wait=fut))).progressed
+    # another epoll set taken over: not the one left
+    assert judge(proc(0, t(1, 0, 1, wait=epoll), t(2, 0, 1, wait=(FUTEX, "0x7f9000"))),
+                 proc(1, t(1, 0.1, 2, wait=fut), t(2, 0.1, 2, wait=(EPOLL, "0x6")))).progressed
+    # a producer and a consumer trading two futexes (a queue hand-off): progress, as before
+    assert judge(proc(0, t(1, 0, 1, wait=(FUTEX, "0x7f1000")), t(2, 0, 1, wait=(FUTEX, "0x7f9000"))),
+                 proc(1, t(1, 0.1, 2, wait=(FUTEX, "0x7f9000")), t(2, 0.1, 2, wait=(FUTEX, "0x7f1000")))).progressed
+    # the hand-over with work on the way (CPU over the floor) is progress
+    assert judge(proc(0, t(1, 0, 1, wait=epoll), t(2, 0, 1, wait=fut)),
+                 proc(1, t(1, 30, 2, wait=fut), t(2, 0.1, 2, wait=epoll))).progressed

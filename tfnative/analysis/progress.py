@@ -15,6 +15,11 @@ thread, over one interval:
   (gRPC's pollers, tf.data's autotuner, ``Event.wait(timeout)`` in a loop): it says nothing of the program.
   Such a thread is a *re-waiter*; its Python stack read the ``--no-pause`` way decides (``stacks_moved``): a
   stack that changed since the last reading is progress.
+* Threads that only passed a poller's wait among them are re-waiters too (``handoffs``): over the interval one
+  thread left a poll on an object (an epoll set) for a futex and another left a futex for a poll on that same
+  object, each with less CPU than the floor.  That is gRPC's pollers handing the poll over to one another, at
+  times at one of their timed wake-ups (measured on ``mwms_missing_peer``: seconds 5 and 30 of a hang): judged
+  progress, such a hand-over put off a hang's report by up to ``hang_after``.
 * A thread that woke from a sleep (``nanosleep``, ``clock_nanosleep``) progressed: passing time is what a step
   loop that sleeps at the same line every step does.  (A loop that polls a flag with ``time.sleep`` forever is
   therefore not caught; ``--progress-file`` is the exact signal there.)
@@ -96,6 +101,8 @@ def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], f
 
 
 FUTEX = 202
+FUTEXES = frozenset({FUTEX, 449})  # futex, futex_waitv
+POLLS = WAITS - FUTEXES  # waits on an object several threads may share in turn (an epoll set)
 CONDVAR_SPAN = 64  # a pthread_cond_t (48 bytes) and its futex words: glibc's two groups' __g_signals alternate
 
 
@@ -120,13 +127,38 @@ _SAID = {"new": "thread %d started", "ended": "thread %d ended", "cpu": "thread 
          "slept": "thread %d woke from a sleep", "woke": "thread %d woke and moved on"}
 
 
+def handoffs(before: ProcessSample, after: ProcessSample, kinds: Mapping[int, str]) -> Set[int]:
+    """The threads that woke (``kinds[tid] == "woke"``) only to pass a poller's wait among them: for a poll on
+    one object (``WAITS`` but the futex calls, the same call and first argument), a thread that left it for a
+    futex wait and a thread that left a futex wait for it (see the module)."""
+    left: Dict[Tuple[int, str], List[int]] = {}
+    entered: Dict[Tuple[int, str], List[int]] = {}
+    for tid, kind in kinds.items():
+        b, a = before.threads.get(tid), after.threads.get(tid)
+        if kind != "woke" or b is None or a is None or b.wait is None or a.wait is None:
+            continue
+        if b.wait[0] in POLLS and a.wait[0] in FUTEXES:
+            left.setdefault(b.wait, []).append(tid)
+        elif b.wait[0] in FUTEXES and a.wait[0] in POLLS:
+            entered.setdefault(a.wait, []).append(tid)
+    out: Set[int] = set()
+    for wait, tids in left.items():
+        if wait in entered:
+            out.update(tids)
+            out.update(entered[wait])
+    return out
+
+
 def judge(before: ProcessSample, after: ProcessSample) -> Judgement:
     """Whether the process progressed from ``before`` to ``after`` (the rule of the module), without the
     re-waiters' stacks: a process whose only activity is re-waits has ``progressed`` False and names them."""
     floor = cpu_floor_ns(max(0.0, after.at - before.at))
+    kinds = {tid: thread_kind(before.threads.get(tid), after.threads.get(tid), floor)
+             for tid in sorted(set(before.threads) | set(after.threads))}
+    for tid in handoffs(before, after, kinds):
+        kinds[tid] = "rewait"
     rewaiters: List[int] = []
-    for tid in sorted(set(before.threads) | set(after.threads)):
-        kind = thread_kind(before.threads.get(tid), after.threads.get(tid), floor)
+    for tid, kind in kinds.items():
         if kind in _SAID:
             return Judgement(True, _SAID[kind] % tid)
         if kind == "rewait":
