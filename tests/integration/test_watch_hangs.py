@@ -7,7 +7,8 @@ file, with, in the JSON Lines documents (event kind "hang", one per process), th
 expects of ``stack`` (``test_hangs.EXPECTED``: the same pattern, blocking thread, user line, resource); then
 the job is ended, the watch exits 124 and nothing of the job is left.  The controls (a busy loop, busy
 matmuls) are never reported over several times their ``--hang-after``; SIGTERM to the watcher then ends
-them, and the watch, with 143.
+them, and the watch, with 143.  A multi-process job with a missing peer (``tests/scripts/mwms_missing_rank.py``:
+workers 0 and 1 of a 3-worker cluster, worker 2 never started) is reported with worker 2 named on each worker.
 
 CI time: the programs run under their watches ``PARALLEL`` at a time (a module fixture starts every selected
 one at the first test's request), each with a ``--hang-after`` only as long as its own timed wake-ups need.
@@ -25,8 +26,8 @@ import pytest
 
 from tfnative.core.docschema import check_document
 
-from ..utils import assert_gone, has_tensorflow, wait_for_file
-from .test_hangs import EXPECTED, PROGRAMS, TF, marker, path_of
+from ..utils import ROOT, assert_gone, has_tensorflow, line_of, wait_for_file
+from .test_hangs import EXPECTED, PROGRAMS, TF, chain, marker, path_of
 from .test_watch import SNAPSHOT_SLACK, Watcher, documents
 
 INTERVAL = 1.0
@@ -35,6 +36,7 @@ INTERVAL = 1.0
 # wake-up judged progress would hide the hang.  In the order they are started (the longest first).
 HANG_AFTER = {
     "mwms_missing_peer": 7.0,
+    "mwms_missing_rank": 7.0,
     "pool_map_fork": 3.0,
     "process_after_predict": 3.0,
     "rlock_order": 2.0,
@@ -50,7 +52,9 @@ HANG_AFTER = {
     "busy_control": 2.0,
     "busy_matmul_control": 2.0,
 }
-assert set(HANG_AFTER) == set(PROGRAMS)
+# a job of several processes beyond PROGRAMS -> its launcher (argv: READY_DIR; it writes READY_DIR/ready)
+JOBS = {"mwms_missing_rank": os.path.join(ROOT, "tests", "scripts", "mwms_missing_rank.py")}
+assert set(HANG_AFTER) == set(PROGRAMS) | set(JOBS)
 KILL_GRACE = 10.0  # watch's: --on-hang kill sends SIGKILL this long after SIGTERM
 CONTROLS = ("busy_control", "busy_matmul_control")
 CONTROL_WATCH = 4  # a control is watched for this many times its --hang-after
@@ -64,7 +68,8 @@ VERDICT_TEXT = {
 
 def usable(name):
     """Whether this machine can run ``name`` (TensorFlow, g++)."""
-    return (has_tensorflow() or not PROGRAMS[name][0]) and (name != "gil_mutex" or shutil.which("g++") is not None)
+    tf = name in JOBS or PROGRAMS[name][0]
+    return (has_tensorflow() or not tf) and (name != "gil_mutex" or shutil.which("g++") is not None)
 
 
 class Run:
@@ -85,7 +90,8 @@ class Run:
 def run_one(run, tmp):
     name, hang_after = run.name, run.hang_after
     ready, json_path = os.path.join(tmp, "ready"), os.path.join(tmp, "hang.jsonl")
-    argv = [path_of(name), ready]
+    script = JOBS.get(name) or path_of(name)
+    argv = [script, tmp if name in JOBS else ready]
     if name == "gil_mutex":  # the C library, built here
         argv.append(os.path.join(tmp, "gil_mutex.so"))
         subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-g", "-o", argv[-1],
@@ -96,7 +102,7 @@ def run_one(run, tmp):
         wait_for_file(ready, 240, w.proc)
         t_ready = time.monotonic()
         procs = w.tree()[1:]  # the job's processes (a forking program's children are there by its ready file)
-        (job,) = [p for p in psutil.Process(w.proc.pid).children() if path_of(name) in p.cmdline()]
+        (job,) = [p for p in psutil.Process(w.proc.pid).children() if script in p.cmdline()]
         run.pid = job.pid
         if name in CONTROLS:
             deadline = t_ready + CONTROL_WATCH * hang_after
@@ -169,14 +175,11 @@ def watched(request, tmp_path_factory):
         assert not any(t.is_alive() for t in threads)
 
 
-HANGS = [name for name in HANG_AFTER if name not in CONTROLS]
+HANGS = [name for name in HANG_AFTER if name not in CONTROLS and name not in JOBS]
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=TF if PROGRAMS[n][0] else []) for n in HANGS])
-def test_a_hang_program_is_reported_in_time_with_stacks_verdict_then_killed(watched, name):
-    if name == "gil_mutex" and shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
-    run = watched(name)
+def assert_reported(run):
+    """Reported in time, ``--on-hang kill`` ended the job; the documents' schema, kind and printed verdicts."""
     limit = run.hang_after + 2 * INTERVAL + SNAPSHOT_SLACK
     assert run.report_s <= limit, "reported %.1f s after the ready file (at most %.1f s)" % (run.report_s, limit)
     assert run.status == 124, run.err
@@ -189,9 +192,40 @@ def test_a_hang_program_is_reported_in_time_with_stacks_verdict_then_killed(watc
         assert doc["events"][0]["kind"] == "hang", doc["events"][0]
         assert "verdict: " + doc["triage"]["verdict"] in run.out, (doc["triage"]["verdict"], run.out)
     assert run.docs[0]["pid"] == run.pid
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=TF if PROGRAMS[n][0] else []) for n in HANGS])
+def test_a_hang_program_is_reported_in_time_with_stacks_verdict_then_killed(watched, name):
+    if name == "gil_mutex" and shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    run = watched(name)
+    assert_reported(run)
     EXPECTED[name](run.docs, run.pid)
     if name in VERDICT_TEXT:
         assert VERDICT_TEXT[name] + marker(name, "main") in run.out, run.out
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=TF) for n in JOBS])
+def test_a_job_with_a_missing_peer_names_it(watched, name):
+    """Workers 0 and 1 of a 3-worker cluster (the launcher's children) both wait at start-up for worker 2,
+    which never started: each one's verdict names worker 2 (the one no process of the job is) and the other
+    worker waiting too; the launcher waits for them."""
+    run = watched(name)
+    assert_reported(run)
+    workers = {d["events"][0]["cluster"]["task"]: d for d in run.docs if d["pid"] != run.pid}
+    assert sorted(workers) == ["worker:0", "worker:1"], [d["pid"] for d in run.docs]
+    at = "mwms_missing_rank.py:%d" % line_of(JOBS[name], "# hangs here: worker")
+    for task, other in (("worker:0", "worker:1"), ("worker:1", "worker:0")):
+        doc = workers[task]
+        t = doc["triage"]
+        assert t["pattern"] == "waiting_on_peer", t["verdict"]
+        assert t["verdict"].startswith("the main thread waits at %s for worker 2 of its cluster: no process read "
+                                       "is worker 2" % at), t["verdict"]
+        assert "%s (pid %d) waits too, at %s" % (other.replace(":", " "), workers[other]["pid"], at) in t["verdict"]
+        assert chain(doc, doc["pid"])[-1]["resource"] == "worker 2 of its cluster, which no process read is"
+    (launcher,) = [d for d in run.docs if d["pid"] == run.pid]
+    assert launcher["triage"]["pattern"] != "deadlock", launcher["triage"]["verdict"]
+    assert "mwms_missing_rank.py:%d" % line_of(JOBS[name], "# hangs here: launcher") in launcher["triage"]["verdict"]
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=TF if PROGRAMS[n][0] else []) for n in CONTROLS])
