@@ -7,8 +7,10 @@ file, with, in the JSON Lines documents (event kind "hang", one per process), th
 expects of ``stack`` (``test_hangs.EXPECTED``: the same pattern, blocking thread, user line, resource); then
 the job is ended, the watch exits 124 and nothing of the job is left.  The controls (a busy loop, busy
 matmuls) are never reported over several times their ``--hang-after``; SIGTERM to the watcher then ends
-them, and the watch, with 143.  A multi-process job with a missing peer (``tests/scripts/mwms_missing_rank.py``:
-workers 0 and 1 of a 3-worker cluster, worker 2 never started) is reported with worker 2 named on each worker.
+them, and the watch, with 143.  The programs without TensorFlow are also watched with ``--no-crash-watch``
+(the snapshot by ``stack``'s own hold rather than the crash catcher's).  A multi-process job with a missing
+peer (``tests/scripts/mwms_missing_rank.py``: workers 0 and 1 of a 3-worker cluster, worker 2 never started)
+is reported with worker 2 named on each worker.
 
 CI time: the programs run under their watches ``PARALLEL`` at a time (a module fixture starts every selected
 one at the first test's request), each with a ``--hang-after`` only as long as its own timed wake-ups need.
@@ -55,6 +57,11 @@ HANG_AFTER = {
 # a job of several processes beyond PROGRAMS -> its launcher (argv: READY_DIR; it writes READY_DIR/ready)
 JOBS = {"mwms_missing_rank": os.path.join(ROOT, "tests", "scripts", "mwms_missing_rank.py")}
 assert set(HANG_AFTER) == set(PROGRAMS) | set(JOBS)
+# also watched with --no-crash-watch (the hang's snapshot by stack's own hold, not the crash catcher's): cheap
+NO_CRASH_WATCH = "+no-crash-watch"
+UNCAUGHT = ["rlock_order" + NO_CRASH_WATCH, "gil_mutex" + NO_CRASH_WATCH]
+RUNS = [key for key in HANG_AFTER if key not in ("busy_control", "busy_matmul_control")] + UNCAUGHT + [
+    "busy_control", "busy_matmul_control"]  # (the order they start in)
 KILL_GRACE = 10.0  # watch's: --on-hang kill sends SIGKILL this long after SIGTERM
 CONTROLS = ("busy_control", "busy_matmul_control")
 CONTROL_WATCH = 4  # a control is watched for this many times its --hang-after
@@ -66,17 +73,22 @@ VERDICT_TEXT = {
 }
 
 
-def usable(name):
-    """Whether this machine can run ``name`` (TensorFlow, g++)."""
+def usable(key):
+    """Whether this machine can run ``key`` (TensorFlow; g++, and gdb for stack's own path, for gil_mutex)."""
+    name = key.split("+")[0]
     tf = name in JOBS or PROGRAMS[name][0]
-    return (has_tensorflow() or not tf) and (name != "gil_mutex" or shutil.which("g++") is not None)
+    if name == "gil_mutex" and (shutil.which("g++") is None or key.endswith(NO_CRASH_WATCH) and not shutil.which(
+            "gdb")):
+        return False
+    return has_tensorflow() or not tf
 
 
 class Run:
     """One program under one watch: what the test checks."""
 
-    def __init__(self, name):
-        self.name, self.hang_after = name, HANG_AFTER[name]
+    def __init__(self, key):
+        self.key, self.name = key, key.split("+")[0]
+        self.hang_after = HANG_AFTER[self.name]
         self.error = None  # the exception the run raised (re-raised by the test)
         self.pid = None  # the launched program's
         self.report_s = None  # seconds from the ready file to the hang report on stdout
@@ -96,7 +108,8 @@ def run_one(run, tmp):
         argv.append(os.path.join(tmp, "gil_mutex.so"))
         subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-g", "-o", argv[-1],
                         os.path.join(os.path.dirname(path_of(name)), "gil_mutex.cpp"), "-lpthread"], check=True)
-    w = Watcher(tmp, ["watch", "--hang-after", str(hang_after), "--interval", str(INTERVAL), "--on-hang", "kill",
+    w = Watcher(tmp, ["watch", *(["--no-crash-watch"] if run.key.endswith(NO_CRASH_WATCH) else []),
+                      "--hang-after", str(hang_after), "--interval", str(INTERVAL), "--on-hang", "kill",
                       "--json", json_path, *argv], name=name)
     try:
         wait_for_file(ready, 240, w.proc)
@@ -130,19 +143,20 @@ def watched(request, tmp_path_factory):
     started, ``PARALLEL`` at a time, the longest first."""
     runs = {}
     threads = []
+    stopping = threading.Event()  # at teardown: no new run starts (those under way end by themselves)
 
     def start():
         wanted = {item.callspec.params["name"] for item in request.session.items
                   if item.module is request.module and hasattr(item, "callspec") and "name" in item.callspec.params}
-        todo = [name for name in HANG_AFTER if name in wanted and usable(name)]
-        for name in todo:
-            runs[name] = Run(name)
+        todo = [key for key in RUNS if key in wanted and usable(key)]
+        for key in todo:
+            runs[key] = Run(key)
         lock = threading.Lock()
 
         def worker():
             while True:
                 with lock:
-                    if not todo:
+                    if not todo or stopping.is_set():
                         return
                     run = runs[todo.pop(0)]
                 try:
@@ -157,7 +171,7 @@ def watched(request, tmp_path_factory):
             threads[-1].start()
 
     def get(name):
-        if not runs:
+        if not threads:
             start()
         run = runs[name]
         assert run.done.wait(600), "%s: its watch never ended" % name
@@ -170,6 +184,7 @@ def watched(request, tmp_path_factory):
     try:
         yield get
     finally:
+        stopping.set()
         for t in threads:
             t.join(600)
         assert not any(t.is_alive() for t in threads)
@@ -194,15 +209,16 @@ def assert_reported(run):
     assert run.docs[0]["pid"] == run.pid
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=TF if PROGRAMS[n][0] else []) for n in HANGS])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=TF if PROGRAMS[n.split("+")[0]][0] else [])
+                                  for n in HANGS + UNCAUGHT])
 def test_a_hang_program_is_reported_in_time_with_stacks_verdict_then_killed(watched, name):
-    if name == "gil_mutex" and shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
+    if not usable(name):
+        pytest.skip("needs g++ (and gdb for --no-crash-watch)")
     run = watched(name)
     assert_reported(run)
-    EXPECTED[name](run.docs, run.pid)
-    if name in VERDICT_TEXT:
-        assert VERDICT_TEXT[name] + marker(name, "main") in run.out, run.out
+    EXPECTED[run.name](run.docs, run.pid)
+    if run.name in VERDICT_TEXT:
+        assert VERDICT_TEXT[run.name] + marker(run.name, "main") in run.out, run.out
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=TF) for n in JOBS])
