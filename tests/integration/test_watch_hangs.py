@@ -99,6 +99,13 @@ class Run:
         self.done = threading.Event()
 
 
+def cmdline(p):
+    try:
+        return p.cmdline()
+    except psutil.Error:  # (gone meanwhile)
+        return []
+
+
 def run_one(run, tmp):
     name, hang_after = run.name, run.hang_after
     ready, json_path = os.path.join(tmp, "ready"), os.path.join(tmp, "hang.jsonl")
@@ -115,7 +122,7 @@ def run_one(run, tmp):
         wait_for_file(ready, 240, w.proc)
         t_ready = time.monotonic()
         procs = w.tree()[1:]  # the job's processes (a forking program's children are there by its ready file)
-        (job,) = [p for p in psutil.Process(w.proc.pid).children() if script in p.cmdline()]
+        (job,) = [p for p in psutil.Process(w.proc.pid).children() if script in cmdline(p)]
         run.pid = job.pid
         if name in CONTROLS:
             deadline = t_ready + CONTROL_WATCH * hang_after
