@@ -60,8 +60,11 @@ assert set(HANG_AFTER) == set(PROGRAMS) | set(JOBS)
 # also watched with --no-crash-watch (the hang's snapshot by stack's own hold, not the crash catcher's): cheap
 NO_CRASH_WATCH = "+no-crash-watch"
 UNCAUGHT = ["rlock_order" + NO_CRASH_WATCH, "gil_mutex" + NO_CRASH_WATCH]
-RUNS = [key for key in HANG_AFTER if key not in ("busy_control", "busy_matmul_control")] + UNCAUGHT + [
-    "busy_control", "busy_matmul_control"]  # (the order they start in)
+# The runs in phases, each started once the one before has ended, in order within a phase: the --no-crash-watch
+# ones (gdb reads gil_mutex's library: slow beside TensorFlow's imports), then the controls (busy: they load
+# every core) each run beside nothing timed.
+PHASES = [[key for key in HANG_AFTER if key not in ("busy_control", "busy_matmul_control")], UNCAUGHT,
+          ["busy_control", "busy_matmul_control"]]
 KILL_GRACE = 10.0  # watch's: --on-hang kill sends SIGKILL this long after SIGTERM
 CONTROLS = ("busy_control", "busy_matmul_control")
 CONTROL_WATCH = 4  # a control is watched for this many times its --hang-after
@@ -147,7 +150,7 @@ def run_one(run, tmp):
 @pytest.fixture(scope="module")
 def watched(request, tmp_path_factory):
     """name -> Run, once done: at the first request, every program this session selected from this module is
-    started, ``PARALLEL`` at a time, the longest first."""
+    started, ``PARALLEL`` at a time, the longest first, phase by phase (``PHASES``)."""
     runs = {}
     threads = []
     stopping = threading.Event()  # at teardown: no new run starts (those under way end by themselves)
@@ -155,23 +158,30 @@ def watched(request, tmp_path_factory):
     def start():
         wanted = {item.callspec.params["name"] for item in request.session.items
                   if item.module is request.module and hasattr(item, "callspec") and "name" in item.callspec.params}
-        todo = [key for key in RUNS if key in wanted and usable(key)]
-        for key in todo:
+        phases = [[key for key in phase if key in wanted and usable(key)] for phase in PHASES]
+        tmp = {}
+        for key in sum(phases, []):
             runs[key] = Run(key)
+            tmp[key] = str(tmp_path_factory.mktemp(runs[key].name))  # (here: mktemp is no thread's to call)
         lock = threading.Lock()
 
         def worker():
-            while True:
-                with lock:
-                    if not todo or stopping.is_set():
-                        return
-                    run = runs[todo.pop(0)]
-                try:
-                    run_one(run, str(tmp_path_factory.mktemp(run.name)))
-                except BaseException as exc:  # re-raised by the program's test
-                    run.error = exc
-                finally:
-                    run.done.set()
+            for i, todo in enumerate(phases):
+                for key in sum(phases[:i], []):  # the phases before: ended (each run is bounded)
+                    runs[key].done.wait(900)
+                while True:
+                    with lock:
+                        if stopping.is_set():
+                            return
+                        if not todo:
+                            break
+                        run = runs[todo.pop(0)]
+                    try:
+                        run_one(run, tmp[run.key])
+                    except BaseException as exc:  # re-raised by the program's test
+                        run.error = exc
+                    finally:
+                        run.done.set()
 
         for _ in range(PARALLEL):
             threads.append(threading.Thread(target=worker, daemon=True))
