@@ -17,6 +17,7 @@ one at the first test's request), each with a ``--hang-after`` only as long as i
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -194,8 +195,10 @@ def watched(request, tmp_path_factory):
         assert run.done.wait(600), "%s: its watch never ended" % name
         if run.error is not None:
             raise run.error
-        print("%s: --hang-after %g, reported %s after its ready file" % (
-            name, run.hang_after, "%.1f s" % run.report_s if run.report_s is not None else "never"))
+        stalled = re.search(r"has progressed for ([0-9.]+ s)", run.out)
+        print("%s: --hang-after %g, reported %s after its ready file%s" % (
+            name, run.hang_after, "%.1f s" % run.report_s if run.report_s is not None else "never",
+            " (stalled for %s)" % stalled.group(1) if stalled else ""))
         return run
 
     try:

@@ -7,6 +7,7 @@ from tfnative.analysis.progress import (
     ProcessSample,
     ThreadSample,
     Tracker,
+    carry,
     cpu_floor_ns,
     judge,
     stacks_moved,
@@ -156,3 +157,35 @@ def test_other_moves_between_waits_stay_progress():
     # the hand-over with work on the way (CPU over the floor) is progress
     assert judge(proc(0, t(1, 0, 1, wait=epoll), t(2, 0, 1, wait=fut)),
                  proc(1, t(1, 30, 2, wait=fut), t(2, 0.1, 2, wait=epoll))).progressed
+
+
+def test_a_thread_caught_on_a_cpu_between_two_waits_is_judged_at_the_next_reading():
+    """A gRPC thread of mwms_missing_peer beside two busy processes (measured): blocked on its futex, caught
+    runnable at the next reading (0.9 ms of CPU), back on the same futex at the one after: no progress at either
+    reading; judged against its blocked reading, the third is a re-wait."""
+    fut = (FUTEX, "0x7fd8ec194240")
+    first = proc(0, t(1114, 8.078, 194, "S", fut), t(2, 1, 3))
+    second = proc(1, t(1114, 8.986, 207, "R", None), t(2, 1, 3))
+    third = proc(2, t(1114, 9.255, 211, "S", fut), t(2, 1, 3))
+    j = judge(first, second)
+    assert not j.progressed and j.caught == (1114,) and j.rewaiters == (), j
+    base = carry(first, second, j.caught)
+    assert base.at == 1 and base.threads[1114] == first.threads[1114] and base.threads[2] == second.threads[2]
+    j = judge(base, third)
+    assert not j.progressed and j.rewaiters == (1114,) and j.caught == (), j
+    # judged against the reading before (caught runnable), it was progress twice
+    assert judge(second, third).progressed
+    assert carry(first, second, ()) is second
+
+
+def test_what_a_caught_thread_did_shows_at_the_next_reading():
+    fut = (FUTEX, "0x7f0001")
+    first, caught = proc(0, t(1, 0, 1, "S", fut)), proc(1, t(1, 0.5, 2, "R", None))
+    base = carry(first, caught, judge(first, caught).caught)
+    # on to another wait, or its CPU over the floor (counted from its blocked reading), or still on a CPU with it
+    assert judge(base, proc(2, t(1, 0.6, 3, "S", (FUTEX, "0x7f9000")))).why == "thread 1 woke and moved on"
+    assert judge(base, proc(2, t(1, 12, 3, "S", fut))).why == "thread 1 ran on a CPU"
+    assert judge(base, proc(2, t(1, 11, 2, "R", None))).why == "thread 1 ran on a CPU"
+    # a thread running (no wait) at both readings, or blocked in a read before, is judged as it was
+    assert judge(proc(0, t(1, 0, 1, "R", None)), proc(1, t(1, 0.5, 1, "R", None))).progressed
+    assert judge(proc(0, t(1, 0, 1, "S", (READ, "0x5"))), proc(1, t(1, 0.5, 2, "R", None))).progressed

@@ -20,6 +20,13 @@ thread, over one interval:
   object, each with less CPU than the floor.  That is gRPC's pollers handing the poll over to one another, at
   times at one of their timed wake-ups (measured on ``mwms_missing_peer``: seconds 5 and 30 of a hang): judged
   progress, such a hand-over put off a hang's report by up to ``hang_after``.
+* A thread caught on a CPU at a reading (runnable, in no system call) with less CPU than the floor since it was
+  blocked in one of ``WAITS`` is not judged yet (``"caught"``): its blocked reading stays the one the next reading
+  is judged against (``carry``).  A timed wake-up is seldom caught so, but on loaded cores a woken thread waits
+  its turn for a CPU for milliseconds (measured on ``mwms_missing_peer`` beside two busy processes: a gRPC thread
+  caught runnable at two readings in 40 s, each then judged progress twice: a hang's report put off by up to
+  ``hang_after``).  Its next reading says what it did: CPU over the floor (counted from its blocked reading),
+  another wait, or the same one.
 * A thread that woke from a sleep (``nanosleep``, ``clock_nanosleep``) progressed: passing time is what a step
   loop that sleeps at the same line every step does.  (A loop that polls a flag with ``time.sleep`` forever is
   therefore not caught; ``--progress-file`` is the exact signal there.)
@@ -70,6 +77,7 @@ class Judgement:
     progressed: bool
     why: str
     rewaiters: Tuple[int, ...] = ()
+    caught: Tuple[int, ...] = ()  # threads caught on a CPU between two waits: judged at the next reading
 
 
 def cpu_floor_ns(interval_s: float) -> int:
@@ -79,7 +87,8 @@ def cpu_floor_ns(interval_s: float) -> int:
 
 def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], floor_ns: int) -> str:
     """What one thread did over the interval: ``"new"``, ``"ended"``, ``"cpu"``, ``"slept"``, ``"woke"`` (all
-    progress), ``"rewait"`` (woke only to wait again on the same object), ``"still"`` (neither ran nor woke)."""
+    progress), ``"rewait"`` (woke only to wait again on the same object), ``"caught"`` (blocked in a wait, now
+    runnable with less CPU than the floor: judged at the next reading), ``"still"`` (neither ran nor woke)."""
     if before is None:
         return "new"
     if after is None:
@@ -87,6 +96,8 @@ def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], f
     ran = (after.cpu_ns - before.cpu_ns) if after.cpu_ns is not None and before.cpu_ns is not None else 0
     if ran >= floor_ns:
         return "cpu"
+    if after.state == "R" and after.wait is None and before.wait is not None and before.wait[0] in WAITS:
+        return "caught"
     woke = after.switches is not None and before.switches is not None and after.switches != before.switches
     if not woke and ran <= 0:
         return "still"
@@ -158,15 +169,31 @@ def judge(before: ProcessSample, after: ProcessSample) -> Judgement:
     for tid in handoffs(before, after, kinds):
         kinds[tid] = "rewait"
     rewaiters: List[int] = []
+    caught = tuple(tid for tid, kind in kinds.items() if kind == "caught")
     for tid, kind in kinds.items():
         if kind in _SAID:
-            return Judgement(True, _SAID[kind] % tid)
+            return Judgement(True, _SAID[kind] % tid, caught=caught)
         if kind == "rewait":
             rewaiters.append(tid)
     if rewaiters:
         return Judgement(False, "threads %s only woke to wait again where they waited" % ", ".join(
-            str(t) for t in rewaiters), tuple(rewaiters))
+            str(t) for t in rewaiters), tuple(rewaiters), caught)
+    if caught:
+        return Judgement(False, "threads %s were caught on a CPU between two waits" % ", ".join(
+            str(t) for t in caught), caught=caught)
     return Judgement(False, "no thread ran or woke")
+
+
+def carry(before: ProcessSample, after: ProcessSample, caught: Iterable[int]) -> ProcessSample:
+    """The reading the next one is judged against: ``after``, but for the threads ``caught`` on a CPU between
+    two waits, their blocked reading of ``before`` (see the module)."""
+    tids = [tid for tid in caught if tid in before.threads and tid in after.threads]
+    if not tids:
+        return after
+    threads = dict(after.threads)
+    for tid in tids:
+        threads[tid] = before.threads[tid]
+    return ProcessSample(after.pid, after.at, threads)
 
 
 StackKeys = Mapping[int, Tuple[Any, ...]]  # tid -> the signature of its stack (``snapshot/samples.signature``)
