@@ -170,7 +170,8 @@ def test_a_thread_caught_on_a_cpu_between_two_waits_is_judged_at_the_next_readin
     j = judge(first, second)
     assert not j.progressed and j.caught == (1114,) and j.rewaiters == (), j
     base = carry(first, second, j.caught)
-    assert base.at == 1 and base.threads[1114] == first.threads[1114] and base.threads[2] == second.threads[2]
+    assert base.at == 1 and base.threads[2] == second.threads[2]
+    assert base.threads[1114].cpu_ns == first.threads[1114].cpu_ns and base.threads[1114].at == 0
     j = judge(base, third)
     assert not j.progressed and j.rewaiters == (1114,) and j.caught == (), j
     # judged against the reading before (caught runnable), it was progress twice
@@ -182,10 +183,18 @@ def test_what_a_caught_thread_did_shows_at_the_next_reading():
     fut = (FUTEX, "0x7f0001")
     first, caught = proc(0, t(1, 0, 1, "S", fut)), proc(1, t(1, 0.5, 2, "R", None))
     base = carry(first, caught, judge(first, caught).caught)
-    # on to another wait, or its CPU over the floor (counted from its blocked reading), or still on a CPU with it
+    # on to another wait, or its CPU over the floor (counted from its blocked reading, the floor over the two
+    # intervals since: 20 ms), or still on a CPU with it
     assert judge(base, proc(2, t(1, 0.6, 3, "S", (FUTEX, "0x7f9000")))).why == "thread 1 woke and moved on"
-    assert judge(base, proc(2, t(1, 12, 3, "S", fut))).why == "thread 1 ran on a CPU"
-    assert judge(base, proc(2, t(1, 11, 2, "R", None))).why == "thread 1 ran on a CPU"
+    assert judge(base, proc(2, t(1, 25, 3, "S", fut))).why == "thread 1 ran on a CPU"
+    assert judge(base, proc(2, t(1, 21, 2, "R", None))).why == "thread 1 ran on a CPU"
+    # gil_mutex's thread waiting for the GIL (a 5 ms timed wait: 6 ms of CPU a second), caught on a CPU: 12 ms
+    # over the two intervals is still a re-wait
+    j = judge(base, proc(2, t(1, 12, 400, "S", fut)))
+    assert not j.progressed and j.rewaiters == (1,), j
+    # carried again: the floor runs from its first blocked reading
+    again = carry(base, proc(2, t(1, 12, 400, "R", None)), (1,))
+    assert again.threads[1].at == 0 and judge(again, proc(3, t(1, 18, 600, "S", fut))).rewaiters == (1,)
     # a thread running (no wait) at both readings, or blocked in a read before, is judged as it was
     assert judge(proc(0, t(1, 0, 1, "R", None)), proc(1, t(1, 0.5, 1, "R", None))).progressed
     assert judge(proc(0, t(1, 0, 1, "S", (READ, "0x5"))), proc(1, t(1, 0.5, 2, "R", None))).progressed

@@ -25,8 +25,8 @@ thread, over one interval:
   is judged against (``carry``).  A timed wake-up is seldom caught so, but on loaded cores a woken thread waits
   its turn for a CPU for milliseconds (measured on ``mwms_missing_peer`` beside two busy processes: a gRPC thread
   caught runnable at two readings in 40 s, each then judged progress twice: a hang's report put off by up to
-  ``hang_after``).  Its next reading says what it did: CPU over the floor (counted from its blocked reading),
-  another wait, or the same one.
+  ``hang_after``).  Its next reading says what it did: CPU over the floor (counted from its blocked reading,
+  the floor over that time), another wait, or the same one.
 * A thread that woke from a sleep (``nanosleep``, ``clock_nanosleep``) progressed: passing time is what a step
   loop that sleeps at the same line every step does.  (A loop that polls a flag with ``time.sleep`` forever is
   therefore not caught; ``--progress-file`` is the exact signal there.)
@@ -39,7 +39,7 @@ stragglers).  Pure: no ``/proc``, no clock of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 # x86-64 system calls in which a thread waits for something with an optional time-out (re-waits are idle).
@@ -59,6 +59,7 @@ class ThreadSample:
     switches: Optional[int]  # voluntary + involuntary context switches
     state: Optional[str]  # the scheduler's letter
     wait: Optional[Tuple[int, str]]  # (system call number, first argument) while blocked in one, else None
+    at: Optional[float] = None  # when it was read, where not its process's reading (one ``carry`` kept)
 
 
 @dataclass
@@ -163,9 +164,11 @@ def handoffs(before: ProcessSample, after: ProcessSample, kinds: Mapping[int, st
 def judge(before: ProcessSample, after: ProcessSample) -> Judgement:
     """Whether the process progressed from ``before`` to ``after`` (the rule of the module), without the
     re-waiters' stacks: a process whose only activity is re-waits has ``progressed`` False and names them."""
-    floor = cpu_floor_ns(max(0.0, after.at - before.at))
-    kinds = {tid: thread_kind(before.threads.get(tid), after.threads.get(tid), floor)
-             for tid in sorted(set(before.threads) | set(after.threads))}
+    kinds = {}
+    for tid in sorted(set(before.threads) | set(after.threads)):
+        b = before.threads.get(tid)
+        since = b.at if b is not None and b.at is not None else before.at  # a carried reading: its own time
+        kinds[tid] = thread_kind(b, after.threads.get(tid), cpu_floor_ns(max(0.0, after.at - since)))
     for tid in handoffs(before, after, kinds):
         kinds[tid] = "rewait"
     rewaiters: List[int] = []
@@ -192,7 +195,8 @@ def carry(before: ProcessSample, after: ProcessSample, caught: Iterable[int]) ->
         return after
     threads = dict(after.threads)
     for tid in tids:
-        threads[tid] = before.threads[tid]
+        kept = before.threads[tid]
+        threads[tid] = kept if kept.at is not None else replace(kept, at=before.at)
     return ProcessSample(after.pid, after.at, threads)
 
 
