@@ -13,6 +13,7 @@ the waits form a cycle); ``triage["waits"]`` lists the edges ``{"thread", "waits
 (this worktree's path replaced by ``<worktree>``) for the engine's author.
 """
 
+import functools
 import json
 import os
 import shutil
@@ -261,16 +262,15 @@ SINGLE = [
 ]
 
 
-@pytest.mark.parametrize("name,pattern,resource,others",
-                         [pytest.param(*s, id=s[0], marks=TF if PROGRAMS[s[0]][0] else []) for s in SINGLE])
-def test_the_main_thread_waits(hangs, name, pattern, resource, others):
-    cap = hangs(name)
-    (doc,) = cap.docs
+def check_single(name, docs, pid):
+    """The verdict of a program whose main thread waits (a row of ``SINGLE``)."""
+    (_name, pattern, resource, others), = [s for s in SINGLE if s[0] == name]
+    (doc,) = docs
     t = doc["triage"]
     assert t["pattern"] == pattern, t["verdict"]
     assert_names(t["verdict"], "the main thread", marker(name, "main"), *[marker(name, w) for w in others])
-    path = chain(doc, cap.pid)
-    assert path[0]["thread"] == cap.pid
+    path = chain(doc, pid)
+    assert path[0]["thread"] == pid
     if resource:
         assert_names(t["verdict"], resource)
         assert resource in path[-1]["resource"], path
@@ -284,9 +284,8 @@ def test_the_main_thread_waits(hangs, name, pattern, resource, others):
     assert t["pattern"] != "deadlock"
 
 
-def test_rlock_order_deadlock_is_a_cycle(hangs):
-    cap = hangs("rlock_order")
-    (doc,) = cap.docs
+def check_rlock_order(docs, pid):
+    (doc,) = docs
     t = doc["triage"]
     loader, saver = tid_named(doc, "loader"), tid_named(doc, "saver")
     assert t["pattern"] == "deadlock", t["verdict"]
@@ -296,30 +295,25 @@ def test_rlock_order_deadlock_is_a_cycle(hangs):
     assert_names(t["verdict"], "thread %d" % loader, "thread %d" % saver, "lock_a", "lock_b",
                  marker("rlock_order", "loader"), marker("rlock_order", "saver"))
     # the main thread waits in join() for a thread of the cycle
-    assert edge_from(doc, cap.pid)["waits_for"] in (loader, saver)
+    assert edge_from(doc, pid)["waits_for"] in (loader, saver)
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
-@requires_gdb  # the library has debug info: stack reads it through gdb
-def test_gil_mutex_deadlock_is_a_cycle(hangs):
-    cap = hangs("gil_mutex")
-    (doc,) = cap.docs
+def check_gil_mutex(docs, pid):
+    (doc,) = docs
     t = doc["triage"]
     worker = tid_named(doc, "ext-worker")
     assert t["pattern"] == "deadlock", t["verdict"]
-    main, ext = edge_from(doc, cap.pid), edge_from(doc, worker)
+    main, ext = edge_from(doc, pid), edge_from(doc, worker)
     assert main["waits_for"] == worker and "mutex" in main["resource"], main
-    assert ext["waits_for"] == cap.pid and ext["resource"] == "the GIL", ext
+    assert ext["waits_for"] == pid and ext["resource"] == "the GIL", ext
     assert_names(t["verdict"], "the main thread", "thread %d" % worker, marker("gil_mutex", "main"), "the GIL",
                  "mutex")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=TF) for n in ("fork_matmul", "pool_map_fork",
-                                                                              "process_after_predict")])
-def test_fork_after_tensorflow_started_its_pools(hangs, name):
-    cap = hangs(name)
-    parent = cap.doc(cap.pid)
-    children = [d for d in cap.docs if d["pid"] != cap.pid]
+def check_fork(name, docs, pid):
+    """A program that forked after TensorFlow started its pools: the parent's document and its children's."""
+    (parent,) = [d for d in docs if d["pid"] == pid]
+    children = [d for d in docs if d["pid"] != pid]
     assert children, "no document for the forked children"
     for child in children:
         t = child["triage"]
@@ -329,9 +323,57 @@ def test_fork_after_tensorflow_started_its_pools(hangs, name):
     t = parent["triage"]
     assert t["pattern"] == "fork_without_pools", t["verdict"]
     assert_names(t["verdict"], "the main thread", marker(name, "main"))
-    main = edge_from(parent, cap.pid)
+    main = edge_from(parent, pid)
     if name != "pool_map_fork":
         assert str(children[0]["pid"]) in main["resource"] or str(children[0]["pid"]) in t["verdict"], main
+
+
+def check_control(docs, pid):
+    """A slow process is not hung: no deadlock; the busy matmul (the frames of fork_matmul's child, but with its
+    pool threads there and working) is no fork without pools either."""
+    (doc,) = docs
+    t = doc["triage"]
+    assert t["pattern"] not in ("deadlock", "fork_without_pools"), t["verdict"]
+    assert "deadlock" not in t["verdict"]
+
+
+# name -> check(docs, pid): the verdict each program of PROGRAMS must give, ``docs`` the documents of its
+# processes (``stack --json``'s, or a watch's hang report), ``pid`` the program's own (its main thread's) pid
+EXPECTED = {
+    **{s[0]: functools.partial(check_single, s[0]) for s in SINGLE},
+    "rlock_order": check_rlock_order,
+    "gil_mutex": check_gil_mutex,
+    **{n: functools.partial(check_fork, n) for n in ("fork_matmul", "pool_map_fork", "process_after_predict")},
+    "busy_control": check_control,
+    "busy_matmul_control": check_control,
+}
+assert set(EXPECTED) == set(PROGRAMS)
+
+
+@pytest.mark.parametrize("name,pattern,resource,others",
+                         [pytest.param(*s, id=s[0], marks=TF if PROGRAMS[s[0]][0] else []) for s in SINGLE])
+def test_the_main_thread_waits(hangs, name, pattern, resource, others):
+    cap = hangs(name)
+    check_single(name, cap.docs, cap.pid)
+
+
+def test_rlock_order_deadlock_is_a_cycle(hangs):
+    cap = hangs("rlock_order")
+    check_rlock_order(cap.docs, cap.pid)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+@requires_gdb  # the library has debug info: stack reads it through gdb
+def test_gil_mutex_deadlock_is_a_cycle(hangs):
+    cap = hangs("gil_mutex")
+    check_gil_mutex(cap.docs, cap.pid)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=TF) for n in ("fork_matmul", "pool_map_fork",
+                                                                              "process_after_predict")])
+def test_fork_after_tensorflow_started_its_pools(hangs, name):
+    cap = hangs(name)
+    check_fork(name, cap.docs, cap.pid)
 
 
 @pytest.mark.tf
@@ -368,9 +410,5 @@ def test_three_workers_one_stalls_before_the_step(tmp_path):
 
 @pytest.mark.parametrize("name", ["busy_control", pytest.param("busy_matmul_control", marks=TF)])
 def test_a_busy_process_is_not_a_deadlock(hangs, name):
-    """A slow process is not hung: no deadlock; the busy matmul (the frames of fork_matmul's child, but with its
-    pool threads there and working) is no fork without pools either."""
-    (doc,) = hangs(name).docs
-    t = doc["triage"]
-    assert t["pattern"] not in ("deadlock", "fork_without_pools"), t["verdict"]
-    assert "deadlock" not in t["verdict"]
+    cap = hangs(name)
+    check_control(cap.docs, cap.pid)

@@ -2,9 +2,10 @@
 ``--on-hang kill``, ``--json``/``--out``, ``--on-hang core``, a straggler and the outlier rank, the job's exit
 status, kill -9 of the watcher.
 
-Real programs only: the hang programs of ``tests/hangs`` and ``tests/scripts/watch_job.py`` (healthy jobs,
-ranks).  Each watcher runs in a session of its own (its launched job in it), with a small ``--hang-after`` and
-``--interval``; its standard output goes to a file the test reads as it grows.
+Real programs only: ``rlock_order`` of ``tests/hangs`` (every hang program there under ``watch``:
+``test_watch_hangs.py``) and ``tests/scripts/watch_job.py`` (healthy jobs, ranks).  Each watcher runs in a
+session of its own (its launched job in it), with a small ``--hang-after`` and ``--interval``; its standard
+output goes to a file the test reads as it grows.
 """
 
 import json
@@ -163,40 +164,6 @@ def test_report_again_only_after_progress_and_other_stacks(tmp_path):
         assert "watch_job.py:%d" % line_of(JOB, "# hangs here: second") not in first
         assert "watch_job.py:%d" % line_of(JOB, "# hangs here: first") not in second
         assert not os.path.exists(tmp_path / "hang.jsonl")
-    finally:
-        w.kill_all()
-
-
-TF_HANGS = [
-    # name, the verdict's start (the main thread's line marked "# hangs here: main" follows), --hang-after: over
-    # the 5 s between two wake-ups of gRPC's timed waits, so that each one judged progress would hide the hang
-    ("data_map_event", "verdict: the main thread waits for the next element of a tf.data iterator at ", 4),
-    ("mwms_missing_peer", "verdict: the main thread waits at ", 7),
-]
-
-
-@pytest.mark.tf
-@pytest.mark.skipif(not has_tensorflow(), reason="tensorflow is not installed in this Python")
-@pytest.mark.parametrize("name,verdict,hang_after", TF_HANGS, ids=[h[0] for h in TF_HANGS])
-def test_a_tf_hang_with_on_hang_kill_ends_the_job_with_124(tmp_path, name, verdict, hang_after):
-    """TensorFlow hangs whose threads wake now and then only to wait again (a tf.data thread; gRPC's pollers
-    and timers, on a condition variable's two futex words in turn): reported with the verdict, then --on-hang
-    kill ends the job and the watch exits 124."""
-    ready = str(tmp_path / "ready")
-    program = os.path.join(HANGS, name + ".py")
-    w = Watcher(tmp_path, ["watch", "--hang-after", str(hang_after), "--interval", "1", "--on-hang", "kill", program,
-                           ready])
-    try:
-        job = int(wait_for_file(ready, 120, w.proc))
-        t_ready = time.monotonic()
-        procs = w.tree()
-        assert w.finish(60) == 124, w.err()
-        assert "hang: no process of the job" in w.out()
-        assert time.monotonic() - t_ready <= hang_after + 2 + SNAPSHOT_SLACK + 10  # the report, SIGTERM's grace
-        assert verdict + "%s.py:%d" % (name, line_of(program, "# hangs here: main")) in w.out()
-        assert "ending the job (--on-hang kill)" in w.err()
-        assert not psutil.pid_exists(job) or psutil.Process(job).status() == psutil.STATUS_ZOMBIE
-        assert_gone(procs)
     finally:
         w.kill_all()
 

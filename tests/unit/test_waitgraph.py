@@ -19,6 +19,7 @@ from ..utils import ROOT, line_of
 
 CAPTURES = os.path.join(ROOT, "tests", "hangs", "captures")
 HANGS = os.path.join(ROOT, "tests", "hangs")
+MISSING_RANK = os.path.join(ROOT, "tests", "scripts", "mwms_missing_rank.py")
 
 
 def docs(name):
@@ -159,3 +160,25 @@ def test_verdict_lines_show_the_chain():
     assert lines[0].startswith("verdict: the main thread waits for the next element of a tf.data iterator")
     assert lines[1].startswith("  -> the main thread at %s waits for" % marker("data_map_event", "main"))
     assert lines[-1] == "     the chain ends there: no thread of this process holds or owes it"
+
+
+def test_a_missing_worker_of_a_cluster_is_named():
+    """Workers 0 and 1 of a 3-worker cluster both wait at start-up (mwms_missing_rank.py): worker 2, which no
+    process read is, is the one named; one worker's document alone (mwms_missing_peer) stays as it was."""
+    workers = docs("mwms_missing_rank")
+    for d in workers:
+        again(d)
+    verdict.across(workers)
+    by_task = {d.events[0].cluster["task"]: d for d in workers}
+    for task, other in (("worker:0", "worker:1"), ("worker:1", "worker:0")):
+        t = by_task[task].events[0].triage
+        assert t.pattern == "waiting_on_peer"
+        assert t.chain[-1]["resource"] == "worker 2 of its cluster, which no process read is", t.chain
+        assert t.verdict.startswith("the main thread waits at mwms_missing_rank.py:%d for worker 2 of its cluster: "
+                                    "no process read is worker 2" % line_of(MISSING_RANK, "# hangs here: worker"))
+        assert "%s (pid %d) waits too" % (other.replace(":", " "), by_task[other].pid) in t.verdict
+    (single,) = docs("mwms_missing_peer")
+    again(single)
+    before = single.events[0].triage.verdict
+    verdict.across([single])
+    assert single.events[0].triage.verdict == before and "worker 1" in before

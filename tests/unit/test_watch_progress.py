@@ -7,6 +7,7 @@ from tfnative.analysis.progress import (
     ProcessSample,
     ThreadSample,
     Tracker,
+    carry,
     cpu_floor_ns,
     judge,
     stacks_moved,
@@ -144,3 +145,72 @@ def test_a_condition_variable_s_two_futex_words_are_one_wait():
     assert thread_kind(a, b, 10 * MS) == "rewait"
     far = t(1, 0.2, 3, wait=(FUTEX, "0x556edab41e58"))
     assert thread_kind(a, far, 10 * MS) == "woke"
+
+
+def test_pollers_handing_their_epoll_set_over_are_re_waiters():
+    """gRPC's pollers in mwms_missing_peer, 5 s into its hang (measured): one thread leaves epoll_wait on fd 5 for
+    its futex, another leaves its futex for epoll_wait on fd 5, each with well under 1 ms of CPU: no progress,
+    both re-waiters (their stacks decide); judged progress, it put the hang's report off by 5 s."""
+    before = proc(0, t(26003, 2.056, 40, wait=(FUTEX, "0x7fe082d47840")), t(26006, 1.468, 30, wait=(EPOLL, "0x5")),
+                  t(26004, 9.0, 50, wait=(FUTEX, "0x7fe082d47b40")))
+    after = proc(1, t(26003, 2.435, 42, wait=(EPOLL, "0x5")), t(26006, 1.745, 32, wait=(FUTEX, "0x7fe082d48040")),
+                 t(26004, 9.0, 50, wait=(FUTEX, "0x7fe082d47b40")))
+    j = judge(before, after)
+    assert not j.progressed and j.rewaiters == (26003, 26006), j
+
+
+def test_other_moves_between_waits_stay_progress():
+    epoll, fut = (EPOLL, "0x5"), (FUTEX, "0x7f0001")
+    # a poller that left its epoll set with none taking it over (it went on to other work)
+    assert judge(proc(0, t(1, 0, 1, wait=epoll), t(2, 0, 1, wait=fut)),
+                 proc(1, t(1, 0.1, 2, wait=(FUTEX, "0x7f9000")), t(2, 0, 1, wait=fut))).progressed
+    # another epoll set taken over: not the one left
+    assert judge(proc(0, t(1, 0, 1, wait=epoll), t(2, 0, 1, wait=(FUTEX, "0x7f9000"))),
+                 proc(1, t(1, 0.1, 2, wait=fut), t(2, 0.1, 2, wait=(EPOLL, "0x6")))).progressed
+    # a producer and a consumer trading two futexes (a queue hand-off): progress, as before
+    assert judge(proc(0, t(1, 0, 1, wait=(FUTEX, "0x7f1000")), t(2, 0, 1, wait=(FUTEX, "0x7f9000"))),
+                 proc(1, t(1, 0.1, 2, wait=(FUTEX, "0x7f9000")), t(2, 0.1, 2, wait=(FUTEX, "0x7f1000")))).progressed
+    # the hand-over with work on the way (CPU over the floor) is progress
+    assert judge(proc(0, t(1, 0, 1, wait=epoll), t(2, 0, 1, wait=fut)),
+                 proc(1, t(1, 30, 2, wait=fut), t(2, 0.1, 2, wait=epoll))).progressed
+
+
+def test_a_thread_caught_on_a_cpu_between_two_waits_is_judged_at_the_next_reading():
+    """A gRPC thread of mwms_missing_peer beside two busy processes (measured): blocked on its futex, caught
+    runnable at the next reading (0.9 ms of CPU), back on the same futex at the one after: no progress at either
+    reading; judged against its blocked reading, the third is a re-wait."""
+    fut = (FUTEX, "0x7fd8ec194240")
+    first = proc(0, t(1114, 8.078, 194, "S", fut), t(2, 1, 3))
+    second = proc(1, t(1114, 8.986, 207, "R", None), t(2, 1, 3))
+    third = proc(2, t(1114, 9.255, 211, "S", fut), t(2, 1, 3))
+    j = judge(first, second)
+    assert not j.progressed and j.caught == (1114,) and j.rewaiters == (), j
+    base = carry(first, second, j.caught)
+    assert base.at == 1 and base.threads[2] == second.threads[2]
+    assert base.threads[1114].cpu_ns == first.threads[1114].cpu_ns and base.threads[1114].at == 0
+    j = judge(base, third)
+    assert not j.progressed and j.rewaiters == (1114,) and j.caught == (), j
+    # judged against the reading before (caught runnable), it was progress twice
+    assert judge(second, third).progressed
+    assert carry(first, second, ()) is second
+
+
+def test_what_a_caught_thread_did_shows_at_the_next_reading():
+    fut = (FUTEX, "0x7f0001")
+    first, caught = proc(0, t(1, 0, 1, "S", fut)), proc(1, t(1, 0.5, 2, "R", None))
+    base = carry(first, caught, judge(first, caught).caught)
+    # on to another wait, or its CPU over the floor (counted from its blocked reading, the floor over the two
+    # intervals since: 20 ms), or still on a CPU with it
+    assert judge(base, proc(2, t(1, 0.6, 3, "S", (FUTEX, "0x7f9000")))).why == "thread 1 woke and moved on"
+    assert judge(base, proc(2, t(1, 25, 3, "S", fut))).why == "thread 1 ran on a CPU"
+    assert judge(base, proc(2, t(1, 21, 2, "R", None))).why == "thread 1 ran on a CPU"
+    # gil_mutex's thread waiting for the GIL (a 5 ms timed wait: 6 ms of CPU a second), caught on a CPU: 12 ms
+    # over the two intervals is still a re-wait
+    j = judge(base, proc(2, t(1, 12, 400, "S", fut)))
+    assert not j.progressed and j.rewaiters == (1,), j
+    # carried again: the floor runs from its first blocked reading
+    again = carry(base, proc(2, t(1, 12, 400, "R", None)), (1,))
+    assert again.threads[1].at == 0 and judge(again, proc(3, t(1, 18, 600, "S", fut))).rewaiters == (1,)
+    # a thread running (no wait) at both readings, or blocked in a read before, is judged as it was
+    assert judge(proc(0, t(1, 0, 1, "R", None)), proc(1, t(1, 0.5, 1, "R", None))).progressed
+    assert judge(proc(0, t(1, 0, 1, "S", (READ, "0x5"))), proc(1, t(1, 0.5, 2, "R", None))).progressed

@@ -15,6 +15,18 @@ thread, over one interval:
   (gRPC's pollers, tf.data's autotuner, ``Event.wait(timeout)`` in a loop): it says nothing of the program.
   Such a thread is a *re-waiter*; its Python stack read the ``--no-pause`` way decides (``stacks_moved``): a
   stack that changed since the last reading is progress.
+* Threads that only passed a poller's wait among them are re-waiters too (``handoffs``): over the interval one
+  thread left a poll on an object (an epoll set) for a futex and another left a futex for a poll on that same
+  object, each with less CPU than the floor.  That is gRPC's pollers handing the poll over to one another, at
+  times at one of their timed wake-ups (measured on ``mwms_missing_peer``: seconds 5 and 30 of a hang): judged
+  progress, such a hand-over put off a hang's report by up to ``hang_after``.
+* A thread caught on a CPU at a reading (runnable, in no system call) with less CPU than the floor since it was
+  blocked in one of ``WAITS`` is not judged yet (``"caught"``): its blocked reading stays the one the next reading
+  is judged against (``carry``).  A timed wake-up is seldom caught so, but on loaded cores a woken thread waits
+  its turn for a CPU for milliseconds (measured on ``mwms_missing_peer`` beside two busy processes: a gRPC thread
+  caught runnable at two readings in 40 s, each then judged progress twice: a hang's report put off by up to
+  ``hang_after``).  Its next reading says what it did: CPU over the floor (counted from its blocked reading,
+  the floor over that time), another wait, or the same one.
 * A thread that woke from a sleep (``nanosleep``, ``clock_nanosleep``) progressed: passing time is what a step
   loop that sleeps at the same line every step does.  (A loop that polls a flag with ``time.sleep`` forever is
   therefore not caught; ``--progress-file`` is the exact signal there.)
@@ -27,7 +39,7 @@ stragglers).  Pure: no ``/proc``, no clock of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 # x86-64 system calls in which a thread waits for something with an optional time-out (re-waits are idle).
@@ -47,6 +59,7 @@ class ThreadSample:
     switches: Optional[int]  # voluntary + involuntary context switches
     state: Optional[str]  # the scheduler's letter
     wait: Optional[Tuple[int, str]]  # (system call number, first argument) while blocked in one, else None
+    at: Optional[float] = None  # when it was read, where not its process's reading (one ``carry`` kept)
 
 
 @dataclass
@@ -65,6 +78,7 @@ class Judgement:
     progressed: bool
     why: str
     rewaiters: Tuple[int, ...] = ()
+    caught: Tuple[int, ...] = ()  # threads caught on a CPU between two waits: judged at the next reading
 
 
 def cpu_floor_ns(interval_s: float) -> int:
@@ -75,7 +89,8 @@ def cpu_floor_ns(interval_s: float) -> int:
 def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], floor_ns: int,
                 held: bool = False) -> str:
     """What one thread did over the interval: ``"new"``, ``"ended"``, ``"cpu"``, ``"slept"``, ``"woke"`` (all
-    progress), ``"rewait"`` (woke only to wait again on the same object), ``"still"`` (neither ran nor woke).
+    progress), ``"rewait"`` (woke only to wait again on the same object), ``"caught"`` (blocked in a wait, now
+    runnable with less CPU than the floor: judged at the next reading), ``"still"`` (neither ran nor woke).
 
     ``held``: the watcher held the process in the interval (a report's snapshot).  Holding interrupts every
     thread's system call, which the kernel restarts once it is let go: a thread back in the same call on the
@@ -88,6 +103,8 @@ def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], f
     ran = (after.cpu_ns - before.cpu_ns) if after.cpu_ns is not None and before.cpu_ns is not None else 0
     if ran >= floor_ns:
         return "cpu"
+    if after.state == "R" and after.wait is None and before.wait is not None and (before.wait[0] in WAITS or held):
+        return "caught"
     woke = after.switches is not None and before.switches is not None and after.switches != before.switches
     if not woke and ran <= 0:
         return "still"
@@ -102,6 +119,8 @@ def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], f
 
 
 FUTEX = 202
+FUTEXES = frozenset({FUTEX, 449})  # futex, futex_waitv
+POLLS = WAITS - FUTEXES  # waits on an object several threads may share in turn (an epoll set)
 CONDVAR_SPAN = 64  # a pthread_cond_t (48 bytes) and its futex words: glibc's two groups' __g_signals alternate
 
 
@@ -126,22 +145,66 @@ _SAID = {"new": "thread %d started", "ended": "thread %d ended", "cpu": "thread 
          "slept": "thread %d woke from a sleep", "woke": "thread %d woke and moved on"}
 
 
+def handoffs(before: ProcessSample, after: ProcessSample, kinds: Mapping[int, str]) -> Set[int]:
+    """The threads that woke (``kinds[tid] == "woke"``) only to pass a poller's wait among them: for a poll on
+    one object (``WAITS`` but the futex calls, the same call and first argument), a thread that left it for a
+    futex wait and a thread that left a futex wait for it (see the module)."""
+    left: Dict[Tuple[int, str], List[int]] = {}
+    entered: Dict[Tuple[int, str], List[int]] = {}
+    for tid, kind in kinds.items():
+        b, a = before.threads.get(tid), after.threads.get(tid)
+        if kind != "woke" or b is None or a is None or b.wait is None or a.wait is None:
+            continue
+        if b.wait[0] in POLLS and a.wait[0] in FUTEXES:
+            left.setdefault(b.wait, []).append(tid)
+        elif b.wait[0] in FUTEXES and a.wait[0] in POLLS:
+            entered.setdefault(a.wait, []).append(tid)
+    out: Set[int] = set()
+    for wait, tids in left.items():
+        if wait in entered:
+            out.update(tids)
+            out.update(entered[wait])
+    return out
+
+
 def judge(before: ProcessSample, after: ProcessSample, held: bool = False) -> Judgement:
     """Whether the process progressed from ``before`` to ``after`` (the rule of the module), without the
     re-waiters' stacks: a process whose only activity is re-waits has ``progressed`` False and names them.
     ``held``: the watcher held the process in between (``thread_kind``)."""
-    floor = cpu_floor_ns(max(0.0, after.at - before.at))
-    rewaiters: List[int] = []
+    kinds = {}
     for tid in sorted(set(before.threads) | set(after.threads)):
-        kind = thread_kind(before.threads.get(tid), after.threads.get(tid), floor, held)
+        b = before.threads.get(tid)
+        since = b.at if b is not None and b.at is not None else before.at  # a carried reading: its own time
+        kinds[tid] = thread_kind(b, after.threads.get(tid), cpu_floor_ns(max(0.0, after.at - since)), held)
+    for tid in handoffs(before, after, kinds):
+        kinds[tid] = "rewait"
+    rewaiters: List[int] = []
+    caught = tuple(tid for tid, kind in kinds.items() if kind == "caught")
+    for tid, kind in kinds.items():
         if kind in _SAID:
-            return Judgement(True, _SAID[kind] % tid)
+            return Judgement(True, _SAID[kind] % tid, caught=caught)
         if kind == "rewait":
             rewaiters.append(tid)
     if rewaiters:
         return Judgement(False, "threads %s only woke to wait again where they waited" % ", ".join(
-            str(t) for t in rewaiters), tuple(rewaiters))
+            str(t) for t in rewaiters), tuple(rewaiters), caught)
+    if caught:
+        return Judgement(False, "threads %s were caught on a CPU between two waits" % ", ".join(
+            str(t) for t in caught), caught=caught)
     return Judgement(False, "no thread ran or woke")
+
+
+def carry(before: ProcessSample, after: ProcessSample, caught: Iterable[int]) -> ProcessSample:
+    """The reading the next one is judged against: ``after``, but for the threads ``caught`` on a CPU between
+    two waits, their blocked reading of ``before`` (see the module)."""
+    tids = [tid for tid in caught if tid in before.threads and tid in after.threads]
+    if not tids:
+        return after
+    threads = dict(after.threads)
+    for tid in tids:
+        kept = before.threads[tid]
+        threads[tid] = kept if kept.at is not None else replace(kept, at=before.at)
+    return ProcessSample(after.pid, after.at, threads)
 
 
 StackKeys = Mapping[int, Tuple[Any, ...]]  # tid -> the signature of its stack (``snapshot/samples.signature``)

@@ -682,6 +682,8 @@ def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
         waiting = [d for d in members if _verdict(events[d.pid]).pattern in ("waiting_on_peer",
                                                                                "function_without_thread")]
         others = [d for d in members if d not in waiting]
+        if len(waiting) == len(members) > 1:
+            _missing_peers(waiting, events)
         if not waiting or not others:
             continue
         stalled = "; ".join("%s (pid %s) is not in it: its main thread is at %s" % (
@@ -704,6 +706,32 @@ def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
             t.pattern = "waiting_on_peer"
             t.verdict = "the main thread waits at %s for %s of its cluster, in a collective: %s" % (
                 _main_at(e), names, stalled)
+
+
+def _missing_peers(waiting: List[Any], events: Dict[int, Event]) -> None:
+    """Every worker read of a cluster waits for its peers: the tasks of the cluster that no process read is
+    are the ones they wait for (not started, gone, or on a node another step reads), named on each."""
+    tasks = list((events[waiting[0].pid].cluster or {}).get("tasks") or [])
+    present = {(events[d.pid].cluster or {}).get("task") for d in waiting}
+    missing = [task for task in tasks if task not in present]
+    if not missing:
+        return
+    names = ", ".join(task.replace(":", " ") for task in missing)
+    for d in waiting:
+        e = events[d.pid]
+        t = _verdict(e)
+        chain = t.chain or []
+        if not chain or chain[-1].get("waits_for") is not None:
+            continue
+        peers = "; ".join("%s (pid %s) waits too, at %s" % (_task_text(events[o.pid]), o.pid, _main_at(events[o.pid]))
+                          for o in waiting if o is not d)
+        resource = "%s of its cluster, which no process read is" % names
+        sink = chain[-1]
+        for edge in [sink] + [w for w in t.waits or [] if w.get("thread") == sink["thread"]]:
+            edge["resource"] = resource
+            edge["evidence"] += "; the other workers' snapshots: %s" % peers
+        t.verdict = "the main thread waits at %s for %s of its cluster: no process read is %s (not started, gone, " \
+                    "or not read here); %s" % (_main_at(e), names, names, peers)
 
 
 def _task_text(e: Event) -> str:

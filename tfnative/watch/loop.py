@@ -25,7 +25,7 @@ import time
 from contextlib import nullcontext
 from typing import Callable, ContextManager, Dict, FrozenSet, List, Optional, Sequence, Set, TextIO, Tuple
 
-from ..analysis.progress import ProcessSample, Tracker, judge, stacks_moved
+from ..analysis.progress import ProcessSample, Tracker, carry, judge, stacks_moved
 from ..core.model import Document
 from ..core.signals import signal_name
 from ..errors import Interrupted, SignalGuard
@@ -195,7 +195,9 @@ class Watch:
             if before is None:
                 continue
             verdict = judge(before, after, held=pid in self.held)
-            self.held.discard(pid)
+            if not verdict.caught:  # a thread caught restarting its call after the hold: still held's, next time
+                self.held.discard(pid)
+            self.samples[pid] = carry(before, after, verdict.caught)  # a thread caught on a CPU: judged next time
             moved = verdict.progressed
             if not moved and verdict.rewaiters and now - self.tracker.last.get(pid, now) >= self.stack_after:
                 keys = progress.stack_keys(pid)
