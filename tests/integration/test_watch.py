@@ -147,10 +147,11 @@ def test_a_deadlock_is_reported_in_time_then_watched_on_and_kill_9_leaves_the_jo
 
 
 def test_report_again_only_after_progress_and_other_stacks(tmp_path):
-    """A job stuck 5 s in one wait, then for good in another: two reports, each at its own line; between them
-    and after the second, nothing more."""
+    """A job stuck 8 s in one wait, then for good in another: two reports, each at its own line; between them
+    and after the second, nothing more.  (The first wait outlasts --hang-after by 6 s, so that the first report
+    is whole before the job moves on even on a loaded machine.)"""
     w = Watcher(tmp_path, ["watch", "--hang-after", "2", "--interval", "0.5", JOB, "two_hangs",
-                           str(tmp_path / "ready"), "5", "--json", str(tmp_path / "hang.jsonl")])
+                           str(tmp_path / "ready"), "8", "--json", str(tmp_path / "hang.jsonl")])
     # (--json after the script's arguments is the script's: its file stays absent)
     try:
         wait_for_file(str(tmp_path / "ready"), 60, w.proc)
