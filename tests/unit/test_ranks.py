@@ -184,9 +184,13 @@ def test_node_failures_name_the_node():
 
 def test_srun_line(monkeypatch):
     monkeypatch.setattr(slurm, "client", lambda name: "/usr/bin/" + name)  # no Slurm needed
-    cmd = slurm.srun_command(JOB, ["tfnative"], slurm.node_arguments(StackOptions(all_threads=True)))
+    cmd = slurm.srun_command(JOB, ["tfnative"], "stack", slurm.node_arguments(StackOptions(all_threads=True)))
     assert cmd[1:] == ["--jobid=7", "--overlap", "-N", "2", "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0",
                        "--job-name=tfnative-stack", "tfnative", "stack", "--env", "SLURM_JOB_ID=7", "--tree", "-",
                        "--all-threads"]
+    watch = slurm.srun_command(JOB, ["tfnative"], "watch", ["--node-feed"], input_all=True)
+    assert watch[1:] == ["--jobid=7", "--overlap", "-N", "2", "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0",
+                         "--job-name=tfnative-watch", "--input=all", "tfnative", "watch", "--env", "SLURM_JOB_ID=7",
+                         "--node-feed"]
     whole = slurm.node_arguments(StackOptions(samples=3, interval=0.5), documents=True)
     assert whole == ["--json", "-", "--samples", "3", "--interval", "0.5"]

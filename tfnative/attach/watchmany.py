@@ -196,9 +196,7 @@ def watch_slurm(job_id: str, remote: Optional[str], attach_args: Sequence[str], 
     argv = slurm.remote_argv(remote)
     slurm.client("srun")
     job = slurm.job_of(job_id)
-    cmd = [slurm.client("srun"), "--jobid=%s" % job.id, "--overlap", "-N", str(max(1, len(job.nodes))),
-           "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0", "--job-name=tfnative-attach", "--input=all",
-           *argv, "attach", "--env", "SLURM_JOB_ID=%s" % job.numeric, "--until-eof", *attach_args]
+    cmd = slurm.srun_command(job, argv, "attach", ["--until-eof", *attach_args], input_all=True)
     # its own session: a Ctrl-C on the terminal reaches tfnative only, which ends the watches through
     # srun's standard input (--input=all: every task's), closed
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

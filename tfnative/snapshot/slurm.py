@@ -149,11 +149,15 @@ def remote_argv(remote: Optional[str]) -> List[str]:
     return argv
 
 
-def srun_command(job: Job, remote: Sequence[str], node_args: Sequence[str]) -> List[str]:
-    """The ``srun`` line of the snapshot step: one task per node of ``job``, labelled output."""
+def srun_command(job: Job, remote: Sequence[str], command: str, node_args: Sequence[str],
+                 input_all: bool = False) -> List[str]:
+    """The ``srun`` line of a step of tfnative's in ``job`` (``stack``'s snapshot, ``attach``'s crash watch,
+    ``watch``'s node watchers): one task per node running ``REMOTE COMMAND --env SLURM_JOB_ID=J NODE_ARGS``,
+    labelled output, named ``tfnative-COMMAND``; ``input_all``: srun's standard input to every task."""
     return [client("srun"), "--jobid=%s" % job.id, "--overlap", "-N", str(max(1, len(job.nodes))),
-            "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0", "--job-name=tfnative-stack",
-            *remote, "stack", "--env", "SLURM_JOB_ID=%s" % job.numeric, *node_args]
+            "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0", "--job-name=tfnative-%s" % command,
+            *(["--input=all"] if input_all else []), *remote, command, "--env", "SLURM_JOB_ID=%s" % job.numeric,
+            *node_args]
 
 
 def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> Tuple[int, List[Node], List[str]]:
@@ -255,7 +259,7 @@ def node_failure(n: Node, remote: Sequence[str]) -> str:
 def collect(job: Job, remote: Sequence[str], node_args: Sequence[str], err: TextIO) -> List[Item]:
     """What every node of ``job`` sent: its processes' documents, or their tree.  Raises TfnativeError when
     none came back."""
-    code, tasks, own = run_step(srun_command(job, remote, node_args), job.nodes, err)
+    code, tasks, own = run_step(srun_command(job, remote, "stack", node_args), job.nodes, err)
     if not any(n.out or n.err or n.status for n in tasks):
         why = step_refused(job, own)
         if why is None:

@@ -34,7 +34,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import Dict, List, Optional, Sequence, Set, TextIO, Tuple
 
 from ..core import docread
 from ..core.model import Document
@@ -81,7 +81,7 @@ class Head:
         self.armed = True
         self.reports = 0
         self.last_report: Optional[Tuple[str, ...]] = None
-        self.named: Dict[Tuple[str, int], bool] = {}
+        self.named: Set[Tuple[str, int]] = set()  # stragglers named in their current stall
         self.crashes = 0
         self.status: Optional[int] = None  # the first crash's
         self.proc: Optional[subprocess.Popen[bytes]] = None
@@ -91,10 +91,7 @@ class Head:
         self.err.flush()
 
     def command(self) -> List[str]:
-        return [slurm.client("srun"), "--jobid=%s" % self.job.id, "--overlap", "-N", str(max(1, len(self.job.nodes))),
-                "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0", "--job-name=tfnative-watch", "--input=all",
-                *self.remote, "watch", "--env", "SLURM_JOB_ID=%s" % self.job.numeric, "--node-feed",
-                *self.node_args]
+        return slurm.srun_command(self.job, self.remote, "watch", ["--node-feed", *self.node_args], input_all=True)
 
     def node_of(self, task: int) -> str:
         return self.names[task] if task < len(self.names) else "task %d" % task
@@ -201,7 +198,7 @@ class Head:
             node.ranks = {int(pid): now - float(a) for pid, a in ranks.items() if str(pid).isdigit()}
             for pid, when in node.ranks.items():
                 if self.opts.straggler_after is not None and now - when < self.opts.straggler_after:
-                    self.named.pop((node.name, pid), None)
+                    self.named.discard((node.name, pid))
         elif kind == "crash":
             self.crashes += 1
             docs = self._documents(got)
@@ -224,8 +221,7 @@ class Head:
             node.done = True
 
     def hung(self, now: float) -> bool:
-        last = max([self.job_last] + [n.last for n in self.nodes.values()])
-        return now - last >= self.opts.hang_after
+        return self.stalled_for(now) >= self.opts.hang_after
 
     def stalled_for(self, now: float) -> float:
         return now - max([self.job_last] + [n.last for n in self.nodes.values()])
@@ -240,7 +236,7 @@ class Head:
             if (name, pid) in self.named or now - when < after:
                 continue
             if any(now - w <= recent for nm, p, w in ranks if (nm, p) != (name, pid)):
-                self.named[(name, pid)] = True
+                self.named.add((name, pid))
                 headline = ("tfnative: watch: straggler: process %d on node %s has not progressed for %.1f s while "
                             "others of the job have (--straggler-after %g); its stack:"
                             % (pid, name, now - when, after))
