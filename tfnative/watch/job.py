@@ -92,7 +92,7 @@ class Job:
     def reaped(self) -> Optional[int]:
         """The launched process's return code once it has exited (``Popen``'s: -N for signal N), else None.
 
-        Read with ``waitid(WEXITED | WNOHANG | _WNOTHREAD)`` from this thread, not ``Popen.poll``: where a
+        Read with ``waitid(WEXITED | WNOHANG | __WNOTHREAD)`` from this thread, not ``Popen.poll``: where a
         thread of ours traces the process (a crash catcher's ``PTRACE_SEIZE``), a ``waitpid`` here would take
         the ptrace stops meant for that thread; with ``__WNOTHREAD`` only this thread's own child's exit is seen.
         """

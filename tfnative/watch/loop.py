@@ -191,8 +191,8 @@ class Watch:
             if after is None:
                 continue
             before = self.samples.get(pid)
-            self.samples[pid] = after
             if before is None:
+                self.samples[pid] = after
                 continue
             verdict = judge(before, after, held=pid in self.held)
             if not verdict.caught:  # a thread caught restarting its call after the hold: still held's, next time
