@@ -105,13 +105,17 @@ def _watch_slurm(opts: Any, slurm_job: Optional[str], remote: Optional[str], scr
         raise TfnativeError("--remote-tfnative goes with --slurm-job")
     if script is not None or module is not None or pids or children or envs:
         raise TfnativeError("--slurm-job finds the job's processes itself: no SCRIPT, -m, --pid, --children or --env")
-    if opts.interval > opts.hang_after:
-        raise TfnativeError("--interval %g is longer than --hang-after %g: a hang could not be seen in time"
-                            % (opts.interval, opts.hang_after))
+    _check_interval(opts)
     _check_out_dir(opts.out_dir)
     argv = remote_argv(remote)
     out = sys.stderr if is_stdout(opts.json_path) else sys.stdout
     return watch_slurm(slurm_job, argv, opts, crashes, out, sys.stderr)
+
+
+def _check_interval(opts: Any) -> None:
+    if opts.interval > opts.hang_after:
+        raise TfnativeError("--interval %g is longer than --hang-after %g: a hang could not be seen in time"
+                            % (opts.interval, opts.hang_after))
 
 
 def _check_out_dir(out_dir: Optional[str]) -> None:
@@ -139,9 +143,7 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
     if launched and (pids or children or envs):
         raise TfnativeError("watch runs SCRIPT (or -m MODULE) or watches running processes (--pid, --children, "
                             "--env): not both")
-    if opts.interval > opts.hang_after:
-        raise TfnativeError("--interval %g is longer than --hang-after %g: a hang could not be seen in time"
-                            % (opts.interval, opts.hang_after))
+    _check_interval(opts)
     if not launched and not (pids or children or envs):
         raise TfnativeError("missing SCRIPT (or -m MODULE, --pid, --children, --env): what should tfnative watch?")
     if script is not None and not os.path.isfile(script):
@@ -154,7 +156,6 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
             check_pid(pid)  # gone, not ours, a kernel thread, traced by another: one line now
         roots = targets(pids, children, (), envs)
     if node_feed:
-        from ..watch.job import Job
         from ..watch.node import watch_node
 
         if launched:
