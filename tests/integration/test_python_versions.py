@@ -8,7 +8,9 @@ CPython's own ``_remote_debugging.RemoteUnwinder`` (3.14+) reads the same proces
 
 import json
 import os
+import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -469,3 +471,43 @@ def test_gdb_reads_the_interpreters_debug_file_under_its_prefix(version, tmp_pat
         assert thread["merge"] == "ok", thread.get("merge_detail")
         interp = [f for f in thread["frames"] if f["kind"] == "native" and f["library"] == "python" + version]
         assert any((f["file"] or "").endswith(".c") and f["line"] for f in interp), interp
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (tests/hangs/gil_mutex.cpp)")
+@pytest.mark.parametrize("version", ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "stripped"])
+def test_a_gil_waiter_s_futex_lies_in_the_runtime_span(version, tmp_path, new_pythons):
+    """``watch`` tells a GIL waiter's wake-ups (every 5 ms, over the CPU floor in all) from work by where its
+    futex lies: inside ``_PyRuntime`` as the interpreter's file defines it (``snapshot/progress.runtime_span``),
+    on every version, the stripped one and the non-PIE ones included.  On tests/hangs/gil_mutex.py: the
+    ext-worker's futex is inside, the main thread's (the C library's mutex) outside, and over a second the
+    process has not progressed, the ext-worker a re-waiter."""
+    from tfnative.analysis.progress import judge
+    from tfnative.snapshot import progress
+
+    python = _any_python(version, new_pythons)
+    if python is None or not os.path.exists(python):
+        pytest.skip("no CPython %s here" % version)
+    so = str(tmp_path / "gil_mutex.so")
+    subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-o", so, os.path.join(ROOT, "tests", "hangs", "gil_mutex.cpp"),
+                    "-lpthread"], check=True)
+    ready = str(tmp_path / "ready")
+    proc = subprocess.Popen([python, os.path.join(ROOT, "tests", "hangs", "gil_mutex.py"), ready, so])
+    try:
+        wait_for_file(ready, 60, proc)
+        time.sleep(0.6)  # the ext-worker's usleep(500 ms) ends: it waits for the GIL
+        span = progress.runtime_span(proc.pid)
+        assert span is not None
+        before = progress.sample(proc.pid)
+        waits = {tid: int(th.wait[1], 16) for tid, th in before.threads.items() if th.wait and th.wait[0] == 202}
+        (worker,) = [tid for tid in before.threads if tid != proc.pid]
+        assert span[0] <= waits[worker] < span[1], (hex(waits[worker]), [hex(a) for a in span])
+        assert not span[0] <= waits[proc.pid] < span[1]
+        before.runtime = span
+        time.sleep(1.0)
+        after = progress.sample(proc.pid)
+        after.runtime = span
+        j = judge(before, after)
+        assert not j.progressed and j.rewaiters == (worker,), j.why
+    finally:
+        proc.kill()
+        proc.wait()

@@ -214,3 +214,32 @@ def test_what_a_caught_thread_did_shows_at_the_next_reading():
     # a thread running (no wait) at both readings, or blocked in a read before, is judged as it was
     assert judge(proc(0, t(1, 0, 1, "R", None)), proc(1, t(1, 0.5, 1, "R", None))).progressed
     assert judge(proc(0, t(1, 0, 1, "S", (READ, "0x5"))), proc(1, t(1, 0.5, 2, "R", None))).progressed
+
+
+GIL = (0x7F00_0000_0000, 0x7F00_0002_8A20)  # [start, end) of _PyRuntime (3.11's: 166,688 bytes)
+GIL_COND = (FUTEX, "0x7f00000001b0")  # a futex inside it: the GIL's condition variable
+
+
+def test_a_gil_waiter_s_wake_ups_are_no_progress_whatever_their_cpu():
+    """CPython's take_gil times out every 5 ms to ask the holder to drop the GIL: measured on
+    tests/hangs/gil_mutex.py (the holder blocked in C with the GIL), 195 wake-ups and 11 to 13 ms of CPU a
+    second, over the 10 ms floor.  Inside the runtime's range: a re-waiter; the same counters on a futex
+    elsewhere, or without the range, stay CPU progress."""
+    before, after = t(2, 0, 100, wait=GIL_COND), t(2, 12.5, 295, wait=GIL_COND)
+    assert thread_kind(before, after, 10 * MS, runtime=GIL) == "rewait"
+    assert thread_kind(before, after, 10 * MS) == "cpu"
+    elsewhere = (FUTEX, "0x7f0100000000")
+    assert thread_kind(t(2, 0, 100, wait=elsewhere), t(2, 12.5, 295, wait=elsewhere), 10 * MS, runtime=GIL) == "cpu"
+    holder, waiter = t(1, 40, 17), t(2, 0, 100, wait=GIL_COND)
+    j = judge(ProcessSample(1, 0, {1: holder, 2: waiter}, GIL),
+              ProcessSample(1, 1, {1: holder, 2: t(2, 12.5, 295, wait=GIL_COND)}, GIL))
+    assert not j.progressed and j.rewaiters == (2,)
+    # caught on a CPU after a GIL wait-out: judged at the next reading, not CPU progress
+    assert thread_kind(before, t(2, 12.5, 295, "R", None), 10 * MS, runtime=GIL) == "caught"
+
+
+def test_a_thread_that_took_the_gil_and_ran_is_progress():
+    """Two CPU-bound threads pass the GIL every switch interval: each waits for it at both readings, but
+    ran milliseconds per turn (way over a wake-up's cost): CPU progress; so are a few wake-ups with work."""
+    assert thread_kind(t(2, 0, 100, wait=GIL_COND), t(2, 480, 200, wait=GIL_COND), 10 * MS, runtime=GIL) == "cpu"
+    assert thread_kind(t(2, 0, 100, wait=GIL_COND), t(2, 15, 110, wait=GIL_COND), 10 * MS, runtime=GIL) == "cpu"

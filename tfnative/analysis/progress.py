@@ -27,6 +27,13 @@ thread, over one interval:
   caught runnable at two readings in 40 s, each then judged progress twice: a hang's report put off by up to
   ``hang_after``).  Its next reading says what it did: CPU over the floor (counted from its blocked reading,
   the floor over that time), another wait, or the same one.
+* A thread that waits for the GIL at both ends (a futex inside the interpreter's runtime state,
+  ``ProcessSample.runtime``: the GIL's condition variable) with less than ``GIL_WAKE_NS`` of CPU per wake-up
+  is a re-waiter whatever its CPU: CPython's ``take_gil`` times out every switch interval (5 ms) to ask the
+  holder to drop the GIL, 200 wake-ups a second, each ~60 µs of CPU on this VM: 11 to 13 ms a second, over the
+  floor (measured on ``tests/hangs/gil_mutex.py``, whose holder never drops it: judged "ran on a CPU" at most
+  readings, its hang reported only at a reading that dipped under the floor).  A thread that took the GIL and
+  ran bytecode runs up to the switch interval per turn; and while it waits, progress is the holder's.
 * A thread that woke from a sleep (``nanosleep``, ``clock_nanosleep``) progressed: passing time is what a step
   loop that sleeps at the same line every step does.  (A loop that polls a flag with ``time.sleep`` forever is
   therefore not caught; ``--progress-file`` is the exact signal there.)
@@ -48,6 +55,7 @@ WAITS = frozenset({7, 23, 128, 202, 232, 270, 271, 281, 441, 449})  # poll selec
 SLEEPS = frozenset({35, 230})  # nanosleep, clock_nanosleep
 CPU_FLOOR_NS = 5_000_000  # 5 ms: below this a thread's CPU over an interval is a wake-up's cost, not work
 CPU_FLOOR_SHARE = 0.01  # ... or 1% of the interval, whichever is more
+GIL_WAKE_NS = 200_000  # a GIL waiter's timed wake-up costs less than this (measured ~60 µs; see the module)
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ class ProcessSample:
     pid: int
     at: float
     threads: Dict[int, ThreadSample] = field(default_factory=dict)
+    runtime: Optional[Tuple[int, int]] = None  # [start, end) of the interpreter's runtime state (the GIL in it)
 
 
 @dataclass
@@ -86,8 +95,18 @@ def cpu_floor_ns(interval_s: float) -> int:
     return max(CPU_FLOOR_NS, int(interval_s * 1e9 * CPU_FLOOR_SHARE))
 
 
+def gil_wait(wait: Optional[Tuple[int, str]], runtime: Optional[Tuple[int, int]]) -> bool:
+    """Whether ``wait`` is a futex wait inside the interpreter's runtime state (``runtime``): for the GIL."""
+    if wait is None or runtime is None or wait[0] not in FUTEXES:
+        return False
+    try:
+        return runtime[0] <= int(wait[1], 16) < runtime[1]
+    except ValueError:
+        return False
+
+
 def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], floor_ns: int,
-                held: bool = False) -> str:
+                held: bool = False, runtime: Optional[Tuple[int, int]] = None) -> str:
     """What one thread did over the interval: ``"new"``, ``"ended"``, ``"cpu"``, ``"slept"``, ``"woke"`` (all
     progress), ``"rewait"`` (woke only to wait again on the same object), ``"caught"`` (blocked in a wait, now
     runnable with less CPU than the floor: judged at the next reading), ``"still"`` (neither ran nor woke).
@@ -95,17 +114,23 @@ def thread_kind(before: Optional[ThreadSample], after: Optional[ThreadSample], f
     ``held``: the watcher held the process in the interval (a report's snapshot).  Holding interrupts every
     thread's system call, which the kernel restarts once it is let go: a thread back in the same call on the
     same object woke because of the watcher, whatever the call (an ``open`` of a FIFO, a ``read``; a sleep
-    still counts as a sleep), and is a re-waiter, not progress."""
+    still counts as a sleep), and is a re-waiter, not progress.
+
+    ``runtime``: where the interpreter's runtime state lies (``ProcessSample.runtime``); a thread that waits for
+    the GIL at both ends (or is caught on a CPU after such a wait) with less than ``GIL_WAKE_NS`` of CPU per
+    wake-up is judged as if under the floor (see the module)."""
     if before is None:
         return "new"
     if after is None:
         return "ended"
     ran = (after.cpu_ns - before.cpu_ns) if after.cpu_ns is not None and before.cpu_ns is not None else 0
-    if ran >= floor_ns:
+    wakes = after.switches - before.switches if after.switches is not None and before.switches is not None else 0
+    if ran >= floor_ns and not (gil_wait(before.wait, runtime) and 0 < ran < wakes * GIL_WAKE_NS and (
+            gil_wait(after.wait, runtime) or after.wait is None and after.state == "R")):
         return "cpu"
     if after.state == "R" and after.wait is None and before.wait is not None and (before.wait[0] in WAITS or held):
         return "caught"
-    woke = after.switches is not None and before.switches is not None and after.switches != before.switches
+    woke = wakes != 0
     if not woke and ran <= 0:
         return "still"
     if not woke:  # a little CPU without a switch: it ran on a CPU at one end (a short burst)
@@ -175,7 +200,8 @@ def judge(before: ProcessSample, after: ProcessSample, held: bool = False) -> Ju
     for tid in sorted(set(before.threads) | set(after.threads)):
         b = before.threads.get(tid)
         since = b.at if b is not None and b.at is not None else before.at  # a carried reading: its own time
-        kinds[tid] = thread_kind(b, after.threads.get(tid), cpu_floor_ns(max(0.0, after.at - since)), held)
+        kinds[tid] = thread_kind(b, after.threads.get(tid), cpu_floor_ns(max(0.0, after.at - since)), held,
+                                 after.runtime or before.runtime)
     for tid in handoffs(before, after, kinds):
         kinds[tid] = "rewait"
     rewaiters: List[int] = []
@@ -204,7 +230,7 @@ def carry(before: ProcessSample, after: ProcessSample, caught: Iterable[int]) ->
     for tid in tids:
         kept = before.threads[tid]
         threads[tid] = kept if kept.at is not None else replace(kept, at=before.at)
-    return ProcessSample(after.pid, after.at, threads)
+    return ProcessSample(after.pid, after.at, threads, after.runtime)
 
 
 StackKeys = Mapping[int, Tuple[Any, ...]]  # tid -> the signature of its stack (``snapshot/samples.signature``)

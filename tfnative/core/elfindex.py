@@ -963,6 +963,30 @@ def _data_symbols(path: str, names: Sequence[str]) -> Dict[str, int]:
     return found
 
 
+def data_symbol_extent(path: str, name: str) -> Optional[Tuple[int, int]]:
+    """``(file address, size)`` of the data symbol ``name`` (``_PyRuntime``: where the interpreter's runtime
+    state lies), from ``.dynsym``, then ``.symtab``; None where neither defines it with a size."""
+    want = name.encode()
+    with map_file(path) as mm:
+        elf = ElfFile(mm, path)
+        if not elf.is64:
+            return None
+        entsize = struct.calcsize(elf.sym_fmt)
+        for kind in (SHT_DYNSYM, SHT_SYMTAB):
+            for s in elf.sections:
+                if s.type != kind or not s.size or not 0 < s.link < len(elf.sections):
+                    continue
+                stroff = elf.sections[s.link].offset
+                view = memoryview(mm)[s.offset: s.offset + s.size // entsize * entsize]
+                try:
+                    for st_name, _i, _o, st_shndx, st_value, st_size in struct.iter_unpack(elf.sym_fmt, view):
+                        if st_shndx != 0 and st_name and st_size and elf.cstr(stroff + st_name) == want:
+                            return st_value, st_size
+                finally:
+                    view.release()
+    return None
+
+
 # ----------------------------------------------------------------------------------------------------
 # run-time addresses
 

@@ -99,6 +99,16 @@ def num_threads(pid: int) -> Optional[int]:
         return None
 
 
+def start_code(pid: int) -> Optional[int]:
+    """Where the executable's code starts (``stat`` field 26): an ``exec`` moves it (a new image, placed anew);
+    None when gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[23])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def exit_status(pid: int) -> Optional[int]:
     """The wait status of a process that has exited and not been reaped yet (a zombie), as ``waitpid`` gives it.
 

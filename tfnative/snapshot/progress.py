@@ -8,19 +8,27 @@ blocked in (``syscall``: number and first argument).  No ptrace, no read of the 
 as one signature per thread (``samples.signature``); a thread whose stack changed while it was read gets a key
 of its own (it ran).  Only taken where the counters alone cannot tell (``analysis/progress.py``'s re-waiters).
 
+``runtime_span(pid)``: where the interpreter's runtime state (``_PyRuntime``, the GIL's condition variable in
+it) lies in ``pid``: the symbol's address and size in the file that defines it, at that file's load bias.  Read
+once per process by the watch; a thread waiting on a futex inside it waits for the GIL
+(``analysis/progress.py``).
+
 ``file_mark(path)``: a progress file's size and modification time.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..analysis.progress import ProcessSample, ThreadSample
 from ..core import procfs
+from ..core.elfindex import ElfError, data_symbol_extent
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
+from ..sources import modules
 from . import pipeline
 from .samples import signature
 
@@ -76,6 +84,46 @@ def stack_keys(pid: int) -> Optional[Dict[int, Tuple[Any, ...]]]:
         return None
     return {t.tid: signature(t) if t.consistent is not False else ("torn", time.monotonic())
             for t in capture.threads}
+
+
+def runtime_span(pid: int) -> Optional[Tuple[int, int]]:
+    """``[start, end)`` of ``_PyRuntime`` in ``pid`` (the executable or libpython that defines it, at its load
+    bias); None where no mapped interpreter defines it (not Python, not yet Python, the process gone)."""
+    try:
+        libs = modules.of_pid(pid)
+    except (OSError, ValueError):
+        return None
+    for lib in libs:
+        if not re.match(r"(lib)?python\d", lib.name):
+            continue
+        try:
+            extent = modules.shared(lib.path, "pyruntime", lambda path: data_symbol_extent(path, "_PyRuntime"))
+        except (OSError, ElfError, ValueError):
+            continue
+        if extent is not None:
+            return extent[0] + lib.bias, extent[0] + lib.bias + extent[1]
+    return None
+
+
+class Runtimes:
+    """``runtime_span`` of each process, read once per image: again after an ``exec`` (a launched job's first
+    reading may come before its ``exec``; a shell that execs Python)."""
+
+    def __init__(self) -> None:
+        self._known: Dict[int, Tuple[Tuple[str, Optional[int]], Optional[Tuple[int, int]]]] = {}
+
+    def span(self, pid: int) -> Optional[Tuple[int, int]]:
+        try:
+            image = (procfs.exe(pid), procfs.start_code(pid))
+        except OSError:
+            return None
+        known = self._known.get(pid)
+        if known is None or known[0] != image:
+            known = self._known[pid] = (image, runtime_span(pid))
+        return known[1]
+
+    def forget(self, pid: int) -> None:
+        self._known.pop(pid, None)
 
 
 def file_mark(path: str) -> Optional[Tuple[int, int]]:

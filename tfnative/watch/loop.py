@@ -66,6 +66,7 @@ class Watch:
         self.clock = clock
         self.tracker = Tracker(clock(), opts.hang_after, opts.straggler_after)
         self.samples: Dict[int, ProcessSample] = {}
+        self.runtimes = progress.Runtimes()  # where each process's GIL lies (a GIL waiter's wake-ups: no progress)
         self.keys: Dict[int, Dict[int, Tuple[object, ...]]] = {}  # the last --no-pause stacks of a process
         self.mark = progress.file_mark(opts.progress_file) if opts.progress_file else None
         self.reports = 0
@@ -184,12 +185,14 @@ class Watch:
         for gone in set(self.samples) - set(pids):
             self.samples.pop(gone, None)
             self.keys.pop(gone, None)
+            self.runtimes.forget(gone)
             self.tracker.gone(gone, now)
         for pid in pids:
             self.tracker.seen(pid, now)
             after = progress.sample(pid, self.clock)
             if after is None:
                 continue
+            after.runtime = self.runtimes.span(pid)
             before = self.samples.get(pid)
             if before is None:
                 self.samples[pid] = after
