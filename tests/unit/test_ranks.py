@@ -194,3 +194,18 @@ def test_srun_line(monkeypatch):
                          "--node-feed"]
     whole = slurm.node_arguments(StackOptions(samples=3, interval=0.5), documents=True)
     assert whole == ["--json", "-", "--samples", "3", "--interval", "0.5"]
+
+
+def test_one_relay_shows_each_task_s_line_with_its_node_and_keeps_srun_s_own():
+    """``slurm.relay_stderr``, which every step's standard error goes through (stack's, attach's, watch's):
+    ``srun --label``'s "N: text" is shown as "NODE: text" and handed over; srun's own lines are kept, blank
+    ones dropped; a line that is not UTF-8 is shown, not fatal."""
+    import io
+
+    stream = io.BytesIO(b"0: tfnative: watching 2 processes\n 1: a\xffb\n\nsrun: error: n2: task 1: Exited\n"
+                        b"1: \n")
+    err, own, got = io.StringIO(), [], []
+    slurm.relay_stderr(stream, lambda i: ["n1", "n2"][i], err, own, lambda *a: got.append(a))
+    assert err.getvalue() == "n1: tfnative: watching 2 processes\nn2: a\ufffdb\nn2: \n"
+    assert got == [(0, "n1", "tfnative: watching 2 processes"), (1, "n2", "a\ufffdb"), (1, "n2", "")]
+    assert own == ["srun: error: n2: task 1: Exited"]

@@ -238,36 +238,29 @@ class _SlurmStep:
         except OSError:
             pass
 
-    def line(self, line: str) -> None:
-        """One line of srun's standard error: a task's (labelled) shown with its node's name, else srun's own."""
-        from ..snapshot import slurm
+    def name_of(self, task: int) -> str:
+        return self.tasks[task].name if task < len(self.tasks) else "task %d" % task
 
-        m = slurm.LABEL.match(line)
-        if not m:
-            if line.strip():
-                self.own.append(line)
-            return
-        tasks = self.tasks
-        i = int(m.group(1))
-        name = tasks[i].name if i < len(tasks) else "task %d" % i
-        if i < len(tasks):
-            tasks[i].err.append(m.group(2))
-        self.err.write("%s: %s\n" % (name, m.group(2)))
-        self.err.flush()
-        if m.group(2).startswith("tfnative: the first to die: ") and not self.died:
-            self.died.append(_status(m.group(2).rsplit(": ", 1)[-1]))
-            if len(tasks) > 1:
+    def line(self, task: int, _name: str, text: str) -> None:
+        """A task's line of srun's standard error (shown by ``slurm.relay_stderr``): kept with its node; the
+        first process to die ends the other nodes' watches."""
+        if task < len(self.tasks):
+            self.tasks[task].err.append(text)
+        if text.startswith("tfnative: the first to die: ") and not self.died:
+            self.died.append(_status(text.rsplit(": ", 1)[-1]))
+            if len(self.tasks) > 1:
                 time.sleep(0.5)  # its last lines
                 self.let_go()  # the other nodes' watches
 
     def read(self) -> bool:
         """Read srun's standard error to its end; True where a Ctrl-C came (the watches then let go)."""
+        from ..snapshot import slurm
+
         assert self.proc.stderr is not None
         interrupted = False
         while True:
             try:
-                for raw in self.proc.stderr:
-                    self.line(raw.decode("utf-8", "replace").rstrip("\n"))
+                slurm.relay_stderr(self.proc.stderr, self.name_of, self.err, self.own, self.line)
                 return interrupted
             except KeyboardInterrupt:
                 if interrupted:  # a second Ctrl-C: no more waiting (gdb detaches when its tfnative dies)

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, TextIO, Tuple, Union
+from typing import IO, Callable, Dict, List, Optional, Sequence, TextIO, Tuple, Union
 
 from ..core import docread
 from ..core.model import Document
@@ -160,6 +160,26 @@ def srun_command(job: Job, remote: Sequence[str], command: str, node_args: Seque
             *node_args]
 
 
+def relay_stderr(stream: IO[bytes], name_of: Callable[[int], str], err: TextIO, own: List[str],
+                 then: Callable[[int, str, str], None]) -> None:
+    """Read a step's ``srun --label`` standard error to its end: each task's line written to ``err`` as
+    ``NODE: TEXT`` (``name_of(task)``), then handed to ``then(task, node, text)``; srun's own lines (not
+    blank) appended to ``own``.  Every tfnative step reads its standard error so (``stack``'s, ``attach``'s
+    crash watch, ``watch``'s node watchers); what each keeps of a line is its ``then``."""
+    for raw in stream:
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        m = LABEL.match(line)
+        if m is None:
+            if line.strip():
+                own.append(line)
+            continue
+        task, text = int(m.group(1)), m.group(2)
+        name = name_of(task)
+        err.write("%s: %s\n" % (name, text))
+        err.flush()
+        then(task, name, text)
+
+
 def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> Tuple[int, List[Node], List[str]]:
     """Run the step; (its exit status, Node per task, srun's own stderr lines).  Node stderr lines are
     passed on to ``err`` as they come, prefixed with the node's name."""
@@ -176,16 +196,7 @@ def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> Tuple[int, List[N
 
     def read_err() -> None:
         assert proc.stderr is not None
-        for raw in proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            m = LABEL.match(line)
-            if m:
-                n = node(int(m.group(1)))
-                n.err.append(m.group(2))
-                err.write("%s: %s\n" % (n.name, m.group(2)))
-                err.flush()
-            elif line.strip():
-                own.append(line)
+        relay_stderr(proc.stderr, lambda i: node(i).name, err, own, lambda i, _name, text: node(i).err.append(text))
 
     reader = threading.Thread(target=read_err, name="tfnative-srun-stderr", daemon=True)
     reader.start()

@@ -112,16 +112,8 @@ class Head:
 
     def _read_err(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
-        for raw in self.proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            m = slurm.LABEL.match(line)
-            if m:
-                name = self.node_of(int(m.group(1)))
-                self._state(name).err.append(m.group(2))
-                self.err.write("%s: %s\n" % (name, m.group(2)))
-                self.err.flush()
-            elif line.strip():
-                self.own.append(line)
+        slurm.relay_stderr(self.proc.stderr, self.node_of, self.err, self.own,
+                           lambda _task, name, text: self._state(name).err.append(text))
 
     def _state(self, name: str) -> NodeState:
         if name not in self.nodes:
