@@ -36,7 +36,7 @@ import struct
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, Generator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..files import atomic_write, cache_dir
 from . import procfs
@@ -935,6 +935,24 @@ def _symbols_entry(path: str, names: Sequence[str]) -> Optional[str]:
     return os.path.join(cache_dir(), "index", "syms-%s.v%d.json" % (h.hexdigest(), CACHE_VERSION))
 
 
+def _defined_symbols(mm: mmap.mmap, elf: ElfFile) -> Generator[Tuple[bytes, int, int], None, None]:
+    """``(name, value, size)`` of each defined, named symbol of a 64-bit file: ``.dynsym``'s, then ``.symtab``'s
+    (a caller that has found what it wants stops early)."""
+    entsize = struct.calcsize(elf.sym_fmt)
+    for kind in (SHT_DYNSYM, SHT_SYMTAB):
+        for s in elf.sections:
+            if s.type != kind or not s.size or not 0 < s.link < len(elf.sections):
+                continue
+            stroff = elf.sections[s.link].offset
+            view = memoryview(mm)[s.offset: s.offset + s.size // entsize * entsize]
+            try:
+                for st_name, _i, _o, st_shndx, st_value, st_size in struct.iter_unpack(elf.sym_fmt, view):
+                    if st_shndx != 0 and st_name:
+                        yield elf.cstr(stroff + st_name), st_value, st_size
+            finally:
+                view.release()
+
+
 def _data_symbols(path: str, names: Sequence[str]) -> Dict[str, int]:
     wanted = {n.encode(): n for n in names}
     found: Dict[str, int] = {}
@@ -942,24 +960,16 @@ def _data_symbols(path: str, names: Sequence[str]) -> Dict[str, int]:
         elf = ElfFile(mm, path)
         if not elf.is64:
             return found
-        entsize = struct.calcsize(elf.sym_fmt)
-        for want in (SHT_DYNSYM, SHT_SYMTAB):
-            for s in elf.sections:
-                if s.type != want or not s.size or not 0 < s.link < len(elf.sections):
-                    continue
-                stroff = elf.sections[s.link].offset
-                view = memoryview(mm)[s.offset: s.offset + s.size // entsize * entsize]
-                try:
-                    for st_name, _i, _o, st_shndx, st_value, _sz in struct.iter_unpack(elf.sym_fmt, view):
-                        if st_shndx == 0 or not st_name:
-                            continue
-                        name = wanted.get(elf.cstr(stroff + st_name)) if len(found) < len(wanted) else None
-                        if name is not None and name not in found:
-                            found[name] = st_value
-                finally:
-                    view.release()
-            if len(found) == len(wanted):
-                break
+        symbols = _defined_symbols(mm, elf)
+        try:
+            for raw, value, _size in symbols:
+                name = wanted.get(raw)
+                if name is not None and name not in found:
+                    found[name] = value
+                    if len(found) == len(wanted):
+                        break
+        finally:
+            symbols.close()
     return found
 
 
@@ -971,19 +981,13 @@ def data_symbol_extent(path: str, name: str) -> Optional[Tuple[int, int]]:
         elf = ElfFile(mm, path)
         if not elf.is64:
             return None
-        entsize = struct.calcsize(elf.sym_fmt)
-        for kind in (SHT_DYNSYM, SHT_SYMTAB):
-            for s in elf.sections:
-                if s.type != kind or not s.size or not 0 < s.link < len(elf.sections):
-                    continue
-                stroff = elf.sections[s.link].offset
-                view = memoryview(mm)[s.offset: s.offset + s.size // entsize * entsize]
-                try:
-                    for st_name, _i, _o, st_shndx, st_value, st_size in struct.iter_unpack(elf.sym_fmt, view):
-                        if st_shndx != 0 and st_name and st_size and elf.cstr(stroff + st_name) == want:
-                            return st_value, st_size
-                finally:
-                    view.release()
+        symbols = _defined_symbols(mm, elf)
+        try:
+            for raw, value, size in symbols:
+                if size and raw == want:
+                    return value, size
+        finally:
+            symbols.close()
     return None
 
 
