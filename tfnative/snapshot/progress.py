@@ -57,6 +57,14 @@ def thread_sample(pid: int, tid: int) -> Optional[ThreadSample]:
     wait: Optional[Tuple[int, str]] = None
     if call and call[0].isdigit() and len(call) > 1:  # "NR ARG1 ...": blocked in that call
         wait = (int(call[0]), call[1])
+    # ``syscall`` is read after ``status`` and says more: "running" where the thread is runnable (it woke in
+    # between: "S" would read as a thread that woke and moved on), a call where it sleeps in one (it blocked
+    # in between).  Measured on a GIL waiter (200 wake-ups a second) beside a CI run: 138 of 15,524 readings
+    # "S" then "running", 30 "R" then a futex.
+    if call == ["running"]:
+        letter = "R"
+    elif wait is not None and letter == "R":
+        letter = "S"
     return ThreadSample(tid, cpu, switches, letter, wait)
 
 
