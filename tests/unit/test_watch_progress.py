@@ -243,3 +243,21 @@ def test_a_thread_that_took_the_gil_and_ran_is_progress():
     ran milliseconds per turn (way over a wake-up's cost): CPU progress; so are a few wake-ups with work."""
     assert thread_kind(t(2, 0, 100, wait=GIL_COND), t(2, 480, 200, wait=GIL_COND), 10 * MS, runtime=GIL) == "cpu"
     assert thread_kind(t(2, 0, 100, wait=GIL_COND), t(2, 15, 110, wait=GIL_COND), 10 * MS, runtime=GIL) == "cpu"
+
+
+def test_a_thread_s_state_follows_its_syscall_file_read_after_status(monkeypatch):
+    """``status`` and ``syscall`` are two reads: a thread that woke in between reads "S" then "running" (it is
+    runnable), one that blocked in between "R" then its call (it sleeps).  The later read wins."""
+    from tfnative.core import procfs
+    from tfnative.snapshot import progress
+
+    monkeypatch.setattr(procfs, "run_ns", lambda pid, tid: 5 * MS)
+    cases = (("S", ["running"], "R", None), ("R", ["202", "0x7f01", "0x189"], "S", (202, "0x7f01")),
+             ("S", ["202", "0x7f01"], "S", (202, "0x7f01")), ("R", ["running"], "R", None),
+             ("S", ["-1", "0x7ffd", "0x4005"], "S", None))
+    for letter, call, state, wait in cases:
+        monkeypatch.setattr(procfs, "status", lambda pid, tid, letter=letter: {
+            "State": letter + " (x)", "voluntary_ctxt_switches": "3", "nonvoluntary_ctxt_switches": "1"})
+        monkeypatch.setattr(procfs, "syscall", lambda pid, tid, call=call: call)
+        got = progress.thread_sample(1, 2)
+        assert (got.state, got.wait, got.switches, got.cpu_ns) == (state, wait, 4, 5 * MS), (letter, call)
