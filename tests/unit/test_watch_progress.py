@@ -261,3 +261,26 @@ def test_a_thread_s_state_follows_its_syscall_file_read_after_status(monkeypatch
         monkeypatch.setattr(procfs, "syscall", lambda pid, tid, call=call: call)
         got = progress.thread_sample(1, 2)
         assert (got.state, got.wait, got.switches, got.cpu_ns) == (state, wait, 4, 5 * MS), (letter, call)
+
+
+RESTART = 219
+
+
+def test_a_wait_resumed_after_the_hold_is_the_same_wait():
+    """Holding a process interrupts a timed wait, which the kernel resumes as restart_syscall (219) with the
+    call's registers (measured: ``202 0x55c3e5c25050`` before ``stack --pid``, ``219 0x55c3e5c25050`` after).
+    Judged another call, every held process "woke and moved on" at the next reading and its report re-armed.
+    It is the same wait: after the hold, a re-wait (a sleep too); at the reading after, back in the futex
+    (timed out, waiting again; a condition variable's other word), a re-wait; into another object, progress."""
+    timed = t(1, 0, 38, wait=(FUTEX, "0x55c3e5c25050"))
+    resumed = t(1, 0.05, 40, wait=(RESTART, "0x55c3e5c25050"))
+    assert thread_kind(timed, resumed, 10 * MS, held=True) == "rewait"
+    assert judge(proc(0, timed), proc(1, resumed), held=True).progressed is False
+    sleep, slept = t(1, 0, 38, wait=(SLEEP, "0x7ffd10")), t(1, 0.05, 40, wait=(RESTART, "0x7ffd10"))
+    assert thread_kind(sleep, slept, 10 * MS, held=True) == "rewait"
+    assert thread_kind(resumed, t(1, 0.1, 42, wait=(FUTEX, "0x55c3e5c25054")), 10 * MS) == "rewait"
+    assert thread_kind(resumed, t(1, 0.1, 42, wait=(FUTEX, "0x55c3e5c99000")), 10 * MS) == "woke"
+    assert thread_kind(resumed, t(1, 0.1, 40, "R", None), 10 * MS) == "caught"
+    # a GIL wait resumed: still the GIL's (its CPU is wake-ups)
+    gil_resumed = t(2, 0, 100, wait=(RESTART, GIL_COND[1]))
+    assert thread_kind(gil_resumed, t(2, 12.5, 295, wait=GIL_COND), 10 * MS, runtime=GIL) == "rewait"

@@ -84,13 +84,16 @@ def sample(pid: int, clock: Callable[[], float] = time.monotonic) -> Optional[Pr
     return out
 
 
+TORN = "torn"  # the key of a stack torn by its thread running while it was read: unlike any other
+
+
 def stack_keys(pid: int) -> Optional[Dict[int, Tuple[Any, ...]]]:
     """tid -> its stack's signature, read without stopping ``pid``; None when it cannot be read so."""
     try:
         capture = pipeline.take_nonblocking(pid, Threads.PYTHON)
     except (TfnativeError, Unsupported, PtraceRefused, OSError, ValueError):
         return None
-    return {t.tid: signature(t) if t.consistent is not False else ("torn", time.monotonic())
+    return {t.tid: signature(t) if t.consistent is not False else (TORN, time.monotonic())
             for t in capture.threads}
 
 

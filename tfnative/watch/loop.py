@@ -45,6 +45,7 @@ Poll = Callable[[], Optional[int]]
 # Lets go of the processes for the time of a block (gdb writes their cores): a crash catcher's processes.
 Untraced = Callable[[Sequence[int]], ContextManager[None]]
 POLL_S = 0.25
+TORN_TRIES = 3
 HANG_EXIT = 124  # --on-hang kill: the status ``timeout`` gives
 
 
@@ -259,10 +260,18 @@ class Watch:
 
     @staticmethod
     def _nonblocking_key(pids: Sequence[int]) -> Optional[FrozenSet[Tuple[object, ...]]]:
-        """Every thread's stack of ``pids`` read the ``--no-pause`` way; None where one cannot be read so."""
+        """Every thread's stack of ``pids`` read the ``--no-pause`` way; None where one cannot be read so.  A
+        stack torn by its thread running while it was read (right after a report's hold, a thread resuming its
+        call) is read again, up to ``TORN_TRIES`` times: a torn key is unlike every other, and a report keyed
+        so was printed again at the next stall of the very same stacks."""
         seen: List[Tuple[object, ...]] = []
         for pid in pids:
-            keys = progress.stack_keys(pid)
+            keys = None
+            for _attempt in range(TORN_TRIES):
+                keys = progress.stack_keys(pid)
+                if keys is None or not any(key and key[0] == progress.TORN for key in keys.values()):
+                    break
+                time.sleep(0.05)
             if keys is None:
                 return None
             seen.extend((pid, tid, key) for tid, key in keys.items())
