@@ -35,8 +35,9 @@ import shutil
 import struct
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Dict, Generator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, Generator, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..files import atomic_write, cache_dir
 from . import procfs
@@ -953,23 +954,31 @@ def _defined_symbols(mm: mmap.mmap, elf: ElfFile) -> Generator[Tuple[bytes, int,
                 view.release()
 
 
-def _data_symbols(path: str, names: Sequence[str]) -> Dict[str, int]:
-    wanted = {n.encode(): n for n in names}
-    found: Dict[str, int] = {}
+@contextmanager
+def _symbols_of(path: str) -> Iterator[Iterator[Tuple[bytes, int, int]]]:
+    """``_defined_symbols`` of the file at ``path`` (none where it is not 64-bit), the file mapped meanwhile."""
     with map_file(path) as mm:
         elf = ElfFile(mm, path)
         if not elf.is64:
-            return found
+            yield iter(())
+            return
         symbols = _defined_symbols(mm, elf)
         try:
-            for raw, value, _size in symbols:
-                name = wanted.get(raw)
-                if name is not None and name not in found:
-                    found[name] = value
-                    if len(found) == len(wanted):
-                        break
+            yield symbols
         finally:
             symbols.close()
+
+
+def _data_symbols(path: str, names: Sequence[str]) -> Dict[str, int]:
+    wanted = {n.encode(): n for n in names}
+    found: Dict[str, int] = {}
+    with _symbols_of(path) as symbols:
+        for raw, value, _size in symbols:
+            name = wanted.get(raw)
+            if name is not None and name not in found:
+                found[name] = value
+                if len(found) == len(wanted):
+                    break
     return found
 
 
@@ -977,18 +986,8 @@ def data_symbol_extent(path: str, name: str) -> Optional[Tuple[int, int]]:
     """``(file address, size)`` of the data symbol ``name`` (``_PyRuntime``: where the interpreter's runtime
     state lies), from ``.dynsym``, then ``.symtab``; None where neither defines it with a size."""
     want = name.encode()
-    with map_file(path) as mm:
-        elf = ElfFile(mm, path)
-        if not elf.is64:
-            return None
-        symbols = _defined_symbols(mm, elf)
-        try:
-            for raw, value, size in symbols:
-                if size and raw == want:
-                    return value, size
-        finally:
-            symbols.close()
-    return None
+    with _symbols_of(path) as symbols:
+        return next(((value, size) for raw, value, size in symbols if size and raw == want), None)
 
 
 # ----------------------------------------------------------------------------------------------------
