@@ -34,6 +34,8 @@ thread, over one interval:
   floor (measured on ``tests/hangs/gil_mutex.py``, whose holder never drops it: judged "ran on a CPU" at most
   readings, its hang reported only at a reading that dipped under the floor).  A thread that took the GIL and
   ran bytecode runs up to the switch interval per turn; and while it waits, progress is the holder's.
+* A wait resumed as ``restart_syscall`` (``RESTART``: a timed wait or sleep that a signal or a report's hold
+  interrupted) is the call it resumes, on the object its kept registers name.
 * A thread that woke from a sleep (``nanosleep``, ``clock_nanosleep``) progressed: passing time is what a step
   loop that sleeps at the same line every step does.  (A loop that polls a flag with ``time.sleep`` forever is
   therefore not caught; ``--progress-file`` is the exact signal there.)
