@@ -20,6 +20,7 @@ import pytest
 
 from tfnative.core.threads import Threads
 from tfnative.errors import TargetGone, TfnativeError
+from tfnative.sources.ptrace import WNOTHREAD
 from tfnative.watch.crash import Crash, CrashCatcher, Exit
 from tfnative.watch.crashwatch import CrashWatch
 from tfnative.watch.loop import default_take
@@ -59,6 +60,21 @@ def _until_exit(catcher, within=60.0):
             if isinstance(got, Exit):
                 return reports
     raise AssertionError("no exit within %.0f s: %r" % (within, reports))
+
+
+def _died(proc, within=10.0):
+    """``proc``'s return code once it has died, seen without reaping it (``WNOWAIT``) and without taking a
+    ptrace stop.  ``Popen.wait`` is no way to wait for a process a thread of this process traces: a wait of its
+    parent's thread group takes the tracee's ptrace stops too (the kernel counts the group as the tracer), so
+    ``wait`` would return a SIGSEGV *stop* as "-11" and the tracer would never see it (the process held for
+    ever); nor may it reap the process before the tracer has seen its end."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        got = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT | WNOTHREAD)
+        if got is not None and got.si_code in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
+            return got.si_status if got.si_code == os.CLD_EXITED else -got.si_status
+        time.sleep(0.01)
+    raise AssertionError("process %d did not die within %.0f s" % (proc.pid, within))
 
 
 def _watched(mode, flags=(), during=None):
@@ -457,8 +473,9 @@ def test_a_crash_nobody_polls_for_is_let_die_after_its_hold_bound(monkeypatch):
     try:
         with CrashCatcher([proc.pid]) as catcher:
             _say(proc)
-            assert proc.wait(10) == -signal.SIGSEGV  # not held for ever by a watcher that does not poll
+            assert _died(proc) == -signal.SIGSEGV  # not held for ever by a watcher that does not poll
             crash, end = _crash_and_exit(_until_exit(catcher))
+        assert proc.wait(10) == -signal.SIGSEGV
         assert crash.event.threads == [] and "nothing took them" in crash.event.warnings[-1]
         assert end.returncode == -signal.SIGSEGV
     finally:
