@@ -64,6 +64,9 @@ def test_targeted_snippet_checks_regexes_against_the_workspace():
     ("a,b", ["','"]),
     ("x@y", ["'@'"]),
     ("-foo", ["starts with '-'"]),
+    ("$(" * 3000, ["nest 3000 deep", "(6000 characters)"]),  # found by tests/fuzz: was RecursionError, exit 70
+    ("a{99999999999999}", ["repetition number is too large"]),  # was OverflowError
+    ("a" * 20000, ["at most 10000"]),
 ])
 def test_bad_regexes_are_one_line_errors(regex, words):
     r = run_tfnative(["bazelrc", "tfn_targeted", "--files", regex], timeout=60)

@@ -29,6 +29,7 @@ import psutil
 from ..analysis.verdict import across
 from ..core import procfs
 from ..core.model import Document
+from ..core.userregex import brief, compile_user
 from ..errors import Interrupted, SignalGuard, TfnativeError
 from ..files import is_stdout, write_output
 from ..output import merge, mergetree, report
@@ -100,9 +101,9 @@ def matching(pattern: str) -> List[int]:
     """Every process that runs Python whose command line (arguments joined by spaces) matches
     ``pattern``, tfnative itself and its ancestors excepted."""
     try:
-        regex = re.compile(pattern)
+        regex = compile_user(pattern)
     except re.error as exc:
-        raise TfnativeError("--match %r is not a regular expression: %s" % (pattern, exc)) from None
+        raise TfnativeError("--match %s is not a regular expression: %s" % (brief(pattern), exc)) from None
     skip = set(_ancestors())
     out = []
     for proc in psutil.process_iter(["pid", "cmdline"]):

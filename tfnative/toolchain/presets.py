@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..core.userregex import brief, compile_user
 from ..errors import TfnativeError
 
 BAZELRC_NAME = "tfnative.bazelrc"
@@ -203,7 +204,7 @@ def _java_regex_problems(regex: str) -> Optional[str]:
     if re.search(r"\s", regex):
         return "contains white space"
     try:
-        re.compile(regex)
+        compile_user(regex)
     except re.error as exc:
         hint = " (a glob? --per_file_copt takes regexes: '.*\\.cc' not '*.cc')" if regex.startswith("*") else ""
         return "is not a valid regex: %s%s" % (exc, hint)
@@ -241,7 +242,7 @@ def check_regexes(regexes: Sequence[str], workspace: Optional[str]) -> TargetedC
     for r in regexes:
         problem = _java_regex_problems(r)
         if problem:
-            raise TfnativeError("--files %r %s" % (r, problem))
+            raise TfnativeError("--files %s %s" % (brief(r), problem))
         if r.startswith("^"):
             notes.append("%r is anchored: it will not match the same files when TensorFlow is an external "
                          "repository (external/org_tensorflow/...)" % r)
@@ -253,7 +254,7 @@ def check_regexes(regexes: Sequence[str], workspace: Optional[str]) -> TargetedC
     if workspace:
         files = source_files(workspace)
         for r in regexes:
-            rx = re.compile(r)
+            rx = compile_user(r)
             matches[r] = [f for f in files if rx.search(f)]  # unanchored, like Bazel
             if not matches[r]:
                 notes.append("%r matches none of the %d C/C++ sources under %s (it may still match "
