@@ -41,25 +41,37 @@ def _task(pid: int, tid: Optional[int]) -> str:
     return "/proc/%d" % pid if tid is None else "/proc/%d/task/%d" % (pid, tid)
 
 
-def state(pid: int, tid: Optional[int] = None) -> Optional[str]:
-    """The one-letter scheduler state (``R``, ``S``, ``D``, ``T``, ``t``, ``Z``...), or None when gone."""
+def stat_fields(pid: int, tid: Optional[int] = None) -> Optional[List[bytes]]:
+    """The fields of ``/proc/PID[/task/TID]/stat`` after the command name (which may hold spaces and
+    parentheses: cut at its last ``)``), so that ``[0]`` is field 3 of proc(5), the state; None when gone."""
     try:
-        with open(_task(pid, tid) + "/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
+        with open(_task(pid, tid) + "/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def _number(fields: Optional[List[bytes]], field: int) -> Optional[int]:
+    """proc(5)'s field number ``field`` of ``stat_fields`` as a number; None when gone or not there."""
+    try:
+        return None if fields is None else int(fields[field - 3])
+    except (IndexError, ValueError):
+        return None
+
+
+def state(pid: int, tid: Optional[int] = None) -> Optional[str]:
+    """The one-letter scheduler state (``R``, ``S``, ``D``, ``T``, ``t``, ``Z``...), or None when gone."""
+    fields = stat_fields(pid, tid)
+    return fields[0].decode("ascii", "replace") if fields else None
 
 
 def exiting(pid: int, tid: Optional[int] = None) -> bool:
     """Whether the process (or thread) is gone, a zombie, or on its way out (``PF_EXITING`` in the flags of
     its ``stat``: it never runs user code again, and may sleep in the kernel before it is a zombie, as the
     last thread of a PID namespace's init does until the namespace is empty)."""
-    try:
-        with open(_task(pid, tid) + "/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return fields[0] in (b"Z", b"X", b"x") or bool(int(fields[6]) & PF_EXITING)
-    except (OSError, IndexError, ValueError):
-        return True
+    fields = stat_fields(pid, tid)
+    flags = _number(fields, 9) if fields and fields[0] not in (b"Z", b"X", b"x") else None
+    return flags is None or bool(flags & PF_EXITING)
 
 
 def exited(pid: int) -> bool:
@@ -81,32 +93,21 @@ PF_KTHREAD = 0x00200000  # the same flags: a kernel thread
 
 def kernel_thread(pid: int) -> bool:
     """Whether ``pid`` is a kernel thread (no user memory, nothing to unwind); False when gone."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            return bool(int(f.read().rsplit(b")", 1)[1].split()[6]) & PF_KTHREAD)
-    except (OSError, IndexError, ValueError):
-        return False
+    flags = _number(stat_fields(pid), 9)
+    return flags is not None and bool(flags & PF_KTHREAD)
 
 
 def num_threads(pid: int) -> Optional[int]:
     """How many threads the process has (``stat`` field 20: one small read, where listing
     ``/proc/PID/task`` of a thousand threads takes milliseconds); None when gone.  Read from the leader's
     own ``task/PID/stat``: the process's ``stat`` adds up every thread's times first."""
-    try:
-        with open("/proc/%d/task/%d/stat" % (pid, pid), "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[17])
-    except (OSError, IndexError, ValueError):
-        return None
+    return _number(stat_fields(pid, pid), 20)
 
 
 def start_code(pid: int) -> Optional[int]:
     """Where the executable's code starts (``stat`` field 26): an ``exec`` moves it (a new image, placed anew);
     None when gone."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[23])
-    except (OSError, IndexError, ValueError):
-        return None
+    return _number(stat_fields(pid), 26)
 
 
 def exit_status(pid: int) -> Optional[int]:
@@ -115,14 +116,10 @@ def exit_status(pid: int) -> Optional[int]:
     None when the process runs, is gone, or the kernel does not say (field 52
     of ``stat``, Linux 3.5+).
     """
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
+    fields = stat_fields(pid)
+    if not fields or fields[0] != b"Z":
         return None
-    if not fields or fields[0] != "Z" or len(fields) < 50:
-        return None
-    return int(fields[49])
+    return _number(fields, 52)
 
 
 def children(pid: int) -> List[int]:
@@ -251,12 +248,9 @@ def run_ns(pid: int, tid: int) -> Optional[int]:
 
 def cpu_ticks(pid: int, tid: int) -> Optional[int]:
     """``utime + stime`` of thread ``tid`` (``stat`` fields 14 and 15, in clock ticks); None when gone."""
-    try:
-        with open("/proc/%d/task/%d/stat" % (pid, tid), "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = stat_fields(pid, tid)
+    utime, stime = _number(fields, 14), _number(fields, 15)
+    return None if utime is None or stime is None else utime + stime
 
 
 def auxv(pid: int) -> bytes:
