@@ -80,6 +80,12 @@ _TF_NATIVE_NAMES = ("tensorflow::", "tsl::", "Eigen::", "xla::", "mlir::", "TFE_
 INTERPRETER_LIB_RE = re.compile(r"^(libpython3\.\d+|python3(\.\d+)?$|python$)")  # the interpreter's own files
 
 
+def may_hold_interpreter(name: str) -> bool:
+    """Whether a file named ``name`` (a base name) may be the interpreter, whose symbols say where its runtime
+    is: ``python3.11``, ``python3.14d``, ``libpython3.11.so.1.0`` (checked by the caller in the file itself)."""
+    return re.match(r"(lib)?python\d", name) is not None
+
+
 def frame_class(frame: Frame) -> str:
     """user, tensorflow-python, tensorflow-native, interpreter or system.
 

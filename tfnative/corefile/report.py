@@ -20,6 +20,7 @@ import re
 import struct
 from typing import Dict, List, Optional
 
+from ..core import frameclass
 from ..core.elfindex import ElfError, ElfFile, data_symbols
 from ..core.mapfile import map_file
 from ..core.model import Document
@@ -38,7 +39,7 @@ def python_version(source: CoreSource) -> Optional[str]:
     """``3.11.7`` from ``Py_Version`` in the interpreter the core maps (None before 3.11 or when unread)."""
     for m in source.core.notes.files:
         host = source.host_of(m.path)
-        if m.offset != 0 or not host or not re.match(r"(lib)?python\d", os.path.basename(m.path)):
+        if m.offset != 0 or not host or not frameclass.may_hold_interpreter(os.path.basename(m.path)):
             continue
         try:
             syms = data_symbols(host, ["Py_Version"])

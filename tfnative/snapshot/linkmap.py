@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 import os
-import re
 import struct
 from typing import List, Optional
 
+from ..core import frameclass
 from ..core.elfindex import ElfError, data_symbols
 from ..core.memory import Memory
 from ..core.pyframes import NO_RUNTIME, PythonReader, open_reader
@@ -65,7 +65,7 @@ def link_map_names(memory: Memory, libs: List[Library], exe: Optional[str]) -> N
 def python_reader(memory: Memory, libs: List[Library], warnings: List[str]) -> Optional[PythonReader]:
     """The reader of the interpreter whose file (executable or libpython) defines ``_PyRuntime``."""
     for lib in libs:
-        if not re.match(r"(lib)?python\d", lib.name):
+        if not frameclass.may_hold_interpreter(lib.name):
             continue
         try:
             syms = shared(lib.path, "pysyms", lambda path: data_symbols(path, PY_SYMBOLS))

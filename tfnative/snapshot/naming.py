@@ -4,9 +4,9 @@ kernel frames given their op (``snapshot/pipeline.py``'s part after the unwind).
 
 from __future__ import annotations
 
-import re
 from typing import Callable, Dict, List, Optional, Tuple
 
+from ..core import frameclass
 from ..core.cfi import DWARF_REGS, Frame
 from ..core.elfindex import display_names
 from ..core.memory import Memory
@@ -32,7 +32,7 @@ def is_interpreter(lib: Library) -> bool:
     Their frames are shown as Python frames or hidden as glue, so their DWARF
     (pyenv builds everything with -g) is no reason to ask gdb.
     """
-    return bool(re.match(r"(lib)?python\d", lib.name)) or "/lib-dynload/" in lib.path
+    return frameclass.may_hold_interpreter(lib.name) or "/lib-dynload/" in lib.path
 
 
 def native_frames(frames: List[Frame[Library]]) -> List[NativeFrame]:

@@ -19,12 +19,11 @@ once per process by the watch; a thread waiting on a futex inside it waits for t
 from __future__ import annotations
 
 import os
-import re
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..analysis.progress import ProcessSample, ThreadSample
-from ..core import procfs
+from ..core import frameclass, procfs
 from ..core.elfindex import ElfError, data_symbol_extent
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
@@ -105,7 +104,7 @@ def runtime_span(pid: int) -> Optional[Tuple[int, int]]:
     except (OSError, ValueError):
         return None
     for lib in libs:
-        if not re.match(r"(lib)?python\d", lib.name):
+        if not frameclass.may_hold_interpreter(lib.name):
             continue
         try:
             extent = modules.shared(lib.path, "pyruntime", lambda path: data_symbol_extent(path, "_PyRuntime"))
