@@ -170,7 +170,27 @@ def expected_paths(docs: Sequence[Dict[str, Any]], all_threads: bool) -> List[Li
 
 def _place(frame: Dict[str, Any]) -> tuple:
     """What makes two frames one node (a node keeps its first thread's frame: its ``variables``, say)."""
-    return tuple(frame.get(k) for k in ("kind", "function", "file", "line", "library", "count"))
+    def value(k: str) -> Any:  # an empty name is no name: stack prints a frame with file '' as one with none
+        v = frame.get(k)
+        return None if v == "" and k in ("function", "file", "library") else v
+
+    return tuple(value(k) for k in ("kind", "function", "file", "line", "library", "count"))
+
+
+def _missing(node: Dict[str, Any], path: Sequence[Dict[str, Any]]) -> Optional[tuple]:
+    """None where the tree under ``node`` holds ``path``; else (the frame, its parent's frame) where the deepest
+    try stopped.  Several children may have one ``_place``: a node is a frame as ``stack`` prints it, which says
+    more (an AutoGraph-converted function's source, say), so every one is tried."""
+    if not path:
+        return None
+    matches = [c for c in node["children"] if _place(c["frame"]) == _place(path[0])]
+    deepest: Optional[tuple] = (path[0], node["frame"])
+    for child in matches:
+        got = _missing(child, path[1:])
+        if got is None:
+            return None
+        deepest = got
+    return deepest
 
 
 def check_tree(data: Dict[str, Any], docs: Sequence[Dict[str, Any]], all_threads: bool) -> None:
@@ -181,11 +201,8 @@ def check_tree(data: Dict[str, Any], docs: Sequence[Dict[str, Any]], all_threads
     root = data["tree"]
     assert root["frame"] is None and root["threads"] == len(paths)
     for path in paths:
-        node = root
-        for frame in path:
-            matches = [c for c in node["children"] if _place(c["frame"]) == _place(frame)]
-            assert matches, "frame %r missing under %r" % (frame, node["frame"])
-            node = matches[0]
+        missing = _missing(root, path)
+        assert missing is None, "frame %r missing under %r" % missing
     todo = [root]
     while todo:
         node = todo.pop()
