@@ -444,7 +444,7 @@ def test_bad_documents_as_a_process(bad_documents, tmp_path, mode, case, ok, say
     r = run_bounded(["merge", bad_documents[case], *mode_args(mode, str(tmp_path / "out"))], timeout=60,
                     rss_mb=RSS_MB, expect_ok=ok)
     if says:
-        assert says in r.stderr
+        assert any(words in r.stderr for words in ((says,) if isinstance(says, str) else says)), r.stderr
     if case == "deep_10000" and mode == "text":
         lines = r.stdout.splitlines()
         assert len(lines) == 1 + 10000 + 1 and "[level 10000]" in lines[10000]
@@ -475,7 +475,10 @@ def fifo(tmp_path) -> str:
 
 
 @pytest.mark.parametrize("mode", ["text", "json"])
-@pytest.mark.parametrize("what,says", [("/dev/zero", "bigger than 64 MiB"), ("/dev/urandom", "not JSON"),
+# /dev/urandom: "not JSON", or, where its first bytes happen to be a JSON value ("7" or "-1e5" before a stray byte),
+# what that value is not
+@pytest.mark.parametrize("what,says", [("/dev/zero", "bigger than 64 MiB"),
+                                       ("/dev/urandom", ("not JSON", "a document that is not tfnative schema 1")),
                                        ("fifo", "nothing came for 1 s"), ("directory", "is a directory"),
                                        ("empty", "no documents"), ("missing", "no such file"),
                                        ("/dev/null", "no documents")])
@@ -486,7 +489,7 @@ def test_inputs_that_are_no_documents(tmp_path, fifo, mode, what, says):
         open(path, "w").close()
     r = run_bounded(["merge", "--timeout", "1", path, *mode_args(mode, str(tmp_path / "out"))], timeout=30,
                     rss_mb=RSS_MB, expect_ok=False)
-    assert says in r.stderr
+    assert any(words in r.stderr for words in ((says,) if isinstance(says, str) else says)), r.stderr
 
 
 def test_a_fifo_and_a_pipe_are_read_as_streams(tmp_path, fifo):
@@ -537,7 +540,7 @@ def test_a_silent_pipe_is_given_up(tmp_path):
 def test_core_inputs_that_are_no_files(tmp_path, fifo, what, says, exe_says):
     path = {"fifo": fifo, "directory": str(tmp_path)}.get(what, what)
     r = run_bounded(["core", path], timeout=30, rss_mb=RSS_MB, expect_ok=False)
-    assert says in r.stderr
+    assert any(words in r.stderr for words in ((says,) if isinstance(says, str) else says)), r.stderr
     core = str(tmp_path / "core")
     with open(core, "wb") as f:
         f.write(b"\x7fELF" + b"\0" * 100)
