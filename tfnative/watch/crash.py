@@ -185,7 +185,10 @@ class CrashCatcher:
     thread may call the others.  While a process is watched no other tracer can have it (``stack --pid``, gdb,
     gcore are refused): take its stacks with ``snapshot``/``snapshots``, or ``remove`` it first (a core by
     gcore) and ``add`` it again.  The process using it must not wait for *any* child (``os.wait()``,
-    ``waitpid(-1)``): the bell is a child of ours; ``Popen.wait`` waits for its own.
+    ``waitpid(-1)``): the bell is a child of ours.  Nor may it ``Popen.wait``/``poll`` a watched child: a wait
+    of the tracer's thread group takes the tracee's ptrace stops as the tracer's own (a crash's stop would be
+    returned as a death, and the process held for ever); look with ``waitid(WEXITED | WNOWAIT | __WNOTHREAD)``
+    until the status is an exit, as ``watch/job.Job.reaped`` does.
     """
 
     def __init__(self, pids: Sequence[int] = ()) -> None:
