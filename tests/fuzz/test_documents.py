@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 
 from tfnative.cli.merge import merge_cmd
 from tfnative.core import docread
-from tfnative.core.model import Document
+from tfnative.core.model import Document, frame_from_json
 from tfnative.output import render
+from tfnative.output.threadgroups import frame_text
 
 from .harness import FuzzFailure, Outcome, check_contract, run_bounded
 
@@ -168,19 +169,16 @@ def expected_paths(docs: Sequence[Dict[str, Any]], all_threads: bool) -> List[Li
     return out
 
 
-def _place(frame: Dict[str, Any]) -> tuple:
-    """What makes two frames one node (a node keeps its first thread's frame: its ``variables``, say)."""
-    def value(k: str) -> Any:  # an empty name is no name: stack prints a frame with file '' as one with none
-        v = frame.get(k)
-        return None if v == "" and k in ("function", "file", "library") else v
-
-    return tuple(value(k) for k in ("kind", "function", "file", "line", "library", "count"))
+def _place(frame: Dict[str, Any]) -> str:
+    """What makes two frames one node: the frame as ``stack`` prints it without index, address or source line
+    (``threadgroups.frame_text``: a file '' and none, a line 0 and none print alike).  A node keeps its first
+    thread's frame (its ``variables``, say)."""
+    return frame_text(frame_from_json(dict(frame, address=frame.get("address", "0x0"))))
 
 
 def _missing(node: Dict[str, Any], path: Sequence[Dict[str, Any]]) -> Optional[tuple]:
     """None where the tree under ``node`` holds ``path``; else (the frame, its parent's frame) where the deepest
-    try stopped.  Several children may have one ``_place``: a node is a frame as ``stack`` prints it, which says
-    more (an AutoGraph-converted function's source, say), so every one is tried."""
+    try stopped.  Every child with the frame's ``_place`` is tried."""
     if not path:
         return None
     matches = [c for c in node["children"] if _place(c["frame"]) == _place(path[0])]
