@@ -205,7 +205,10 @@ def test_one_relay_shows_each_task_s_line_with_its_node_and_keeps_srun_s_own():
     stream = io.BytesIO(b"0: tfnative: watching 2 processes\n 1: a\xffb\n\nsrun: error: n2: task 1: Exited\n"
                         b"1: \n")
     err, own, got = io.StringIO(), [], []
-    slurm.relay_stderr(stream, lambda i: ["n1", "n2"][i], err, own, lambda *a: got.append(a))
+    slurm.relay_stderr(stream, ["n1", "n2"], err, own, lambda *a: got.append(a))
     assert err.getvalue() == "n1: tfnative: watching 2 processes\nn2: a\ufffdb\nn2: \n"
     assert got == [(0, "n1", "tfnative: watching 2 processes"), (1, "n2", "a\ufffdb"), (1, "n2", "")]
     assert own == ["srun: error: n2: task 1: Exited"]
+    err, got = io.StringIO(), []
+    slurm.relay_stderr(io.BytesIO(b"2: late\n"), ["n1", "n2"], err, own, lambda *a: got.append(a))
+    assert err.getvalue() == "task 2: late\n" and got == [(2, "task 2", "late")]  # more tasks than nodes

@@ -238,9 +238,6 @@ class _SlurmStep:
         except OSError:
             pass
 
-    def name_of(self, task: int) -> str:
-        return self.tasks[task].name if task < len(self.tasks) else "task %d" % task
-
     def line(self, task: int, _name: str, text: str) -> None:
         """A task's line of srun's standard error (shown by ``slurm.relay_stderr``): kept with its node; the
         first process to die ends the other nodes' watches."""
@@ -260,7 +257,7 @@ class _SlurmStep:
         interrupted = False
         while True:
             try:
-                slurm.relay_stderr(self.proc.stderr, self.name_of, self.err, self.own, self.line)
+                slurm.relay_stderr(self.proc.stderr, [t.name for t in self.tasks], self.err, self.own, self.line)
                 return interrupted
             except KeyboardInterrupt:
                 if interrupted:  # a second Ctrl-C: no more waiting (gdb detaches when its tfnative dies)

@@ -160,10 +160,16 @@ def srun_command(job: Job, remote: Sequence[str], command: str, node_args: Seque
             *node_args]
 
 
-def relay_stderr(stream: IO[bytes], name_of: Callable[[int], str], err: TextIO, own: List[str],
+def task_name(names: Sequence[str], task: int) -> str:
+    """Task ``task``'s node as a step's output names it: its node in ``names`` (one task per node, in the
+    step's order), else ``task N``."""
+    return names[task] if 0 <= task < len(names) else "task %d" % task
+
+
+def relay_stderr(stream: IO[bytes], names: Sequence[str], err: TextIO, own: List[str],
                  then: Callable[[int, str, str], None]) -> None:
     """Read a step's ``srun --label`` standard error to its end: each task's line written to ``err`` as
-    ``NODE: TEXT`` (``name_of(task)``), then handed to ``then(task, node, text)``; srun's own lines (not
+    ``NODE: TEXT`` (``task_name(names, task)``), then handed to ``then(task, node, text)``; srun's own lines (not
     blank) appended to ``own``.  Every tfnative step reads its standard error so (``stack``'s, ``attach``'s
     crash watch, ``watch``'s node watchers); what each keeps of a line is its ``then``."""
     for raw in stream:
@@ -174,7 +180,7 @@ def relay_stderr(stream: IO[bytes], name_of: Callable[[int], str], err: TextIO, 
                 own.append(line)
             continue
         task, text = int(m.group(1)), m.group(2)
-        name = name_of(task)
+        name = task_name(names, task)
         err.write("%s: %s\n" % (name, text))
         err.flush()
         then(task, name, text)
@@ -188,7 +194,7 @@ def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> Tuple[int, List[N
 
     def node(i: int) -> Node:
         while i >= len(tasks):
-            tasks.append(Node("task %d" % len(tasks)))
+            tasks.append(Node(task_name(nodes, len(tasks))))
         return tasks[i]
 
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -196,7 +202,7 @@ def run_step(cmd: List[str], nodes: List[str], err: TextIO) -> Tuple[int, List[N
 
     def read_err() -> None:
         assert proc.stderr is not None
-        relay_stderr(proc.stderr, lambda i: node(i).name, err, own, lambda i, _name, text: node(i).err.append(text))
+        relay_stderr(proc.stderr, nodes, err, own, lambda i, _name, text: node(i).err.append(text))
 
     reader = threading.Thread(target=read_err, name="tfnative-srun-stderr", daemon=True)
     reader.start()

@@ -93,9 +93,6 @@ class Head:
     def command(self) -> List[str]:
         return slurm.srun_command(self.job, self.remote, "watch", ["--node-feed", *self.node_args], input_all=True)
 
-    def node_of(self, task: int) -> str:
-        return self.names[task] if task < len(self.names) else "task %d" % task
-
     # --- the step's output, read by two threads -------------------------------------------------------
 
     def _read_out(self) -> None:
@@ -112,7 +109,7 @@ class Head:
 
     def _read_err(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
-        slurm.relay_stderr(self.proc.stderr, self.node_of, self.err, self.own,
+        slurm.relay_stderr(self.proc.stderr, self.names, self.err, self.own,
                            lambda _task, name, text: self._state(name).err.append(text))
 
     def _state(self, name: str) -> NodeState:
