@@ -442,7 +442,7 @@ def test_bad_documents_as_a_process(bad_documents, tmp_path, mode, case, ok, say
     r = run_bounded(["merge", bad_documents[case], *mode_args(mode, str(tmp_path / "out"))], timeout=60,
                     rss_mb=RSS_MB, expect_ok=ok)
     if says:
-        assert any(words in r.stderr for words in ((says,) if isinstance(says, str) else says)), r.stderr
+        assert says in r.stderr
     if case == "deep_10000" and mode == "text":
         lines = r.stdout.splitlines()
         assert len(lines) == 1 + 10000 + 1 and "[level 10000]" in lines[10000]
@@ -538,7 +538,7 @@ def test_a_silent_pipe_is_given_up(tmp_path):
 def test_core_inputs_that_are_no_files(tmp_path, fifo, what, says, exe_says):
     path = {"fifo": fifo, "directory": str(tmp_path)}.get(what, what)
     r = run_bounded(["core", path], timeout=30, rss_mb=RSS_MB, expect_ok=False)
-    assert any(words in r.stderr for words in ((says,) if isinstance(says, str) else says)), r.stderr
+    assert says in r.stderr
     core = str(tmp_path / "core")
     with open(core, "wb") as f:
         f.write(b"\x7fELF" + b"\0" * 100)
