@@ -5,6 +5,26 @@ import signal
 
 import pytest
 
+from . import installed
+
+_TFNATIVE = ("?", "?")  # (mode, where it is imported from): pytest_configure's
+
+
+def pytest_configure(config):
+    """Before any test module imports tfnative: the installed wheel of this checkout, made current where it is not
+    (``tests/installed.py``); a session whose tfnative cannot be made so ends here, with one line."""
+    global _TFNATIVE
+    try:
+        _TFNATIVE = installed.prepare()
+    except RuntimeError as exc:
+        pytest.exit("tests: %s" % exc, returncode=4)
+
+
+def pytest_report_header(config):
+    mode, where = _TFNATIVE
+    return "tfnative: %s (%s)" % (where, "the installed wheel" if mode == "installed" else
+                                  "the checkout's files: TFNATIVE_TESTS_FROM_SOURCE")
+
 # The tests send SIGINT (a terminal's Ctrl-C) to the programs they start.  Run as a background job, a non-interactive
 # shell starts pytest with SIGINT ignored, and an ignored signal stays ignored across exec in every child: Python's
 # own handler here makes each child start with SIGINT at its default, as it would from a terminal.

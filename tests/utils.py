@@ -18,9 +18,11 @@ from typing import Iterator, List, Optional
 import psutil
 import pytest
 
+from .installed import tfnative_command
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "tests", "scripts")
-TFNATIVE = [sys.executable, "-m", "tfnative"]
+TFNATIVE = tfnative_command()  # the installed script (tests/installed.py)
 
 
 def script(name: str) -> str:

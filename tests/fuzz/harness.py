@@ -21,16 +21,16 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 import psutil
 
+from ..installed import tfnative_command
 from ..utils import ROOT
 
-TFNATIVE = [sys.executable, "-m", "tfnative"]
+TFNATIVE = tfnative_command()
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ..utils import ROOT, requires_gdb, script, wait_for_file
+from ..installed import import_paths
+from ..utils import ROOT, TFNATIVE, requires_gdb, script, wait_for_file
 from .harness import Budget, Outcome, assert_released, run_bounded
 
 MARK = "tfnative-fuzz-injected"  # what every injected command would create
@@ -60,7 +61,7 @@ class Place:
     def run(self, args: Sequence[str], expect_ok: Optional[bool] = None, timeout: float = 60.0,
             stdin: Optional[int] = subprocess.DEVNULL) -> Outcome:
         tag = uuid.uuid4().hex
-        env = dict(os.environ, PYTHONPATH=ROOT, TFNATIVE_FUZZ_TAG=tag)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(import_paths()), TFNATIVE_FUZZ_TAG=tag)
         try:
             out = run_bounded(args, timeout=timeout, cwd=self.root, env=env, expect_ok=expect_ok, stdin=stdin)
         finally:
@@ -115,7 +116,7 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Place]:
     try:
         wait_for_file(ready, proc=sleeper)
         doc = os.path.join(inputs, "doc.json")
-        r = subprocess.run([sys.executable, "-m", "tfnative", "stack", "--pid", str(sleeper.pid), "--json", doc],
+        r = subprocess.run([*TFNATIVE, "stack", "--pid", str(sleeper.pid), "--json", doc],
                            capture_output=True, text=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL)
         assert r.returncode == 0, r.stderr
         prefix = os.path.join(inputs, "core")
@@ -498,8 +499,8 @@ def test_an_interrupted_fifo_reader_is_bounded(place: Place) -> None:
     fifo = os.path.join(place.root, "lonely")
     os.mkfifo(fifo)
     try:
-        env = dict(os.environ, PYTHONPATH=ROOT)
-        proc = subprocess.Popen([sys.executable, "-m", "tfnative", "merge", place.doc, "--json", fifo], cwd=ROOT,
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(import_paths()))
+        proc = subprocess.Popen([*TFNATIVE, "merge", place.doc, "--json", fifo], cwd=ROOT,
                                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # Interrupted once it waits for the FIFO's reader (asleep between two opens), not while it still starts
         # up: under load that takes more than a second, and a Ctrl-C then is Python's own KeyboardInterrupt.

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from ..installed import import_paths
 from ..kernels import build_op, source
 from ..utils import ROOT, SCRIPTS, TFNATIVE, line_of, load_json, requires_gdb, requires_tf, run_tfnative
 
@@ -67,7 +68,7 @@ def test_break_op_in_module_mode_async_kernel_and_a_type_no_library_registers(ze
     r = subprocess.run(TFNATIVE + ["attach", "--break-op", "ZeroOutAsync", "--break-op", "ZeroOot", "--json",
                                    str(out), "-m", "use_zero_out", zero_out_so],
                        capture_output=True, text=True, timeout=300, cwd=SCRIPTS, stdin=subprocess.DEVNULL,
-                       env=dict(os.environ, PYTHONPATH=ROOT))
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(import_paths())))
     assert r.returncode == 0, r.stderr
     assert "[[5, 0]]" in r.stdout
     event, top, user = _top_and_user(load_json(out))

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from ..utils import ROOT, TFNATIVE, requires_gdb, run_tfnative, script, wait_for_file
+from ..installed import import_paths
+from ..utils import TFNATIVE, requires_gdb, run_tfnative, script, wait_for_file
 
 
 def _one_line_error(r, *words):
@@ -94,9 +95,8 @@ def test_pid_of_another_user(tmp_path):
             os.setuid(65534)
 
         site = os.path.join(os.path.dirname(os.path.dirname(sys.executable)), "lib", "python3.11", "site-packages")
-        gdb_scripts = os.path.join(ROOT, "gdb_scripts")
         env = dict(os.environ, HOME="/tmp", PYTHONDONTWRITEBYTECODE="1",
-                   PYTHONPATH=os.pathsep.join([ROOT, gdb_scripts, site]))
+                   PYTHONPATH=os.pathsep.join(import_paths() + [site]))
         r = subprocess.run([SYSTEM_PYTHON, "-m", "tfnative", "stack", "--pid", str(target.pid)],
                            capture_output=True, text=True, preexec_fn=demote, stdin=subprocess.DEVNULL, timeout=60,
                            cwd="/", env=env)

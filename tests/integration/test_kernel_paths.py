@@ -26,9 +26,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
+from ..installed import import_paths
 from ..kernels import build_op, source
 from ..utils import (
-    ROOT,
     SCRIPTS,
     assert_gone,
     descendants,
@@ -56,7 +56,7 @@ KERNEL_CHECK = ("shape_check.cc:%d] Check failed: input_tensor.dims() == 2 (1 vs
 # gdb's side of tfnative (gdb_scripts/tfnative_gdb, and tfnative.core beside it) from this tree, not from
 # wherever the environment installed the package: the gdb path reads the Python frames with it.
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
-    [os.path.join(ROOT, "gdb_scripts")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    import_paths() + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
 
 
 def run(args: List[str]) -> subprocess.CompletedProcess:

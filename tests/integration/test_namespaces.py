@@ -125,7 +125,7 @@ def test_pid_namespace_refusals_name_the_fix(pid_ns_target):
     no_cap = subprocess.run(["/usr/bin/setpriv", "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace"]
                             + TFNATIVE + ["stack", "--pid", str(host)], capture_output=True, text=True,
                             timeout=120, stdin=subprocess.DEVNULL)
-    seccomp = subprocess.run([sys.executable, script("seccomp_deny.py"), "ptrace", sys.executable, "-m", "tfnative",
+    seccomp = subprocess.run([sys.executable, script("seccomp_deny.py"), "ptrace", *TFNATIVE,
                               "stack", "--pid", str(host)], capture_output=True, text=True, timeout=120,
                              stdin=subprocess.DEVNULL, cwd=ROOT)
     for res, words in ((no_cap, "CAP_SYS_PTRACE"), (seccomp, "--security-opt seccomp=unconfined")):

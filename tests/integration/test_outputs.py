@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ..utils import assert_running_untraced, requires_gdb, run_tfnative, script, wait_for_file
+from ..utils import TFNATIVE, assert_running_untraced, requires_gdb, run_tfnative, script, wait_for_file
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_json_through_a_symlink_and_into_a_fifo(sleeper, tmp_path):
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    proc = subprocess.Popen([sys.executable, "-m", "tfnative", "stack", "--pid", str(sleeper), "--json", str(fifo)],
+    proc = subprocess.Popen([*TFNATIVE, "stack", "--pid", str(sleeper), "--json", str(fifo)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     with open(fifo) as f:
         got = f.read()
@@ -87,7 +87,7 @@ def test_json_through_a_symlink_and_into_a_fifo(sleeper, tmp_path):
 
 @requires_gdb
 def test_new_json_file_has_the_umask_mode(sleeper, tmp_path):
-    out = subprocess.run(["sh", "-c", 'umask 022; exec "$@"', "sh", sys.executable, "-m", "tfnative", "stack",
+    out = subprocess.run(["sh", "-c", 'umask 022; exec "$@"', "sh", *TFNATIVE, "stack",
                           "--pid", str(sleeper), "--json", str(tmp_path / "new.json")],
                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr

@@ -27,6 +27,7 @@ import time
 import psutil
 import pytest
 
+from ..installed import import_paths
 from ..slurmlocal import cluster_for_tests
 from ..utils import ROOT, TFNATIVE, has_tensorflow, line_of, script
 
@@ -263,13 +264,13 @@ def test_srun_missing(slurm, sleepers, tmp_path):
 
 
 def _nobody_python():
-    """(interpreter, PYTHONPATH) with which user nobody can import this checkout's tfnative, or None."""
+    """(interpreter, PYTHONPATH) with which user nobody can import the tfnative under test, or None."""
     if shutil.which("runuser") is None or os.geteuid() != 0:
         return None
     import site
 
     version = "python%d.%d" % sys.version_info[:2]
-    paths = [ROOT, os.path.join(ROOT, "gdb_scripts")] + site.getsitepackages()
+    paths = import_paths() + site.getsitepackages()
     path = ":".join(paths)
     for python in [os.path.realpath(sys.executable), "/usr/bin/" + version, "/usr/local/bin/" + version]:
         if not os.path.exists(python):

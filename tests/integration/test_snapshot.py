@@ -18,6 +18,7 @@ import time
 import pytest
 
 from ..utils import (
+    TFNATIVE,
     assert_running_untraced,
     load_json,
     python_frames,
@@ -234,7 +235,7 @@ def test_killed_while_holding_the_threads_lets_them_go(tmp_path, how):
         wait_for_file(str(ready), 60, target)
         caught = False
         for _attempt in range(20):
-            proc = subprocess.Popen([sys.executable, "-m", "tfnative", "stack", "--pid", str(target.pid),
+            proc = subprocess.Popen([*TFNATIVE, "stack", "--pid", str(target.pid),
                                      "--all-threads"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and proc.poll() is None:

@@ -9,6 +9,7 @@ import pytest
 
 from ..utils import (
     ROOT,
+    TFNATIVE,
     assert_gone,
     descendants,
     frames_of,
@@ -133,7 +134,7 @@ def test_hung_tf_function_in_py_function(tmp_path):
 
 def test_segfault_inside_a_py_function(tmp_path, autograph_files):
     out = tmp_path / "s.json"
-    proc = subprocess.Popen([sys.executable, "-m", "tfnative", "attach", "--json", str(out), script("tf_segv.py")],
+    proc = subprocess.Popen([*TFNATIVE, "attach", "--json", str(out), script("tf_segv.py")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     time.sleep(1)
     tree = descendants(proc.pid)

@@ -16,6 +16,8 @@ import pytest
 
 from tfnative.cli import main
 
+from ..installed import import_paths
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCS = os.path.join(ROOT, "docs")
 
@@ -116,7 +118,8 @@ def test_the_site_builds_strict():
     out = tempfile.mkdtemp(prefix="tfnative-site-")
     try:
         env = dict(os.environ, NO_MKDOCS_2_WARNING="1",
-                   PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+                   PYTHONPATH=os.pathsep.join(import_paths() + [ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(
+                       os.pathsep))
         r = subprocess.run([os.path.join(os.path.dirname(sys.executable), "mkdocs"), "build", "--strict",
                             "-d", out], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]

@@ -12,7 +12,6 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 
 import pytest
 
@@ -32,6 +31,7 @@ from tfnative.core.elfindex import (
 from tfnative.sources.modules import Library, _first_load_vaddr
 from tfnative.toolchain import doctor
 
+from ..utils import TFNATIVE
 from .elfsynth import sleb, uleb
 
 requires_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("objcopy") is None,
@@ -179,7 +179,7 @@ def test_an_unknown_dwarf_form_is_reported_by_doctor_and_taken_as_describing_the
     rep = doctor.inspect(lib)  # the same reader: no exception, the unit counted without its name
     assert rep.dwarf_units == 1 and rep.dwarf_files == ["?"]
     assert any("1 of the 1 compile units was not read (DWARF form 0x7f)" in n for n in rep.notes), rep.notes
-    r = subprocess.run([sys.executable, "-m", "tfnative", "doctor", lib], capture_output=True, text=True,
+    r = subprocess.run([*TFNATIVE, "doctor", lib], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr
     assert "was not read (DWARF form 0x7f)" in r.stdout

@@ -2,7 +2,6 @@
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,8 @@ from tfnative.core import docread
 from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import merge
+
+from ..utils import TFNATIVE
 
 
 def py(fn, line, file="/app/train.py"):
@@ -128,14 +129,14 @@ def test_cli_json_and_errors(tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join(json.dumps(doc(i, [th(1, WAIT)], task=i)) for i in range(3)) + "\n")
     out = tmp_path / "tree.json"
-    r = subprocess.run([sys.executable, "-m", "tfnative", "merge", str(src), "--json", str(out)],
+    r = subprocess.run([*TFNATIVE, "merge", str(src), "--json", str(out)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     tree = json.loads(out.read_text())
     assert tree["tfnative_merge"] == 1 and len(tree["processes"]) == 3
     assert tree["tree"]["frame"] is None and tree["tree"]["members"] == ["worker:0", "worker:1", "worker:2"]
     assert tree["tree"]["children"][0]["frame"]["function"] == "main"
-    r = subprocess.run([sys.executable, "-m", "tfnative", "merge", "-"], input="garbage", capture_output=True,
+    r = subprocess.run([*TFNATIVE, "merge", "-"], input="garbage", capture_output=True,
                        text=True, timeout=60)
     assert r.returncode != 0 and r.stderr.startswith("tfnative: error: <stdin>: not JSON")
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from typing import Any, Dict, List, Tuple
 
 import pytest
@@ -18,8 +17,10 @@ from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, mergetree
 
+from ..installed import tfnative_command
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TFNATIVE = [sys.executable, "-m", "tfnative"]
+TFNATIVE = tfnative_command()
 
 FRAMES = [{"kind": "python", "function": "f%d" % i, "file": "/app/m%d.py" % (i % 2), "line": 10 + i, "user": True}
           for i in range(5)] + [{"kind": "native", "function": "pthread_cond_wait", "library": "libc.so.6",

@@ -6,7 +6,6 @@ import hashlib
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,8 @@ import pytest
 from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import flamegraph, merge, speedscope
+
+from ..utils import TFNATIVE
 
 DATA = Path(__file__).parent / "data"
 EVIL = "</script><script>alert(1)</script><!--"
@@ -180,7 +181,7 @@ def test_speedscope_of_a_real_document():
 
 
 def run_merge(args, stdin):
-    return subprocess.run([sys.executable, "-m", "tfnative", "merge", *args], input=stdin, capture_output=True,
+    return subprocess.run([*TFNATIVE, "merge", *args], input=stdin, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -201,7 +202,7 @@ def test_cli_merge_pictures(tmp_path):
 
 
 def test_cli_stack_refuses_stdout_for_pictures():
-    r = subprocess.run([sys.executable, "-m", "tfnative", "stack", "--pid", "1", "--html", "-"], capture_output=True,
+    r = subprocess.run([*TFNATIVE, "stack", "--pid", "1", "--html", "-"], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode != 0 and "--html and --speedscope write a file" in r.stderr
 

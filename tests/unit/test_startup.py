@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from ..installed import from_source
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # What only the commands that use them may load.
@@ -20,8 +22,9 @@ HEAVY = ("tfnative.attach.session", "tfnative.snapshot.process", "tfnative.gdb.m
 
 
 def imported_modules(*args):
-    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "tfnative", *args], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    # From outside the checkout: ``-m`` puts the working directory first on sys.path.
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "tfnative", *args],
+                       cwd=ROOT if from_source() else "/", capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     mods = set()
     for line in r.stderr.splitlines():
