@@ -1,3 +1,5 @@
 """tfnative: native debugging for TensorFlow with one mixed Python + C++ stack."""
 
-__version__ = "0.1.0"
+# The one place tfnative's version is written: the wheel's metadata reads it from here (pyproject's
+# [tool.setuptools.dynamic]), ``tfnative --version`` prints it, and every JSON document names it ("version").
+__version__ = "0.2.0"

@@ -106,7 +106,8 @@ _EVENT = _Obj({
     "no_debug_info": _List(_Obj({"library": STR, "path": STR, "built_by": STR, "rebuild": STR}))},
     required=["kind"])
 DOCUMENT = _Obj({
-    "pid": INT, "argv": _List(STR), "events": _List(_EVENT), "unresolved": _List(STR), "host": STR, "task": _TASK,
+    "version": STR, "pid": INT, "argv": _List(STR), "events": _List(_EVENT), "unresolved": _List(STR), "host": STR,
+    "task": _TASK,
     "labels": _Map(STR), "scheduler": _SCHEDULER, "exit": _Obj({"code": INT, "signal": STR}), "dumps": _List(STR),
     "core": STR, "triage": _ByKey("verdict", _HANG, _CRASH),
     "children_killed": _List(_Obj({"pid": INT, "name": STR, "signal": STR, "core_dumped": BOOL},

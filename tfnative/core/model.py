@@ -30,6 +30,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Sequence, Tuple, Union, get_args
 
+from .. import __version__
+
 __all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
            "Triage", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event", "Document",
            "frame_from_json", "frames_from_json", "triage_from_json", "thread_label"]
@@ -662,6 +664,9 @@ class Document:
     core: Optional[str] = None  # attach --core: where the core written at the fatal signal is
     triage: Optional[Triage] = None
     attached: bool = False  # internal: attach --pid, a process tfnative did not start
+    # The tfnative that wrote it: this one's for a new document; as read for one read back (None where the document
+    # names none, as those of tfnative 0.1 do), so that a document is written again byte for byte.
+    version: Optional[str] = field(default_factory=lambda: __version__)
 
     def to_json(self) -> Json:
         return _write(self, _DOCUMENT_KEYS)
@@ -707,7 +712,7 @@ class Document:
 
 
 _DOCUMENT_KEYS = (
-    _k("tfnative", doc=_always, read=False, get=lambda d: SCHEMA), _k("pid", doc=_always),
+    _k("tfnative", doc=_always, read=False, get=lambda d: SCHEMA), _k("version"), _k("pid", doc=_always),
     _k("argv", doc=_always, load=_as_list),
     _k("events", doc=_always, load=lambda v: [Event.from_json(e) for e in v or []]),
     _k("unresolved", doc=_always, load=_as_list), _k("host"), _k("task"), _k("labels"), _k("scheduler"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
+from .. import __version__
 from ..core.model import Document, Frame, Thread
 from ..core.rankset import NO_DOCUMENTS, Members, compress
 from ..errors import TfnativeError
@@ -231,8 +232,8 @@ def folded_lines(docs: Iterable[Document], all_threads: bool = False) -> List[st
 
 
 def merge_json(root: Node) -> Dict[str, Any]:
-    """``{"tfnative_merge": 1, "processes": [...], "tree": NODE}``."""
-    return {"tfnative_merge": 1, "processes": list(root.processes), "tree": root.to_json()}
+    """``{"tfnative_merge": 1, "version": "X.Y.Z", "processes": [...], "tree": NODE}``."""
+    return {"tfnative_merge": 1, "version": __version__, "processes": list(root.processes), "tree": root.to_json()}
 
 
 def merge_json_text(root: Node) -> str:
@@ -245,7 +246,8 @@ def merge_json_text(root: Node) -> str:
             return json.dumps(v)
         return json.dumps(v, indent=1).replace("\n", "\n" + " " * level)
 
-    head = '{\n "tfnative_merge": 1,\n "processes": %s,\n "tree": ' % value(list(root.processes), 1)
+    head = '{\n "tfnative_merge": 1,\n "version": %s,\n "processes": %s,\n "tree": ' % (
+        json.dumps(__version__), value(list(root.processes), 1))
     out = [head]
     # (node, its indentation level, -1: on one line) or a text to write, in reverse order of writing
     todo: List[Any] = ["\n}", (root, 1)]

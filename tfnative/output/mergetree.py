@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Tuple, Union
 
+from .. import __version__
 from ..core.model import Document, Frame
 from ..core.rankset import NO_DOCUMENTS, TREE_VERSION, Members
 from ..errors import TfnativeError
@@ -152,8 +153,8 @@ def tree_json_text(root: Node) -> str:
     """``root`` as ``merge --tree`` writes it: one line for the head, one per node (each after its parent),
     written without recursion."""
     processes = root.processes
-    head = '{"tfnative_tree": %d, "kind": "tree", "processes": %s,\n "nodes": [\n' % (
-        TREE_VERSION, processes.json_text() if isinstance(processes, Processes)
+    head = '{"tfnative_tree": %d, "kind": "tree", "version": %s, "processes": %s,\n "nodes": [\n' % (
+        TREE_VERSION, json.dumps(__version__), processes.json_text() if isinstance(processes, Processes)
         else json.dumps(processes, separators=(",", ":")))
     out = [head]
     todo: List[Tuple[Node, int]] = [(root, -1)]
