@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import resource
 import shutil
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import zipfile
 
+import psutil
 import pytest
 
 from ..utils import has_tensorflow, script, wait_for_file
@@ -59,16 +61,23 @@ def _dep_dirs() -> list:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def built(tmp_path_factory):
+    """(wheel, sdist): ``python -m build`` of this checkout, as a release is built (the sdist, then the wheel from
+    the sdist)."""
+    dist = str(tmp_path_factory.mktemp("dist"))
+    wheel = _build(dist)
+    sdists = [os.path.join(dist, n) for n in os.listdir(dist) if n.endswith(".tar.gz")]
+    return wheel, (sdists[0] if sdists else None)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory, built):
     """(venv, work directory, environment): the wheel installed in a fresh venv; the work directory is
     outside the checkout and the environment has no PYTHONPATH."""
     base = tmp_path_factory.mktemp("wheel")
-    dist, venv, work = str(base / "dist"), str(base / "venv"), str(base / "work")
+    venv, work = str(base / "venv"), str(base / "work")
     os.makedirs(work)
-    wheel = _build(dist)
-    names = zipfile.ZipFile(wheel).namelist()
-    for must in ("tfnative/inject/sitecustomize.py", "tfnative_gdb/gdbinit.py", "tfnative/py.typed"):
-        assert must in names, must
+    wheel = built[0]
     # No PYTHONPATH from here on: with the checkout on it, pip would find tfnative "already installed".
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=120, env=env)
@@ -108,11 +117,158 @@ def test_tfnative_comes_from_the_wheel(installed):
     assert v.returncode == 0 and v.stdout.startswith("tfnative, version"), v.stderr
 
 
+def _tracked(*dirs: str) -> list:
+    """The files git tracks under ``dirs`` of the checkout (what a clone has), relative to the checkout."""
+    r = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--", *dirs], capture_output=True, timeout=60)
+    if r.returncode != 0:
+        pytest.skip("not a git checkout: %s" % r.stderr.decode(errors="replace").strip())
+    return sorted(n for n in r.stdout.decode().split("\0") if n)
+
+
+def test_the_wheel_holds_every_module_and_data_file_of_the_tree(built):
+    """Every file git tracks under tfnative/ and gdb_scripts/tfnative_gdb/ (modules, py.typed, the HTML page's
+    template, inject/) is in the wheel, where Python imports it; the wheel holds nothing else but its metadata."""
+    names = set(zipfile.ZipFile(built[0]).namelist())
+    want = set()
+    for rel in _tracked("tfnative", "gdb_scripts/tfnative_gdb"):
+        want.add(rel[len("gdb_scripts/"):] if rel.startswith("gdb_scripts/") else rel)
+    assert want, "no tracked file under tfnative/"
+    for must in ("tfnative/watch/loop.py", "tfnative/inject/sitecustomize.py", "tfnative/py.typed",
+                 "tfnative/output/flamegraph.html", "tfnative_gdb/gdbinit.py"):
+        assert must in want, must
+    assert sorted(want - names) == [], "tracked but not in the wheel"
+    others = sorted(n for n in names - want if ".dist-info/" not in n)
+    assert others == [], "in the wheel but not tracked"
+
+
+def _members(wheel: str) -> dict:
+    with zipfile.ZipFile(wheel) as z:
+        return {n: z.read(n) for n in z.namelist()}
+
+
+def test_the_sdist_rebuilds_the_same_wheel(built, tmp_path):
+    """The wheel built from the sdist (``python -m build``) is the wheel of the tree itself, member by member (a
+    file the sdist forgets would be missing from the release's wheel alone)."""
+    wheel, sdist = built
+    if sdist is None:
+        pytest.skip("no sdist: the 'build' package is missing")
+    tree = tmp_path / "tree"
+    for rel in _tracked("."):
+        os.makedirs(tree / os.path.dirname(rel), exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, rel), tree / rel)
+    r = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "direct"), str(tree)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    (direct,) = [str(tmp_path / "direct" / n) for n in os.listdir(tmp_path / "direct")]
+    assert os.path.basename(direct) == os.path.basename(wheel)
+    ours, theirs = _members(wheel), _members(direct)
+    assert sorted(ours) == sorted(theirs)
+    assert [n for n in ours if ours[n] != theirs[n]] == []
+
+
+def test_one_version_in_the_metadata_the_command_and_the_documents(built, installed):
+    """tfnative/__init__.py's version is the wheel's (its name and METADATA), what ``--version`` prints and what
+    a document says it was written by."""
+    import tfnative
+
+    version = tfnative.__version__
+    assert os.path.basename(built[0]).startswith("tfnative-%s-" % version)
+    with zipfile.ZipFile(built[0]) as z:
+        meta = z.read("tfnative-%s.dist-info/METADATA" % version).decode()
+    assert "\nVersion: %s\n" % version in meta
+    assert _run(installed, ["--version"]).stdout == "tfnative, version %s\n" % version
+    assert _run(installed, ["-h"]).returncode == 0
+    with _sleeper(installed[1]) as proc:
+        r = _run(installed, ["stack", "--pid", str(proc.pid), "--json", "-"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert list(doc)[:2] == ["tfnative", "version"] and doc["version"] == version
+
+
+def test_merge_of_stacks(installed):
+    """``stack --json`` of two processes, then ``merge`` of the two documents: one tree, both processes."""
+    venv, work, env = installed
+    docs = []
+    for i in range(2):
+        os.makedirs(os.path.join(work, "m%d" % i), exist_ok=True)
+    with _sleeper(os.path.join(work, "m0")) as a, _sleeper(os.path.join(work, "m1")) as b:
+        for i, proc in enumerate((a, b)):
+            path = os.path.join(work, "s%d.json" % i)
+            r = _run(installed, ["stack", "--pid", str(proc.pid), "--json", path])
+            assert r.returncode == 0, r.stderr[-3000:]
+            docs.append(path)
+    r = _run(installed, ["merge", *docs])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "wait_here" in r.stdout and r.stdout.startswith("2 processes"), r.stdout[-3000:]
+    r = _run(installed, ["merge", "--json", "-", *docs])
+    assert r.returncode == 0 and json.loads(r.stdout)["tfnative_merge"] == 1, r.stderr[-3000:]
+
+
+def test_watch_reports_a_hang_and_kills_the_job(installed):
+    """``watch --on-hang kill`` of a job that deadlocks: the report on stdout, exit 124, the job gone."""
+    venv, work, env = installed
+    shutil.copy(os.path.join(ROOT, "tests", "hangs", "rlock_order.py"), work)
+    ready = os.path.join(work, "ready")
+    r = _run(installed, ["watch", "--hang-after", "3", "--interval", "1", "--on-hang", "kill", "rlock_order.py",
+                         ready], timeout=180)
+    assert r.returncode == 124, (r.returncode, r.stderr[-3000:])
+    assert "verdict: deadlock" in r.stdout, r.stdout[-3000:]
+    job = int(open(ready).read())
+    assert not psutil.pid_exists(job) or psutil.Process(job).status() == psutil.STATUS_ZOMBIE
+    assert "Traceback" not in r.stderr
+
+
+def test_report_of_a_core(installed, tmp_path):
+    """``report --core``: the Markdown bug report of a crashed process, from the installed command."""
+    core = _a_core(installed)
+    out = os.path.join(installed[1], "report.md")
+    r = _run(installed, ["report", "--core", core, "--output", out])
+    assert r.returncode == 0, r.stderr[-3000:]
+    text = open(out).read()
+    assert "SIGSEGV" in text and "poke" in text, text[:3000]
+    assert "Traceback" not in r.stderr
+
+
+def test_doctor_and_doctor_system(installed):
+    """``doctor``: the TensorFlow libraries of the interpreter and what debug info each carries; ``--system``:
+    each check ok or what to do, exit 0 or 1 (one needs a fix), never a traceback."""
+    if not has_tensorflow():
+        pytest.skip("needs TensorFlow")
+    venv, work, env = installed
+    r = _run(installed, ["doctor", "--python", os.path.join(venv, "bin", "python")])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "libtensorflow_framework.so.2" in r.stdout, r.stdout[-3000:]
+    r = _run(installed, ["doctor", "--system"])
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "gdb" in r.stdout and "ptrace" in r.stdout, r.stdout[-3000:]
+    r = _run(installed, ["doctor", "--system", "--json"])
+    checks = json.loads(r.stdout)
+    assert checks and all({"topic", "status", "text"} <= set(c) for c in checks), checks
+    assert (r.returncode == 1) == any(c.get("status") == "fix" for c in checks), (r.returncode, checks)
+
+
+def test_shell_completion(installed):
+    """click's completion, as docs/index.md's start-up line asks for it: the bash script, then completions."""
+    venv, work, env = installed
+    script_env = dict(env, _TFNATIVE_COMPLETE="bash_source")
+    r = subprocess.run([os.path.join(venv, "bin", "tfnative")], cwd=work, env=script_env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "_tfnative_completion()" in r.stdout, r.stderr
+    words = dict(env, _TFNATIVE_COMPLETE="bash_complete", COMP_WORDS="tfnative wa", COMP_CWORD="1")
+    r = subprocess.run([os.path.join(venv, "bin", "tfnative")], cwd=work, env=words, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["plain,watch"], (r.stdout, r.stderr)
+
+
 def test_bazelrc_and_presets(installed):
     r = _run(installed, ["bazelrc"])
     assert r.returncode == 0, r.stderr
     with open(os.path.join(ROOT, "build", "tfnative.bazelrc")) as f:
         assert r.stdout == f.read()
+    r = _run(installed, ["presets"])
+    assert r.returncode == 0 and "tfn_symbols" in r.stdout, r.stderr
+    r = _run(installed, ["presets", "--json"])
+    assert r.returncode == 0 and "tfn_symbols" in [p["name"] for p in json.loads(r.stdout)], r.stderr
 
 
 @contextlib.contextmanager
@@ -144,11 +300,16 @@ def _core_pattern_is_a_file() -> bool:
         return False
 
 
-def test_core(installed):
+def _a_core(installed) -> str:
+    """A core of tests/scripts/segv.py, made in a directory outside the checkout (once per module)."""
+    work = os.path.join(installed[1], "core")
+    if os.path.isdir(work):
+        cores = [n for n in os.listdir(work) if n.startswith("core")]
+        if cores:
+            return os.path.join(work, cores[0])
     if not _core_pattern_is_a_file():
         pytest.skip("cores go to a program (core_pattern starts with '|'): none is written here")
-    work = os.path.join(installed[1], "core")
-    os.makedirs(work)
+    os.makedirs(work, exist_ok=True)
     shutil.copy(script("segv.py"), work)
 
     def raise_limit():
@@ -160,7 +321,11 @@ def test_core(installed):
     cores = [n for n in os.listdir(work) if n.startswith("core")]
     if not cores:
         pytest.skip("no core written (core_pattern: another directory?)")
-    r = _run(installed, ["core", os.path.join(work, cores[0])])
+    return os.path.join(work, cores[0])
+
+
+def test_core(installed):
+    r = _run(installed, ["core", _a_core(installed)])
     assert r.returncode == 0, r.stderr[-3000:]
     assert "poke" in r.stdout and "SIGSEGV" in r.stdout, r.stdout[-3000:]
 
