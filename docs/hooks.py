@@ -7,6 +7,8 @@
   top), its first ``# `` title dropped with ``strip-title`` and its headings made N levels deeper with
   ``shift=N``: docs/benchmarks.md takes its tables from bench/results/*.md (the numbers live there only),
   docs/contributing.md is CONTRIBUTING.md.
+* ``<!-- version -->`` becomes tfnative's version, read from ``tfnative/__init__.py`` (the one place it is
+  written): the site names the release it documents.
 * Links from a page to the files at the top of the repository (``../CONTRIBUTING.md``, ``../README.md``),
   written so that the pages also read well on GitHub, point at the site's pages instead.
 
@@ -24,6 +26,7 @@ from typing import Any, List, Optional
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPTIONS_MARK = re.compile(r"(?<!`)<!-- options: ([\w-]+) -->")
 INCLUDE_MARK = re.compile(r"(?<!`)<!-- include: (\S+)((?: [\w=-]+)*) -->")
+VERSION_MARK = re.compile(r"(?<!`)<!-- version -->")
 # A link to a file at the top of the repository, from a page in docs/ (or from included text, whose links
 # are relative to the top): the site page that holds it.
 TOP_LINKS = {"CONTRIBUTING.md": "contributing.md", "README.md": "index.md"}
@@ -141,10 +144,20 @@ def include(path: str, flags: str = "") -> str:
     return re.sub(r"\]\(docs/", "](", text)
 
 
+def version() -> str:
+    """``__version__`` as tfnative/__init__.py writes it (read, not imported)."""
+    with open(os.path.join(ROOT, "tfnative", "__init__.py")) as f:
+        found = re.search(r'^__version__ = "([^"]+)"$', f.read(), re.M)
+    if found is None:
+        raise ValueError("tfnative/__init__.py names no __version__")
+    return found.group(1)
+
+
 def render(markdown: str) -> str:
     """A page's Markdown with every marker replaced and top-level links pointed at the site's pages."""
     markdown = INCLUDE_MARK.sub(lambda m: include(m.group(1), m.group(2)), markdown)
     markdown = OPTIONS_MARK.sub(lambda m: options_table(m.group(1)), markdown)
+    markdown = VERSION_MARK.sub(lambda m: version(), markdown)
     for top, page in TOP_LINKS.items():
         markdown = markdown.replace("](../%s" % top, "](%s" % page)
     return markdown
