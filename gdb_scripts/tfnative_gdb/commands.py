@@ -7,6 +7,7 @@ from typing import Callable, Dict, List, Optional, Tuple, TypedDict
 
 import gdb
 
+from tfnative.core.frameclass import native_class
 from tfnative.core.libfacts import library_classes
 from tfnative.core.model import NativeFrame
 from tfnative.core.opkernel import OpKernelReader
@@ -77,7 +78,7 @@ Python frames are read from memory, so the interpreter needs no debug info."""
         for t in result.threads:  # the user's own code, marked as tfnative's reports mark it
             for f in t.frames:
                 if isinstance(f, NativeFrame) and f.library in users:
-                    f.frame_class = "user"
+                    f.frame_class = native_class(f, "user")
         if opts["json"]:
             gdb.write(json.dumps(result.to_json(), indent=1) + "\n")
             return

@@ -83,6 +83,14 @@ def test_break_throw_stops_in_the_kernel_frame_at_its_line(thrown):
     assert "breakpoint throw std::out_of_range hit (hit 1 of 1)" in r.stderr
     assert doc["triage"]["breakpoints"] == {"throw std::out_of_range": 1}
     assert "rerun with" not in r.stderr  # seen already
+    # vector::at and _M_range_check, inlined into the user's library from the standard headers: not the user's code
+    std = [f for f in thread["frames"] if f.get("library") == "segment_throw.so" and f["function"].startswith("std::")]
+    assert [f["function"].split("::")[-1] for f in std] == ["_M_range_check", "at"], thread["frames"][:6]
+    assert {f["class"] for f in std} == {"system"} and kernel["class"] == "user"
+    assert all(os.path.basename(f["file"]) == "stl_vector.h" for f in std)
+    for line in r.stderr.splitlines():
+        if "std::vector<float" in line and "segment_throw.so" in line:
+            assert "<--" not in line, line
 
 
 def test_break_throw_of_any_type_passes_over_pythons_exceptions(any_throw):

@@ -106,3 +106,26 @@ def test_libfacts_on_real_files(tmp_path):
     assert not missing.readable and not libfacts.links_tensorflow(str(tmp_path / "gone.so"))
     (tmp_path / "empty.so").write_bytes(b"")
     assert not libfacts.facts(str(tmp_path / "empty.so")).readable
+
+
+@pytest.mark.parametrize("function, file, expected", [
+    # the standard library's templates, instantiated or inlined into the user's library (tests/custom_op's
+    # segment_throw.so at -g and -g0)
+    ("std::vector<float, std::allocator<float> >::_M_range_check", "/usr/include/c++/12/bits/stl_vector.h", True),
+    ("std::vector<float, std::allocator<float> >::_M_range_check(unsigned long) const", None, True),
+    ("std::__throw_out_of_range_fmt(char const*, ...)", None, True),
+    ("__gnu_cxx::__normal_iterator<int*, std::vector<int> >::operator++()", None, True),
+    ("ZeroOutOp::Compute(tensorflow::OpKernelContext*)", "/src/zero_out.cc", False),
+    # a template function whose return type is the standard library's is not the standard library's
+    ("std::vector<int, std::allocator<int> > mylib::split<int>(int)", "/src/split.cc", False),
+    ("std::enable_if<true, void>::type mylib::run<float>(float)", None, False),
+    ("mylib::Holder<std::string>::get() const", None, False),
+    # a user function inlined from a header of the standard library's directory is told by that file
+    ("inlined_helper", "/opt/gcc-13/include/c++/13/bits/stl_algo.h", True),
+])
+def test_standard_library_code_is_nobodys_own(function, file, expected):
+    f = NativeFrame(function=function, file=file, library="segment_throw.so")
+    assert frameclass.is_standard_library(f) is expected
+    assert frameclass.native_class(f, "user") == ("system" if expected else "user")
+    f.frame_class = frameclass.native_class(f, "user")
+    assert (frame_line(0, f, bare=True).endswith("<-- your code")) is not expected

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..core import executors, sourcelines
 from ..core.elide import elide
-from ..core.frameclass import frame_class, hide_glue, is_user_frame
+from ..core.frameclass import frame_class, hide_glue, is_user_frame, native_class
 from ..core.model import (
     Capture,
     CrashSummary,
@@ -274,9 +274,11 @@ def _cleaned(frames: List[Frame], classes: Optional[Dict[str, str]] = None) -> L
             f.file = normal_path(f.file)
             f.user = is_user_frame(f)
             f.tf_function = tf_function(f, callers.get(id(f)))
+        if isinstance(f, NativeFrame):
+            f.frame_class = native_class(f, classes.get(f.library or "") if classes else None)
+        elif isinstance(f, PythonFrame):
+            f.frame_class = frame_class(f)
         if isinstance(f, (NativeFrame, PythonFrame)):
-            by_path = classes.get(f.library or "") if classes and isinstance(f, NativeFrame) else None
-            f.frame_class = by_path or frame_class(f)
             f.source = f.source or source_line(f.file, f.line)
     return frames
 

@@ -86,6 +86,36 @@ def may_hold_interpreter(name: str) -> bool:
     return re.match(r"(lib)?python\d", name) is not None
 
 
+# C++'s standard library: its namespaces, and the directories of its headers (libstdc++'s include/c++/12/bits/,
+# libc++'s include/c++/v1/).
+_STD_NAMESPACES = ("std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "__pstl::")
+_STD_HEADER_RE = re.compile(r"/include/c\+\+/")
+
+
+def is_standard_library(frame: NativeFrame) -> bool:
+    """Code of C++'s standard library, wherever it was compiled: a template instantiated or inlined into the
+    user's own library (``std::vector<float>::_M_range_check`` at ``stl_vector.h``) is still not the user's.
+    Told by the function's own scope (a template function's return type, ``std::enable_if<...>::type``, is not
+    its scope) or by its source file, a standard header."""
+    if frame.file and _STD_HEADER_RE.search(frame.file):
+        return True
+    name = frame.function or ""
+    if not name.startswith(_STD_NAMESPACES) and " std::" not in name:
+        return False
+    from .elfindex import split_demangled  # only for a name that may be the standard library's
+
+    split = split_demangled(name)
+    return (split[0] if split else name).startswith(_STD_NAMESPACES)
+
+
+def native_class(frame: NativeFrame, by_library: Optional[str]) -> str:
+    """A native frame's class: ``system`` for the standard library's code wherever it lies; else what its
+    library's path says (``by_library``: ``library_class``'s answer, where it decides); else ``frame_class``."""
+    if is_standard_library(frame):
+        return "system"
+    return by_library or frame_class(frame)
+
+
 def frame_class(frame: Frame) -> str:
     """user, tensorflow-python, tensorflow-native, interpreter or system.
 
