@@ -39,7 +39,7 @@ import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from benchutil import install, longest_pause, publish
+from benchutil import install, longest_pause, publish, shown_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -220,7 +220,7 @@ def main() -> None:
                             text=True).stdout.strip()
     lines = ["`bench/bench_pause.py --runs %d%s%s` on %s, commit %s; %d cores (shared), Python %s. "
              "Medians of %d runs (min-max in brackets)." % (
-                 args.runs, " --baseline %s" % args.baseline if args.baseline else "",
+                 args.runs, " --baseline %s" % shown_path(args.baseline) if args.baseline else "",
                  "".join(" --only %s" % o for o in args.only or []),
                  time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit, os.cpu_count() or 0,
                  platform.python_version(), args.runs), ""]

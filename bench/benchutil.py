@@ -8,6 +8,8 @@ import subprocess
 import sys
 from typing import List, Optional
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def longest_pause(gaps_file: str, start: float, end: float, ticker: Optional[str] = None) -> float:
     """The longest gap a target's ticker wrote to ``gaps_file`` (lines ``AT GAP [TICKER]``, monotonic seconds)
@@ -32,6 +34,22 @@ def publish(lines: List[str], out: Optional[str]) -> None:
     if out:
         with open(out, "w") as f:
             f.write(text)
+
+
+def shown_path(path: str) -> str:
+    """A path as a results file shows it: relative to the checkout where it lies inside it or beside it (a
+    worktree of an older commit, ``../wt-before``), under ``~`` in the home directory; never one machine's
+    absolute path to the checkout (tests/unit/test_docs.py keeps the pages so)."""
+    if not os.path.isabs(path):
+        return path
+    path = os.path.normpath(path)
+    parent = os.path.dirname(ROOT)
+    if path == ROOT or path.startswith(ROOT + os.sep) or path.startswith(parent + os.sep):
+        return os.path.relpath(path, ROOT)
+    home = os.path.expanduser("~")
+    if home not in ("/", "") and path.startswith(home + os.sep):
+        return "~" + path[len(home):]
+    return path
 
 
 def machine() -> str:

@@ -127,3 +127,48 @@ def test_the_site_builds_strict():
         assert "--no-pause" in stack and "option-reference" in stack
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+# One build machine's paths, which a reader's machine would never show: root's home, this workplace's checkouts and
+# worktrees, an absolute path into a checkout's venv or site-packages (shown as ~/... or .venv/...), pytest's and
+# mkdtemp's temporary directories.
+_MACHINE_PATH = re.compile(r"(?<![\w.~])(/root/|/work/|/tmp/pytest-of-|/tmp/tmp[a-z0-9_]{8}\b"
+                           r"|/[^\s`'\"()\[\]]*/(\.venv|site-packages)/)")
+
+
+def _pages():
+    """Every page users read: the README, CONTRIBUTING, the CHANGELOG, docs/*.md and the results files the docs
+    include."""
+    paths = [os.path.join(ROOT, n) for n in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")]
+    for d in (DOCS, os.path.join(ROOT, "bench", "results")):
+        paths += sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".md"))
+    return paths
+
+
+def test_pages_show_no_build_machines_paths():
+    """What the docs show is what a user's machine would: ``~/...`` or the project's relative paths, never one
+    machine's absolute path to its home, its checkout or its venv (issue #42: ``docs/doctor.md`` showed root's
+    cache, ``docs/benchmarks.md`` a worktree, ``docs/kernels.md`` a checkout's venv)."""
+    found = []
+    for path in _pages():
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                for m in _MACHINE_PATH.finditer(line):
+                    where = "%s:%d" % (os.path.relpath(path, ROOT), n)
+                    found.append("%s: %s" % (where, line[max(0, m.start() - 30):m.end() + 30]))
+    assert found == []
+
+
+@pytest.mark.parametrize("line, bad", [
+    ("/root/.cache/tfnative/ops/1/user_kern.so, op library", True),
+    ("--baseline /work/wt-before --out", True),
+    ("#20 [py] quick_execute at /work/main/.venv/lib/python3.11/site-packages/tensorflow/x.py:53", True),
+    ("at /opt/app/venv/lib/python3.11/site-packages/tensorflow/x.py:53", True),
+    ("at .venv/lib/python3.11/site-packages/tensorflow/x.py:53", False),
+    ("at ~/project/.venv/lib/python3.11/site-packages/tfnative_gdb/gdbinit.py", False),
+    ("reads the process through `/proc/PID/root`: its files", False),
+    ("/proc/PID/root/usr/lib/x.so", False),
+    ("tests/scripts/mwms_worker.py /tmp/mw2 2", False),
+])
+def test_the_machine_path_rule(line, bad):
+    assert bool(_MACHINE_PATH.search(line)) is bad
