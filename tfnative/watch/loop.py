@@ -25,7 +25,8 @@ import time
 from contextlib import nullcontext
 from typing import Callable, ContextManager, Dict, FrozenSet, List, Optional, Sequence, Set, TextIO, Tuple
 
-from ..analysis.progress import ProcessSample, Tracker, carry, judge, stacks_moved
+from ..analysis.progress import Tracker, carry, judge, stacks_moved
+from ..core.kstate import ProcessSample
 from ..core.model import Document
 from ..core.signals import signal_name
 from ..errors import Interrupted, SignalGuard
