@@ -435,6 +435,16 @@ def analyze(kind: EventKind, capture: Capture, native_all: bool = False, hang: b
     return event
 
 
+def snapshot_document(doc: Document, capture: Capture, native_all: bool,
+                      cluster: Optional[Dict[str, Any]]) -> Document:
+    """``stack``'s document of one live process: its facts of the process (``doc``, no event yet) and one
+    ``snapshot`` event of ``capture`` with the hang verdict, stored as the document's ``triage`` too."""
+    event = analyze("snapshot", capture, native_all=native_all, hang=True, cluster=cluster)
+    doc.events.append(event)
+    doc.triage = event.triage
+    return doc
+
+
 def finish(doc: Document) -> Document:
     """A document that says how its process ended gets its crash summary as its ``triage`` (computed here,
     stored on the model, only serialized by ``output``); before it is printed or written."""
