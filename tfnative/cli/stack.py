@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, TextIO, Tuple
 
 import click
@@ -121,6 +122,43 @@ def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) ->
     return status
 
 
+@dataclass
+class JobOutput:
+    """How ``stack --slurm-job`` shows the merged job besides the tree (text, or ``--json``): ``--folded`` stacks
+    instead, and ``--documents FILE`` for every process's own document."""
+
+    folded: bool = False
+    documents: Optional[str] = None
+
+
+def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, shown: JobOutput, err: TextIO,
+                    out: TextIO) -> int:
+    """``tfnative stack --slurm-job JOBID``: every node's processes (``snapshot/slurm.py``), merged at the head
+    and shown as ``merge`` shows them.  Its exit status."""
+    from ..core.model import Document
+    from ..output import mergetree, report
+    from ..output.pictures import write_pictures
+    from ..snapshot.slurm import node_arguments, take_job
+
+    folded, documents = shown.folded, shown.documents
+    whole = bool(documents or opts.html_path or opts.speedscope_path)
+    node_args, all_threads, json_path = node_arguments(opts, whole), opts.all_threads, opts.json_path
+    job, items = take_job(job_id, remote, node_args, err)
+    if not whole:  # the nodes' trees, merged at the head
+        mergetree.show(mergetree.reduce(items, all_threads), lambda line: out.write(line + "\n"), json_path,
+                       folded=folded)
+        return 0
+    docs = [i for i in items if isinstance(i, Document)]
+    if opts.html_path or opts.speedscope_path:
+        write_pictures(docs, "tfnative stack: Slurm job %s" % job.id, opts.html_path, opts.speedscope_path,
+                       all_threads=True)
+    if documents:
+        write_output(documents, report.json_lines(docs))
+    mergetree.show(mergetree.reduce(docs, all_threads), lambda line: out.write(line + "\n"), json_path,
+                   folded=folded)
+    return 0
+
+
 @click.command("stack")
 @click.option("--pid", "-p", "pids", multiple=True, type=int, help="Process to inspect (repeatable).")
 @click.option("--children", multiple=True, type=int, metavar="PID",
@@ -198,8 +236,6 @@ def _stack(chosen: Selection, opts: StackOptions, slurm_job: Optional[str], remo
         raise TfnativeError("--html and --speedscope write a file (stdout has the text; 'tfnative stack --json - "
                             "| tfnative merge --html -' writes the page to stdout)")
     if slurm_job is not None:
-        from ..snapshot.slurm import JobOutput, run_slurm_stack
-
         if chosen.pids or chosen.children or chosen.patterns or chosen.envs or chosen.labels:
             raise TfnativeError("--slurm-job finds the job's processes itself: no --pid, --children, --match, "
                                 "--env or --label with it")
