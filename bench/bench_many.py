@@ -14,7 +14,7 @@ process's main thread waiting in ``TFE_Execute``, and pystack must succeed on ea
 and 1,000 documents (each its own pid and task) as JSON Lines; ``tfnative merge --all-threads`` of each
 file: wall time (median of --runs) and peak RSS (``wait4``), to show that memory is linear in the input.
 
-(c) In this process, ``multistack.run_many`` on the same processes with one snapshot at a time and with
+(c) In this process, ``run_many`` (``cli/stack.py``) on the same processes with one snapshot at a time and with
 the pool (``MAX_JOBS``): wall time and how long each process is held (``ptrace.Frozen``'s enter to exit).
 """
 
@@ -148,10 +148,11 @@ def bench_merge(pid: int, runs: int, tmp: str) -> List[Tuple[int, int, List[floa
 
 
 def bench_holds(pids: List[int], runs: int) -> Dict[int, List[Tuple[float, float, float]]]:
-    """(wall, longest hold, median hold) of ``multistack.run_many`` in this process, per pool size; a
+    """(wall, longest hold, median hold) of ``run_many`` (``cli/stack.py``) in this process, per pool size; a
     hold is ``ptrace.Frozen``'s ``held_s``: from the first thread stopped to the last let go."""
     import io
 
+    from tfnative.cli.stack import run_many
     from tfnative.snapshot import many as multistack
     from tfnative.snapshot.options import Selection, StackOptions
     from tfnative.sources import ptrace
@@ -174,7 +175,7 @@ def bench_holds(pids: List[int], runs: int) -> Dict[int, List[Tuple[float, float
                 multistack.snapshot_all.__defaults__ = (jobs, None)
                 holds.clear()
                 t0 = time.perf_counter()
-                multistack.run_many(Selection(pids=tuple(pids)), StackOptions(), io.StringIO(), io.StringIO())
+                run_many(Selection(pids=tuple(pids)), StackOptions(), io.StringIO(), io.StringIO())
                 out.setdefault(jobs, []).append((time.perf_counter() - t0, max(holds), statistics.median(holds)))
     finally:
         ptrace.Frozen.hold = hold  # type: ignore[method-assign]

@@ -333,8 +333,8 @@ def test_the_loop_runs_the_callers_hook_and_take(tmp_path):
     snapshots through ``take``."""
     import io
 
+    from tfnative.cli.stack import stack_document
     from tfnative.snapshot.options import StackOptions
-    from tfnative.snapshot.process import stack_document
     from tfnative.watch.job import Job
     from tfnative.watch.loop import watch
     from tfnative.watch.options import WatchOptions
@@ -368,8 +368,8 @@ def test_a_process_that_exits_at_the_report_is_named_and_the_watch_goes_on(tmp_p
     line, and the watch goes on (until the hook ends it)."""
     import io
 
+    from tfnative.cli.stack import stack_document
     from tfnative.snapshot.options import StackOptions
-    from tfnative.snapshot.process import stack_document
     from tfnative.watch.job import Job
     from tfnative.watch.loop import Watch
     from tfnative.watch.options import WatchOptions

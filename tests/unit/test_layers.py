@@ -2,15 +2,16 @@
 
 The rule, as ``docs/architecture.md`` draws it (lowest first): ``core`` (readers of
 memory and files, the model) < ``sources`` (memory, registers and mapped files of a
-process) and ``toolchain`` (ELF/DWARF facts, Bazel, the doctor) < ``gdb`` (driving gdb),
+process) and ``toolchain`` (ELF/DWARF facts, Bazel, the doctor) < ``gdb`` (driving gdb) <
+``snapshot`` (the one snapshot path and its policy) < ``corefile`` (core files); beside them
 ``analysis`` (from a capture to the event users read: op attribution, verdicts, triage) and
-``output`` (renderers of the model) < ``snapshot`` (the one snapshot path and its
-policy) < ``corefile`` and ``attach`` (the modes) < ``cli``.  ``errors`` and ``files``
+``output`` (renderers of the model), which import the core alone; then ``attach`` (the
+session) < ``watch`` < ``cli``, which join the three stages.  ``errors`` and ``files``
 are shared by all; ``inject`` runs inside the target and imports nothing of ours.
 
-Capture (``sources``, ``gdb``) imports neither analysis nor rendering; analysis imports no
-rendering, no ``cli``, no ``attach``; rendering imports only the model (``MODEL``), each older
-exception named in ``OUTPUT_DEBT``.
+Capture (``sources``, ``gdb``, ``snapshot``, ``corefile``: ``CAPTURE``) imports neither analysis nor rendering;
+analysis imports no rendering, no ``cli``, no ``attach``; rendering imports only the model (``MODEL``), each
+older exception named in ``OUTPUT_DEBT``.
 
 ``tfnative/core`` is also imported inside gdb's embedded Python (by
 ``gdb_scripts/tfnative_gdb``), where neither click nor psutil nor tfnative's
@@ -35,14 +36,16 @@ MAY_IMPORT = {
     "gdb": {"core", "sources", "toolchain"},
     "analysis": {"core"},
     "output": {"core"},  # and of the core only the model: test_rendering_imports_only_the_model
-    "snapshot": {"core", "sources", "toolchain", "gdb", "analysis", "output"},
-    "corefile": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot"},
+    "snapshot": {"core", "sources", "toolchain", "gdb"},
+    "corefile": {"core", "sources", "toolchain", "gdb", "snapshot"},
     "attach": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot"},
     "watch": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot", "attach"},
     "cli": {"core", "sources", "toolchain", "gdb", "analysis", "output", "snapshot", "corefile", "attach", "watch"},
     "inject": set(),
 }
 LAYERS = tuple(sorted(MAY_IMPORT))
+# The capture stage: what gives a Capture (and the documents' facts of a process) and nothing else.
+CAPTURE = ("sources", "gdb", "snapshot", "corefile")
 
 
 def _all_modules():
@@ -140,9 +143,19 @@ def test_rendering_imports_only_the_model():
 
 
 def test_capture_imports_neither_analysis_nor_rendering():
-    bad = ["%s imports %s" % (m, u) for layer in ("sources", "gdb", "core", "toolchain")
+    """Capture imports no analysis and no rendering: ``sources``, ``gdb``, ``snapshot`` and ``corefile`` (and the
+    core and toolchain below them) give a Capture; the event users read is ``analysis``'s, its text ``output``'s,
+    and the command's driver in ``cli`` (or ``attach``, ``watch``) joins them.  Imports inside functions count."""
+    assert set(CAPTURE) | {"core", "toolchain"} <= set(MAY_IMPORT)
+    bad = ["%s imports %s" % (m, u) for layer in CAPTURE + ("core", "toolchain")
            for m, p in _modules(layer) for u in _imports(m, p) if _layer(u) in ("analysis", "output")]
     assert bad == []
+
+
+def test_capture_layers_may_import_only_capture_layers():
+    """The rule in ``MAY_IMPORT`` itself: no capture layer is allowed analysis or rendering."""
+    allowed = {layer: MAY_IMPORT[layer] & {"analysis", "output", "attach", "watch", "cli"} for layer in CAPTURE}
+    assert allowed == {layer: set() for layer in CAPTURE}
 
 
 def test_analysis_imports_no_rendering_cli_or_attach():

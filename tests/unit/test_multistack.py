@@ -7,9 +7,9 @@ import threading
 import pytest
 
 from tfnative.core import docread
-from tfnative.core.model import Document, Thread
+from tfnative.core.model import Document, Outcome, Thread
 from tfnative.errors import TfnativeError
-from tfnative.output import merge, report, threadgroups
+from tfnative.output import merge, processes, report, threadgroups
 from tfnative.snapshot import many as multistack
 
 
@@ -73,9 +73,9 @@ def test_snapshot_all_other_errors_cancel_the_rest():
 def test_report_all_none_read_is_an_error(capsys):
     import io
 
-    out = [multistack.Outcome(5, error="no process with pid 5")]
+    out = [Outcome(5, error="no process with pid 5")]
     with pytest.raises(TfnativeError, match="none of the 1 process"):
-        multistack.report_all(out, {}, None, report.Printer(io.StringIO()), io.StringIO())
+        processes.report_all(out, None, report.Printer(io.StringIO()), io.StringIO())
 
 
 def test_json_lines_one_document_per_line():
@@ -94,10 +94,10 @@ def test_json_lines_one_document_per_line():
 def test_process_title():
     d = _doc(7)
     d.host, d.task = "n1", {"type": "worker", "index": 2}
-    assert multistack.process_title(d) == "process 7 worker:2 on n1: python w.py"
+    assert processes.process_title(d) == "process 7 worker:2 on n1: python w.py"
     d = _doc(8)
     d.host = "n1"
-    assert multistack.process_title(d) == "process 8 on n1: python w.py"
+    assert processes.process_title(d) == "process 8 on n1: python w.py"
 
 
 def nat(fn, addr="0x1"):

@@ -212,6 +212,7 @@ def test_slurm_job_pictures(monkeypatch, tmp_path):
     ``merge`` draws them, beside the text tree."""
     import io
 
+    from tfnative.cli.stack import JobOutput, run_slurm_stack
     from tfnative.snapshot import slurm
     from tfnative.snapshot.options import StackOptions
 
@@ -222,7 +223,7 @@ def test_slurm_job_pictures(monkeypatch, tmp_path):
     page, prof = tmp_path / "job.html", tmp_path / "job.json"
     opts = StackOptions(html_path=str(page), speedscope_path=str(prof))
     out, err = io.StringIO(), io.StringIO()
-    assert slurm.run_slurm_stack("12", "tfnative", opts, slurm.JobOutput(), err, out) == 0
+    assert run_slurm_stack("12", "tfnative", opts, JobOutput(), err, out) == 0
     assert "<== OUTLIER" in out.getvalue()
     data = data_of(page.read_text())
     assert data["title"] == "tfnative stack: Slurm job 12"

@@ -4,8 +4,6 @@ programs (data_map_event's tf.data thread, mwms_missing_peer's gRPC pollers: two
 futex or epoll set in 8 s, 0.1 to 2 ms of CPU)."""
 
 from tfnative.analysis.progress import (
-    ProcessSample,
-    ThreadSample,
     Tracker,
     carry,
     cpu_floor_ns,
@@ -13,6 +11,7 @@ from tfnative.analysis.progress import (
     stacks_moved,
     thread_kind,
 )
+from tfnative.core.kstate import ProcessSample, ThreadSample
 
 FUTEX, EPOLL, SLEEP, READ = 202, 232, 230, 0
 MS = 1_000_000

@@ -437,6 +437,35 @@ def analyze(kind: EventKind, capture: Capture, native_all: bool = False, hang: b
     return event
 
 
+def snapshot_document(doc: Document, capture: Capture, native_all: bool,
+                      cluster: Optional[Dict[str, Any]]) -> Document:
+    """``stack``'s document of one live process: its facts of the process (``doc``, no event yet) and one
+    ``snapshot`` event of ``capture`` with the hang verdict, stored as the document's ``triage`` too."""
+    event = analyze("snapshot", capture, native_all=native_all, hang=True, cluster=cluster)
+    doc.events.append(event)
+    doc.triage = event.triage
+    return doc
+
+
+def core_document(capture: Capture, argv: List[str], pid: Optional[int], said: Dict[str, Any], native_all: bool,
+                  log: Optional[str] = None) -> Document:
+    """The document of a core: one event of kind "core" (what the core ``said`` of its signal: ``signal``,
+    ``signal_code``, ``fault_address``, ``sent_by`` where another process sent it; TensorFlow's fatal ``log``
+    line), the exit (``{"signal": NAME}``: the process died of it; None without a signal) and the triage.
+
+    The fatal-signal triage (``document_triage``: the signal, the op, the nearest user frame, the tf.function)
+    applies to every core with a signal; the hang verdict (``verdict.py``) only where the signal came from
+    outside or there is none, since a crash is no hang.  A core holds no kernel state and no samples, so the
+    verdict says nothing about either."""
+    event = analyze("core", capture, native_all=native_all, hang=not said["signal"] or "sent_by" in said, **said)
+    doc = Document(argv=argv, pid=pid, events=[event])
+    if said["signal"]:
+        doc.exit, doc.has_exit = {"signal": event.signal}, True
+    if log is not None:
+        event.log = log
+    return finish(doc)  # the crash triage, once the document has all it says (the fatal log line too)
+
+
 def finish(doc: Document) -> Document:
     """A document that says how its process ended gets its crash summary as its ``triage`` (computed here,
     stored on the model, only serialized by ``output``); before it is printed or written."""

@@ -48,8 +48,10 @@ stragglers).  Pure: no ``/proc``, no clock of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+
+from ..core.kstate import ProcessSample, ThreadSample
 
 # x86-64 system calls in which a thread waits for something with an optional time-out (re-waits are idle).
 WAITS = frozenset({7, 23, 128, 202, 232, 270, 271, 281, 441, 449})  # poll select rt_sigtimedwait futex epoll_wait
@@ -63,28 +65,6 @@ RESTART = 219
 CPU_FLOOR_NS = 5_000_000  # 5 ms: below this a thread's CPU over an interval is a wake-up's cost, not work
 CPU_FLOOR_SHARE = 0.01  # ... or 1% of the interval, whichever is more
 GIL_WAKE_NS = 200_000  # a GIL waiter's timed wake-up costs less than this (measured ~60 µs; see the module)
-
-
-@dataclass(frozen=True)
-class ThreadSample:
-    """One thread's counters at one moment."""
-
-    tid: int
-    cpu_ns: Optional[int]  # CPU time it has run (ns)
-    switches: Optional[int]  # voluntary + involuntary context switches
-    state: Optional[str]  # the scheduler's letter
-    wait: Optional[Tuple[int, str]]  # (system call number, first argument) while blocked in one, else None
-    at: Optional[float] = None  # when it was read, where not its process's reading (one ``carry`` kept)
-
-
-@dataclass
-class ProcessSample:
-    """One process's threads at one moment (``at``: seconds on a monotonic clock)."""
-
-    pid: int
-    at: float
-    threads: Dict[int, ThreadSample] = field(default_factory=dict)
-    runtime: Optional[Tuple[int, int]] = None  # [start, end) of the interpreter's runtime state (the GIL in it)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Optional, TextIO
+from typing import TYPE_CHECKING, Optional, TextIO, Tuple
 
 import click
 
@@ -11,21 +11,36 @@ from ..files import is_stdout, write_output
 from .util import run_command, view_options
 
 if TYPE_CHECKING:  # the readers load when core runs (``tfnative --version`` pays for none of them)
-    from ..corefile.document import CoreOptions
+    from ..core.model import Document
+    from ..corefile.capture import CoreOptions
+    from ..corefile.source import CoreSource
+
+
+def core_document(opts: CoreOptions, err: TextIO = sys.stderr) -> Tuple[CoreSource, Document]:
+    """The core's source (open: the caller closes it) and its document: what the core gives
+    (``corefile/capture.read_core``) made into one event of kind "core", the process's end (the signal it died
+    of), its triage and, where the signal came from outside, the hang verdict (``analysis/event.core_document``)."""
+    from ..analysis.event import core_document as analysed
+    from ..corefile.capture import read_core
+
+    source, taken = read_core(opts, err)
+    try:
+        return source, analysed(taken.capture, taken.argv, taken.pid, taken.said, opts.native_all, taken.log)
+    except BaseException:
+        source.close()
+        raise
 
 
 def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr) -> int:
     """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``--json``); 0."""
-    from ..corefile.document import read_core
-    from ..corefile.triage import triage_lines
     from ..output import report
 
-    source, doc = read_core(opts, err)
+    source, doc = core_document(opts, err)
     source.close()
     # --json -: the document is standard output, the text goes to standard error (as for stack)
     report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all,
                    full=opts.full).event(doc.events[0])
-    for line in triage_lines(doc):
+    for line in report.core_triage_lines(doc):
         report.write_note(err, line)
     if opts.json_path:
         report.write(doc, opts.json_path)
@@ -34,12 +49,14 @@ def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr) -> int:
 
 def run_core_report(path: str, executable: Optional[str], sysroot: Optional[str], output: str) -> int:
     """``tfnative report --core``: the Markdown bug report of a core, written to ``output``; 0."""
-    from ..corefile import report as corereport  # the doctor's ELF readers: not on core's path
-    from ..corefile.document import CoreOptions, read_core
+    from ..corefile import reportfacts  # the doctor's ELF readers: not on core's path
+    from ..corefile.capture import CoreOptions
+    from ..output import bugreport
 
-    source, doc = read_core(CoreOptions(path, executable, sysroot))
+    source, doc = core_document(CoreOptions(path, executable, sysroot))
     try:
-        text = corereport.markdown(source, doc, path)
+        text = bugreport.markdown(doc, source.argv(), reportfacts.facts(source, doc, path),
+                                  reportfacts.library_verdicts(source), None, summary=bugreport.core_summary(doc))
     finally:
         source.close()
     write_output(output, text.encode())
@@ -65,7 +82,7 @@ def core_cmd(core_path: str, executable: Optional[str], sysroot: Optional[str], 
              gdb_log: Optional[str], variables: bool) -> None:
     """Print the mixed stacks of a crashed process from its CORE dump (.zst, .lz4, .xz too)."""
     def go() -> int:
-        from ..corefile.document import CoreOptions
+        from ..corefile.capture import CoreOptions
         from ..gdb.options import GdbOptions
 
         opts = CoreOptions(core_path, executable, sysroot, all_threads=all_threads, native_all=native_all,

@@ -1,21 +1,27 @@
 """``tfnative stack``: the mixed stacks of running processes, which run on afterwards.
 
-One ``--pid``: ``run_stack`` (the snapshot is ``snapshot/process.py``'s); several processes:
-``snapshot/many.py``; a Slurm job: ``snapshot/slurm.py``.
+One ``--pid``: ``run_stack`` (the snapshot is ``snapshot/process.py``'s, analysed by ``stack_document``);
+several processes: ``run_many`` (which, and the pool: ``snapshot/many.py``; said: ``output/processes.py``);
+a Slurm job: ``snapshot/slurm.py``.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
-from typing import TYPE_CHECKING, Optional, TextIO, Tuple
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional, TextIO, Tuple
 
 import click
 
 from ..errors import TfnativeError
-from ..files import is_stdout
+from ..files import is_stdout, write_output
 from .util import gdb_options, job_options, run_command, view_options
 
 if TYPE_CHECKING:
+    from ..core.model import Document
     from ..snapshot.options import Selection, StackOptions
 
 ENV_HELP = ("Every process running Python whose environment has KEY=VALUE, e.g. SLURM_JOB_ID=123 "
@@ -35,7 +41,6 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
     from ..errors import Interrupted, SignalGuard
     from ..output import report
     from ..output.verdicttext import verdict_lines
-    from ..snapshot.process import stack_document
 
     printer = report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all, full=opts.full,
                              group=opts.group)
@@ -57,6 +62,100 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
 
         title = "tfnative stack: pid %s on %s: %s" % (doc.pid, doc.host or "localhost", " ".join(doc.argv)[:200])
         write_pictures([doc], title, opts.html_path, opts.speedscope_path, all_threads=True)
+    return 0
+
+
+def stack_document(pid: int, opts: StackOptions, err: TextIO,
+                   sleep: Callable[[float], None] = time.sleep) -> Document:
+    """The ``stack`` document of ``pid``: its snapshot (``snapshot/process.capture_process``) analysed
+    (``analysis/event.snapshot_document``: one ``snapshot`` event with its verdict; ``host``, ``task``).  As
+    ``capture_process``, safe to call from several threads at once, each for another pid."""
+    from ..analysis.event import snapshot_document
+    from ..snapshot.process import capture_process
+
+    taken = capture_process(pid, opts, err, sleep)
+    return snapshot_document(taken.doc, taken.capture, opts.native_all, taken.cluster)
+
+
+def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) -> int:
+    """``tfnative stack`` on several processes (``snapshot/many.py``: which, a snapshot each on a pool of
+    threads); their verdicts across processes (``analysis/verdict.across``), a text block each and JSON Lines
+    (``output/processes.py``), their merged tree (``--tree``) and pictures; the exit status."""
+    from ..analysis.verdict import across
+    from ..errors import Interrupted, SignalGuard
+    from ..output import mergetree, report
+    from ..output.pictures import write_pictures
+    from ..output.processes import report_all
+    from ..snapshot.many import parse_labels, snapshot_all, targets
+
+    tags = parse_labels(chosen.labels)
+    pids = targets(chosen.pids, chosen.children, chosen.patterns, chosen.envs)
+    brief = is_stdout(opts.json_path) or is_stdout(opts.tree_path)  # stdout has a document: the text goes to err
+    printer = report.Printer(err if brief else out, native_all=opts.native_all, full=opts.full, group=opts.group)
+
+    stop = threading.Event()
+
+    def pause(seconds: float) -> None:  # between samples: a Ctrl-C ends every process's sampling
+        if stop.wait(seconds):
+            raise Interrupted(signal.SIGINT)
+
+    def take(pid: int) -> Document:
+        return stack_document(pid, opts, err, sleep=pause)
+
+    with SignalGuard():
+        try:
+            outcomes = snapshot_all(pids, take, stop=stop)
+        except Interrupted:
+            err.write("tfnative: interrupted: every process released\n")
+            return 130
+    docs = [o.doc for o in outcomes if o.doc is not None]
+    across(docs)  # verdicts that need several processes: forked children, a cluster's stalled workers
+    for doc in docs if tags else []:
+        doc.labels = dict(tags)
+    status = report_all(outcomes, opts.json_path, printer, err, brief)
+    if opts.tree_path:  # the processes as one tree (what a node of ``stack --slurm-job`` sends the head)
+        root = mergetree.reduce(docs, opts.all_threads)
+        write_output(opts.tree_path, mergetree.tree_json_text(root).encode() + b"\n")
+    if opts.html_path or opts.speedscope_path:
+        write_pictures(docs, "tfnative stack: %d processes" % len(docs), opts.html_path, opts.speedscope_path,
+                       all_threads=True)
+    return status
+
+
+@dataclass
+class JobOutput:
+    """How ``stack --slurm-job`` shows the merged job besides the tree (text, or ``--json``): ``--folded`` stacks
+    instead, and ``--documents FILE`` for every process's own document."""
+
+    folded: bool = False
+    documents: Optional[str] = None
+
+
+def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, shown: JobOutput, err: TextIO,
+                    out: TextIO) -> int:
+    """``tfnative stack --slurm-job JOBID``: every node's processes (``snapshot/slurm.py``), merged at the head
+    and shown as ``merge`` shows them.  Its exit status."""
+    from ..core.model import Document
+    from ..output import mergetree, report
+    from ..output.pictures import write_pictures
+    from ..snapshot.slurm import node_arguments, take_job
+
+    folded, documents = shown.folded, shown.documents
+    whole = bool(documents or opts.html_path or opts.speedscope_path)
+    node_args, all_threads, json_path = node_arguments(opts, whole), opts.all_threads, opts.json_path
+    job, items = take_job(job_id, remote, node_args, err)
+    if not whole:  # the nodes' trees, merged at the head
+        mergetree.show(mergetree.reduce(items, all_threads), lambda line: out.write(line + "\n"), json_path,
+                       folded=folded)
+        return 0
+    docs = [i for i in items if isinstance(i, Document)]
+    if opts.html_path or opts.speedscope_path:
+        write_pictures(docs, "tfnative stack: Slurm job %s" % job.id, opts.html_path, opts.speedscope_path,
+                       all_threads=True)
+    if documents:
+        write_output(documents, report.json_lines(docs))
+    mergetree.show(mergetree.reduce(docs, all_threads), lambda line: out.write(line + "\n"), json_path,
+                   folded=folded)
     return 0
 
 
@@ -137,8 +236,6 @@ def _stack(chosen: Selection, opts: StackOptions, slurm_job: Optional[str], remo
         raise TfnativeError("--html and --speedscope write a file (stdout has the text; 'tfnative stack --json - "
                             "| tfnative merge --html -' writes the page to stdout)")
     if slurm_job is not None:
-        from ..snapshot.slurm import JobOutput, run_slurm_stack
-
         if chosen.pids or chosen.children or chosen.patterns or chosen.envs or chosen.labels:
             raise TfnativeError("--slurm-job finds the job's processes itself: no --pid, --children, --match, "
                                 "--env or --label with it")
@@ -160,6 +257,4 @@ def _stack(chosen: Selection, opts: StackOptions, slurm_job: Optional[str], remo
         raise TfnativeError("--json - and --tree -: only one of them can have stdout")
     if chosen.one_pid is not None and not opts.tree_path:
         return run_stack(chosen.one_pid, opts, sys.stderr, sys.stdout)
-    from ..snapshot.many import run_many
-
     return run_many(chosen, opts, sys.stderr, sys.stdout)

@@ -6,11 +6,15 @@ thread reads ``t``).  The system call is the one ``/proc/PID/task/TID/syscall``
 would name, taken from the held thread's registers: ``orig_rax`` is the call's
 number while a thread is inside one (it is held there, the call interrupted and
 restarted at the release), and -1 when it runs user code.  x86-64 numbers.
+
+``ThreadSample`` and ``ProcessSample``: the counters ``watch`` reads of each thread, and of a process, at one
+moment (``snapshot/progress.py`` reads them, ``analysis/progress.py`` judges them).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import procfs
 from .model import Thread
@@ -82,3 +86,25 @@ def text(kernel: Optional[Mapping[str, Any]]) -> str:
     if kernel.get("syscall"):
         parts.append("in %s" % kernel["syscall"])
     return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class ThreadSample:
+    """One thread's counters at one moment."""
+
+    tid: int
+    cpu_ns: Optional[int]  # CPU time it has run (ns)
+    switches: Optional[int]  # voluntary + involuntary context switches
+    state: Optional[str]  # the scheduler's letter
+    wait: Optional[Tuple[int, str]]  # (system call number, first argument) while blocked in one, else None
+    at: Optional[float] = None  # when it was read, where not its process's reading (one ``carry`` kept)
+
+
+@dataclass
+class ProcessSample:
+    """One process's threads at one moment (``at``: seconds on a monotonic clock)."""
+
+    pid: int
+    at: float
+    threads: Dict[int, ThreadSample] = field(default_factory=dict)
+    runtime: Optional[Tuple[int, int]] = None  # [start, end) of the interpreter's runtime state (the GIL in it)

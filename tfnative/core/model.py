@@ -719,3 +719,13 @@ _DOCUMENT_KEYS = (
     _k("exit", doc=_has_exit), _k("dumps", doc=_truthy, load=_as_list),
     _k("children_killed", doc=_truthy, load=lambda v: [ChildDeath.from_json(c) for c in v or []]),
     _k("core", doc=_truthy), _k("triage", load=triage_from_json))
+
+
+@dataclass
+class Outcome:
+    """One process's result where several are taken (``stack`` on many processes, ``watch``'s hang report): its
+    document, or why it could not be read."""
+
+    pid: int
+    doc: Optional[Document] = None
+    error: Optional[str] = None

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Protocol, Sequence
 
 from ..core.model import Document
 from . import render
-from .report import crash_summary, op_lines, signal_title, summary_phrases
+from .report import Said, core_phrases, crash_summary, op_lines, signal_title, summary_phrases
 
 
 class Library(Protocol):
@@ -66,3 +66,20 @@ def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries
         out.append("")
     out.append("<sub>Made by `tfnative report`; mixed Python + native stacks, innermost frame first.</sub>")
     return "\n".join(out) + "\n"
+
+
+def core_summary(doc: Document) -> List[str]:
+    """The "What happened" lines of a core's report: the triage, the hang verdict where it applies, what could
+    not be read."""
+    event = doc.events[0]
+    lines = []
+    if event.signal:
+        lines.append("the process died of %s%s (core dumped)" % (
+            event.signal, " sent by pid %d" % event.sent_by if event.sent_by is not None else ""))
+    else:
+        lines.append("no signal in the core (written by gcore?)")
+    lines += [p.text for p in core_phrases(doc, code="`") if p.said is not Said.SIGNAL]
+    if event.triage:
+        lines.append("hang verdict: %s" % event.triage.verdict)
+    lines += ["warning: %s" % w for w in event.warnings]
+    return lines

@@ -7,15 +7,17 @@ schema version 1, see docs/json-schema.md).  Nothing here computes what the docu
 
 from __future__ import annotations
 
+import enum
 import json
 import re
-from typing import Any, Callable, ClassVar, Dict, Iterable, List, Optional, Set, TextIO
+from typing import Any, Callable, ClassVar, Dict, Iterable, List, NamedTuple, Optional, Set, TextIO
 
 from ..core import kstate, model
 from ..core.model import CrashSummary, Document, Event, Thread, thread_label
 from ..files import write_output
 from . import render, threadgroups
 from .fit import cut_line, terminal_width, wrap
+from .verdicttext import verdict_lines
 
 SCHEMA = model.SCHEMA
 
@@ -110,37 +112,97 @@ def signal_title(event: Event) -> str:
     return "fatal signal %s" % name
 
 
-def summary_phrases(t: CrashSummary, code: str = "") -> List[str]:
-    """A document's crash summary (``document_triage``) as short phrases; ``code`` quotes names (a backtick
-    for Markdown)."""
+class Said(enum.Enum):
+    """What one phrase of a crash summary says: its callers keep or change a phrase by this, never by its words."""
+
+    BREAKPOINTS = "breakpoints"  # the hits per location, or that none was hit
+    SIGNAL = "signal"  # the fatal signal
+    HANDLED_SIGNAL = "handled signal"
+    NUMERICS = "numerics"
+    CXX_EXCEPTION = "C++ exception"
+    OP = "op"
+    USER_FRAME = "nearest user frame"
+    TF_FUNCTION = "tf.function"
+    EAGER = "eager"
+    DUMPS = "dumps"
+    CHILDREN = "children killed"
+    THROW_HINT = "throw hint"  # how to stop where a C++ exception was thrown
+
+
+class Phrase(NamedTuple):
+    """One phrase of a crash summary: what it says (``Said``) and its text."""
+
+    said: Said
+    text: str
+
+
+def summary_parts(t: CrashSummary, code: str = "") -> List[Phrase]:
+    """A document's crash summary (``document_triage``) as short phrases, each with what it says; ``code``
+    quotes names (a backtick for Markdown)."""
     def q(text: str) -> str:
         return "%s%s%s" % (code, text, code)
 
-    parts = [", ".join("%s x%d" % (q(loc), n) for loc, n in t.breakpoints.items()) or "no breakpoint hit"]
+    parts = [Phrase(Said.BREAKPOINTS,
+                    ", ".join("%s x%d" % (q(loc), n) for loc, n in t.breakpoints.items()) or "no breakpoint hit")]
     if t.signal:
-        parts.append("fatal %s" % t.signal)
+        parts.append(Phrase(Said.SIGNAL, "fatal %s" % t.signal))
     for name in t.handled_signals:
-        parts.append("signal %s (handled by the script)" % name)
+        parts.append(Phrase(Said.HANDLED_SIGNAL, "signal %s (handled by the script)" % name))
     if t.numerics:
-        parts.append("%d NaN/Inf event(s)" % t.numerics)
+        parts.append(Phrase(Said.NUMERICS, "%d NaN/Inf event(s)" % t.numerics))
     if t.cxx_exception:
-        parts.append("C++ exception %s" % render.cxx_exception_text(t.cxx_exception, q))
+        parts.append(Phrase(Said.CXX_EXCEPTION, "C++ exception %s" % render.cxx_exception_text(t.cxx_exception, q)))
     if t.op and (t.op.get("created_at") or "op %s" % t.op["type"] not in t.breakpoints):
-        parts.append(_op_phrase(t.op, q))
+        parts.append(Phrase(Said.OP, _op_phrase(t.op, q)))
     if t.nearest_user_frame:
         u = t.nearest_user_frame
-        parts.append("nearest user frame %s at %s" % (q(u["function"]), q("%s:%s" % (u["file"], u["line"]))))
+        parts.append(Phrase(Said.USER_FRAME, "nearest user frame %s at %s" % (
+            q(u["function"]), q("%s:%s" % (u["file"], u["line"])))))
     if t.tf_function:
-        parts.append("in tf.function %s" % q(t.tf_function.name))
+        parts.append(Phrase(Said.TF_FUNCTION, "in tf.function %s" % q(t.tf_function.name)))
     elif t.eager:
-        parts.append("the op ran eagerly")
+        parts.append(Phrase(Said.EAGER, "the op ran eagerly"))
     if t.dumps:
-        parts.append("%d dump file(s)" % t.dumps)
+        parts.append(Phrase(Said.DUMPS, "%d dump file(s)" % t.dumps))
     if t.children_killed:
-        parts.append("child %s" % ", ".join("%s" % q(c) for c in t.children_killed))
+        parts.append(Phrase(Said.CHILDREN, "child %s" % ", ".join("%s" % q(c) for c in t.children_killed)))
     if t.cxx_exception and not any(loc == CXA_THROW or loc.startswith("throw") for loc in t.breakpoints):
-        parts.append(cxx_throw_hint(q, t.cxx_exception.get("type")))
+        parts.append(Phrase(Said.THROW_HINT, cxx_throw_hint(q, t.cxx_exception.get("type"))))
     return parts
+
+
+def summary_phrases(t: CrashSummary, code: str = "") -> List[str]:
+    """A document's crash summary (``document_triage``) as short phrases; ``code`` quotes names (a backtick
+    for Markdown)."""
+    return [p.text for p in summary_parts(t, code)]
+
+
+def core_phrases(doc: Document, code: str = "") -> List[Phrase]:
+    """The fatal-signal triage of a core's document as short phrases (nothing about breakpoints: a core has
+    none; the signal with the pid that sent it, where another process did)."""
+    event = doc.events[0]
+    if not event.signal:
+        return []
+    t = crash_summary(doc)
+    parts = summary_parts(t, code)
+    if not t.breakpoints:  # "no breakpoint hit": true of every core, so nothing to say
+        parts = [p for p in parts if p.said is not Said.BREAKPOINTS]
+    if event.sent_by is not None:
+        parts = [Phrase(p.said, p.text + " (sent by pid %d)" % event.sent_by) if p.said is Said.SIGNAL else p
+                 for p in parts]
+    return parts
+
+
+def core_triage_lines(doc: Document) -> List[str]:
+    """The lines ``tfnative core`` writes on stderr: ``triage: ...`` and, where it applies, ``verdict: ...``."""
+    lines = []
+    parts = core_phrases(doc)
+    if parts:
+        lines.append("triage: " + "; ".join(p.text for p in parts))
+    hang = doc.events[0].triage
+    if hang is not None:
+        lines.extend(verdict_lines(hang, doc.events[0].pid))
+    return lines
 
 
 def _op_phrase(op: Dict[str, Any], q: Callable[[str], str]) -> str:

@@ -3,40 +3,29 @@
 The processes are named by ``--pid`` (repeatable), ``--children PID`` (every descendant of PID that runs
 Python), ``--match REGEX`` (every process running Python whose command line matches) or ``--env KEY=VALUE``
 (every process running Python whose environment has it: ``SLURM_JOB_ID=123``), tfnative itself and its
-ancestors excepted by the last two.  Each is snapshotted by ``process.stack_document`` (the one snapshot path)
-on a small pool of threads: a process is held only for its own snapshot, and what does not depend on
-where a library is mapped (symbol indexes, CFI, demangled names) is read once for all
-(``sources/modules.py``, ``shared``).  Output: JSON Lines (one schema-v1 document per process, with ``host``,
-``pid``, ``task`` from ``TF_CONFIG``, ``scheduler`` (the rank Slurm, Kubernetes or torchrun gave it)
-and the user's ``labels``), and a text block per process.
-
-A process that cannot be read (it exited meanwhile, it is not ours) is named in one line on stderr and
-the others are reported; the exit status is non-zero only when none could be read.
+ancestors excepted by the last two.  Each is taken by the caller's ``take`` (``stack``'s: ``process.py``, the one
+snapshot path, then analysed) on a small pool of threads (``snapshot_all``): a process is held only for its own
+snapshot, and what does not depend on where a library is mapped (symbol indexes, CFI, demangled names) is read
+once for all (``sources/modules.py``, ``shared``).  Each process's ``Outcome`` is its document or why it could
+not be read (it exited meanwhile, it is not ours).  The verdicts across processes are analysis's
+(``analysis/verdict.across``); the text blocks and JSON Lines, ``output/processes.py``'s; ``cli/stack.py``
+joins them.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import signal
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import psutil
 
-from ..analysis.verdict import across
 from ..core import procfs
-from ..core.model import Document
+from ..core.model import Document, Outcome
 from ..core.userregex import brief, compile_user
-from ..errors import Interrupted, SignalGuard, TfnativeError
-from ..files import is_stdout, write_output
-from ..output import merge, mergetree, report
-from ..output.pictures import write_pictures
-from ..output.verdicttext import verdict_lines
-from .options import Selection, StackOptions
-from .process import stack_document
+from ..errors import TfnativeError
 
 NOTHING_FOUND = 3  # the exit status of a selection (--env) that finds no process
 MAX_JOBS = 4  # snapshots at a time: threads share the GIL, more would only stretch each process's hold
@@ -194,15 +183,6 @@ def targets(pids: Sequence[int], children: Sequence[int], patterns: Sequence[str
     return list(out)
 
 
-@dataclass
-class Outcome:
-    """One process's result: its document, or why it could not be read."""
-
-    pid: int
-    doc: Optional[Document] = None
-    error: Optional[str] = None
-
-
 def snapshot_all(pids: Sequence[int], take: Callable[[int], Document], jobs: int = MAX_JOBS,
                  stop: Optional[threading.Event] = None) -> List[Outcome]:
     """``take(pid)`` of every pid on ``jobs`` threads, outcomes in the order of ``pids``.
@@ -227,80 +207,3 @@ def snapshot_all(pids: Sequence[int], take: Callable[[int], Document], jobs: int
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return outcomes
-
-
-def process_title(doc: Document) -> str:
-    """``process 123 worker:2 on host1: python3 train.py ...``: what a text block is about."""
-    label = merge.member_label(doc)
-    argv = " ".join(doc.argv)
-    if len(argv) > 200:
-        argv = argv[:197] + "..."
-    host = doc.host or "localhost"
-    name = "" if label == "%s:%s" % (host, doc.pid) else " %s" % label
-    return "process %s%s on %s: %s" % (doc.pid, name, host, argv)
-
-
-def report_all(outcomes: Sequence[Outcome], labels: Dict[str, str], json_path: Optional[str],
-               printer: report.Printer, err: TextIO, brief: bool = False) -> int:
-    """Print (or, with ``--json -`` or ``brief``, summarise on ``err``) and write every document; the exit
-    status."""
-    brief = brief or is_stdout(json_path)
-    docs = [o.doc for o in outcomes if o.doc is not None]
-    across(docs)  # verdicts that need several processes: forked children, a cluster's stalled workers
-    for o in outcomes:
-        if o.doc is None:
-            err.write("tfnative: pid %d not reported: %s\n" % (o.pid, o.error))
-            continue
-        if labels:
-            o.doc.labels = dict(labels)
-        event = o.doc.events[0]
-        said = "".join("%s\n" % line for line in (verdict_lines(event.triage, event.pid) if event.triage else []))
-        if brief:
-            err.write("tfnative: %s\n%s" % (process_title(o.doc), "".join("  " + line + "\n"
-                                                                           for line in said.splitlines())))
-        else:
-            printer.out.write("\n##### %s\n" % process_title(o.doc))
-            printer.event(event)
-            printer.out.write(said)
-        printer.out.flush()
-    err.flush()
-    if json_path and docs:
-        write_output(json_path, report.json_lines(docs))
-    if not docs:
-        raise TfnativeError("none of the %d process(es) could be read" % len(outcomes))
-    if not brief and len(outcomes) > 1:
-        err.write("tfnative: %d of %d processes reported\n" % (len(docs), len(outcomes)))
-    return 0
-
-
-def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) -> int:
-    """``tfnative stack`` on several processes (see the module's docstring); its exit status."""
-    tags = parse_labels(chosen.labels)
-    pids = targets(chosen.pids, chosen.children, chosen.patterns, chosen.envs)
-    brief = is_stdout(opts.json_path) or is_stdout(opts.tree_path)  # stdout has a document: the text goes to err
-    printer = report.Printer(err if brief else out, native_all=opts.native_all, full=opts.full, group=opts.group)
-
-    stop = threading.Event()
-
-    def pause(seconds: float) -> None:  # between samples: a Ctrl-C ends every process's sampling
-        if stop.wait(seconds):
-            raise Interrupted(signal.SIGINT)
-
-    def take(pid: int) -> Document:
-        return stack_document(pid, opts, err, sleep=pause)
-
-    with SignalGuard():
-        try:
-            outcomes = snapshot_all(pids, take, stop=stop)
-        except Interrupted:
-            err.write("tfnative: interrupted: every process released\n")
-            return 130
-    status = report_all(outcomes, tags, opts.json_path, printer, err, brief)
-    if opts.tree_path:  # the processes as one tree (what a node of ``stack --slurm-job`` sends the head)
-        root = mergetree.reduce((o.doc for o in outcomes if o.doc is not None), opts.all_threads)
-        write_output(opts.tree_path, mergetree.tree_json_text(root).encode() + b"\n")
-    if opts.html_path or opts.speedscope_path:
-        docs = [o.doc for o in outcomes if o.doc is not None]
-        write_pictures(docs, "tfnative stack: %d processes" % len(docs), opts.html_path, opts.speedscope_path,
-                       all_threads=True)
-    return status

@@ -2,7 +2,7 @@
 
 Every mode applies it here and nowhere else: ``tfnative stack`` on a live pid
 (``snapshot/process.py``), a stop of ``tfnative attach`` (``attach/stopevent.py``)
-and ``tfnative core`` (``corefile/document.py``).  The decision is made by type
+and ``tfnative core`` (``corefile/capture.py``).  The decision is made by type
 (``errors.py``):
 
 - ``Unsupported`` (``HasDebugInfo`` among them): the fast path cannot take it or

@@ -2,16 +2,17 @@
 
 Checks the pid (``check_pid``), takes its stacks by the one policy (``policy.py``:
 the pipeline, else gdb; from the ``attach`` session that holds it, where one does),
-samples them over time where asked, and builds the document with its verdict.
+samples them over time where asked: the capture, with the facts of the process its document carries
+(``ProcessCapture``; the event and its verdict are analysis's: ``analysis/event.snapshot_document``).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Callable, List, TextIO
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, TextIO
 
-from ..analysis.event import analyze
 from ..core import procfs, ranks
 from ..core.model import Capture, Document
 from ..core.threads import Threads
@@ -83,13 +84,24 @@ def check_pid(pid: int) -> str:
     return state
 
 
-def stack_document(pid: int, opts: StackOptions, err: TextIO,
-                   sleep: Callable[[float], None] = time.sleep) -> Document:
-    """The ``stack`` document of ``pid`` (one ``snapshot`` event with its triage; ``host``, ``task``).
+@dataclass
+class ProcessCapture:
+    """One live process as ``stack`` takes it: its document's facts of the process (argv, ``host``,
+    ``scheduler``, ``task``; no event yet), its capture, and its cluster (``ranks.cluster_of``) where one is
+    known.  ``analysis/event.snapshot_document`` makes the document users read of it."""
+
+    doc: Document
+    capture: Capture
+    cluster: Optional[Dict[str, Any]]
+
+
+def capture_process(pid: int, opts: StackOptions, err: TextIO,
+                    sleep: Callable[[float], None] = time.sleep) -> ProcessCapture:
+    """The snapshot of ``pid`` (the last of ``--samples``) and the facts of the process its document carries.
 
     Raises TfnativeError when ``pid`` cannot be read (gone, not ours), ``Interrupted`` on a signal
     (or from ``sleep``, which waits between samples).  Safe to call from several threads at once, each
-    for another pid (``many.py``).
+    for another pid (``many.snapshot_all``).
     """
     was_stopped = check_pid(pid) == "T"  # stopped by job control: it stays stopped
     doc = Document(argv=argv_of(pid), pid=pid)
@@ -111,11 +123,7 @@ def stack_document(pid: int, opts: StackOptions, err: TextIO,
     else:
         result = one()
     doc.task = ranks.task_of(env, result.tf_config)  # result's: set by the program itself in its os.environ
-    event = analyze("snapshot", result, native_all=opts.native_all, hang=True,
-                    cluster=ranks.cluster_of(env, result.tf_config))
-    doc.events.append(event)
-    doc.triage = event.triage
-    return doc
+    return ProcessCapture(doc, result, ranks.cluster_of(env, result.tf_config))
 
 
 def take_nonblocking(pid: int, opts: StackOptions) -> Capture:

@@ -22,9 +22,9 @@ import os
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..analysis.progress import ProcessSample, ThreadSample
 from ..core import frameclass, procfs
 from ..core.elfindex import ElfError, data_symbol_extent
+from ..core.kstate import ProcessSample, ThreadSample
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
 from ..sources import modules

@@ -10,8 +10,8 @@ ranks as rank sets); with ``--html``, ``--speedscope`` or ``--documents``, which
 whole, each process's document instead (``--json -``).  They come back on ``srun``'s standard output,
 each line prefixed with its task's number (``0: ``); ``srun`` cuts lines longer than 1 KiB into labelled
 pieces, so a task's pieces are joined without their line ends and read back one after another (JSON needs
-no line ends between them).  The head merges the node trees (``output/mergetree.py``) and prints the
-tree as ``merge`` does.
+no line ends between them): ``take_job``.  The head (``cli/stack.py``) merges the node trees
+(``output/mergetree.py``) and prints the tree as ``merge`` does.
 
 What can go wrong says so in one line, exit status 2 (never a traceback, never a wait without end):
 ``srun`` missing, the job unknown, not running, another user's, ``--overlap`` refused by the site
@@ -36,9 +36,6 @@ from typing import IO, Callable, Dict, List, Optional, Sequence, TextIO, Tuple, 
 from ..core import docread
 from ..core.model import Document
 from ..errors import TfnativeError
-from ..files import write_output
-from ..output import mergetree, report
-from ..output.pictures import write_pictures
 from .many import NOTHING_FOUND
 from .options import StackOptions
 
@@ -308,15 +305,6 @@ def collect(job: Job, remote: Sequence[str], node_args: Sequence[str], err: Text
     return docs
 
 
-@dataclass
-class JobOutput:
-    """How ``stack --slurm-job`` shows the merged job besides the tree (text, or ``--json``): ``--folded`` stacks
-    instead, and ``--documents FILE`` for every process's own document."""
-
-    folded: bool = False
-    documents: Optional[str] = None
-
-
 def node_arguments(opts: StackOptions, documents: bool = False) -> List[str]:
     """The ``stack`` options each node's tfnative is run with (the rest is the merged view's).  Each node sends
     its processes' tree (``--tree -``: reduced on the node, as LLNL STAT does, so the head's work and memory
@@ -329,12 +317,9 @@ def node_arguments(opts: StackOptions, documents: bool = False) -> List[str]:
     return args
 
 
-def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, shown: JobOutput, err: TextIO,
-                    out: TextIO) -> int:
-    """``tfnative stack --slurm-job JOBID``: see the module's docstring.  Its exit status."""
-    folded, documents = shown.folded, shown.documents
-    whole = bool(documents or opts.html_path or opts.speedscope_path)
-    node_args, all_threads, json_path = node_arguments(opts, whole), opts.all_threads, opts.json_path
+def take_job(job_id: str, remote: Optional[str], node_args: Sequence[str], err: TextIO) -> Tuple[Job, List[Item]]:
+    """``stack --slurm-job JOBID``'s snapshot: the job (``job_of``) and what each of its nodes sent (``collect``:
+    its processes' documents, or their tree, as ``node_args`` asks), their count said on ``err``."""
     argv = remote_argv(remote)
     client("srun")
     job = job_of(job_id)
@@ -343,16 +328,4 @@ def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, show
     err.write("tfnative: job %s: %d process%s on %d node%s\n" % (
         job.id, count, "" if count == 1 else "es", len(job.nodes), "" if len(job.nodes) == 1 else "s"))
     err.flush()
-    if not whole:  # the nodes' trees, merged at the head
-        mergetree.show(mergetree.reduce(items, all_threads), lambda line: out.write(line + "\n"), json_path,
-                       folded=folded)
-        return 0
-    docs = [i for i in items if isinstance(i, Document)]
-    if opts.html_path or opts.speedscope_path:
-        write_pictures(docs, "tfnative stack: Slurm job %s" % job.id, opts.html_path, opts.speedscope_path,
-                       all_threads=True)
-    if documents:
-        write_output(documents, report.json_lines(docs))
-    mergetree.show(mergetree.reduce(docs, all_threads), lambda line: out.write(line + "\n"), json_path,
-                   folded=folded)
-    return 0
+    return job, items

@@ -19,7 +19,7 @@ import signal
 from contextlib import contextmanager
 from typing import Callable, Iterator, List, Optional, Sequence, Set, TextIO
 
-from ..core.model import Document
+from ..core.model import Document, Outcome
 from ..errors import TargetGone, TfnativeError
 from ..files import write_output
 from ..output import report
@@ -78,7 +78,7 @@ class CrashWatch:
             return self.catcher.snapshot(pid, self.opts.stack.which)
         return self.fallback(pid)
 
-    def take_all(self, pids: Sequence[int]) -> List[many.Outcome]:
+    def take_all(self, pids: Sequence[int]) -> List[Outcome]:
         """A hang's snapshots of ``pids`` at one moment: those the catcher traces held all together
         (``CrashCatcher.snapshots``), the others by ``fallback`` meanwhile; outcomes in the order of ``pids``."""
         mine = [pid for pid in pids if pid in self.catcher.pids]
@@ -90,9 +90,9 @@ class CrashWatch:
             if got is None:
                 out.append(others[pid])
             elif isinstance(got, Document):
-                out.append(many.Outcome(pid, doc=got))
+                out.append(Outcome(pid, doc=got))
             else:
-                out.append(many.Outcome(pid, error=str(got)))
+                out.append(Outcome(pid, error=str(got)))
         return out
 
     @contextmanager

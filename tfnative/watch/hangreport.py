@@ -1,11 +1,12 @@
 """``tfnative watch``'s report of a hang and of a straggler: the documents ``stack`` gives, said and written.
 
 A hang: one held snapshot of every process of the job at one moment (``take_all``: the crash catcher's
-``snapshots``, all held together, or ``many.snapshot_all`` over ``stack``'s ``process.stack_document``), each
+``snapshots``, all held together, or ``many.snapshot_all`` over ``stack``'s ``process.capture_process``), each
 document's event of kind ``"hang"`` with the ``triage`` ``stack`` gives (the wait-for graph and the verdict,
-across the processes: ``many.report_all``), and for several processes their merged tree with the outlier named
-(``output/merge.py``).  Printed on ``out``; ``--json FILE``: the report's JSON Lines (the latest report);
-``--out DIR``: ``hang-N.txt``, ``hang-N.jsonl`` and ``hang-N.html`` for the N-th report.
+across the processes: ``verdict.across``; said by ``processes.report_all``), and for several processes their
+merged tree with the outlier named (``output/merge.py``).  Printed on ``out``; ``--json FILE``: the report's
+JSON Lines (the latest report); ``--out DIR``: ``hang-N.txt``, ``hang-N.jsonl`` and ``hang-N.html`` for the N-th
+report.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ import io
 import os
 from typing import Callable, List, Optional, Sequence, TextIO
 
-from ..core.model import Document, PythonFrame
+from ..analysis.verdict import across
+from ..core.model import Document, Outcome, PythonFrame
 from ..core.rankset import compress
 from ..errors import TfnativeError
 from ..files import write_output
 from ..output import merge, report
 from ..output.pictures import write_pictures
+from ..output.processes import process_title, report_all
 from ..output.verdicttext import verdict_lines
-from ..snapshot import many
 from .options import WatchOptions
 
 Take = Callable[[int], Document]
@@ -58,7 +60,7 @@ def _place(node: merge.Node) -> str:
     return node.key
 
 
-TakeAll = Callable[[Sequence[int]], List[many.Outcome]]  # every process held at one moment: their outcomes
+TakeAll = Callable[[Sequence[int]], List[Outcome]]  # every process held at one moment: their outcomes
 
 
 def hang_report(pids: Sequence[int], take_all: TakeAll, opts: WatchOptions, number: int, headline: str,
@@ -68,7 +70,7 @@ def hang_report(pids: Sequence[int], take_all: TakeAll, opts: WatchOptions, numb
     return show_hang(take_all(pids), opts, number, headline, out, err)
 
 
-def show_hang(outcomes: Sequence[many.Outcome], opts: WatchOptions, number: int, headline: str, out: TextIO,
+def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, number: int, headline: str, out: TextIO,
               err: TextIO) -> List[Document]:
     """Print and write the ``number``-th hang report of ``outcomes`` (the processes' documents, taken at one
     moment, here or on the nodes of a Slurm job); its documents (empty when none could be read)."""
@@ -80,8 +82,9 @@ def show_hang(outcomes: Sequence[many.Outcome], opts: WatchOptions, number: int,
     text.write("%s\n" % headline)
     printer = report.Printer(text, native_all=opts.stack.native_all, full=opts.stack.full, group=opts.stack.group,
                              fit=False)
+    across(docs)  # verdicts that need several processes, as ``stack`` gives them
     try:
-        many.report_all(outcomes, {}, None, printer, err)
+        report_all(outcomes, None, printer, err)
     except TfnativeError as exc:  # none could be read: said, and the watch goes on
         err.write("tfnative: watch: %s\n" % exc)
         err.flush()
@@ -119,7 +122,7 @@ def straggler_report(pid: int, take: Take, headline: str, opts: WatchOptions, ou
     text.write("%s\n" % headline)
     printer = report.Printer(text, native_all=opts.stack.native_all, full=opts.stack.full, group=opts.stack.group,
                              fit=False)
-    text.write("##### %s\n" % many.process_title(doc))
+    text.write("##### %s\n" % process_title(doc))
     event = doc.events[0]
     printer.event(event)
     text.write("".join(line + "\n" for line in (verdict_lines(event.triage, event.pid) if event.triage else [])))

@@ -25,13 +25,15 @@ import time
 from contextlib import nullcontext
 from typing import Callable, ContextManager, Dict, FrozenSet, List, Optional, Sequence, Set, TextIO, Tuple
 
-from ..analysis.progress import ProcessSample, Tracker, carry, judge, stacks_moved
-from ..core.model import Document
+from ..analysis.event import snapshot_document
+from ..analysis.progress import Tracker, carry, judge, stacks_moved
+from ..core.kstate import ProcessSample
+from ..core.model import Document, Outcome
 from ..core.signals import signal_name
 from ..errors import Interrupted, SignalGuard
 from ..snapshot import progress
-from ..snapshot.many import Outcome, runs_python, snapshot_all
-from ..snapshot.process import stack_document
+from ..snapshot.many import runs_python, snapshot_all
+from ..snapshot.process import capture_process
 from . import hangreport
 from .hangreport import TakeAll
 from .job import Job
@@ -50,8 +52,12 @@ HANG_EXIT = 124  # --on-hang kill: the status ``timeout`` gives
 
 
 def default_take(opts: WatchOptions, err: TextIO) -> Take:
-    """The held snapshot ``stack --pid PID --json`` gives (``snapshot/process.stack_document``)."""
-    return lambda pid: stack_document(pid, opts.stack, err)
+    """The held snapshot ``stack --pid PID --json`` gives (``snapshot/process.capture_process``, analysed by
+    ``analysis/event.snapshot_document``)."""
+    def take(pid: int) -> Document:
+        taken = capture_process(pid, opts.stack, err)
+        return snapshot_document(taken.doc, taken.capture, opts.stack.native_all, taken.cluster)
+    return take
 
 
 class Watch:

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, TextIO, Tuple
 
 from ..core import docread
-from ..core.model import Document
+from ..core.model import Document, Outcome
 from ..errors import Interrupted, SignalGuard, TfnativeError, start_thread
 from ..output import merge
-from ..snapshot import many, slurm
+from ..snapshot import slurm
 from . import hangreport
 from .crashwatch import show_crash
 from .feed import Assembler, Message, order
@@ -241,13 +241,13 @@ class Head:
                         self.job.id, self.stalled_for(now), self.opts.hang_after, count, "" if count == 1 else "es",
                         len(live), "" if len(live) == 1 else "s"))
         replies = self.ask(order("report", number=number), "report", live)
-        outcomes: List[many.Outcome] = []
+        outcomes: List[Outcome] = []
         for reply in replies:
             for doc in self._documents(reply):
-                outcomes.append(many.Outcome(doc.pid or 0, doc))
+                outcomes.append(Outcome(doc.pid or 0, doc))
             for item in reply.body.get("errors") or []:
                 if isinstance(item, list) and len(item) == 2:
-                    outcomes.append(many.Outcome(int(item[0]), error="node %s: %s" % (reply.node, item[1])))
+                    outcomes.append(Outcome(int(item[0]), error="node %s: %s" % (reply.node, item[1])))
         missing = [n.name for n in live if n.name not in {r.node for r in replies}]
         if missing:
             self.say("no report from node%s %s" % ("" if len(missing) == 1 else "s", ", ".join(missing)))

@@ -1,4 +1,5 @@
-"""``tfnative report --core``: the Markdown bug report of a core dump, from what the core itself says.
+"""``tfnative report --core``'s facts of a core dump, from what the core itself says (the report is
+``output/bugreport.py``'s).
 
 The versions are those of the files the crashed process mapped, not of this
 host's installs: Python from ``Py_Version`` in the interpreter the core maps
@@ -24,11 +25,9 @@ from ..core import frameclass
 from ..core.elfindex import ElfError, ElfFile, data_symbols
 from ..core.mapfile import map_file
 from ..core.model import Document
-from ..output import bugreport
 from ..toolchain import doctor
 from ..toolchain.hostfacts import host_facts, onednn_words
 from .source import CoreSource
-from .triage import core_phrases
 
 TF_ENV_RE = re.compile(r"^(TF_[A-Z0-9_]*|XLA_FLAGS|CUDA_VISIBLE_DEVICES|OMP_NUM_THREADS|KMP_[A-Z_]+)$")
 SITE_RE = re.compile(r"^(.*/(?:site|dist)-packages)/tensorflow/")
@@ -115,25 +114,3 @@ def library_verdicts(source: CoreSource) -> List[doctor.Report]:
             except Exception:  # noqa: BLE001 - a library the doctor cannot read costs its line, not the report
                 continue
     return out
-
-
-def summary(source: CoreSource, doc: Document) -> List[str]:
-    """The "What happened" lines: the triage, the hang verdict where it applies, what could not be read."""
-    event = doc.events[0]
-    lines = []
-    if event.signal:
-        lines.append("the process died of %s%s (core dumped)" % (
-            event.signal, " sent by pid %d" % event.sent_by if event.sent_by is not None else ""))
-    else:
-        lines.append("no signal in the core (written by gcore?)")
-    lines += [p for p in core_phrases(doc, code="`") if not p.startswith("fatal ")]
-    if event.triage:
-        lines.append("hang verdict: %s" % event.triage.verdict)
-    lines += ["warning: %s" % w for w in event.warnings]
-    return lines
-
-
-def markdown(source: CoreSource, doc: Document, core_path: str) -> str:
-    """The report of the core read by ``source`` (its document ``doc``)."""
-    return bugreport.markdown(doc, source.argv(), facts(source, doc, core_path), library_verdicts(source), None,
-                              summary=summary(source, doc))
