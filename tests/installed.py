@@ -59,24 +59,33 @@ def installed_dir(package: str) -> Optional[str]:
     return list(spec.submodule_search_locations)[0]
 
 
+def differs(package: str, where: Optional[str]) -> Optional[str]:
+    """None where ``where`` (a package's installed directory) holds the checkout's files of ``package`` exactly;
+    else what differs, in a few words."""
+    source = dict(PACKAGES)[package]
+    if where is None:
+        return "%s is not installed" % package
+    if _inside(where, source):
+        return "%s is imported from the checkout (%s): an editable install or PYTHONPATH" % (package, where)
+    ours, theirs = tree_files(source), tree_files(where)
+    if ours != theirs:
+        extra = sorted(set(theirs) - set(ours))[:3]
+        missing = sorted(set(ours) - set(theirs))[:3]
+        return "%s's files differ from the checkout's (missing: %s; not in the checkout: %s)" % (
+            package, ", ".join(missing) or "none", ", ".join(extra) or "none")
+    for rel in ours:
+        if not filecmp.cmp(os.path.join(source, rel), os.path.join(where, rel), shallow=False):
+            return "%s/%s differs from the checkout's" % (package, rel)
+    return None
+
+
 def difference() -> Optional[str]:
-    """None where the installed tfnative and tfnative_gdb are this checkout's files exactly; else what differs, in
-    a few words."""
-    for package, source in PACKAGES:
-        where = installed_dir(package)
-        if where is None:
-            return "%s is not installed" % package
-        if _inside(where, source):
-            return "%s is imported from the checkout (%s): an editable install or PYTHONPATH" % (package, where)
-        ours, theirs = tree_files(source), tree_files(where)
-        if ours != theirs:
-            extra = sorted(set(theirs) - set(ours))[:3]
-            missing = sorted(set(ours) - set(theirs))[:3]
-            return "%s's files differ from the checkout's (missing: %s; not in the checkout: %s)" % (
-                package, ", ".join(missing) or "none", ", ".join(extra) or "none")
-        for rel in ours:
-            if not filecmp.cmp(os.path.join(source, rel), os.path.join(where, rel), shallow=False):
-                return "%s/%s differs from the checkout's" % (package, rel)
+    """None where the installed tfnative and tfnative_gdb (as this interpreter imports them) are this checkout's
+    files exactly; else what differs, in a few words."""
+    for package, _ in PACKAGES:
+        why = differs(package, installed_dir(package))
+        if why is not None:
+            return why
     return None
 
 

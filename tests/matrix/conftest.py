@@ -63,6 +63,12 @@ def pair(request: pytest.FixtureRequest) -> Pair:
         assert venv is not None
         python = os.path.join(venv, "bin", "python")
     venv = os.path.dirname(os.path.dirname(python))
+    if venv.startswith(pairs.cache_dir() + os.sep) and pairs.tfnative_differs(venv) is not None:
+        # the checkout changed since the pair was provisioned: its wheel again, as tests/installed.py does for .venv
+        try:
+            pairs.install_wheel(venv)
+        except pairs.PairError as e:
+            pytest.fail(str(e), pytrace=False)
     own = pairs.tfnative_from(venv)
     if own:
         cmd = [own]

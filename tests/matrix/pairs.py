@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -145,11 +146,12 @@ def probe(python: str, with_tf: Optional[str] = "import", timeout: float = 300) 
         "os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')\n"
         "out = {'sys_version': sys.version, 'python': '.'.join(map(str, sys.version_info[:2])),\n"
         "       'executable': sys.executable}\n"
-        "try:\n"
-        "    import tfnative\n"
-        "    out['tfnative'] = os.path.dirname(os.path.realpath(tfnative.__file__))\n"
-        "except Exception:\n"
-        "    out['tfnative'] = None\n"
+        "for name in ('tfnative', 'tfnative_gdb'):\n"
+        "    try:\n"
+        "        mod = __import__(name)\n"
+        "        out[name] = os.path.dirname(os.path.realpath(mod.__file__))\n"
+        "    except Exception:\n"
+        "        out[name] = None\n"
         "out['tensorflow'] = None\n"
         "if WITH_TF == 'import':\n"
         "    try:\n"
@@ -219,18 +221,44 @@ def find_venv(name: str) -> Optional[str]:
     return None
 
 
-def tfnative_from(venv: str) -> Optional[str]:
-    """``<venv>/bin/tfnative`` if tfnative is installed there from this checkout, else None."""
-    exe = os.path.join(venv, "bin", "tfnative")
-    if not os.path.exists(exe):
-        return None
+def _installed_rules():  # tests/installed.py (standard library only), by its path: run imports this file alone
+    path = os.path.join(ROOT, "tests", "installed.py")
+    spec = importlib.util.spec_from_file_location("tfnative_tests_installed", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def tfnative_differs(venv: str) -> Optional[str]:
+    """None where ``<venv>/bin/tfnative`` is this checkout's wheel, installed (tfnative and tfnative_gdb, file by
+    file); else why not, in a few words."""
+    if not os.path.exists(os.path.join(venv, "bin", "tfnative")):
+        return "no tfnative command in %s" % venv
     try:
         found = probe(os.path.join(venv, "bin", "python"), with_tf=None, timeout=60)
-    except PairError:
-        return None
-    if found["tfnative"] != os.path.join(ROOT, "tfnative"):
-        return None
-    return exe
+    except PairError as e:
+        return str(e)
+    rules = _installed_rules()
+    for package in ("tfnative", "tfnative_gdb"):
+        why = rules.differs(package, found.get(package))
+        if why is not None:
+            return why
+    return None
+
+
+def install_wheel(venv: str) -> None:
+    """This checkout's wheel installed into ``venv`` (``.ci/wheel``, with tfnative's own dependencies); raises
+    PairError with its last line where that fails."""
+    r = subprocess.run(["bash", os.path.join(ROOT, ".ci", "wheel"), os.path.join(venv, "bin", "python"), "-"],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise PairError(".ci/wheel into %s failed: %s" % (venv, (r.stderr.strip().splitlines() or ["?"])[-1]))
+
+
+def tfnative_from(venv: str) -> Optional[str]:
+    """``<venv>/bin/tfnative`` if this checkout's wheel is what is installed there, else None."""
+    return os.path.join(venv, "bin", "tfnative") if tfnative_differs(venv) is None else None
 
 
 def pyenv_python(minor: str) -> Optional[str]:

@@ -113,8 +113,7 @@ def test_a_venv_made_from_other_requirements_is_brought_up_to_date(tmp_path, mon
     with pytest.raises(run.pairs.PairError) as e:  # run imports pairs as a top-level module: its own class
         run.provision(name)
     log = tmp_path / "matrix" / "logs" / ("%s.provision.log" % name)
-    assert str(e.value) == "pip install tensorflow-cpu==2.16.2 pytest -e %s into %s failed (exit 1); see %s" % (
-        pairs.ROOT, venv, log)
+    assert str(e.value) == "pip install tensorflow-cpu==2.16.2 pytest into %s failed (exit 1); see %s" % (venv, log)
     assert "No module named pip" in log.read_text()
     assert pairs.ready_key(str(venv)) == "0123456789abcdef"
 
