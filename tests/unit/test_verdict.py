@@ -255,3 +255,35 @@ def test_shutting_down_interpreter_blocked_in_a_destructor():
     assert out["verdict"] == ("the interpreter is shutting down (Py_FinalizeEx has begun) and the main thread is "
                               "in Blocks.__del__ at app.py:27, blocked in time.sleep()")
     assert triage(event(main))["pattern"] is None  # the same stack in a running interpreter: no guess
+
+
+def _eager_kernel(tid, inner, kernel_class="user"):
+    """The main thread running an eager op whose kernel (``kernel_class``'s) waits in ``inner``."""
+    kernel = dict(n("UserParkOp::Compute(tensorflow::OpKernelContext*)", "user_kern.so"), op={"type": "UserPark"})
+    kernel["class"] = kernel_class
+    device = dict(n("tensorflow::ThreadPoolDevice::Compute(tensorflow::OpKernel*, tensorflow::OpKernelContext*)",
+                    "libtensorflow_framework.so.2"), op={"type": "UserPark"})
+    return {"tid": tid, "name": "python", "frames": inner + [kernel, device] + TFE_WAIT[1:] + [py("<module>", 17)],
+            "gil": None, "kernel": {"state": "S", "syscall": "clock_nanosleep"}}
+
+
+def test_your_kernel_that_does_not_return():
+    """An eager op's kernel of the user's that sleeps, every other thread waiting: the op, the kernel, the call it
+    waits in (the C++ library's templates passed over), the user's line."""
+    sleeping = [n("clock_nanosleep"), n("__GI___nanosleep"), n("__sleep")]
+    idle = worker(7, EVENT_WAIT, state="S")
+    t = triage(event(_eager_kernel(PID, sleeping), idle, pool={"threads": 2, "busy": [], "idle": [7]}))
+    assert t["pattern"] == "kernel_does_not_return"
+    assert t["verdict"] == ("op UserPark: the main thread runs your kernel UserParkOp::Compute in user_kern.so and it "
+                            "does not return, waiting in sleep, called from <module> at app.py:17")
+    condvar = [n("__futex_abstimed_wait_common"), n("___pthread_cond_wait"),
+               n("std::condition_variable::wait<UserParkOp::Compute(tensorflow::OpKernelContext*)::{lambda()#1}>"
+                 "(std::unique_lock<std::mutex>&, UserParkOp::Compute(tensorflow::OpKernelContext*)::{lambda()#1})",
+                 "user_kern.so")]
+    t = triage(event(_eager_kernel(PID, condvar)))
+    assert "waiting in pthread_cond_wait," in t["verdict"], t["verdict"]
+    # another thread at work: the wait is not the whole story
+    busy = {"tid": 20, "name": "python", "frames": [py("crunch", 5)], "gil": "held", "kernel": {"state": "R"}}
+    assert triage(event(_eager_kernel(PID, sleeping), busy))["pattern"] != "kernel_does_not_return"
+    # TensorFlow's own kernel that waits is the other patterns' to explain
+    assert triage(event(_eager_kernel(PID, sleeping, "tensorflow-native")))["pattern"] is None

@@ -271,7 +271,7 @@ def triage(event: Event) -> HangVerdict:
     for pattern in (_self_deadlock, _deadlock, _exit_waits_for_threads, _interpreter_finalizing,
                     _fork_without_pools, _kernel_lock_held, _kernel_lock_unknown, _async_never_done,
                     _gil_held_blocked, _pool_exhausted, _waiting_on_peer, _queue_without_producer,
-                    _waiting_on_executor, _waiting_on_tf_data, _function_without_thread):
+                    _waiting_on_executor, _waiting_on_tf_data, _function_without_thread, _kernel_does_not_return):
         text = pattern(s)
         if text:
             out.verdict = text
@@ -398,6 +398,36 @@ def _async_never_done(s: _Scene) -> Optional[str]:
     pool = " (%s idle)" % ("all %s" % _pool_threads(s.pool)) if s.pool.get("threads") else ""
     return ("op %s: its async kernel returned without calling done; no thread works on it: %s waits in %s "
             "from %s, and every other thread waits%s" % (op, _subject(s, w), waitgraph.ASYNC_COMPUTE, w.at, pool))
+
+
+_USER_KERNEL_RE = re.compile(r"::Compute(Async)?(\(|$)")  # gdb names a -g kernel's frame without its parameters
+
+
+def _kernel_does_not_return(s: _Scene) -> Optional[str]:
+    """The user's own kernel waits and does not return, while no other thread works and no other pattern explains
+    the wait (a kernel that sleeps, waits on a condition variable nobody signals, reads a socket): the thread in
+    it, the kernel's frame, the call it waits in.  TensorFlow's own kernels that wait (an iterator, a queue, a
+    collective) are the other patterns' to explain."""
+    first = s.steps[0].thread if s.steps else None
+    for t in sorted(s.threads, key=lambda t: (t.tid != first, t.tid != s.pid)):
+        k = next((f for f in t.frames if isinstance(f, NativeFrame) and f.frame_class == "user"
+                  and _USER_KERNEL_RE.search(f.function or "")), None)
+        op = _op_of(t)
+        if k is None or op is None or not _idle(t):
+            continue
+        if any(not _idle(o) for o in s.threads if o is not t) or s.pool.get("busy"):
+            return None
+        # the call the kernel made (sleep, pthread_cond_wait), not libc's futex underneath it; the C++ library's
+        # templates between (std::condition_variable::wait, inlined in one build and not in another) passed over
+        inside = [f for f in t.frames[:t.frames.index(k)] if isinstance(f, NativeFrame)
+                  and (f.function or "??") != "??" and not frameclass.is_glue(f)
+                  and not frameclass.is_standard_library(f)]
+        waits = ", waiting in %s" % re.sub(r"^_+(GI_+)?", "", _base(inside[-1].function or "")) if inside else ""
+        called = _python_where(t)
+        return "op %s: %s runs your kernel %s and it does not return%s%s%s" % (
+            op, who(t, s.pid, s.pool), frame_at(k), waits, ", called from %s" % where(called) if called else "",
+            _stuck_note(t))
+    return None
 
 
 def _sink(s: _Scene, *words: str) -> Optional[waitgraph.Wait]:
