@@ -95,6 +95,7 @@ class Judgement:
     why: str
     rewaiters: Tuple[int, ...] = ()
     caught: Tuple[int, ...] = ()  # threads caught on a CPU between two waits: judged at the next reading
+    kinds: Mapping[int, str] = field(default_factory=dict)  # tid -> what it did (``thread_kind``)
 
 
 def cpu_floor_ns(interval_s: float) -> int:
@@ -223,16 +224,16 @@ def judge(before: ProcessSample, after: ProcessSample, held: bool = False) -> Ju
     caught = tuple(tid for tid, kind in kinds.items() if kind == "caught")
     for tid, kind in kinds.items():
         if kind in _SAID:
-            return Judgement(True, _SAID[kind] % tid, caught=caught)
+            return Judgement(True, _SAID[kind] % tid, caught=caught, kinds=kinds)
         if kind == "rewait":
             rewaiters.append(tid)
     if rewaiters:
         return Judgement(False, "threads %s only woke to wait again where they waited" % ", ".join(
-            str(t) for t in rewaiters), tuple(rewaiters), caught)
+            str(t) for t in rewaiters), tuple(rewaiters), caught, kinds)
     if caught:
         return Judgement(False, "threads %s were caught on a CPU between two waits" % ", ".join(
-            str(t) for t in caught), caught=caught)
-    return Judgement(False, "no thread ran or woke")
+            str(t) for t in caught), caught=caught, kinds=kinds)
+    return Judgement(False, "no thread ran or woke", kinds=kinds)
 
 
 def carry(before: ProcessSample, after: ProcessSample, caught: Iterable[int]) -> ProcessSample:

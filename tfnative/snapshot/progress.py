@@ -13,6 +13,9 @@ it) lies in ``pid``: the symbol's address and size in the file that defines it, 
 once per process by the watch; a thread waiting on a futex inside it waits for the GIL
 (``analysis/progress.py``).
 
+``exit_state(pid)``: whether the program has ended and the process waits to exit (its main thread in
+``threading._shutdown``, or the interpreter finalizing), read the ``--no-pause`` way.
+
 ``file_mark(path)``: a progress file's size and modification time.
 """
 
@@ -25,6 +28,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from ..analysis.progress import ProcessSample, ThreadSample
 from ..core import frameclass, procfs
 from ..core.elfindex import ElfError, data_symbol_extent
+from ..core.model import PythonFrame
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
 from ..sources import modules
@@ -94,6 +98,30 @@ def stack_keys(pid: int) -> Optional[Dict[int, Tuple[Any, ...]]]:
         return None
     return {t.tid: signature(t) if t.consistent is not False else (TORN, time.monotonic())
             for t in capture.threads}
+
+
+SHUTDOWN = "the main thread waits in threading._shutdown for the program's non-daemon threads"
+FINALIZING = "the interpreter is shutting down (Py_FinalizeEx has begun)"
+
+
+def exit_state(pid: int) -> Optional[str]:
+    """``SHUTDOWN`` where the main thread of ``pid`` is in ``threading._shutdown`` (the main script has ended; the
+    interpreter waits for the non-daemon threads), ``FINALIZING`` where the interpreter is being torn down, else
+    None (or where the stacks cannot be read without stopping the process)."""
+    try:
+        capture = pipeline.take_nonblocking(pid, Threads.PYTHON)
+    except (TfnativeError, Unsupported, PtraceRefused, OSError, ValueError):
+        return None
+    if capture.finalizing:
+        return FINALIZING
+    main = next((t for t in capture.threads if t.tid == pid), None)
+    if main is None:
+        return None
+    frames = [f for f in list(main.frames) + list(main.python_frames or []) if isinstance(f, PythonFrame)]
+    if any(f.function in ("_shutdown", "threading._shutdown") and (f.file or "").endswith("threading.py")
+           for f in frames):
+        return SHUTDOWN
+    return None
 
 
 def runtime_span(pid: int) -> Optional[Tuple[int, int]]:
