@@ -74,6 +74,8 @@ class Watch:
         self.reports = 0
         self.held: Set[int] = set()  # processes a snapshot held since the last reading
         self.armed = True  # a hang may be reported (again: after progress)
+        self.hangups = 0  # SIGHUPs that did not end the watch (``opts.outlive``)
+        self.hangup_said = False
         self.last_report: Optional[FrozenSet[Tuple[object, ...]]] = None
         # processes whose program has ended but which do not exit (read at most every quarter of hang_after)
         self.exits = Exits(opts.hang_after, max(opts.interval, opts.hang_after / 4.0))
@@ -114,6 +116,8 @@ class Watch:
                 passed[signum] = signal.signal(signum, lambda n, _frame: self.job.forward(n))
         try:
             with SignalGuard():
+                if self.opts.outlive:  # a lost terminal does not end a watch that writes files (``terminal.py``)
+                    signal.signal(signal.SIGHUP, self._hangup)
                 try:
                     return self._loop()
                 except Interrupted as exc:
@@ -121,6 +125,17 @@ class Watch:
         finally:
             for signum, handler in passed.items():
                 signal.signal(signum, handler)
+
+    def _hangup(self, signum: int, _frame: object) -> None:
+        """SIGHUP where the watch writes files: passed on to a launched job, said at the next reading."""
+        self.job.forward(signum)
+        self.hangups += 1
+
+    def _say_hangups(self) -> None:
+        if self.hangups and not self.hangup_said:
+            self.hangup_said = True
+            self.say("SIGHUP: %sthe watch goes on, its reports written to %s" % (
+                "passed on to the job; " if self.job.launched else "", self.opts.files()))
 
     def _interrupted(self, signum: int) -> int:
         if signum != signal.SIGINT:
@@ -180,6 +195,7 @@ class Watch:
         """Wait for the next reading (``until``, on ``clock``), ``poll`` asked every ``POLL_S`` meanwhile; a
         status that ends the watch, or None."""
         while True:
+            self._say_hangups()
             left = until - self.clock()
             status = self.job.wait(max(0.0, min(left, POLL_S) if self.poll is not None else left))
             if status is not None:
