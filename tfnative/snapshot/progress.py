@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
 from ..analysis.progress import ProcessSample, ThreadSample
 from ..core import frameclass, procfs
@@ -141,6 +141,66 @@ def runtime_span(pid: int) -> Optional[Tuple[int, int]]:
         if extent is not None:
             return extent[0] + lib.bias, extent[0] + lib.bias + extent[1]
     return None
+
+
+def python_tids(pid: int) -> Optional[Set[int]]:
+    """The threads of ``pid`` that run Python (their stacks read the ``--no-pause`` way); None where unreadable."""
+    try:
+        capture = pipeline.take_nonblocking(pid, Threads.PYTHON)
+    except (TfnativeError, Unsupported, PtraceRefused, OSError, ValueError):
+        return None
+    return {t.tid for t in capture.threads if any(isinstance(f, PythonFrame) for f in t.frames)
+            or t.python_frames}
+
+
+def loads_tensorflow(pid: int) -> bool:
+    """Whether ``pid`` has mapped TensorFlow's framework library (``libtensorflow_framework.so.N``)."""
+    try:
+        libs = modules.of_pid(pid)
+    except (OSError, ValueError):
+        return False
+    return any(os.path.basename(lib.path).startswith("libtensorflow_framework") for lib in libs)
+
+
+# The OS names TensorFlow gives the threads of its work pools (the inter-op pool's ``tf_Compute``, tf.data's
+# ``tf_data_...``, ``tf_graph_runner``): their wake-ups are the job's.
+WORK_PREFIX = "tf_"
+
+
+class Roles:
+    """Which threads of each process are the runtime's (``analysis/progress.judge``'s ``runtime_threads``): in
+    a process that has loaded TensorFlow, every thread that runs no Python (``python_tids``) and whose OS name
+    is not one TensorFlow gives its work pools (``WORK_PREFIX``).  Elsewhere: none (every thread's wake-ups
+    count, as they always did).  The Python threads are read again where the process has threads not seen at
+    the last read (at most every ``every`` seconds); a thread not read yet counts as before."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self._tf: Set[int] = set()  # processes seen to have loaded TensorFlow (it stays loaded)
+        self._python: Dict[int, Set[int]] = {}
+        self._known: Dict[int, Set[int]] = {}  # the threads the last read saw
+        self._read_at: Dict[int, float] = {}
+
+    def runtime(self, pid: int, tids: Set[int], now: float) -> FrozenSet[int]:
+        if pid not in self._tf:
+            if not loads_tensorflow(pid):
+                return frozenset()
+            self._tf.add(pid)
+        known = self._known.get(pid)
+        if (known is None or not tids <= known) and now >= self._read_at.get(pid, now - self.every) + self.every:
+            python = python_tids(pid)
+            self._read_at[pid] = now
+            if python is not None:
+                self._python[pid], self._known[pid] = python, set(tids)
+        known, python = self._known.get(pid, set()), self._python.get(pid, set())
+        return frozenset(tid for tid in tids if tid in known and tid not in python
+                         and not procfs.comm(pid, tid).startswith(WORK_PREFIX))
+
+    def forget(self, pid: int) -> None:
+        self._tf.discard(pid)
+        for table in (self._python, self._known):
+            table.pop(pid, None)
+        self._read_at.pop(pid, None)
 
 
 class Runtimes:

@@ -69,6 +69,7 @@ class Watch:
         self.tracker = Tracker(clock(), opts.hang_after, opts.straggler_after)
         self.samples: Dict[int, ProcessSample] = {}
         self.runtimes = progress.Runtimes()  # where each process's GIL lies (a GIL waiter's wake-ups: no progress)
+        self.roles = progress.Roles(opts.interval)  # each process's runtime threads (their wake-ups: no progress)
         self.keys: Dict[int, Dict[int, Tuple[object, ...]]] = {}  # the last --no-pause stacks of a process
         self.mark = progress.file_mark(opts.progress_file) if opts.progress_file else None
         self.reports = 0
@@ -215,6 +216,7 @@ class Watch:
             self.keys.pop(gone, None)
             self.runtimes.forget(gone)
             self.exits.forget(gone)
+            self.roles.forget(gone)
             self.tracker.gone(gone, now)
         for pid in pids:
             self.tracker.seen(pid, now)
@@ -227,7 +229,9 @@ class Watch:
             if before is None:
                 self.samples[pid] = after
                 continue
-            verdict = judge(before, after, held=pid in self.held)
+            tids = set(before.threads) | set(after.threads)
+            verdict = judge(before, after, held=pid in self.held,
+                            runtime_threads=self.roles.runtime(pid, tids, now))
             if not verdict.caught:  # a thread caught restarting its call after the hold: still held's, next time
                 self.held.discard(pid)
             self.samples[pid] = carry(before, after, verdict.caught)  # a thread caught on a CPU: judged next time
