@@ -283,3 +283,18 @@ def test_a_wait_resumed_after_the_hold_is_the_same_wait():
     # a GIL wait resumed: still the GIL's (its CPU is wake-ups)
     gil_resumed = t(2, 0, 100, wait=(RESTART, GIL_COND[1]))
     assert thread_kind(gil_resumed, t(2, 12.5, 295, wait=GIL_COND), 10 * MS, runtime=GIL) == "rewait"
+
+
+def test_a_runtime_threads_wake_ups_starts_and_ends_are_no_progress_its_cpu_is():
+    """#44: gRPC's threads of an MWMS rank waiting for a stalled peer wake and move between waits, start and
+    end; as runtime threads (``runtime_threads``) only their CPU over the floor is progress."""
+    moved = (proc(0, t(1), t(2, 1, 3, "S", (FUTEX, "0x7f0001")), t(3)),
+             proc(1, t(1), t(2, 2, 40, "S", (EPOLL, "0x5")), t(4)))
+    assert judge(*moved).progressed  # without roles: thread 2 woke and moved on
+    j = judge(*moved, runtime_threads=frozenset({2, 3, 4}))
+    assert not j.progressed and j.kinds[2] == j.kinds[3] == j.kinds[4] == "runtime"
+    # a Python thread's wake-up still counts
+    assert judge(*moved, runtime_threads=frozenset({3, 4})).progressed
+    # work is work: a runtime thread that ran 50 ms of CPU
+    assert judge(proc(0, t(2, 0, 3)), proc(1, t(2, 50, 40, "S", (EPOLL, "0x5"))),
+                 runtime_threads=frozenset({2})).progressed

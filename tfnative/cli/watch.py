@@ -167,9 +167,15 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
     from ..watch.loop import default_take
 
     # --json -: the documents on stdout, the text on stderr (as stack --json - has it)
-    out = sys.stderr if is_stdout(opts.json_path) else sys.stdout
+    out, err = (sys.stderr if is_stdout(opts.json_path) else sys.stdout), sys.stderr
+    where = opts.files()
+    if where is not None:  # the reports go to files: a lost terminal does not end the watch (watch/terminal.py)
+        from ..watch.terminal import outliving
+
+        opts.outlive = True
+        out, err = outliving(out, err, where)
     # The crash watch is made before the job starts: the watcher's own start-up takes no time from the job's
-    caught = CrashWatch(opts, out, sys.stderr, default_take(opts, sys.stderr)) if crashes else None
+    caught = CrashWatch(opts, out, err, default_take(opts, err)) if crashes else None
     try:
         if module is not None:
             job = Job.launch(python, ["-m", module, *args])
@@ -178,8 +184,8 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
         else:
             job = Job(roots)
         if caught is None:
-            return watch_job(job, opts, out, sys.stderr)
-        status = watch_job(job, opts, out, sys.stderr, take=caught.take, hook=caught.hook, poll=caught.poll,
+            return watch_job(job, opts, out, err)
+        status = watch_job(job, opts, out, err, take=caught.take, hook=caught.hook, poll=caught.poll,
                            untraced=caught.untraced, take_all=caught.take_all)
     finally:
         if caught is not None:

@@ -13,6 +13,9 @@ it) lies in ``pid``: the symbol's address and size in the file that defines it, 
 once per process by the watch; a thread waiting on a futex inside it waits for the GIL
 (``analysis/progress.py``).
 
+``exit_state(pid)``: whether the program has ended and the process waits to exit (its main thread in
+``threading._shutdown``, or the interpreter finalizing), read the ``--no-pause`` way.
+
 ``file_mark(path)``: a progress file's size and modification time.
 """
 
@@ -20,11 +23,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
 from ..core import frameclass, procfs
 from ..core.elfindex import ElfError, data_symbol_extent
 from ..core.kstate import ProcessSample, ThreadSample
+from ..core.model import PythonFrame
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
 from ..sources import modules
@@ -96,6 +100,30 @@ def stack_keys(pid: int) -> Optional[Dict[int, Tuple[Any, ...]]]:
             for t in capture.threads}
 
 
+SHUTDOWN = "the main thread waits in threading._shutdown for the program's non-daemon threads"
+FINALIZING = "the interpreter is shutting down (Py_FinalizeEx has begun)"
+
+
+def exit_state(pid: int) -> Optional[str]:
+    """``SHUTDOWN`` where the main thread of ``pid`` is in ``threading._shutdown`` (the main script has ended; the
+    interpreter waits for the non-daemon threads), ``FINALIZING`` where the interpreter is being torn down, else
+    None (or where the stacks cannot be read without stopping the process)."""
+    try:
+        capture = pipeline.take_nonblocking(pid, Threads.PYTHON)
+    except (TfnativeError, Unsupported, PtraceRefused, OSError, ValueError):
+        return None
+    if capture.finalizing:
+        return FINALIZING
+    main = next((t for t in capture.threads if t.tid == pid), None)
+    if main is None:
+        return None
+    frames = [f for f in list(main.frames) + list(main.python_frames or []) if isinstance(f, PythonFrame)]
+    if any(f.function in ("_shutdown", "threading._shutdown") and (f.file or "").endswith("threading.py")
+           for f in frames):
+        return SHUTDOWN
+    return None
+
+
 def runtime_span(pid: int) -> Optional[Tuple[int, int]]:
     """``[start, end)`` of ``_PyRuntime`` in ``pid`` (the executable or libpython that defines it, at its load
     bias); None where no mapped interpreter defines it (not Python, not yet Python, the process gone)."""
@@ -113,6 +141,66 @@ def runtime_span(pid: int) -> Optional[Tuple[int, int]]:
         if extent is not None:
             return extent[0] + lib.bias, extent[0] + lib.bias + extent[1]
     return None
+
+
+def python_tids(pid: int) -> Optional[Set[int]]:
+    """The threads of ``pid`` that run Python (their stacks read the ``--no-pause`` way); None where unreadable."""
+    try:
+        capture = pipeline.take_nonblocking(pid, Threads.PYTHON)
+    except (TfnativeError, Unsupported, PtraceRefused, OSError, ValueError):
+        return None
+    return {t.tid for t in capture.threads if any(isinstance(f, PythonFrame) for f in t.frames)
+            or t.python_frames}
+
+
+def loads_tensorflow(pid: int) -> bool:
+    """Whether ``pid`` has mapped TensorFlow's framework library (``libtensorflow_framework.so.N``)."""
+    try:
+        libs = modules.of_pid(pid)
+    except (OSError, ValueError):
+        return False
+    return any(os.path.basename(lib.path).startswith("libtensorflow_framework") for lib in libs)
+
+
+# The OS names TensorFlow gives the threads of its work pools (the inter-op pool's ``tf_Compute``, tf.data's
+# ``tf_data_...``, ``tf_graph_runner``): their wake-ups are the job's.
+WORK_PREFIX = "tf_"
+
+
+class Roles:
+    """Which threads of each process are the runtime's (``analysis/progress.judge``'s ``runtime_threads``): in
+    a process that has loaded TensorFlow, every thread that runs no Python (``python_tids``) and whose OS name
+    is not one TensorFlow gives its work pools (``WORK_PREFIX``).  Elsewhere: none (every thread's wake-ups
+    count, as they always did).  The Python threads are read again where the process has threads not seen at
+    the last read (at most every ``every`` seconds); a thread not read yet counts as before."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self._tf: Set[int] = set()  # processes seen to have loaded TensorFlow (it stays loaded)
+        self._python: Dict[int, Set[int]] = {}
+        self._known: Dict[int, Set[int]] = {}  # the threads the last read saw
+        self._read_at: Dict[int, float] = {}
+
+    def runtime(self, pid: int, tids: Set[int], now: float) -> FrozenSet[int]:
+        if pid not in self._tf:
+            if not loads_tensorflow(pid):
+                return frozenset()
+            self._tf.add(pid)
+        known = self._known.get(pid)
+        if (known is None or not tids <= known) and now >= self._read_at.get(pid, now - self.every) + self.every:
+            python = python_tids(pid)
+            self._read_at[pid] = now
+            if python is not None:
+                self._python[pid], self._known[pid] = python, set(tids)
+        known, python = self._known.get(pid, set()), self._python.get(pid, set())
+        return frozenset(tid for tid in tids if tid in known and tid not in python
+                         and not procfs.comm(pid, tid).startswith(WORK_PREFIX))
+
+    def forget(self, pid: int) -> None:
+        self._tf.discard(pid)
+        for table in (self._python, self._known):
+            table.pop(pid, None)
+        self._read_at.pop(pid, None)
 
 
 class Runtimes:

@@ -32,7 +32,11 @@ Take = Callable[[int], Document]
 
 def outlier_of(docs: Sequence[Document]) -> Optional[str]:
     """The process (or processes) whose stacks leave the others' first in the merged tree: ``rank:2``; None
-    where all agree or there is one process."""
+    where all agree or there is one process.  Where some processes are ranks of a TensorFlow cluster
+    (``TF_CONFIG``'s task) and others not (a launcher waiting for them), among the ranks only."""
+    ranks = [d for d in docs if d.task is not None]  # a job's ranks (TF_CONFIG): a launcher beside them is none
+    if len(ranks) >= 2 and len(ranks) < len(docs):
+        docs = ranks
     if len(docs) < 2:
         return None
     try:

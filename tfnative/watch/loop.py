@@ -35,6 +35,7 @@ from ..snapshot import progress
 from ..snapshot.many import runs_python, snapshot_all
 from ..snapshot.process import capture_process
 from . import hangreport
+from .exits import Exits
 from .hangreport import TakeAll
 from .job import Job
 from .options import WatchOptions
@@ -74,12 +75,17 @@ class Watch:
         self.tracker = Tracker(clock(), opts.hang_after, opts.straggler_after)
         self.samples: Dict[int, ProcessSample] = {}
         self.runtimes = progress.Runtimes()  # where each process's GIL lies (a GIL waiter's wake-ups: no progress)
+        self.roles = progress.Roles(opts.interval)  # each process's runtime threads (their wake-ups: no progress)
         self.keys: Dict[int, Dict[int, Tuple[object, ...]]] = {}  # the last --no-pause stacks of a process
         self.mark = progress.file_mark(opts.progress_file) if opts.progress_file else None
         self.reports = 0
         self.held: Set[int] = set()  # processes a snapshot held since the last reading
         self.armed = True  # a hang may be reported (again: after progress)
+        self.hangups = 0  # SIGHUPs that did not end the watch (``opts.outlive``)
+        self.hangup_said = False
         self.last_report: Optional[FrozenSet[Tuple[object, ...]]] = None
+        # processes whose program has ended but which do not exit (read at most every quarter of hang_after)
+        self.exits = Exits(opts.hang_after, max(opts.interval, opts.hang_after / 4.0))
         # A re-waiting process's stacks are read (--no-pause) only once it has not progressed for this long:
         # half the time that makes it a hang or a straggler, so that a job that works never pays for them.
         self.stack_after = min(opts.hang_after, opts.straggler_after or opts.hang_after) / 2.0
@@ -117,6 +123,8 @@ class Watch:
                 passed[signum] = signal.signal(signum, lambda n, _frame: self.job.forward(n))
         try:
             with SignalGuard():
+                if self.opts.outlive:  # a lost terminal does not end a watch that writes files (``terminal.py``)
+                    signal.signal(signal.SIGHUP, self._hangup)
                 try:
                     return self._loop()
                 except Interrupted as exc:
@@ -124,6 +132,17 @@ class Watch:
         finally:
             for signum, handler in passed.items():
                 signal.signal(signum, handler)
+
+    def _hangup(self, signum: int, _frame: object) -> None:
+        """SIGHUP where the watch writes files: passed on to a launched job, said at the next reading."""
+        self.job.forward(signum)
+        self.hangups += 1
+
+    def _say_hangups(self) -> None:
+        if self.hangups and not self.hangup_said:
+            self.hangup_said = True
+            self.say("SIGHUP: %sthe watch goes on, its reports written to %s" % (
+                "passed on to the job; " if self.job.launched else "", self.opts.files()))
 
     def _interrupted(self, signum: int) -> int:
         if signum != signal.SIGINT:
@@ -162,6 +181,14 @@ class Watch:
                 if code is not None:
                     return code
             self.tick(pids)
+            if self.tracker.hung(self.clock()):  # a process that waits to exit: said so, whenever it was seen
+                for pid in pids:
+                    if self.runtimes.span(pid) is not None:
+                        self.exits.confirm(pid, self.clock())
+            for pid, stalled, what in self.exits.due(self.clock()):
+                code = self.on_exit_hang(pid, stalled, what, pids)
+                if code is not None:
+                    return code
             if self.tracker.hung(self.clock()):
                 code = self.on_hang(pids)
                 if code is not None:
@@ -175,6 +202,7 @@ class Watch:
         """Wait for the next reading (``until``, on ``clock``), ``poll`` asked every ``POLL_S`` meanwhile; a
         status that ends the watch, or None."""
         while True:
+            self._say_hangups()
             left = until - self.clock()
             status = self.job.wait(max(0.0, min(left, POLL_S) if self.poll is not None else left))
             if status is not None:
@@ -193,9 +221,12 @@ class Watch:
             self.samples.pop(gone, None)
             self.keys.pop(gone, None)
             self.runtimes.forget(gone)
+            self.exits.forget(gone)
+            self.roles.forget(gone)
             self.tracker.gone(gone, now)
         for pid in pids:
             self.tracker.seen(pid, now)
+            self.exits.seen(pid, now)
             after = progress.sample(pid, self.clock)
             if after is None:
                 continue
@@ -204,10 +235,18 @@ class Watch:
             if before is None:
                 self.samples[pid] = after
                 continue
-            verdict = judge(before, after, held=pid in self.held)
+            tids = set(before.threads) | set(after.threads)
+            verdict = judge(before, after, held=pid in self.held,
+                            runtime_threads=self.roles.runtime(pid, tids, now))
             if not verdict.caught:  # a thread caught restarting its call after the hold: still held's, next time
                 self.held.discard(pid)
             self.samples[pid] = carry(before, after, verdict.caught)  # a thread caught on a CPU: judged next time
+            self.exits.note(pid, verdict.kinds.get(pid), now, after.runtime is not None)
+            began = self.exits.began(pid)
+            if began is not None:  # its program is over: what its threads do since is not the job's progress
+                if began > self.tracker.last.get(pid, began):  # its main thread's last steps were
+                    self.tracker.progressed(pid, began)
+                continue
             moved = verdict.progressed
             if not moved and verdict.rewaiters and now - self.tracker.last.get(pid, now) >= self.stack_after:
                 keys = progress.stack_keys(pid)
@@ -232,15 +271,29 @@ class Watch:
         stalled = self.tracker.stalled_for(self.clock())
         headline = ("tfnative: watch: hang: no process of the job has progressed for %.1f s (--hang-after %g): "
                     "%d process%s" % (stalled, self.opts.hang_after, len(pids), "" if len(pids) == 1 else "es"))
-        number = self.reports + 1
         pids = [pid for pid in pids if runs_python(pid)] or list(pids)  # a shell or a C++ helper has no stack to say
+        return self._report_and_act(pids, headline, self._changed(pids))
+
+    def on_exit_hang(self, pid: int, stalled: float, what: str, pids: Sequence[int]) -> Optional[int]:
+        """A process whose program ended ``stalled`` seconds ago and that does not exit (``exits.py``): its report
+        (the verdict names the threads it waits for, and where they are), then what ``--on-hang`` says to do to
+        the job (``pids``); a status to end the watch with, or None.  Said once per process."""
+        headline = ("tfnative: watch: hang: process %d has ended its program but has not exited for %.1f s "
+                    "(--hang-after %g): %s" % (pid, stalled, self.opts.hang_after, what))
+        return self._report_and_act([pid], headline, True, pids)
+
+    def _report_and_act(self, pids: Sequence[int], headline: str, changed: bool,
+                        job: Optional[Sequence[int]] = None) -> Optional[int]:
+        """The report of ``pids`` (where ``changed``, else one line), then ``--on-hang``'s action (a core: of
+        ``pids``; kill: the whole job); a status to end the watch with, or None."""
+        number = self.reports + 1
         docs = hangreport.hang_report(pids, self.take_all, self.opts, number, headline, self.out, self.err) \
-            if self._changed(pids) else None
+            if changed else None
         if docs is None:
             self.say("still hung, at the stacks of the last report")
         elif docs:
             self.reports = number
-            self.last_report = self._nonblocking_key(pids)
+            self.last_report = self._nonblocking_key(job if job is not None else pids)
         if self.opts.on_hang == "kill":
             self.say("ending the job (--on-hang kill): SIGTERM, then SIGKILL after %g s" % self.opts.kill_grace)
             self.job.end(self.opts.kill_grace)

@@ -96,6 +96,9 @@ class NodeWatch(Watch):
     def on_hang(self, pids: Sequence[int]) -> Optional[int]:
         return None  # the head decides, over every node
 
+    def on_exit_hang(self, pid: int, stalled: float, what: str, pids: Sequence[int]) -> Optional[int]:
+        return None  # the head decides: a process that waits to exit makes no progress of the node's
+
     def stragglers(self) -> None:
         return None  # the head names them, over every node
 

@@ -33,3 +33,9 @@ class WatchOptions:
     straggler_after: Optional[float] = None  # name a process that lags its peers this long
     kill_grace: float = 10.0  # --on-hang kill: seconds between SIGTERM and SIGKILL
     stack: StackOptions = field(default_factory=StackOptions)  # how each process's snapshot is taken and shown
+    outlive: bool = False  # reports go to files: a lost terminal (SIGHUP, closed stdout) does not end the watch
+
+    def files(self) -> Optional[str]:
+        """Where the reports are written besides standard output (``--out DIR``, ``--json FILE``), or None."""
+        named = [p for p in (self.out_dir, self.json_path) if p and p != "-"]
+        return " and ".join(named) or None
