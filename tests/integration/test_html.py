@@ -31,12 +31,12 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BACKGROUND_MIN = 0.04  # the least fraction of coloured pixels a drawn graph has (a blank page: none)
 
 
-@pytest.fixture(scope="module")
-
 def page_of(docs, title, all_threads=False):
     """The page of ``docs``, their tree made by analysis as ``merge --html`` makes it."""
     return flamegraph.render_html(docs, build_tree(frame_text, docs, all_threads), title, all_threads)
 
+
+@pytest.fixture(scope="module")
 def chromium():
     if CHROMIUM is None:
         if os.environ.get("CI"):
