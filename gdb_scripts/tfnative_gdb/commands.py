@@ -7,12 +7,11 @@ from typing import Callable, Dict, List, Optional, Tuple, TypedDict
 
 import gdb
 
-from tfnative.core.frameclass import native_class
+from tfnative.analysis.frames import mark_capture
 from tfnative.core.libfacts import library_classes
-from tfnative.core.model import NativeFrame
 from tfnative.core.opkernel import OpKernelReader
 from tfnative.core.threads import Threads
-from tfnative.output.render import is_glue, thread_block
+from tfnative.output.render import thread_block
 
 from . import SCHEMA_VERSION, lockobjects, opbreak
 from .capture import GdbMemory, annotate_ops, capture, code_on_stacks, op_context, registers
@@ -71,14 +70,8 @@ Python frames are read from memory, so the interpreter needs no debug info."""
         opts = _parse(gdb.string_to_argv(arg))
         result = capture(opts["which"], opts["tids"] or None, opts["locals"])
         annotate_ops(result)
-        if not opts["native_all"]:
-            for t in result.threads:
-                t.frames = [f for f in t.frames if not is_glue(f)]
-        users = {name for name, cls in library_classes(result.libraries).items() if cls == "user"}
-        for t in result.threads:  # the user's own code, marked as tfnative's reports mark it
-            for f in t.frames:
-                if isinstance(f, NativeFrame) and f.library in users:
-                    f.frame_class = native_class(f, "user")
+        # glue hidden, the user's own code classed and every frame marked as tfnative's reports do it
+        mark_capture(result, library_classes(result.libraries), opts["native_all"])
         if opts["json"]:
             gdb.write(json.dumps(result.to_json(), indent=1) + "\n")
             return

@@ -17,7 +17,7 @@ def _load(name: str, init: str) -> None:
 
 
 if "tfnative" not in sys.modules:
-    # The pure core (tfnative.core, tfnative.output.render) beside this package: in the
+    # The pure core (tfnative.core, analysis.frames, output.render) beside this package: in the
     # source tree it is ../../tfnative, in an installed tree ../tfnative.
     for _root in (os.path.dirname(_dir), os.path.dirname(os.path.dirname(_dir))):
         _init = os.path.join(_root, "tfnative", "__init__.py")

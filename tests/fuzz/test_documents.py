@@ -24,10 +24,11 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tfnative.analysis import tree as mtree
+from tfnative.analysis.frames import shown
 from tfnative.cli.merge import merge_cmd
 from tfnative.core import docread
 from tfnative.core.model import Document, frame_from_json
-from tfnative.output import render
 from tfnative.output.threadgroups import frame_text
 
 from .harness import FuzzFailure, Outcome, check_contract, run_bounded
@@ -165,7 +166,7 @@ def expected_paths(docs: Sequence[Dict[str, Any]], all_threads: bool) -> List[Li
         for t in Document.from_json(copy.deepcopy(d)).threads():
             if all_threads or t.runs_python():
                 out.append([{k: v for k, v in f.to_json().items() if k not in ("address", "source")}
-                            for f in reversed(render.hide_glue(t.frames))])
+                            for f in reversed(shown(t.frames))])
     return out
 
 
@@ -259,12 +260,12 @@ def test_recorded_documents_give_json_dumps_text(tmp_path):
     docs = list(docread.iter_documents((n, open(n).read()) for n in names))
     assert len(docs) >= 10
     for all_threads in (False, True):
-        root = merge.build_tree(docs, all_threads)
+        root = mtree.build_tree(frame_text, docs, all_threads)
         assert merge.merge_json_text(root) == json.dumps(merge.merge_json(root), indent=1)
     out = str(tmp_path / "tree.json")
     merge_in_process([*names, "--json", out], expect_ok=True)
-    assert open(out).read() == json.dumps(merge.merge_json(merge.build_tree(docs)), indent=1) + "\n"
-    deep = merge.build_tree([Document.from_json(deep_document(300))])
+    assert open(out).read() == json.dumps(merge.merge_json(mtree.build_tree(frame_text, docs)), indent=1) + "\n"
+    deep = mtree.build_tree(frame_text, [Document.from_json(deep_document(300))])
     text = merge.merge_json_text(deep)
     assert json.loads(text) == merge.merge_json(deep) and text != json.dumps(merge.merge_json(deep), indent=1)
 

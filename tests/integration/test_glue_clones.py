@@ -15,10 +15,10 @@ import re
 
 import pytest
 
+from tfnative.core import frameclass
 from tfnative.core.debugfiles import separate_debug_file
 from tfnative.core.elfindex import ElfIndex, read_build_id
 from tfnative.core.model import NativeFrame
-from tfnative.output import render
 
 CLONE = re.compile(r"\.(lto_priv|constprop|isra|part|cold)(\.\d+)?")
 
@@ -44,11 +44,11 @@ def test_lto_clones_of_call_glue_are_hidden(python):
     clones = [n for n in names if CLONE.search(n)]
     assert clones, "no GCC clone in %s's symbols: not an LTO build" % python
     frame = lambda name: NativeFrame(function=name, library=os.path.basename(python), address="0x1")  # noqa: E731
-    glue_clones = [n for n in clones if render.is_glue(frame(CLONE.split(n)[0]))]
+    glue_clones = [n for n in clones if frameclass.is_glue(frame(CLONE.split(n)[0]))]
     # the copies of the call path a Python-to-C call takes on every stack
     for base in ("cfunction_call", "_PyObject_MakeTpCall", "method_vectorcall"):
         assert [n for n in glue_clones if n.startswith(base + ".")], (base, clones[:40])
-    assert [n for n in glue_clones if not render.is_glue(frame(n))] == []
-    assert not render.is_glue(frame("_PyObject_Calloc"))
+    assert [n for n in glue_clones if not frameclass.is_glue(frame(n))] == []
+    assert not frameclass.is_glue(frame("_PyObject_Calloc"))
     assert "_PyObject_Calloc" in names or [n for n in names if n.startswith("_PyObject_Calloc.")]
-    assert not [n for n in names if n.startswith("_PyObject_Calloc") and render.is_glue(frame(n))]
+    assert not [n for n in names if n.startswith("_PyObject_Calloc") and frameclass.is_glue(frame(n))]

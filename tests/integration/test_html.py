@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tfnative.analysis.tree import build_tree
 from tfnative.core.model import Document
 from tfnative.output import flamegraph
+from tfnative.output.threadgroups import frame_text
 
 from ..utils import ROOT, TFNATIVE, kill_all, line_of, run_tfnative, script, start_merge_workers
 
@@ -27,6 +29,11 @@ WORKER = script("merge_worker.py")
 DATA = Path(ROOT) / "tests" / "unit" / "data"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BACKGROUND_MIN = 0.04  # the least fraction of coloured pixels a drawn graph has (a blank page: none)
+
+
+def page_of(docs, title, all_threads=False):
+    """The page of ``docs``, their tree made by analysis as ``merge --html`` makes it."""
+    return flamegraph.render_html(docs, build_tree(frame_text, docs, all_threads), title, all_threads)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +150,7 @@ def test_recorded_document_page(chromium, tmp_path):
     and user frames marked, thread groups, no console error, and a screenshot that is not blank."""
     doc = Document.from_json(json.loads((DATA / "doc_stack_a.json").read_text()))
     page = tmp_path / "one.html"
-    page.write_text(flamegraph.render_html([doc], "recorded", all_threads=True))
+    page.write_text(page_of([doc], "recorded", all_threads=True))
     seen = Elements(dom_of(chromium, tmp_path, page))
     assert seen.by_id["title"] == "recorded" and seen.by_id["summary"].endswith("7 threads")
     names = [n["text"] for n in seen.nodes]
@@ -158,7 +165,7 @@ def test_blank_page_fails_the_screenshot_check(chromium, tmp_path):
     """The screenshot check's other side: a page whose script does not run draws nothing, below the bar
     (here the script is changed, so its hash no longer matches the page's Content-Security-Policy)."""
     page = tmp_path / "blank.html"
-    page.write_text(flamegraph.render_html(
+    page.write_text(page_of(
         [Document.from_json(json.loads((DATA / "doc_stack_a.json").read_text()))], "blank",
         all_threads=True).replace("draw();\n  document.body", "document.body"))
     assert coloured_fraction(chromium, tmp_path, page, quiet=False) < BACKGROUND_MIN / 4
@@ -242,7 +249,7 @@ def test_strings_from_a_target_stay_text(chromium, tmp_path):
                                 "events": [{"kind": "snapshot", "pid": 7 + i, "threads": [
                                     {"tid": 1, "name": evil, "frames": frames[i:]}]}]}) for i in range(2)]
     page = tmp_path / "evil.html"
-    page.write_text(flamegraph.render_html(docs, "t" + evil))
+    page.write_text(page_of(docs, "t" + evil))
     dom = dom_of(chromium, tmp_path, page, "#search=" + re.sub(r"[^a-z]", "", "onerror"))
     assert "<img" not in dom and dom.count("<script") == 2
     seen = Elements(dom)

@@ -1,7 +1,10 @@
-"""The pure parts of the report: glue hiding, user frames, classes, folding, line tables."""
+"""The pure parts of the report: glue hiding, user frames, classes, folding (analysis marks the frames, the text
+reads the marks), line tables."""
 
 import sys
 
+from tfnative.analysis.frames import mark_frames, shown
+from tfnative.core.frameclass import frame_class
 from tfnative.core.linetable import line_for
 from tfnative.core.mixed import merge
 from tfnative.core.model import Thread, frames_from_json
@@ -17,14 +20,16 @@ def py(name, path):
 
 
 def typed(*frames):
-    """Frames as the renderer takes them (the model's), from their JSON."""
-    return frames_from_json(list(frames))
+    """Frames as the renderer takes them (the model's, marked by analysis), from their JSON."""
+    out = frames_from_json(list(frames))
+    mark_frames(out)
+    return out
 
 
 def test_classes():
     def cls(frame):
         (f,) = typed(frame)
-        return render.frame_class(f)
+        return frame_class(f)
 
     assert cls(py("f", "/home/me/train.py")) == "user"
     assert cls(py("f", "/v/lib/python3.11/site-packages/tensorflow/python/x.py")) == "tensorflow-python"
@@ -67,7 +72,7 @@ def test_merge_mismatch_never_guesses():
 def test_glue_hidden():
     frames = [nat("cfunction_call", "libpython3.11.so.1.0"), nat("_PyEval_Vector", "libpython3.11.so.1.0"),
               nat("TF_NewSession")]
-    assert [f.function for f in render.hide_glue(typed(*frames))] == ["TF_NewSession"]
+    assert [f.function for f in shown(typed(*frames))] == ["TF_NewSession"]
 
 
 def test_linetable_matches_this_interpreter():

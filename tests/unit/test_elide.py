@@ -5,6 +5,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tfnative.analysis.frames import mark_thread
 from tfnative.core.elide import elide, elided_text
 from tfnative.core.model import NativeFrame, PythonFrame, Thread
 from tfnative.output.render import thread_block
@@ -41,7 +42,9 @@ def test_mixed_names_most_frequent_first():
 
 def test_text_numbers_frames_by_their_depth():
     frames = elide([_py("leaf", 1)] + [_py("recurse", 2)] * 50 + [_py("<module>", 9)], inner=2, outer=2)
-    lines = thread_block(Thread(tid=1, name="t", frames=frames))
+    thread = Thread(tid=1, name="t", frames=frames)
+    mark_thread(thread)  # analysis marks the user's frames
+    lines = thread_block(thread)
     assert lines[3].strip() == "... 48 frames of recurse() ..."
     assert lines[-1].startswith("> #51  [py] <module> at /src/app.py:9")  # the user's frame: ">" in the margin
 

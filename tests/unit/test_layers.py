@@ -26,8 +26,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PKG = os.path.join(ROOT, "tfnative")
 SHARED = {"tfnative", "tfnative.errors", "tfnative.files", "tfnative.progress"}
-# Beside the core, what gdb's Python may import of ours: the renderers that stand on the standard library alone.
-GDB_SCRIPTS_MAY_USE = {"tfnative.output.render"}
+# Beside the core, what gdb's Python may import of ours: the text renderer and the analysis that marks frames for it
+# (tf-bt marks its capture as tfnative's reports are marked), which stand on the standard library alone.
+GDB_SCRIPTS_MAY_USE = {"tfnative.output.render", "tfnative.analysis.frames"}
 # Which layers a layer may import (itself and the shared modules always).
 MAY_IMPORT = {
     "core": set(),
@@ -125,9 +126,15 @@ def test_each_layer_imports_only_the_layers_below_it():
     assert bad == []
 
 
-# The model, as the renderers may read it: its classes, and pure functions of them alone.
-MODEL = {"tfnative.core.model", "tfnative.core.elide", "tfnative.core.frameclass", "tfnative.core.kstate",
-         "tfnative.core.rankset"}
+# The model, as the renderers may read it: its classes, and pure functions of them that decide nothing.  Not
+# ``core.frameclass`` (which frame is glue, the user's, TensorFlow's: analysis decides it and marks the frames,
+# ``analysis/frames.py``), nor any reader.  Beside the model's classes (``model``; the merged tree's, ``treemodel``
+# and ``rankset``: its members as rank sets and their ranges as text), the text of a model's value: ``elide``'s
+# ``elided_text`` (an elided frame's line) and ``kstate``'s ``text`` (a thread's kernel state).
+MODEL = {"tfnative.core.model", "tfnative.core.treemodel", "tfnative.core.rankset", "tfnative.core.elide",
+         "tfnative.core.kstate"}
+# What of those the renderers use (a name of the model no renderer reads any more leaves the list).
+MODEL_USES = {"tfnative.core.elide": {"elided_text"}, "tfnative.core.kstate": {"text"}}
 # Renderers that still read more than the model (known debt, issue #35): (module, what it imports).  None now:
 # a debt taken on again is listed here, with its reason.
 OUTPUT_DEBT: set = set()
@@ -135,11 +142,125 @@ OUTPUT_DEBT: set = set()
 
 def test_rendering_imports_only_the_model():
     """``output`` renders the model: of the layers below, it imports the model alone (and no capture, no
-    analysis); what still reads more is listed in ``OUTPUT_DEBT``, and a listed debt paid off leaves it."""
+    analysis, no ``core.frameclass``: which frame is glue, the user's or TensorFlow's is analysis's to say); what
+    still reads more is listed in ``OUTPUT_DEBT``, and a listed debt paid off leaves it."""
+    assert "tfnative.core.frameclass" not in MODEL
     found = {(m, u) for m, p in _modules("output") for u in _imports(m, p)
              if u not in SHARED and _layer(u) not in (None, "output") and u not in MODEL}
     assert found - OUTPUT_DEBT == set()
     assert OUTPUT_DEBT - found == set()
+
+
+def _names_used(module, path):
+    """(module, name) of every name ``path`` imports from a module of ours, or reads as ``alias.name`` of one."""
+    tree = ast.parse(open(path).read())
+    pkg = module.rsplit(".", 1)[0]
+    out, aliases = set(), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            base = node.module if not node.level else ".".join(pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+                                                               + [node.module])
+            for a in node.names:
+                if "%s.%s" % (base, a.name) in MODULES:
+                    aliases[a.asname or a.name] = "%s.%s" % (base, a.name)
+                else:
+                    out.add((base, a.name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            out.add((aliases[node.value.id], node.attr))
+    return out
+
+
+def test_rendering_reads_of_the_core_only_its_text_of_values():
+    """Of the modules in ``MODEL`` beyond the model's classes, the renderers use only the text of a value
+    (``MODEL_USES``), nothing that decides."""
+    used = {}
+    for m, p in _modules("output"):
+        for module, name in _names_used(m, p):
+            if module in MODEL_USES:
+                used.setdefault(module, set()).add(name)
+    assert used == MODEL_USES
+
+
+_RE_CALLS = {"compile", "match", "fullmatch", "search", "sub", "subn", "split", "findall", "finditer"}
+# Function names of each kind analysis tells apart: the interpreter's glue, an abort's frames, TensorFlow's own,
+# its landmarks, the standard library's, the user's.  A pattern a renderer holds must match none of them.
+FUNCTION_NAMES = (
+    "_PyEval_Vector", "cfunction_call.lto_priv.0", "PyObject_Call", "raise", "__GI_raise", "abort", "pthread_kill",
+    "__pthread_kill_implementation", "__assert_fail", "__GI___assert_fail", "malloc_printerr",
+    "absl::lts_20250814::log_internal::LogMessage::Flush()", "tsl::internal::LogMessageFatal::~LogMessageFatal()",
+    "google::LogMessage::Fail()", "std::terminate()", "__gnu_cxx::__verbose_terminate_handler()", "__cxa_throw",
+    "TF_NewSession", "TFE_Execute", "tensorflow::MatMulOp<Eigen::ThreadPoolDevice, float>::Compute("
+    "tensorflow::OpKernelContext*)", "tensorflow::ThreadPoolDevice::Compute(tensorflow::OpKernel*, "
+    "tensorflow::OpKernelContext*)", "Eigen::ThreadPoolTempl<tsl::thread::EigenEnvironment>::WorkerLoop(int)",
+    "std::vector<float, std::allocator<float> >::_M_range_check(unsigned long) const", "start_thread", "clone3",
+    "futex_wait", "main", "my_kernel_helper")
+# The patterns and names of ``output`` that read like function names but decide nothing about a frame, each with
+# why: (module, pattern or name) -> reason.
+NOT_ABOUT_FRAMES = {
+    ("tfnative.output.fit", r"\b(?:lts_\d+|__cxx11|__1)::"):
+        "compact_cpp shortens any C++ name for the terminal (an ABI namespace left out): text, it marks nothing",
+    ("tfnative.output.report", r"^[A-Za-z_]\w*(::[A-Za-z_]\w*)*$"):
+        "whether an exception's type can be written after --break-throw in the hint: the hint's words",
+    ("tfnative.output.report", "__cxa_throw"):
+        "no throw hint where the user's own --break locations already stop at the throw: their words, not a frame",
+}
+
+
+def _patterns(path):
+    """(pattern, line) of every regular expression ``path`` passes to ``re`` as a literal, and of every ``from re
+    import`` (a pattern out of sight: None)."""
+    out = []
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.ImportFrom) and node.module == "re":
+            out.append((None, node.lineno))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RE_CALLS
+              and isinstance(node.func.value, ast.Name) and node.func.value.id == "re"):
+            arg = node.args[0] if node.args else None
+            out.append((arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None,
+                        node.lineno))
+    return out
+
+
+def _over_function_names(pattern):
+    """Whether a pattern reads function names: it names a C++ scope (``::``), or finds a function's name."""
+    import re
+
+    if pattern is None or "::" in pattern:
+        return True
+    compiled = re.compile(pattern)
+    return any(compiled.search(name) for name in FUNCTION_NAMES)
+
+
+def _names_table(text, names):
+    """Whether a string is a function's name, or a table of them (``\"\"\"raise abort ...\"\"\".split()``): most of
+    its words are names."""
+    words = text.split()
+    known = sum(w in names for w in words)
+    return text in names or (known >= 2 and 2 * known >= len(words))
+
+
+def test_rendering_holds_no_pattern_over_function_names():
+    """Which frame is glue, TensorFlow's, a landmark, part of an abort is analysis's (``analysis/frames.py``): no
+    renderer holds a regular expression that reads function names, nor a name or a table of them (but
+    ``NOT_ABOUT_FRAMES``, which decide nothing about a frame).  The check is real: it finds analysis's own
+    patterns and tables."""
+    from tfnative.core import frameclass
+
+    names = set(FUNCTION_NAMES) | frameclass.GLUE_EXACT
+
+    def found(layer):
+        out = set()
+        for m, p in _modules(layer):
+            out |= {(m, pat) for pat, _ in _patterns(p) if _over_function_names(pat)}
+            out |= {(m, node.value) for node in ast.walk(ast.parse(open(p).read()))
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and _names_table(node.value, names)}
+        return out
+
+    assert found("output") == set(NOT_ABOUT_FRAMES)
+    held = {m for m, _ in found("analysis")}
+    assert "tfnative.analysis.frames" in held  # the abort's patterns and tables, found by the same check
 
 
 def test_capture_imports_neither_analysis_nor_rendering():
@@ -241,7 +362,7 @@ def test_no_private_attribute_of_another_module():
 
 def test_core_imports_with_the_standard_library_alone():
     """As in gdb's Python: no site-packages (no click, psutil, pygdbmi), only tfnative's directory."""
-    mods = [m for m, _ in _modules("core")] + ["tfnative.output.render"]
+    mods = [m for m, _ in _modules("core")] + sorted(GDB_SCRIPTS_MAY_USE)
     code = ("import sys; sys.path.insert(0, %r)\n"
             "for m in %r: __import__(m)\n"
             "bad = sorted(m for m in ('click', 'psutil', 'pygdbmi', 'gdb') if m in sys.modules)\n"

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from tfnative.core import docread
+from tfnative.analysis import tree as mtree
+from tfnative.analysis.frames import mark_documents
+from tfnative.core import docread, treemodel
 from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import merge
+from tfnative.output.threadgroups import frame_text
 
 from ..utils import TFNATIVE
 
@@ -34,7 +37,10 @@ def doc(pid, threads, task=None, labels=None, host=None):
 
 
 def typed(docs):
-    return [Document.from_json(d) for d in docs]
+    """``docs`` read back, marked by analysis as ``merge`` reads them (``mark_documents``)."""
+    out = [Document.from_json(d) for d in docs]
+    mark_documents(out)
+    return out
 
 
 def th(tid, frames, name="python"):
@@ -48,7 +54,7 @@ ODD = [nat("poll"), py("load", 9), py("main", 28)]
 
 def test_identical_stacks_one_branch_all_members():
     docs = [doc(100 + i, [th(1, WAIT)], task=i) for i in range(3)]
-    root = merge.build_tree(typed(docs))
+    root = mtree.build_tree(frame_text, typed(docs))
     assert [k for k in root.children] == ["[py] main at /app/train.py:30  <-- your code"]
     node = root.children["[py] main at /app/train.py:30  <-- your code"]
     chain = []
@@ -64,10 +70,10 @@ def test_identical_stacks_one_branch_all_members():
 def test_common_prefix_and_outlier():
     same_main = [nat("poll"), py("load", 9), py("main", 30)]
     docs = [doc(100 + i, [th(1, WAIT)], task=i) for i in range(4)] + [doc(200, [th(1, same_main)], task=4)]
-    root = merge.build_tree(typed(docs))
+    root = mtree.build_tree(frame_text, typed(docs))
     (top,) = root.children.values()
     assert len(top.members) == 5
-    odd = merge.outlier(top)
+    odd = mtree.outlier(top)
     assert odd is not None and odd.key == "[py] load at /app/train.py:9  <-- your code"
     assert list(odd.members) == ["worker:4"]
     text = "\n".join(merge.text_lines(root))
@@ -77,24 +83,25 @@ def test_common_prefix_and_outlier():
 
 def test_no_outlier_when_tied():
     docs = [doc(1, [th(1, WAIT)], task=0), doc(2, [th(1, ODD)], task=1)]
-    root = merge.build_tree(typed(docs))
-    assert merge.outlier(root) is None
+    root = mtree.build_tree(frame_text, typed(docs))
+    assert mtree.outlier(root) is None
 
 
 def test_threads_vs_processes():
     docs = [doc(10, [th(1, WAIT), th(2, WAIT), th(3, [nat("epoll_wait")])], host="h1")]
-    root = merge.build_tree(typed(docs))
+    root = mtree.build_tree(frame_text, typed(docs))
     (top,) = root.children.values()
     assert top.threads == 2 and list(top.members) == ["h1:10"]
-    assert merge.build_tree(typed(docs), all_threads=True).threads == 3
+    assert mtree.build_tree(frame_text, typed(docs), all_threads=True).threads == 3
 
 
 def test_member_names_and_ranges():
-    assert merge.member_label(Document.from_json(doc(5, [], task=2))) == "worker:2"
-    assert merge.member_label(Document.from_json(doc(5, [], labels={"rank": "3", "node": "n1"}))) == "rank:3"
-    assert merge.member_label(Document.from_json(doc(5, [], task=2, labels={"rank": "3"}))) == "worker:2"  # task first
-    assert merge.member_label(Document.from_json(doc(5, [], host="n1"))) == "n1:5"
-    assert merge.member_label(Document.from_json(doc(5, []))) == "localhost:5"
+    assert treemodel.member_label(Document.from_json(doc(5, [], task=2))) == "worker:2"
+    assert treemodel.member_label(Document.from_json(doc(5, [], labels={"rank": "3", "node": "n1"}))) == "rank:3"
+    # task first
+    assert treemodel.member_label(Document.from_json(doc(5, [], task=2, labels={"rank": "3"}))) == "worker:2"
+    assert treemodel.member_label(Document.from_json(doc(5, [], host="n1"))) == "n1:5"
+    assert treemodel.member_label(Document.from_json(doc(5, []))) == "localhost:5"
     assert merge.compress(["worker:%d" % i for i in (0, 1, 2, 3, 4, 5, 6, 8)]) == "worker:0-6,8"
     assert merge.compress(["ps:0", "worker:1", "worker:2", "chief"]) == "ps:0 worker:1-2 chief"
 
@@ -145,7 +152,7 @@ def test_cli_json_and_errors(tmp_path):
 def test_thousand_documents_linear():
     big = [doc(i, [th(t, WAIT if t % 2 else ODD) for t in range(40)], task=i) for i in range(1000)]
     text = "\n".join(json.dumps(d) for d in big)
-    root = merge.build_tree(docread.parse_documents([("x", text)]), all_threads=True)
+    root = mtree.build_tree(frame_text, docread.parse_documents([("x", text)]), all_threads=True)
     assert root.threads == 40000 and len(root.members) == 1000
 
 
@@ -154,7 +161,7 @@ def test_real_documents_merge():
     names libc's frames with their source lines: those branches differ)."""
     data = Path(__file__).parent / "data"
     texts = [(p.name, p.read_text()) for p in (data / "doc_stack_a.json", data / "doc_stack_gdb.json")]
-    root = merge.build_tree(docread.iter_documents(texts))
+    root = mtree.build_tree(frame_text, docread.iter_documents(texts))
     assert root.threads == 4 and len(root.members) == 1  # the same process twice: its host:pid
     start = root.children["_start in python3.11"]
     assert start.threads == 2 and len(start.children) == 2

@@ -3,13 +3,16 @@ names when a label is missing, shared or odd, the ranges' edge cases, ``merge --
 outlier's rank in words."""
 
 import json
+from functools import partial
 
 import pytest
 
-from tfnative.core import docread, rankset
+from tfnative.analysis import tree as mtree
+from tfnative.core import docread, rankset, treemodel
 from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import merge
+from tfnative.output.threadgroups import frame_text
 
 from .test_merge import ODD, WAIT, doc, nat, py, th, typed
 
@@ -30,7 +33,7 @@ def test_each_error_says_where_and_what():
     assert _error([("in.json", "[1]")]).endswith("not tfnative schema 1 (from 'tfnative stack --json')")
     assert _error([("in.json", '{"tfnative": 1, "events": 5}')]) == "in.json: events: expected a list, got an integer"
     assert _error([("in.json", "")]) == rankset.NO_DOCUMENTS
-    for empty in (merge.build_tree, merge.folded_lines):
+    for empty in (partial(mtree.build_tree, frame_text), merge.folded_lines):
         with pytest.raises(TfnativeError) as e:
             empty(iter([]))
         assert str(e.value) == rankset.NO_DOCUMENTS == (
@@ -48,7 +51,7 @@ def test_pdsh_prefixes_go_one_per_line():
 def _label(**kw) -> str:
     d = {"tfnative": 1, "pid": kw.pop("pid", 5)}
     d.update(kw)
-    return merge.member_label(Document.from_json(d))
+    return treemodel.member_label(Document.from_json(d))
 
 
 def test_member_label_falls_back_in_its_order():
@@ -66,9 +69,9 @@ def test_member_label_falls_back_in_its_order():
 def test_a_name_two_processes_share_becomes_host_pid():
     same = [Document.from_json(doc(p, [], task=1, host="h")) for p in (1, 2)]
     other = Document.from_json(doc(3, [], task=2, host="h"))
-    assert merge.member_names(same + [other]) == ["h:1", "h:2", "worker:2"]
+    assert treemodel.member_names(same + [other]) == ["h:1", "h:2", "worker:2"]
     twice = Document.from_json(doc(1, [], task=1, host="h"))  # the same process twice keeps its name
-    assert merge.member_names([same[0], twice]) == ["worker:1", "worker:1"]
+    assert treemodel.member_names([same[0], twice]) == ["worker:1", "worker:1"]
 
 
 def test_compress_edge_cases():
@@ -83,7 +86,7 @@ def test_merge_json_keys_exactly():
     frames = [dict(nat("futex_wait", addr="0x10"), source="  wait();"), py("main", 30)]
     docs = [doc(1, [th(1, frames)], host="n1"), doc(2, [th(1, frames)], labels={"rank": "7"})]
     docs[0]["scheduler"] = {"kind": "slurm", "rank": 2, "job": "12", "step": 0, "node": "n1"}
-    out = merge.merge_json(merge.build_tree(typed(docs)))
+    out = merge.merge_json(mtree.build_tree(frame_text, typed(docs)))
     assert out["tfnative_merge"] == 1
     assert out["processes"] == [
         {"label": "rank:2", "pid": 1, "host": "n1",
@@ -103,7 +106,7 @@ def test_the_outlier_says_where_its_rank_runs():
     docs = [doc(10 + i, [th(1, WAIT)], host="n%d" % i) for i in range(3)] + [doc(20, [th(1, ODD)], host="n9")]
     for i, d in enumerate(docs):
         d["scheduler"] = {"kind": "slurm", "rank": i, "job": "12", "step": 0}
-    assert merge.text_lines(merge.build_tree(typed(docs))) == [
+    assert merge.text_lines(mtree.build_tree(frame_text, typed(docs))) == [
         "4 processes, 4 threads: rank:0-3",
         "  [py] main at /app/train.py:30  <-- your code   [rank:0-2] (3 threads)",
         "    [py] step at /app/train.py:20  <-- your code   [rank:0-2] (3 threads)",
@@ -128,7 +131,7 @@ def test_an_outlier_of_several_members_is_not_named():
                                                                   for i in range(2)]
     for i, d in enumerate(docs):
         d["scheduler"] = {"kind": "slurm", "rank": i, "job": "1"}
-    odd = [ln for ln in merge.text_lines(merge.build_tree(typed(docs))) if "OUTLIER" in ln]
+    odd = [ln for ln in merge.text_lines(mtree.build_tree(frame_text, typed(docs))) if "OUTLIER" in ln]
     assert odd == ["  [py] main at /app/train.py:28  <-- your code   [rank:3-4] (2 threads)   <== OUTLIER"]
 
 

@@ -10,9 +10,11 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from tfnative.core import docread, rankset
+from tfnative.analysis import tree as mtree
+from tfnative.core import docread, rankset, treemodel
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, mergetree
+from tfnative.output.threadgroups import frame_text
 
 from .test_merge_trees import docs_of, document
 
@@ -22,7 +24,7 @@ NOT_SCHEMA_1 = "a document that is not tfnative schema 1 (from 'tfnative stack -
 
 def tree_text() -> str:
     """A ``merge --tree`` file of two ranks: several lines, a line end at its end."""
-    text = mergetree.tree_json_text(mergetree.reduce(docs_of([document(0, [[1, 2]]), document(1, [[3]])])))
+    text = mergetree.tree_json_text(mtree.reduce(frame_text, docs_of([document(0, [[1, 2]]), document(1, [[3]])])))
     assert text.count("\n") >= 5 and text.startswith('{"tfnative_tree"')
     return text + "\n"
 
@@ -128,9 +130,9 @@ def test_a_document_that_names_a_tree_too_is_a_document():
     assert error(["[{\"tfnative_tree\": 1}]\n"], trees=False) == "t: " + NOT_SCHEMA_1
 
 
-def outlier_tree(fillers: int, place: int) -> Tuple[merge.Node, List[Dict[str, Any]]]:
+def outlier_tree(fillers: int, place: int) -> Tuple[treemodel.Node, List[Dict[str, Any]]]:
     """A tree of three ranks, rank 1 alone on its path; its processes with ``fillers`` others around rank 1's."""
-    root = merge.build_tree(docs_of([document(0, [[1, 2]]), document(1, [[3, 2]]), document(2, [[1, 2]])]))
+    root = mtree.build_tree(frame_text, docs_of([document(0, [[1, 2]]), document(1, [[3, 2]]), document(2, [[1, 2]])]))
     real = list(root.processes)
     assert [p["label"] for p in real] == ["rank:0", "rank:1", "rank:2"]
     others = [{"label": "rank:%d" % (100 + i), "pid": 9, "host": "x"} for i in range(fillers)]

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 
+from tfnative.analysis import tree as mtree
 from tfnative.core.model import Document
 from tfnative.output import merge
+from tfnative.output.threadgroups import frame_text
 
 from .test_merge import ODD, WAIT, doc, py, th, typed
 
 
 def _tree(docs):
-    return merge.build_tree(typed(docs))
+    return mtree.build_tree(frame_text, typed(docs))
 
 
 def test_the_text_is_json_dumps_indent_1():

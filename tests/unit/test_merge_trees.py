@@ -12,10 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfnative.core import docread, rankset
+from tfnative.analysis import tree as mtree
+from tfnative.core import docread, rankset, treemodel
 from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import merge, mergetree
+from tfnative.output.threadgroups import frame_text
 
 from ..installed import tfnative_command
 
@@ -43,10 +45,10 @@ def docs_of(raw: List[Dict[str, Any]]) -> List[Document]:
     return [Document.from_json(json.loads(json.dumps(d))) for d in raw]
 
 
-def shape(root: merge.Node) -> Dict[Tuple[str, ...], Tuple[List[str], int]]:
+def shape(root: treemodel.Node) -> Dict[Tuple[str, ...], Tuple[List[str], int]]:
     """Each path of the tree: its sorted members and its threads (the order of siblings left out)."""
     out: Dict[Tuple[str, ...], Tuple[List[str], int]] = {}
-    todo: List[Tuple[merge.Node, Tuple[str, ...]]] = [(root, ())]
+    todo: List[Tuple[treemodel.Node, Tuple[str, ...]]] = [(root, ())]
     while todo:
         node, path = todo.pop()
         out[path] = (sorted(node.members), node.threads)
@@ -56,7 +58,7 @@ def shape(root: merge.Node) -> Dict[Tuple[str, ...], Tuple[List[str], int]]:
 
 def trees_of(groups: List[List[Dict[str, Any]]]) -> List[Any]:
     """Each group's ``merge --tree`` text, read back as ``merge`` reads its inputs."""
-    texts = [("node%d" % i, mergetree.tree_json_text(mergetree.reduce(docs_of(g))) + "\n")
+    texts = [("node%d" % i, mergetree.tree_json_text(mtree.reduce(frame_text, docs_of(g))) + "\n")
              for i, g in enumerate(groups)]
     return list(docread.iter_inputs((name, (text,)) for name, text in texts))
 
@@ -69,10 +71,10 @@ ranks = st.lists(st.lists(stack, min_size=1, max_size=3), min_size=1, max_size=1
 @given(stacks=ranks, cuts=st.lists(st.integers(0, 12), max_size=5), shuffle=st.randoms())
 def test_trees_of_trees_are_the_tree_of_all_documents(stacks, cuts, shuffle):
     raw = [document(r, s, host="node%d" % (r // 4)) for r, s in enumerate(stacks)]
-    whole = merge.build_tree(docs_of(raw))
+    whole = mtree.build_tree(frame_text, docs_of(raw))
     bounds = sorted({0, len(raw), *(c for c in cuts if c < len(raw))})
     groups = [raw[a:b] for a, b in zip(bounds, bounds[1:])]
-    merged = mergetree.reduce(trees_of(groups))
+    merged = mtree.reduce(frame_text, trees_of(groups))
     # in order: the same tree, the same text, the same merge --json, byte for byte
     assert merge.text_lines(merged) == merge.text_lines(whole)
     assert merge.merge_json_text(merged) == merge.merge_json_text(whole)
@@ -81,13 +83,13 @@ def test_trees_of_trees_are_the_tree_of_all_documents(stacks, cuts, shuffle):
     shuffle.shuffle(mixed)
     groups = [mixed[a:b] for a, b in zip(bounds, bounds[1:])]
     shuffle.shuffle(groups)
-    again = mergetree.reduce(trees_of(groups))
+    again = mtree.reduce(frame_text, trees_of(groups))
     assert shape(again) == shape(whole)
     assert sorted(p["label"] for p in again.processes) == sorted(p["label"] for p in whole.processes)
     # a tree of trees is a tree too: merged once more with a document, as if all were documents
     extra = document(len(raw), [[1, 2]])
-    assert shape(mergetree.reduce([*trees_of([raw]), *docs_of([extra])])) == shape(
-        merge.build_tree(docs_of(raw + [extra])))
+    assert shape(mtree.reduce(frame_text, [*trees_of([raw]), *docs_of([extra])])) == shape(
+        mtree.build_tree(frame_text, docs_of(raw + [extra])))
 
 
 @settings(max_examples=200, deadline=None)
@@ -139,12 +141,12 @@ def test_many_ranks_take_a_few_bytes():
 ])
 def test_a_wrong_tree_says_where(bad, says):
     with pytest.raises(TfnativeError) as e:
-        mergetree.reduce(docread.iter_inputs([("t.json", (bad + "\n",))]))
+        mtree.reduce(frame_text, docread.iter_inputs([("t.json", (bad + "\n",))]))
     assert says in str(e.value) and str(e.value).startswith("t.json: ")
 
 
 def test_documents_alone_still_refuse_trees():
-    tree = mergetree.tree_json_text(mergetree.reduce(docs_of([document(0, [[1]])])))
+    tree = mergetree.tree_json_text(mtree.reduce(frame_text, docs_of([document(0, [[1]])])))
     with pytest.raises(TfnativeError, match="a merged tree"):
         list(docread.iter_documents([("t", tree)]))
 

@@ -328,7 +328,10 @@ def test_key_tables_name_only_attributes():
     has is in its table, or internal (never in JSON)."""
     import dataclasses
 
-    internal = {"Capture": {"stack_pointers", "tf_config"}, "Document": {"has_exit", "attached"}}
+    internal = {"Capture": {"stack_pointers", "tf_config"}, "Document": {"has_exit", "attached"},
+                # what analysis decides for the renderers (analysis/frames.py), never written
+                "NativeFrame": {"glue", "abort", "foldable", "shown_class"},
+                "PythonFrame": {"user_code", "foldable", "shown_class"}}
     for cls, keys in ((NativeFrame, model._NATIVE_KEYS), (PythonFrame, model._PYTHON_KEYS),
                       (ElidedFrame, model._ELIDED_KEYS), (Thread, model._THREAD_KEYS),
                       (Capture, model._CAPTURE_KEYS), (Event, model._EVENT_KEYS),

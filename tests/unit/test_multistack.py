@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from tfnative.core import docread
+from tfnative.core import docread, treemodel
 from tfnative.core.model import Document, Outcome, Thread
 from tfnative.errors import TfnativeError
-from tfnative.output import merge, processes, report, threadgroups
+from tfnative.output import processes, report, threadgroups
 from tfnative.snapshot import many as multistack
 
 
@@ -123,7 +123,7 @@ def test_member_names_fall_back_when_shared():
     docs = [{"tfnative": 1, "pid": p, "host": "h", "labels": {"node": "n1"}} for p in (1, 2)]
     docs.append({"tfnative": 1, "pid": 3, "host": "h", "labels": {"rank": "5"}})
     docs.append({"tfnative": 1, "pid": 3, "host": "h", "labels": {"rank": "5"}})  # the same process again
-    assert merge.member_names([Document.from_json(d) for d in docs]) == ["h:1", "h:2", "rank:5", "rank:5"]
+    assert treemodel.member_names([Document.from_json(d) for d in docs]) == ["h:1", "h:2", "rank:5", "rank:5"]
 
 
 def test_threads_with_other_locals_are_not_grouped():

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tfnative.analysis.frames import mark_documents
+from tfnative.analysis.tree import build_tree
 from tfnative.core.model import Document
 from tfnative.errors import TfnativeError
 from tfnative.output import flamegraph, merge, speedscope
+from tfnative.output.threadgroups import frame_text
 
 from ..utils import TFNATIVE
 
@@ -52,6 +55,17 @@ def job(n=6, odd=4, host="vm", scheduler=False):
     return docs
 
 
+def page_of(docs, title, all_threads=False):
+    """The page of ``docs``, their tree made by analysis as ``merge --html`` makes it."""
+    return flamegraph.render_html(docs, build_tree(frame_text, docs, all_threads), title, all_threads)
+
+
+def analysed(docs):
+    """``docs`` read back, marked by analysis as ``merge`` marks them (their glue) before speedscope's file."""
+    mark_documents(docs)
+    return docs
+
+
 def data_of(page):
     m = re.search(r'<script id="tfnative-data" type="application/json">(.*?)</script>', page, re.S)
     assert m, "no data element"
@@ -60,7 +74,7 @@ def data_of(page):
 
 def test_strings_from_documents_cannot_inject():
     docs = job(host='vm"><img src=x onerror=alert(2)>')
-    page = flamegraph.render_html(docs, "title </title><script>alert(3)</script>")
+    page = page_of(docs, "title </title><script>alert(3)</script>")
     # the template's two script elements, and no other element opened by a document's string
     assert page.count("<script") == 2 and page.count("</script>") == 2
     assert "<img" not in page and "<!--" not in page and "alert(3)</script>" not in page
@@ -75,7 +89,7 @@ def test_strings_from_documents_cannot_inject():
 
 
 def test_self_contained_and_csp_allows_only_its_own_code():
-    page = flamegraph.render_html(job(), "t")
+    page = page_of(job(), "t")
     assert not re.search(r"""(src|href)\s*=|https?://|@import|url\(""", page.split('id="tfnative-data"')[0])
     csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
     assert "default-src 'none'" in csp and "unsafe-inline" not in csp
@@ -86,7 +100,7 @@ def test_self_contained_and_csp_allows_only_its_own_code():
 
 
 def test_outlier_marked_with_its_branch_and_members():
-    nodes = data_of(flamegraph.render_html(job(), "t"))["nodes"]
+    nodes = data_of(page_of(job(), "t"))["nodes"]
     odd = [n for n in nodes if n["outlier"]]
     assert len(odd) == 1 and odd[0]["members"] == "worker:4" and odd[0]["threads"] == 1
     assert odd[0]["text"] == "[py] main at /app/train.py:28  <-- your code"
@@ -103,7 +117,7 @@ def test_outlier_marked_with_its_branch_and_members():
 
 
 def test_outlier_named_by_its_scheduler():
-    nodes = data_of(flamegraph.render_html(job(scheduler=True), "t"))["nodes"]
+    nodes = data_of(page_of(job(scheduler=True), "t"))["nodes"]
     (odd,) = [n for n in nodes if n["outlier"]]
     assert odd["members"] == "rank:4" and odd["about"] == merge.where(
         {"scheduler": {"kind": "slurm", "rank": 4, "job": "12", "step": "0"}, "host": "vm", "pid": 104})
@@ -112,7 +126,7 @@ def test_outlier_named_by_its_scheduler():
 
 def test_no_outlier_when_tied_and_one_process_grouped_as_the_text():
     doc = Document.from_json(json.loads((DATA / "doc_stack_a.json").read_text()))
-    data = data_of(flamegraph.render_html([doc], "one", all_threads=True))
+    data = data_of(page_of([doc], "one", all_threads=True))
     assert not any(n["outlier"] for n in data["nodes"])
     assert data["summary"] == "1 process (pid %s on %s), 7 threads" % (doc.pid, doc.host)
     ends = [e for n in data["nodes"] for e in n["ends"]]
@@ -122,7 +136,7 @@ def test_no_outlier_when_tied_and_one_process_grouped_as_the_text():
 
 def test_no_documents():
     with pytest.raises(TfnativeError, match="no documents"):
-        flamegraph.render_html([], "t")
+        page_of([], "t")
     with pytest.raises(TfnativeError, match="no documents"):
         speedscope.speedscope([])
 
@@ -155,7 +169,7 @@ def check_speedscope(data):
 
 
 def test_speedscope_structure_and_order():
-    data = speedscope.speedscope(job(), name="job")
+    data = speedscope.speedscope(analysed(job()), name="job")
     json.dumps(data)
     check_speedscope(data)
     frames = data["shared"]["frames"]
@@ -173,7 +187,7 @@ def test_speedscope_structure_and_order():
 
 def test_speedscope_of_a_real_document():
     doc = Document.from_json(json.loads((DATA / "doc_stack_a.json").read_text()))
-    data = speedscope.speedscope([doc], all_threads=True)
+    data = speedscope.speedscope(analysed([doc]), all_threads=True)
     check_speedscope(data)
     assert len(data["profiles"]) == 1 and len(data["profiles"][0]["samples"]) == 7
     python_only = speedscope.speedscope([doc])

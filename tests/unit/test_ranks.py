@@ -4,10 +4,12 @@ messages (1 KiB pieces, refusals) on recorded text."""
 
 import json
 
+from tfnative.analysis import tree as mtree
 from tfnative.core.model import Document
 from tfnative.core.ranks import cluster_of, scheduler_of, task_of, tf_cluster, tf_task
 from tfnative.output import merge
 from tfnative.output.render import describe_rank as describe
+from tfnative.output.threadgroups import frame_text
 from tfnative.snapshot import slurm
 from tfnative.snapshot.options import StackOptions
 
@@ -127,7 +129,7 @@ def test_merge_names_ranks_and_the_outlier():
     docs.append(_doc(103, 3, [_py("stall", 5), _py("main", 8)]))
     typed = [Document.from_json(json.loads(json.dumps(d))) for d in docs]
     assert typed[3].to_json()["scheduler"]["rank"] == 3  # kept through JSON
-    root = merge.build_tree(typed)
+    root = mtree.build_tree(frame_text, typed)
     lines = merge.text_lines(root)
     assert lines[0] == "4 processes, 4 threads: rank:0-3"
     flagged = [ln for ln in lines if "<== OUTLIER" in ln]
@@ -140,7 +142,7 @@ def test_merge_names_ranks_and_the_outlier():
 def test_task_still_names_first_and_no_words_without_scheduler():
     docs = [_doc(100 + r, None, [_py("wait", 3), _py("main", 9)], task=r) for r in range(2)]
     docs.append(_doc(102, None, [_py("stall", 5), _py("main", 8)], task=2))
-    lines = merge.text_lines(merge.build_tree(Document.from_json(d) for d in docs))
+    lines = merge.text_lines(mtree.build_tree(frame_text, (Document.from_json(d) for d in docs)))
     assert lines[0] == "3 processes, 3 threads: worker:0-2"
     assert [ln for ln in lines if "OUTLIER" in ln][0].endswith("[worker:2] (1 thread)   <== OUTLIER")
 

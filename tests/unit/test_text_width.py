@@ -11,6 +11,7 @@ import termios
 import pytest
 
 from tfnative.analysis.event import finish
+from tfnative.analysis.frames import mark_frames, mark_thread
 from tfnative.core.model import Document, Event, NativeFrame, Op, PythonFrame, TfFunction, Thread
 from tfnative.output import fit, render, report
 
@@ -52,6 +53,7 @@ def aborting_thread():
     thread = Thread(tid=4866, name="tf_Compute", frames=frames)
     thread.tf_function = TfFunction(name="__inference_bad_pad_conv_8", python_function="bad_pad_conv",
                                     how="only tf.function in flight", called_by=4840)
+    mark_thread(thread)  # as analysis marks an event's threads for the text
     return thread
 
 
@@ -64,7 +66,9 @@ def main_thread():
               PythonFrame(function="<module>", file=SCRIPT, line=12),
               native("_start", "python3.11")]
     frames[3].user = True
-    return Thread(tid=4840, name="MainThread", frames=frames)
+    thread = Thread(tid=4840, name="MainThread", frames=frames)
+    mark_thread(thread)
+    return thread
 
 
 def abort_document():
@@ -134,9 +138,16 @@ def test_an_abort_is_one_line_above_the_frame_that_failed():
     assert len(thread.to_json()["frames"]) == len(ABORTING)
 
 
+def marked(*names, lib="libc.so.6"):
+    """Frames of those names, marked by analysis (their part in an abort) as an event's are."""
+    frames = [native(n, lib) for n in names]
+    mark_frames(frames)
+    return frames
+
+
 def test_what_an_abort_run_is():
     def run(*names):
-        return render.abort_run([native(n, "libc.so.6") for n in names])
+        return render.abort_run(marked(*names))
 
     # TensorFlow's own fatal log (tsl), and glibc's names with debug info
     assert run("__GI___pthread_kill", "__GI_raise", "__GI_abort",
@@ -144,14 +155,13 @@ def test_what_an_abort_run_is():
     terminate = ("raise", "abort", "__gnu_cxx::__verbose_terminate_handler()", "__cxxabiv1::__terminate(void (*)())",
                  "std::terminate()", "__cxa_throw", "f")
     assert run(*terminate) == 5  # where the exception was thrown stays in view
-    assert render.abort_text([native(n, "libc.so.6") for n in terminate[:5]]) == (
+    assert render.abort_text(marked(*terminate[:5])) == (
         "... 5 frames of abort() and std::terminate ...")
     assert run("absl::lts_20250814::log_internal::LogMessage::Flush()", "f") == 0  # logging, no abort: not a crash
     assert run("syscall", "raise", "abort") == 0  # not at the top
-    assert render.abort_text([native(n, "libc.so.6") for n in ("raise", "abort", "__assert_fail_base",
-                                                                  "__assert_fail")]) == (
+    assert render.abort_text(marked("raise", "abort", "__assert_fail_base", "__assert_fail")) == (
         "... 4 frames of abort() and a failed assert ...")
-    two = [native("raise", "libc.so.6"), native("abort", "libc.so.6"), native("f", "libx.so")]
+    two = marked("raise", "abort") + marked("f", lib="libx.so")
     assert render.fold_plan(two) == [0, 1, 2]  # two frames: shown as they are
 
 

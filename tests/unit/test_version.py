@@ -7,8 +7,10 @@ import os
 import re
 
 from tfnative import __version__
+from tfnative.analysis import tree as mtree
 from tfnative.core.model import Document, Event
 from tfnative.output import merge, mergetree
+from tfnative.output.threadgroups import frame_text
 
 from ..utils import ROOT, run_tfnative
 
@@ -48,7 +50,7 @@ def test_every_document_names_the_tfnative_that_wrote_it():
         old = dict(written, version=version) if version else {k: v for k, v in written.items() if k != "version"}
         text = json.dumps(old, indent=1)
         assert json.dumps(Document.from_json(json.loads(text)).to_json(), indent=1) == text
-    root = mergetree.reduce([doc])
+    root = mtree.reduce(frame_text, [doc])
     assert merge.merge_json(root)["version"] == __version__
     assert json.loads(merge.merge_json_text(root))["version"] == __version__
     assert json.loads(mergetree.tree_json_text(root))["version"] == __version__

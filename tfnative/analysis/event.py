@@ -29,6 +29,7 @@ from ..core.model import (
     thread_label,
 )
 from . import pyop, userlibs, verdict
+from .frames import mark_thread
 
 
 def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
@@ -36,7 +37,8 @@ def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
     """Turn one capture into an event (EVENT of the schema); the event takes over its threads and frames.
 
     Frames get their ``class``, ``user`` and source line, glue frames are
-    hidden (unless ``native_all``) and deep stacks elided.  ``extra``: the event's fields of its kind (``location``,
+    hidden (unless ``native_all``) and deep stacks elided; then what the renderers show of them
+    (``frames.mark_thread``).  ``extra``: the event's fields of its kind (``location``,
     ``signal``, ``signal_code``, ``fault_address``, ``sent_by``, ``timeout``).
     ``in_flight``: (tid, tf.function) of Python threads outside the
     capture that wait for a tf.function (for executor threads' context).
@@ -54,6 +56,7 @@ def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
         else:
             t.python_frames = None
         t.tf_functions_in_flight = None
+        mark_thread(t)
         threads.append(t)
     _attribute_executors(threads, in_flight or [])
     _attribute_waiters(threads, selected)
@@ -104,6 +107,7 @@ def numerics_op(event: Event) -> None:
                 rest[0].file or ""):
             rest = rest[1:]
         thread.frames = rest
+        mark_thread(thread)
 
 
 def creation_frames(stack: List[Any]) -> List[Dict[str, Any]]:

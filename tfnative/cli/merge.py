@@ -49,9 +49,11 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
     branch is flagged."""
 
     def go() -> None:
+        from ..analysis.tree import reduce
         from ..core import docread  # loaded when merge runs
         from ..files import is_stdout
         from ..output import mergetree
+        from ..output.threadgroups import frame_text
 
         if sum(is_stdout(p) for p in (json_path, tree_path, html_path, speedscope_path)) > 1:
             raise TfnativeError("only one of --json, --tree, --html and --speedscope can be - (stdout)")
@@ -61,7 +63,7 @@ def merge_cmd(files: Tuple[str, ...], all_threads: bool, json_path: Optional[str
         items = docread.iter_inputs(_read(files, timeout))  # one at a time: none is kept
         if html_path or speedscope_path:  # but these need them all at once
             items = _pictures(list(items), html_path, speedscope_path, all_threads)
-        mergetree.show(mergetree.reduce(items, all_threads), click.echo, json_path, tree_path, folded, quiet)
+        mergetree.show(reduce(frame_text, items, all_threads), click.echo, json_path, tree_path, folded, quiet)
 
     _run(go)
 
@@ -70,13 +72,15 @@ def _pictures(items: List[Any], html_path: Optional[str], speedscope_path: Optio
               all_threads: bool) -> Iterator[Any]:
     """Write ``--html`` and ``--speedscope`` (they need every document at once, and documents, not trees); the
     documents again."""
+    from ..analysis.tree import build_tree
     from ..core.model import Document
     from ..output.pictures import write_pictures
+    from ..output.threadgroups import frame_text
 
     docs: List[Document] = [d for d in items if isinstance(d, Document)]
     if len(docs) < len(items):
         raise TfnativeError("--html and --speedscope draw 'stack --json' documents, not merged trees: give them "
                             "the documents")
     title = "tfnative merge: %d document%s" % (len(docs), "" if len(docs) == 1 else "s")
-    write_pictures(docs, title, html_path, speedscope_path, all_threads)
+    write_pictures(docs, build_tree(frame_text, docs, all_threads), title, html_path, speedscope_path, all_threads)
     return iter(docs)

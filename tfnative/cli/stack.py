@@ -58,10 +58,13 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
     if opts.json_path:
         report.write(doc, opts.json_path)
     if opts.html_path or opts.speedscope_path:
+        from ..analysis.tree import build_tree
         from ..output.pictures import write_pictures
+        from ..output.threadgroups import frame_text
 
         title = "tfnative stack: pid %s on %s: %s" % (doc.pid, doc.host or "localhost", " ".join(doc.argv)[:200])
-        write_pictures([doc], title, opts.html_path, opts.speedscope_path, all_threads=True)
+        write_pictures([doc], build_tree(frame_text, [doc], all_threads=True), title, opts.html_path,
+                       opts.speedscope_path, all_threads=True)
     return 0
 
 
@@ -81,11 +84,13 @@ def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) ->
     """``tfnative stack`` on several processes (``snapshot/many.py``: which, a snapshot each on a pool of
     threads); their verdicts across processes (``analysis/verdict.across``), a text block each and JSON Lines
     (``output/processes.py``), their merged tree (``--tree``) and pictures; the exit status."""
+    from ..analysis.tree import build_tree, reduce
     from ..analysis.verdict import across
     from ..errors import Interrupted, SignalGuard
     from ..output import mergetree, report
     from ..output.pictures import write_pictures
     from ..output.processes import report_all
+    from ..output.threadgroups import frame_text
     from ..snapshot.many import parse_labels, snapshot_all, targets
 
     tags = parse_labels(chosen.labels)
@@ -114,11 +119,11 @@ def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) ->
         doc.labels = dict(tags)
     status = report_all(outcomes, opts.json_path, printer, err, brief)
     if opts.tree_path:  # the processes as one tree (what a node of ``stack --slurm-job`` sends the head)
-        root = mergetree.reduce(docs, opts.all_threads)
+        root = reduce(frame_text, docs, opts.all_threads)
         write_output(opts.tree_path, mergetree.tree_json_text(root).encode() + b"\n")
     if opts.html_path or opts.speedscope_path:
-        write_pictures(docs, "tfnative stack: %d processes" % len(docs), opts.html_path, opts.speedscope_path,
-                       all_threads=True)
+        write_pictures(docs, build_tree(frame_text, docs, all_threads=True), "tfnative stack: %d processes"
+                       % len(docs), opts.html_path, opts.speedscope_path, all_threads=True)
     return status
 
 
@@ -135,9 +140,11 @@ def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, show
                     out: TextIO) -> int:
     """``tfnative stack --slurm-job JOBID``: every node's processes (``snapshot/slurm.py``), merged at the head
     and shown as ``merge`` shows them.  Its exit status."""
+    from ..analysis.tree import build_tree, reduce
     from ..core.model import Document
     from ..output import mergetree, report
     from ..output.pictures import write_pictures
+    from ..output.threadgroups import frame_text
     from ..snapshot.slurm import node_arguments, take_job
 
     folded, documents = shown.folded, shown.documents
@@ -145,16 +152,16 @@ def run_slurm_stack(job_id: str, remote: Optional[str], opts: StackOptions, show
     node_args, all_threads, json_path = node_arguments(opts, whole), opts.all_threads, opts.json_path
     job, items = take_job(job_id, remote, node_args, err)
     if not whole:  # the nodes' trees, merged at the head
-        mergetree.show(mergetree.reduce(items, all_threads), lambda line: out.write(line + "\n"), json_path,
+        mergetree.show(reduce(frame_text, items, all_threads), lambda line: out.write(line + "\n"), json_path,
                        folded=folded)
         return 0
     docs = [i for i in items if isinstance(i, Document)]
     if opts.html_path or opts.speedscope_path:
-        write_pictures(docs, "tfnative stack: Slurm job %s" % job.id, opts.html_path, opts.speedscope_path,
-                       all_threads=True)
+        write_pictures(docs, build_tree(frame_text, docs, all_threads=True), "tfnative stack: Slurm job %s"
+                       % job.id, opts.html_path, opts.speedscope_path, all_threads=True)
     if documents:
         write_output(documents, report.json_lines(docs))
-    mergetree.show(mergetree.reduce(docs, all_threads), lambda line: out.write(line + "\n"), json_path,
+    mergetree.show(reduce(frame_text, docs, all_threads), lambda line: out.write(line + "\n"), json_path,
                    folded=folded)
     return 0
 

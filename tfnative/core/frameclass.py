@@ -1,6 +1,6 @@
 """Which kind of frame a frame is (pure): the interpreter's call glue, the user's own code, TensorFlow's,
 the interpreter's, the system's.  Facts about the model's frames that analysis computes with and that the
-renderers show (``output/render.py`` takes them from here)."""
+renderers show (``analysis/frames.py`` marks the frames with them; ``output/`` reads the marks)."""
 
 import re
 from typing import Callable, Iterable, List, Optional, Sequence

@@ -313,6 +313,13 @@ class NativeFrame:
     variables: Optional[List[Json]] = None  # --locals, the user's own code with DWARF: [{"name", "repr", "arg"}...]
     level: Optional[int] = None  # internal: the frame's number in gdb's/the unwinder's stack
     start: Optional[int] = None  # internal: its function's entry address, where tfnative named it
+    # What the renderers show of it, decided by analysis (``analysis/frames.py``), never written: the
+    # interpreter's call glue (hidden by default), the part of an abort it delivers ("raise", "abort", "assert",
+    # "log", "terminate"), one of TensorFlow's own frames that the text folds in runs, the class a picture shows.
+    glue: bool = field(default=False, compare=False, repr=False)
+    abort: Optional[str] = field(default=None, compare=False, repr=False)
+    foldable: bool = field(default=False, compare=False, repr=False)
+    shown_class: Optional[str] = field(default=None, compare=False, repr=False)
 
     def capture_json(self) -> Json:
         """The frame as a capture carries it (MI, the session socket, ``tf-bt --json``): the internal
@@ -357,6 +364,11 @@ class PythonFrame:
     frame_class: Optional[str] = None
     source: Optional[str] = None
     eval_address: Optional[str] = None  # internal: the _PyEval_EvalFrameDefault frame it was merged at
+    # What the renderers show of it, decided by analysis (``analysis/frames.py``), never written: the user's own
+    # code (marked), one of TensorFlow's own frames that the text folds in runs, the class a picture shows.
+    user_code: bool = field(default=False, compare=False, repr=False)
+    foldable: bool = field(default=False, compare=False, repr=False)
+    shown_class: Optional[str] = field(default=None, compare=False, repr=False)
 
     def capture_json(self) -> Json:
         """The frame as a capture carries it (see ``NativeFrame.capture_json``)."""

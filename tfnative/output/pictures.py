@@ -7,17 +7,19 @@ import json
 from typing import Optional, Sequence
 
 from ..core.model import Document
+from ..core.treemodel import Node
 from ..files import write_output
 
 
-def write_pictures(docs: Sequence[Document], title: str, html_path: Optional[str] = None,
+def write_pictures(docs: Sequence[Document], root: Node, title: str, html_path: Optional[str] = None,
                    speedscope_path: Optional[str] = None, all_threads: bool = False) -> None:
     """Write the flame graph page of ``docs`` to ``html_path`` and their speedscope file to
-    ``speedscope_path`` (each where given; ``all_threads`` as ``merge --all-threads``)."""
+    ``speedscope_path`` (each where given; ``all_threads`` as ``merge --all-threads``).  ``root``: their tree
+    (``analysis/tree.build_tree``, with the same ``all_threads``), which also marked their glue."""
     if html_path:
         from .flamegraph import render_html
 
-        write_output(html_path, render_html(docs, title, all_threads).encode("utf-8"))
+        write_output(html_path, render_html(docs, root, title, all_threads).encode("utf-8"))
     if speedscope_path:
         from .speedscope import speedscope
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 from typing import Optional, Sequence, TextIO
 
 from ..core.model import Document, Outcome
+from ..core.treemodel import member_label
 from ..errors import TfnativeError
 from ..files import is_stdout, write_output
-from . import merge, report
+from . import report
 from .verdicttext import verdict_lines
 
 
 def process_title(doc: Document) -> str:
     """``process 123 worker:2 on host1: python3 train.py ...``: what a text block is about."""
-    label = merge.member_label(doc)
+    label = member_label(doc)
     argv = " ".join(doc.argv)
     if len(argv) > 200:
         argv = argv[:197] + "..."

@@ -1,95 +1,51 @@
-"""Text form of mixed stacks, and the frame filters it applies (pure).
+"""Text form of mixed stacks (pure).
 
 Shared by gdb's ``tf-bt`` and the ``tfnative`` CLI so that both print the
-same thing.  Frames and threads are those of the typed model (``model.py``).
+same thing.  Frames and threads are those of the typed model (``model.py``),
+as analysis marked them (``analysis/frames.py``: which frames fold, which
+deliver an abort, which are the user's): the text reads those marks and
+decides nothing of its own.
 """
 
-import re
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Union
 
 from ..core.elide import elided_text
-from ..core.frameclass import GCC_CLONE_RE
-from ..core.frameclass import GLUE_EXACT as GLUE_EXACT  # the renderers' names for them
-from ..core.frameclass import GLUE_NOT as GLUE_NOT
-from ..core.frameclass import GLUE_PREFIXES as GLUE_PREFIXES
-from ..core.frameclass import INTERPRETER_LIB_RE as INTERPRETER_LIB_RE
-from ..core.frameclass import frame_class as frame_class
-from ..core.frameclass import hide_glue as hide_glue
-from ..core.frameclass import is_glue as is_glue
-from ..core.frameclass import is_user_frame as is_user_frame
 from ..core.model import ElidedFrame, Frame, NativeFrame, Op, PythonFrame, Thread
 from .fit import compact_cpp, cut_line, cut_middle, cut_name, cut_path, wrap
 
-_LANDMARK_RE = re.compile(r"^(TFE?_\w+$|.*::Compute(Async)?\()")
-
-
-def is_landmark(frame: Frame) -> bool:
-    """Frames never folded: TensorFlow's C API entry points and kernel/device Compute calls."""
-    return isinstance(frame, NativeFrame) and bool(_LANDMARK_RE.match(frame.function or ""))
-
-
-# How a thread that aborts gets from the failed check to the signal: libc's raise/abort, assert's and
-# fortify's reporters, and the fatal logging of absl, tsl and TensorFlow (``LogMessageFatal``), C++'s
-# ``std::terminate``.  A run of them at the top of a thread is one line of the text.
-_RAISING = frozenset("""
-    raise gsignal abort pthread_kill __pthread_kill __pthread_kill_implementation __pthread_kill_internal
-    """.split())
-_ABORT_EXACT = _RAISING | frozenset("""
-    __assert_fail __assert_fail_base __assert_perror_fail __libc_message __libc_fatal __fortify_fail
-    __chk_fail __stack_chk_fail malloc_printerr
-    """.split())
-_FATAL_LOG_RE = re.compile(r"^(absl::(\w+::)?(raw_)?log_internal::|(tsl|tensorflow)::internal::LogMessage"
-                           r"|google::LogMessage)")
-# (``__cxa_throw`` is not one: it says where an exception came from, and stays in view.)
-_TERMINATE_RE = re.compile(r"^(std::terminate\b|__gnu_cxx::__verbose_terminate_handler|__cxxabiv1::__terminate"
-                           r"|std::__terminate)")
 MIN_ABORT_RUN = 3  # a shorter run is shown whole: one line of fold would hide nothing
-
-
-def _abort_part(frame: Frame) -> Optional[str]:
-    """Which part of an abort a native frame is: "raise", "abort" (libc's reporters), "log" (a fatal log
-    message), "terminate"; None for any other frame."""
-    if not isinstance(frame, NativeFrame):
-        return None
-    name = frame.function or ""
-    base = GCC_CLONE_RE.sub("", name.split("(", 1)[0].split("@", 1)[0].strip())
-    base = base[len("__GI_"):] if base.startswith("__GI_") else base
-    if base in _RAISING:
-        return "raise"
-    if base in _ABORT_EXACT:
-        return "abort"
-    if _FATAL_LOG_RE.match(base):
-        return "log"
-    if _TERMINATE_RE.match(base):
-        return "terminate"
-    return None
 
 
 def abort_run(frames: List[Frame]) -> int:
     """How many frames at the top of ``frames`` only deliver an abort (signal, abort(), a fatal log message,
-    ``std::terminate``); 0 unless they raise a signal."""
-    n = 0
-    while n < len(frames) and _abort_part(frames[n]) is not None:
-        n += 1
-    return n if any(_abort_part(f) == "raise" for f in frames[:n]) else 0
+    ``std::terminate``): those analysis gave their part in it (``NativeFrame.abort``)."""
+    for n, f in enumerate(frames):
+        if not isinstance(f, NativeFrame) or f.abort is None:
+            return n
+    return len(frames)
 
 
 def abort_text(frames: List[Frame]) -> str:
     """``... 6 frames of abort() and TensorFlow's fatal log ...``: a folded abort run, as one line."""
-    parts = {_abort_part(f) for f in frames}
+    parts = {f.abort for f in frames if isinstance(f, NativeFrame)}
     what = ["abort()"]
     if "log" in parts:
         what.append("TensorFlow's fatal log")
     if "terminate" in parts:
         what.append("std::terminate")
-    if any((f.function or "").startswith(("__assert", "__GI___assert")) for f in frames):
+    if "assert" in parts:
         what.append("a failed assert")
     said = what[0] if len(what) == 1 else ", ".join(what[:-1]) + " and " + what[-1]
     return "... %d frames of %s ..." % (len(frames), said)
 
 
+def _foldable(frame: Frame) -> bool:
+    return isinstance(frame, (NativeFrame, PythonFrame)) and frame.foldable
+
+
 def fold_plan(frames: List[Frame], keep_head: int = 2, keep_tail: int = 2, min_run: int = 8) -> List[Any]:
-    """Indices to print, with ``("fold", n)`` markers for runs of TensorFlow-internal frames.
+    """Indices to print, with ``("fold", n)`` markers for runs of TensorFlow-internal frames (those analysis
+    made ``foldable``).
 
     Runs shorter than ``min_run`` are shown whole; of a longer run, the first
     two frames (where the thread is) and the last two (where TensorFlow was
@@ -105,17 +61,12 @@ def fold_plan(frames: List[Frame], keep_head: int = 2, keep_tail: int = 2, min_r
         out.append(("fold", top, abort_text(frames[:top])))
         i = top
     while i < n:
-        cls = frame_class(frames[i])
-        if not cls.startswith("tensorflow"):
-            out.append(i)
-            i += 1
-            continue
-        if is_landmark(frames[i]):
+        if not _foldable(frames[i]):
             out.append(i)
             i += 1
             continue
         j = i
-        while j < n and frame_class(frames[j]).startswith("tensorflow") and not is_landmark(frames[j]):
+        while j < n and _foldable(frames[j]):
             j += 1
         run = list(range(i, j))
         if len(run) >= min_run:
@@ -156,7 +107,7 @@ def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = Fals
     if isinstance(f, ElidedFrame):
         return cut_line("       %s" % elided_text(f), width)
     if isinstance(f, PythonFrame):
-        mark = "  <-- your code" if f.user or is_user_frame(f) else ""
+        mark = "  <-- your code" if f.user_code else ""
         conv = f.converted
         if conv:
             mark += "  [AutoGraph" + (": ran as %s at %s:%s]" % (conv.get("function"), conv.get("file"),
@@ -264,7 +215,7 @@ def cxx_exception_line(exc: Dict[str, Any]) -> str:
 def is_marked(frame: Frame) -> bool:
     """A frame the text points at in its left margin (``>``): the user's code, a kernel with its op."""
     if isinstance(frame, PythonFrame):
-        return bool(frame.user or is_user_frame(frame))
+        return frame.user_code
     return isinstance(frame, NativeFrame) and (bool(frame.op) or frame.frame_class == "user")
 
 

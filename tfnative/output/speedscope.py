@@ -1,7 +1,8 @@
 """``stack`` documents in speedscope's file format (https://www.speedscope.app/file-format-schema.json) (pure).
 
 One "sampled" profile per process (document), named by its member label as ``merge`` names it; each
-thread's stack is one sample of weight 1, outermost frame first, interpreter glue hidden as in the text.
+thread's stack is one sample of weight 1, outermost frame first, interpreter glue hidden as in the text (the
+frames analysis marked ``glue``).
 Frames are shared by all profiles: ``name`` (a Python function; a native function with the op it runs;
 ``?? in LIBRARY`` for a native frame without a name), ``file`` (a Python file, a native frame's source file,
 else its library) and ``line`` where known.
@@ -14,8 +15,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .. import __version__
 from ..core.model import Document, ElidedFrame, Frame, NativeFrame
 from ..core.rankset import NO_DOCUMENTS
+from ..core.treemodel import member_names
 from ..errors import TfnativeError
-from . import merge, render
+from . import render
 
 Json = Dict[str, Any]
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
@@ -71,12 +73,12 @@ def speedscope(docs: Sequence[Document], all_threads: bool = False, name: Option
         raise TfnativeError(NO_DOCUMENTS)
     frames = _Frames()
     profiles: List[Json] = []
-    for doc, label in zip(docs, merge.member_names(list(docs))):
+    for doc, label in zip(docs, member_names(list(docs))):
         samples: List[List[int]] = []
         for t in doc.threads():
             if not (all_threads or t.runs_python()):
                 continue
-            stack = [frames.of(f) for f in reversed(render.hide_glue(t.frames))]
+            stack = [frames.of(f) for f in reversed(t.frames) if not (isinstance(f, NativeFrame) and f.glue)]
             if stack:
                 samples.append(stack)
         profiles.append({"type": "sampled", "name": profile_name(doc, label), "unit": "none", "startValue": 0,

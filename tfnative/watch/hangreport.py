@@ -4,9 +4,9 @@ A hang: one held snapshot of every process of the job at one moment (``take_all`
 ``snapshots``, all held together, or ``many.snapshot_all`` over ``stack``'s ``process.capture_process``), each
 document's event of kind ``"hang"`` with the ``triage`` ``stack`` gives (the wait-for graph and the verdict,
 across the processes: ``verdict.across``; said by ``processes.report_all``), and for several processes their
-merged tree with the outlier named (``output/merge.py``).  Printed on ``out``; ``--json FILE``: the report's
-JSON Lines (the latest report); ``--out DIR``: ``hang-N.txt``, ``hang-N.jsonl`` and ``hang-N.html`` for the N-th
-report.
+merged tree with the outlier named (``analysis/tree.py``, written by ``output/merge.py``).  Printed on ``out``;
+``--json FILE``: the report's JSON Lines (the latest report); ``--out DIR``: ``hang-N.txt``, ``hang-N.jsonl`` and
+``hang-N.html`` for the N-th report.
 """
 
 from __future__ import annotations
@@ -15,14 +15,18 @@ import io
 import os
 from typing import Callable, List, Optional, Sequence, TextIO
 
+from ..analysis.frames import mark_documents
+from ..analysis.tree import build_tree, first_outlier
 from ..analysis.verdict import across
 from ..core.model import Document, Outcome, PythonFrame
 from ..core.rankset import compress
+from ..core.treemodel import Node
 from ..errors import TfnativeError
 from ..files import write_output
 from ..output import merge, report
 from ..output.pictures import write_pictures
 from ..output.processes import process_title, report_all
+from ..output.threadgroups import frame_text
 from ..output.verdicttext import verdict_lines
 from .options import WatchOptions
 
@@ -30,33 +34,24 @@ Take = Callable[[int], Document]
 
 
 
-def outlier_of(docs: Sequence[Document]) -> Optional[str]:
-    """The process (or processes) whose stacks leave the others' first in the merged tree: ``rank:2``; None
-    where all agree or there is one process.  Where some processes are ranks of a TensorFlow cluster
-    (``TF_CONFIG``'s task) and others not (a launcher waiting for them), among the ranks only."""
+def outlier_text(docs: Sequence[Document], root: Node) -> Optional[str]:
+    """The process (or processes) whose stacks leave the others' first in the merged tree ``root`` of ``docs``
+    (analysis's ``first_outlier``), in words: ``rank:2 (rank 2 on node n1 ...), at step at train.py:20``; None
+    where all agree.  Where some processes are ranks of a TensorFlow cluster (``TF_CONFIG``'s task) and others
+    not (a launcher waiting for them), among the ranks only."""
     ranks = [d for d in docs if d.task is not None]  # a job's ranks (TF_CONFIG): a launcher beside them is none
-    if len(ranks) >= 2 and len(ranks) < len(docs):
-        docs = ranks
-    if len(docs) < 2:
+    if 2 <= len(ranks) < len(docs):
+        root = build_tree(frame_text, ranks)
+    odd = first_outlier(root)
+    if odd is None:
         return None
-    try:
-        root = merge.build_tree(docs)
-    except TfnativeError:
-        return None
-    todo = [root]
-    while todo:  # breadth first: the highest place where one branch has fewer members than its siblings
-        node = todo.pop(0)
-        odd = merge.outlier(node)
-        if odd is not None:
-            who = compress(odd.members)
-            place = next((merge.where(p) for p in root.processes if p["label"] in odd.members
-                          and merge.where(p)), None) if len(odd.members) == 1 else None
-            return "%s%s, at %s" % (who, " (%s)" % place if place else "", _place(odd))
-        todo.extend(node.children.values())
-    return None
+    who = compress(odd.members)
+    place = next((merge.where(p) for p in root.processes if p["label"] in odd.members
+                  and merge.where(p)), None) if len(odd.members) == 1 else None
+    return "%s%s, at %s" % (who, " (%s)" % place if place else "", _place(odd))
 
 
-def _place(node: merge.Node) -> str:
+def _place(node: Node) -> str:
     """Where a branch of the tree starts: ``rank at train.py:76`` for a Python frame, else the frame's text."""
     frame = node.frame
     if isinstance(frame, PythonFrame):
@@ -79,6 +74,7 @@ def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, number: int, head
     """Print and write the ``number``-th hang report of ``outcomes`` (the processes' documents, taken at one
     moment, here or on the nodes of a Slurm job); its documents (empty when none could be read)."""
     docs = [o.doc for o in outcomes if o.doc is not None]
+    mark_documents(docs)  # documents a node sent back are marked as the renderers show them, as ours are
     for doc in docs:
         for event in doc.events:
             event.kind = "hang"
@@ -93,10 +89,11 @@ def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, number: int, head
         err.write("tfnative: watch: %s\n" % exc)
         err.flush()
         return []
-    odd = outlier_of(docs)
-    if len(docs) > 1:
+    merged = build_tree(frame_text, docs) if len(docs) > 1 else None
+    odd = outlier_text(docs, merged) if merged is not None else None
+    if merged is not None:
         text.write("\n##### the job's %d processes merged\n" % len(docs))
-        text.write("".join(line + "\n" for line in merge.text_lines(merge.build_tree(docs))))
+        text.write("".join(line + "\n" for line in merge.text_lines(merged)))
     if odd:
         text.write("tfnative: watch: the outlier: %s\n" % odd)
     out.write(text.getvalue())
@@ -108,7 +105,8 @@ def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, number: int, head
         base = os.path.join(opts.out_dir, "hang-%d" % number)
         write_output(base + ".txt", text.getvalue().encode("utf-8"))
         write_output(base + ".jsonl", lines)
-        write_pictures(docs, "tfnative watch: hang %d: %s" % (number, headline)[:200], html_path=base + ".html",
+        write_pictures(docs, build_tree(frame_text, docs, all_threads=True),
+                       "tfnative watch: hang %d: %s" % (number, headline)[:200], html_path=base + ".html",
                        all_threads=True)
     return docs
 

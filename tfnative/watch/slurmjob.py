@@ -36,10 +36,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, TextIO, Tuple
 
+from ..analysis.tree import build_tree
 from ..core import docread
 from ..core.model import Document, Outcome
 from ..errors import Interrupted, SignalGuard, TfnativeError, start_thread
 from ..output import merge
+from ..output.threadgroups import frame_text
 from ..snapshot import slurm
 from . import hangreport
 from .crashwatch import show_crash
@@ -252,7 +254,7 @@ class Head:
         if missing:
             self.say("no report from node%s %s" % ("" if len(missing) == 1 else "s", ", ".join(missing)))
         docs = [o.doc for o in outcomes if o.doc is not None]
-        key = tuple(merge.text_lines(merge.build_tree(docs))) if docs else None
+        key = tuple(merge.text_lines(build_tree(frame_text, docs))) if docs else None
         if key is not None and key == self.last_report:
             self.say("still hung, at the stacks of the last report")
         elif outcomes:
