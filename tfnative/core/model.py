@@ -131,9 +131,38 @@ def _write(obj: Any, keys: Sequence[_Key], wire: bool = False, order: Optional[S
     return out
 
 
+class _ReadPlan:
+    """How a key table reads: the plain keys (read as they are, None where absent: most keys of a frame, and most
+    are absent) by one pass over the keys the JSON has, the others (loaded, or required) one by one."""
+
+    __slots__ = ("absent", "plain", "loaded")
+
+    def __init__(self, keys: Sequence[_Key]) -> None:
+        plain = [k for k in keys if k.read and not k.required and k.load is _same]
+        self.absent: Json = {k.attr: None for k in plain}
+        self.plain: Dict[str, str] = {k.key: k.attr for k in plain}
+        self.loaded = [(k.attr, k.key, k.load, k.required) for k in keys
+                       if k.read and (k.required or k.load is not _same)]
+
+
+_PLANS: Dict[int, _ReadPlan] = {}  # id of a key table (a module's constant) -> its plan
+
+
 def _read(keys: Sequence[_Key], d: Json) -> Json:
-    """The attributes (keyword arguments of the class) that JSON ``d`` gives, by the key table."""
-    return {k.attr: k.load(d[k.key] if k.required else d.get(k.key)) for k in keys if k.read}
+    """The attributes (keyword arguments of the class) that JSON ``d`` gives, by the key table: each key's
+    ``load`` of its value (of None where absent); a required key's absence is a KeyError."""
+    plan = _PLANS.get(id(keys))
+    if plan is None:
+        plan = _PLANS[id(keys)] = _ReadPlan(keys)
+    out = plan.absent.copy()
+    plain = plan.plain
+    for key, value in d.items():
+        attr = plain.get(key)
+        if attr is not None:
+            out[attr] = value
+    for attr, key, load, required in plan.loaded:
+        out[attr] = load(d[key] if required else d.get(key))
+    return out
 
 
 def _optional(load: Callable[[Any], Any]) -> Callable[[Any], Any]:
