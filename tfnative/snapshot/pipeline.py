@@ -50,6 +50,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 from ..core import kstate, locks, procfs, ranks
 from ..core.cfi import RSP, CfiError, Frame, Unwinder
 from ..core.executors import pool_summary, unnamed_workers
+from ..core.kernelinputs import InputsReader
 from ..core.memory import UnwindMemory
 from ..core.model import Capture, NativeFrame
 from ..core.opkernel import OpKernelReader
@@ -457,7 +458,7 @@ def stacks(source: Source, which: Threads, selected: Optional[int] = None, varia
         result.warnings.extend("%s has debug info only gdb reads: its frames are named from its symbol table, "
                                "without source lines" % path for path in lined)
     name_frames([(s.frames, s.named) for s in found])
-    _add_threads(source.memory, prep, pythreads, listed, found, late_tids)
+    _add_threads(source.memory, prep, pythreads, listed, found, late_tids, selected)
     if prep.reader is not None and any(_COLLECTIVE_RE.search(f.function or "") for t in result.threads
                                        for f in t.frames if isinstance(f, NativeFrame)):
         try:  # the cluster a worker waits for, where the program set TF_CONFIG itself
@@ -547,8 +548,9 @@ def _described(fr: Frame[Library]) -> bool:
 
 
 def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads, listed: List[ThreadRegs],
-                 found: List[_Unwound], late_tids: Set[int]) -> None:
-    """The unwound threads, with their ops, lock waits and C++ exceptions, into ``prep.result``."""
+                 found: List[_Unwound], late_tids: Set[int], selected: Optional[int] = None) -> None:
+    """The unwound threads, with their ops, lock waits and C++ exceptions, into ``prep.result``; the
+    innermost kernel of the thread that stopped (``selected``: a crash, a core's signal) with its inputs."""
     reader, inner = prep.reader, prep.inner
     kernels = OpKernelReader(memory)
     tids = [tid for tid, _name, _regs in listed]
@@ -557,7 +559,7 @@ def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads
     runtimes = cxx_runtimes(prep.libs)
     thread_pointers = {tid: regs.get("fs_base") for tid, _n, regs in listed}
     for tid, name, frames, named, py, cut in found:
-        add_ops(memory, frames, named, kernels)
+        add_ops(memory, frames, named, kernels, InputsReader(memory) if tid == selected else None)
         thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
         thread.lock_wait = after_release(memory, lock_wait, memory, reader, thread, py, regs_of[tid], tids, idents,
                                          (named, frames))
