@@ -50,7 +50,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .memory import USER_SPACE_END, Memory
 from .model import Event, NativeFrame
-from .opkernel import CALLEE_SAVED, FrameContext, stack_words
+from .opkernel import CALLEE_SAVED, FrameContext, OpKernelReader, op_of_frame, stack_words
 
 MAX_INPUTS = 1024  # no op has more; a longer "span" is not one
 MAX_RANK = 254  # TensorShapeRep: 255 is kUnknownRank
@@ -342,6 +342,15 @@ def read_inputs(reader: InputsReader, frame: FrameContext, kernel: int) -> Dict[
             entry = {"unread": str(exc)}
         inputs.append(entry)
     return {"inputs": inputs}
+
+
+def op_with_inputs(kernels: OpKernelReader, frame: FrameContext, device: bool, inputs: bool
+                   ) -> Optional[Dict[str, Any]]:
+    """``opkernel.op_of_frame``; with ``inputs``, a kernel's (not a device's) inputs too (``read_inputs``)."""
+    op: Optional[Dict[str, Any]] = op_of_frame(kernels, frame, device=device)
+    if op and inputs and not device:
+        op = dict(op, **read_inputs(InputsReader(kernels.mem), frame, int(op["kernel"], 16)))
+    return op
 
 
 def input_label(entry: Dict[str, Any]) -> str:

@@ -4,15 +4,15 @@ kernel frames given their op (``snapshot/pipeline.py``'s part after the unwind).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..core import frameclass
 from ..core.cfi import DWARF_REGS, Frame
 from ..core.elfindex import display_names
-from ..core.kernelinputs import InputsReader, read_inputs
+from ..core.kernelinputs import op_with_inputs
 from ..core.memory import Memory
 from ..core.model import NativeFrame, Op
-from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
+from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames
 from ..core.threads import SIGNAL_FRAME
 from ..sources.modules import Library
 
@@ -70,7 +70,7 @@ def name_frames(threads: List[Tuple[List[Frame[Library]], List[NativeFrame]]]) -
 
 
 def add_ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFrame], kernels: OpKernelReader,
-            inputs: Optional[InputsReader] = None) -> None:
+            inputs: bool = False) -> None:
     """The op of each kernel and device frame; with ``inputs`` (the thread that stopped), the innermost
     kernel's inputs too (``core/kernelinputs.py``)."""
     for d, device in op_frames(named):
@@ -82,10 +82,8 @@ def add_ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFram
             if not high and k < len(frames):
                 high = frames[k].regs.get(7, 0)
         context = FrameContext(d.start or 0, frames[level].pc, level, regs, caller, regs.get("rsp") or 0, high)
-        op: Optional[Dict[str, Any]] = op_of_frame(kernels, context, device=device)
-        if op and inputs is not None and not device:
-            op = dict(op, **read_inputs(inputs, context, int(op["kernel"], 16)))
-            inputs = None  # the innermost kernel's alone
+        op = op_with_inputs(kernels, context, device, inputs and not device)
+        inputs = inputs and device  # the innermost kernel's alone
         if op:
             d.op = Op.from_json(op)
     inherit_device_ops(named)

@@ -50,7 +50,6 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 from ..core import kstate, locks, procfs, ranks
 from ..core.cfi import RSP, CfiError, Frame, Unwinder
 from ..core.executors import pool_summary, unnamed_workers
-from ..core.kernelinputs import InputsReader
 from ..core.memory import UnwindMemory
 from ..core.model import Capture, NativeFrame
 from ..core.opkernel import OpKernelReader
@@ -559,7 +558,7 @@ def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads
     runtimes = cxx_runtimes(prep.libs)
     thread_pointers = {tid: regs.get("fs_base") for tid, _n, regs in listed}
     for tid, name, frames, named, py, cut in found:
-        add_ops(memory, frames, named, kernels, InputsReader(memory) if tid == selected else None)
+        add_ops(memory, frames, named, kernels, inputs=tid == selected)
         thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
         thread.lock_wait = after_release(memory, lock_wait, memory, reader, thread, py, regs_of[tid], tids, idents,
                                          (named, frames))
