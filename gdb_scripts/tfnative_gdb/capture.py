@@ -21,6 +21,7 @@ from tfnative.core.debugfiles import DEBUG_DIR, find_debug_file
 from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
 from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.frameclass import library_class
+from tfnative.core.kernelinputs import op_with_inputs
 from tfnative.core.libfacts import links_tensorflow
 from tfnative.core.memory import USER_SPACE_END, Memory
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
@@ -30,7 +31,6 @@ from tfnative.core.opkernel import (
     OpKernelReader,
     inherit_device_ops,
     op_frames,
-    op_of_frame,
 )
 from tfnative.core.pyframes import PythonReader, open_reader
 from tfnative.core.threadnames import thread_names
@@ -494,13 +494,13 @@ def register_value(frame: gdb.Frame, name: str) -> Optional[int]:
 
 
 def op_context(lwp: int, level: int, start: int, device: bool = False,
-               kernels: Optional[OpKernelReader] = None) -> Optional[Dict[str, str]]:
+               kernels: Optional[OpKernelReader] = None, inputs: bool = False) -> Optional[Dict[str, Any]]:
     """``{"type", "name", "kernel"}`` of the op a native frame runs, or None.
 
     ``start`` is the entry address of the frame's function (0: ask gdb).
     For a kernel's ``Compute``, the OpKernel is the object whose vtable holds
     that function; for a device's ``Compute`` (``device``), it is the first
-    argument at the function's entry (``rsi``).
+    argument at the function's entry (``rsi``); ``inputs``: a kernel's inputs too (``core/kernelinputs.py``).
     """
     thread = next((t for t in gdb.selected_inferior().threads() if t.ptid[1] == lwp), None)
     if thread is None:
@@ -508,10 +508,10 @@ def op_context(lwp: int, level: int, start: int, device: bool = False,
     kernels = kernels or OpKernelReader(GdbMemory(gdb.selected_inferior()))
     with _selection_kept():
         thread.switch()
-        return _op_of(kernels, level, start, device)
+        return _op_of(kernels, level, start, device, inputs)
 
 
-def _op_of(kernels: OpKernelReader, level: int, start: int, device: bool) -> Optional[Dict[str, str]]:
+def _op_of(kernels: OpKernelReader, level: int, start: int, device: bool, inputs: bool) -> Optional[Dict[str, Any]]:
     """``op_context`` for frame ``level`` of the selected thread."""
     try:
         frame = gdb.newest_frame()
@@ -530,7 +530,7 @@ def _op_of(kernels: OpKernelReader, level: int, start: int, device: bool) -> Opt
         names = CALLEE_SAVED + ("rdi", "rsi")
         context = FrameContext(start, frame.pc(), level, frame_registers(frame, names),
                                frame_registers(caller, names), register_value(frame, "rsp") or 0, high)
-        return op_of_frame(kernels, context, device=device)
+        return op_with_inputs(kernels, context, device, inputs)
     except (gdb.error, RuntimeError):
         return None
 

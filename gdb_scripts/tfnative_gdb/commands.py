@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Callable, Dict, List, Optional, Tuple, TypedDict
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypedDict
 
 import gdb
 
@@ -108,7 +108,8 @@ if hasattr(gdb, "MICommand"):
             return {"json": json.dumps(result)}
 
     class MiOpContext(gdb.MICommand):
-        """-tfnative-op-context LWP:LEVEL:START[:device]...: the op each of those frames runs (JSON list).
+        """-tfnative-op-context LWP:LEVEL:START[:device|:inputs]...: the op each of those frames runs (JSON list);
+        ``inputs``: a kernel's inputs too (``core/kernelinputs.py``).
 
         START is the entry address of the frame's function (0: ask gdb); the
         answer has one entry per request, ``{"type", "name", "kernel"}`` or null.
@@ -119,14 +120,15 @@ if hasattr(gdb, "MICommand"):
 
         def invoke(self, argv: List[str]) -> Dict[str, str]:
             kernels = OpKernelReader(GdbMemory(gdb.selected_inferior()))
-            out: List[Optional[Dict[str, str]]] = []
+            out: List[Optional[Dict[str, Any]]] = []
             for req in argv:
                 parts = req.split(":")
                 try:
                     lwp, level, start = int(parts[0]), int(parts[1]), int(parts[2], 0)
                 except (IndexError, ValueError):
                     raise gdb.GdbError("-tfnative-op-context: bad request %r (LWP:LEVEL:START[:device])" % req)
-                out.append(op_context(lwp, level, start, device="device" in parts[3:], kernels=kernels))
+                out.append(op_context(lwp, level, start, device="device" in parts[3:], kernels=kernels,
+                                      inputs="inputs" in parts[3:]))
             return {"json": json.dumps(out)}
 
     class MiStackCode(gdb.MICommand):

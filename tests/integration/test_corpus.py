@@ -28,6 +28,8 @@ from typing import NamedTuple, Optional, Tuple
 import psutil
 import pytest
 
+from tfnative.core.kernelinputs import input_label
+
 from ..utils import ROOT, line_of, load_json, requires_gdb, requires_tf, run_tfnative
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf]
@@ -259,3 +261,43 @@ def test_where_the_op_ran(runs, name, mode):
     else:
         assert fn is not None and fn.get("python_function") == case.function, "triage.tf_function = %r; %s" % (
             fn, line)
+
+
+# The inputs the script gives the crashing op (issue #45), as the report's line names them
+# (``core/kernelinputs.input_label``: dtype[shape], a small integer input with its values), in the op's order.
+_LSTM = ("int64[]=5", "float32[1,1,1]", "float32[1,1]", "float32[1,1]", "float32[2,4]", "float32[1]",
+         "float32[1]", "float32[1]", "float32[4]") + ("float32[1,1,1]",) * 9
+_RESHAPE = ("float32[5]", "int32[5]=[0,1879048192,100000000,1610612736,-1]")
+INPUTS = {
+    "lrn_grad_eager": ("float32[0,0,0,0]", "float32[0,0,0,0]", "float32[0]"),
+    "reshape_fpe_eager": _RESHAPE,
+    "block_lstm_grad_eager": _LSTM,
+    "fused_pad_conv2d_eager": ("float32[3,2]", "int32[4,2]=[0,0,1,1,1,1,0,0]", "float32[3,3,1,1]"),
+    "conv2d_function": ("float32[3]", "float32[13,8,5,14]"),
+    "tensor_scatter_max_function": ("float64[1,10,4]", "int64[1,1,1]=[0]", "float64[1]"),
+    "block_lstm_grad_data_map": _LSTM,
+    "reshape_fpe_data_map": _RESHAPE,
+}
+# Where no kernel frame is left on the stack, there is no context to read the inputs from.
+NO_KERNEL_FRAME = {
+    "audio_spectrogram_eager": "Spectrogram::Initialize's std::length_error unwound the kernel's frame before "
+                               "the SIGSEGV: the op is named from its Python wrapper, no OpKernelContext is left",
+    "interleave_data": "the std::bad_alloc unwound MakeIterator's kernel frame before the SIGSEGV: the op is "
+                       "named from its Python wrapper, no OpKernelContext is left",
+}
+INPUT_RUNS = [pytest.param(name, mode, id="%s-%s" % (name, mode), marks=(
+    [pytest.mark.xfail(reason=NO_KERNEL_FRAME[name], strict=True)] if name in NO_KERNEL_FRAME else []))
+    for name, mode in RUNS]
+
+
+@pytest.mark.parametrize("name,mode", INPUT_RUNS)
+def test_the_ops_inputs(runs, name, mode):
+    """The crashing kernel's inputs read from memory (dtype, shape, small integer values), in the triage's op
+    and the line under the crash, as the script passes them."""
+    want = INPUTS.get(name)
+    doc, text = runs.report(name, mode)
+    op = doc["triage"].get("op") or {}
+    got = tuple(input_label(e) for e in op.get("inputs") or [])
+    assert want is not None and got == want, "triage.op = %r" % op
+    line = "op %s(%s)" % (op["type"], ", ".join(want))
+    assert line in text.splitlines(), text[-3000:]

@@ -63,7 +63,8 @@ Spec = Union[str, _Any, _Obj, _List, _Map, _ByKey]
 # -- the schema (docs/json-schema.md) ------------------------------------------------------------------------
 _PLACE = _Obj({"function": STR, "file": STR, "line": INT})
 _TF_FUNCTION = _Obj({"name": STR, "python_function": STR, "called_by": INT, "how": STR}, required=["name"])
-_OP = _Obj({"type": STR, "name": STR, "kernel": STR, "kernel_type": STR})
+_INPUT = _Obj({"dtype": STR, "shape": _List(INT), "values": _List(ANY), "ref": BOOL, "unread": STR})
+_OP = _Obj({"type": STR, "name": STR, "kernel": STR, "kernel_type": STR, "inputs": _List(_INPUT), "inputs_unread": STR})
 FRAME_KINDS = ("native", "python", "elided")
 _FRAME = _Obj({
     "kind": STR, "function": STR, "file": STR, "line": INT, "library": STR, "address": STR, "inline": BOOL,
@@ -91,7 +92,8 @@ _HANG = _Obj({
 _EVENT_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "from_xla": _List(STR),
                   "created_at": _List(_FRAME), "forward": _Obj({"type": STR, "name": STR, "created_at": ANY})})
 _TRIAGE_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "from_xla": _List(STR),
-                   "created_at": _PLACE, "forward": ANY})  # the user's line alone, not the creation stack
+                   "created_at": _PLACE, "forward": ANY, "inputs": _List(_INPUT),
+                   "inputs_unread": STR})  # the user's line alone, not the creation stack
 _CRASH = _Obj({
     "breakpoints": _Map(INT), "signal": STR, "handled_signals": _List(STR), "numerics": INT,
     "nearest_user_frame": _PLACE, "tf_function": _TF_FUNCTION, "dumps": INT, "children_killed": _List(STR),

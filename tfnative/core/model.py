@@ -180,6 +180,8 @@ class Op:
     name: Optional[str] = None  # the node's name
     kernel_type: Optional[str] = None  # oneDNN's rewrite: the type the kernel itself carries (_MklMatMul)
     kernel: Optional[str] = None  # "0x%x": the OpKernel's address
+    inputs: Optional[List[Json]] = None  # the crashing kernel's: [{"dtype", "shape", "values"?} | {"unread"}...]
+    inputs_unread: Optional[str] = None  # why its inputs were not read (core/kernelinputs.py)
 
     def to_json(self) -> Json:
         return _write(self, _OP_KEYS)
@@ -189,7 +191,8 @@ class Op:
         return cls(**_read(_OP_KEYS, d))
 
 
-_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"))
+_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
+            _k("inputs_unread"))
 
 
 @dataclass(slots=True)

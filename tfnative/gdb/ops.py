@@ -188,9 +188,12 @@ def annotate(gdb: Gdb, capture: Capture) -> None:
     """
     requests: List[Tuple[Any, str]] = []
     for t in capture.threads:
+        inputs = t.tid == capture.selected_tid  # the thread that stopped: its innermost kernel's inputs too
         for f, device in op_frames(t.frames):
             start = f.start or 0
-            requests.append((f, "%d:%d:0x%x%s" % (t.tid, f.level or 0, start, ":device" if device else "")))
+            flag = ":device" if device else ":inputs" if inputs else ""
+            inputs = inputs and device
+            requests.append((f, "%d:%d:0x%x%s" % (t.tid, f.level or 0, start, flag)))
     if not requests:
         return
     try:

@@ -13,6 +13,7 @@ import re
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, NamedTuple, Optional, Set, TextIO
 
 from ..core import kstate, model
+from ..core.kernelinputs import crash_inputs_line
 from ..core.model import CrashSummary, Document, Event, Thread, thread_label
 from ..files import write_output
 from . import render, threadgroups
@@ -431,6 +432,9 @@ class Printer:
             lines.append("The interpreter is shutting down (Py_FinalizeEx has begun).")
         if event.log:
             lines.extend(wrap("TensorFlow's log: %s" % event.log, width, sep=" "))
+        inputs = crash_inputs_line(event)  # the crashing kernel's op and its inputs (issue #45)
+        if inputs:
+            lines.extend(wrap(inputs, width, sep=" "))
         for lib in event.no_debug_info or []:
             lines.extend(wrap(no_debug_info_line(lib), width, sep=" "))
         lines.extend(op_lines(event, self.full, width))

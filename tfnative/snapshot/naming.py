@@ -9,9 +9,10 @@ from typing import Callable, Dict, List, Optional, Tuple
 from ..core import frameclass
 from ..core.cfi import DWARF_REGS, Frame
 from ..core.elfindex import display_names
+from ..core.kernelinputs import op_with_inputs
 from ..core.memory import Memory
 from ..core.model import NativeFrame, Op
-from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames, op_of_frame
+from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames
 from ..core.threads import SIGNAL_FRAME
 from ..sources.modules import Library
 
@@ -68,7 +69,10 @@ def name_frames(threads: List[Tuple[List[Frame[Library]], List[NativeFrame]]]) -
         d.function = name
 
 
-def add_ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFrame], kernels: OpKernelReader) -> None:
+def add_ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFrame], kernels: OpKernelReader,
+            inputs: bool = False) -> None:
+    """The op of each kernel and device frame; with ``inputs`` (the thread that stopped), the innermost
+    kernel's inputs too (``core/kernelinputs.py``)."""
     for d, device in op_frames(named):
         level = d.level or 0
         regs = _named(frames[level].regs)
@@ -77,8 +81,9 @@ def add_ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFram
         for k in (level + 2, level + 1):
             if not high and k < len(frames):
                 high = frames[k].regs.get(7, 0)
-        op = op_of_frame(kernels, FrameContext(d.start or 0, frames[level].pc, level, regs, caller,
-                                               regs.get("rsp") or 0, high), device=device)
+        context = FrameContext(d.start or 0, frames[level].pc, level, regs, caller, regs.get("rsp") or 0, high)
+        op = op_with_inputs(kernels, context, device, inputs and not device)
+        inputs = inputs and device  # the innermost kernel's alone
         if op:
             d.op = Op.from_json(op)
     inherit_device_ops(named)

@@ -457,7 +457,7 @@ def stacks(source: Source, which: Threads, selected: Optional[int] = None, varia
         result.warnings.extend("%s has debug info only gdb reads: its frames are named from its symbol table, "
                                "without source lines" % path for path in lined)
     name_frames([(s.frames, s.named) for s in found])
-    _add_threads(source.memory, prep, pythreads, listed, found, late_tids)
+    _add_threads(source.memory, prep, pythreads, listed, found, late_tids, selected)
     if prep.reader is not None and any(_COLLECTIVE_RE.search(f.function or "") for t in result.threads
                                        for f in t.frames if isinstance(f, NativeFrame)):
         try:  # the cluster a worker waits for, where the program set TF_CONFIG itself
@@ -547,8 +547,9 @@ def _described(fr: Frame[Library]) -> bool:
 
 
 def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads, listed: List[ThreadRegs],
-                 found: List[_Unwound], late_tids: Set[int]) -> None:
-    """The unwound threads, with their ops, lock waits and C++ exceptions, into ``prep.result``."""
+                 found: List[_Unwound], late_tids: Set[int], selected: Optional[int] = None) -> None:
+    """The unwound threads, with their ops, lock waits and C++ exceptions, into ``prep.result``; the
+    innermost kernel of the thread that stopped (``selected``: a crash, a core's signal) with its inputs."""
     reader, inner = prep.reader, prep.inner
     kernels = OpKernelReader(memory)
     tids = [tid for tid, _name, _regs in listed]
@@ -557,7 +558,7 @@ def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads
     runtimes = cxx_runtimes(prep.libs)
     thread_pointers = {tid: regs.get("fs_base") for tid, _n, regs in listed}
     for tid, name, frames, named, py, cut in found:
-        add_ops(memory, frames, named, kernels)
+        add_ops(memory, frames, named, kernels, inputs=tid == selected)
         thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
         thread.lock_wait = after_release(memory, lock_wait, memory, reader, thread, py, regs_of[tid], tids, idents,
                                          (named, frames))
