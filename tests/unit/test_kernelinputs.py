@@ -7,8 +7,9 @@ from __future__ import annotations
 import struct
 from typing import List, Optional, Sequence, Tuple
 
-from tfnative.core.kernelinputs import InputsReader, input_label, inputs_line, read_inputs
+from tfnative.core.kernelinputs import InputsReader, read_inputs
 from tfnative.core.opkernel import FrameContext
+from tfnative.output.opinputs import input_label, inputs_line
 
 from .fakemem import FakeMemory
 

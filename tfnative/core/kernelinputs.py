@@ -49,7 +49,6 @@ import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .memory import USER_SPACE_END, Memory
-from .model import Event, NativeFrame
 from .opkernel import CALLEE_SAVED, FrameContext, OpKernelReader, op_of_frame, stack_words
 
 MAX_INPUTS = 1024  # no op has more; a longer "span" is not one
@@ -61,7 +60,6 @@ PROPS_WORDS = 8  # where props_ may be in an OpKernel
 PROPS_SCAN_BYTES = 768  # where input_types may be in a NodeProperties
 MAX_CANDIDATES = 2048  # context candidates tried per frame
 VALUES_MAX = 64  # inputs of at most this many elements carry their values
-SHOWN_VALUES = 16  # ... and the text line shows those of at most this many (integers and booleans)
 
 # types.proto's DataType: name and element size (0: no fixed-size element we read: strings, resources...).
 DTYPES: Dict[int, Tuple[str, int]] = {
@@ -76,9 +74,6 @@ REF_OFFSET = 100  # DT_FLOAT_REF = 101: a ref type is its base + 100
 _FORMATS = {"float32": "f", "float64": "d", "int32": "i", "uint8": "B", "int16": "h", "int8": "b", "int64": "q",
             "bool": "?", "uint16": "H", "float16": "e", "uint32": "I", "uint64": "Q", "qint8": "b", "quint8": "B",
             "qint32": "i", "qint16": "h", "quint16": "H"}
-_INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
-
-
 def _pointer(value: int) -> bool:
     return value % 8 == 0 and 0x1000 <= value < USER_SPACE_END
 
@@ -351,35 +346,3 @@ def op_with_inputs(kernels: OpKernelReader, frame: FrameContext, device: bool, i
     if op and inputs and not device:
         op = dict(op, **read_inputs(InputsReader(kernels.mem), frame, int(op["kernel"], 16)))
     return op
-
-
-def input_label(entry: Dict[str, Any]) -> str:
-    """``float32[1,1,1,1]``; a small integer input with its values: ``int32[5]=[1,1,1,1,1]``."""
-    if "unread" in entry:
-        return "?"
-    shape = entry.get("shape") or []
-    label = "%s[%s]" % (entry.get("dtype"), ",".join(str(d) for d in shape))
-    values = entry.get("values")
-    if values is not None and entry.get("dtype") in _INTEGERS and len(values) <= SHOWN_VALUES:
-        text = [str(int(v)).lower() if isinstance(v, bool) else str(v) for v in values]
-        label += "=%s" % (text[0] if not shape else "[%s]" % ",".join(text))
-    return label
-
-
-def inputs_line(op: Dict[str, Any]) -> Optional[str]:
-    """``op LRNGrad(float32[0,0,0,0], float32[0,0,0,0], float32[0])`` for an op with its inputs read; why not,
-    for one whose inputs could not be read; None for an op without either."""
-    if op.get("inputs") is not None:
-        return "op %s(%s)" % (op.get("type"), ", ".join(input_label(e) for e in op["inputs"]))
-    if op.get("inputs_unread"):
-        return "op %s: its inputs were not read: %s" % (op.get("type"), op["inputs_unread"])
-    return None
-
-
-def crash_inputs_line(event: Event) -> Optional[str]:
-    """The line under a crash (a fatal signal, a core) naming the crashing kernel's op and its inputs."""
-    if event.kind not in ("signal", "core") or not event.threads:
-        return None
-    thread = next((t for t in event.threads if t.tid == event.thread), event.threads[0])
-    op = next((f.op for f in thread.frames if isinstance(f, NativeFrame) and f.op), None)
-    return inputs_line(op.to_json()) if op is not None else None

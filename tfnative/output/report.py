@@ -13,11 +13,11 @@ import re
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, NamedTuple, Optional, Set, TextIO
 
 from ..core import kstate, model
-from ..core.kernelinputs import crash_inputs_line
 from ..core.model import CrashSummary, Document, Event, Thread, thread_label
 from ..files import write_output
 from . import render, threadgroups
 from .fit import cut_line, terminal_width, wrap
+from .opinputs import crash_inputs_line
 from .verdicttext import verdict_lines
 
 SCHEMA = model.SCHEMA
