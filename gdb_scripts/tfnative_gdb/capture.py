@@ -17,12 +17,14 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 import gdb
 
 from tfnative.core import dwarfcover, procfs
+from tfnative.core.cxxnames import display_names
 from tfnative.core.debugfiles import DEBUG_DIR, find_debug_file
-from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
+from tfnative.core.elf import ElfError
 from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.frameclass import library_class
 from tfnative.core.kernelinputs import op_with_inputs
 from tfnative.core.libfacts import links_tensorflow
+from tfnative.core.loadbase import load_base
 from tfnative.core.memory import USER_SPACE_END, Memory
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
 from tfnative.core.opkernel import (
@@ -33,6 +35,7 @@ from tfnative.core.opkernel import (
     op_frames,
 )
 from tfnative.core.pyframes import PythonReader, open_reader
+from tfnative.core.symindex import ElfIndex
 from tfnative.core.threadnames import thread_names
 from tfnative.core.threads import (
     SIGNAL_FRAME,

@@ -16,7 +16,11 @@ from typing import Dict, Iterator, List, Tuple
 import pytest
 
 from tests.utils import ROOT, has_tensorflow
-from tfnative.core.elfindex import ElfFile, ElfIndex, cache_dir, demangle, load_base, read_build_id
+from tfnative.core.cxxnames import demangle
+from tfnative.core.elf import ElfFile, read_build_id
+from tfnative.core.loadbase import load_base
+from tfnative.core.symindex import ElfIndex
+from tfnative.files import cache_dir
 
 requires_nm = pytest.mark.skipif(shutil.which("nm") is None, reason="binutils nm is not installed")
 requires_tf_libs = pytest.mark.skipif(not has_tensorflow(), reason="tensorflow is not installed")
@@ -121,7 +125,7 @@ def test_tensorflow_cc_against_nm(cache):
     loaded = time.monotonic() - t0
     again.close()
     assert again.from_cache
-    print("\n[elfindex] libtensorflow_cc.so.2: build %.2f s, cached load %.3f s" % (built, loaded))
+    print("\n[symindex] libtensorflow_cc.so.2: build %.2f s, cached load %.3f s" % (built, loaded))
 
 
 @requires_nm
@@ -259,7 +263,8 @@ def test_changed_file_is_reindexed(cache):
 CONCURRENT = r"""
 import os, sys, time
 sys.path.insert(0, %(root)r)
-from tfnative.core.elfindex import ElfIndex, _cache_path, ElfFile, _load_cache, _store_cache
+from tfnative.core.elf import ElfFile
+from tfnative.core.symindex import ElfIndex, _cache_path, _load_cache, _store_cache
 lib = %(lib)r
 idx = ElfIndex.open(lib, use_cache=False)
 entry = _cache_path(lib, idx.build_id, ElfFile(idx._mm, lib))

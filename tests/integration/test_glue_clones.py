@@ -17,8 +17,9 @@ import pytest
 
 from tfnative.core import frameclass
 from tfnative.core.debugfiles import separate_debug_file
-from tfnative.core.elfindex import ElfIndex, read_build_id
+from tfnative.core.elf import read_build_id
 from tfnative.core.model import NativeFrame
+from tfnative.core.symindex import ElfIndex
 
 CLONE = re.compile(r"\.(lto_priv|constprop|isra|part|cold)(\.\d+)?")
 

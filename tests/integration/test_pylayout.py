@@ -180,7 +180,7 @@ def _debug_python(version):
     """(interpreter, file with its DWARF) for ``version``: pyenv's (DWARF in it), or .ci/pythons' Debian
     build (stripped; DWARF in the -dbg file under its own root)."""
     from tfnative.core.debugfiles import separate_debug_file
-    from tfnative.core.elfindex import ElfIndex
+    from tfnative.core.symindex import ElfIndex
 
     key = "%d.%d" % version
     python = pyenv_pythons().get(key)

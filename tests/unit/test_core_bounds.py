@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from tfnative.core import sourcelines
-from tfnative.core.elfindex import ElfError, ElfIndex, read_build_id
+from tfnative.core.elf import ElfError, read_build_id
 from tfnative.core.mapfile import MAX_SIZE, FileUnusable, check_file, map_file, read_file, read_head
+from tfnative.core.symindex import ElfIndex
 from tfnative.corefile.reader import MAX_PROBLEMS, NT_FILE, NT_PRSTATUS, parse_notes
 
 

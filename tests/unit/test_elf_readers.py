@@ -17,17 +17,8 @@ import pytest
 
 from tfnative.core import dwarfcover
 from tfnative.core.debugfiles import find_debug_file
-from tfnative.core.elfindex import (
-    MAX_LEB128_BYTES,
-    ElfFile,
-    ElfTruncated,
-    Leb128Error,
-    elf_header,
-    first_load_vaddr,
-    program_headers,
-    sleb128,
-    uleb128,
-)
+from tfnative.core.elf import ElfFile, ElfTruncated, elf_header, first_load_vaddr, program_headers
+from tfnative.core.leb128 import MAX_LEB128_BYTES, Leb128Error, sleb128, uleb128
 from tfnative.sources.modules import Library, _first_load_vaddr
 from tfnative.toolchain import doctor
 

@@ -12,7 +12,8 @@ import subprocess
 import pytest
 
 from tfnative.core.cfi import RIP, RSP, CfiError, EhFrame, Module, Unwinder
-from tfnative.core.elfindex import ElfError, ElfFile, ElfIndex, ElfTruncated, read_build_id
+from tfnative.core.elf import ElfError, ElfFile, ElfTruncated, read_build_id
+from tfnative.core.symindex import ElfIndex
 
 from . import elfsynth
 from .elfsynth import FRAME_POINTER_CFI, RBP, Function

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from tfnative.core import elfindex
-from tfnative.core.elfindex import demangle, display_names
+from tfnative.core import cxxnames
+from tfnative.core.cxxnames import demangle, display_names
 
 
 def test_c_names_and_cached_names_start_no_process(monkeypatch):
@@ -16,8 +16,8 @@ def test_c_names_and_cached_names_start_no_process(monkeypatch):
         calls.append(a)
         return real(*a, **kw)
 
-    monkeypatch.setattr(elfindex.subprocess, "run", counting)
-    monkeypatch.setattr(elfindex, "_DEMANGLED", {})  # names other tests demangled are not cached here
+    monkeypatch.setattr(cxxnames.subprocess, "run", counting)
+    monkeypatch.setattr(cxxnames, "_DEMANGLED", {})  # names other tests demangled are not cached here
     assert demangle(["TF_NewSession", "pthread_cond_wait@@GLIBC_2.3.2"]) == [
         "TF_NewSession", "pthread_cond_wait@@GLIBC_2.3.2"]
     assert calls == []

@@ -44,10 +44,10 @@ from typing import (
     Union,
 )
 
-from .elfindex import ElfError, ElfFile, Section
-from .elfindex import sleb128 as _sleb
-from .elfindex import uleb128 as _uleb
+from .elf import ElfError, ElfFile, Section
 from .jit import recover_caller
+from .leb128 import sleb128 as _sleb
+from .leb128 import uleb128 as _uleb
 from .mapfile import map_file
 
 __all__ = ["CfiError", "EhFrame", "Frame", "Module", "Unwinder", "DWARF_REGS"]

@@ -45,7 +45,9 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from .elfindex import PT_LOAD, ElfError, ElfFile, data_symbols, demangle
+from .cxxnames import demangle
+from .datasyms import data_symbols
+from .elf import PT_LOAD, ElfError, ElfFile
 from .mapfile import map_file
 from .memory import USER_SPACE_END
 
@@ -330,7 +332,7 @@ def _what(read: Reader, obj: int, names: List[str]) -> Optional[str]:
 
 
 def demangle_type(mangled: str) -> str:
-    """``St12length_error`` -> ``std::length_error`` (c++filt through ``elfindex.demangle``)."""
+    """``St12length_error`` -> ``std::length_error`` (c++filt through ``cxxnames.demangle``)."""
     name = demangle(["_ZTS" + mangled])[0]
     prefix = "typeinfo name for "
     return name[len(prefix):] if name.startswith(prefix) else mangled

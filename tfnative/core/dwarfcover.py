@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Container, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from . import debugfiles
-from .elfindex import ElfError, ElfFile, Section, sleb128, uleb128
+from .elf import ElfError, ElfFile, Section
 from .filecache import FileCache
+from .leb128 import sleb128, uleb128
 from .mapfile import map_file
 
 MIN_SHARE = 0.01  # described share of the executable bytes that makes DWARF "the library's own"

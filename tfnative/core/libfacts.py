@@ -18,7 +18,7 @@ from functools import partial
 from typing import Dict, List, Optional
 
 from . import dwarfcover, frameclass
-from .elfindex import ElfError, ElfFile
+from .elf import ElfError, ElfFile
 from .filecache import FileCache
 from .mapfile import map_file
 

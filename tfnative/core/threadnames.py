@@ -19,7 +19,7 @@ import os
 import struct
 from typing import Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 
-from .elfindex import SHT_DYNSYM, SHT_SYMTAB, ElfError, ElfFile
+from .elf import SHT_DYNSYM, SHT_SYMTAB, ElfError, ElfFile
 from .mapfile import map_file
 
 Reader = Callable[[int, int], bytes]

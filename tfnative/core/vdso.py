@@ -14,7 +14,8 @@ import struct
 from typing import Callable, List, Optional
 
 from .cfi import EhFrame
-from .elfindex import PF_X, PT_LOAD, ElfError, ElfFile, ElfIndex, build_index, elf_header, program_headers
+from .elf import PF_X, PT_LOAD, ElfError, ElfFile, elf_header, program_headers
+from .symindex import ElfIndex, build_index
 
 __all__ = ["VDSO", "auxv_vdso_base", "cfi", "code_size", "image_of", "symbols"]
 

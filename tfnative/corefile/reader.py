@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Tuple
 
-from ..core.elfindex import ElfError, ElfFile, ElfTruncated
+from ..core.elf import ElfError, ElfFile, ElfTruncated
 from ..core.mapfile import FileUnusable, map_fd, map_file
 from ..core.memory import UnwindMemory
 from ..errors import CoreError, InputError

@@ -22,7 +22,8 @@ import struct
 from typing import Dict, List, Optional
 
 from ..core import frameclass
-from ..core.elfindex import ElfError, ElfFile, data_symbols
+from ..core.datasyms import data_symbols
+from ..core.elf import ElfError, ElfFile
 from ..core.mapfile import map_file
 from ..core.model import Document
 from ..toolchain import doctor

@@ -16,7 +16,7 @@ import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core.cfi import CfiError
-from ..core.elfindex import ElfError, ElfFile
+from ..core.elf import ElfError, ElfFile
 from ..core.mapfile import check_file, map_file
 from ..core.model import Capture, NativeFrame, Thread
 from ..core.threads import Threads

@@ -36,7 +36,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Set, TextIO, Tuple
 
 from ..core import procfs
-from ..core.elfindex import ElfError, ElfFile
+from ..core.elf import ElfError, ElfFile
 from ..core.mapfile import map_file
 from ..core.model import Capture, Op
 from ..core.opkernel import KERNEL_RE, inherit_device_ops, op_frames

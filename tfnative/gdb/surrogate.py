@@ -26,7 +26,7 @@ import os
 import struct
 from typing import Iterable, List, NamedTuple, Optional, Tuple
 
-from ..core.elfindex import SHT_NOBITS, ElfError, ElfFile
+from ..core.elf import SHT_NOBITS, ElfError, ElfFile
 from ..core.mapfile import map_file
 from ..files import atomic_write, cache_dir
 

@@ -11,7 +11,7 @@ attach and at shared-library events, decide per library:
   function's name);
 * huge ones (``HUGE_BYTES`` and up, without DWARF for their own code, ``wants_surrogate``:
   TensorFlow's): our cached
-  index (``elfindex.py``) resolves the breakpoints in them to addresses.
+  index (``symindex.py``) resolves the breakpoints in them to addresses.
   Only when gdb itself must unwind (a capture through gdb) do they get a
   surrogate objfile (``surrogate.py``) with the library's CFI, so gdb's
   unwind through them is exactly as correct; frames gdb cannot name there are
@@ -44,9 +44,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
 from ..core import dwarfcover, procfs
-from ..core.elfindex import ElfError, ElfIndex, display_names, load_base
+from ..core.cxxnames import display_names
+from ..core.elf import ElfError
+from ..core.loadbase import load_base
 from ..core.mapfile import map_file
 from ..core.model import Capture, NativeFrame
+from ..core.symindex import ElfIndex
 from ..core.threads import SIGNAL_FRAME
 from ..errors import GdbError
 from ..sources.modules import file_root

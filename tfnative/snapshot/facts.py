@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core import cxxexc, locks, sourcelines
 from ..core.cfi import DWARF_REGS, RSP, Frame
-from ..core.elfindex import ElfError
+from ..core.elf import ElfError
 from ..core.memory import Memory, UnwindMemory
 from ..core.model import Capture, NativeFrame, Thread
 from ..core.pyframes import PythonReader, ThreadPy

@@ -9,7 +9,8 @@ import struct
 from typing import List, Optional
 
 from ..core import frameclass
-from ..core.elfindex import ElfError, data_symbols
+from ..core.datasyms import data_symbols
+from ..core.elf import ElfError
 from ..core.memory import Memory
 from ..core.pyframes import NO_RUNTIME, PythonReader, open_reader
 from ..sources.modules import Library, segments, shared

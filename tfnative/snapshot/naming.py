@@ -8,7 +8,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from ..core import frameclass
 from ..core.cfi import DWARF_REGS, Frame
-from ..core.elfindex import display_names
+from ..core.cxxnames import display_names
 from ..core.kernelinputs import op_with_inputs
 from ..core.memory import Memory
 from ..core.model import NativeFrame, Op

@@ -12,7 +12,7 @@ more than everything a stack needs, read directly (docs/benchmarks.md, "Speed an
   ``.eh_frame`` of ``libtensorflow_cc.so.2``;
 * the Python frames come from the same reader gdb runs
   (``tfnative.core.pyframes``), merged the same way (``tfnative.core.mixed``);
-* frames are named from the cached symbol index (``elfindex.py``), with the
+* frames are named from the cached symbol index (``symindex.py``), with the
   separate debug file (``/usr/lib/debug/.build-id``) where a library is
   stripped, and kernel frames get their op (``tfnative.core.opkernel``).
 

@@ -20,16 +20,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..core import dwarfcover, procfs, vdso
 from ..core.cfi import CfiError, Module
 from ..core.debugfiles import find_debug_files
-from ..core.elfindex import (
-    ElfError,
-    ElfFile,
-    ElfIndex,
-    ElfTruncated,
-    elf_header,
-    first_load_vaddr,
-)
+from ..core.elf import ElfError, ElfFile, ElfTruncated, elf_header, first_load_vaddr
 from ..core.mapfile import map_file, read_head
 from ..core.memory import Memory
+from ..core.symindex import ElfIndex
 
 
 class Library(Module):
@@ -262,7 +256,7 @@ def segments(path: str) -> List[Tuple[int, int]]:
 def _first_load_vaddr(path: str) -> int:
     """The page-aligned vaddr of the first PT_LOAD (0 for shared libraries and PIEs; 0 if unreadable).
 
-    Parsed (``elfindex.elf_header``, ``program_headers``) from the first page of the file, where every linker
+    Parsed (``elf.elf_header``, ``program_headers``) from the first page of the file, where every linker
     puts the ELF and program headers: a stack of a TF process opens some 150 files for it, and a read of one
     page costs less than a mapping; a table past the first page is read from the mapped file."""
     try:

@@ -20,8 +20,8 @@ from functools import partial
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..core import dwarfcover, frameclass, libfacts, procfs
-from ..core.elfindex import SHT_NOBITS, ElfError, ElfFile, Section
-from ..core.elfindex import uleb128 as _uleb
+from ..core.elf import SHT_NOBITS, ElfError, ElfFile, Section
+from ..core.leb128 import uleb128 as _uleb
 from ..errors import TfnativeError
 
 MAX_DECOMPRESS = 1 << 30  # decompress .debug_info up to 1 GiB to walk its units
@@ -53,7 +53,7 @@ WANTED_ATTRS = (DW_AT_name, DW_AT_comp_dir, DW_AT_producer, DW_AT_str_offsets_ba
 class Elf:
     """Section headers of an ELF file, and their (lazily mapped, decompressed) contents.
 
-    The headers are ``core/elfindex.py``'s ``ElfFile``'s, the sections' bytes ``core/dwarfcover.py``'s
+    The headers are ``core/elf.py``'s ``ElfFile``'s, the sections' bytes ``core/dwarfcover.py``'s
     ``DebugSections``'; this class opens the file and says what doctor asks of it.
     """
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 from ..core import procfs
-from ..core.elfindex import ElfError, data_symbols
+from ..core.datasyms import data_symbols
+from ..core.elf import ElfError
 from ..errors import TfnativeError
 from .tfinstall import tensorflow_libraries
 
