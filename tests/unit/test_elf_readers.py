@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from tfnative.core import dwarfcover
+from tfnative.core import dwarf, dwarfcover
 from tfnative.core.debugfiles import find_debug_file
 from tfnative.core.elf import ElfFile, ElfTruncated, elf_header, first_load_vaddr, program_headers
 from tfnative.core.leb128 import MAX_LEB128_BYTES, Leb128Error, sleb128, uleb128
@@ -87,11 +87,11 @@ def test_abbreviations_of_every_table_are_read_end_to_end():
     """A .dwp's one .debug_abbrev.dwo: only the second table has a variable with a location."""
     first = _abbrev_table(1, 0x11, [(0x03, 0x08)]) + b"\x00"
     second = _abbrev_table(1, 0x11, [(0x03, 0x08)]) + _abbrev_table(2, 0x34, [(0x02, 0x18)]) + b"\x00"
-    abbrevs = dwarfcover.Abbrevs(memoryview(first + second))
+    abbrevs = dwarf.Abbrevs(memoryview(first + second))
     assert abbrevs.end(0) == len(first)
     assert abbrevs.tags_with(0, 0x02) == set() and abbrevs.tags_with(len(first), 0x02) == {0x34}
-    assert dwarfcover.Abbrevs(memoryview(first + second)).all_tags_with(0x02) == {0x34}
-    assert abbrevs.find(len(first), 2) == dwarfcover.Abbrev(0x34, [(0x02, 0x18, 0)])
+    assert dwarf.Abbrevs(memoryview(first + second)).all_tags_with(0x02) == {0x34}
+    assert abbrevs.find(len(first), 2) == dwarf.Abbrev(0x34, [(0x02, 0x18, 0)])
     assert abbrevs.find(0, 9) is None
 
 
@@ -102,11 +102,11 @@ def _unit(die, version=4, abbrev_offset=0, addr_size=8):
 
 
 def _first_die(info, abbrev):
-    h = next(dwarfcover.unit_headers(memoryview(info), "<"))
+    h = next(dwarf.unit_headers(memoryview(info), "<"))
     code, pos = uleb128(info, h.die)
-    ab = dwarfcover.Abbrevs(memoryview(abbrev)).find(h.abbrev_offset, code)
+    ab = dwarf.Abbrevs(memoryview(abbrev)).find(h.abbrev_offset, code)
     assert ab is not None
-    return dwarfcover.first_die(memoryview(info), pos, h, ab.attrs, "<", {0x03, 0x1B, 0x13})
+    return dwarf.first_die(memoryview(info), pos, h, ab.attrs, "<", {0x03, 0x1B, 0x13})
 
 
 def test_first_die_reads_the_wanted_attributes():
@@ -114,13 +114,13 @@ def test_first_die_reads_the_wanted_attributes():
     info = _unit(b"\x01" + b"gcc\x00" + b"\x0c" + b"a.c\x00" + struct.pack("<I", 7))
     vals = _first_die(info, abbrev)
     assert vals[0x13] == (0x0B, 0x0C) and vals[0x1B] == (0x0E, 7)
-    assert dwarfcover.inline_string(memoryview(info), vals[0x03][1]) == "a.c"
+    assert dwarf.inline_string(memoryview(info), vals[0x03][1]) == "a.c"
 
 
 def test_first_die_stops_at_an_unknown_form_an_unterminated_string_and_the_section_end():
-    with pytest.raises(dwarfcover.Unreadable, match="form 0x7f"):
+    with pytest.raises(dwarf.Unreadable, match="form 0x7f"):
         _first_die(_unit(b"\x01" + b"\x00" * 8), _abbrev_table(1, 0x11, [(0x03, 0x7F)]))
-    with pytest.raises(dwarfcover.Unreadable, match="unterminated"):
+    with pytest.raises(dwarf.Unreadable, match="unterminated"):
         _first_die(_unit(b"\x01" + b"abc"), _abbrev_table(1, 0x11, [(0x03, 0x08)]))
     with pytest.raises((IndexError, struct.error)):  # a strp cut short by the section's end
         _first_die(_unit(b"\x01\x07\x00"), _abbrev_table(1, 0x11, [(0x1B, 0x0E)]))

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from ..core import dwarfcover, frameclass, libfacts, procfs
+from ..core import debugsections, dwarf, dwarfcover, frameclass, libfacts, procfs
 from ..core.elf import SHT_NOBITS, ElfError, ElfFile, Section
 from ..core.leb128 import uleb128 as _uleb
 from ..errors import TfnativeError
@@ -53,7 +53,7 @@ WANTED_ATTRS = (DW_AT_name, DW_AT_comp_dir, DW_AT_producer, DW_AT_str_offsets_ba
 class Elf:
     """Section headers of an ELF file, and their (lazily mapped, decompressed) contents.
 
-    The headers are ``core/elf.py``'s ``ElfFile``'s, the sections' bytes ``core/dwarfcover.py``'s
+    The headers are ``core/elf.py``'s ``ElfFile``'s, the sections' bytes ``core/debugsections.py``'s
     ``DebugSections``'; this class opens the file and says what doctor asks of it.
     """
 
@@ -75,7 +75,7 @@ class Elf:
         self.is64 = elf.is64
         self.end = elf.endian
         self.e_type, self.machine = elf.e_type, elf.e_machine
-        self.secs = dwarfcover.DebugSections(elf, self._m, MAX_DECOMPRESS)
+        self.secs = debugsections.DebugSections(elf, self._m, MAX_DECOMPRESS)
         self.sections: Dict[str, Section] = self.secs.by_name
         self.why_unread: Dict[str, str] = {}  # section name -> why ``data`` gave None for it
 
@@ -109,14 +109,14 @@ class Elf:
             return 0
         try:
             return self.secs.uncompressed_size(name)
-        except (dwarfcover.Unreadable, struct.error):
+        except (dwarf.Unreadable, struct.error):
             return 0
 
     def data(self, name: str) -> Optional[memoryview]:
         """A section's bytes (decompressed); None when absent, or unreadable (``why_unread`` says why)."""
         try:
             return self.secs.data(name)
-        except (dwarfcover.Unreadable, struct.error, zlib.error) as exc:
+        except (dwarf.Unreadable, struct.error, zlib.error) as exc:
             self.why_unread[name] = str(exc)
             return None
 
@@ -150,7 +150,7 @@ class Unit:
 class DwarfReader:
     """The compile units of ``.debug_info`` (or ``.debug_info.dwo``) and their first DIE's names.
 
-    The unit headers, abbreviations and DIE attributes are ``core/dwarfcover.py``'s readers; a unit whose
+    The unit headers, abbreviations and DIE attributes are ``core/dwarf.py``'s readers; a unit whose
     first DIE cannot be read (an unknown form, cut short) is counted without its names (``unreadable``).
     """
 
@@ -159,7 +159,7 @@ class DwarfReader:
         self.suffix = suffix
         self.info = elf.data(".debug_info" + suffix)
         abbrev = elf.data(".debug_abbrev" + suffix)
-        self.abbrevs = dwarfcover.Abbrevs(abbrev) if abbrev is not None else None
+        self.abbrevs = dwarf.Abbrevs(abbrev) if abbrev is not None else None
         self.unreadable = 0  # units whose first DIE was not read
         self.why_unreadable = ""
         self._sections: Dict[str, Optional[memoryview]] = {}
@@ -175,12 +175,12 @@ class DwarfReader:
             return
         scanned = 0
         try:
-            for h in dwarfcover.unit_headers(d, self.elf.end):
+            for h in dwarf.unit_headers(d, self.elf.end):
                 if h.unit_type in (DW_UT_compile, DW_UT_partial, DW_UT_skeleton, DW_UT_split_compile):
                     unit = Unit(h.start, h.version, h.unit_type, h.offset_size)
                     try:
                         self._first_die(unit, d, h)
-                    except (dwarfcover.Unreadable, IndexError, struct.error) as exc:
+                    except (dwarf.Unreadable, IndexError, struct.error) as exc:
                         self.unreadable += 1
                         self.why_unreadable = self.why_unreadable or str(exc) or type(exc).__name__
                     if scanned < scan_locals:
@@ -191,23 +191,23 @@ class DwarfReader:
                         except (IndexError, struct.error):
                             pass
                     yield unit
-        except (dwarfcover.Unreadable, IndexError, struct.error):
+        except (dwarf.Unreadable, IndexError, struct.error):
             return  # a reserved length or an unknown version: the units before it are all that can be read
 
-    def _first_die(self, unit: Unit, d: memoryview, h: dwarfcover.UnitHeader) -> None:
+    def _first_die(self, unit: Unit, d: memoryview, h: dwarf.UnitHeader) -> None:
         assert self.abbrevs is not None
         code, pos = _uleb(d, h.die)
         ab = self.abbrevs.find(h.abbrev_offset, code) if code else None
         if ab is None or ab.tag not in (DW_TAG_compile_unit, DW_TAG_skeleton_unit, DW_TAG_partial_unit):
             return
         # a unit cut short by the section's end: its DIE is read as far as the section goes
-        vals = dwarfcover.first_die(d, pos, h._replace(end=min(h.end, len(d))), ab.attrs, self.elf.end,
+        vals = dwarf.first_die(d, pos, h._replace(end=min(h.end, len(d))), ab.attrs, self.elf.end,
                                     WANTED_ATTRS)
         osz, e, sfx = unit.offset_size, self.elf.end, self.suffix
-        unit.name = dwarfcover.string_of(vals.get(DW_AT_name), vals, d, self._section, osz, e, sfx)
-        unit.comp_dir = dwarfcover.string_of(vals.get(DW_AT_comp_dir), vals, d, self._section, osz, e, sfx)
-        unit.producer = dwarfcover.string_of(vals.get(DW_AT_producer), vals, d, self._section, osz, e, sfx)
-        unit.dwo_name = dwarfcover.string_of(vals.get(DW_AT_dwo_name) or vals.get(DW_AT_GNU_dwo_name), vals, d,
+        unit.name = dwarf.string_of(vals.get(DW_AT_name), vals, d, self._section, osz, e, sfx)
+        unit.comp_dir = dwarf.string_of(vals.get(DW_AT_comp_dir), vals, d, self._section, osz, e, sfx)
+        unit.producer = dwarf.string_of(vals.get(DW_AT_producer), vals, d, self._section, osz, e, sfx)
+        unit.dwo_name = dwarf.string_of(vals.get(DW_AT_dwo_name) or vals.get(DW_AT_GNU_dwo_name), vals, d,
                                              self._section, osz, e, sfx)
 
 
@@ -442,7 +442,7 @@ def _check_split(rep: Report, split: List[Unit], path: str, subs: List[Tuple[str
         try:
             with Elf(rep.dwp) as dwp:
                 abbrev = dwp.data(".debug_abbrev.dwo")
-                tags = dwarfcover.Abbrevs(abbrev).all_tags_with(DW_AT_location) if abbrev is not None else set()
+                tags = dwarf.Abbrevs(abbrev).all_tags_with(DW_AT_location) if abbrev is not None else set()
             has = DW_TAG_formal_parameter in tags or DW_TAG_variable in tags
             rep.locals_units = len(split) if has else 0
         except TfnativeError:
