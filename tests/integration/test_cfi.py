@@ -10,7 +10,9 @@ import subprocess
 
 import pytest
 
-from tfnative.core.cfi import RIP, RSP, CfiError, EhFrame, _evaluate, _run
+from tfnative.core.cfaprogram import CfiError, evaluate, run_program
+from tfnative.core.cfi import RIP, RSP
+from tfnative.core.ehframe import EhFrame
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 
@@ -48,9 +50,9 @@ def test_cfa_program_of_a_frame_pointer_prologue():
 
     def state_at(pc):
         state = {"cfa": None, "rules": {}}
-        _run(cie, 1, -8, 0x1000, 1 << 64, state, None)
+        run_program(cie, 1, -8, 0x1000, 1 << 64, state, None)
         initial = dict(state["rules"])
-        _run(fde, 1, -8, 0x1000, pc, state, initial)
+        run_program(fde, 1, -8, 0x1000, pc, state, initial)
         return state
 
     s = state_at(0x1000)
@@ -66,19 +68,19 @@ def test_cfa_program_of_a_frame_pointer_prologue():
 def test_plt_cfa_expression():
     """The expression every PLT's FDE uses: rsp + 8, plus 8 past the push in each 16-byte entry."""
     expr = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22])
-    assert _evaluate(expr, {RSP: 0x7000, RIP: 0x4005}, None) == 0x7008
-    assert _evaluate(expr, {RSP: 0x7000, RIP: 0x400B}, None) == 0x7010
+    assert evaluate(expr, {RSP: 0x7000, RIP: 0x4005}, None) == 0x7008
+    assert evaluate(expr, {RSP: 0x7000, RIP: 0x400B}, None) == 0x7010
 
 
 def test_signal_frame_expression_reads_memory():
     """glibc's __restore_rt: the CFA is a word of the ucontext on the stack (DW_OP_breg7 160; DW_OP_deref)."""
     memory = {0x8000 + 160: (0x9000).to_bytes(8, "little")}
     expr = bytes([0x77, 0xA0, 0x01, 0x06])
-    assert _evaluate(expr, {RSP: 0x8000}, lambda addr, size: memory[addr]) == 0x9000
+    assert evaluate(expr, {RSP: 0x8000}, lambda addr, size: memory[addr]) == 0x9000
 
 
 def test_unknown_instruction_is_refused():
     with pytest.raises(CfiError):
-        _run(bytes([0x3F]), 1, -8, 0, 1 << 64, {"cfa": None, "rules": {}}, None)
+        run_program(bytes([0x3F]), 1, -8, 0, 1 << 64, {"cfa": None, "rules": {}}, None)
     with pytest.raises(CfiError):
-        _evaluate(bytes([0x96 + 0x50]), {}, None)
+        evaluate(bytes([0x96 + 0x50]), {}, None)

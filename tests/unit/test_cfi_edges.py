@@ -4,7 +4,8 @@ import struct
 
 import pytest
 
-from tfnative.core.cfi import RIP, RSP, CfiError, Module, Unwinder
+from tfnative.core.cfaprogram import CfiError
+from tfnative.core.cfi import RIP, RSP, Module, Unwinder
 
 
 class _NoFde:

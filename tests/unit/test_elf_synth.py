@@ -11,7 +11,9 @@ import subprocess
 
 import pytest
 
-from tfnative.core.cfi import RIP, RSP, CfiError, EhFrame, Module, Unwinder
+from tfnative.core.cfaprogram import CfiError
+from tfnative.core.cfi import RIP, RSP, Module, Unwinder
+from tfnative.core.ehframe import EhFrame
 from tfnative.core.elf import ElfError, ElfFile, ElfTruncated, read_build_id
 from tfnative.core.symindex import ElfIndex
 

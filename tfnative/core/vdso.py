@@ -13,7 +13,7 @@ import mmap
 import struct
 from typing import Callable, List, Optional
 
-from .cfi import EhFrame
+from .ehframe import EhFrame
 from .elf import PF_X, PT_LOAD, ElfError, ElfFile, elf_header, program_headers
 from .symindex import ElfIndex, build_index
 

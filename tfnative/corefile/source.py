@@ -15,7 +15,7 @@ import os
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..core.cfi import CfiError
+from ..core.cfaprogram import CfiError
 from ..core.elf import ElfError, ElfFile
 from ..core.mapfile import check_file, map_file
 from ..core.model import Capture, NativeFrame, Thread

@@ -48,7 +48,8 @@ import threading
 from typing import Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from ..core import kstate, locks, procfs, ranks
-from ..core.cfi import RSP, CfiError, Frame, Unwinder
+from ..core.cfaprogram import CfiError
+from ..core.cfi import RSP, Frame, Unwinder
 from ..core.executors import pool_summary, unnamed_workers
 from ..core.memory import UnwindMemory
 from ..core.model import Capture, NativeFrame

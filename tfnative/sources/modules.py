@@ -18,7 +18,8 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core import dwarfcover, procfs, vdso
-from ..core.cfi import CfiError, Module
+from ..core.cfaprogram import CfiError
+from ..core.cfi import Module
 from ..core.debugfiles import find_debug_files
 from ..core.elf import ElfError, ElfFile, ElfTruncated, elf_header, first_load_vaddr
 from ..core.mapfile import map_file, read_head
