@@ -86,13 +86,14 @@ def doctor_cmd(paths: Tuple[str, ...], python: str, every: bool, source_dirs: Tu
         if system:
             return _system(paths, python, as_json)
         from ..toolchain import doctor as doctor_mod  # imported here: every tfnative command would pay for it
+        from ..toolchain import doctorpid
         from ..toolchain.tfinstall import tensorflow_libraries
 
         if pid is not None:
             if paths or every:
                 raise TfnativeError("--pid reads the libraries of a process: give it no PATH and no --all")
-            doc = doctor_mod.process_report(pid, list(source_dirs))
-            click.echo(json.dumps(doc, indent=2) if as_json else doctor_mod.render_process(doc))
+            doc = doctorpid.process_report(pid, list(source_dirs))
+            click.echo(json.dumps(doc, indent=2) if as_json else doctorpid.render_process(doc))
             return None
         for p in paths:
             if p.endswith(".py") and os.path.isfile(p):
