@@ -27,13 +27,7 @@ from tfnative.core.libfacts import links_tensorflow
 from tfnative.core.loadbase import load_base
 from tfnative.core.memory import USER_SPACE_END, Memory
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
-from tfnative.core.opkernel import (
-    CALLEE_SAVED,
-    FrameContext,
-    OpKernelReader,
-    inherit_device_ops,
-    op_frames,
-)
+from tfnative.core.opkernel import CALLEE_SAVED, FrameContext, OpKernelReader, inherit_device_ops, op_frames
 from tfnative.core.pyframes import PythonReader, open_reader
 from tfnative.core.symindex import ElfIndex
 from tfnative.core.threadnames import thread_names
