@@ -28,7 +28,7 @@ from typing import NamedTuple, Optional, Tuple
 import psutil
 import pytest
 
-from tfnative.core.kernelinputs import input_label
+from tfnative.output.opinputs import input_label
 
 from ..utils import ROOT, line_of, load_json, requires_gdb, requires_tf, run_tfnative
 
