@@ -16,14 +16,18 @@ if TYPE_CHECKING:  # the readers load when core runs (``tfnative --version`` pay
     from ..corefile.source import CoreSource
 
 
-def core_document(opts: CoreOptions, err: TextIO = sys.stderr) -> Tuple[CoreSource, Document]:
-    """The core's source (open: the caller closes it) and its document: what the core gives
-    (``corefile/capture.read_core``) made into one event of kind "core", the process's end (the signal it died
-    of), its triage and, where the signal came from outside, the hang verdict (``analysis/event.core_document``)."""
+def core_document(opts: CoreOptions, err: TextIO = sys.stderr, keep_open: bool = False
+                  ) -> Tuple[CoreSource, Document]:
+    """The core's source and its document: what the core gives (``corefile/capture.read_core``) made into one
+    event of kind "core", the process's end (the signal it died of), its triage and, where the signal came from
+    outside, the hang verdict (``analysis/event.core_document``).  The source is closed once the capture is
+    taken, before it is analysed, unless ``keep_open`` (the caller reads more of it, then closes it)."""
     from ..analysis.event import core_document as analysed
     from ..corefile.capture import read_core
 
     source, taken = read_core(opts, err)
+    if not keep_open:
+        source.close()
     try:
         return source, analysed(taken.capture, taken.argv, taken.pid, taken.said, opts.native_all, taken.log)
     except BaseException:
@@ -35,8 +39,7 @@ def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr) -> int:
     """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``--json``); 0."""
     from ..output import report
 
-    source, doc = core_document(opts, err)
-    source.close()
+    _source, doc = core_document(opts, err)
     # --json -: the document is standard output, the text goes to standard error (as for stack)
     report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all,
                    full=opts.full).event(doc.events[0])
@@ -53,7 +56,7 @@ def run_core_report(path: str, executable: Optional[str], sysroot: Optional[str]
     from ..corefile.capture import CoreOptions
     from ..output import bugreport
 
-    source, doc = core_document(CoreOptions(path, executable, sysroot))
+    source, doc = core_document(CoreOptions(path, executable, sysroot), keep_open=True)
     try:
         text = bugreport.markdown(doc, source.argv(), reportfacts.facts(source, doc, path),
                                   reportfacts.library_verdicts(source), None, summary=bugreport.core_summary(doc))

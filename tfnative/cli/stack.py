@@ -42,8 +42,6 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
     from ..output import report
     from ..output.verdicttext import verdict_lines
 
-    printer = report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all, full=opts.full,
-                             group=opts.group)
     with SignalGuard():
         try:
             doc = stack_document(pid, opts, err)
@@ -51,20 +49,25 @@ def run_stack(pid: int, opts: StackOptions, err: TextIO, out: TextIO) -> int:
             err.write("tfnative: interrupted\n")
             err.flush()
             return 130
+    tree = None
+    if opts.html_path or opts.speedscope_path:  # analysis all done before anything is rendered
+        from ..analysis.tree import build_tree
+        from ..output.threadgroups import frame_text
+
+        tree = build_tree(frame_text, [doc], all_threads=True)
     event = doc.events[0]
+    printer = report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all, full=opts.full,
+                             group=opts.group)
     printer.event(event)
     for line in (verdict_lines(event.triage, event.pid) if event.triage else []):
         report.write_note(err, line)
     if opts.json_path:
         report.write(doc, opts.json_path)
-    if opts.html_path or opts.speedscope_path:
-        from ..analysis.tree import build_tree
+    if tree is not None:
         from ..output.pictures import write_pictures
-        from ..output.threadgroups import frame_text
 
         title = "tfnative stack: pid %s on %s: %s" % (doc.pid, doc.host or "localhost", " ".join(doc.argv)[:200])
-        write_pictures([doc], build_tree(frame_text, [doc], all_threads=True), title, opts.html_path,
-                       opts.speedscope_path, all_threads=True)
+        write_pictures([doc], tree, title, opts.html_path, opts.speedscope_path, all_threads=True)
     return 0
 
 

@@ -172,6 +172,18 @@ class _Request:
         self.error: Optional[BaseException] = None
 
 
+def held_document(pid: int, result: Capture) -> Document:
+    """The ``stack`` document of a capture the catcher took while it held ``pid`` (one ``snapshot`` event with
+    its hang verdict), made once the process is let go."""
+    env = procfs.environ(pid)
+    doc = Document(argv=procfs.cmdline(pid), pid=pid, host=os.uname().nodename, scheduler=ranks.scheduler_of(env))
+    doc.task = ranks.task_of(env, result.tf_config)
+    event = analyze("snapshot", result, hang=True, cluster=ranks.cluster_of(env, result.tf_config))
+    doc.events.append(event)
+    doc.triage = event.triage
+    return doc
+
+
 class CrashCatcher:
     """Trace every thread of ``pids`` (nothing stopped) and catch the first fatal crash signal of each.
 
@@ -264,27 +276,34 @@ class CrashCatcher:
     def snapshots(self, pids: Sequence[int], which: Threads = Threads.PYTHON
                   ) -> Dict[int, Union[Document, TfnativeError]]:
         """``snapshot`` of each of ``pids``, all held at once (one moment for the whole job: its wait-for graph
-        across processes), unwound one after the other, let go together; a process that cannot be read gets
-        its error (``TargetGone`` for one gone) in place of its document."""
+        across processes), unwound one after the other, let go together, then analysed; a process that cannot be
+        read gets its error (``TargetGone`` for one gone) in place of its document."""
+        return {pid: got if isinstance(got, TfnativeError) else held_document(pid, got)
+                for pid, got in self.captures(pids, which).items()}
+
+    def captures(self, pids: Sequence[int], which: Threads = Threads.PYTHON
+                 ) -> Dict[int, Union[Capture, TfnativeError]]:
+        """The captures of ``pids``, all held at once, unwound one after the other, let go together; nothing is
+        analysed while they are held (``held_document`` makes each its document afterwards)."""
         start = time.monotonic()
         held: Dict[int, Union[Tuple[List[ThreadRegs], List[str]], TfnativeError]] = self._ask(
             lambda: self._hold_processes(pids))
-        out: Dict[int, Union[Document, TfnativeError]] = {}
+        taken: Dict[int, Union[Capture, TfnativeError]] = {}
         try:
             for pid, got in held.items():
                 if isinstance(got, TfnativeError):
-                    out[pid] = got
+                    taken[pid] = got
                     continue
                 try:
-                    out[pid] = self._held_document(pid, got[0], got[1], which, start)
+                    taken[pid] = self._held_capture(pid, got[0], got[1], which, start)
                 except TfnativeError as exc:
-                    out[pid] = exc
+                    taken[pid] = exc
         finally:
             self._ask(lambda: self._release_all([pid for pid, got in held.items() if not isinstance(got, Exception)]))
-        return out
+        return taken
 
-    def _held_document(self, pid: int, threads: List[ThreadRegs], warnings: List[str], which: Threads,
-                       start: float) -> Document:
+    def _held_capture(self, pid: int, threads: List[ThreadRegs], warnings: List[str], which: Threads,
+                      start: float) -> Capture:
         def take(which: Threads) -> Capture:
             return _of_stopped(pid, threads, which)
 
@@ -298,14 +317,7 @@ class CrashCatcher:
             raise TfnativeError("cannot read the stacks of process %d: %s" % (pid, exc)) from None
         result.held_ms = round((time.monotonic() - start) * 1000.0, 3)  # held until now, and a little longer
         result.warnings.extend(warnings)
-        env = procfs.environ(pid)
-        doc = Document(argv=procfs.cmdline(pid), pid=pid, host=os.uname().nodename,
-                       scheduler=ranks.scheduler_of(env))
-        doc.task = ranks.task_of(env, result.tf_config)
-        event = analyze("snapshot", result, hang=True, cluster=ranks.cluster_of(env, result.tf_config))
-        doc.events.append(event)
-        doc.triage = event.triage
-        return doc
+        return result
 
     def close(self) -> None:
         """Let every thread go: the tracer thread ends and the kernel detaches its tracees (a crash still held

@@ -23,9 +23,8 @@ from ..core.model import Document, Outcome
 from ..errors import TargetGone, TfnativeError
 from ..files import write_output
 from ..output import report
-from ..snapshot import many
-from .crash import Crash, CrashCatcher
-from .loop import Take
+from .crash import Crash, CrashCatcher, held_document
+from .loop import HeldTake
 from .options import WatchOptions
 
 POLL_S = 0.25  # how often, between two readings, the catcher is asked for a crash
@@ -34,7 +33,7 @@ POLL_S = 0.25  # how often, between two readings, the catcher is asked for a cra
 class CrashWatch:
     """The catcher over a job, as the loop's ``hook``, ``poll`` and ``take`` (see the module)."""
 
-    def __init__(self, opts: WatchOptions, out: TextIO, err: TextIO, fallback: Take,
+    def __init__(self, opts: WatchOptions, out: TextIO, err: TextIO, fallback: HeldTake,
                  emit: Optional[Callable[[Crash, str], None]] = None) -> None:
         self.opts, self.out, self.err, self.fallback = opts, out, err, fallback
         self.emit = emit  # where a crash report goes instead of ``out`` and the files (a Slurm node's watcher)
@@ -80,19 +79,20 @@ class CrashWatch:
 
     def take_all(self, pids: Sequence[int]) -> List[Outcome]:
         """A hang's snapshots of ``pids`` at one moment: those the catcher traces held all together
-        (``CrashCatcher.snapshots``), the others by ``fallback`` meanwhile; outcomes in the order of ``pids``."""
+        (``CrashCatcher.captures``), the others by ``fallback`` meanwhile; every one analysed once all are
+        captured and let go; outcomes in the order of ``pids``."""
         mine = [pid for pid in pids if pid in self.catcher.pids]
-        held = self.catcher.snapshots(mine, self.opts.stack.which) if mine else {}
-        others = {o.pid: o for o in many.snapshot_all([pid for pid in pids if pid not in held], self.fallback)}
+        held = self.catcher.captures(mine, self.opts.stack.which) if mine else {}
+        others = {o.pid: o for o in self.fallback.all([pid for pid in pids if pid not in held])}
         out = []
         for pid in pids:
             got = held.get(pid)
             if got is None:
                 out.append(others[pid])
-            elif isinstance(got, Document):
-                out.append(Outcome(pid, doc=got))
-            else:
+            elif isinstance(got, TfnativeError):
                 out.append(Outcome(pid, error=str(got)))
+            else:
+                out.append(Outcome(pid, doc=held_document(pid, got)))
         return out
 
     @contextmanager

@@ -74,23 +74,26 @@ def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, number: int, head
     """Print and write the ``number``-th hang report of ``outcomes`` (the processes' documents, taken at one
     moment, here or on the nodes of a Slurm job); its documents (empty when none could be read)."""
     docs = [o.doc for o in outcomes if o.doc is not None]
+    # analysis, all of it before anything is rendered: the marks the renderers read, the verdicts that need
+    # several processes (as ``stack`` gives them), the merged tree and its outlier
     mark_documents(docs)  # documents a node sent back are marked as the renderers show them, as ours are
     for doc in docs:
         for event in doc.events:
             event.kind = "hang"
+    across(docs)
+    merged = build_tree(frame_text, docs) if len(docs) > 1 else None
+    odd = outlier_text(docs, merged) if merged is not None else None
+    pictures = build_tree(frame_text, docs, all_threads=True) if opts.out_dir and docs else None
     text = io.StringIO()
     text.write("%s\n" % headline)
     printer = report.Printer(text, native_all=opts.stack.native_all, full=opts.stack.full, group=opts.stack.group,
                              fit=False)
-    across(docs)  # verdicts that need several processes, as ``stack`` gives them
     try:
         report_all(outcomes, None, printer, err)
     except TfnativeError as exc:  # none could be read: said, and the watch goes on
         err.write("tfnative: watch: %s\n" % exc)
         err.flush()
         return []
-    merged = build_tree(frame_text, docs) if len(docs) > 1 else None
-    odd = outlier_text(docs, merged) if merged is not None else None
     if merged is not None:
         text.write("\n##### the job's %d processes merged\n" % len(docs))
         text.write("".join(line + "\n" for line in merge.text_lines(merged)))
@@ -105,9 +108,9 @@ def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, number: int, head
         base = os.path.join(opts.out_dir, "hang-%d" % number)
         write_output(base + ".txt", text.getvalue().encode("utf-8"))
         write_output(base + ".jsonl", lines)
-        write_pictures(docs, build_tree(frame_text, docs, all_threads=True),
-                       "tfnative watch: hang %d: %s" % (number, headline)[:200], html_path=base + ".html",
-                       all_threads=True)
+        if pictures is not None:
+            write_pictures(docs, pictures, "tfnative watch: hang %d: %s" % (number, headline)[:200],
+                           html_path=base + ".html", all_threads=True)
     return docs
 
 

@@ -33,7 +33,7 @@ from ..core.signals import signal_name
 from ..errors import Interrupted, SignalGuard
 from ..snapshot import progress
 from ..snapshot.many import runs_python, snapshot_all
-from ..snapshot.process import capture_process
+from ..snapshot.process import ProcessCapture, capture_process
 from . import hangreport
 from .exits import Exits
 from .hangreport import TakeAll
@@ -52,13 +52,36 @@ TORN_TRIES = 3
 HANG_EXIT = 124  # --on-hang kill: the status ``timeout`` gives
 
 
-def default_take(opts: WatchOptions, err: TextIO) -> Take:
-    """The held snapshot ``stack --pid PID --json`` gives (``snapshot/process.capture_process``, analysed by
-    ``analysis/event.snapshot_document``)."""
-    def take(pid: int) -> Document:
-        taken = capture_process(pid, opts.stack, err)
-        return snapshot_document(taken.doc, taken.capture, opts.stack.native_all, taken.cluster)
-    return take
+class HeldTake:
+    """The held snapshot ``stack --pid PID --json`` gives: the capture (``snapshot/process.capture_process``), then
+    its analysis (``analysis/event.snapshot_document``).  A ``Take``; ``all`` is a ``TakeAll`` that captures every
+    process first (on threads of their own, ``many.snapshot_all``) and analyses them once all are captured."""
+
+    def __init__(self, opts: WatchOptions, err: TextIO) -> None:
+        self.opts, self.err = opts, err
+
+    def __call__(self, pid: int) -> Document:
+        taken = capture_process(pid, self.opts.stack, self.err)
+        return snapshot_document(taken.doc, taken.capture, self.opts.stack.native_all, taken.cluster)
+
+    def all(self, pids: Sequence[int]) -> List[Outcome]:
+        captured: Dict[int, ProcessCapture] = {}
+
+        def capture(pid: int) -> Document:
+            taken = captured[pid] = capture_process(pid, self.opts.stack, self.err)
+            return taken.doc
+
+        outcomes = snapshot_all(pids, capture)
+        for outcome in outcomes:
+            if outcome.doc is not None:
+                taken = captured[outcome.pid]
+                outcome.doc = snapshot_document(taken.doc, taken.capture, self.opts.stack.native_all, taken.cluster)
+        return outcomes
+
+
+def default_take(opts: WatchOptions, err: TextIO) -> HeldTake:
+    """``HeldTake``: a held snapshot as ``stack --pid`` takes and analyses it."""
+    return HeldTake(opts, err)
 
 
 class Watch:
@@ -68,8 +91,10 @@ class Watch:
                  hook: Optional[Hook] = None, clock: Callable[[], float] = time.monotonic, poll: Optional[Poll] = None,
                  untraced: Optional[Untraced] = None, take_all: Optional[TakeAll] = None) -> None:
         self.job, self.opts, self.out, self.err = job, opts, out, err
-        self.held_take = take or default_take(opts, err)
-        self.held_take_all = take_all
+        self.held_take: Take = take if take is not None else default_take(opts, err)
+        self.held_take_all: Optional[TakeAll] = take_all
+        if take_all is None and isinstance(self.held_take, HeldTake):  # every process captured, then analysed
+            self.held_take_all = self.held_take.all
         self.hook, self.poll, self.untraced = hook, poll, untraced
         self.clock = clock
         self.tracker = Tracker(clock(), opts.hang_after, opts.straggler_after)
