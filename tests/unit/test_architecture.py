@@ -414,3 +414,36 @@ def test_no_docstring_or_comment_names_a_dotted_name_of_ours_that_does_not_exist
                 if why:
                     wrong.append("%s:%d: %s: %s" % (os.path.relpath(path, ROOT), line, m.group(1), why))
     assert wrong == [], "\n".join(wrong)
+
+
+# The stage of each layer on a route (drivers: ``cli/``, and ``watch/``'s session loop and reports, which call
+# the stages as ``cli/`` does); a route's files come in this order.
+_ROUTE_STAGE = {"cli": 0, "watch": 0, "snapshot": 1, "sources": 1, "gdb": 1, "corefile": 1, "analysis": 2,
+                "output": 3}
+
+
+def _routes():
+    text = open(DOC).read()
+    section = text.split("## Three routes", 1)[1].split("\n## ", 1)[0]
+    routes = {}
+    for item in re.split(r"\n- ", section)[1:]:
+        name = re.match(r"`(tfnative [^`]+)`", item)
+        assert name is not None, item
+        routes[name.group(1)] = re.findall(r"`([\w/]+\.py)`", item)
+    return routes
+
+
+def test_each_route_is_drawn_in_at_most_ten_files_in_the_stages_order():
+    """The map's "Three routes": ``stack --pid``, ``core`` and ``watch --pid``, each in at most ten files that
+    exist, from its driver through capture and analysis to rendering, never back (a watch's driver files
+    aside: its loop reads and judges, then its report captures, analyses and renders)."""
+    routes = _routes()
+    assert sorted(routes) == ["tfnative core", "tfnative stack --pid", "tfnative watch --pid"]
+    for name, files in routes.items():
+        assert 3 <= len(files) <= 10, (name, files)
+        for f in files:
+            assert os.path.exists(os.path.join(ROOT, "tfnative", f)), (name, f)
+        stages = [_ROUTE_STAGE[f.split("/")[0]] for f in files if f.split("/")[0] in _ROUTE_STAGE]
+        assert stages[0] == 0 and stages[-1] == 3, (name, files)
+        report = stages[max(i for i, s in enumerate(stages) if s == 0):]  # from the last driver file on
+        assert report == sorted(report) and {1, 2, 3} <= set(stages), (name, files)

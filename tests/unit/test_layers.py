@@ -20,6 +20,7 @@ other layers may be importable: it must stand on the standard library alone.
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -403,3 +404,33 @@ def test_no_module_is_over_600_lines():
     over = {path for path, n in lines.items() if n > MAX_LINES}
     assert over - set(OVER_MAX_LINES) == set(), {p: lines[p] for p in over - set(OVER_MAX_LINES)}
     assert set(OVER_MAX_LINES) - over == set(), "split below %d lines: leave OVER_MAX_LINES" % MAX_LINES
+
+
+# ptrace(2) requests that act on a tracee (not the constants alone): what "makes ptrace requests" means here.
+_PTRACE_REQUESTS = re.compile(r"\bPTRACE_(SEIZE|INTERRUPT|CONT|DETACH|GETREGS|SETREGS|LISTEN|GETSIGINFO|GETEVENTMSG|"
+                              r"ATTACH|PEEKDATA|POKEDATA)\b")
+
+
+def _makes_ptrace_requests(path):
+    """Whether a module calls ptrace with a request: a call whose first argument names a PTRACE_ request."""
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.Call) and node.args:
+            first = node.args[0]
+            name = first.id if isinstance(first, ast.Name) else first.attr if isinstance(first, ast.Attribute) else ""
+            if _PTRACE_REQUESTS.fullmatch(name):
+                return True
+    return False
+
+
+def test_one_ptrace_engine_or_the_second_is_known_debt():
+    """Only ``sources/ptrace.py`` makes ptrace requests; another module that does is named in
+    ``docs/architecture.md``'s "Known debt" (and one named there still does), so the map says how many engines
+    there are."""
+    engines = sorted(os.path.relpath(p, PKG) for m, p in MODULES.items() if m.startswith("tfnative.")
+                     and _makes_ptrace_requests(p))
+    assert "sources/ptrace.py" in engines, engines
+    text = open(os.path.join(ROOT, "docs", "architecture.md")).read()
+    debt = text.split("## Known debt", 1)[1].split("\n## ", 1)[0]
+    item = next((p for p in debt.split("\n- ") if p.startswith("**ptrace**")), "")
+    named = sorted(set(re.findall(r"`(\w+/\w+\.py)`", item)) - {"sources/ptrace.py"})
+    assert named == [e for e in engines if e != "sources/ptrace.py"], (named, engines)
