@@ -21,10 +21,10 @@ from tfnative.core.debugfiles import DEBUG_DIR, find_debug_file
 from tfnative.core.elfindex import ElfError, ElfIndex, display_names, load_base
 from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.frameclass import library_class
-from tfnative.core.kernelinputs import op_with_inputs
 from tfnative.core.libfacts import links_tensorflow
 from tfnative.core.memory import USER_SPACE_END, Memory
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
+from tfnative.core.nodeattrs import op_with_inputs
 from tfnative.core.opkernel import (
     CALLEE_SAVED,
     FrameContext,

@@ -28,7 +28,7 @@ from typing import NamedTuple, Optional, Tuple
 import psutil
 import pytest
 
-from tfnative.core.kernelinputs import input_label
+from tfnative.output.opinputs import input_label
 
 from ..utils import ROOT, line_of, load_json, requires_gdb, requires_tf, run_tfnative
 
@@ -301,3 +301,33 @@ def test_the_ops_inputs(runs, name, mode):
     assert want is not None and got == want, "triage.op = %r" % op
     line = "op %s(%s)" % (op["type"], ", ".join(want))
     assert line in text.splitlines(), text[-3000:]
+
+
+# The crashing op's attributes (issue #45), read from its NodeDef in memory: those each script sets (or the
+# op's wrapper fills in), as the triage's op has them.
+_LSTM_ATTRS = {"T": "float32", "use_peephole": False}
+_RESHAPE_ATTRS = {"T": "float32", "Tshape": "int32"}
+ATTRS = {
+    "lrn_grad_eager": {"T": "float32", "depth_radius": 1, "bias": 1.5901821851730347, "alpha": 0.11772865056991577,
+                       "beta": 0.40442705154418945},
+    "reshape_fpe_eager": _RESHAPE_ATTRS,
+    "block_lstm_grad_eager": _LSTM_ATTRS,
+    "fused_pad_conv2d_eager": {"T": "float32", "mode": "REFLECT", "padding": "VALID",
+                               "strides": {"list": [1, 1, 1, 1]}},
+    "conv2d_function": {"T": "float32", "padding": "VALID", "data_format": "NHWC", "strides": {"list": [1, 1, 1, 1]},
+                        "dilations": {"list": [1, 1, 1, 1]}, "explicit_paddings": {"list": []}},
+    "tensor_scatter_max_function": {"T": "float64", "Tindices": "int64"},
+    "block_lstm_grad_data_map": _LSTM_ATTRS,
+    "reshape_fpe_data_map": _RESHAPE_ATTRS,
+}
+
+
+@pytest.mark.parametrize("name,mode", INPUT_RUNS)
+def test_the_ops_attributes(runs, name, mode):
+    """The crashing kernel's NodeDef attributes, read from memory and checked, none left out."""
+    doc, _ = runs.report(name, mode)
+    op = doc["triage"].get("op") or {}
+    attrs = op.get("attrs") or {}
+    want = ATTRS.get(name)
+    assert want is not None and {k: attrs.get(k) for k in want} == want, "triage.op = %r" % op
+    assert "attrs_unread" not in op, op["attrs_unread"]

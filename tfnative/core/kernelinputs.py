@@ -49,7 +49,7 @@ import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .memory import USER_SPACE_END, Memory
-from .opkernel import CALLEE_SAVED, FrameContext, OpKernelReader, op_of_frame, stack_words
+from .opkernel import CALLEE_SAVED, FrameContext, stack_words
 
 MAX_INPUTS = 1024  # no op has more; a longer "span" is not one
 MAX_RANK = 254  # TensorShapeRep: 255 is kUnknownRank
@@ -258,7 +258,7 @@ class InputsReader:
         if dtype not in DTYPES:
             raise Unread("dtype %d is no DataType" % dtype)
         if want is not None and want % REF_OFFSET != dtype:
-            raise Unread("dtype %s, where the kernel takes %s" % (DTYPES[dtype][0], _dtype_name(want)))
+            raise Unread("dtype %s, where the kernel takes %s" % (DTYPES[dtype][0], dtype_name(want)))
         if rank > MAX_RANK:
             raise Unread("unknown rank")
         dims = self._dims(buf, rank, tag)
@@ -294,7 +294,7 @@ class InputsReader:
         return list(struct.unpack("<%dq" % rank, self.bytes_at(data, 8 * rank))) if rank else []
 
 
-def _dtype_name(t: int) -> str:
+def dtype_name(t: int) -> str:
     base = DTYPES.get(t % REF_OFFSET, ("dtype %d" % t, 0))[0]
     return base + "_ref" if t > REF_OFFSET else base
 
@@ -337,12 +337,3 @@ def read_inputs(reader: InputsReader, frame: FrameContext, kernel: int) -> Dict[
             entry = {"unread": str(exc)}
         inputs.append(entry)
     return {"inputs": inputs}
-
-
-def op_with_inputs(kernels: OpKernelReader, frame: FrameContext, device: bool, inputs: bool
-                   ) -> Optional[Dict[str, Any]]:
-    """``opkernel.op_of_frame``; with ``inputs``, a kernel's (not a device's) inputs too (``read_inputs``)."""
-    op: Optional[Dict[str, Any]] = op_of_frame(kernels, frame, device=device)
-    if op and inputs and not device:
-        op = dict(op, **read_inputs(InputsReader(kernels.mem), frame, int(op["kernel"], 16)))
-    return op

@@ -182,6 +182,8 @@ class Op:
     kernel: Optional[str] = None  # "0x%x": the OpKernel's address
     inputs: Optional[List[Json]] = None  # the crashing kernel's: [{"dtype", "shape", "values"?} | {"unread"}...]
     inputs_unread: Optional[str] = None  # why its inputs were not read (core/kernelinputs.py)
+    attrs: Optional[Json] = None  # the crashing kernel's NodeDef's attributes: {name: value} (core/nodeattrs.py)
+    attrs_unread: Optional[str] = None  # why they, or some of them, were not read
 
     def to_json(self) -> Json:
         return _write(self, _OP_KEYS)
@@ -192,7 +194,7 @@ class Op:
 
 
 _OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
-            _k("inputs_unread"))
+            _k("inputs_unread"), _k("attrs"), _k("attrs_unread"))
 
 
 @dataclass(slots=True)
