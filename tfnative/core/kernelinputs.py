@@ -60,6 +60,14 @@ PROPS_WORDS = 8  # where props_ may be in an OpKernel
 PROPS_SCAN_BYTES = 768  # where input_types may be in a NodeProperties
 MAX_CANDIDATES = 2048  # context candidates tried per frame
 VALUES_MAX = 64  # inputs of at most this many elements carry their values
+REPRO_BYTES = 64 << 20  # with --repro (read_whole_tensors): inputs of at most this many bytes carry theirs
+_whole = [0]  # the bytes up to which a tensor's values are read whole: 0 unless --repro asks
+
+
+def read_whole_tensors(limit: int = REPRO_BYTES) -> None:
+    """From now on, in this process, read the values of inputs of up to ``limit`` bytes (``--repro``'s data file;
+    the default, 0, reads those of at most VALUES_MAX elements alone)."""
+    _whole[0] = limit
 
 # types.proto's DataType: name and element size (0: no fixed-size element we read: strings, resources...).
 DTYPES: Dict[int, Tuple[str, int]] = {
@@ -275,8 +283,10 @@ class InputsReader:
             raise Unread("its TensorBuffer at 0x%x has no vtable or refcount" % tbuf)
         if num and size:
             head = self.bytes_at(data, min(num * size, 8 * VALUES_MAX))  # the buffer is there
-            if values and num <= VALUES_MAX and name in _FORMATS:
+            if values and name in _FORMATS and num <= VALUES_MAX:
                 out["values"] = _decoded(name, head[: num * size], num)
+            elif values and name in _FORMATS and num * size <= _whole[0]:
+                out["values"] = _decoded(name, self.bytes_at(data, num * size), num)
         return out
 
     def _dims(self, buf: bytes, rank: int, tag: int) -> List[int]:

@@ -296,6 +296,7 @@ class CrashSummary:
     cxx_exception: Optional[Json] = None  # {"type", "what", "state"}
     log: Optional[str] = None  # TensorFlow's fatal log line
     eager: bool = False  # the op ran eagerly (no tf.function)
+    reproducer: Optional[Json] = None  # --repro: {"path", "op", "attrs", "inputs", "check"} (analysis/reproducer.py)
 
     def to_json(self) -> Json:
         return _write(self, _CRASH_SUMMARY_KEYS)
@@ -311,7 +312,7 @@ _CRASH_SUMMARY_KEYS = (
     _k("nearest_user_frame", doc=_always), _k("tf_function", doc=_always, load=_optional(TfFunction.from_json)),
     _k("dumps", doc=_always, load=lambda v: v or 0), _k("children_killed", doc=_always, load=_as_list),
     _k("op", doc=_always), _k("cxx_exception", doc=_truthy), _k("log", doc=_truthy),
-    _k("eager", doc=_truthy, load=bool))
+    _k("eager", doc=_truthy, load=bool), _k("reproducer"))
 
 Triage = Union[HangVerdict, CrashSummary]
 
