@@ -181,5 +181,10 @@ def _drop_long_values(doc: Document) -> None:
 
 
 def python_of(doc: Document, given: Optional[str]) -> str:
-    """The interpreter that runs the reproducer: the one given, else the target's (argv[0]), else ours."""
-    return given or (doc.argv[0] if doc.argv and os.path.isabs(doc.argv[0]) else sys.executable)
+    """The interpreter that runs the reproducer: the target's as it was started (its argv[0], an absolute path:
+    a virtual environment's ``bin/python`` keeps its packages, where the file it links to does not), else the one
+    given (a core's executable), else ours."""
+    first = doc.argv[0] if doc.argv else ""
+    if os.path.isabs(first) and os.access(first, os.X_OK):
+        return first
+    return given or sys.executable

@@ -35,6 +35,8 @@ def _attr(value: Any, kind: str) -> str:
         return repr(value["shape"])
     if kind == "type":
         return "tf.%s" % value
+    if isinstance(value, str) and kind != "float":  # a float's "nan" is JSON's spelling; a string is itself
+        return repr(value)
     return _number(value)
 
 
