@@ -22,11 +22,11 @@ from tfnative.core.debugfiles import DEBUG_DIR, find_debug_file
 from tfnative.core.elf import ElfError
 from tfnative.core.executors import pool_summary, unnamed_workers
 from tfnative.core.frameclass import library_class
-from tfnative.core.kernelinputs import op_with_inputs
 from tfnative.core.libfacts import links_tensorflow
 from tfnative.core.loadbase import load_base
 from tfnative.core.memory import USER_SPACE_END, Memory
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
+from tfnative.core.nodeattrs import op_with_inputs
 from tfnative.core.opkernel import CALLEE_SAVED, FrameContext, OpKernelReader, inherit_device_ops, op_frames
 from tfnative.core.pyframes import PythonReader, open_reader
 from tfnative.core.symindex import ElfIndex

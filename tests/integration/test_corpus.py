@@ -95,6 +95,10 @@ def _fatal_line(stderr: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
+def _repro_line(text: str) -> str:
+    return next((line for line in text.splitlines() if "tfnative: repro:" in line), "(no repro line)")
+
+
 def _triage_line(text: str) -> str:
     return next((line for line in text.splitlines() if "triage:" in line), "(no triage line)")
 
@@ -121,7 +125,7 @@ class Runs:
         self.cache: dict = {}
 
     def __repr__(self) -> str:
-        return "<runs: %s>" % ", ".join("%s %s" % key for key in sorted(self.cache))
+        return "<runs: %s>" % ", ".join(" ".join(key) for key in sorted(self.cache))
 
     def bare(self, name: str) -> Bare:
         """The script without tfnative, in a temporary directory with RLIMIT_CORE raised, then its core read."""
@@ -134,7 +138,8 @@ class Runs:
             doc, text = {}, "(no core in %s: core_pattern?)" % tmp
             if os.path.exists(core):
                 out = tmp / "core.json"
-                res = run_tfnative(["core", core, PYTHON, "--json", str(out)], timeout=300)
+                res = run_tfnative(["core", core, PYTHON, "--json", str(out), "--repro", str(tmp / "repro.py")],
+                                   timeout=300)
                 text = res.stdout + res.stderr
                 assert res.returncode == 0, text[-3000:]
                 doc = load_json(out)
@@ -148,7 +153,8 @@ class Runs:
         if key not in self.cache:
             out = self.tmp.mktemp("attach-" + name) / "s.json"
             path = corpus_script(name)
-            r = run_tfnative(["attach", "--json", str(out), path], timeout=600)
+            r = run_tfnative(["attach", "--json", str(out), "--repro", str(out.parent / "repro.py"), path],
+                             timeout=600)
             left = _running(path)
             for entry in left:  # leave nothing behind for the next tests
                 try:
@@ -157,6 +163,21 @@ class Runs:
                     pass
             doc = load_json(out) if os.path.exists(out) and os.path.getsize(out) else {}
             self.cache[key] = Attached(r.returncode, r.stderr, doc, left)
+        return self.cache[key]
+
+    def alone(self, name: str, mode: str) -> Tuple[str, subprocess.CompletedProcess]:
+        """(the text of the reproducer ``mode`` wrote, its run alone: plain python, a fresh directory)."""
+        key = ("alone", name, mode)
+        if key not in self.cache:
+            doc, text = self.report(name, mode)
+            repro = (doc["triage"].get("reproducer") or {}).get("path")
+            assert repro, "no reproducer: %s" % _repro_line(text)
+            with open(repro) as f:
+                script = f.read()
+            tmp = self.tmp.mktemp("alone-%s-%s" % (name, mode))
+            proc = subprocess.run([sys.executable, repro], cwd=str(tmp), capture_output=True, text=True, timeout=300,
+                                  preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+            self.cache[key] = (script, proc)
         return self.cache[key]
 
     def report(self, name: str, mode: str) -> Tuple[dict, str]:
@@ -301,3 +322,70 @@ def test_the_ops_inputs(runs, name, mode):
     assert want is not None and got == want, "triage.op = %r" % op
     line = "op %s(%s)" % (op["type"], ", ".join(want))
     assert line in text.splitlines(), text[-3000:]
+
+
+# The crashing op's attributes (issue #45), read from its NodeDef in memory: those each script sets (or the
+# op's wrapper fills in), as the triage's op has them.
+_LSTM_ATTRS = {"T": "float32", "use_peephole": False}
+_RESHAPE_ATTRS = {"T": "float32", "Tshape": "int32"}
+ATTRS = {
+    "lrn_grad_eager": {"T": "float32", "depth_radius": 1, "bias": 1.5901821851730347, "alpha": 0.11772865056991577,
+                       "beta": 0.40442705154418945},
+    "reshape_fpe_eager": _RESHAPE_ATTRS,
+    "block_lstm_grad_eager": _LSTM_ATTRS,
+    "fused_pad_conv2d_eager": {"T": "float32", "mode": "REFLECT", "padding": "VALID",
+                               "strides": {"list": [1, 1, 1, 1]}},
+    "conv2d_function": {"T": "float32", "padding": "VALID", "data_format": "NHWC", "strides": {"list": [1, 1, 1, 1]},
+                        "dilations": {"list": [1, 1, 1, 1]}, "explicit_paddings": {"list": []}},
+    "tensor_scatter_max_function": {"T": "float64", "Tindices": "int64"},
+    "block_lstm_grad_data_map": _LSTM_ATTRS,
+    "reshape_fpe_data_map": _RESHAPE_ATTRS,
+}
+
+
+@pytest.mark.parametrize("name,mode", INPUT_RUNS)
+def test_the_ops_attributes(runs, name, mode):
+    """The crashing kernel's NodeDef attributes, read from memory and checked, none left out."""
+    doc, _ = runs.report(name, mode)
+    op = doc["triage"].get("op") or {}
+    attrs = op.get("attrs") or {}
+    want = ATTRS.get(name)
+    assert want is not None and {k: attrs.get(k) for k in want} == want, "triage.op = %r" % op
+    assert "attrs_unread" not in op, op["attrs_unread"]
+
+
+# The reproducer (--repro, issue #45) each run wrote: it dies as the original did, under tfnative's own check
+# and alone (plain python, a fresh directory), in at most 25 lines of code naming nothing of the original.
+NO_REPRO = {name: "no reproducer: " + why for name, why in NO_KERNEL_FRAME.items()}
+REPRO_RUNS = [pytest.param(name, mode, id="%s-%s" % (name, mode), marks=(
+    [pytest.mark.xfail(reason=NO_REPRO[name], strict=True)] if name in NO_REPRO else []))
+    for name, mode in RUNS]
+
+
+@pytest.mark.parametrize("name,mode", REPRO_RUNS)
+def test_the_reproducers_check(runs, name, mode):
+    case = CASES[name]
+    doc, text = runs.report(name, mode)
+    line = _repro_line(text)
+    rep = doc["triage"].get("reproducer")
+    assert rep and rep["check"]["outcome"] == "same", line
+    assert (rep["op"], rep["check"]["signal"], rep["check"]["op"]) == (case.ops[0], case.signal, case.ops[0]), rep
+    assert re.match(r"tfnative: repro: repro\.py \(\d+ lines\) dies of %s in op %s, as the original did" % (
+        case.signal, case.ops[0]), line), line
+    assert [(e["dtype"], e["shape"]) for e in rep["inputs"]] == [
+        (e["dtype"], e["shape"]) for e in doc["triage"]["op"]["inputs"]]
+
+
+@pytest.mark.parametrize("name,mode", REPRO_RUNS)
+def test_the_reproducer_alone(runs, name, mode):
+    case = CASES[name]
+    script, proc = runs.alone(name, mode)
+    assert proc.returncode == -getattr(signal, case.signal), proc.stderr[-2000:]
+    want = _fatal_line(runs.bare(name).stderr)
+    assert _fatal_line(proc.stderr) == want, proc.stderr[-2000:]
+    code = [line for line in script.splitlines() if line.strip() and not line.strip().startswith("#")]
+    assert len(code) <= 25, script
+    with open(corpus_script(name)) as f:
+        original = {line.strip() for line in f if line.strip() and "import" not in line}
+    assert not original & {line.strip() for line in script.splitlines()}, script
+    assert name not in script and CORPUS not in script, script

@@ -416,7 +416,7 @@ def _triage_op(op: Dict[str, Any]) -> Dict[str, Any]:
         out["from"] = op["from"]  # no kernel frame on the stack: the op's Python wrapper (analysis/pyop.py)
     if op.get("from_xla"):
         out["from_xla"] = op["from_xla"]  # --check-numerics: the NaN/Inf came out of these XLA functions
-    for key in ("inputs", "inputs_unread"):  # the crashing kernel's inputs (core/kernelinputs.py)
+    for key in ("inputs", "inputs_unread", "attrs", "attrs_unread"):  # the crashing kernel's (core/kernelinputs.py)
         if op.get(key) is not None:
             out[key] = op[key]
     where = _created_where(op)

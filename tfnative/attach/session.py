@@ -354,6 +354,8 @@ class Session:
             summary = [line for line in summary if not line.startswith(said)]
         finish(doc)
         self.printer.summary(summary, doc)
+        if self.opts.on_document is not None:
+            self.opts.on_document(doc)
         if self.opts.json_path:
             report.write(doc, self.opts.json_path)
         if keep is not None:

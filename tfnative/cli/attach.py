@@ -15,10 +15,11 @@ import click
 
 from ..errors import TfnativeError, shown
 from ..files import is_stdout, write_output
-from .util import gdb_options, job_options, run_command
+from .util import gdb_options, job_options, repro_options, repro_path, run_command
 
 if TYPE_CHECKING:
     from ..attach.options import AttachOptions
+    from ..core.model import Document
 
 _run = run_command  # the error contract (cli/util.py)
 
@@ -200,6 +201,7 @@ def _check_pid_options(script: Optional[str], module: Optional[str], args: List[
 @click.option("--save-core", "save_core", metavar="FILE",
               help="At a fatal signal, before the process dies, write its core to FILE (tfnative core FILE reads it).")
 @click.option("--core", "core", metavar="FILE", hidden=True)  # the old spelling of --save-core (a note says so)
+@repro_options
 @job_options("Watch every process running Python whose environment has KEY=VALUE (e.g. SLURM_JOB_ID=123) "
              "for a fatal signal; the first that dies is reported with its rank.",
              "The crash watch on every Python process of this running Slurm job, on every node (one "
@@ -218,12 +220,35 @@ def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], r
         _run(lambda: _watch_many(envs, slurm_job, remote_tfnative, interactive, kw, until_eof))
         return
 
+    repro, repro_check = repro_path(kw.pop("repro", None)), not kw.pop("no_repro_check", False)
+
     def go() -> int:
         from ..attach.session import run_attach
 
-        return run_attach(options_of(dict(kw, interactive=interactive)), sys.stderr)
+        opts = options_of(dict(kw, interactive=interactive))
+        if repro is not None:
+            _with_repro(opts, repro, repro_check)
+        return run_attach(opts, sys.stderr)
 
     _run(go)
+
+
+def _with_repro(opts: AttachOptions, path: str, run_check: bool) -> None:
+    """--repro FILE: the capture reads inputs whole (for FILE.npz), and the driver writes the reproducer of a
+    fatal signal before the document is written (``cli/repro.py``)."""
+    from ..core.kernelinputs import read_whole_tensors
+    from . import repro
+
+    read_whole_tensors()
+
+    def on_document(doc: Document) -> None:
+        if doc.triage is not None and getattr(doc.triage, "signal", None):
+            python = opts.python if opts.pid is None else repro.python_of(doc, None)
+            repro.make(doc, path, python, run_check, sys.stderr)
+        else:
+            sys.stderr.write("tfnative: repro: not written: no fatal signal in an op's kernel\n")
+
+    opts.on_document = on_document
 
 
 _WATCH_PASSED = ("all_threads", "native_all", "full")  # attach's options that --env/--slurm-job hand on

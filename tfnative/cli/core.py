@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Optional, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, Optional, TextIO, Tuple
 
 import click
 
 from ..files import is_stdout, write_output
-from .util import run_command, view_options
+from .util import repro_options, repro_path, run_command, view_options
 
 if TYPE_CHECKING:  # the readers load when core runs (``tfnative --version`` pays for none of them)
     from ..core.model import Document
@@ -35,16 +35,26 @@ def core_document(opts: CoreOptions, err: TextIO = sys.stderr, keep_open: bool =
         raise
 
 
-def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr) -> int:
-    """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``--json``); 0."""
+def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr, repro: Optional[str] = None,
+             repro_check: bool = True) -> int:
+    """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``--json``); 0.
+    ``repro``: write the crash's reproducer there (``cli/repro.py``), run by the core's Python."""
     from ..output import report
 
+    if repro is not None:
+        from ..core.kernelinputs import read_whole_tensors
+
+        read_whole_tensors()  # the inputs' values, for the reproducer's data file
     _source, doc = core_document(opts, err)
     # --json -: the document is standard output, the text goes to standard error (as for stack)
     report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all,
                    full=opts.full).event(doc.events[0])
     for line in report.core_triage_lines(doc):
         report.write_note(err, line)
+    if repro is not None:
+        from . import repro as reproducer
+
+        reproducer.make(doc, repro, reproducer.python_of(doc, opts.executable), repro_check, err)
     if opts.json_path:
         report.write(doc, opts.json_path)
     return 0
@@ -80,9 +90,10 @@ def run_core_report(path: str, executable: Optional[str], sysroot: Optional[str]
 @click.option("--locals", "variables", is_flag=True,
               help="Show each Python frame's arguments and locals (short reprs read from the core), and those "
                    "of your own kernel's frames where its library has DWARF (through gdb).")
+@repro_options
 def core_cmd(core_path: str, executable: Optional[str], sysroot: Optional[str], all_threads: bool,
              native_all: bool, full: bool, json_path: Optional[str], with_gdb: bool, gdb_path: Optional[str],
-             gdb_log: Optional[str], variables: bool) -> None:
+             gdb_log: Optional[str], variables: bool, **repro: Any) -> None:
     """Print the mixed stacks of a crashed process from its CORE dump (.zst, .lz4, .xz too)."""
     def go() -> int:
         from ..corefile.capture import CoreOptions
@@ -91,7 +102,7 @@ def core_cmd(core_path: str, executable: Optional[str], sysroot: Optional[str], 
         opts = CoreOptions(core_path, executable, sysroot, all_threads=all_threads, native_all=native_all,
                            full=full, json_path=json_path, with_gdb=with_gdb or bool(gdb_path or gdb_log),
                            variables=variables, gdb=GdbOptions.of(gdb_path, gdb_log))
-        return run_core(opts, sys.stdout)
+        return run_core(opts, sys.stdout, repro=repro_path(repro["repro"]), repro_check=not repro["no_repro_check"])
 
     run_command(go)
 

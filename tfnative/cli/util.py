@@ -111,6 +111,23 @@ def view_options(all_threads_help: str = "Also threads that run no Python.",
     return add
 
 
+def repro_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--repro FILE`` and ``--no-repro-check`` (issue #45), for ``attach`` and ``core``."""
+    fn = click.option("--no-repro-check", is_flag=True,
+                      help="With --repro: write FILE, do not run it to check that it crashes the same way.")(fn)
+    return click.option("--repro", metavar="FILE",
+                        help="At a fatal signal in an op's kernel, write a standalone script to FILE: the op's "
+                             "inputs and attributes, read from memory, and one tf.raw_ops call (larger inputs in "
+                             "FILE.npz); then run it in a fresh process and say whether it crashes the same way.")(fn)
+
+
+def repro_path(path: Optional[str]) -> Optional[str]:
+    """``--repro``'s FILE, checked: one line, not blank; ``-`` is standard output."""
+    if path is not None and (not path.strip() or not path.isprintable()):
+        raise TfnativeError("--repro needs a file name: %s is blank or has control characters" % shown(path))
+    return path
+
+
 def gdb_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options that choose and configure gdb, for every command that may start it."""
     fn = click.option("--gdb", "gdb_path", metavar="PATH", help="gdb executable (default: gdb on PATH).")(fn)

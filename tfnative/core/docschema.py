@@ -64,7 +64,8 @@ Spec = Union[str, _Any, _Obj, _List, _Map, _ByKey]
 _PLACE = _Obj({"function": STR, "file": STR, "line": INT})
 _TF_FUNCTION = _Obj({"name": STR, "python_function": STR, "called_by": INT, "how": STR}, required=["name"])
 _INPUT = _Obj({"dtype": STR, "shape": _List(INT), "values": _List(ANY), "ref": BOOL, "unread": STR})
-_OP = _Obj({"type": STR, "name": STR, "kernel": STR, "kernel_type": STR, "inputs": _List(_INPUT), "inputs_unread": STR})
+_OP = _Obj({"type": STR, "name": STR, "kernel": STR, "kernel_type": STR, "inputs": _List(_INPUT), "inputs_unread": STR,
+            "attrs": _Map(ANY), "attrs_unread": STR})
 FRAME_KINDS = ("native", "python", "elided")
 _FRAME = _Obj({
     "kind": STR, "function": STR, "file": STR, "line": INT, "library": STR, "address": STR, "inline": BOOL,
@@ -91,13 +92,18 @@ _HANG = _Obj({
     "stuck": _List(INT), "moving": _List(INT), "pool": ANY})
 _EVENT_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "from_xla": _List(STR),
                   "created_at": _List(_FRAME), "forward": _Obj({"type": STR, "name": STR, "created_at": ANY})})
+# "created_at": the user's line alone, not the creation stack
 _TRIAGE_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "from_xla": _List(STR),
                    "created_at": _PLACE, "forward": ANY, "inputs": _List(_INPUT),
-                   "inputs_unread": STR})  # the user's line alone, not the creation stack
+                   "inputs_unread": STR, "attrs": _Map(ANY), "attrs_unread": STR})
+_REPRODUCER = _Obj({"path": STR, "op": STR, "attrs": _Map(ANY),
+                    "inputs": _List(_Obj({"dtype": STR, "shape": _List(INT)})), "data": STR, "library": STR,
+                    "check": _Obj({"outcome": STR, "signal": STR, "op": STR, "log": STR, "differs": STR},
+                                  required=["outcome"])}, required=["path", "op", "check"])
 _CRASH = _Obj({
     "breakpoints": _Map(INT), "signal": STR, "handled_signals": _List(STR), "numerics": INT,
     "nearest_user_frame": _PLACE, "tf_function": _TF_FUNCTION, "dumps": INT, "children_killed": _List(STR),
-    "op": _TRIAGE_OP, "cxx_exception": _CXX, "log": STR, "eager": BOOL})
+    "op": _TRIAGE_OP, "cxx_exception": _CXX, "log": STR, "eager": BOOL, "reproducer": _REPRODUCER})
 _EVENT = _Obj({
     "kind": STR, "location": STR, "signal": STR, "signal_code": INT, "fault_address": STR, "sent_by": INT,
     "timeout": NUM, "thread": INT, "pid": INT, "ns_pid": INT, "threads": _List(_THREAD), "python": STR, "via": STR,

@@ -49,7 +49,7 @@ import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .memory import USER_SPACE_END, Memory
-from .opkernel import CALLEE_SAVED, FrameContext, OpKernelReader, op_of_frame, stack_words
+from .opkernel import CALLEE_SAVED, FrameContext, stack_words
 
 MAX_INPUTS = 1024  # no op has more; a longer "span" is not one
 MAX_RANK = 254  # TensorShapeRep: 255 is kUnknownRank
@@ -60,6 +60,14 @@ PROPS_WORDS = 8  # where props_ may be in an OpKernel
 PROPS_SCAN_BYTES = 768  # where input_types may be in a NodeProperties
 MAX_CANDIDATES = 2048  # context candidates tried per frame
 VALUES_MAX = 64  # inputs of at most this many elements carry their values
+REPRO_BYTES = 64 << 20  # with --repro (read_whole_tensors): inputs of at most this many bytes carry theirs
+_whole = [0]  # the bytes up to which a tensor's values are read whole: 0 unless --repro asks
+
+
+def read_whole_tensors(limit: int = REPRO_BYTES) -> None:
+    """From now on, in this process, read the values of inputs of up to ``limit`` bytes (``--repro``'s data file;
+    the default, 0, reads those of at most VALUES_MAX elements alone)."""
+    _whole[0] = limit
 
 # types.proto's DataType: name and element size (0: no fixed-size element we read: strings, resources...).
 DTYPES: Dict[int, Tuple[str, int]] = {
@@ -258,7 +266,7 @@ class InputsReader:
         if dtype not in DTYPES:
             raise Unread("dtype %d is no DataType" % dtype)
         if want is not None and want % REF_OFFSET != dtype:
-            raise Unread("dtype %s, where the kernel takes %s" % (DTYPES[dtype][0], _dtype_name(want)))
+            raise Unread("dtype %s, where the kernel takes %s" % (DTYPES[dtype][0], dtype_name(want)))
         if rank > MAX_RANK:
             raise Unread("unknown rank")
         dims = self._dims(buf, rank, tag)
@@ -275,8 +283,10 @@ class InputsReader:
             raise Unread("its TensorBuffer at 0x%x has no vtable or refcount" % tbuf)
         if num and size:
             head = self.bytes_at(data, min(num * size, 8 * VALUES_MAX))  # the buffer is there
-            if values and num <= VALUES_MAX and name in _FORMATS:
+            if values and name in _FORMATS and num <= VALUES_MAX:
                 out["values"] = _decoded(name, head[: num * size], num)
+            elif values and name in _FORMATS and num * size <= _whole[0]:
+                out["values"] = _decoded(name, self.bytes_at(data, num * size), num)
         return out
 
     def _dims(self, buf: bytes, rank: int, tag: int) -> List[int]:
@@ -294,7 +304,7 @@ class InputsReader:
         return list(struct.unpack("<%dq" % rank, self.bytes_at(data, 8 * rank))) if rank else []
 
 
-def _dtype_name(t: int) -> str:
+def dtype_name(t: int) -> str:
     base = DTYPES.get(t % REF_OFFSET, ("dtype %d" % t, 0))[0]
     return base + "_ref" if t > REF_OFFSET else base
 
@@ -337,12 +347,3 @@ def read_inputs(reader: InputsReader, frame: FrameContext, kernel: int) -> Dict[
             entry = {"unread": str(exc)}
         inputs.append(entry)
     return {"inputs": inputs}
-
-
-def op_with_inputs(kernels: OpKernelReader, frame: FrameContext, device: bool, inputs: bool
-                   ) -> Optional[Dict[str, Any]]:
-    """``opkernel.op_of_frame``; with ``inputs``, a kernel's (not a device's) inputs too (``read_inputs``)."""
-    op: Optional[Dict[str, Any]] = op_of_frame(kernels, frame, device=device)
-    if op and inputs and not device:
-        op = dict(op, **read_inputs(InputsReader(kernels.mem), frame, int(op["kernel"], 16)))
-    return op

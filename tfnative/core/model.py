@@ -182,6 +182,8 @@ class Op:
     kernel: Optional[str] = None  # "0x%x": the OpKernel's address
     inputs: Optional[List[Json]] = None  # the crashing kernel's: [{"dtype", "shape", "values"?} | {"unread"}...]
     inputs_unread: Optional[str] = None  # why its inputs were not read (core/kernelinputs.py)
+    attrs: Optional[Json] = None  # the crashing kernel's NodeDef's attributes: {name: value} (core/nodeattrs.py)
+    attrs_unread: Optional[str] = None  # why they, or some of them, were not read
 
     def to_json(self) -> Json:
         return _write(self, _OP_KEYS)
@@ -192,7 +194,7 @@ class Op:
 
 
 _OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
-            _k("inputs_unread"))
+            _k("inputs_unread"), _k("attrs"), _k("attrs_unread"))
 
 
 @dataclass(slots=True)
@@ -294,6 +296,7 @@ class CrashSummary:
     cxx_exception: Optional[Json] = None  # {"type", "what", "state"}
     log: Optional[str] = None  # TensorFlow's fatal log line
     eager: bool = False  # the op ran eagerly (no tf.function)
+    reproducer: Optional[Json] = None  # --repro: {"path", "op", "attrs", "inputs", "check"} (analysis/reproducer.py)
 
     def to_json(self) -> Json:
         return _write(self, _CRASH_SUMMARY_KEYS)
@@ -309,7 +312,7 @@ _CRASH_SUMMARY_KEYS = (
     _k("nearest_user_frame", doc=_always), _k("tf_function", doc=_always, load=_optional(TfFunction.from_json)),
     _k("dumps", doc=_always, load=lambda v: v or 0), _k("children_killed", doc=_always, load=_as_list),
     _k("op", doc=_always), _k("cxx_exception", doc=_truthy), _k("log", doc=_truthy),
-    _k("eager", doc=_truthy, load=bool))
+    _k("eager", doc=_truthy, load=bool), _k("reproducer"))
 
 Triage = Union[HangVerdict, CrashSummary]
 

@@ -9,9 +9,9 @@ from typing import Callable, Dict, List, Optional, Tuple
 from ..core import frameclass
 from ..core.cfi import DWARF_REGS, Frame
 from ..core.cxxnames import display_names
-from ..core.kernelinputs import op_with_inputs
 from ..core.memory import Memory
 from ..core.model import NativeFrame, Op
+from ..core.nodeattrs import op_with_inputs
 from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames
 from ..core.threads import SIGNAL_FRAME
 from ..sources.modules import Library

@@ -1,0 +1,136 @@
+"""What a reproducer of a crash calls (issue #45, ``--repro``): the crashing kernel's op, its inputs with their
+values and its attributes, as the capture read them from memory; then, given the op's definition (its input
+arguments, its attributes' defaults: ``cli/repro.py`` asks the target's TensorFlow), the one call a script
+makes: each input under its argument's name, each attribute that differs from its default.
+
+Nothing is guessed: an input whose values were not read, an attribute the call needs that was not read, a
+resource or string input, each refuses the reproducer with the reason (``NoRepro``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional
+
+from ..core.model import Document, Json, NativeFrame
+
+_NPZ_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+               "uint64", "bool")
+INLINE_MAX = 64  # inputs of at most this many elements are literals in the script; larger ones go to FILE.npz
+_ONEDNN = re.compile(r"_Mkl")
+
+
+class NoRepro(Exception):
+    """Why no reproducer is written: one line."""
+
+
+def model_of(doc: Document) -> Json:
+    """``{"op", "inputs": [{"dtype", "shape", "values"}...], "attrs", "library"?, "onednn"?}`` of the crash's
+    kernel (the triage's op); raises NoRepro."""
+    triage = doc.triage
+    op = getattr(triage, "op", None) or {}
+    if not getattr(triage, "signal", None) or not op.get("type"):
+        raise NoRepro("no fatal signal in an op's kernel to reproduce")
+    if op.get("inputs") is None:
+        why = op.get("inputs_unread") or ("no kernel frame is left on the stack (the op is named from its %s)"
+                                          % (op.get("from") or "Python wrapper"))
+        raise NoRepro("op %s: its inputs were not read: %s" % (op["type"], why))
+    if op.get("attrs") is None:
+        raise NoRepro("op %s: its attributes were not read: %s" % (op["type"], op.get("attrs_unread")))
+    inputs: List[Json] = []
+    for k, entry in enumerate(op["inputs"]):
+        if "unread" in entry:
+            raise NoRepro("op %s: input %d was not read: %s" % (op["type"], k, entry["unread"]))
+        label = "%s[%s]" % (entry["dtype"], ",".join(str(d) for d in entry["shape"]))
+        if entry["dtype"] not in _NPZ_DTYPES:
+            raise NoRepro("op %s: input %d is a %s tensor: tfnative writes numeric and bool tensors alone"
+                          % (op["type"], k, label))
+        values = [] if 0 in entry["shape"] else entry.get("values")  # an empty tensor has no buffer to read
+        if values is None:
+            raise NoRepro("op %s: input %d, %s, is larger than tfnative reads (64 MiB): its values were not read"
+                          % (op["type"], k, label))
+        inputs.append({"dtype": entry["dtype"], "shape": list(entry["shape"]), "values": values})
+    model: Json = {"op": op["type"], "inputs": inputs, "attrs": dict(op["attrs"])}
+    if _ONEDNN.match(op.get("kernel_type") or ""):
+        model["onednn"] = True  # the crash is oneDNN's kernel's: the script asks for it (TF_ENABLE_ONEDNN_OPTS=1)
+    library = _kernel_library(doc)
+    if library is not None:
+        model["library"] = library
+    return model
+
+
+def _kernel_library(doc: Document) -> Optional[str]:
+    """The library of the crashing kernel's frame where it is the user's own (a custom op's)."""
+    for event in doc.events:
+        for thread in event.threads:
+            for f in thread.frames:
+                if isinstance(f, NativeFrame) and f.op is not None and f.op.inputs is not None:
+                    return f.library if f.frame_class == "user" and f.library else None
+    return None
+
+
+def call_of(model: Json, opdef: Json) -> Json:
+    """``{"op", "function", "inputs": [[name, [index...] | index]...], "attrs": {name: value}, ...}``: the call of
+    ``model`` by the op's definition ``opdef`` (``{"inputs": [{"name", "number_attr", "type_list_attr"}...],
+    "attrs": {name: {"type", "default"?: value}}, "params": [the function's parameter names], "function"}``); raises
+    NoRepro."""
+    attrs, inputs, op = model["attrs"], model["inputs"], model["op"]
+    args: List[List[Any]] = []
+    at = 0
+    for arg in opdef["inputs"]:
+        count = None
+        if arg.get("number_attr"):
+            count = attrs.get(arg["number_attr"])
+        elif arg.get("type_list_attr"):
+            count = len((attrs.get(arg["type_list_attr"]) or {}).get("list", []))
+        if count is not None and not isinstance(count, int):
+            raise NoRepro("op %s: the length of input %s was not read" % (op, arg["name"]))
+        args.append([arg["name"], list(range(at, at + count)) if count is not None else at])
+        at += 1 if count is None else count
+    if at != len(inputs):
+        raise NoRepro("op %s: its definition takes %d inputs, its kernel had %d" % (op, at, len(inputs)))
+    names = {a[0] for a in args}
+    passed: Dict[str, Any] = {}
+    for name in opdef["params"]:
+        if name in names or name == "name" or name not in opdef["attrs"]:
+            continue
+        spec = opdef["attrs"][name]
+        if name not in attrs:
+            if "default" in spec:
+                continue
+            raise NoRepro("op %s: its attribute %s was not read" % (op, name))
+        if "default" not in spec or not _same(attrs[name], spec["default"]):
+            passed[name] = attrs[name]
+    kinds = {name: opdef["attrs"][name].get("type", "") for name in passed}
+    return dict(model, function=opdef["function"], args=args, call_attrs=passed, attr_types=kinds)
+
+
+def _same(value: Any, default: Any) -> bool:
+    if isinstance(value, dict) and isinstance(default, dict):
+        return value.keys() == default.keys() and all(_same(value[k], default[k]) for k in value)
+    if isinstance(value, list) and isinstance(default, list):
+        return len(value) == len(default) and all(_same(a, b) for a, b in zip(value, default))
+    return type(value) is type(default) and value == default
+
+
+def snake(op: str) -> str:
+    """The name of TensorFlow's generated Python wrapper of an op (``LRNGrad`` -> ``lrn_grad``)."""
+    out = []
+    for i, c in enumerate(op):
+        if c.isupper() and i and (op[i - 1].islower() or op[i - 1].isupper() and i + 1 < len(op)
+                                  and op[i + 1].islower()):
+            out.append("_")
+        out.append(c.lower())
+    return "".join(out)
+
+
+def document_entry(call: Json, path: str, data: Optional[str], check: Json) -> Json:
+    """The triage's ``reproducer``: the path written, the op, its attributes, each input's dtype and shape, the
+    data file, the check's outcome."""
+    out: Json = {"path": path, "op": call["op"], "attrs": call["call_attrs"],
+                 "inputs": [{"dtype": e["dtype"], "shape": e["shape"]} for e in call["inputs"]]}
+    if data is not None:
+        out["data"] = data
+    if call.get("library"):
+        out["library"] = call["library"]
+    out["check"] = check
+    return out

@@ -1,0 +1,190 @@
+"""``--repro FILE`` (issue #45), for ``attach`` and ``core``: the driver's part.  It asks the target's Python for the
+crashing op's definition (a subprocess, bounded in time), has analysis make the call and rendering the script,
+writes FILE (and ``FILE.npz``) by ``files.py``'s rules, then runs FILE in a fresh process and says in one line
+whether it dies as the original did (``--no-repro-check`` skips that)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, List, Optional, TextIO
+
+from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, snake
+from ..core.model import CrashSummary, Document, Json, NativeFrame
+from ..files import is_stdout, write_output
+from ..output import reprotext
+
+OPDEF_TIMEOUT_S = 120.0  # importing TensorFlow on a busy machine
+CHECK_TIMEOUT_S = 300.0
+# Run with the target's Python: the op's definition (input arguments, attributes and their defaults) and the
+# parameters of the function a script calls (tf.raw_ops.OP, or a custom op library's own).
+_OPDEF = r"""
+import inspect, json, sys
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+op, lib = sys.argv[1], sys.argv[2]
+fn, where = getattr(tf.raw_ops, op, None), "tf.raw_ops." + op
+if lib:
+    module = tf.load_op_library(lib)
+    fn, where = getattr(module, sys.argv[3], None), "lib." + sys.argv[3]
+d = op_def_registry.get(op)
+if d is None or fn is None:
+    print(json.dumps({"error": "TensorFlow has no op %s here" % op}))
+    sys.exit(0)
+def value(v):
+    kind = v.WhichOneof("value")
+    if kind == "list":
+        for f in ("s", "i", "f", "b", "type", "shape"):
+            if getattr(v.list, f):
+                return {"list": [one(f, x) for x in getattr(v.list, f)]}
+        return {"list": []}
+    return one(kind, getattr(v, kind))
+def one(kind, x):
+    if kind == "s":
+        return x.decode()
+    if kind == "type":
+        return tf.as_dtype(x).name
+    if kind == "shape":
+        return None if x.unknown_rank else [d.size for d in x.dim]
+    return x
+attrs = {}
+for a in d.attr:
+    attrs[a.name] = {"type": a.type}
+    if a.HasField("default_value"):
+        attrs[a.name]["default"] = value(a.default_value)
+        if a.type == "shape":
+            attrs[a.name]["default"] = {"shape": attrs[a.name]["default"]}
+print(json.dumps({"inputs": [{"name": a.name, "number_attr": a.number_attr, "type_list_attr": a.type_list_attr}
+                             for a in d.input_arg], "attrs": attrs, "function": where,
+                  "params": list(inspect.signature(fn).parameters)}))
+"""
+
+
+def _quiet_env() -> Dict[str, str]:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("PYTHONSTARTUP", None)
+    return env
+
+
+def _no_core() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def opdef(python: str, op: str, library: Optional[str]) -> Json:
+    """The op's definition as the target's TensorFlow has it; raises NoRepro."""
+    with tempfile.TemporaryDirectory(prefix="tfnative-repro-") as tmp:
+        try:
+            proc = subprocess.run([python, "-c", _OPDEF, op, library or "", snake(op)], cwd=tmp, env=_quiet_env(),
+                                  capture_output=True, text=True, timeout=OPDEF_TIMEOUT_S, preexec_fn=_no_core)
+        except subprocess.TimeoutExpired:
+            raise NoRepro("%s did not say op %s's definition in %.0f s" % (python, op, OPDEF_TIMEOUT_S)) from None
+        except OSError as exc:
+            raise NoRepro("cannot run %s: %s" % (python, exc.strerror)) from None
+    try:
+        found: Json = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise NoRepro("%s could not say op %s's definition: %s" % (python, op, last)) from None
+    if "error" in found:
+        raise NoRepro(found["error"])
+    return found
+
+
+def _fatal_line(stderr: str) -> Optional[str]:
+    m = re.search(r"^F\S* +[\d:.]+ +\d+ (\S+:\d+\] Check failed: .*?)\s*$", stderr, re.M)
+    return m.group(1) if m else None
+
+
+def _wrapper_op(stderr: str, op: str) -> Optional[str]:
+    """The op the re-run died in, by faulthandler's Python stack: its innermost frame in a generated op wrapper
+    (the ``gen_*_ops`` module's ``lrn_grad``, or its ``_eager_fallback``), or a custom op library's call."""
+    for m in re.finditer(r'File "[^"]*/(gen_\w+\.py|[^"/]+)", line \d+ in (\w+)', stderr):
+        name = m.group(2).removesuffix("_eager_fallback")
+        if m.group(1).startswith("gen_") or name == snake(op):
+            return op if name == snake(op) else name
+    return None
+
+
+def check(python: str, path: str, original: CrashSummary, op: str) -> Json:
+    """Run the script at ``path`` in a fresh process (``python -X faulthandler``, a fresh temporary directory,
+    no core) and compare: the signal, the op, TensorFlow's ``Check failed`` line."""
+    want_log = original.log or ""
+    with tempfile.TemporaryDirectory(prefix="tfnative-repro-") as tmp:
+        try:
+            proc = subprocess.run([python, "-X", "faulthandler", os.path.abspath(path)], cwd=tmp,
+                                  env=_quiet_env() | {"TF_CPP_MIN_LOG_LEVEL": "0"}, capture_output=True,
+                                  text=True, timeout=CHECK_TIMEOUT_S, preexec_fn=_no_core, errors="replace")
+        except subprocess.TimeoutExpired:
+            return {"outcome": "different", "differs": "it still ran after %.0f s" % CHECK_TIMEOUT_S}
+    died = signal.Signals(-proc.returncode).name if proc.returncode < 0 else None
+    log = _fatal_line(proc.stderr)
+    out: Json = {"signal": died, "op": _wrapper_op(proc.stderr, op), "log": log}
+    if died is None:
+        last = (proc.stderr.strip().splitlines() or [""])[-1]
+        what = "raised %s" % last[:300] if proc.returncode and last else "exited %d" % proc.returncode
+        out["differs"] = "it %s; the original died of %s in op %s" % (what, original.signal, op)
+    elif died != original.signal:
+        out["differs"] = "it dies of %s, the original of %s" % (died, original.signal)
+    elif out["op"] != op:
+        out["differs"] = "it dies of %s in %s, not in op %s" % (died, out["op"] or "no op's wrapper", op)
+    elif want_log and not (log and want_log.endswith(log)):
+        out["differs"] = "it dies of %s in op %s with %s, the original with %s" % (died, op, log or "no Check "
+                                                                                 "failed line", want_log)
+    out["outcome"] = "different" if "differs" in out else "same"
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def make(doc: Document, path: str, python: str, run_check: bool, err: TextIO) -> None:
+    """Write the reproducer of ``doc``'s crash to ``path``, check it, say so on ``err``; the triage gains its
+    ``reproducer``.  A crash that gives none is one line (``tfnative: repro: not written: ...``)."""
+    try:
+        model = model_of(doc)
+        call = call_of(model, opdef(python, model["op"], model.get("library")))
+    except NoRepro as exc:
+        err.write("tfnative: repro: not written: %s\n" % exc)
+        return
+    stdout = is_stdout(path)
+    name = "stdout" if stdout else os.path.basename(path)
+    text, big = reprotext.script(call, None if stdout else name + ".npz")
+    write_output(path, text.encode())
+    data = None
+    if big:
+        data = path + ".npz"
+        write_output(data, reprotext.npz(big))
+    lines = reprotext.code_lines(text)
+    triage = doc.triage
+    assert isinstance(triage, CrashSummary)
+    outcome: Json = {"outcome": "skipped"}
+    if run_check and not stdout:
+        outcome = check(python, path, triage, call["op"])
+    err.write(reprotext.check_line(name, lines, outcome) + "\n")
+    triage.reproducer = document_entry(call, path, data, outcome)
+    _drop_long_values(doc)
+
+
+def _drop_long_values(doc: Document) -> None:
+    """The values read whole for the data file stay out of the document: it carries those of small inputs."""
+    lists: List[Any] = [(getattr(doc.triage, "op", None) or {}).get("inputs")]
+    for event in doc.events:
+        for thread in event.threads:
+            lists += [f.op.inputs for f in thread.frames if isinstance(f, NativeFrame) and f.op is not None]
+    for inputs in lists:
+        for entry in inputs or []:
+            if len(entry.get("values") or ()) > reprotext.INLINE_MAX:
+                del entry["values"]
+
+
+def python_of(doc: Document, given: Optional[str]) -> str:
+    """The interpreter that runs the reproducer: the target's as it was started (its argv[0], an absolute path:
+    a virtual environment's ``bin/python`` keeps its packages, where the file it links to does not), else the one
+    given (a core's executable), else ours."""
+    first = doc.argv[0] if doc.argv else ""
+    if os.path.isabs(first) and os.access(first, os.X_OK):
+        return first
+    return given or sys.executable

@@ -1,0 +1,132 @@
+"""A reproducer's text (issue #45, ``--repro FILE``): the script of the call ``analysis/reproducer.call_of`` made,
+its inputs as exact literals (those of more than ``INLINE_MAX`` elements in ``FILE.npz``, whose bytes are made
+here too), and the line that says how its check went."""
+
+from __future__ import annotations
+
+import io
+import math
+import struct
+import zipfile
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..core.model import Json
+
+INLINE_MAX = 64
+# numpy's dtype descriptors (.npy format 1.0) and struct formats
+_NPY = {"float16": ("<f2", "e"), "float32": ("<f4", "f"), "float64": ("<f8", "d"), "int8": ("|i1", "b"),
+        "int16": ("<i2", "h"), "int32": ("<i4", "i"), "int64": ("<i8", "q"), "uint8": ("|u1", "B"),
+        "uint16": ("<u2", "H"), "uint32": ("<u4", "I"), "uint64": ("<u8", "Q"), "bool": ("|b1", "?")}
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, str):  # "nan", "inf", "-inf": JSON's spelling of a float it cannot carry
+        return 'float("%s")' % value
+    if isinstance(value, float) and not math.isfinite(value):
+        return 'float("%r")' % value
+    return repr(value)
+
+
+def _attr(value: Any, kind: str) -> str:
+    """An attribute's value in Python; ``kind`` is its OpDef type (``type``, ``list(int)``...)."""
+    if isinstance(value, dict) and "list" in value:
+        return "[%s]" % ", ".join(_attr(v, kind[5:-1]) for v in value["list"])
+    if isinstance(value, dict) and "shape" in value:
+        return repr(value["shape"])
+    if kind == "type":
+        return "tf.%s" % value
+    if isinstance(value, str) and kind != "float":  # a float's "nan" is JSON's spelling; a string is itself
+        return repr(value)
+    return _number(value)
+
+
+def _literal(entry: Json) -> str:
+    values, shape = entry["values"], entry["shape"]
+    if not shape:
+        return "tf.constant(%s, dtype=tf.%s)" % (_number(values[0]), entry["dtype"])
+    return "tf.constant([%s], shape=%r, dtype=tf.%s)" % (", ".join(_number(v) for v in values), shape,
+                                                          entry["dtype"])
+
+
+def script(call: Json, data_name: Optional[str]) -> Tuple[str, Dict[str, Json]]:
+    """(the script's text, the inputs that go to the data file by their array name).  ``data_name``: the data
+    file's name (the script loads ``__file__ + ".npz"``), None where there may be none (FILE is ``-``): then
+    every input is a literal."""
+    lines: List[str] = []
+    if call.get("onednn"):
+        lines += ["import os", "", 'os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"  # the crash is in oneDNN\'s kernel']
+    lines.append("import tensorflow as tf")
+    big: Dict[str, Json] = {}
+    body: List[str] = []
+    if call.get("library"):
+        body.append("lib = tf.load_op_library(%r)" % call["library"])
+    used: Dict[str, int] = {}
+    named: List[str] = []
+    for k, entry in enumerate(call["inputs"]):
+        name = _name(call, k, used)
+        named.append(name)
+        if data_name is not None and len(entry["values"]) > INLINE_MAX:
+            big[name] = entry
+            body.append("%s = tf.constant(data[%r])" % (name, name))
+        else:
+            body.append("%s = %s" % (name, _literal(entry)))
+    if big:
+        lines += ["import numpy as np", "", 'data = np.load(__file__ + ".npz")  # %s, beside this script' % data_name]
+    lines += [""] + body
+    parts = []
+    for arg, which in call["args"]:
+        parts.append("%s=%s" % (arg, "[%s]" % ", ".join(named[i] for i in which) if isinstance(which, list)
+                                else named[which]))
+    parts += ["%s=%s" % (k, _attr(v, call["attr_types"].get(k, ""))) for k, v in sorted(call["call_attrs"].items())]
+    lines.append("%s(%s)" % (call["function"], ", ".join(parts)))
+    return "\n".join(lines) + "\n", big
+
+
+def _name(call: Json, k: int, used: Dict[str, int]) -> str:
+    """The variable of input ``k``: its argument's name (with its index in a list argument)."""
+    for arg, which in call["args"]:
+        if which == k:
+            base = arg
+            break
+        if isinstance(which, list) and k in which:
+            base = "%s_%d" % (arg, which.index(k))
+            break
+    else:
+        base = "input_%d" % k
+    if base in ("tf", "np", "os", "lib", "data"):
+        base += "_"
+    used[base] = used.get(base, 0) + 1
+    return base if used[base] == 1 else "%s_%d" % (base, used[base])
+
+
+def npz(arrays: Dict[str, Json]) -> bytes:
+    """An ``.npz`` (a zip of ``.npy`` files, format 1.0) of ``arrays``: each entry's exact values."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+        for name, entry in arrays.items():
+            descr, fmt = _NPY[entry["dtype"]]
+            shape = tuple(entry["shape"])
+            header = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }" % (descr, shape)
+            pad = 64 - (10 + len(header) + 1) % 64
+            head = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header) + pad + 1) + \
+                (header + " " * pad + "\n").encode()
+            values = [float(v) if isinstance(v, str) else v for v in entry["values"]]
+            z.writestr(name + ".npy", head + struct.pack("<%d%s" % (len(values), fmt), *values))
+    return out.getvalue()
+
+
+def code_lines(text: str) -> int:
+    """The lines of a script that are code (not blank, not only a comment)."""
+    return sum(1 for line in text.splitlines() if line.strip() and not line.strip().startswith("#"))
+
+
+def check_line(name: str, lines: int, check: Json) -> str:
+    """``tfnative: repro: repro.py (9 lines) dies of SIGABRT in op LRNGrad, as the original did: Check failed:
+    ...``, or what differs."""
+    head = "tfnative: repro: %s (%d lines)" % (name, lines)
+    if check.get("outcome") == "skipped":
+        return "%s written; not run (--no-repro-check)" % head
+    if check.get("outcome") == "same":
+        tail = ": %s" % check["log"] if check.get("log") else ""
+        return "%s dies of %s in op %s, as the original did%s" % (head, check["signal"], check["op"], tail)
+    return "%s does not crash as the original did: %s" % (head, check.get("differs"))
