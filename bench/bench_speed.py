@@ -472,7 +472,7 @@ def section_e(n: int, tmp: str, res: Dict) -> None:
     code = """
 import json, os, sys, time
 sys.path.insert(0, %r)
-from tfnative.core.symindex import ElfIndex
+from tfnative.core.binary.symindex import ElfIndex
 from tfnative.gdb.surrogate import build_surrogate
 import tensorflow
 lib = os.path.join(os.path.dirname(tensorflow.__file__), "libtensorflow_cc.so.2")

@@ -39,8 +39,8 @@ from benchutil import publish  # noqa: E402
 # Each module and the unit tests that reach it (fast, pure: no gdb, no target), as pytest arguments: a
 # test that measures size or speed rather than behaviour is left out (it runs for every mutant of its module).
 MODULES: Dict[str, List[str]] = {
-    "tfnative/core/linetable.py": ["tests/unit/test_linetable.py", "tests/unit/test_pyframes.py"],
-    "tfnative/core/tflog.py": ["tests/unit/test_tflog.py"],
+    "tfnative/core/python/linetable.py": ["tests/unit/test_linetable.py", "tests/unit/test_pyframes.py"],
+    "tfnative/core/tensorflow/tflog.py": ["tests/unit/test_tflog.py"],
     "tfnative/output/fit.py": ["tests/unit/test_fit.py", "tests/unit/test_text_width.py"],
     "tfnative/output/merge.py": ["tests/unit/test_merge.py", "tests/unit/test_merge_edges.py",
                                  "tests/unit/test_merge_chunks.py", "tests/unit/test_merge_text.py",
@@ -52,7 +52,7 @@ MODULES: Dict[str, List[str]] = {
                                  "--deselect", "tests/unit/test_merge.py::test_thousand_documents_linear"],
     "tfnative/core/elide.py": ["tests/unit/test_elide.py"],
     "tfnative/core/docschema.py": ["tests/unit/test_docschema.py", "tests/unit/test_merge_edges.py"],
-    "tfnative/core/mapfile.py": ["tests/unit/test_mapfile.py", "tests/unit/test_core_bounds.py"],
+    "tfnative/core/binary/mapfile.py": ["tests/unit/test_mapfile.py", "tests/unit/test_core_bounds.py"],
 }
 SECTION = re.compile(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n)*", re.M)
 _ROW = re.compile(r"^\| `([^`]+)` \|")  # a row of the table: its module

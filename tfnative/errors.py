@@ -1,7 +1,7 @@
 """The exception types other layers act on, and how our own signals become one.
 
 (A reader's own failure, caught by the layer that calls it, is defined beside the reader in ``core/``:
-``ElfError`` in ``core/elf.py``, ``CfiError``, ``Unreadable``, ``UnsupportedLayout``.)
+``ElfError`` in ``core/binary/elf.py``, ``CfiError``, ``Unreadable``, ``UnsupportedLayout``.)
 
 Three families, told apart by type (never by the order of ``except`` clauses):
 

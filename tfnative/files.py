@@ -342,7 +342,7 @@ _BLOCK = 1 << 20
 
 def file_kind(mode: int) -> str:
     """What a file that is not a regular file is (``os.stat``'s mode), in a message's words: the one phrase
-    for each kind, for inputs a user names (``open_input``) and files a core names (``core.mapfile``)."""
+    for each kind, for inputs a user names (``open_input``) and files a core names (``core.binary.mapfile``)."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a pipe or FIFO"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):

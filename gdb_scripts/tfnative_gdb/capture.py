@@ -16,21 +16,22 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import gdb
 
-from tfnative.core import dwarfcover, procfs
-from tfnative.core.cxxnames import display_names
-from tfnative.core.debugfiles import DEBUG_DIR, find_debug_file
-from tfnative.core.elf import ElfError
-from tfnative.core.executors import pool_summary, unnamed_workers
+from tfnative.core import procfs
+from tfnative.core.binary import dwarfcover
+from tfnative.core.binary.cxxnames import display_names
+from tfnative.core.binary.debugfiles import DEBUG_DIR, find_debug_file
+from tfnative.core.binary.elf import ElfError
+from tfnative.core.binary.libfacts import links_tensorflow
+from tfnative.core.binary.loadbase import load_base
+from tfnative.core.binary.symindex import ElfIndex
 from tfnative.core.frameclass import library_class
-from tfnative.core.libfacts import links_tensorflow
-from tfnative.core.loadbase import load_base
 from tfnative.core.memory import USER_SPACE_END, Memory
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
-from tfnative.core.nodeattrs import op_with_inputs
-from tfnative.core.opkernel import CALLEE_SAVED, FrameContext, OpKernelReader, inherit_device_ops, op_frames
-from tfnative.core.pyframes import PythonReader, open_reader
-from tfnative.core.symindex import ElfIndex
-from tfnative.core.threadnames import thread_names
+from tfnative.core.python.pyframes import PythonReader, open_reader
+from tfnative.core.tensorflow.executors import pool_summary, unnamed_workers
+from tfnative.core.tensorflow.nodeattrs import op_with_inputs
+from tfnative.core.tensorflow.opkernel import CALLEE_SAVED, FrameContext, OpKernelReader, inherit_device_ops, op_frames
+from tfnative.core.tensorflow.threadnames import thread_names
 from tfnative.core.threads import (
     SIGNAL_FRAME,
     PythonThreads,
@@ -327,7 +328,7 @@ def capture(which: Threads = Threads.SELECTED, tids: Optional[List[int]] = None,
     maps = _LiveMaps(inferior.pid) if live else None
     seen = [_named_copy(t, maps) for t in out] if maps is not None else out
     tf_names = (thread_names(_InferiorRegistry(inferior, maps), {t.ptid[1]: _pthread_id(t) for t in threads})
-                if unnamed_workers(seen) else None)  # core/threadnames.py
+                if unnamed_workers(seen) else None)  # core/tensorflow/threadnames.py
     result.pool = pool_summary(seen, tf_names)
     keep = [t.tid for t in select_threads(seen, which)]
     by_tid = {t.tid: t for t in out}
@@ -394,8 +395,8 @@ def _named_copy(thread: Thread, maps: _LiveMaps) -> Thread:
 
 
 class _InferiorRegistry(GdbMemory):
-    """The inferior as ``core/threadnames.py`` reads it: its memory, the files gdb loaded and the process maps
-    (their biases from the maps), and gdb's own symbol addresses."""
+    """The inferior as ``core/tensorflow/threadnames.py`` reads it: its memory, the files gdb loaded and the process
+    maps (their biases from the maps), and gdb's own symbol addresses."""
 
     def __init__(self, inferior: gdb.Inferior, maps: Optional[_LiveMaps]) -> None:
         super().__init__(inferior)
@@ -497,7 +498,7 @@ def op_context(lwp: int, level: int, start: int, device: bool = False,
     ``start`` is the entry address of the frame's function (0: ask gdb).
     For a kernel's ``Compute``, the OpKernel is the object whose vtable holds
     that function; for a device's ``Compute`` (``device``), it is the first
-    argument at the function's entry (``rsi``); ``inputs``: a kernel's inputs too (``core/kernelinputs.py``).
+    argument at the function's entry (``rsi``); ``inputs``: a kernel's inputs too (``core/tensorflow/kernelinputs.py``).
     """
     thread = next((t for t in gdb.selected_inferior().threads() if t.ptid[1] == lwp), None)
     if thread is None:

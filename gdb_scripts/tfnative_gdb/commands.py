@@ -8,8 +8,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, TypedDict
 import gdb
 
 from tfnative.analysis.frames import mark_capture
-from tfnative.core.libfacts import library_classes
-from tfnative.core.opkernel import OpKernelReader
+from tfnative.core.binary.libfacts import library_classes
+from tfnative.core.tensorflow.opkernel import OpKernelReader
 from tfnative.core.threads import Threads
 from tfnative.output.render import thread_block
 
@@ -109,7 +109,7 @@ if hasattr(gdb, "MICommand"):
 
     class MiOpContext(gdb.MICommand):
         """-tfnative-op-context LWP:LEVEL:START[:device|:inputs]...: the op each of those frames runs (JSON list);
-        ``inputs``: a kernel's inputs too (``core/kernelinputs.py``).
+        ``inputs``: a kernel's inputs too (``core/tensorflow/kernelinputs.py``).
 
         START is the entry address of the frame's function (0: ask gdb); the
         answer has one entry per request, ``{"type", "name", "kernel"}`` or null.

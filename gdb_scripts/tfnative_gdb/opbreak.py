@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Set
 
 import gdb
 
-from tfnative.core.opkernel import VTABLE_SLOTS, OpKernelReader
+from tfnative.core.tensorflow.opkernel import VTABLE_SLOTS, OpKernelReader
 
 from .capture import GdbMemory, info_symbol, register_value
 

@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from tfnative.core.cfaprogram import CfiError, evaluate, run_program
-from tfnative.core.cfi import RIP, RSP
-from tfnative.core.ehframe import EhFrame
+from tfnative.core.binary.cfaprogram import CfiError, evaluate, run_program
+from tfnative.core.binary.cfi import RIP, RSP
+from tfnative.core.binary.ehframe import EhFrame
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 

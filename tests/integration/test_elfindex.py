@@ -16,10 +16,10 @@ from typing import Dict, Iterator, List, Tuple
 import pytest
 
 from tests.utils import ROOT, has_tensorflow
-from tfnative.core.cxxnames import demangle
-from tfnative.core.elf import ElfFile, read_build_id
-from tfnative.core.loadbase import load_base
-from tfnative.core.symindex import ElfIndex
+from tfnative.core.binary.cxxnames import demangle
+from tfnative.core.binary.elf import ElfFile, read_build_id
+from tfnative.core.binary.loadbase import load_base
+from tfnative.core.binary.symindex import ElfIndex
 from tfnative.files import cache_dir
 
 requires_nm = pytest.mark.skipif(shutil.which("nm") is None, reason="binutils nm is not installed")
@@ -180,7 +180,7 @@ def test_find_cxx_names(cache):
 
 def test_a_library_and_its_debug_file_keep_their_own_cache_entries(cache):
     """They share a build-id: one entry for both made every snapshot rebuild the two (issue #26)."""
-    from tfnative.core.debugfiles import separate_debug_files
+    from tfnative.core.binary.debugfiles import separate_debug_files
 
     with ElfIndex.open(LIBC) as idx:
         debug = next(iter(separate_debug_files(LIBC, idx.build_id)), None) if idx.build_id else None
@@ -263,8 +263,8 @@ def test_changed_file_is_reindexed(cache):
 CONCURRENT = r"""
 import os, sys, time
 sys.path.insert(0, %(root)r)
-from tfnative.core.elf import ElfFile
-from tfnative.core.symindex import ElfIndex, _cache_path, _load_cache, _store_cache
+from tfnative.core.binary.elf import ElfFile
+from tfnative.core.binary.symindex import ElfIndex, _cache_path, _load_cache, _store_cache
 lib = %(lib)r
 idx = ElfIndex.open(lib, use_cache=False)
 entry = _cache_path(lib, idx.build_id, ElfFile(idx._mm, lib))

@@ -16,10 +16,10 @@ import re
 import pytest
 
 from tfnative.core import frameclass
-from tfnative.core.debugfiles import separate_debug_file
-from tfnative.core.elf import read_build_id
+from tfnative.core.binary.debugfiles import separate_debug_file
+from tfnative.core.binary.elf import read_build_id
+from tfnative.core.binary.symindex import ElfIndex
 from tfnative.core.model import NativeFrame
-from tfnative.core.symindex import ElfIndex
 
 CLONE = re.compile(r"\.(lto_priv|constprop|isra|part|cold)(\.\d+)?")
 

@@ -19,7 +19,7 @@ import os
 
 import pytest
 
-from tfnative.core import dwarfcover
+from tfnative.core.binary import dwarfcover
 
 from ..utils import line_of, load_json, requires_gdb, run_tfnative, script
 from . import old_tf_pairs

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from tfnative.core.pylayout import LAYOUTS
+from tfnative.core.python.pylayout import LAYOUTS
 
 from ..utils import pyenv_pythons
 
@@ -179,8 +179,8 @@ def dwarf_offsets(dwarf_file: str, exprs: dict, tmp_path) -> dict:
 def _debug_python(version):
     """(interpreter, file with its DWARF) for ``version``: pyenv's (DWARF in it), or .ci/pythons' Debian
     build (stripped; DWARF in the -dbg file under its own root)."""
-    from tfnative.core.debugfiles import separate_debug_file
-    from tfnative.core.symindex import ElfIndex
+    from tfnative.core.binary.debugfiles import separate_debug_file
+    from tfnative.core.binary.symindex import ElfIndex
 
     key = "%d.%d" % version
     python = pyenv_pythons().get(key)
@@ -200,7 +200,7 @@ def _debug_python(version):
 def test_published_offsets_match_the_dwarf(version, tmp_path):
     """The layout tfnative builds from a live interpreter's ``_Py_DebugOffsets`` (and derives where it
     publishes nothing) is, field for field, the one the interpreter's own DWARF gives."""
-    from tfnative.core.pylayout import debug_offsets_layout
+    from tfnative.core.python.pylayout import debug_offsets_layout
 
     python, dwarf_file = _debug_python(version)
     layout = debug_offsets_layout(runtime_head(python))

@@ -5,9 +5,9 @@ import sys
 
 from tfnative.analysis.frames import mark_frames, shown
 from tfnative.core.frameclass import frame_class
-from tfnative.core.linetable import line_for
-from tfnative.core.mixed import merge
 from tfnative.core.model import Thread, frames_from_json
+from tfnative.core.python.linetable import line_for
+from tfnative.core.python.mixed import merge
 from tfnative.output import render
 
 

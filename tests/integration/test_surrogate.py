@@ -28,10 +28,10 @@ from typing import Dict, Iterator
 import pytest
 
 from tests.utils import ROOT, requires_gdb, requires_tf
-from tfnative.core.cxxnames import demangle
-from tfnative.core.elf import ElfFile
-from tfnative.core.loadbase import load_base, mapped_libraries
-from tfnative.core.symindex import ElfIndex
+from tfnative.core.binary.cxxnames import demangle
+from tfnative.core.binary.elf import ElfFile
+from tfnative.core.binary.loadbase import load_base, mapped_libraries
+from tfnative.core.binary.symindex import ElfIndex
 from tfnative.gdb.surrogate import build_surrogate, gdb_regex_escape, surrogate_path
 
 pytestmark = [requires_gdb, requires_tf, pytest.mark.tf, pytest.mark.slow]

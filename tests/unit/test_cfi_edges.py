@@ -4,8 +4,8 @@ import struct
 
 import pytest
 
-from tfnative.core.cfaprogram import CfiError
-from tfnative.core.cfi import RIP, RSP, Module, Unwinder
+from tfnative.core.binary.cfaprogram import CfiError
+from tfnative.core.binary.cfi import RIP, RSP, Module, Unwinder
 
 
 class _NoFde:

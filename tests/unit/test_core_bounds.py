@@ -1,4 +1,4 @@
-"""The bounds a core's reader keeps: core/mapfile.py (the one checked opener of every file tfnative maps, on real
+"""The bounds a core's reader keeps: core/binary/mapfile.py (the one checked opener of every file tfnative maps, on real
 odd files) and the checks of a core's notes (corefile/reader.py)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from tfnative.core import sourcelines
-from tfnative.core.elf import ElfError, read_build_id
-from tfnative.core.mapfile import MAX_SIZE, FileUnusable, check_file, map_file, read_file, read_head
-from tfnative.core.symindex import ElfIndex
+from tfnative.core.binary.elf import ElfError, read_build_id
+from tfnative.core.binary.mapfile import MAX_SIZE, FileUnusable, check_file, map_file, read_file, read_head
+from tfnative.core.binary.symindex import ElfIndex
 from tfnative.corefile.reader import MAX_PROBLEMS, NT_FILE, NT_PRSTATUS, parse_notes
 
 

@@ -5,7 +5,7 @@ import os
 import shutil
 import sys
 
-from tfnative.core import datasyms
+from tfnative.core.binary import datasyms
 
 
 def _interpreter_file() -> str:

@@ -16,8 +16,8 @@ import struct
 
 import pytest
 
-from tfnative.core.pyframes import PythonReader
-from tfnative.core.pylayout import DEBUG_OFFSETS_SHAPES, UnsupportedLayout, debug_offsets_layout
+from tfnative.core.python.pyframes import PythonReader
+from tfnative.core.python.pylayout import DEBUG_OFFSETS_SHAPES, UnsupportedLayout, debug_offsets_layout
 
 from .fakemem import PyHeap, line_offset, train_code
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tfnative.core.debugfiles import DEBUG_ROOT, debug_roots, separate_debug_file
+from tfnative.core.binary.debugfiles import DEBUG_ROOT, debug_roots, separate_debug_file
 
 BUILD_ID = "cccda113240f3ba4c016991793a62dc0cfe01613"
 

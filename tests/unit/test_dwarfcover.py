@@ -14,8 +14,8 @@ import subprocess
 
 import pytest
 
-from tfnative.core import dwarfcover
-from tfnative.core.symindex import ElfIndex
+from tfnative.core.binary import dwarfcover
+from tfnative.core.binary.symindex import ElfIndex
 from tfnative.gdb.symbols import wants_surrogate
 
 requires_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("objcopy") is None,
@@ -147,7 +147,7 @@ def test_unreadable_dwarf_counts_as_describing_the_code(tmp_path):
     with open(lib, "r+b") as f:
         import mmap
 
-        from tfnative.core.elf import ElfFile
+        from tfnative.core.binary.elf import ElfFile
         with mmap.mmap(f.fileno(), 0) as mm:
             info = ElfFile(mm, lib).section(".debug_info")
             struct.pack_into("<I", mm, info.offset, 0xFFFFFFF0)  # a reserved unit length

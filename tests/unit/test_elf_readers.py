@@ -15,10 +15,10 @@ import subprocess
 
 import pytest
 
-from tfnative.core import dwarf, dwarfcover
-from tfnative.core.debugfiles import find_debug_file
-from tfnative.core.elf import ElfFile, ElfTruncated, elf_header, first_load_vaddr, program_headers
-from tfnative.core.leb128 import MAX_LEB128_BYTES, Leb128Error, sleb128, uleb128
+from tfnative.core.binary import dwarf, dwarfcover
+from tfnative.core.binary.debugfiles import find_debug_file
+from tfnative.core.binary.elf import ElfFile, ElfTruncated, elf_header, first_load_vaddr, program_headers
+from tfnative.core.binary.leb128 import MAX_LEB128_BYTES, Leb128Error, sleb128, uleb128
 from tfnative.sources.modules import Library, _first_load_vaddr
 from tfnative.toolchain import doctor
 
@@ -303,7 +303,7 @@ def test_a_debug_file_under_a_prefix_root_by_debuglink(tmp_path):
 
 def test_the_search_order_is_gdbs_over_every_root(tmp_path):
     """Build-id before debuglink; the system's root before the prefix's; the file's own directory before both."""
-    from tfnative.core.debugfiles import DEBUG_DIR, candidates
+    from tfnative.core.binary.debugfiles import DEBUG_DIR, candidates
 
     usr = tmp_path / "root" / "usr"
     (usr / "lib" / "debug" / ".build-id").mkdir(parents=True)

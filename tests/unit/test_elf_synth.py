@@ -11,11 +11,11 @@ import subprocess
 
 import pytest
 
-from tfnative.core.cfaprogram import CfiError
-from tfnative.core.cfi import RIP, RSP, Module, Unwinder
-from tfnative.core.ehframe import EhFrame
-from tfnative.core.elf import ElfError, ElfFile, ElfTruncated, read_build_id
-from tfnative.core.symindex import ElfIndex
+from tfnative.core.binary.cfaprogram import CfiError
+from tfnative.core.binary.cfi import RIP, RSP, Module, Unwinder
+from tfnative.core.binary.ehframe import EhFrame
+from tfnative.core.binary.elf import ElfError, ElfFile, ElfTruncated, read_build_id
+from tfnative.core.binary.symindex import ElfIndex
 
 from . import elfsynth
 from .elfsynth import FRAME_POINTER_CFI, RBP, Function

@@ -1,5 +1,5 @@
-from tfnative.core.gil import gil_state_from_native
 from tfnative.core.model import Thread, frames_from_json
+from tfnative.core.python.gil import gil_state_from_native
 from tfnative.core.threads import Threads, select_threads
 
 
@@ -47,7 +47,7 @@ def test_stripped_eval_breaker_wait_is_a_cond_wait_from_the_interpreter():
 
 
 def test_in_collection_by_flag_or_by_the_collectors_frames():
-    from tfnative.core.gil import in_collection
+    from tfnative.core.python.gil import in_collection
 
     plain = frames_from_json([{"kind": "native", "function": "sleep", "library": "libc.so.6"}])
     assert in_collection(plain, holds_gil=True, collecting=True)
@@ -70,7 +70,7 @@ def pool_thread(tid, *names, name="tf_Compute"):
 
 
 def test_pool_summary_and_busy_workers_selected():
-    from tfnative.core.executors import pool_summary
+    from tfnative.core.tensorflow.executors import pool_summary
 
     idle = pool_thread(1, "Eigen::EventCount::CommitWait(Eigen::EventCount::Waiter*)")
     busy = pool_thread(2, "tensorflow::PyFuncOp::Compute(tensorflow::OpKernelContext*)")

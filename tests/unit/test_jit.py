@@ -2,7 +2,7 @@
 
 import struct
 
-from tfnative.core.jit import is_call_before, recover_caller
+from tfnative.core.binary.jit import is_call_before, recover_caller
 
 RBP, RSP, RIP = 6, 7, 16
 CODE_LO, CODE_HI = 0x400000, 0x500000

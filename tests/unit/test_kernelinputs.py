@@ -1,4 +1,4 @@
-"""The reader of a kernel's inputs (``core/kernelinputs.py``) on OpKernel, OpKernelContext, Params and Tensor
+"""The reader of a kernel's inputs (``core/tensorflow/kernelinputs.py``) on OpKernel, OpKernelContext, Params and Tensor
 objects built in fake memory, in TF 2.21's layout (and the older ``InlinedVector*`` one): what it reads, and
 what it drops with a reason."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import struct
 from typing import List, Optional, Sequence, Tuple
 
-from tfnative.core.kernelinputs import InputsReader, read_inputs
-from tfnative.core.opkernel import FrameContext
+from tfnative.core.tensorflow.kernelinputs import InputsReader, read_inputs
+from tfnative.core.tensorflow.opkernel import FrameContext
 from tfnative.output.opinputs import input_label, inputs_line
 
 from .fakemem import FakeMemory

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfnative.core.linetable import line_310, line_311, line_for
+from tfnative.core.python.linetable import line_310, line_311, line_for
 
 from ..utils import pyenv_pythons
 

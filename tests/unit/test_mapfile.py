@@ -1,4 +1,4 @@
-"""core/mapfile.py at its edges, on real files: sizes one below, at and one above each bound, each kind of file
+"""core/binary/mapfile.py at its edges, on real files: sizes one below, at and one above each bound, each kind of file
 that is not a regular one, a path through a file, a NUL in a path, a descriptor that cannot be mapped, and what
 comes back when all is well (the whole file, its first bytes, nothing else).  The odd files' common refusals are
 in test_core_bounds.py."""
@@ -13,7 +13,7 @@ import stat
 
 import pytest
 
-from tfnative.core.mapfile import (
+from tfnative.core.binary.mapfile import (
     MAX_SIZE,
     FileUnusable,
     check_fd,
@@ -148,7 +148,7 @@ def test_pseudo_files_of_proc_and_sys(tmp_path):
 def test_pseudo_files_when_first_checked(tmp_path):
     # which devices are /proc's and /sys's is found once per process, at the first file checked: here that
     # first time again (the module imported anew in this process, and put back as it was afterwards)
-    import tfnative.core.mapfile as module
+    import tfnative.core.binary.mapfile as module
 
     good = _write(tmp_path / "good", b"x")
     saved = dict(module.__dict__)
@@ -242,7 +242,7 @@ def _eio(*args, **kw):
 
 
 def test_a_read_error_after_the_checks_names_the_path_and_the_error(tmp_path, monkeypatch):
-    import tfnative.core.mapfile as module
+    import tfnative.core.binary.mapfile as module
 
     path = _write(tmp_path / "disk", b"\x7fELF" + bytes(60))
     eio = os.strerror(errno.EIO)[:1].lower() + os.strerror(errno.EIO)[1:]  # "input/output error"
@@ -265,7 +265,7 @@ def test_a_read_error_after_the_checks_names_the_path_and_the_error(tmp_path, mo
 
 def _growing(monkeypatch, path: str, extra: bytes, asked: list) -> None:
     """At the first read of ``path``'s descriptor (after its checks), ``extra`` is appended to the file."""
-    import tfnative.core.mapfile as module
+    import tfnative.core.binary.mapfile as module
 
     real = os.read
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from tfnative.core import cxxnames
-from tfnative.core.cxxnames import demangle, display_names
+from tfnative.core.binary import cxxnames
+from tfnative.core.binary.cxxnames import demangle, display_names
 
 
 def test_c_names_and_cached_names_start_no_process(monkeypatch):

@@ -1,4 +1,4 @@
-"""The reader of a kernel's NodeDef attributes (``core/nodeattrs.py``) on a NodeDef, its attr map and
+"""The reader of a kernel's NodeDef attributes (``core/tensorflow/nodeattrs.py``) on a NodeDef, its attr map and
 AttrValues built in fake memory in the layout of TF 2.21's protobuf 6.31 (the one the wheel's headers give):
 what it reads, and what it leaves out with a reason."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Dict, List, Sequence, Tuple
 
-from tfnative.core.kernelinputs import InputsReader
-from tfnative.core.nodeattrs import read_attrs
+from tfnative.core.tensorflow.kernelinputs import InputsReader
+from tfnative.core.tensorflow.nodeattrs import read_attrs
 
 from .fakemem import FakeMemory
 

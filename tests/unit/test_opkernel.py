@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 from tfnative.core.model import Op, frames_from_json
-from tfnative.core.opkernel import (
+from tfnative.core.tensorflow.opkernel import (
     FrameContext,
     OpKernelReader,
     graph_op_type,

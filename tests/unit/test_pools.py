@@ -16,10 +16,10 @@ import struct
 import pytest
 
 from tfnative.analysis import verdict
-from tfnative.core import executors
-from tfnative.core.executors import INTER_OP, INTRA_OP, OTHER, pool_of, pool_summary
 from tfnative.core.model import Event, Thread
-from tfnative.core.threadnames import read_registry, registered_names, registry_symbols, thread_names
+from tfnative.core.tensorflow import executors
+from tfnative.core.tensorflow.executors import INTER_OP, INTRA_OP, OTHER, pool_of, pool_summary
+from tfnative.core.tensorflow.threadnames import read_registry, registered_names, registry_symbols, thread_names
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from tfnative.core.pyframes import PythonReader
-from tfnative.core.pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS
+from tfnative.core.python.pyframes import PythonReader
+from tfnative.core.python.pylayout import FRAME_OWNED_BY_CSTACK, LAYOUTS
 
 from .fakemem import PyHeap, line_offset, train_code
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import struct
 
-from tfnative.core.pyframes import PythonReader
-from tfnative.core.pylayout import LAYOUTS
-from tfnative.core.pyobjects import MAX_REPR, ObjectReader
+from tfnative.core.python.pyframes import PythonReader
+from tfnative.core.python.pylayout import LAYOUTS
+from tfnative.core.python.pyobjects import MAX_REPR, ObjectReader
 
 from .fakemem import PyHeap
 

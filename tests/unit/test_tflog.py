@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from tfnative.core.tflog import fatal_line
+from tfnative.core.tensorflow.tflog import fatal_line
 
 from .fakemem import FakeMemory
 
@@ -236,7 +236,7 @@ def test_pointer_budget_counts_only_words_that_could_point_at_a_message():
     """1024 distinct words are followed at most; words that cannot point at a message (the stack's own
     addresses, unaligned, below 64 KiB, beyond user space, seen before) do not use the budget up."""
     from tfnative.core.memory import USER_SPACE_END
-    from tfnative.core.tflog import MAX_POINTERS
+    from tfnative.core.tensorflow.tflog import MAX_POINTERS
 
     real = HEAP + 0x100
     followable = [UNMAPPED + 8 * k for k in range(MAX_POINTERS - 1)]
@@ -272,7 +272,7 @@ def test_a_message_at_the_lowest_user_address():
 
 
 def test_below_the_stack_pointer_only_from_32_kib_above_the_lowest_address():
-    from tfnative.core.tflog import BELOW_SP_BYTES
+    from tfnative.core.tensorflow.tflog import BELOW_SP_BYTES
 
     mem = FakeMemory()
     _paged(mem, 0x10000, 12)
@@ -291,7 +291,7 @@ def test_below_the_stack_pointer_ends_at_it():
     _put(mem, sp - cut, TSL_LINE)
     assert fatal_line(mem.read, sp) == "tensorflow/core/framework/tensor_shape.cc:357] Check failed: d < dims()"
     # and it starts 32 KiB below, mid-page: the first (partial) page is read too
-    from tfnative.core.tflog import BELOW_SP_BYTES
+    from tfnative.core.tensorflow.tflog import BELOW_SP_BYTES
 
     _put(mem, sp - cut, b"\x00" * len(TSL_LINE))
     _put(mem, sp - BELOW_SP_BYTES + 0x10, TSL_LINE)

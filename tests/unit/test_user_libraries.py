@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from tfnative.core import frameclass, libfacts
+from tfnative.core import frameclass
+from tfnative.core.binary import libfacts
 from tfnative.core.model import NativeFrame, Op
 from tfnative.output.render import frame_line, is_marked
 

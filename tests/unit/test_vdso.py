@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tfnative.core import vdso
+from tfnative.core.binary import vdso
 from tfnative.sources.ptrace import Memory
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")

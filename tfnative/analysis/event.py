@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..core import executors, sourcelines
+from ..core import sourcelines
 from ..core.elide import elide
 from ..core.frameclass import frame_class, hide_glue, is_user_frame, native_class
 from ..core.model import (
@@ -28,6 +28,7 @@ from ..core.model import (
     Thread,
     thread_label,
 )
+from ..core.tensorflow import executors
 from . import pyop, userlibs, verdict
 from .frames import mark_thread
 
@@ -416,7 +417,8 @@ def _triage_op(op: Dict[str, Any]) -> Dict[str, Any]:
         out["from"] = op["from"]  # no kernel frame on the stack: the op's Python wrapper (analysis/pyop.py)
     if op.get("from_xla"):
         out["from_xla"] = op["from_xla"]  # --check-numerics: the NaN/Inf came out of these XLA functions
-    for key in ("inputs", "inputs_unread", "attrs", "attrs_unread"):  # the crashing kernel's (core/kernelinputs.py)
+    # the crashing kernel's inputs and attributes (core/tensorflow/kernelinputs.py, core/tensorflow/nodeattrs.py)
+    for key in ("inputs", "inputs_unread", "attrs", "attrs_unread"):
         if op.get(key) is not None:
             out[key] = op[key]
     where = _created_where(op)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
-from ..core.mapfile import read_file
+from ..core.binary.mapfile import read_file
 from ..core.model import Frame, PythonFrame
 from ..core.sourcelines import MAX_BYTES
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..core import libfacts
+from ..core.binary import libfacts
 from ..core.model import NativeFrame, Thread
 
 

@@ -62,8 +62,8 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..core import frameclass
-from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait
 from ..core.model import Event, Frame, HangVerdict, NativeFrame, PythonFrame, Thread
+from ..core.tensorflow.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait
 from . import waitgraph
 
 # Native frames that only carry a call from Python to a C function (ctypes, libffi), and the interpreter's.

@@ -32,8 +32,16 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..core import frameclass, sourcelines
-from ..core.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait, worker_loop
 from ..core.model import Event, NativeFrame, PythonFrame, Thread
+from ..core.tensorflow.executors import (
+    GET_NEXT_RE,
+    TF_DATA,
+    is_any_pool_worker,
+    pool_of,
+    runs_kernel,
+    tf_wait,
+    worker_loop,
+)
 
 _WAIT_LIB_RE = re.compile(r"^(libc\.so|libpthread|ld-linux|libstdc\+\+)")
 MAX_CHAIN = 16  # steps of a chain followed at the most

@@ -13,8 +13,8 @@ import json
 from typing import Any, Callable, Optional
 
 from ..analysis.event import analyze, in_flight_functions
-from ..core import executors, tflog
 from ..core.model import Capture, Event, EventKind, NativeFrame
+from ..core.tensorflow import executors, tflog
 from ..core.threads import Threads
 from ..errors import GdbError, PtraceRefused, Unsupported
 from ..gdb import ops as tfops

@@ -236,7 +236,7 @@ def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], r
 def _with_repro(opts: AttachOptions, path: str, run_check: bool) -> None:
     """--repro FILE: the capture reads inputs whole (for FILE.npz), and the driver writes the reproducer of a
     fatal signal before the document is written (``cli/repro.py``)."""
-    from ..core.kernelinputs import read_whole_tensors
+    from ..core.tensorflow.kernelinputs import read_whole_tensors
     from . import repro
 
     read_whole_tensors()

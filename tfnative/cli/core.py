@@ -42,7 +42,7 @@ def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr, repro: Op
     from ..output import report
 
     if repro is not None:
-        from ..core.kernelinputs import read_whole_tensors
+        from ..core.tensorflow.kernelinputs import read_whole_tensors
 
         read_whole_tensors()  # the inputs' values, for the reproducer's data file
     _source, doc = core_document(opts, err)

@@ -45,10 +45,10 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from .cxxnames import demangle
-from .datasyms import data_symbols
-from .elf import PT_LOAD, ElfError, ElfFile
-from .mapfile import map_file
+from .binary.cxxnames import demangle
+from .binary.datasyms import data_symbols
+from .binary.elf import PT_LOAD, ElfError, ElfFile
+from .binary.mapfile import map_file
 from .memory import USER_SPACE_END
 
 __all__ = ["CxxException", "CxxRuntime", "TlsRecipe", "being_thrown", "demangle_type", "eh_globals_address",

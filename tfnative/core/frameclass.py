@@ -102,7 +102,7 @@ def is_standard_library(frame: NativeFrame) -> bool:
     name = frame.function or ""
     if not name.startswith(_STD_NAMESPACES) and " std::" not in name:
         return False
-    from .cxxnames import split_demangled  # only for a name that may be the standard library's
+    from .binary.cxxnames import split_demangled  # only for a name that may be the standard library's
 
     split = split_demangled(name)
     return (split[0] if split else name).startswith(_STD_NAMESPACES)

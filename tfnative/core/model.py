@@ -181,8 +181,9 @@ class Op:
     kernel_type: Optional[str] = None  # oneDNN's rewrite: the type the kernel itself carries (_MklMatMul)
     kernel: Optional[str] = None  # "0x%x": the OpKernel's address
     inputs: Optional[List[Json]] = None  # the crashing kernel's: [{"dtype", "shape", "values"?} | {"unread"}...]
-    inputs_unread: Optional[str] = None  # why its inputs were not read (core/kernelinputs.py)
-    attrs: Optional[Json] = None  # the crashing kernel's NodeDef's attributes: {name: value} (core/nodeattrs.py)
+    inputs_unread: Optional[str] = None  # why its inputs were not read (core/tensorflow/kernelinputs.py)
+    # the crashing kernel's NodeDef's attributes: {name: value} (core/tensorflow/nodeattrs.py)
+    attrs: Optional[Json] = None
     attrs_unread: Optional[str] = None  # why they, or some of them, were not read
 
     def to_json(self) -> Json:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from .mapfile import read_file
+from .binary.mapfile import read_file
 
 MAX_FILES = 512  # files kept at once
 MAX_BYTES = 16 << 20  # a larger "source file" is not one

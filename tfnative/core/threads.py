@@ -9,12 +9,12 @@ import enum
 import os
 from typing import Callable, Dict, List, Optional
 
-from .autograph import annotate
-from .executors import POOL_THREAD_NAMES, is_pool_worker, runs_kernel
-from .gil import gil_state_from_native, in_collection, interpreter_object
-from .mixed import EVAL_FUNCTION, is_eval_frame, merge
 from .model import Capture, NativeFrame, Thread
-from .pyframes import PythonReader, ThreadPy
+from .python.autograph import annotate
+from .python.gil import gil_state_from_native, in_collection, interpreter_object
+from .python.mixed import EVAL_FUNCTION, is_eval_frame, merge
+from .python.pyframes import PythonReader, ThreadPy
+from .tensorflow.executors import POOL_THREAD_NAMES, is_pool_worker, runs_kernel
 
 # The name gdb gives the frame of a signal trampoline (glibc's ``__restore_rt``).
 SIGNAL_FRAME = "<signal handler called>"

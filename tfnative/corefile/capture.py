@@ -14,8 +14,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
-from ..core import signals, tflog
+from ..core import signals
 from ..core.model import Capture
+from ..core.tensorflow import tflog
 from ..core.threads import Threads
 from ..errors import HasDebugInfo, TfnativeError, Unsupported
 from ..gdb.options import GdbOptions

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 from typing import List, Optional, Tuple
 
-from ..core.elf import ElfError, Segment, elf_header, note_build_id, program_headers, read_build_id
-from ..core.mapfile import FileUnusable, read_head
+from ..core.binary.elf import ElfError, Segment, elf_header, note_build_id, program_headers, read_build_id
+from ..core.binary.mapfile import FileUnusable, read_head
 from .reader import PT_NOTE, Core, Mapping
 
 PAGE = 4096

@@ -22,8 +22,8 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Tuple
 
-from ..core.elf import ElfError, ElfFile, ElfTruncated
-from ..core.mapfile import FileUnusable, map_fd, map_file
+from ..core.binary.elf import ElfError, ElfFile, ElfTruncated
+from ..core.binary.mapfile import FileUnusable, map_fd, map_file
 from ..core.memory import UnwindMemory
 from ..errors import CoreError, InputError
 from ..files import open_input

@@ -22,9 +22,9 @@ import struct
 from typing import Dict, List, Optional
 
 from ..core import frameclass
-from ..core.datasyms import data_symbols
-from ..core.elf import ElfError, ElfFile
-from ..core.mapfile import map_file
+from ..core.binary.datasyms import data_symbols
+from ..core.binary.elf import ElfError, ElfFile
+from ..core.binary.mapfile import map_file
 from ..core.model import Document
 from ..toolchain import doctor
 from ..toolchain.hostfacts import host_facts, onednn_words

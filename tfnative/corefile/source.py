@@ -15,9 +15,9 @@ import os
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..core.cfaprogram import CfiError
-from ..core.elf import ElfError, ElfFile
-from ..core.mapfile import check_file, map_file
+from ..core.binary.cfaprogram import CfiError
+from ..core.binary.elf import ElfError, ElfFile
+from ..core.binary.mapfile import check_file, map_file
 from ..core.model import Capture, NativeFrame, Thread
 from ..core.threads import Threads
 from ..errors import HasDebugInfo, TfnativeError, Unsupported

@@ -20,10 +20,10 @@ import json
 import os
 from typing import List, TextIO, Tuple
 
-from ..core.elf import ElfError, ElfFile
-from ..core.mapfile import map_file
+from ..core.binary.elf import ElfError, ElfFile
+from ..core.binary.mapfile import map_file
+from ..core.binary.symindex import ElfIndex
 from ..core.model import Capture
-from ..core.symindex import ElfIndex
 from ..core.threads import Threads
 from ..errors import GdbDied, GdbError, TfnativeError
 from ..gdb import ops as tfops

@@ -3,7 +3,7 @@
 **Op context.**  After a capture, the native frames that run an op (a
 kernel's ``Compute``/``ComputeAsync``, the device's ``Compute`` that calls it)
 get ``"op": {"type", "name", "kernel"}``, read by gdb from the ``OpKernel``
-in the stopped process (``tfnative/core/opkernel.py``: memory reads only).
+in the stopped process (``tfnative/core/tensorflow/opkernel.py``: memory reads only).
 
 **Break by op.**  ``--break-op MatMul`` cannot be a breakpoint on a name: no
 ``MatMulOp`` class exists in TF 2.16+ (``BaseBatchMatMulOp<...>::Compute``
@@ -36,10 +36,10 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Set, TextIO, Tuple
 
 from ..core import procfs
-from ..core.elf import ElfError, ElfFile
-from ..core.mapfile import map_file
+from ..core.binary.elf import ElfError, ElfFile
+from ..core.binary.mapfile import map_file
 from ..core.model import Capture, Op
-from ..core.opkernel import KERNEL_RE, inherit_device_ops, op_frames
+from ..core.tensorflow.opkernel import KERNEL_RE, inherit_device_ops, op_frames
 from ..errors import GdbError, TfnativeError
 from ..toolchain.tfinstall import tensorflow_package_dirs
 from .breakpoints import Breakpoints

@@ -26,8 +26,8 @@ import os
 import struct
 from typing import Iterable, List, NamedTuple, Optional, Tuple
 
-from ..core.elf import SHT_NOBITS, ElfError, ElfFile
-from ..core.mapfile import map_file
+from ..core.binary.elf import SHT_NOBITS, ElfError, ElfFile
+from ..core.binary.mapfile import map_file
 from ..files import atomic_write, cache_dir
 
 __all__ = ["SURROGATE_VERSION", "build_surrogate", "gdb_regex_escape", "surrogate_path"]

@@ -43,13 +43,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
-from ..core import dwarfcover, procfs
-from ..core.cxxnames import display_names
-from ..core.elf import ElfError
-from ..core.loadbase import load_base
-from ..core.mapfile import map_file
+from ..core import procfs
+from ..core.binary import dwarfcover
+from ..core.binary.cxxnames import display_names
+from ..core.binary.elf import ElfError
+from ..core.binary.loadbase import load_base
+from ..core.binary.mapfile import map_file
+from ..core.binary.symindex import ElfIndex
 from ..core.model import Capture, NativeFrame
-from ..core.symindex import ElfIndex
 from ..core.threads import SIGNAL_FRAME
 from ..errors import GdbError
 from ..sources.modules import file_root

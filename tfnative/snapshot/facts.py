@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core import cxxexc, locks, sourcelines
-from ..core.cfi import DWARF_REGS, RSP, Frame
-from ..core.elf import ElfError
+from ..core.binary.cfi import DWARF_REGS, RSP, Frame
+from ..core.binary.elf import ElfError
 from ..core.memory import Memory, UnwindMemory
 from ..core.model import Capture, NativeFrame, Thread
-from ..core.pyframes import PythonReader, ThreadPy
-from ..core.threadnames import registry_symbols
+from ..core.python.pyframes import PythonReader, ThreadPy
+from ..core.tensorflow.threadnames import registry_symbols
 from ..sources.modules import Library, shared
 from .linkmap import python_reader
 
@@ -159,7 +159,7 @@ def _add_cxx_exceptions(memory: Memory, libs: List[Library], registers: Dict[int
 
 
 class HeldRegistry:
-    """The held process as ``core/threadnames.py`` reads it: its memory (ptrace's), its mapped libraries and
+    """The held process as ``core/tensorflow/threadnames.py`` reads it: its memory (ptrace's), its mapped libraries and
     their biases; no symbol addresses beyond the files' own."""
 
     def __init__(self, memory: Memory, libs: List[Library]) -> None:

@@ -9,10 +9,10 @@ import struct
 from typing import List, Optional
 
 from ..core import frameclass
-from ..core.datasyms import data_symbols
-from ..core.elf import ElfError
+from ..core.binary.datasyms import data_symbols
+from ..core.binary.elf import ElfError
 from ..core.memory import Memory
-from ..core.pyframes import NO_RUNTIME, PythonReader, open_reader
+from ..core.python.pyframes import NO_RUNTIME, PythonReader, open_reader
 from ..sources.modules import Library, segments, shared
 from .naming import named_as
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..core import frameclass
-from ..core.cfi import DWARF_REGS, Frame
-from ..core.cxxnames import display_names
+from ..core.binary.cfi import DWARF_REGS, Frame
+from ..core.binary.cxxnames import display_names
 from ..core.memory import Memory
 from ..core.model import NativeFrame, Op
-from ..core.nodeattrs import op_with_inputs
-from ..core.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames
+from ..core.tensorflow.nodeattrs import op_with_inputs
+from ..core.tensorflow.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames
 from ..core.threads import SIGNAL_FRAME
 from ..sources.modules import Library
 
@@ -72,7 +72,7 @@ def name_frames(threads: List[Tuple[List[Frame[Library]], List[NativeFrame]]]) -
 def add_ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFrame], kernels: OpKernelReader,
             inputs: bool = False) -> None:
     """The op of each kernel and device frame; with ``inputs`` (the thread that stopped), the innermost
-    kernel's inputs too (``core/kernelinputs.py``)."""
+    kernel's inputs too (``core/tensorflow/kernelinputs.py``)."""
     for d, device in op_frames(named):
         level = d.level or 0
         regs = _named(frames[level].regs)

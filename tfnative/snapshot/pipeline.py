@@ -11,10 +11,10 @@ more than everything a stack needs, read directly (docs/benchmarks.md, "Speed an
   (``cfi.py``), a binary search per frame instead of gdb's parse of the whole
   ``.eh_frame`` of ``libtensorflow_cc.so.2``;
 * the Python frames come from the same reader gdb runs
-  (``tfnative.core.pyframes``), merged the same way (``tfnative.core.mixed``);
+  (``tfnative.core.python.pyframes``), merged the same way (``tfnative.core.python.mixed``);
 * frames are named from the cached symbol index (``symindex.py``), with the
   separate debug file (``/usr/lib/debug/.build-id``) where a library is
-  stripped, and kernel frames get their op (``tfnative.core.opkernel``).
+  stripped, and kernel frames get their op (``tfnative.core.tensorflow.opkernel``).
 
 The result is a ``model.Capture``, as ``-tfnative-capture``'s, so the report is
 the same.  What this path does not do, it refuses with ``Unsupported``, and the
@@ -48,14 +48,14 @@ import threading
 from typing import Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from ..core import kstate, locks, procfs, ranks
-from ..core.cfaprogram import CfiError
-from ..core.cfi import RSP, Frame, Unwinder
-from ..core.executors import pool_summary, unnamed_workers
+from ..core.binary.cfaprogram import CfiError
+from ..core.binary.cfi import RSP, Frame, Unwinder
 from ..core.memory import UnwindMemory
 from ..core.model import Capture, NativeFrame
-from ..core.opkernel import OpKernelReader
-from ..core.pyframes import ThreadPy
-from ..core.threadnames import thread_names
+from ..core.python.pyframes import ThreadPy
+from ..core.tensorflow.executors import pool_summary, unnamed_workers
+from ..core.tensorflow.opkernel import OpKernelReader
+from ..core.tensorflow.threadnames import thread_names
 from ..core.threads import PythonThreads, Threads, select_threads, thread_entry, unwound
 from ..errors import HasDebugInfo, PtraceRefused, Unsupported
 from ..sources.base import Source, ThreadRegs
@@ -468,7 +468,7 @@ def stacks(source: Source, which: Threads, selected: Optional[int] = None, varia
     if which is not Threads.SELECTED:
         tf_names = None
         if unnamed_workers(result.threads):
-            tf_names = thread_names(HeldRegistry(source.memory, prep.libs),  # core/threadnames.py
+            tf_names = thread_names(HeldRegistry(source.memory, prep.libs),  # core/tensorflow/threadnames.py
                                     {tid: regs.get("fs_base") for tid, _n, regs in listed}, HeldRegistry.symbols)
         result.pool = pool_summary(result.threads, tf_names)
     result.threads = select_threads(result.threads, which)

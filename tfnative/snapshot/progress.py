@@ -26,8 +26,8 @@ import time
 from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
 from ..core import frameclass, procfs
-from ..core.datasyms import data_symbol_extent
-from ..core.elf import ElfError
+from ..core.binary.datasyms import data_symbol_extent
+from ..core.binary.elf import ElfError
 from ..core.kstate import ProcessSample, ThreadSample
 from ..core.model import PythonFrame
 from ..core.threads import Threads

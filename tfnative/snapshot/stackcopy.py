@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core import procfs
 from ..core.memory import USER_SPACE_END, Memory
-from ..core.pyframes import ThreadPy
+from ..core.python.pyframes import ThreadPy
 from ..sources.live import LiveSource
 from ..sources.modules import Mappings
 from ..sources.ptrace import PAGE, REGISTERS, read_exact

@@ -17,14 +17,15 @@ import struct
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..core import dwarfcover, procfs, vdso
-from ..core.cfaprogram import CfiError
-from ..core.cfi import Module
-from ..core.debugfiles import find_debug_files
-from ..core.elf import ElfError, ElfFile, ElfTruncated, elf_header, first_load_vaddr
-from ..core.mapfile import map_file, read_head
+from ..core import procfs
+from ..core.binary import dwarfcover, vdso
+from ..core.binary.cfaprogram import CfiError
+from ..core.binary.cfi import Module
+from ..core.binary.debugfiles import find_debug_files
+from ..core.binary.elf import ElfError, ElfFile, ElfTruncated, elf_header, first_load_vaddr
+from ..core.binary.mapfile import map_file, read_head
+from ..core.binary.symindex import ElfIndex
 from ..core.memory import Memory
-from ..core.symindex import ElfIndex
 
 
 class Library(Module):

@@ -12,9 +12,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, Optional
 
-from ..core import debugsections, dwarf
-from ..core.elf import SHT_NOBITS, ElfError, ElfFile, Section
-from ..core.leb128 import uleb128 as _uleb
+from ..core.binary import debugsections, dwarf
+from ..core.binary.elf import SHT_NOBITS, ElfError, ElfFile, Section
+from ..core.binary.leb128 import uleb128 as _uleb
 from ..errors import TfnativeError
 
 MAX_DECOMPRESS = 1 << 30  # decompress .debug_info up to 1 GiB to walk its units
@@ -45,7 +45,7 @@ WANTED_ATTRS = (DW_AT_name, DW_AT_comp_dir, DW_AT_producer, DW_AT_str_offsets_ba
 class Elf:
     """Section headers of an ELF file, and their (lazily mapped, decompressed) contents.
 
-    The headers are ``core/elf.py``'s ``ElfFile``'s, the sections' bytes ``core/debugsections.py``'s
+    The headers are ``core/binary/elf.py``'s ``ElfFile``'s, the sections' bytes ``core/binary/debugsections.py``'s
     ``DebugSections``'; this class opens the file and says what doctor asks of it.
     """
 
@@ -142,7 +142,7 @@ class Unit:
 class DwarfReader:
     """The compile units of ``.debug_info`` (or ``.debug_info.dwo``) and their first DIE's names.
 
-    The unit headers, abbreviations and DIE attributes are ``core/dwarf.py``'s readers; a unit whose
+    The unit headers, abbreviations and DIE attributes are ``core/binary/dwarf.py``'s readers; a unit whose
     first DIE cannot be read (an unknown form, cut short) is counted without its names (``unreadable``).
     """
 

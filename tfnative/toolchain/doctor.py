@@ -16,7 +16,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..core import dwarf, dwarfcover
+from ..core.binary import dwarf, dwarfcover
 from ..errors import TfnativeError
 from .debugread import DW_AT_location, DW_TAG_formal_parameter, DW_TAG_variable, DW_UT_skeleton, DwarfReader, Elf, Unit
 
@@ -55,7 +55,7 @@ class Report:
     dwarf_code_bytes: int = 0  # of those, described by some compile unit's address ranges
     dwarf_code_share: float = 0.0
     dwarf_runtime_units: int = 0  # units from a compiler's runtime library (libstdc++, libgcc), linked in
-    dwarf_own_code: bool = False  # the DWARF describes the library's own code (``core/dwarfcover.py``)
+    dwarf_own_code: bool = False  # the DWARF describes the library's own code (``core/binary/dwarfcover.py``)
     index: Optional[str] = None
     can_break_functions: bool = False
     can_see_lines: bool = False

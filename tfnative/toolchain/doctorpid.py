@@ -7,7 +7,8 @@ import os
 from functools import partial
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..core import frameclass, libfacts, procfs
+from ..core import frameclass, procfs
+from ..core.binary import libfacts
 from ..errors import TfnativeError
 from .doctor import Report, inspect
 

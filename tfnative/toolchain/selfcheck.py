@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 from ..core import procfs
-from ..core.datasyms import data_symbols
-from ..core.elf import ElfError
+from ..core.binary.datasyms import data_symbols
+from ..core.binary.elf import ElfError
 from ..errors import TfnativeError
 from .tfinstall import tensorflow_libraries
 
 CAP_SYS_PTRACE = 19
-SUPPORTED_PYTHON = re.compile(r"python3\.(1[0-5])$")  # what core/pylayout.py reads: 3.10 to 3.15
+SUPPORTED_PYTHON = re.compile(r"python3\.(1[0-5])$")  # what core/python/pylayout.py reads: 3.10 to 3.15
 
 
 @dataclass

@@ -15,9 +15,9 @@ import re
 import struct
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
+from ..memory import Memory
+from ..model import PythonFrame
 from .linetable import line_for
-from .memory import Memory
-from .model import PythonFrame
 from .pylayout import (
     DEBUG_OFFSETS_MAX,
     ENTRY_OWNER_MIN,

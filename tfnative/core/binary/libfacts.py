@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Dict, List, Optional
 
-from . import dwarfcover, frameclass
+from .. import frameclass
+from . import dwarfcover
 from .elf import ElfError, ElfFile
 from .filecache import FileCache
 from .mapfile import map_file

@@ -9,7 +9,7 @@ guess: the thread is marked ``"merge": "mismatch"`` and both stacks are kept.
 
 from typing import List, Optional
 
-from .model import Frame, NativeFrame, PythonFrame, Thread
+from ..model import Frame, NativeFrame, PythonFrame, Thread
 
 EVAL_FUNCTION = "_PyEval_EvalFrameDefault"
 

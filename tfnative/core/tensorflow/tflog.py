@@ -22,7 +22,7 @@ import re
 import struct
 from typing import Callable, List, Optional, Tuple
 
-from .memory import USER_SPACE_END
+from ..memory import USER_SPACE_END
 
 STACK_BYTES = 64 * 1024
 # Below the stack pointer: what the calls just returned from left there.  tsl formats its line with

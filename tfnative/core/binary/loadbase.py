@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import List
 
-from . import procfs
+from .. import procfs
 from .elf import ElfFile
 from .mapfile import map_file
 

@@ -33,7 +33,7 @@ import struct
 import sys
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..files import atomic_write, cache_dir
+from ...files import atomic_write, cache_dir
 from .cxxnames import demangle, mangled_runs, parse_cxx_name, split_demangled, strip_templates, without_spaces
 from .elf import SHT_DYNSYM, SHT_NOBITS, SHT_STRTAB, SHT_SYMTAB, STT_FUNC, STT_GNU_IFUNC, ElfFile, Section
 from .mapfile import FileUnusable, map_file

@@ -18,7 +18,7 @@ decides; the stripped interpreter names none of them, so there the flag decides)
 
 from typing import List, Optional
 
-from .model import NativeFrame
+from ..model import NativeFrame
 
 WAIT_FUNCTIONS = ("take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread", "PyGILState_Ensure",
                   "PyEval_AcquireLock")

@@ -26,7 +26,7 @@ A worker is busy when its stack runs an executor or a kernel (``ExecutorState::P
 import re
 from typing import Any, Dict, List, Optional
 
-from .model import NativeFrame, PythonFrame, Thread
+from ..model import NativeFrame, PythonFrame, Thread
 
 # The inter-op pool's thread name, where TensorFlow names its threads (2.21 on).
 POOL_THREAD_NAMES = ("tf_Compute",)

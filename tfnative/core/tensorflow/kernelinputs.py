@@ -48,7 +48,7 @@ import math
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .memory import USER_SPACE_END, Memory
+from ..memory import USER_SPACE_END, Memory
 from .opkernel import CALLEE_SAVED, FrameContext, stack_words
 
 MAX_INPUTS = 1024  # no op has more; a longer "span" is not one

@@ -19,8 +19,8 @@ import os
 import struct
 from typing import Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 
-from .elf import SHT_DYNSYM, SHT_SYMTAB, ElfError, ElfFile
-from .mapfile import map_file
+from ..binary.elf import SHT_DYNSYM, SHT_SYMTAB, ElfError, ElfFile
+from ..binary.mapfile import map_file
 
 Reader = Callable[[int, int], bytes]
 

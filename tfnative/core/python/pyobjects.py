@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
 
-from .memory import Memory
+from ..memory import Memory
 from .pylayout import STACKREF_TAG_BITS, Layout
 
 

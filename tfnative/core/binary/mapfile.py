@@ -23,7 +23,7 @@ import os
 import stat
 from typing import List, Optional, Set
 
-from ..files import file_kind
+from ...files import file_kind
 
 MAX_SIZE = 1 << 36  # 64 GiB: larger than any library or core tfnative reads whole, smaller than a sparse monster
 _OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY

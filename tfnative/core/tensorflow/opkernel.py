@@ -25,8 +25,8 @@ import re
 import struct
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from .memory import USER_SPACE_END, Memory
-from .model import Frame, NativeFrame
+from ..memory import USER_SPACE_END, Memory
+from ..model import Frame, NativeFrame
 
 OBJECT_SCAN_BYTES = 512
 VTABLE_SLOTS = 24

@@ -11,7 +11,7 @@ import struct
 from contextlib import contextmanager
 from typing import Dict, Generator, Iterator, Optional, Sequence, Tuple
 
-from ..files import atomic_write, cache_dir
+from ...files import atomic_write, cache_dir
 from .elf import SHT_DYNSYM, SHT_SYMTAB, ElfFile
 from .mapfile import map_file
 from .symindex import CACHE_VERSION
