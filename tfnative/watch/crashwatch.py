@@ -25,7 +25,7 @@ from ..files import write_output
 from ..output import report
 from ..snapshot import many
 from .crash import Crash, CrashCatcher
-from .loop import Take
+from .loop import Plugins, Take
 from .options import WatchOptions
 
 POLL_S = 0.25  # how often, between two readings, the catcher is asked for a crash
@@ -45,6 +45,11 @@ class CrashWatch:
 
     def close(self) -> None:
         self.catcher.close()
+
+    def plugins(self) -> Plugins:
+        """The catcher as the loop's ``take``, ``hook``, ``poll``, ``untraced``, ``take_all`` and ``stopped_by``."""
+        return Plugins(take=self.take, hook=self.hook, poll=self.poll, untraced=self.untraced,
+                       take_all=self.take_all, stopped_by=self.catcher.stopped_by)
 
     def hook(self, pids: Sequence[int]) -> Optional[int]:
         """Each reading: trace the job's new processes, let go of those gone from it, report what crashed."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from ..snapshot.options import StackOptions
 
@@ -39,3 +39,22 @@ class WatchOptions:
         """Where the reports are written besides standard output (``--out DIR``, ``--json FILE``), or None."""
         named = [p for p in (self.out_dir, self.json_path) if p and p != "-"]
         return " and ".join(named) or None
+
+
+@dataclass
+class WatchTarget:
+    """What to watch: a job to start (``script`` or ``module`` with ``args``, run by ``python``), or running
+    processes (``pids``, every descendant of ``children`` that runs Python, those with ``envs``)."""
+
+    script: Optional[str] = None
+    module: Optional[str] = None
+    args: List[str] = field(default_factory=list)
+    python: str = "python3"
+    pids: Tuple[int, ...] = ()
+    children: Tuple[int, ...] = ()
+    envs: Tuple[str, ...] = ()
+
+    @property
+    def running(self) -> bool:
+        """Whether running processes are named (``--pid``, ``--children``, ``--env``)."""
+        return bool(self.pids or self.children or self.envs)
