@@ -111,6 +111,31 @@ def test_a_stopped_rank_is_the_culprit_and_its_verdict_says_stopped(tmp_path):
     assert "no known hang pattern fits" not in doc["events"][0]["triage"]["verdict"]
 
 
+def test_a_rank_deadlocked_on_two_locks_is_the_culprit_with_its_lock_cycle(tmp_path):
+    f = Fault(tmp_path, "deadlock")
+    f.check("deadlock")
+    lock = "mwms_steps.py:%d" % line_of(STEPS, "# LOCK_LINE")
+    helper = "mwms_steps.py:%d" % line_of(STEPS, "# HELPER_LOCK_LINE")
+    assert "it deadlocked: the main thread holds RLock a and waits at %s for RLock b" % lock in f.line, f.line
+    assert helper in f.line, f.line
+
+
+def test_a_rank_whose_tf_data_generator_blocks_is_the_culprit_waiting_for_its_input_pipeline(tmp_path):
+    f = Fault(tmp_path, "tfdata")
+    f.check("input_pipeline")
+    assert "it waits for its input pipeline: " in f.line, f.line
+    assert "mwms_steps.py:%d" % line_of(STEPS, "# NEXT_LINE") in f.line, f.line
+
+
+def test_a_rank_that_leaves_the_loop_is_the_culprit_and_where_it_is_is_said(tmp_path):
+    f = Fault(tmp_path, "leave")
+    culprit = f.check("elsewhere")
+    leave = "mwms_steps.py:%d" % line_of(STEPS, "# LEAVE_LINE")
+    step = "mwms_steps.py:%d" % line_of(STEPS, "# STEP_LINE")
+    assert "it is not where the others wait (work at %s)" % step in f.line and leave in f.line, f.line
+    assert leave in culprit["at"]
+
+
 def test_the_healthy_job_is_never_reported(tmp_path):
     w = Watcher(tmp_path, ["watch", "--hang-after", str(HANG_AFTER), "--interval", str(INTERVAL), STEPS,
                            str(tmp_path), str(RANKS), "-1", "sleep"])

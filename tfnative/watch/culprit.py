@@ -117,7 +117,8 @@ def explain(doc: Document, fact: Facts, peers_at: Optional[str] = None) -> Dict[
         why = "it is stopped (state T, by %s): none of its threads runs until SIGCONT; its main thread is at %s%s" % (
             fact.stopped_by or "a stopping signal; which one /proc does not say", at, _in(main))
     elif pattern in ("deadlock", "self_deadlock") and verdict:
-        cause, why = "deadlock", "it deadlocked: %s" % verdict
+        cause, why = "deadlock", "it deadlocked: %s" % (verdict[len("deadlock: "):] if verdict.startswith(
+            "deadlock: ") else verdict)
     elif pattern == "waiting_on_tf_data" and verdict:
         cause, why = "input_pipeline", "it waits for its input pipeline: %s" % verdict
     elif pattern in ("exit_waits_for_threads", "interpreter_finalizing") and verdict:
