@@ -136,6 +136,49 @@ def test_a_rank_that_leaves_the_loop_is_the_culprit_and_where_it_is_is_said(tmp_
     assert leave in culprit["at"]
 
 
+def test_a_spinning_rank_with_a_progress_file_is_a_hang_and_the_culprit_spins(tmp_path):
+    """Worker 1 spins in a Python loop at step 5 while the others wait for it: its CPU is progress of its own,
+    but the job's step signal (--progress-file: worker 0 appends each step to READY_DIR/steps) stops: a hang,
+    the spinning rank the culprit, with its line and CPU; before that, the waiting ranks are stragglers and the
+    rank they wait for is named."""
+    f = Fault(tmp_path, "spin", extra=("--progress-file", str(tmp_path / "steps"), "--straggler-after", "4"))
+    culprit = f.check("spins")
+    spin = "mwms_steps.py:%d" % line_of(STEPS, "# SPIN_LINE")
+    assert "hang: the job has made no step for " in f.out, f.out
+    assert "the rank the others wait for: it spins: its main thread runs at spin at %s" % spin in f.line, f.line
+    assert culprit["cpu_percent"] >= 50, culprit
+    assert "tfnative: watch: straggler: the culprit: worker:1 (pid %d)" % f.pid in f.out, f.out
+
+
+def test_a_spinning_rank_without_a_step_signal_is_named_as_the_rank_the_others_wait_for(tmp_path):
+    """Without --progress-file a spinning rank progresses (its CPU): no hang, but once the others lag
+    (--straggler-after) it is named as the rank they wait for, with its line and CPU, within --straggler-after
+    + 2 intervals; never a hang report."""
+    straggler_after = 4.0
+    w = Watcher(tmp_path, ["watch", "--hang-after", "30", "--interval", str(INTERVAL), "--straggler-after",
+                           str(straggler_after), STEPS, str(tmp_path), str(RANKS), "1", "spin"])
+    try:
+        pid = _wait_for_worker(tmp_path, 1, "spin", w)
+        t_fault = time.monotonic()
+        procs = w.tree()[1:]
+        w.wait_for("tfnative: watch: straggler: the culprit: ", straggler_after + 2 * INTERVAL + SNAPSHOT_SLACK + 60)
+        took = time.monotonic() - t_fault
+        out = w.out()
+        print("named %.1f s after the fault\n%s" % (took, out))
+        assert took <= straggler_after + 2 * INTERVAL + SNAPSHOT_SLACK, took
+        line = next(x for x in out.splitlines() if x.startswith("tfnative: watch: straggler: the culprit: "))
+        spin = "mwms_steps.py:%d" % line_of(STEPS, "# SPIN_LINE")
+        assert "worker:1 (pid %d), the rank the others wait for: it spins: its main thread runs at spin at %s" % (
+            pid, spin) in line, line
+        time.sleep(2 * INTERVAL)
+        assert "hang" not in w.out() and w.proc.poll() is None, (w.out(), w.err())
+        os.kill(w.proc.pid, signal.SIGTERM)
+        assert w.finish(60) == 128 + signal.SIGTERM, w.err()
+        assert_gone(procs)
+    finally:
+        w.kill_all()
+
+
 def test_the_healthy_job_is_never_reported(tmp_path):
     w = Watcher(tmp_path, ["watch", "--hang-after", str(HANG_AFTER), "--interval", str(INTERVAL), STEPS,
                            str(tmp_path), str(RANKS), "-1", "sleep"])

@@ -11,13 +11,14 @@ crash catcher answered, its CPU over the last interval), in this order:
 
 Why it does not come, from its own verdict and facts (``cause``): ``stopped``; ``deadlock`` (the lock cycle);
 ``input_pipeline`` (it waits for its tf.data pipeline: the tf.data verdict); ``exiting`` (its program has
-ended); ``spins`` (its main thread runs, ``SPIN_PERCENT`` of a CPU or more: its line and CPU); ``sleeps``
+ended); ``spins`` (its main thread runs Python, holding the GIL, or runs on a CPU, while the process ran
+``SPIN_PERCENT`` of a CPU or more over the last interval: its line and CPU); ``sleeps``
 (its main thread is in ``time.sleep``: a sleep, or a loop that polls with one); ``elsewhere`` (it waits
 somewhere else than the collective: where it is, and its verdict).
 
 The culprit is written on each document's hang event (``"culprit"``, docs/json-schema.md) and said in one
 line of the text.  A stopped process's own verdict says it is stopped (pattern ``process_stopped``), not what
-its stopped threads would be doing.  Pure: no ``/proc``.
+its stopped threads would be doing.  Pure but for ``cluster_rank`` (a process's ``TF_CONFIG``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..analysis import waitgraph
 from ..analysis.verdict import blocked_in
+from ..core import procfs, ranks
 from ..core.model import Document, Event, PythonFrame, Thread
 
 SPIN_PERCENT = 50.0  # a main thread that runs this much of a CPU over the last interval spins
@@ -44,6 +46,17 @@ class Facts:
 
     def stopped(self) -> bool:
         return self.stopped_by is not None or self.state == "T"
+
+
+def cluster_rank(pid: int) -> bool:
+    """Whether ``pid`` is a task of a TensorFlow cluster of several tasks (its ``TF_CONFIG``, read from
+    ``/proc/PID/environ``)."""
+    try:
+        env = procfs.environ(pid)
+    except OSError:
+        return False
+    cluster = ranks.tf_cluster(ranks.tf_config(env))
+    return bool(cluster and len(cluster.get("tasks") or []) > 1)
 
 
 def _event(doc: Document) -> Optional[Event]:
@@ -123,8 +136,8 @@ def explain(doc: Document, fact: Facts, peers_at: Optional[str] = None) -> Dict[
         cause, why = "input_pipeline", "it waits for its input pipeline: %s" % verdict
     elif pattern in ("exit_waits_for_threads", "interpreter_finalizing") and verdict:
         cause, why = "exiting", "its program has ended: %s" % verdict
-    elif cpu is not None and cpu >= SPIN_PERCENT and main is not None and main.gil != "waiting" and (
-            blocked_in(main) is None or (main.kernel or {}).get("state") == "R"):
+    elif cpu is not None and cpu >= SPIN_PERCENT and main is not None and (
+            main.gil == "held" or blocked_in(main) is None or (main.kernel or {}).get("state") == "R"):
         cause, why = "spins", "it spins: its main thread runs at %s, %.0f%% of a CPU over the last interval" % (at, cpu)
     elif main is not None and blocked_in(main) == "time.sleep":
         cause, why = "sleeps", "it sleeps (or polls with time.sleep) at %s%s" % (at, "" if cpu is None else (

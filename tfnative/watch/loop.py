@@ -28,6 +28,7 @@ from typing import Callable, ContextManager, Dict, FrozenSet, List, Optional, Se
 
 from ..analysis.event import snapshot_document
 from ..analysis.progress import Tracker, carry, judge, stacks_moved
+from ..analysis.verdict import across
 from ..core import procfs
 from ..core.kstate import ProcessSample
 from ..core.model import Document, Outcome
@@ -96,6 +97,7 @@ class Watch:
         self.cpu: Dict[int, float] = {}  # each process's CPU over the last interval, in % of one CPU
         self.mark = progress.file_mark(opts.progress_file) if opts.progress_file else None
         self.reports = 0
+        self.blamed: Optional[int] = None  # the rank named as the one its lagging peers wait for (``waited_for``)
         self.held: Set[int] = set()  # processes a snapshot held since the last reading
         self.armed = True  # a hang may be reported (again: after progress)
         self.hangups = 0  # SIGHUPs that did not end the watch (``opts.outlive``)
@@ -274,11 +276,12 @@ class Watch:
                     self.keys[pid] = keys
             if moved:
                 self.tracker.progressed(pid, after.at)
-                self.armed = True
+                if not self.tracker.stepping:  # (where the progress file decides, only a step re-arms)
+                    self.armed = True
         if self.opts.progress_file:
             mark = progress.file_mark(self.opts.progress_file)
             if mark != self.mark and mark is not None:
-                self.tracker.job_progressed(now)
+                self.tracker.stepped(now)
                 self.armed = True
             self.mark = mark
 
@@ -288,8 +291,15 @@ class Watch:
             return None
         self.armed = False
         stalled = self.tracker.stalled_for(self.clock())
-        headline = ("tfnative: watch: hang: no process of the job has progressed for %.1f s (--hang-after %g): "
-                    "%d process%s" % (stalled, self.opts.hang_after, len(pids), "" if len(pids) == 1 else "es"))
+        many = "%d process%s" % (len(pids), "" if len(pids) == 1 else "es")
+        step = self.tracker.step_last
+        if step is not None and self.tracker.job_last > step + self.opts.interval:
+            headline = ("tfnative: watch: hang: the job has made no step for %.1f s (--hang-after %g): its progress "
+                        "file %s has not moved while its processes ran on: %s" % (
+                            stalled, self.opts.hang_after, self.opts.progress_file, many))
+        else:
+            headline = ("tfnative: watch: hang: no process of the job has progressed for %.1f s (--hang-after %g): "
+                        "%s" % (stalled, self.opts.hang_after, many))
         pids = [pid for pid in pids if runs_python(pid)] or list(pids)  # a shell or a C++ helper has no stack to say
         return self._report_and_act(pids, headline, self._changed(pids))
 
@@ -366,11 +376,30 @@ class Watch:
 
     def stragglers(self) -> None:
         now = self.clock()
-        for pid in self.tracker.stragglers(now, 1.5 * self.opts.interval, self.job.family):
+        named = self.tracker.stragglers(now, 1.5 * self.opts.interval, self.job.family)
+        for pid in named:
             lag = now - self.tracker.effective(pid, self.job.family)
             headline = ("tfnative: watch: straggler: process %d has not progressed for %.1f s while others of the "
                         "job have (--straggler-after %g); its stack:" % (pid, lag, self.opts.straggler_after or 0))
             hangreport.straggler_report(pid, self.take, headline, self.opts, self.out, self.err)
+        if named:
+            self.waited_for()
+
+    def waited_for(self) -> None:
+        """Where every rank of a TensorFlow cluster but one lags (named stragglers, in a stall) and that one
+        progresses (it spins, it runs elsewhere), the rank they wait for: the cluster's ranks held at one moment
+        and the culprit named with why it does not come (``culprit.py``), once per stall."""
+        ranks = [pid for pid in self.job.processes() if culprit.cluster_rank(pid)]
+        moving = [pid for pid in ranks if pid not in self.tracker.named]
+        if len(ranks) < 3 or len(moving) != 1 or moving[0] == self.blamed:
+            return
+        self.blamed = moving[0]
+        docs = [o.doc for o in self.take_all(ranks) if o.doc is not None]
+        across(docs)
+        line = culprit.name(docs, self.facts(ranks))
+        if line:
+            self.out.write("tfnative: watch: straggler: %s\n" % line)
+            self.out.flush()
 
 
 def cpu_percent(before: ProcessSample, after: ProcessSample) -> float:
