@@ -53,8 +53,9 @@ SLURM_HELP = ("Watch every Python process of this running Slurm job, on all its 
               help="Write the latest hang report to FILE: JSON Lines, one 'stack --json' document per process, "
                    "its event of kind \"hang\"; or the latest crash report ('attach --json''s document).")
 @click.option("--progress-file", metavar="PATH",
-              help="A file the job writes as it progresses (a log, a checkpoint): its size or mtime moving is "
-                   "progress.")
+              help="The job's step signal: a file it writes as it makes steps (a log, a step counter). Once its size "
+                   "or mtime has moved, the job is hung when it has not moved for --hang-after, whatever its "
+                   "processes do (a rank spinning while the others wait for it).")
 @click.option("--straggler-after", type=click.FloatRange(min=0.1, max=1e7), metavar="S",
               help="Name (with its stack) a process that has not progressed for S seconds while others of the "
                    "job have.")

@@ -29,7 +29,7 @@ class WatchOptions:
     on_hang: str = "report"  # report | kill | core
     out_dir: Optional[str] = None  # --out DIR: text, JSON Lines, HTML of each report
     json_path: Optional[str] = None  # --json FILE: JSON Lines of the (last) report
-    progress_file: Optional[str] = None  # its size or mtime moving is progress
+    progress_file: Optional[str] = None  # the step signal: once it moved, hung when it stops moving
     straggler_after: Optional[float] = None  # name a process that lags its peers this long
     kill_grace: float = 10.0  # --on-hang kill: seconds between SIGTERM and SIGKILL
     stack: StackOptions = field(default_factory=StackOptions)  # how each process's snapshot is taken and shown
