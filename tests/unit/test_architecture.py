@@ -414,3 +414,28 @@ def test_no_docstring_or_comment_names_a_dotted_name_of_ours_that_does_not_exist
                 if why:
                     wrong.append("%s:%d: %s: %s" % (os.path.relpath(path, ROOT), line, m.group(1), why))
     assert wrong == [], "\n".join(wrong)
+
+
+MAX_PARAMETERS = 8
+
+
+def test_no_function_of_the_watch_takes_more_than_8_parameters():
+    """watch/ and cli/watch.py hand options down as objects (``WatchOptions``, ``WatchTarget``, ``Plugins``), as
+    the other commands do; only the click command itself takes each option as a parameter."""
+    files = [os.path.join("tfnative", "cli", "watch.py")] + [
+        os.path.join("tfnative", "watch", name) for name in sorted(os.listdir(os.path.join(ROOT, "tfnative", "watch")))
+        if name.endswith(".py")]
+    over = []
+    for path in files:
+        tree = ast.parse(open(os.path.join(ROOT, path)).read())
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if any(isinstance(d, ast.Call) and getattr(d.func, "attr", "") == "command" for d in node.decorator_list):
+                continue  # the click command: one parameter per option
+            a = node.args
+            names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+            count = len(names) - (1 if names and names[0] in ("self", "cls") else 0)
+            if count > MAX_PARAMETERS:
+                over.append("%s: %s (%d)" % (path, node.name, count))
+    assert over == []
