@@ -328,15 +328,15 @@ def test_signals_reach_the_job_as_without_tfnative_and_ctrl_c_ends_the_watch(tmp
 
 
 def test_the_loop_runs_the_callers_hook_and_take(tmp_path):
-    """The Python API a crash catcher plugs into: ``watch(job, opts, out, err, take=, hook=)`` calls the hook each
-    interval with the job's processes (a status it returns ends the watch) and takes the hang report's
-    snapshots through ``take``."""
+    """The Python API a crash catcher plugs into: ``watch(job, opts, out, err, Plugins(take=, hook=))`` calls
+    the hook each interval with the job's processes (a status it returns ends the watch) and takes the hang
+    report's snapshots through ``take``."""
     import io
 
     from tfnative.cli.stack import stack_document
     from tfnative.snapshot.options import StackOptions
     from tfnative.watch.job import Job
-    from tfnative.watch.loop import watch
+    from tfnative.watch.loop import Plugins, watch
     from tfnative.watch.options import WatchOptions
 
     ready = str(tmp_path / "ready")
@@ -354,7 +354,8 @@ def test_the_loop_runs_the_callers_hook_and_take(tmp_path):
             return stack_document(pid, StackOptions(), io.StringIO())
 
         out, err = io.StringIO(), io.StringIO()
-        assert watch(Job([job.pid]), WatchOptions(hang_after=1.0, interval=0.3), out, err, take=take, hook=hook) == 7
+        assert watch(Job([job.pid]), WatchOptions(hang_after=1.0, interval=0.3), out, err,
+                     Plugins(take=take, hook=hook)) == 7
         assert taken == [job.pid] and seen[0] == [job.pid]
         assert "=== tfnative: hang: pid %d made no progress" % job.pid in out.getvalue()
         assert_running_untraced(job.pid)
@@ -371,7 +372,7 @@ def test_a_process_that_exits_at_the_report_is_named_and_the_watch_goes_on(tmp_p
     from tfnative.cli.stack import stack_document
     from tfnative.snapshot.options import StackOptions
     from tfnative.watch.job import Job
-    from tfnative.watch.loop import Watch
+    from tfnative.watch.loop import Plugins, Watch
     from tfnative.watch.options import WatchOptions
 
     jobs = []
@@ -395,8 +396,8 @@ def test_a_process_that_exits_at_the_report_is_named_and_the_watch_goes_on(tmp_p
             return 0 if len(ticks) > 2 and doomed.pid not in pids else None
 
         out, err = io.StringIO(), io.StringIO()
-        w = Watch(Job([doomed.pid, kept.pid]), WatchOptions(hang_after=1.0, interval=0.3), out, err, take=take,
-                  hook=hook)
+        w = Watch(Job([doomed.pid, kept.pid]), WatchOptions(hang_after=1.0, interval=0.3), out, err,
+                  Plugins(take=take, hook=hook))
         assert w.run() == 0
         assert "tfnative: pid %d not reported: " % doomed.pid in err.getvalue()
         assert "=== tfnative: hang: pid %d made no progress" % kept.pid in out.getvalue()

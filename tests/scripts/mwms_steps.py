@@ -7,7 +7,15 @@ steps, each an all-reduce across the ranks, 0.2 s apart, and writes ``READY_DIR/
 after each.  At step 5 worker CULPRIT (-1: none, a healthy job) does what MODE says:
 
 - ``sleep``: it sleeps for ever in ``time.sleep`` (``STALL_LINE``); the others wait in the step's all-reduce;
-- ``stop``: it writes "PID stop" and waits to be SIGSTOPped by the test (``STALL_LINE`` too).
+- ``stop``: it writes "PID stop" and waits to be SIGSTOPped by the test (``STALL_LINE`` too);
+- ``deadlock``: its main thread and a helper take two locks in opposite orders (``LOCK_LINE``);
+- ``tfdata``: it asks a ``tf.data`` pipeline whose generator blocks for ever (``GENERATOR_LINE``) for an
+  element (``NEXT_LINE``);
+- ``leave``: it leaves the step loop and waits for ever on an event nobody sets (``LEAVE_LINE``);
+- ``spin``: it spins in a Python loop (``SPIN_LINE``).
+
+Each writes "PID MODE" as it does so.  Worker 0 also writes ``READY_DIR/steps`` (its step) after each step:
+a progress file for ``--progress-file``.
 """
 import ctypes
 import json
@@ -16,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 READY_DIR, RANKS, CULPRIT, MODE = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -57,6 +66,52 @@ def note(index, what):
     os.replace(path + ".tmp", path)
 
 
+def deadlock():
+    a, b = threading.RLock(), threading.RLock()
+    both = threading.Barrier(2)
+
+    def helper():
+        with b:
+            both.wait()
+            with a:  # HELPER_LOCK_LINE
+                pass
+
+    threading.Thread(target=helper, name="helper", daemon=True).start()
+    with a:
+        both.wait()
+        with b:  # LOCK_LINE
+            pass
+
+
+def blocked_generator():
+    threading.Event().wait()  # GENERATOR_LINE
+    yield 1.0
+
+
+def leave():
+    done = threading.Event()
+    done.wait()  # LEAVE_LINE
+
+
+def spin():
+    n = 0
+    while n >= 0: n += 1  # noqa: E701  # SPIN_LINE
+
+
+def stall(tf):
+    if MODE == "deadlock":
+        deadlock()
+    elif MODE == "tfdata":
+        pipeline = tf.data.Dataset.from_generator(blocked_generator,
+                                                  output_signature=tf.TensorSpec((), tf.float32))
+        next(iter(pipeline))  # NEXT_LINE
+    elif MODE == "spin":
+        spin()
+    elif MODE == "leave":
+        return
+    time.sleep(10 ** 7)  # STALL_LINE
+
+
 def work():
     import tensorflow as tf
 
@@ -75,11 +130,17 @@ def work():
     while True:
         step += 1
         if index == CULPRIT and step == STALL_STEP:
-            note(index, "stop" if MODE == "stop" else "sleep")
-            time.sleep(10 ** 7)  # STALL_LINE
+            note(index, MODE)
+            stall(tf)
+            if MODE == "leave":
+                break
         train_step(tf.constant(float(step)))  # STEP_LINE
         note(index, str(step))
+        if index == 0:
+            with open(os.path.join(READY_DIR, "steps"), "a") as f:
+                f.write("%d\n" % step)
         time.sleep(0.2)
+    leave()
 
 
 if "TF_CONFIG" in os.environ:

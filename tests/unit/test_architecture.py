@@ -447,3 +447,26 @@ def test_each_route_is_drawn_in_at_most_ten_files_in_the_stages_order():
         assert stages[0] == 0 and stages[-1] == 3, (name, files)
         report = stages[max(i for i, s in enumerate(stages) if s == 0):]  # from the last driver file on
         assert report == sorted(report) and {1, 2, 3} <= set(stages), (name, files)
+
+
+MAX_PARAMETERS = 8
+
+
+def test_no_function_takes_more_than_8_parameters():
+    """Options go down as objects (``WatchOptions``, ``WatchTarget``, ``Plugins``, ``AttachOptions``,
+    ``StackOptions``...); only a click command itself takes each option as a parameter."""
+    files = [m for m in _modules() if m.endswith(".py")]
+    over = []
+    for path in files:
+        tree = ast.parse(open(os.path.join(ROOT, path)).read())
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if any(isinstance(d, ast.Call) and getattr(d.func, "attr", "") == "command" for d in node.decorator_list):
+                continue  # the click command: one parameter per option
+            a = node.args
+            names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+            count = len(names) - (1 if names and names[0] in ("self", "cls") else 0)
+            if count > MAX_PARAMETERS:
+                over.append("%s: %s (%d)" % (path, node.name, count))
+    assert over == []

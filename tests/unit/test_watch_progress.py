@@ -104,6 +104,19 @@ def test_the_tracker_says_hung_after_hang_after_seconds_without_progress():
     assert not tr.hung(10.9) and tr.hung(11.0)
 
 
+def test_once_the_step_signal_has_moved_it_alone_says_whether_the_job_is_hung():
+    tr = Tracker(0.0, hang_after=3.0)
+    tr.seen(10, 0.0)
+    tr.progressed(10, 2.0)  # start-up: the processes' progress counts
+    assert not tr.stepping and not tr.hung(4.9) and tr.hung(5.0)
+    tr.stepped(5.0)  # the progress file moved: from now on it decides
+    for now in (6.0, 7.0, 8.0):
+        tr.progressed(10, now)  # a rank spinning on a CPU: no step
+    assert tr.stepping and not tr.hung(7.9) and tr.hung(8.0) and tr.stalled_for(8.5) == 3.5
+    tr.stepped(8.5)
+    assert not tr.hung(11.4) and tr.hung(11.5)
+
+
 def test_stragglers_lag_their_peers_not_their_parent_once_per_stall():
     family = family_of({1: 0, 2: 0, 3: 0, 4: 3})  # 0 the launcher; ranks 1, 2, 3; 4 a child of rank 3
     tr = Tracker(0.0, hang_after=100.0, straggler_after=2.0)

@@ -266,6 +266,7 @@ class Tracker:
         self.straggler_after = straggler_after
         self.last: Dict[int, float] = {}  # pid -> when it last progressed (itself)
         self.job_last = start  # when anything of the job last progressed (a process, the progress file)
+        self.step_last: Optional[float] = None  # when the job's step signal (its progress file) last moved
         self.named: Set[int] = set()  # stragglers named in their current stall
 
     def seen(self, pid: int, now: float) -> None:
@@ -283,6 +284,18 @@ class Tracker:
         """Progress of the job as a whole (its progress file moved)."""
         self.job_last = max(self.job_last, now)
 
+    def stepped(self, now: float) -> None:
+        """The job made a step: its step signal (``--progress-file``) moved.  From the first one on, the job is
+        hung when it makes no step for ``hang_after``, whatever its processes do (a rank spinning on a CPU
+        while the others wait for it makes no step)."""
+        self.step_last = now
+        self.job_progressed(now)
+
+    @property
+    def stepping(self) -> bool:
+        """Whether the step signal decides (it has moved once)."""
+        return self.step_last is not None
+
     def gone(self, pid: int, now: float) -> None:
         """``pid`` exited: an end is progress (a worker done)."""
         self.last.pop(pid, None)
@@ -290,8 +303,8 @@ class Tracker:
         self.job_last = max(self.job_last, now)
 
     def stalled_for(self, now: float) -> float:
-        """Seconds since anything of the job progressed."""
-        return now - self.job_last
+        """Seconds since anything of the job progressed (where a step signal decides: since its last step)."""
+        return now - (self.step_last if self.step_last is not None else self.job_last)
 
     def hung(self, now: float) -> bool:
         return self.stalled_for(now) >= self.hang_after

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import click
 
 from ..errors import TfnativeError
 from .attach import ScriptCommand
 from .util import gdb_options, job_options, run_command, view_options
+
+if TYPE_CHECKING:
+    from ..watch.options import WatchTarget
 
 ENV_HELP = ("Watch every process running Python whose environment has KEY=VALUE, e.g. SLURM_JOB_ID=123 "
             "(repeatable: all of them; KEY alone: set to anything).")
@@ -50,8 +53,9 @@ SLURM_HELP = ("Watch every Python process of this running Slurm job, on all its 
               help="Write the latest hang report to FILE: JSON Lines, one 'stack --json' document per process, "
                    "its event of kind \"hang\"; or the latest crash report ('attach --json''s document).")
 @click.option("--progress-file", metavar="PATH",
-              help="A file the job writes as it progresses (a log, a checkpoint): its size or mtime moving is "
-                   "progress.")
+              help="The job's step signal: a file it writes as it makes steps (a log, a step counter). Once its size "
+                   "or mtime has moved, the job is hung when it has not moved for --hang-after, whatever its "
+                   "processes do (a rank spinning while the others wait for it).")
 @click.option("--straggler-after", type=click.FloatRange(min=0.1, max=1e7), metavar="S",
               help="Name (with its stack) a process that has not progressed for S seconds while others of the "
                    "job have.")
@@ -77,7 +81,7 @@ def watch(script: Optional[str], args: Tuple[str, ...], module: Optional[str], p
     """
     from ..gdb.options import GdbOptions
     from ..snapshot.options import StackOptions
-    from ..watch.options import WatchOptions, interval_for
+    from ..watch.options import WatchOptions, WatchTarget, interval_for
 
     stack_opts = StackOptions(all_threads=all_threads, native_all=native_all, full=full, group=all_threads,
                               gdb=GdbOptions(gdb_path=gdb_path, debuginfod=debuginfod, log=gdb_log,
@@ -85,16 +89,15 @@ def watch(script: Optional[str], args: Tuple[str, ...], module: Optional[str], p
     opts = WatchOptions(hang_after=hang_after, interval=interval_for(hang_after, interval), on_hang=on_hang,
                         out_dir=out_dir, json_path=json_path, progress_file=progress_file,
                         straggler_after=straggler_after, stack=stack_opts)
+    target = WatchTarget(script=script, module=module, args=list(args), python=python, pids=pids, children=children,
+                         envs=envs)
     if slurm_job is not None or remote_tfnative is not None:
-        run_command(lambda: _watch_slurm(opts, slurm_job, remote_tfnative, script, module, pids, children, envs,
-                                         not no_crash_watch))
+        run_command(lambda: _watch_slurm(opts, slurm_job, remote_tfnative, target, not no_crash_watch))
         return
-    run_command(lambda: _watch(opts, script, module, list(args), python, pids, children, envs, not no_crash_watch,
-                               node_feed))
+    run_command(lambda: _watch(opts, target, not no_crash_watch, node_feed))
 
 
-def _watch_slurm(opts: Any, slurm_job: Optional[str], remote: Optional[str], script: Optional[str],
-                 module: Optional[str], pids: Tuple[int, ...], children: Tuple[int, ...], envs: Tuple[str, ...],
+def _watch_slurm(opts: Any, slurm_job: Optional[str], remote: Optional[str], target: WatchTarget,
                  crashes: bool) -> int:
     """``watch --slurm-job JOBID``: the head over every node (``watch/slurmjob.py``)."""
     from ..files import is_stdout
@@ -103,7 +106,7 @@ def _watch_slurm(opts: Any, slurm_job: Optional[str], remote: Optional[str], scr
 
     if slurm_job is None:
         raise TfnativeError("--remote-tfnative goes with --slurm-job")
-    if script is not None or module is not None or pids or children or envs:
+    if target.script is not None or target.module is not None or target.running:
         raise TfnativeError("--slurm-job finds the job's processes itself: no SCRIPT, -m, --pid, --children or --env")
     _check_interval(opts)
     _check_out_dir(opts.out_dir)
@@ -129,13 +132,13 @@ def _check_out_dir(out_dir: Optional[str]) -> None:
         raise TfnativeError("--out %s: not a directory this user can write in" % out_dir)
 
 
-def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[str], python: str,
-           pids: Tuple[int, ...], children: Tuple[int, ...], envs: Tuple[str, ...], crashes: bool = True,
-           node_feed: bool = False) -> int:
-    """Check the options against each other, find or start the job, watch it."""
+def _watch(opts: Any, target: WatchTarget, crashes: bool = True, node_feed: bool = False) -> int:
+    """Check the options against each other, find or start the job (``target``, a ``WatchTarget``), watch it."""
     from ..watch.job import Job
     from ..watch.loop import watch as watch_job
 
+    script, module, args, python = target.script, target.module, list(target.args), target.python
+    pids, children, envs = target.pids, target.children, target.envs
     if module is not None:
         args = ([script] if script is not None else []) + args
         script = None
@@ -185,8 +188,7 @@ def _watch(opts: Any, script: Optional[str], module: Optional[str], args: List[s
             job = Job(roots)
         if caught is None:
             return watch_job(job, opts, out, err)
-        status = watch_job(job, opts, out, err, take=caught.take, hook=caught.hook, poll=caught.poll,
-                           untraced=caught.untraced, take_all=caught.take_all)
+        status = watch_job(job, opts, out, err, caught.plugins())
     finally:
         if caught is not None:
             caught.close()

@@ -111,7 +111,9 @@ _EVENT = _Obj({
     "held_ms": NUM, "finalizing": BOOL, "log": STR, "handler": BOOL, "op": _EVENT_OP, "fatal": BOOL,
     "reraised_by_handler": BOOL, "cluster": _Obj({"task": STR, "tasks": _List(STR), "source": STR}),
     "triage": _HANG, "process": _Obj({"pid": INT, "cmdline": STR, "task": _TASK, "scheduler": _SCHEDULER}),
-    "no_debug_info": _List(_Obj({"library": STR, "path": STR, "built_by": STR, "rebuild": STR}))},
+    "no_debug_info": _List(_Obj({"library": STR, "path": STR, "built_by": STR, "rebuild": STR})),
+    "culprit": _Obj({"pid": INT, "label": STR, "why": STR, "cause": STR, "at": STR, "state": STR, "signal": STR,
+                     "cpu_percent": NUM, "how": STR}, required=["pid", "why", "cause"])},
     required=["kind"])
 DOCUMENT = _Obj({
     "version": STR, "pid": INT, "argv": _List(STR), "events": _List(_EVENT), "unresolved": _List(STR), "host": STR,

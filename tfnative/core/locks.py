@@ -11,12 +11,12 @@ graph (``analysis/waitgraph.py``), which has only the event afterwards.
 - **A Python lock.**  A thread blocked in ``lock.acquire()`` / ``with lock:`` (``rlock_acquire``,
   ``lock_PyThread_acquire_lock`` on its stack, a Python frame above) waits for the lock its innermost Python
   frame names on its current line (``with lock_b:``, ``lock_b.acquire()``, ``self.lock.acquire()``).  The name
-  is looked up in that frame's locals, then in ``__main__``; an object of type ``_thread.RLock`` records its
-  owner's thread ident (``pthread_self``, the owner's ``fs_base``) in the word after its lock (at +24 in
-  CPython 3.10 to 3.14: ``rlock_owner``, then ``_PyRecursiveMutex.thread``) and the count after that; trusted
-  where the ident is 0 (free) or a thread of the process, or, where it is neither, said to be held by a thread
-  that is not in this process (a lock taken before ``fork()``).  A ``_thread.lock`` records no owner: only its
-  name is given.
+  is looked up in that frame's locals (a closure's variable: the object in its cell), then in ``__main__``; an
+  object of type ``_thread.RLock`` records its owner's thread ident (``pthread_self``, the owner's ``fs_base``)
+  in the word after its lock (at +24 in CPython 3.10 to 3.14: ``rlock_owner``, then
+  ``_PyRecursiveMutex.thread``) and the count after that; trusted where the ident is 0 (free) or a thread of
+  the process, or, where it is neither, said to be held by a thread that is not in this process (a lock taken
+  before ``fork()``).  A ``_thread.lock`` records no owner: only its name is given.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ _LOCK_WAIT_NAMES = ("rlock_acquire", "lock_PyThread_acquire_lock", "acquire_time
                     ".lto_priv.0")
 MAX_MUTEX_KIND = 0x3FF  # glibc's kinds: 0-3, robust 16, PI 32, PP 64, shared 128, elision 256/512
 RLOCK_OWNER_OFFSET = 24
+CELL_REF_OFFSET = 16  # a cell object's ``ob_ref``, after its object header (CPython 3.11 to 3.14)
 _NAME_RE = re.compile(r"\bwith\s+([A-Za-z_][\w.]*)\s*(?:[:,]|as\b)|([A-Za-z_][\w.]*)\.acquire\s*\(")
 MAX_NAME_PARTS = 4  # self.a.b.lock
 
@@ -163,6 +164,8 @@ def python_lock_wait(objects: Any, function: str, frame_code: int, frame_addr: i
     parts = name.split(".")
     try:
         obj = r.local_objects(frame_code, frame_addr, [parts[0]]).get(parts[0])
+        if obj is not None and objects.type_name(obj) == "cell":  # a closure's variable: the object in its cell
+            obj = r.u64(obj + CELL_REF_OFFSET) or None
         if obj is None:
             obj = objects.module_global("__main__", parts[0])
         for attr in parts[1:]:

@@ -664,6 +664,7 @@ class Event:
     triage: Optional[HangVerdict] = None  # a snapshot's (SIGQUIT, --timeout), a core's from outside
     process: Optional[Json] = None  # attach --follow-children: {"pid", "cmdline", "task"?} of a child's event
     no_debug_info: Optional[List[Json]] = None  # the user's libraries on the stacks without debug info
+    culprit: Optional[Json] = None  # watch's hang report: the process the others wait for, and why it does not come
 
     def to_json(self) -> Json:
         return _write(self, _EVENT_KEYS)
@@ -681,7 +682,7 @@ _EVENT_KEYS = (
     _k("samples", doc=_truthy), _k("held_ms"), _k("finalizing", doc=_truthy, load=bool), _k("log", doc=_truthy),
     _k("handler"), _k("op"), _k("fatal"), _k("reraised_by_handler", doc=_truthy, load=bool),
     _k("cluster", doc=_truthy), _k("triage", load=lambda v: HangVerdict.from_json(v) if v is not None else None),
-    _k("process"), _k("no_debug_info", doc=_truthy))
+    _k("process"), _k("no_debug_info", doc=_truthy), _k("culprit", doc=_truthy))
 
 
 def _has_exit(doc: Any, value: Any) -> bool:

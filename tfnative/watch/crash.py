@@ -146,6 +146,7 @@ class _Proc:
         self.dying = False  # its fatal signal was delivered
         self.handled: Dict[int, int] = {}  # tid -> the crash signal last handed to the program's handler
         self.crash: Optional[_Held] = None
+        self.stopped: Dict[int, int] = {}  # tid -> the signal of its group stop (job control), until it runs again
 
 
 @dataclass
@@ -244,6 +245,17 @@ class CrashCatcher:
         """The processes watched now."""
         with self._lock:
             return sorted(self._procs)
+
+    def stopped_by(self, pid: int) -> Optional[str]:
+        """The signal that stopped ``pid`` by job control (SIGSTOP, SIGTSTP...), where its threads are in a group
+        stop now (seen here first: a traced process's group stop is its tracer's to answer); None where it is not,
+        or is not watched."""
+        with self._lock:
+            proc = self._procs.get(pid)
+            stops = dict(proc.stopped) if proc is not None else {}
+        if not stops:
+            return None
+        return signal_name(stops.get(pid, next(iter(stops.values()))))
 
     def poll(self, timeout: float) -> Optional[Union[Crash, Exit]]:
         """The next crash or exit of a watched process, waiting ``timeout`` seconds at most for one (a crash's
@@ -605,6 +617,10 @@ class CrashCatcher:
 
     def _answer(self, proc: _Proc, tid: int, status: int) -> None:
         sig, event = os.WSTOPSIG(status), status >> 16
+        if event == PTRACE_EVENT_STOP and sig in STOPPING:
+            proc.stopped[tid] = sig
+        else:  # any other stop: it runs (SIGCONT ends a group stop with an event stop of SIGTRAP)
+            proc.stopped.pop(tid, None)
         if event == PTRACE_EVENT_CLONE:
             self._cloned(proc, tid)
             _sys(PTRACE_CONT, tid, 0, 0)
@@ -668,6 +684,7 @@ class CrashCatcher:
         self._deferred.pop(tid, None)
         if pid is not None and pid in self._procs:
             self._procs[pid].threads.discard(tid)
+            self._procs[pid].stopped.pop(tid, None)
 
     def _gone(self, proc: _Proc, tid: int, status: int) -> None:
         """A thread's exit; the leader's is the process's end (``Exit``), and so is the last thread's where the

@@ -24,7 +24,7 @@ from ..errors import TargetGone, TfnativeError
 from ..files import write_output
 from ..output import report
 from .crash import Crash, CrashCatcher, held_document
-from .loop import HeldTake
+from .loop import HeldTake, Plugins
 from .options import WatchOptions
 
 POLL_S = 0.25  # how often, between two readings, the catcher is asked for a crash
@@ -44,6 +44,11 @@ class CrashWatch:
 
     def close(self) -> None:
         self.catcher.close()
+
+    def plugins(self) -> Plugins:
+        """The catcher as the loop's ``take``, ``hook``, ``poll``, ``untraced``, ``take_all`` and ``stopped_by``."""
+        return Plugins(take=self.take, hook=self.hook, poll=self.poll, untraced=self.untraced,
+                       take_all=self.take_all, stopped_by=self.catcher.stopped_by)
 
     def hook(self, pids: Sequence[int]) -> Optional[int]:
         """Each reading: trace the job's new processes, let go of those gone from it, report what crashed."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Callable, List, Optional, Sequence, TextIO
+from dataclasses import dataclass, field
+from typing import Callable, List, Mapping, Optional, Sequence, TextIO
 
 from ..analysis.frames import mark_documents
 from ..analysis.tree import build_tree, first_outlier
@@ -28,6 +29,7 @@ from ..output.pictures import write_pictures
 from ..output.processes import process_title, report_all
 from ..output.threadgroups import frame_text
 from ..output.verdicttext import verdict_lines
+from . import culprit
 from .options import WatchOptions
 
 Take = Callable[[int], Document]
@@ -62,17 +64,29 @@ def _place(node: Node) -> str:
 TakeAll = Callable[[Sequence[int]], List[Outcome]]  # every process held at one moment: their outcomes
 
 
-def hang_report(pids: Sequence[int], take_all: TakeAll, opts: WatchOptions, number: int, headline: str,
-                out: TextIO, err: TextIO) -> List[Document]:
-    """Take (``take_all``: every process held at one moment), print and write the ``number``-th hang report of
-    ``pids``; its documents (empty when none of the processes could be read, said on ``err``)."""
-    return show_hang(take_all(pids), opts, number, headline, out, err)
+@dataclass
+class Hang:
+    """One hang report to give: its number, its headline, and what the watcher knows of each process beyond its
+    snapshot (``culprit.Facts``: stopped, its CPU)."""
+
+    number: int
+    headline: str
+    facts: Mapping[int, culprit.Facts] = field(default_factory=dict)
 
 
-def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, number: int, headline: str, out: TextIO,
+def hang_report(pids: Sequence[int], take_all: TakeAll, opts: WatchOptions, hang: Hang, out: TextIO,
+                err: TextIO) -> List[Document]:
+    """Take (``take_all``: every process held at one moment), print and write the hang report of ``pids``;
+    its documents (empty when none of the processes could be read, said on ``err``)."""
+    return show_hang(take_all(pids), opts, hang, out, err)
+
+
+def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, hang: Hang, out: TextIO,
               err: TextIO) -> List[Document]:
-    """Print and write the ``number``-th hang report of ``outcomes`` (the processes' documents, taken at one
-    moment, here or on the nodes of a Slurm job); its documents (empty when none could be read)."""
+    """Print and write the hang report of ``outcomes`` (the processes' documents, taken at one moment, here or
+    on the nodes of a Slurm job); its documents (empty when none could be read).  The culprit (``culprit.py``)
+    is named in a line of the text and on every document's event."""
+    number, headline = hang.number, hang.headline
     docs = [o.doc for o in outcomes if o.doc is not None]
     # analysis, all of it before anything is rendered: the marks the renderers read, the verdicts that need
     # several processes (as ``stack`` gives them), the merged tree and its outlier
@@ -81,6 +95,7 @@ def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, number: int, head
         for event in doc.events:
             event.kind = "hang"
     across(docs)
+    blamed = culprit.name(docs, hang.facts)  # (a stopped process's verdict says so before it is printed)
     merged = build_tree(frame_text, docs) if len(docs) > 1 else None
     odd = outlier_text(docs, merged) if merged is not None else None
     pictures = build_tree(frame_text, docs, all_threads=True) if opts.out_dir and docs else None
@@ -99,6 +114,8 @@ def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, number: int, head
         text.write("".join(line + "\n" for line in merge.text_lines(merged)))
     if odd:
         text.write("tfnative: watch: the outlier: %s\n" % odd)
+    if blamed:
+        text.write("tfnative: watch: %s\n" % blamed)
     out.write(text.getvalue())
     out.flush()
     lines = report.json_lines(docs)

@@ -23,10 +23,13 @@ from __future__ import annotations
 import signal
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Callable, ContextManager, Dict, FrozenSet, List, Optional, Sequence, Set, TextIO, Tuple
 
 from ..analysis.event import snapshot_document
 from ..analysis.progress import Tracker, carry, judge, stacks_moved
+from ..analysis.verdict import across
+from ..core import procfs
 from ..core.kstate import ProcessSample
 from ..core.model import Document, Outcome
 from ..core.signals import signal_name
@@ -34,7 +37,7 @@ from ..errors import Interrupted, SignalGuard
 from ..snapshot import progress
 from ..snapshot.many import runs_python, snapshot_all
 from ..snapshot.process import ProcessCapture, capture_process
-from . import hangreport
+from . import culprit, hangreport
 from .exits import Exits
 from .hangreport import TakeAll
 from .job import Job
@@ -84,26 +87,42 @@ def default_take(opts: WatchOptions, err: TextIO) -> HeldTake:
     return HeldTake(opts, err)
 
 
+@dataclass
+class Plugins:
+    """What a crash catcher (``crashwatch.CrashWatch.plugins``) plugs into the loop; each left None: the loop's
+    own way (a held snapshot by ``stack``'s hold, no hook, no poll)."""
+
+    take: Optional[Take] = None  # a held snapshot of one process
+    hook: Optional[Hook] = None  # each reading, with the job's processes
+    poll: Optional[Poll] = None  # every ``POLL_S`` between two readings
+    untraced: Optional[Untraced] = None  # the processes let go for the time of a block (gdb writes cores)
+    take_all: Optional[TakeAll] = None  # every process held at one moment
+    stopped_by: Optional[Callable[[int], Optional[str]]] = None  # the signal of a process's group stop, if any
+
+
 class Watch:
     """One watch of one job (see the module)."""
 
-    def __init__(self, job: Job, opts: WatchOptions, out: TextIO, err: TextIO, take: Optional[Take] = None,
-                 hook: Optional[Hook] = None, clock: Callable[[], float] = time.monotonic, poll: Optional[Poll] = None,
-                 untraced: Optional[Untraced] = None, take_all: Optional[TakeAll] = None) -> None:
+    def __init__(self, job: Job, opts: WatchOptions, out: TextIO, err: TextIO, plugins: Optional[Plugins] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.job, self.opts, self.out, self.err = job, opts, out, err
-        self.held_take: Take = take if take is not None else default_take(opts, err)
-        self.held_take_all: Optional[TakeAll] = take_all
-        if take_all is None and isinstance(self.held_take, HeldTake):  # every process captured, then analysed
+        plugins = plugins or Plugins()
+        self.held_take: Take = plugins.take if plugins.take is not None else default_take(opts, err)
+        self.held_take_all: Optional[TakeAll] = plugins.take_all
+        if plugins.take_all is None and isinstance(self.held_take, HeldTake):  # every process captured, then analysed
             self.held_take_all = self.held_take.all
-        self.hook, self.poll, self.untraced = hook, poll, untraced
+        self.hook, self.poll, self.untraced = plugins.hook, plugins.poll, plugins.untraced
+        self.stopped_by = plugins.stopped_by
         self.clock = clock
         self.tracker = Tracker(clock(), opts.hang_after, opts.straggler_after)
         self.samples: Dict[int, ProcessSample] = {}
         self.runtimes = progress.Runtimes()  # where each process's GIL lies (a GIL waiter's wake-ups: no progress)
         self.roles = progress.Roles(opts.interval)  # each process's runtime threads (their wake-ups: no progress)
         self.keys: Dict[int, Dict[int, Tuple[object, ...]]] = {}  # the last --no-pause stacks of a process
+        self.cpu: Dict[int, float] = {}  # each process's CPU over the last interval, in % of one CPU
         self.mark = progress.file_mark(opts.progress_file) if opts.progress_file else None
         self.reports = 0
+        self.blamed: Optional[int] = None  # the rank named as the one its lagging peers wait for (``waited_for``)
         self.held: Set[int] = set()  # processes a snapshot held since the last reading
         self.armed = True  # a hang may be reported (again: after progress)
         self.hangups = 0  # SIGHUPs that did not end the watch (``opts.outlive``)
@@ -246,6 +265,7 @@ class Watch:
             self.samples.pop(gone, None)
             self.keys.pop(gone, None)
             self.runtimes.forget(gone)
+            self.cpu.pop(gone, None)
             self.exits.forget(gone)
             self.roles.forget(gone)
             self.tracker.gone(gone, now)
@@ -261,6 +281,7 @@ class Watch:
                 self.samples[pid] = after
                 continue
             tids = set(before.threads) | set(after.threads)
+            self.cpu[pid] = cpu_percent(before, after)
             verdict = judge(before, after, held=pid in self.held,
                             runtime_threads=self.roles.runtime(pid, tids, now))
             if not verdict.caught:  # a thread caught restarting its call after the hold: still held's, next time
@@ -280,11 +301,12 @@ class Watch:
                     self.keys[pid] = keys
             if moved:
                 self.tracker.progressed(pid, after.at)
-                self.armed = True
+                if not self.tracker.stepping:  # (where the progress file decides, only a step re-arms)
+                    self.armed = True
         if self.opts.progress_file:
             mark = progress.file_mark(self.opts.progress_file)
             if mark != self.mark and mark is not None:
-                self.tracker.job_progressed(now)
+                self.tracker.stepped(now)
                 self.armed = True
             self.mark = mark
 
@@ -294,8 +316,15 @@ class Watch:
             return None
         self.armed = False
         stalled = self.tracker.stalled_for(self.clock())
-        headline = ("tfnative: watch: hang: no process of the job has progressed for %.1f s (--hang-after %g): "
-                    "%d process%s" % (stalled, self.opts.hang_after, len(pids), "" if len(pids) == 1 else "es"))
+        many = "%d process%s" % (len(pids), "" if len(pids) == 1 else "es")
+        step = self.tracker.step_last
+        if step is not None and self.tracker.job_last > step + self.opts.interval:
+            headline = ("tfnative: watch: hang: the job has made no step for %.1f s (--hang-after %g): its progress "
+                        "file %s has not moved while its processes ran on: %s" % (
+                            stalled, self.opts.hang_after, self.opts.progress_file, many))
+        else:
+            headline = ("tfnative: watch: hang: no process of the job has progressed for %.1f s (--hang-after %g): "
+                        "%s" % (stalled, self.opts.hang_after, many))
         pids = [pid for pid in pids if runs_python(pid)] or list(pids)  # a shell or a C++ helper has no stack to say
         return self._report_and_act(pids, headline, self._changed(pids))
 
@@ -312,8 +341,8 @@ class Watch:
         """The report of ``pids`` (where ``changed``, else one line), then ``--on-hang``'s action (a core: of
         ``pids``; kill: the whole job); a status to end the watch with, or None."""
         number = self.reports + 1
-        docs = hangreport.hang_report(pids, self.take_all, self.opts, number, headline, self.out, self.err) \
-            if changed else None
+        hang = hangreport.Hang(number, headline, self.facts(pids))
+        docs = hangreport.hang_report(pids, self.take_all, self.opts, hang, self.out, self.err) if changed else None
         if docs is None:
             self.say("still hung, at the stacks of the last report")
         elif docs:
@@ -333,6 +362,15 @@ class Watch:
                 self.say("%d core file(s): %s" % (len(written), ", ".join(written)))
         self.say("watching on; another report once the job progresses and stalls again with other stacks")
         return None
+
+    def facts(self, pids: Sequence[int]) -> Dict[int, culprit.Facts]:
+        """What the watcher knows of each process beyond a snapshot, read before the report holds them: its
+        state, the signal of its group stop (the crash catcher's), its CPU over the last interval."""
+        out = {}
+        for pid in pids:
+            stopped = self.stopped_by(pid) if self.stopped_by is not None else None
+            out[pid] = culprit.Facts(state=procfs.state(pid), stopped_by=stopped, cpu_percent=self.cpu.get(pid))
+        return out
 
     def _changed(self, pids: Sequence[int]) -> bool:
         """Whether a new report says anything: the first one, or stacks unlike the last report's (read the
@@ -363,15 +401,43 @@ class Watch:
 
     def stragglers(self) -> None:
         now = self.clock()
-        for pid in self.tracker.stragglers(now, 1.5 * self.opts.interval, self.job.family):
+        named = self.tracker.stragglers(now, 1.5 * self.opts.interval, self.job.family)
+        for pid in named:
             lag = now - self.tracker.effective(pid, self.job.family)
             headline = ("tfnative: watch: straggler: process %d has not progressed for %.1f s while others of the "
                         "job have (--straggler-after %g); its stack:" % (pid, lag, self.opts.straggler_after or 0))
             hangreport.straggler_report(pid, self.take, headline, self.opts, self.out, self.err)
+        if named:
+            self.waited_for()
+
+    def waited_for(self) -> None:
+        """Where every rank of a TensorFlow cluster but one lags (named stragglers, in a stall) and that one
+        progresses (it spins, it runs elsewhere), the rank they wait for: the cluster's ranks held at one moment
+        and the culprit named with why it does not come (``culprit.py``), once per stall."""
+        ranks = [pid for pid in self.job.processes() if culprit.cluster_rank(pid)]
+        moving = [pid for pid in ranks if pid not in self.tracker.named]
+        if len(ranks) < 3 or len(moving) != 1 or moving[0] == self.blamed:
+            return
+        self.blamed = moving[0]
+        docs = [o.doc for o in self.take_all(ranks) if o.doc is not None]
+        across(docs)
+        line = culprit.name(docs, self.facts(ranks))
+        if line:
+            self.out.write("tfnative: watch: straggler: %s\n" % line)
+            self.out.flush()
 
 
-def watch(job: Job, opts: WatchOptions, out: TextIO, err: TextIO, take: Optional[Take] = None,
-          hook: Optional[Hook] = None, poll: Optional[Poll] = None, untraced: Optional[Untraced] = None,
-          take_all: Optional[TakeAll] = None) -> int:
+def cpu_percent(before: ProcessSample, after: ProcessSample) -> float:
+    """The CPU the threads of a process ran between two readings, in % of one CPU (threads in both readings)."""
+    span = after.at - before.at
+    ran = 0
+    for tid, b in before.threads.items():
+        a = after.threads.get(tid)
+        if a is not None and a.cpu_ns is not None and b.cpu_ns is not None and a.cpu_ns > b.cpu_ns:
+            ran += a.cpu_ns - b.cpu_ns
+    return 100.0 * ran / (span * 1e9) if span > 0 else 0.0
+
+
+def watch(job: Job, opts: WatchOptions, out: TextIO, err: TextIO, plugins: Optional[Plugins] = None) -> int:
     """Watch ``job`` (the module's loop) until it ends; the watcher's exit status."""
-    return Watch(job, opts, out, err, take=take, hook=hook, poll=poll, untraced=untraced, take_all=take_all).run()
+    return Watch(job, opts, out, err, plugins).run()

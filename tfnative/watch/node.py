@@ -19,6 +19,7 @@ import os
 import queue
 import sys
 import threading
+from dataclasses import replace
 from typing import Dict, List, Optional, Sequence
 
 from ..errors import start_thread
@@ -28,9 +29,8 @@ from . import hangreport
 from .crash import Crash
 from .crashwatch import CrashWatch
 from .feed import Feed, read_order
-from .hangreport import TakeAll
 from .job import Job
-from .loop import Hook, Poll, Take, Untraced, Watch
+from .loop import Plugins, Watch
 from .options import WatchOptions
 
 EOF_ORDER: Dict[str, object] = {"eof": True}
@@ -45,13 +45,12 @@ def node_name() -> str:
 class NodeWatch(Watch):
     """``Watch`` that reports its readings to the head and carries out the head's orders (see the module)."""
 
-    def __init__(self, job: Job, opts: WatchOptions, feed: Feed, orders: int, take: Optional[Take] = None,
-                 hook: Optional[Hook] = None, poll: Optional[Poll] = None,
-                 untraced: Optional[Untraced] = None, take_all: Optional[TakeAll] = None) -> None:
-        super().__init__(job, opts, sys.stderr, sys.stderr, take=take, hook=hook, poll=self._orders,
-                         untraced=untraced, take_all=take_all)
+    def __init__(self, job: Job, opts: WatchOptions, feed: Feed, orders: int,
+                 plugins: Optional[Plugins] = None) -> None:
+        plugins = plugins or Plugins()
+        super().__init__(job, opts, sys.stderr, sys.stderr, replace(plugins, poll=self._orders))
         self.feed = feed
-        self.inner_poll = poll
+        self.inner_poll = plugins.poll
         self.progress = 0  # how many readings found progress (the head re-arms its hang report on a change)
         self.seen_last = self.tracker.job_last
         self.queue: queue.Queue[Dict[str, object]] = queue.Queue()
@@ -170,8 +169,7 @@ def watch_node(opts: WatchOptions, job: Job, crashes: bool) -> int:
         if caught is None:
             watcher = NodeWatch(job, opts, feed, sys.stdin.fileno())
         else:
-            watcher = NodeWatch(job, opts, feed, sys.stdin.fileno(), take=caught.take, hook=caught.hook,
-                                poll=caught.poll, untraced=caught.untraced, take_all=caught.take_all)
+            watcher = NodeWatch(job, opts, feed, sys.stdin.fileno(), caught.plugins())
         status = watcher.run()
     finally:
         if caught is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from ..snapshot.options import StackOptions
 
@@ -29,7 +29,7 @@ class WatchOptions:
     on_hang: str = "report"  # report | kill | core
     out_dir: Optional[str] = None  # --out DIR: text, JSON Lines, HTML of each report
     json_path: Optional[str] = None  # --json FILE: JSON Lines of the (last) report
-    progress_file: Optional[str] = None  # its size or mtime moving is progress
+    progress_file: Optional[str] = None  # the step signal: once it moved, hung when it stops moving
     straggler_after: Optional[float] = None  # name a process that lags its peers this long
     kill_grace: float = 10.0  # --on-hang kill: seconds between SIGTERM and SIGKILL
     stack: StackOptions = field(default_factory=StackOptions)  # how each process's snapshot is taken and shown
@@ -39,3 +39,22 @@ class WatchOptions:
         """Where the reports are written besides standard output (``--out DIR``, ``--json FILE``), or None."""
         named = [p for p in (self.out_dir, self.json_path) if p and p != "-"]
         return " and ".join(named) or None
+
+
+@dataclass
+class WatchTarget:
+    """What to watch: a job to start (``script`` or ``module`` with ``args``, run by ``python``), or running
+    processes (``pids``, every descendant of ``children`` that runs Python, those with ``envs``)."""
+
+    script: Optional[str] = None
+    module: Optional[str] = None
+    args: List[str] = field(default_factory=list)
+    python: str = "python3"
+    pids: Tuple[int, ...] = ()
+    children: Tuple[int, ...] = ()
+    envs: Tuple[str, ...] = ()
+
+    @property
+    def running(self) -> bool:
+        """Whether running processes are named (``--pid``, ``--children``, ``--env``)."""
+        return bool(self.pids or self.children or self.envs)

@@ -258,7 +258,7 @@ class Head:
         if key is not None and key == self.last_report:
             self.say("still hung, at the stacks of the last report")
         elif outcomes:
-            if hangreport.show_hang(outcomes, self.opts, number, headline, self.out, self.err):
+            if hangreport.show_hang(outcomes, self.opts, hangreport.Hang(number, headline), self.out, self.err):
                 self.reports = number
                 self.last_report = key
         if self.opts.on_hang == "kill":

@@ -1,0 +1,211 @@
+"""The process a stalled job waits for, and why it does not come (``tfnative watch``'s hang report).
+
+From the report's documents (their verdicts after ``verdict.across``) and what the watcher knows beyond a
+snapshot (``Facts``: the process's scheduler state before the report held it, the signal of a group stop the
+crash catcher answered, its CPU over the last interval), in this order:
+
+1. a process that is stopped (state ``T``; a traced one ``t`` whose group stop the crash catcher answered,
+   by that signal): nothing it owes anybody comes until SIGCONT;
+2. in a TensorFlow cluster (the processes' ``TF_CONFIG``), the one member not in the collective while the
+   others wait there for it (``waiting_on_peer``, as ``across`` says it).
+
+Why it does not come, from its own verdict and facts (``cause``): ``stopped``; ``deadlock`` (the lock cycle);
+``input_pipeline`` (it waits for its tf.data pipeline: the tf.data verdict); ``exiting`` (its program has
+ended); ``spins`` (its main thread runs Python, holding the GIL, or runs on a CPU, while the process ran
+``SPIN_PERCENT`` of a CPU or more over the last interval: its line and CPU); ``sleeps``
+(its main thread is in ``time.sleep``: a sleep, or a loop that polls with one); ``elsewhere`` (it waits
+somewhere else than the collective: where it is, and its verdict).
+
+The culprit is written on each document's hang event (``"culprit"``, docs/json-schema.md) and said in one
+line of the text.  A stopped process's own verdict says it is stopped (pattern ``process_stopped``), not what
+its stopped threads would be doing.  Pure but for ``cluster_rank`` (a process's ``TF_CONFIG``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..analysis import waitgraph
+from ..analysis.verdict import blocked_in
+from ..core import procfs, ranks
+from ..core.model import Document, Event, PythonFrame, Thread
+
+SPIN_PERCENT = 50.0  # a main thread that runs this much of a CPU over the last interval spins
+STOPPED_STATES = ("T", "t")
+
+
+@dataclass
+class Facts:
+    """What the watcher knows of a process beyond its snapshot."""
+
+    state: Optional[str] = None  # its scheduler state (``/proc/PID/stat``), read before the report held it
+    stopped_by: Optional[str] = None  # the signal of its group stop, where the crash catcher answered one
+    cpu_percent: Optional[float] = None  # its threads' CPU over the last interval, in % of one CPU
+
+    def stopped(self) -> bool:
+        return self.stopped_by is not None or self.state == "T"
+
+
+def cluster_rank(pid: int) -> bool:
+    """Whether ``pid`` is a task of a TensorFlow cluster of several tasks (its ``TF_CONFIG``, read from
+    ``/proc/PID/environ``)."""
+    try:
+        env = procfs.environ(pid)
+    except OSError:
+        return False
+    cluster = ranks.tf_cluster(ranks.tf_config(env))
+    return bool(cluster and len(cluster.get("tasks") or []) > 1)
+
+
+def _event(doc: Document) -> Optional[Event]:
+    return doc.events[0] if doc.events else None
+
+
+def _main(e: Event) -> Optional[Thread]:
+    return next((t for t in e.threads if t.tid == e.pid), e.threads[0] if e.threads else None)
+
+
+def label(doc: Document) -> str:
+    """``worker:1`` (its TF_CONFIG task), ``rank:3`` (its scheduler's rank), else ``process N``."""
+    if doc.task and doc.task.get("type") is not None:
+        return "%s:%s" % (doc.task.get("type"), doc.task.get("index"))
+    rank = (doc.scheduler or {}).get("rank")
+    return "rank:%s" % rank if rank is not None else "process %s" % doc.pid
+
+
+def _pattern(doc: Document) -> Optional[str]:
+    e = _event(doc)
+    return e.triage.pattern if e is not None and e.triage is not None else None
+
+
+def find(docs: Sequence[Document], facts: Mapping[int, Facts]) -> Optional[Tuple[Document, str]]:
+    """The culprit and how it was found (``"stopped"``, ``"peers_wait"``); None where nothing names one."""
+    for doc in docs:
+        fact = facts.get(doc.pid or -1)
+        if fact is not None and fact.stopped():
+            return doc, "stopped"
+    clusters: Dict[Tuple[Any, ...], List[Document]] = {}
+    for doc in docs:
+        e = _event(doc)
+        tasks = tuple((e.cluster or {}).get("tasks") or []) if e is not None else ()
+        if len(tasks) > 1:
+            clusters.setdefault(tasks, []).append(doc)
+    for members in clusters.values():
+        waiting = [d for d in members if _pattern(d) == "waiting_on_peer"]
+        others = [d for d in members if d not in waiting]
+        if waiting and len(others) == 1:
+            return others[0], "peers_wait"
+    return None
+
+
+def _at(t: Optional[Thread]) -> str:
+    """``work at mwms_steps.py:79`` (the user's innermost frame), else ``waitgraph.where``."""
+    if t is None:
+        return "?"
+    f = next((f for f in t.frames if isinstance(f, PythonFrame) and f.user), None)
+    if f is not None:
+        return "%s at %s:%s" % (f.function or "?", os.path.basename(f.file or "?"), f.line)
+    return waitgraph.where(t)
+
+
+def _in(t: Optional[Thread]) -> str:
+    call = blocked_in(t) if t is not None else None
+    return ", in %s()" % call if call else ""
+
+
+def explain(doc: Document, fact: Facts, peers_at: Optional[str] = None) -> Dict[str, Any]:
+    """The culprit's JSON (``"culprit"`` of the schema): its pid, label, ``cause``, ``why`` (one sentence),
+    where its main thread is (``at``), its state, its stopping signal, its CPU.  ``peers_at``: where the
+    processes that wait for it wait (``elsewhere`` says it is not there)."""
+    e = _event(doc)
+    main = _main(e) if e is not None else None
+    at = _at(main)
+    verdict = e.triage.verdict if e is not None and e.triage is not None else None
+    pattern = _pattern(doc)
+    cpu = fact.cpu_percent
+    if fact.stopped():
+        cause = "stopped"
+        why = "it is stopped (state T, by %s): none of its threads runs until SIGCONT; its main thread is at %s%s" % (
+            fact.stopped_by or "a stopping signal; which one /proc does not say", at, _in(main))
+    elif pattern in ("deadlock", "self_deadlock") and verdict:
+        cause, why = "deadlock", "it deadlocked: %s" % (verdict[len("deadlock: "):] if verdict.startswith(
+            "deadlock: ") else verdict)
+    elif pattern == "waiting_on_tf_data" and verdict:
+        cause, why = "input_pipeline", "it waits for its input pipeline: %s" % verdict
+    elif pattern in ("exit_waits_for_threads", "interpreter_finalizing") and verdict:
+        cause, why = "exiting", "its program has ended: %s" % verdict
+    elif cpu is not None and cpu >= SPIN_PERCENT and main is not None and (
+            main.gil == "held" or blocked_in(main) is None or (main.kernel or {}).get("state") == "R"):
+        cause, why = "spins", "it spins: its main thread runs at %s, %.0f%% of a CPU over the last interval" % (at, cpu)
+    elif main is not None and blocked_in(main) == "time.sleep":
+        cause, why = "sleeps", "it sleeps (or polls with time.sleep) at %s%s" % (at, "" if cpu is None else (
+            ", %.1f%% of a CPU over the last interval" % cpu))
+    else:
+        cause = "elsewhere"
+        why = "it is not where the others wait%s: its main thread is at %s%s%s" % (
+            " (%s)" % peers_at if peers_at else "", at, _in(main), "; its verdict: %s" % verdict if verdict else "")
+    out: Dict[str, Any] = {"pid": doc.pid, "label": label(doc), "cause": cause, "why": why, "at": at}
+    if fact.state:
+        out["state"] = fact.state
+    if fact.stopped_by:
+        out["signal"] = fact.stopped_by
+    if cpu is not None:
+        out["cpu_percent"] = round(cpu, 1)
+    return out
+
+
+def stopped_verdict(doc: Document, fact: Facts) -> None:
+    """A stopped process's own verdict says so (pattern ``process_stopped``), in place."""
+    e = _event(doc)
+    if e is None or e.triage is None:
+        return
+    main = _main(e)
+    e.triage.pattern = "process_stopped"
+    e.triage.verdict = ("the process is stopped (state T, by %s): none of its threads runs until SIGCONT; its "
+                        "main thread is at %s%s" % (fact.stopped_by or "a stopping signal", _at(main), _in(main)))
+
+
+def name(docs: Sequence[Document], facts: Mapping[int, Facts]) -> Optional[str]:
+    """Find the culprit of ``docs``, write it on every document's event and return the report's line about it
+    (None where none is found).  A stopped process's verdict says it is stopped."""
+    for doc in docs:
+        fact = facts.get(doc.pid or -1)
+        if fact is not None and fact.stopped():
+            stopped_verdict(doc, fact)
+    found = find(docs, facts)
+    if found is None:
+        return None
+    doc, how = found
+    waiting = [d for d in docs if d is not doc and _pattern(d) == "waiting_on_peer"]
+    peers_at = None
+    if waiting:
+        e = _event(waiting[0])
+        peers_at = _at(_main(e)) if e is not None else None
+    culprit = explain(doc, facts.get(doc.pid or -1) or Facts(), peers_at)
+    culprit["how"] = how
+    for d in docs:
+        for e in d.events:
+            e.culprit = dict(culprit)
+    whom = "the rank the others wait for" if how == "peers_wait" or waiting else "the process the job waits for"
+    line = "the culprit: %s (pid %s), %s: %s" % (culprit["label"], doc.pid, whom, culprit["why"])
+    gone = _gone_peers(doc, docs)
+    if gone:
+        line += "; its peers %s are no longer running" % ", ".join(gone)
+    return line
+
+
+def _gone_peers(doc: Document, docs: Sequence[Document]) -> List[str]:
+    """The tasks of the culprit's cluster that no document of the report is (ended meanwhile: TensorFlow's
+    coordination service ends the peers of a task that stops sending heartbeats)."""
+    e = _event(doc)
+    tasks = list((e.cluster or {}).get("tasks") or []) if e is not None else []
+    if len(tasks) < 2:
+        return []
+    present = set()
+    for d in docs:
+        de = _event(d)
+        if de is not None:
+            present.add((de.cluster or {}).get("task"))
+    return [t for t in tasks if t not in present]
