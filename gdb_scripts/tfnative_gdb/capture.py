@@ -29,7 +29,7 @@ from tfnative.core.memory import USER_SPACE_END, Memory
 from tfnative.core.model import Capture, NativeFrame, Op, Thread
 from tfnative.core.python.pyframes import PythonReader, open_reader
 from tfnative.core.tensorflow.executors import pool_summary, unnamed_workers
-from tfnative.core.tensorflow.nodeattrs import op_with_inputs
+from tfnative.core.tensorflow.opdefs import op_with_inputs
 from tfnative.core.tensorflow.opkernel import CALLEE_SAVED, FrameContext, OpKernelReader, inherit_device_ops, op_frames
 from tfnative.core.tensorflow.threadnames import thread_names
 from tfnative.core.threads import (

@@ -108,6 +108,7 @@ class Bare(NamedTuple):
     stderr: str
     core_doc: dict
     core_text: str
+    plain_text: str  # tfnative core without --repro
 
 
 class Attached(NamedTuple):
@@ -132,11 +133,15 @@ class Runs:
         key = ("bare", name)
         if key not in self.cache:
             tmp = self.tmp.mktemp("core-" + name)
+            self.cache[("dir", name)] = str(tmp)
             proc = subprocess.run([sys.executable, corpus_script(name)], cwd=str(tmp), preexec_fn=_raise_core_limit,
                                   capture_output=True, text=True, timeout=300)
             core = os.path.join(str(tmp), "core")
             doc, text = {}, "(no core in %s: core_pattern?)" % tmp
+            plain = text
             if os.path.exists(core):
+                res = run_tfnative(["core", core, PYTHON], timeout=300)
+                plain = res.stdout + res.stderr
                 out = tmp / "core.json"
                 res = run_tfnative(["core", core, PYTHON, "--json", str(out), "--repro", str(tmp / "repro.py")],
                                    timeout=300)
@@ -144,8 +149,13 @@ class Runs:
                 assert res.returncode == 0, text[-3000:]
                 doc = load_json(out)
                 os.unlink(core)  # ~300 MB each
-            self.cache[key] = Bare(proc.returncode, proc.stderr, doc, text)
+            self.cache[key] = Bare(proc.returncode, proc.stderr, doc, text, plain)
         return self.cache[key]
+
+    def bare_dir(self, name: str) -> str:
+        """Where ``bare(name)`` ran, and its core was."""
+        self.bare(name)
+        return str(self.cache[("dir", name)])
 
     def attached(self, name: str) -> Attached:
         """``tfnative attach --json FILE SCRIPT``; then whatever still runs the script (nothing, we hope)."""
@@ -216,6 +226,16 @@ def test_it_still_crashes_tensorflow(runs, name):
     if case.check_failed:
         assert case.check_failed in (_fatal_line(b.stderr) or ""), b.stderr[-2000:]
     assert b.core_doc, b.core_text
+
+
+def test_attach_without_repro_says_how_to_get_it():
+    """attach without --repro: the op line, and one line that says how to get the script; none written."""
+    r = run_tfnative(["attach", corpus_script("lrn_grad_eager")], timeout=300)
+    lines = r.stderr.splitlines()
+    assert OP_LINES["lrn_grad_eager"] in lines, r.stderr[-3000:]
+    assert "tfnative: rerun with --repro FILE for a standalone script that crashes the same way" in lines, \
+        r.stderr[-3000:]
+    assert "tfnative: repro:" not in r.stderr
 
 
 @pytest.mark.parametrize("name,mode", RUNS, ids=IDS)
@@ -320,8 +340,51 @@ def test_the_ops_inputs(runs, name, mode):
     op = doc["triage"].get("op") or {}
     got = tuple(input_label(e) for e in op.get("inputs") or [])
     assert want is not None and got == want, "triage.op = %r" % op
-    line = "op %s(%s)" % (op["type"], ", ".join(want))
-    assert line in text.splitlines(), text[-3000:]
+
+
+# The line under each crash (issue #45 item 3): the op, each input under its argument's name (the OpDef read
+# from memory), the attributes that differ from their defaults (the type attributes the inputs carry left out).
+_LSTM_LINE = ("op BlockLSTMGrad(seq_len_max: int64[]=5, x: float32[1,1,1], cs_prev: float32[1,1], h_prev: "
+              "float32[1,1], w: float32[2,4], wci: float32[1], wcf: float32[1], wco: float32[1], b: float32[4], %s; "
+              "use_peephole=false)" % ", ".join("%s: float32[1,1,1]" % n for n in (
+                  "i", "cs", "f", "o", "ci", "co", "h", "cs_grad", "h_grad")))
+_RESHAPE_LINE = "op Reshape(tensor: float32[5], shape: int32[5]=[0,1879048192,100000000,1610612736,-1])"
+OP_LINES = {
+    "lrn_grad_eager": "op LRNGrad(input_grads: float32[0,0,0,0], input_image: float32[0,0,0,0], output_image: "
+                      "float32[0]; depth_radius=1, bias=1.5901822, alpha=0.11772865, beta=0.40442705)",
+    "reshape_fpe_eager": _RESHAPE_LINE,
+    "block_lstm_grad_eager": _LSTM_LINE,
+    "fused_pad_conv2d_eager": 'op FusedPadConv2D(input: float32[3,2], paddings: int32[4,2]=[0,0,1,1,1,1,0,0], '
+                              'filter: float32[3,3,1,1]; mode="REFLECT", strides=[1,1,1,1], padding="VALID")',
+    # oneDNN's kernel: its own OpDef (_MklNativeConv2D's), whose is_filter_const defaults to false
+    "conv2d_function": 'op Conv2D(input: float32[3], filter: float32[13,8,5,14]; strides=[1,1,1,1], '
+                       'is_filter_const=true, padding="VALID")',
+    "tensor_scatter_max_function": "op TensorScatterMax(tensor: float64[1,10,4], indices: int64[1,1,1]=[0], "
+                                   "updates: float64[1])",
+    "block_lstm_grad_data_map": _LSTM_LINE,
+    "reshape_fpe_data_map": _RESHAPE_LINE,
+}
+
+
+@pytest.mark.parametrize("name,mode", INPUT_RUNS)
+def test_the_ops_line(runs, name, mode):
+    """The op line, in the text (with or without --repro) and in JSON (``triage.op.call``); without --repro, the
+    line that says how to get the script."""
+    want = OP_LINES.get(name)
+    doc, text = runs.report(name, mode)
+    op = doc["triage"].get("op") or {}
+    assert want is not None and want in text.splitlines(), text[-3000:]
+    call = op.get("call") or {}
+    assert want.startswith("op %s(%s" % (op["type"], ", ".join(
+        "%s: %s" % (n, input_label(e)) for n, e in zip(call.get("inputs") or [], op["inputs"])))), op
+    assert len(call["inputs"]) == len(op["inputs"]), call
+    if mode == "core":
+        plain = runs.bare(name).plain_text
+        assert want in plain.splitlines(), plain[-3000:]
+        hint = ("tfnative: for a standalone script that crashes the same way: tfnative core %s %s --repro FILE"
+                % (os.path.join(runs.bare_dir(name), "core"), PYTHON))
+        assert hint in plain.splitlines(), plain[-3000:]
+        assert "tfnative: repro:" not in plain
 
 
 # The crashing op's attributes (issue #45), read from its NodeDef in memory: those each script sets (or the

@@ -29,7 +29,7 @@ from ..core.model import (
     thread_label,
 )
 from ..core.tensorflow import executors
-from . import pyop, userlibs, verdict
+from . import opcall, pyop, userlibs, verdict
 from .frames import mark_thread
 
 
@@ -418,7 +418,7 @@ def _triage_op(op: Dict[str, Any]) -> Dict[str, Any]:
     if op.get("from_xla"):
         out["from_xla"] = op["from_xla"]  # --check-numerics: the NaN/Inf came out of these XLA functions
     # the crashing kernel's inputs and attributes (core/tensorflow/kernelinputs.py, core/tensorflow/nodeattrs.py)
-    for key in ("inputs", "inputs_unread", "attrs", "attrs_unread"):
+    for key in ("inputs", "inputs_unread", "attrs", "attrs_unread", "call"):
         if op.get(key) is not None:
             out[key] = op[key]
     where = _created_where(op)
@@ -439,6 +439,7 @@ def analyze(kind: EventKind, capture: Capture, native_all: bool = False, hang: b
     ``cluster`` where one is known and, with ``hang``, its hang verdict (``verdict.triage``: thread roles and
     pools, the wait-for graph) stored as its ``triage``."""
     event = make_event(kind, capture, native_all=native_all, in_flight=in_flight, **extra)
+    opcall.name_calls(event)  # the crashing op's argument names, its attributes off their defaults
     if cluster:
         event.cluster = cluster
     if hang:

@@ -23,9 +23,10 @@ class NoRepro(Exception):
     """Why no reproducer is written: one line."""
 
 
-def model_of(doc: Document) -> Json:
+def model_of(doc: Document, whole: bool = True) -> Json:
     """``{"op", "inputs": [{"dtype", "shape", "values"}...], "attrs", "library"?, "onednn"?}`` of the crash's
-    kernel (the triage's op); raises NoRepro."""
+    kernel (the triage's op); raises NoRepro.  Without ``whole``, an input whose values were not read (larger
+    than a crash report reads: ``--repro`` reads it whole) does not refuse it."""
     triage = doc.triage
     op = getattr(triage, "op", None) or {}
     if not getattr(triage, "signal", None) or not op.get("type"):
@@ -45,7 +46,7 @@ def model_of(doc: Document) -> Json:
             raise NoRepro("op %s: input %d is a %s tensor: tfnative writes numeric and bool tensors alone"
                           % (op["type"], k, label))
         values = [] if 0 in entry["shape"] else entry.get("values")  # an empty tensor has no buffer to read
-        if values is None:
+        if values is None and whole:
             raise NoRepro("op %s: input %d, %s, is larger than tfnative reads (64 MiB): its values were not read"
                           % (op["type"], k, label))
         inputs.append({"dtype": entry["dtype"], "shape": list(entry["shape"]), "values": values})

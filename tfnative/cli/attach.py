@@ -228,9 +228,20 @@ def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], r
         opts = options_of(dict(kw, interactive=interactive))
         if repro is not None:
             _with_repro(opts, repro, repro_check)
+        else:
+            opts.on_document = _repro_hint
         return run_attach(opts, sys.stderr)
 
     _run(go)
+
+
+def _repro_hint(doc: Document) -> None:
+    """Without --repro: a crash that gives a reproducer says how to get it (one line)."""
+    from . import repro
+
+    line = repro.hint(doc)
+    if line is not None:
+        sys.stderr.write(line + "\n")
 
 
 def _with_repro(opts: AttachOptions, path: str, run_check: bool) -> None:

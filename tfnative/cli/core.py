@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
-from typing import TYPE_CHECKING, Any, Optional, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, TextIO, Tuple
 
 import click
 
@@ -55,6 +56,14 @@ def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr, repro: Op
         from . import repro as reproducer
 
         reproducer.make(doc, repro, reproducer.python_of(doc, opts.executable), repro_check, err)
+    else:
+        from .repro import hint
+
+        words: List[str] = [opts.path] + ([opts.executable] if opts.executable else []) + (
+            ["--sysroot", opts.sysroot] if opts.sysroot else [])
+        how = hint(doc, "tfnative core %s" % " ".join(shlex.quote(w) for w in words))
+        if how is not None:
+            err.write(how + "\n")
     if opts.json_path:
         report.write(doc, opts.json_path)
     return 0

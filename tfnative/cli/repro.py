@@ -180,6 +180,19 @@ def _drop_long_values(doc: Document) -> None:
                 del entry["values"]
 
 
+def hint(doc: Document, command: Optional[str] = None) -> Optional[str]:
+    """Without ``--repro``: the one line that says how to get the script, where the crash gives one (its op's
+    inputs and attributes were read); ``command``: the command line that would (a core's), else attach's
+    ``rerun``."""
+    try:
+        model_of(doc, whole=False)  # a crash report reads the values of small inputs alone
+    except NoRepro:
+        return None
+    if command is not None:
+        return "tfnative: for a standalone script that crashes the same way: %s --repro FILE" % command
+    return "tfnative: rerun with --repro FILE for a standalone script that crashes the same way"
+
+
 def python_of(doc: Document, given: Optional[str]) -> str:
     """The interpreter that runs the reproducer: the target's as it was started (its argv[0], an absolute path:
     a virtual environment's ``bin/python`` keeps its packages, where the file it links to does not), else the one

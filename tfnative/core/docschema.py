@@ -64,8 +64,12 @@ Spec = Union[str, _Any, _Obj, _List, _Map, _ByKey]
 _PLACE = _Obj({"function": STR, "file": STR, "line": INT})
 _TF_FUNCTION = _Obj({"name": STR, "python_function": STR, "called_by": INT, "how": STR}, required=["name"])
 _INPUT = _Obj({"dtype": STR, "shape": _List(INT), "values": _List(ANY), "ref": BOOL, "unread": STR})
+_OPDEF = _Obj({"inputs": _List(_Obj({"name": STR, "type_attr": STR, "number_attr": STR, "type_list_attr": STR},
+                                     required=["name"])),
+               "attrs": _Map(_Obj({"type": STR, "default": ANY, "default_unread": STR}, required=["type"]))})
+_CALL = _Obj({"inputs": _List(STR), "attrs": _Map(ANY)})
 _OP = _Obj({"type": STR, "name": STR, "kernel": STR, "kernel_type": STR, "inputs": _List(_INPUT), "inputs_unread": STR,
-            "attrs": _Map(ANY), "attrs_unread": STR})
+            "attrs": _Map(ANY), "attrs_unread": STR, "opdef": _OPDEF, "opdef_unread": STR, "call": _CALL})
 FRAME_KINDS = ("native", "python", "elided")
 _FRAME = _Obj({
     "kind": STR, "function": STR, "file": STR, "line": INT, "library": STR, "address": STR, "inline": BOOL,
@@ -95,7 +99,7 @@ _EVENT_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "fr
 # "created_at": the user's line alone, not the creation stack
 _TRIAGE_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "from_xla": _List(STR),
                    "created_at": _PLACE, "forward": ANY, "inputs": _List(_INPUT),
-                   "inputs_unread": STR, "attrs": _Map(ANY), "attrs_unread": STR})
+                   "inputs_unread": STR, "attrs": _Map(ANY), "attrs_unread": STR, "call": _CALL})
 _REPRODUCER = _Obj({"path": STR, "op": STR, "attrs": _Map(ANY),
                     "inputs": _List(_Obj({"dtype": STR, "shape": _List(INT)})), "data": STR, "library": STR,
                     "check": _Obj({"outcome": STR, "signal": STR, "op": STR, "log": STR, "differs": STR},

@@ -185,6 +185,13 @@ class Op:
     # the crashing kernel's NodeDef's attributes: {name: value} (core/tensorflow/nodeattrs.py)
     attrs: Optional[Json] = None
     attrs_unread: Optional[str] = None  # why they, or some of them, were not read
+    # its OpDef: {"inputs": [{"name", "type_attr"?, "number_attr"?, "type_list_attr"?}...], "attrs": {name:
+    # {"type", "default"?}}} (core/tensorflow/opdefs.py)
+    opdef: Optional[Json] = None
+    opdef_unread: Optional[str] = None
+    # analysis's call of the op (analysis/opcall.py): {"inputs": [each input's argument name], "attrs": {those
+    # that differ from their defaults}}
+    call: Optional[Json] = None
 
     def to_json(self) -> Json:
         return _write(self, _OP_KEYS)
@@ -195,7 +202,7 @@ class Op:
 
 
 _OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
-            _k("inputs_unread"), _k("attrs"), _k("attrs_unread"))
+            _k("inputs_unread"), _k("attrs"), _k("attrs_unread"), _k("opdef"), _k("opdef_unread"), _k("call"))
 
 
 @dataclass(slots=True)

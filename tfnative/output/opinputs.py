@@ -1,7 +1,9 @@
-"""The crashing kernel's op and its inputs in one line (issue #45): what ``core/kernelinputs`` read and checked,
-as the crash report shows it, ``op Reshape(float32[5], int32[5]=[0,1879048192,...])``."""
+"""The crashing kernel's op, its inputs and its attributes in one line (issue #45): what ``core/tensorflow``
+read and checked and ``analysis/opcall.py`` named, as the crash report shows it, ``op Reshape(tensor: float32[5],
+shape: int32[5]=[0,1879048192,...])``, ``op LRNGrad(...; depth_radius=1, bias=1.5901822)``."""
 
-from typing import Any, Dict, Optional
+import struct
+from typing import Any, Dict, List, Optional
 
 from ..core.model import Event, NativeFrame
 
@@ -22,20 +24,67 @@ def input_label(entry: Dict[str, Any]) -> str:
     return label
 
 
+def _float(value: float) -> str:
+    """The shortest text of a float attribute (a float32 read as a double) that is the same float32."""
+    try:
+        want = struct.pack("<f", value)
+    except OverflowError:
+        return repr(value)
+    for digits in range(1, 18):
+        text = "%.*g" % (digits, value)
+        if struct.pack("<f", float(text)) == want:
+            return text
+    return repr(value)
+
+
+def attr_text(value: Any, kind: str) -> str:
+    """An attribute's value by its OpDef type ``kind``: ``[1,1,1,1,1]``, ``"VALID"``, ``1.5``, ``true``,
+    ``float32`` (a type), a shape ``[2,3]`` (``?`` of unknown rank)."""
+    if isinstance(value, dict) and "list" in value:
+        return "[%s]" % ",".join(attr_text(v, kind[5:-1]) for v in value["list"])
+    if isinstance(value, dict) and "shape" in value:
+        return attr_text(value["shape"], "shape")
+    if kind == "shape":  # a shape's dims, None of unknown rank
+        return "?" if value is None else "[%s]" % ",".join(str(d) for d in value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return _float(value)
+    if isinstance(value, str) and kind == "string":
+        return '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
+    return str(value)  # an int, a type's name, a float's "nan"
+
+
 def inputs_line(op: Dict[str, Any]) -> Optional[str]:
-    """``op LRNGrad(float32[0,0,0,0], float32[0,0,0,0], float32[0])`` for an op with its inputs read; why not,
-    for one whose inputs could not be read; None for an op without either."""
+    """``op LRNGrad(input_grads: float32[0,0,0,0], ...; depth_radius=1)`` for an op with its inputs read (with
+    their argument names and the attributes off their defaults where its definition was read); why not, for one
+    whose inputs could not be read; None for an op without either."""
     if op.get("inputs") is not None:
-        return "op %s(%s)" % (op.get("type"), ", ".join(input_label(e) for e in op["inputs"]))
+        call = op.get("call") or {}
+        names: List[str] = call.get("inputs") or []
+        args = [("%s: " % names[k] if k < len(names) else "") + input_label(e) for k, e in enumerate(op["inputs"])]
+        text = ", ".join(args)
+        attrs = call.get("attrs") or {}
+        if attrs:
+            kinds = (op.get("opdef") or {}).get("attrs") or {}
+            text += "; " + ", ".join("%s=%s" % (k, attr_text(v, kinds.get(k, {}).get("type", "")))
+                                     for k, v in attrs.items())
+        return "op %s(%s)" % (op.get("type"), text)
     if op.get("inputs_unread"):
         return "op %s: its inputs were not read: %s" % (op.get("type"), op["inputs_unread"])
     return None
 
 
-def crash_inputs_line(event: Event) -> Optional[str]:
-    """The line under a crash (a fatal signal, a core) naming the crashing kernel's op and its inputs."""
+def crash_op(event: Event) -> Optional[Dict[str, Any]]:
+    """The op of the first kernel frame of the thread that stopped, as JSON; None without one."""
     if event.kind not in ("signal", "core") or not event.threads:
         return None
     thread = next((t for t in event.threads if t.tid == event.thread), event.threads[0])
     op = next((f.op for f in thread.frames if isinstance(f, NativeFrame) and f.op), None)
-    return inputs_line(op.to_json()) if op is not None else None
+    return op.to_json() if op is not None else None
+
+
+def crash_inputs_line(event: Event) -> Optional[str]:
+    """The line under a crash (a fatal signal, a core) naming the crashing kernel's op and its inputs."""
+    op = crash_op(event)
+    return inputs_line(op) if op is not None else None

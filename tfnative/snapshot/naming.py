@@ -11,7 +11,7 @@ from ..core.binary.cfi import DWARF_REGS, Frame
 from ..core.binary.cxxnames import display_names
 from ..core.memory import Memory
 from ..core.model import NativeFrame, Op
-from ..core.tensorflow.nodeattrs import op_with_inputs
+from ..core.tensorflow.opdefs import op_with_inputs
 from ..core.tensorflow.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames
 from ..core.threads import SIGNAL_FRAME
 from ..sources.modules import Library

@@ -44,8 +44,7 @@ import re
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
-from .kernelinputs import DTYPES, REF_OFFSET, InputsReader, Unread, dtype_name, read_inputs
-from .opkernel import FrameContext, OpKernelReader, op_of_frame
+from .kernelinputs import DTYPES, REF_OFFSET, InputsReader, Unread, dtype_name
 
 MAX_ATTRS = 256  # attributes of one node: no op has more
 MAX_BUCKETS = 1 << 12
@@ -290,15 +289,3 @@ def read_attrs(reader: InputsReader, kernel: int, layout: Optional[Tuple[int, bo
     if left:
         out["attrs_unread"] = "; ".join(left)
     return out
-
-
-def op_with_inputs(kernels: OpKernelReader, frame: FrameContext, device: bool, inputs: bool
-                   ) -> Optional[Dict[str, Any]]:
-    """``opkernel.op_of_frame``; with ``inputs``, a kernel's (not a device's) inputs
-    (``kernelinputs.read_inputs``) and its NodeDef's attributes (``read_attrs``) too: the one call that a
-    capture and gdb's commands make."""
-    op: Optional[Dict[str, Any]] = op_of_frame(kernels, frame, device=device)
-    if op and inputs and not device:
-        reader, kernel = InputsReader(kernels.mem), int(op["kernel"], 16)
-        op = dict(op, **read_inputs(reader, frame, kernel), **read_attrs(reader, kernel, kernels.layout))
-    return op
