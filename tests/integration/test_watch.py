@@ -10,6 +10,7 @@ output goes to a file the test reads as it grows.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -445,12 +446,16 @@ def test_a_crash_gives_attachs_report_then_the_jobs_own_status(tmp_path):
 @pytest.mark.skipif(not has_tensorflow(), reason="tensorflow is not installed in this Python")
 def test_a_tf_check_failure_under_watch_names_the_op_and_tfs_log_line(tmp_path):
     """A real TensorFlow CHECK abort (TF issue 67527) in a running process watched with --pid: the report names
-    the op and TensorFlow's fatal log line, read from memory; the watch ends with the crash's status."""
+    the op and TensorFlow's fatal log line, read from memory; the watch ends with the crash's status.  With --out,
+    the crash's reproducer (issue #45): crash-N.repro.py beside the report, checked after it in a fresh process
+    (it dies the same way), in crash-N.jsonl's triage."""
     prog = script("tf_check_failed.py")
     job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2); exec(open(%r).read())" % prog],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     json_path = tmp_path / "crash.jsonl"
-    w = Watcher(tmp_path, ["watch", "--pid", str(job.pid), "--hang-after", "60", "--json", str(json_path)])
+    out_dir = tmp_path / "out"
+    w = Watcher(tmp_path, ["watch", "--pid", str(job.pid), "--hang-after", "60", "--json", str(json_path),
+                           "--out", str(out_dir)])
     try:
         assert w.finish(180) == 128 + signal.SIGABRT, w.err()
         assert job.wait(30) == -signal.SIGABRT
@@ -460,6 +465,12 @@ def test_a_tf_check_failure_under_watch_names_the_op_and_tfs_log_line(tmp_path):
         kernel = next(f for f in event["threads"][0]["frames"] if f.get("op"))
         assert kernel["op"]["type"] == "FusedPadConv2D" and doc["triage"]["op"]["type"] == "FusedPadConv2D"
         assert "FusedPadConv2D" in w.out() and "Check failed: d < dims() (1 vs. 0)" in w.out()
+        assert sorted(os.listdir(out_dir)) == ["crash-1.jsonl", "crash-1.repro.py", "crash-1.txt"]
+        assert re.search(r"^tfnative: repro: crash-1\.repro\.py \(\d+ lines\) dies of SIGABRT in op FusedPadConv2D, "
+                         r"as the original did: .*Check failed: d < dims\(\) \(1 vs\. 0\)$", w.err(), re.M), w.err()
+        (again,) = documents(out_dir / "crash-1.jsonl")
+        assert again["triage"]["reproducer"]["check"]["outcome"] == "same", again["triage"]["reproducer"]
+        assert "tf.raw_ops.FusedPadConv2D(" in (out_dir / "crash-1.repro.py").read_text()
     finally:
         w.kill_all()
         if job.poll() is None:

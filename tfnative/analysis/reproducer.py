@@ -1,6 +1,6 @@
 """What a reproducer of a crash calls (issue #45, ``--repro``): the crashing kernel's op, its inputs with their
 values and its attributes, as the capture read them from memory; then, given the op's definition (its input
-arguments, its attributes' defaults: ``cli/repro.py`` asks the target's TensorFlow), the one call a script
+arguments, its attributes' defaults: ``attach/repro.py`` asks the target's TensorFlow), the one call a script
 makes: each input under its argument's name, each attribute that differs from its default.
 
 Nothing is guessed: an input whose values were not read, an attribute the call needs that was not read, a

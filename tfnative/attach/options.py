@@ -37,7 +37,7 @@ class AttachOptions:
     timeout: Optional[float] = None  # --timeout S: a ``timeout`` snapshot after S seconds, then end (exit 124)
     save_core: Optional[str] = None  # --save-core FILE (or the old --core FILE): the core at the first fatal signal
     follow_children: bool = False  # --follow-children: every descendant running Python gets a session (follow.py)
-    # the driver's last word on the document before it is written (--repro: the reproducer; cli/repro.py)
+    # the driver's last word on the document before it is written (--repro: the reproducer; attach/repro.py)
     on_document: Optional[Callable[[Document], None]] = None
     variables: bool = False  # --locals: each stop's Python frames' and the user's kernel frames' arguments, locals
 

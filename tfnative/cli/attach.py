@@ -237,7 +237,7 @@ def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], r
 
 def _repro_hint(doc: Document) -> None:
     """Without --repro: a crash that gives a reproducer says how to get it (one line)."""
-    from . import repro
+    from ..attach import repro
 
     line = repro.hint(doc)
     if line is not None:
@@ -246,9 +246,9 @@ def _repro_hint(doc: Document) -> None:
 
 def _with_repro(opts: AttachOptions, path: str, run_check: bool) -> None:
     """--repro FILE: the capture reads inputs whole (for FILE.npz), and the driver writes the reproducer of a
-    fatal signal before the document is written (``cli/repro.py``)."""
+    fatal signal before the document is written (``attach/repro.py``)."""
+    from ..attach import repro
     from ..core.tensorflow.kernelinputs import read_whole_tensors
-    from . import repro
 
     read_whole_tensors()
 

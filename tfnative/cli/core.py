@@ -39,7 +39,7 @@ def core_document(opts: CoreOptions, err: TextIO = sys.stderr, keep_open: bool =
 def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr, repro: Optional[str] = None,
              repro_check: bool = True) -> int:
     """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``--json``); 0.
-    ``repro``: write the crash's reproducer there (``cli/repro.py``), run by the core's Python."""
+    ``repro``: write the crash's reproducer there (``attach/repro.py``), run by the core's Python."""
     from ..output import report
 
     if repro is not None:
@@ -53,11 +53,11 @@ def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr, repro: Op
     for line in report.core_triage_lines(doc):
         report.write_note(err, line)
     if repro is not None:
-        from . import repro as reproducer
+        from ..attach import repro as reproducer
 
         reproducer.make(doc, repro, reproducer.python_of(doc, opts.executable), repro_check, err)
     else:
-        from .repro import hint
+        from ..attach.repro import hint
 
         words: List[str] = [opts.path] + ([opts.executable] if opts.executable else []) + (
             ["--sysroot", opts.sysroot] if opts.sysroot else [])

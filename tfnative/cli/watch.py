@@ -48,7 +48,8 @@ SLURM_HELP = ("Watch every Python process of this running Slurm job, on all its 
                    "the job (exit 124), or write a core of every process and watch on.")
 @click.option("--out", "out_dir", metavar="DIR",
               help="Write each hang report to DIR: hang-N.txt, hang-N.jsonl, hang-N.html (--on-hang core: the "
-                   "cores too); each crash report: crash-N.txt, crash-N.jsonl.")
+                   "cores too); each crash report: crash-N.txt, crash-N.jsonl and its reproducer, crash-N.repro.py "
+                   "(checked in a fresh process after the report).")
 @click.option("--json", "json_path", metavar="FILE",
               help="Write the latest hang report to FILE: JSON Lines, one 'stack --json' document per process, "
                    "its event of kind \"hang\"; or the latest crash report ('attach --json''s document).")
@@ -64,13 +65,17 @@ SLURM_HELP = ("Watch every Python process of this running Slurm job, on all its 
                    "another debugger (gdb, py-spy, 'tfnative stack --pid') may attach to them while they are "
                    "watched. By default every process is traced (PTRACE_SEIZE: nothing is stopped) so that a "
                    "crash gives attach's report: the mixed stack at the fault, the op, TF's log line.")
+@click.option("--no-repro-check", is_flag=True,
+              help="With --out: write each crash's reproducer, crash-N.repro.py, without running it to check that "
+                   "it crashes the same way.")
 @view_options("Reports show also threads that run no Python.")
 @gdb_options
 def watch(script: Optional[str], args: Tuple[str, ...], module: Optional[str], pids: Tuple[int, ...],
           children: Tuple[int, ...], envs: Tuple[str, ...], slurm_job: Optional[str], remote_tfnative: Optional[str],
           node_feed: bool, python: str, hang_after: float, interval: Optional[float],
           on_hang: str, out_dir: Optional[str], json_path: Optional[str], progress_file: Optional[str],
-          straggler_after: Optional[float], no_crash_watch: bool, all_threads: bool, native_all: bool, full: bool,
+          straggler_after: Optional[float], no_crash_watch: bool, no_repro_check: bool, all_threads: bool,
+          native_all: bool, full: bool,
           gdb_path: Optional[str], debuginfod: bool, gdb_log: Optional[str], full_symbols: bool) -> None:
     """Watch a job and report a hang as it happens: every process's stacks, the wait-for graph, the verdict.
 
@@ -88,7 +93,7 @@ def watch(script: Optional[str], args: Tuple[str, ...], module: Optional[str], p
                                              full_symbols=full_symbols))
     opts = WatchOptions(hang_after=hang_after, interval=interval_for(hang_after, interval), on_hang=on_hang,
                         out_dir=out_dir, json_path=json_path, progress_file=progress_file,
-                        straggler_after=straggler_after, stack=stack_opts)
+                        straggler_after=straggler_after, stack=stack_opts, repro_check=not no_repro_check)
     target = WatchTarget(script=script, module=module, args=list(args), python=python, pids=pids, children=children,
                          envs=envs)
     if slurm_job is not None or remote_tfnative is not None:

@@ -4,7 +4,9 @@ Every process of the job is traced by one ``CrashCatcher`` (nothing stopped); ea
 processes to it and lets go of those that left the job.  Between readings the catcher is asked every
 ``POLL_S`` whether a process is about to die of a crash signal: its report (``attach``'s: the signal, the mixed
 stack at the fault, the op, the user's line, TensorFlow's fatal log line, the triage) is printed, written to
-``--json`` and ``--out`` (``crash-N.txt``, ``crash-N.jsonl``), and the process then dies of its signal as it
+``--json`` and ``--out`` (``crash-N.txt``, ``crash-N.jsonl``; and the crash's reproducer, ``crash-N.repro.py``,
+issue #45: written and checked in a thread of its own once the report is out, ``crash-N.jsonl`` then written
+again with its ``triage.reproducer``), and the process then dies of its signal as it
 would have; the watch goes on until the job ends, with the job's own status.  A hang's snapshot of a traced
 process is taken by the catcher (``stack``'s own hold cannot seize threads already traced); ``--on-hang core``
 lets go of the processes while gdb writes their cores.  A process the catcher cannot trace (another tracer
@@ -16,10 +18,13 @@ from __future__ import annotations
 import io
 import os
 import signal
+import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator, List, Optional, Sequence, Set, TextIO
 
+from ..attach import repro
 from ..core.model import Document, Outcome
+from ..core.tensorflow.kernelinputs import read_whole_tensors
 from ..errors import TargetGone, TfnativeError
 from ..files import write_output
 from ..output import report
@@ -28,6 +33,7 @@ from .loop import HeldTake, Plugins
 from .options import WatchOptions
 
 POLL_S = 0.25  # how often, between two readings, the catcher is asked for a crash
+REPRO_JOIN_S = repro.OPDEF_TIMEOUT_S + repro.CHECK_TIMEOUT_S + 30  # the most a reproducer's thread may take
 
 
 class CrashWatch:
@@ -41,9 +47,14 @@ class CrashWatch:
         self.refused: Set[int] = set()
         self.crashes = 0
         self.status: Optional[int] = None  # 128+N of the first crash: a watch of running processes ends with it
+        self.repros: List[threading.Thread] = []  # each crash's reproducer, written and checked (--out DIR)
+        if opts.out_dir and emit is None:
+            read_whole_tensors()  # the crashing op's inputs whole, for crash-N.repro.py's data file
 
     def close(self) -> None:
         self.catcher.close()
+        for thread in self.repros:  # the reproducers' checks end before the watch does (bounded)
+            thread.join(REPRO_JOIN_S)
 
     def plugins(self) -> Plugins:
         """The catcher as the loop's ``take``, ``hook``, ``poll``, ``untraced``, ``take_all`` and ``stopped_by``."""
@@ -133,6 +144,26 @@ class CrashWatch:
             self.emit(crash, text.getvalue())
             return
         show_crash(self.opts, self.crashes, text.getvalue(), doc, self.out)
+        if self.opts.out_dir:
+            base = os.path.join(self.opts.out_dir, "crash-%d" % self.crashes)
+            thread = threading.Thread(target=write_repro, args=(self.opts, base, doc, self.err),
+                                      name="tfnative-repro-%d" % self.crashes, daemon=True)
+            thread.start()
+            self.repros.append(thread)
+
+
+def write_repro(opts: WatchOptions, base: str, doc: Document, err: TextIO) -> None:
+    """``--out DIR``: the crash's reproducer, ``crash-N.repro.py`` (``attach/repro.py``: written, then checked in a
+    fresh process unless ``--no-repro-check``), and ``crash-N.jsonl`` again with the document's reproducer."""
+    if not (getattr(doc.triage, "op", None) or {}).get("inputs"):
+        return  # no op's kernel with its inputs read (a crash outside TensorFlow's kernels): no reproducer
+    try:
+        repro.make(doc, base + ".repro.py", repro.python_of(doc, None), opts.repro_check, err)
+        if getattr(doc.triage, "reproducer", None):
+            write_output(base + ".jsonl", report.json_lines([doc]))
+    except TfnativeError as exc:
+        err.write("tfnative: repro: not written: %s\n" % exc)
+    err.flush()
 
 
 def show_crash(opts: WatchOptions, number: int, text: str, doc: Document, out: TextIO) -> None:

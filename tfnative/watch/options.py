@@ -34,6 +34,7 @@ class WatchOptions:
     kill_grace: float = 10.0  # --on-hang kill: seconds between SIGTERM and SIGKILL
     stack: StackOptions = field(default_factory=StackOptions)  # how each process's snapshot is taken and shown
     outlive: bool = False  # reports go to files: a lost terminal (SIGHUP, closed stdout) does not end the watch
+    repro_check: bool = True  # --out DIR: run each crash's reproducer to check it (--no-repro-check: do not)
 
     def files(self) -> Optional[str]:
         """Where the reports are written besides standard output (``--out DIR``, ``--json FILE``), or None."""

@@ -1,4 +1,5 @@
-"""``--repro FILE`` (issue #45), for ``attach`` and ``core``: the driver's part.  It asks the target's Python for the
+"""``--repro FILE`` (issue #45), for ``attach`` and ``core``, and ``watch --out``'s ``crash-N.repro.py``: the
+driver's part (here, where ``cli`` and ``watch`` both reach it).  It asks the target's Python for the
 crashing op's definition (a subprocess, bounded in time), has analysis make the call and rendering the script,
 writes FILE (and ``FILE.npz``) by ``files.py``'s rules, then runs FILE in a fresh process and says in one line
 whether it dies as the original did (``--no-repro-check`` skips that)."""
