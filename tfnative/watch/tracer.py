@@ -291,19 +291,13 @@ class Tracer:
         """Consume the stop or exit ``info`` says ``tid`` has: (tid, its wait status).  A stop is taken with
         ``WSTOPPED`` alone, which never reaps; the exit of a leader whose parent is this process is left to
         it (its status made from ``info``)."""
-        if not ptrace.ended(info):
-            try:
-                status = ptrace.take_stop(tid)
-            except ChildProcessError:
-                self._forget(tid)
-                return None
-            return None if status is None else (tid, status)
-        proc = self._procs.get(tid)
+        ended = ptrace.ended(info)
+        proc = self._procs.get(tid) if ended else None
         if proc is not None and proc.own_child:
             self._parked.add(tid)
             return tid, ptrace.end_status(info)
         try:
-            status = ptrace.take(tid)
+            status = ptrace.take(tid) if ended else ptrace.take_stop(tid)
         except ChildProcessError:
             self._forget(tid)
             return None
