@@ -1,10 +1,10 @@
-"""Copy, then let go (``sources/ptrace.Memory``): after ``released()`` reads come from the copy, and a page
+"""Copy, then let go (``sources/procmem.Memory``): after ``released()`` reads come from the copy, and a page
 the copy lacks is read from the running process and counted, never mixed in silently."""
 
 import ctypes
 import os
 
-from tfnative.sources.ptrace import PAGE, Memory
+from tfnative.sources.procmem import PAGE, Memory
 
 
 def test_reads_after_the_release_come_from_the_copy_and_misses_are_counted():

@@ -382,7 +382,6 @@ OVER_MAX_LINES = {
     "tfnative/core/model.py": "the three stages' models in one module; a typed model per stage splits it (#43)",
     "tfnative/analysis/verdict.py": "the hang verdict's 15 patterns and their English in one module (#43)",
     "tfnative/attach/session.py": "the attach loop with every stop handler beside it (#43)",
-    "tfnative/watch/crash.py": "the crash catcher with a second ptrace engine of its own (#43: one ptrace engine)",
 }
 
 
@@ -412,25 +411,25 @@ _PTRACE_REQUESTS = re.compile(r"\bPTRACE_(SEIZE|INTERRUPT|CONT|DETACH|GETREGS|SE
 
 
 def _makes_ptrace_requests(path):
-    """Whether a module calls ptrace with a request: a call whose first argument names a PTRACE_ request."""
+    """Whether a module calls ptrace with a request: a call whose first argument names a PTRACE_ request, or a
+    call of ``ptrace_call`` (libc's ptrace(2))."""
     for node in ast.walk(ast.parse(open(path).read())):
         if isinstance(node, ast.Call) and node.args:
             first = node.args[0]
             name = first.id if isinstance(first, ast.Name) else first.attr if isinstance(first, ast.Attribute) else ""
             if _PTRACE_REQUESTS.fullmatch(name):
                 return True
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "ptrace_call":
+            return True  # libc's ptrace(2) taken to be called with a request of the module's own
     return False
 
 
-def test_one_ptrace_engine_or_the_second_is_known_debt():
-    """Only ``sources/ptrace.py`` makes ptrace requests; another module that does is named in
-    ``docs/architecture.md``'s "Known debt" (and one named there still does), so the map says how many engines
-    there are."""
+def test_one_ptrace_engine():
+    """Only ``sources/ptrace.py`` makes ptrace requests (``stack``'s hold and the crash catcher's continuous seize
+    alike: #43), and ``docs/architecture.md``'s "Known debt" names no second engine."""
     engines = sorted(os.path.relpath(p, PKG) for m, p in MODULES.items() if m.startswith("tfnative.")
                      and _makes_ptrace_requests(p))
-    assert "sources/ptrace.py" in engines, engines
+    assert engines == ["sources/ptrace.py"], engines
     text = open(os.path.join(ROOT, "docs", "architecture.md")).read()
     debt = text.split("## Known debt", 1)[1].split("\n## ", 1)[0]
-    item = next((p for p in debt.split("\n- ") if p.startswith("**ptrace**")), "")
-    named = sorted(set(re.findall(r"`(\w+/\w+\.py)`", item)) - {"sources/ptrace.py"})
-    assert named == [e for e in engines if e != "sources/ptrace.py"], (named, engines)
+    assert not [p for p in debt.split("\n- ") if p.startswith("**ptrace**")], "the ptrace item is paid: drop it"

@@ -10,7 +10,8 @@ import pytest
 from tfnative.core.procfs import Mapping
 from tfnative.snapshot.stackcopy import RED_ZONE, STACK_COPY, _thread_stack, stack_batch
 from tfnative.sources.modules import Mappings
-from tfnative.sources.ptrace import PAGE, REGISTERS
+from tfnative.sources.procmem import PAGE
+from tfnative.sources.ptrace import REGISTERS
 
 STACK = (0x7F0000000000, 0x7F0000800000)  # an 8 MiB thread stack
 JIT = (0x7F1000000000, 0x7F1000100000)  # oneDNN's kind of buffer a JIT kernel moves its stack pointer to

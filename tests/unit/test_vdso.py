@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from tfnative.core.binary import vdso
-from tfnative.sources.ptrace import Memory
+from tfnative.sources.procmem import Memory
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

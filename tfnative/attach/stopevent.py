@@ -24,7 +24,7 @@ from ..gdb.mi import Gdb
 from ..gdb.symbols import SymbolLoader
 from ..snapshot import pipeline, withgdb
 from ..snapshot.policy import take_stacks, why
-from ..sources import ptrace
+from ..sources import procmem
 
 
 def make(gdb: Gdb, all_threads: bool, native_all: bool, loader: Optional[SymbolLoader], kind: EventKind,
@@ -69,7 +69,7 @@ def event_at(take: Callable[[Threads], Capture], all_threads: bool, native_all: 
 def _add_fatal_log(event: Event, pid: int, sp: int) -> None:
     """TensorFlow's own fatal log line (``Check failed: ...``) at an abort, from the process's memory."""
     try:
-        memory = ptrace.Memory(pid)
+        memory = procmem.Memory(pid)
     except OSError:
         return
     try:

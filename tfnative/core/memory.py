@@ -7,7 +7,7 @@ raises ``MemoryError``.  The snapshot path (``tfnative/snapshot/pipeline.py``)
 also asks a source's memory how many reads came from the running process
 after it was let go (``UnwindMemory.late_reads``).  Each implementation
 subclasses its protocol, so that the type checker holds it to it:
-``tfnative.sources.ptrace.Memory`` (``/proc/PID/mem``) and
+``tfnative.sources.procmem.Memory`` (``/proc/PID/mem``) and
 ``tfnative.corefile.reader.Core`` (a core's segments) are ``UnwindMemory``;
 ``tfnative_gdb.capture.GdbMemory`` (gdb's inferior) is ``Memory``.  Every
 reader bounds its walks itself.
@@ -30,7 +30,7 @@ class UnwindMemory(Memory, Protocol):
     """A source's memory as the snapshot path reads it (``sources/base.py``'s ``Source.memory``).
 
     ``late_reads``: how many reads were served from the running process after the hold that copied it let the
-    process go (``ptrace.Memory``): the snapshot path marks what such reads gave (``after_release``).  It
+    process go (``procmem.Memory``): the snapshot path marks what such reads gave (``after_release``).  It
     stays 0 where nothing runs on while the memory is read (a core, a process gdb holds).
     """
 

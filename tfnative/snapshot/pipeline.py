@@ -61,8 +61,9 @@ from ..errors import HasDebugInfo, PtraceRefused, Unsupported
 from ..sources.base import Source, ThreadRegs
 from ..sources.live import LiveSource
 from ..sources.modules import Library
-from ..sources.ptrace import Frozen, read_exact
-from ..sources.ptrace import Memory as LiveMemory
+from ..sources.procmem import Memory as LiveMemory
+from ..sources.procmem import read_exact
+from ..sources.ptrace import Frozen
 from ..sources.vmread import Batch, spare
 from .facts import HeldRegistry, add_memory_facts, after_release, cxx_exception_on, cxx_runtimes, lock_wait
 from .linkmap import link_map_names, python_reader

@@ -14,7 +14,9 @@ and ``tfnative core`` (``corefile/capture.py``).  The decision is made by type
   stack comes through gdb and the bug is named (``TFNATIVE_DEBUG=1`` raises it).
 
 Where nothing runs Python, ``Threads.PYTHON`` widens to all threads (``widen``),
-rather than showing nothing.
+rather than showing nothing.  Where nothing can take over from the fast path (a
+process that ``tfnative watch``'s crash catcher keeps traced: gdb could not
+attach), ``take_alone`` says why it failed instead.
 """
 
 from __future__ import annotations
@@ -66,3 +68,18 @@ def take_stacks(which: Threads, fast: Take, through_gdb: Take, on_fallback: Call
                 raise
             on_fallback(exc)
     return run(through_gdb)
+
+
+def take_alone(which: Threads, fast: Take, failed: Callable[[BaseException], TfnativeError], *,
+               widen: bool = False) -> Capture:
+    """The stacks of ``which`` threads where nothing can take over from ``fast`` (a tracer of ours holds the
+    process): ``TfnativeError`` and ``Interrupted`` as raised; any other failure (``Unsupported``, a bug of
+    ours: ``TFNATIVE_DEBUG=1`` raises it) as ``failed(exc)``, the user's one line."""
+    try:
+        return widened(fast, which) if widen else fast(which)
+    except (TfnativeError, Interrupted):
+        raise
+    except Exception as exc:  # noqa: BLE001 - no gdb to fall back to: the reason, in one line
+        if os.environ.get("TFNATIVE_DEBUG"):
+            raise
+        raise failed(exc) from None

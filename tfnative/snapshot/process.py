@@ -1,7 +1,8 @@
 """One live process's snapshot: ``tfnative stack --pid PID`` (and each process of a many-process stack).
 
 Checks the pid (``check_pid``), takes its stacks by the one policy (``policy.py``:
-the pipeline, else gdb; from the ``attach`` session that holds it, where one does),
+the pipeline, else gdb; from the ``attach`` session that holds it, where one does; from the registers
+of a process the crash catcher holds, ``take_held``),
 samples them over time where asked: the capture, with the facts of the process its document carries
 (``ProcessCapture``; the event and its verdict are analysis's: ``analysis/event.snapshot_document``).
 """
@@ -18,10 +19,11 @@ from ..core.model import Capture, Document
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TargetGone, TfnativeError, Unsupported
 from ..sources import ptrace, sessionsock
+from ..sources.base import ThreadRegs
 from ..sources.permissions import ptrace_refused_message, tracer_name
 from . import pipeline, samples
 from .options import StackOptions
-from .policy import take_stacks, why, widened
+from .policy import take_alone, take_stacks, why, widened
 
 
 def argv_of(pid: int) -> List[str]:
@@ -53,6 +55,14 @@ def live_task(pid: int) -> int:
         return next((tid for tid in sorted(procfs.tids(pid)) if procfs.state(pid, tid) not in (None, "Z")), pid)
     except ProcessLookupError:
         return pid
+
+
+def by_pid(result: Capture, pid: int, task: int) -> Capture:
+    """A capture read through ``task`` (``live_task``) said of ``pid``, with the warning where they differ."""
+    if task != pid:
+        result.pid = pid
+        result.warnings.append("the main thread %d has exited (pthread_exit): the live threads are shown" % pid)
+    return result
 
 
 def check_pid(pid: int) -> str:
@@ -154,11 +164,7 @@ def take_once(pid: int, opts: StackOptions, was_stopped: bool, err: TextIO) -> C
         finally:
             if not was_stopped:
                 ptrace.ensure_not_stopped(pid, states=("t",))  # a SIGSTOP it got while held is not ours
-        if task != pid:
-            result.pid = pid
-            result.warnings.append("the main thread %d has exited (pthread_exit): the live threads are shown"
-                                   % pid)
-        return result
+        return by_pid(result, pid, task)
 
     def through_gdb(which: Threads) -> Capture:
         from . import withgdb  # gdb's machinery, loaded only where the policy needs it
@@ -182,3 +188,21 @@ def take_once(pid: int, opts: StackOptions, was_stopped: bool, err: TextIO) -> C
 
     return take_stacks(opts.which, fast, through_gdb, fallback, with_gdb=opts.with_gdb, widen=True,
                        refused=refused)
+
+
+def take_held(pid: int, threads: List[ThreadRegs], which: Threads, selected: Optional[int] = None,
+              failed: Optional[Callable[[BaseException], TfnativeError]] = None) -> Capture:
+    """The stacks of ``pid`` while a tracer of ours holds it (``tfnative watch``'s crash catcher: ``threads``, the
+    registers it read), by the policy: the pipeline (``of_stopped``), read through a live thread where the leader
+    has exited, as ``stack`` does; nothing takes over (gdb cannot attach), so a library with its own DWARF is
+    named from its symbol table (a warning says so) and ``SELECTED`` (``selected``, the thread that stopped) is
+    not widened.  A failure is ``failed(exc)`` (by default: "cannot read the stacks of process N")."""
+    task = live_task(pid)
+
+    def fast(which: Threads) -> Capture:
+        return by_pid(pipeline.of_stopped(task, threads, which, selected, dwarf_aside=False), pid, task)
+
+    def cannot(exc: BaseException) -> TfnativeError:
+        return TfnativeError("cannot read the stacks of process %d: %s" % (pid, exc))
+
+    return take_alone(which, fast, failed or cannot, widen=selected is None)

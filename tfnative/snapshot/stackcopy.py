@@ -14,8 +14,9 @@ from ..core.memory import USER_SPACE_END, Memory
 from ..core.python.pyframes import ThreadPy
 from ..sources.live import LiveSource
 from ..sources.modules import Mappings
-from ..sources.ptrace import PAGE, REGISTERS, read_exact
-from ..sources.ptrace import Memory as LiveMemory
+from ..sources.procmem import PAGE, read_exact
+from ..sources.procmem import Memory as LiveMemory
+from ..sources.ptrace import REGISTERS
 from ..sources.vmread import Batch
 
 STACK_COPY = 256 << 10  # the most of each thread's stack copied while held, from its stack pointer up

@@ -20,7 +20,7 @@ from ..gdb.mi import Gdb
 from ..gdb.options import GdbOptions
 from ..gdb.symbols import SymbolLoader
 from ..progress import progress
-from ..sources import modules, ptrace
+from ..sources import modules, procmem, ptrace
 from . import pipeline
 from .policy import widened
 
@@ -35,7 +35,7 @@ def gdb_memory_facts(gdb: Gdb, result: Capture, letters: Optional[Dict[int, str]
         return
     try:
         regs = json.loads(gdb.command("-tfnative-registers --all-threads", timeout=CAPTURE_TIMEOUT)["json"])
-        memory = ptrace.Memory(result.pid)
+        memory = procmem.Memory(result.pid)
     except (GdbError, KeyError, ValueError, OSError):
         return
     result.stack_pointers = {t["tid"]: t["regs"]["rsp"] for t in regs["threads"] if t["regs"].get("rsp")}
@@ -54,7 +54,7 @@ def gdb_memory_facts(gdb: Gdb, result: Capture, letters: Optional[Dict[int, str]
         memory.close()
 
 
-def _lock_objects(gdb: Gdb, result: Capture, memory: ptrace.Memory) -> None:
+def _lock_objects(gdb: Gdb, result: Capture, memory: procmem.Memory) -> None:
     """The lock waits of a capture, completed from the lock objects gdb reads in the frames with DWARF (who
     holds the mutex a thread locks: ``locks.lock_objects_wait``).  Asked of gdb only where a thread's
     innermost frames lock a mutex (the walk reads every thread's frames)."""

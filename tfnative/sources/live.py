@@ -16,7 +16,7 @@ from ..core import procfs
 from ..core.threads import namespace_tids
 from .base import ThreadRegs
 from .modules import Library, Mappings, anonymous_code, file_root, of_pid, vdso_of
-from .ptrace import Memory
+from .procmem import Memory
 
 
 class LiveSource:

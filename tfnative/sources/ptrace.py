@@ -1,8 +1,14 @@
-"""Freeze every thread of a process with ptrace, read its registers and memory, let it go.
+"""tfnative's one ptrace engine: every ptrace request and every wait on a tracee is made here.
 
-This is what ``tfnative stack`` needs when it does not start gdb (see
-``snapshot/pipeline.py``): the threads stopped for a few hundred milliseconds, the
-registers of each, and reads of the target's memory.
+* The primitives (``seize`` with options, ``interrupt``, ``listen``, ``cont`` with a signal, ``detach``,
+  ``getregs``, ``getsiginfo``, ``geteventmsg``) and the waits on a tracee (``look``, ``take_stop``, ``take``,
+  ``unreaped``), always with ``__WALL | __WNOTHREAD``: a wait of the tracer's thread group would take a
+  tracee's stops as its own child's.  ptrace answers only the thread that seized: each is called on it.
+* A process kept traced for good (``tfnative watch``'s crash catcher, ``watch/tracer.py``, which decides what
+  each stop means): held (``hold_traced``: every thread interrupted, its registers read), let go with the stops
+  kept meanwhile answered as they would have been (``release_traced``), untraced (``detach_traced``).
+* ``Frozen``: every thread of a process held for a moment, its registers read, let go, what ``tfnative
+  stack`` needs when it does not start gdb (see ``snapshot/pipeline.py``), and ``attach``/``core --pid``:
 
 * Threads are taken with ``PTRACE_SEIZE`` + ``PTRACE_INTERRUPT``, never with a
   SIGSTOP, by a thread of ours made for the hold; they are let go by letting
@@ -30,17 +36,15 @@ import os
 import signal
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from ..core import procfs
-from ..core.memory import USER_SPACE_END, UnwindMemory
 from ..errors import PtraceRefused, TargetGone, TfnativeError, Unsupported
-from .vmread import Batch
 
-__all__ = ["Frozen", "Memory", "REGISTERS", "ensure_not_stopped", "read_exact"]
+__all__ = ["Frozen", "REGISTERS", "ensure_not_stopped"]
 
-# ptrace(2)'s requests, options and events (linux/ptrace.h), and waitid's flags: every tracer of tfnative's
-# (this module's hold, the crash catcher of ``watch/crash.py``) takes them from here.
+# ptrace(2)'s requests, options and events (linux/ptrace.h), and waitid's flags: the requests are made here alone;
+# a tracer's policy (``watch/tracer.py``) reads the options and events, ``watch/job.py`` the flags.
 PTRACE_CONT = 7
 PTRACE_GETREGS = 12
 PTRACE_DETACH = 17
@@ -76,188 +80,221 @@ def ptrace_call() -> Callable[[int, int, int, int], int]:
     return _call
 
 
-def _ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
-    """ptrace(2) for the requests that return 0 or -1 (no PEEK): errno counts only at -1."""
-    res = ptrace_call()(request, tid, addr, data)
-    if res == -1:
-        err = ctypes.get_errno()
-        if err:
-            raise OSError(err, os.strerror(err))
-    return int(res)
-
-
-PAGE = 4096
-
-
-def read_exact(fd: int, addr: int, size: int) -> bytes:
-    """``size`` bytes at ``addr`` of the process whose ``/proc/PID/mem`` is open as ``fd``, read now;
-    MemoryError where they cannot all be read."""
-    if addr <= 0 or addr >= USER_SPACE_END or size < 0:
-        raise MemoryError("bad address 0x%x" % addr)
-    try:
-        data = os.pread(fd, size, addr)
-    except (OSError, OverflowError) as exc:
-        raise MemoryError("cannot read 0x%x: %s" % (addr, exc)) from None
-    if len(data) != size:
-        raise MemoryError("cannot read 0x%x: short read" % addr)
-    return data
-
-
-class Memory(UnwindMemory):
-    """Reads of the target's memory through ``/proc/PID/mem``; ``MemoryError`` when unreadable.
-
-    ``cache=True`` keeps each page read, for a process that stays stopped while
-    this object is used (a snapshot): the many small reads of an unwind and of
-    the Python readers then cost one ``pread`` per page.
-
-    Copy, then let go (``snapshot.take``): while the threads are held,
-    ``fetch`` reads batches (each thread's live stack; ``plan_pages``: the
-    pages of the Python thread states and frames, planned before the hold)
-    with as few system calls as the kernel allows (``vmread``); ``released()``
-    marks the moment the process runs again and cuts the batches into the
-    page cache.  From then on every read is served from the copy where it
-    holds the pages, and a page it lacks is read from the running process and
-    counted in ``late_reads`` (its address in ``late_pages``), so that the
-    caller can mark what was read after the release: a copy is never mixed
-    silently with the process as it is later.
-    """
-
-    def __init__(self, pid: int, cache: bool = False) -> None:
-        self.fd = os.open("/proc/%d/mem" % pid, os.O_RDONLY | os.O_CLOEXEC)
-        self.pid = pid
-        self.pages: Optional[Dict[int, bytes]] = {} if cache else None
-        self.live = False  # released(): the process runs again, the cache is a copy of an earlier moment
-        self.late_reads = 0
-        self.late_pages: Set[int] = set()
-        self._pending: List[Batch] = []  # fetched, not yet cut into pages
-
-    def copy(self, start: int, end: int) -> int:
-        """Take ``[start, end)`` (page-aligned outwards) into the page cache; the bytes taken (0 where the
-        range cannot be read: its pages are then read one by one when asked)."""
-        return self.copy_many([(start, end)])
-
-    def copy_many(self, ranges: List[Tuple[int, int]]) -> int:
-        """``copy`` of each ``[start, end)``, read together (``plan``, ``fetch``); the bytes taken."""
-        batch = self.plan(ranges)
-        taken = self.fetch(batch)
-        self.settle()
-        return taken
-
-    def plan(self, ranges: List[Tuple[int, int]]) -> Batch:
-        """The ranges, page-aligned outwards, to be read together by ``fetch``."""
-        spans = []
-        for start, end in ranges:
-            if start <= 0 or end <= start or end > USER_SPACE_END:
-                continue
-            spans.append((start - start % PAGE, -(-end // PAGE) * PAGE))
-        return Batch(self.pid, spans)
-
-    def plan_pages(self, bases: List[int]) -> Batch:
-        """The pages at ``bases`` (adjacent ones as one range) to be read again by ``fetch``: built before the
-        hold, where the pages are known; a page that cannot be read is then cached as unreadable."""
-        runs: List[Tuple[int, int]] = []
-        for base in sorted(set(bases)):
-            if runs and base == runs[-1][1]:
-                runs[-1] = (runs[-1][0], base + PAGE)
-            else:
-                runs.append((base, base + PAGE))
-        return Batch(self.pid, runs, whole=True)
-
-    def fetch(self, batch: Batch) -> int:
-        """Read ``batch`` now (the hold's system calls); its pages reach the cache at ``settle`` (after the
-        hold, where cutting them costs the target nothing).  The bytes read."""
-        if self.pages is None:
-            return 0
-        taken = batch.read(self.fd)
-        self._pending.append(batch)
-        return taken - taken % PAGE
-
-    def adopt(self, batch: Batch) -> None:
-        """A batch read by another thread in the hold (``Batch.read``): its pages reach the cache at ``settle``."""
-        if self.pages is not None:
-            self._pending.append(batch)
-
-    def settle(self) -> None:
-        """Cut the fetched batches into the page cache (a later batch's pages replace an earlier one's)."""
-        pending, self._pending = self._pending, []
-        for batch in pending:
-            self.pages.update(batch.pages())  # type: ignore[union-attr]
-            if batch.whole:
-                for (start, end), done in zip(batch.ranges, batch.done):
-                    for base in range(start + done - done % PAGE, end, PAGE):
-                        self.pages[base] = b""  # type: ignore[index]
-            batch.close()
-
-    def track(self, pages: Optional[Set[int]]) -> None:
-        """Record in ``pages`` the page of every read from now on (None: stop)."""
-        if pages is None:
-            self.__dict__.pop("read", None)  # the class's read again: no cost when not tracking
-            return
-
-        def read(addr: int, size: int) -> bytes:
-            data = Memory.read(self, addr, size)
-            first = addr - addr % PAGE
-            pages.add(first)
-            if addr + size > first + PAGE:
-                pages.update(range(first + PAGE, addr + size, PAGE))
-            return data
-
-        self.read = read  # type: ignore[method-assign]
-
-    def released(self) -> None:
-        """The process runs again: pages not in the copy are read live from now on, and counted."""
-        self.settle()
-        self.live = True
-
-    def _page(self, base: int) -> bytes:
-        page = self.pages.get(base)  # type: ignore[union-attr]
-        if page is None:
-            try:
-                page = os.pread(self.fd, PAGE, base)
-            except (OSError, OverflowError):
-                page = b""
-            self.pages[base] = page  # type: ignore[index]
-            if self.live:
-                self.late_reads += 1
-                self.late_pages.add(base)
-        return page
-
-    def read(self, addr: int, size: int) -> bytes:
-        pages = self.pages
-        if pages is not None and 0 < addr < USER_SPACE_END and 0 <= size:  # the hot path: a cached page
-            off = addr % PAGE
-            if off + size <= PAGE:
-                page = pages.get(addr - off)
-                if page is not None and len(page) == PAGE:
-                    return page[off: off + size]
-        return self._read(addr, size)
-
-    def _read(self, addr: int, size: int) -> bytes:
-        if addr <= 0 or addr >= USER_SPACE_END or size < 0:
-            raise MemoryError("bad address 0x%x" % addr)
-        if self._pending:
-            self.settle()
-            return self.read(addr, size)
-        if self.pages is not None and size <= PAGE:
-            base = addr - addr % PAGE
-            page = self._page(base)
-            if len(page) == PAGE:
-                if addr + size <= base + PAGE:
-                    return page[addr - base: addr - base + size]
-                nxt = self._page(base + PAGE)  # a read across two pages, both from the cache
-                if len(nxt) == PAGE:
-                    return (page + nxt)[addr - base: addr - base + size]
-        if self.live:
-            self.late_reads += 1  # larger reads go to the process itself
-        return read_exact(self.fd, addr, size)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
 REGS_SIZE = 8 * len(REGISTERS)
+CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3  # waitid's si_code of an end (a stop is CLD_TRAPPED/CLD_STOPPED)
+TRACEE = WALL | WNOTHREAD  # every wait on a tracee: its threads too, and only the calling thread's own tracees
+ThreadRegs = Tuple[int, str, Dict[str, int]]  # (tid, name, registers), as ``sources/base.ThreadRegs``
+
+
+# --- The requests: each on a tracee of the calling thread (ptrace answers only the thread that seized). ---
+
+def seize(tid: int, options: int = 0) -> int:
+    """PTRACE_SEIZE ``tid`` with ``options`` (``PTRACE_O_*``): it runs on.  0, or the errno of the refusal."""
+    return ctypes.get_errno() if ptrace_call()(PTRACE_SEIZE, tid, 0, options) == -1 else 0
+
+
+def interrupt(tid: int) -> bool:
+    """PTRACE_INTERRUPT: ``tid`` stops at its next chance (fails only for a thread gone, which its wait says)."""
+    return ptrace_call()(PTRACE_INTERRUPT, tid, 0, 0) != -1
+
+
+def listen(tid: int) -> bool:
+    """PTRACE_LISTEN: a thread in a group stop stays stopped until SIGCONT, its tracer told of the next stop."""
+    return ptrace_call()(PTRACE_LISTEN, tid, 0, 0) != -1
+
+
+def cont(tid: int, sig: int = 0) -> bool:
+    """PTRACE_CONT: ``tid`` runs on from its stop, ``sig`` (0: none) delivered with its own siginfo."""
+    return ptrace_call()(PTRACE_CONT, tid, 0, sig) != -1
+
+
+def detach(tid: int, sig: int = 0) -> bool:
+    """PTRACE_DETACH: ``tid`` untraced, running on from its stop with ``sig`` (0: none)."""
+    return ptrace_call()(PTRACE_DETACH, tid, 0, sig) != -1
+
+
+def getregs_at(tid: int, where: int) -> bool:
+    """PTRACE_GETREGS into the ``user_regs_struct`` at address ``where``: False (errno set) where ``tid`` is not
+    in a ptrace stop (on its way, gone)."""
+    return ptrace_call()(PTRACE_GETREGS, tid, 0, where) != -1
+
+
+def getregs(tid: int) -> Optional[Dict[str, int]]:
+    """``tid``'s registers by name; None where it is not in a ptrace stop."""
+    area = ctypes.create_string_buffer(REGS_SIZE)
+    if not getregs_at(tid, ctypes.addressof(area)):
+        return None
+    with memoryview(area).cast("B") as raw:
+        words = raw[:REGS_SIZE].cast("Q").tolist()
+    return dict(zip(REGISTERS, words))
+
+
+class Siginfo(NamedTuple):
+    """What PTRACE_GETSIGINFO says of the signal a thread is stopped for (x86-64's siginfo_t)."""
+
+    signo: int
+    code: int  # > 0: from the kernel (a fault); SI_USER, SI_TKILL, SI_QUEUE (<= 0): sent by a process
+    sender: int  # si_pid, where a process sent it
+    address: int  # si_addr, of a fault (the same bytes as si_pid: one of the two means something)
+
+
+def getsiginfo(tid: int) -> Optional[Siginfo]:
+    """The siginfo of the signal ``tid`` is stopped for; None where it cannot be read."""
+    raw = ctypes.create_string_buffer(128)
+    if ptrace_call()(PTRACE_GETSIGINFO, tid, 0, ctypes.addressof(raw)) == -1:
+        return None
+    data = raw.raw
+    return Siginfo(int.from_bytes(data[0:4], "little", signed=True), int.from_bytes(data[8:12], "little", signed=True),
+                   int.from_bytes(data[16:20], "little", signed=True), int.from_bytes(data[16:24], "little"))
+
+
+def geteventmsg(tid: int) -> Optional[int]:
+    """PTRACE_GETEVENTMSG at a ptrace event stop (the new thread's id at PTRACE_EVENT_CLONE); None where none."""
+    word = ctypes.c_ulong(0)
+    if ptrace_call()(PTRACE_GETEVENTMSG, tid, 0, ctypes.addressof(word)) == -1:
+        return None
+    return int(word.value)
+
+
+def traced_by_me(pid: int, tid: int) -> bool:
+    """Whether thread ``tid`` of ``pid`` is traced by the calling thread (a thread started by one it had seized
+    with PTRACE_O_TRACECLONE is, before its tracer hears of it)."""
+    try:
+        return int(procfs.status(pid, tid).get("TracerPid", "0")) == threading.get_native_id()
+    except (OSError, ValueError):
+        return False
+
+
+# --- The waits on a tracee: ``__WALL | __WNOTHREAD`` always (a wait of the tracer's thread group would take a
+# tracee's stops as its own child's: a crash's SIGSEGV read as a death, the tracer never told). ---
+
+def look(tid: int = 0, block: bool = False) -> Optional[os.waitid_result]:
+    """A stop or end of ``tid`` (0: of any tracee or child of the calling thread), left to be taken
+    (``WNOWAIT``); None where there is none (``block``: sleep until there is).  ChildProcessError where ``tid`` is
+    not ours (or the thread has none)."""
+    flags = os.WEXITED | os.WSTOPPED | os.WNOWAIT | TRACEE | (0 if block else os.WNOHANG)
+    info = os.waitid(os.P_PID if tid else os.P_ALL, tid, flags)
+    return info if info is not None and info.si_pid else None
+
+
+def take_stop(tid: int) -> Optional[int]:
+    """Take ``tid``'s stop (``WSTOPPED`` alone, which never reaps): its wait status, ``(event << 16 | sig << 8) |
+    0x7f``; None where it is not stopped.  ChildProcessError where it is not ours."""
+    got = os.waitid(os.P_PID, tid, os.WSTOPPED | os.WNOHANG | TRACEE)
+    if got is None or not got.si_pid:
+        return None
+    return (got.si_status << 8) | 0x7F
+
+
+def take(tid: int) -> Optional[int]:
+    """Take ``tid``'s stop or end (an end reaps it): its wait status; None where it has neither.
+    ChildProcessError where it is not ours."""
+    got, status = os.waitpid(tid, os.WNOHANG | TRACEE)
+    return status if got else None
+
+
+def ended(info: os.waitid_result) -> bool:
+    """Whether ``look``'s ``info`` is an end (exit, signal, core), not a stop."""
+    return info.si_code in (CLD_EXITED, CLD_KILLED, CLD_DUMPED)
+
+
+def end_status(info: os.waitid_result) -> int:
+    """The wait status of the end ``info`` says (``ended``), as ``waitpid`` would give it."""
+    if info.si_code == CLD_EXITED:
+        return (info.si_status & 0xFF) << 8
+    return (info.si_status & 0x7F) | (0x80 if info.si_code == CLD_DUMPED else 0)
+
+
+def unreaped(pid: int) -> bool:
+    """Whether ``pid``, a child of the calling thread, has ended and waits to be reaped."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT | TRACEE) is not None
+    except ChildProcessError:
+        return False
+
+
+# --- A process kept traced for good (the crash catcher's): held, let go, detached. ---
+
+def hold_traced(pid: int, threads: Set[int], interrupting: Iterable[int], settle: Callable[[int], None],
+                own: Callable[[int], None]) -> Tuple[List[ThreadRegs], List[str]]:
+    """Every thread of ``pid`` that the calling thread traces (``threads``, kept current by the caller) stopped and
+    its registers read, within ``STOP_WAIT_S``: ``interrupting`` is interrupted first (the others are stopped
+    already, or were just interrupted).  A thread not stopped yet has its pending stop or end taken by
+    ``settle(tid)`` (the tracer's to keep for the release, or to drop an ended thread from ``threads``); a thread
+    traced by us but not in ``threads`` (started as the hold began) is taken in by ``own(tid)``.  A thread on its
+    way out is left out, and one that does not stop in time too, said in the warnings.  The threads stay
+    stopped: ``release_traced`` lets them go."""
+    for tid in interrupting:
+        interrupt(tid)  # fails only for a thread gone, which its wait says
+    regs: Dict[int, Dict[str, int]] = {}
+    skipped: Set[int] = set()
+    warnings: List[str] = []
+    deadline = time.monotonic() + STOP_WAIT_S
+    pause = 0.00005
+    while True:
+        pending = [t for t in sorted(threads) if t not in regs and t not in skipped]
+        if not pending and not _unlisted(pid, threads, skipped, own):
+            break
+        for tid in pending:
+            taken = getregs(tid)
+            if taken is not None:
+                regs[tid] = taken
+                continue
+            settle(tid)  # its stop (kept for the release) or its end
+            if tid in threads and procfs.exiting(pid, tid):
+                skipped.add(tid)  # a zombie leader (pthread_exit), a thread on its way out
+        if time.monotonic() > deadline:
+            late = [t for t in threads if t not in regs and t not in skipped]
+            if late:
+                warnings.append("thread(s) %s of process %d did not stop within %.0f s: not shown"
+                                % (", ".join(map(str, sorted(late))), pid, STOP_WAIT_S))
+            break
+        if pending and all(t not in regs for t in pending):
+            time.sleep(pause)
+            pause = min(pause * 2, 0.002)
+    order = sorted(regs, key=lambda t: (t != pid, t))
+    return [(t, procfs.comm(pid, t), regs[t]) for t in order], warnings
+
+
+def _unlisted(pid: int, threads: Set[int], skipped: Set[int], own: Callable[[int], None]) -> bool:
+    """Threads of ``pid`` that are ours but not in ``threads`` (started as the hold began): taken in by ``own``."""
+    count = procfs.num_threads(pid)
+    if count is None or count <= len(threads):
+        return False
+    try:
+        tids = procfs.tids(pid)
+    except ProcessLookupError:
+        return False
+    found = False
+    for tid in tids:
+        if tid not in threads and tid not in skipped and traced_by_me(pid, tid):
+            own(tid)
+            found = True
+    return found
+
+
+def release_traced(threads: Iterable[int], kept: Dict[int, int], answer: Callable[[int, int], None],
+                   deliver: Optional[Tuple[int, int]] = None) -> None:
+    """Let a process held by ``hold_traced`` run: ``deliver`` (tid, signal) resumed with its signal first; then
+    every stop ``kept`` while it was held (tid -> wait status, popped) answered by ``answer(tid, status)`` as it
+    would have been at once; a thread the hold interrupted resumes from its interrupt stop so answered."""
+    if deliver is not None:
+        tid, sig = deliver
+        kept.pop(tid, None)
+        cont(tid, sig)
+    for tid in sorted(threads):
+        status = kept.pop(tid, None)
+        if status is not None:
+            answer(tid, status)
+
+
+def detach_traced(threads: Iterable[int], kept: Dict[int, int]) -> None:
+    """Untrace every one of ``threads`` (held, each in a ptrace stop): a thread stopped for a signal (its
+    status ``kept``, popped) gets it with the detach, so that no signal is lost; the others run on."""
+    for tid in sorted(threads):
+        status = kept.pop(tid, 0)
+        sig = os.WSTOPSIG(status) if status and os.WIFSTOPPED(status) and not status >> 16 else 0
+        detach(tid, sig)
 
 
 class Frozen:
@@ -382,19 +419,18 @@ class Frozen:
 
     def _seize(self, tid: int) -> bool:
         """PTRACE_SEIZE one thread (it runs on); False where it is gone or a zombie leader."""
-        try:
-            _ptrace(PTRACE_SEIZE, tid)
-        except OSError as exc:
-            if exc.errno == errno.ESRCH:  # it exited meanwhile
+        err = seize(tid)
+        if err:
+            if err == errno.ESRCH:  # it exited meanwhile
                 return False
-            if exc.errno == errno.EPERM:  # the kernel refuses an exiting thread too
+            if err == errno.EPERM:  # the kernel refuses an exiting thread too
                 state = procfs.state(self.pid, tid)
                 if state == "Z":
                     self.exited.add(tid)  # a leader gone by pthread_exit: its threads live on
                     return False
                 if state in (None, "X"):
                     return False  # it was exiting, and is gone now
-            raise PtraceRefused("ptrace(PTRACE_SEIZE, %d): %s" % (tid, exc.strerror)) from None
+            raise PtraceRefused("ptrace(PTRACE_SEIZE, %d): %s" % (tid, os.strerror(err)))
         self.held[tid] = None
         return True
 
@@ -415,9 +451,8 @@ class Frozen:
             self._area = area
 
     def _interrupt(self, tids: List[int]) -> None:
-        call = ptrace_call()
         for tid in tids:
-            call(PTRACE_INTERRUPT, tid, 0, 0)  # fails only for a thread gone meanwhile, which the wait sees
+            interrupt(tid)  # fails only for a thread gone meanwhile, which the wait sees
 
     def _hold_all(self) -> None:
         """Stop every seized thread and read its registers as soon as it has stopped; then the threads
@@ -440,12 +475,11 @@ class Frozen:
         """Read each interrupted thread's registers into the area as soon as it is stopped.  The target
         waits on this loop: the usual thread is stopped by now and costs one system call; one that is not
         (still on its way to the stop, or gone) is waited for (``_stopped``)."""
-        call = ptrace_call()
         order = self.order
         base = ctypes.addressof(self._area)
         for tid in tids:
             where = base + len(order) * REGS_SIZE
-            if call(PTRACE_GETREGS, tid, 0, where) == -1 and not self._stopped(tid, where):
+            if not getregs_at(tid, where) and not self._stopped(tid, where):
                 continue
             order.append(tid)
 
@@ -458,18 +492,17 @@ class Frozen:
         whose process exits reports only once every other thread is reaped, and a thread in the kernel
         (uninterruptible sleep, a ``vfork`` parent) does not stop until it leaves it.  A zombie is dropped
         as found; the threads have ``STOP_WAIT_S`` in all, the caller's Ctrl-C ends the wait."""
-        call = ptrace_call()
         spins = 0
         while True:
             try:
-                got, status = os.waitpid(tid, WALL | os.WNOHANG)
+                status = take(tid)
             except ChildProcessError:  # no tracee of ours: gone
-                got, status = tid, 0
-            if got and not os.WIFSTOPPED(status):  # exited (or no longer ours)
+                status = 0
+            if status is not None and not os.WIFSTOPPED(status):  # exited (or no longer ours)
                 self.held.pop(tid, None)
                 self.lost = True
                 return False
-            if call(PTRACE_GETREGS, tid, 0, where) != -1:
+            if getregs_at(tid, where):
                 return True
             err = ctypes.get_errno()
             if err != errno.ESRCH:
