@@ -9,6 +9,7 @@ import contextlib
 import glob
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -74,6 +75,21 @@ def pyenv_pythons() -> dict:
     return out
 
 
+def raise_core_limit() -> None:
+    """A ``preexec_fn``: the child may dump core (``core_pattern`` is ``core`` on these machines)."""
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+def make_core(tmp: str, name: str, timeout: float = 600) -> str:
+    """Run script ``name`` (``tests/scripts/``) in ``tmp`` until it dumps core; the core's path."""
+    proc = subprocess.run([sys.executable, script(name)], cwd=tmp, preexec_fn=raise_core_limit,
+                          capture_output=True, timeout=timeout)
+    assert proc.returncode < 0, proc.stderr[-2000:]
+    path = os.path.join(tmp, "core")
+    assert os.path.exists(path), "no core in %s (core_pattern?)" % tmp
+    return path
+
+
 def has_tensorflow() -> bool:
     try:
         import importlib.util
@@ -132,6 +148,20 @@ def wait_for_file(path: str, timeout: float = 120.0, proc: Optional[subprocess.P
 
 
 @contextlib.contextmanager
+@contextlib.contextmanager
+def started(argv: List[str], ready: str, cwd: Optional[str] = None, timeout: float = 60) -> Iterator[subprocess.Popen]:
+    """Run ``argv`` (a program that writes the file ``ready`` once it is where it is meant to be) and give it from
+    then on; killed and reaped on leaving, whatever happens."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    try:
+        wait_for_file(ready, timeout, proc)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def held(python: str, program: str, tmp_path, ready_timeout: float = 300) -> Iterator[subprocess.Popen]:
     """Run a test program that takes READY and RELEASE paths (``tf_hang.py``, ``tf_data_hang.py``...):
     give it once it has written READY (it is then blocked where it was meant to be); on leaving, release

@@ -5,30 +5,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from ..utils import line_of, load_json, run_tfnative, script
+from ..utils import line_of, load_json, make_core, run_tfnative, script
 
 PYTHON = os.path.realpath(sys.executable)
-
-
-def _raise_core_limit() -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-
-
-def make_core(tmp: str, name: str, timeout: float = 600) -> str:
-    """Run script ``name`` in ``tmp`` until it dumps core; the core's path."""
-    proc = subprocess.run([sys.executable, script(name)], cwd=tmp, preexec_fn=_raise_core_limit,
-                          capture_output=True, timeout=timeout)
-    assert proc.returncode < 0, proc.stderr[-2000:]
-    path = os.path.join(tmp, "core")
-    assert os.path.exists(path), "no core in %s (core_pattern?)" % tmp
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from ..utils import script, wait_for_file
+from ..utils import make_core, script, started
 
 ROUTE = textwrap.dedent('''
     import json, os, sys, threading
@@ -29,6 +27,10 @@ ROUTE = textwrap.dedent('''
     pkg = os.path.dirname(os.path.abspath(tfnative.__file__)) + os.sep
     stages = {"sources": "capture", "gdb": "capture", "snapshot": "capture", "corefile": "capture",
               "analysis": "analysis", "output": "rendering"}
+    # a watch's tracer thread looks for its tracees' stops all the time and answers them (a signal handed on):
+    # its waits are no step of a route, a hold is
+    waits = {os.path.join("sources", "ptrace.py"): {"ptrace_call", "look", "take_stop", "take", "ended",
+                                                    "end_status", "unreaped", "cont", "listen"}}
     route, started = [], []
 
     def hook(frame, event, arg):
@@ -36,6 +38,8 @@ ROUTE = textwrap.dedent('''
         if event != "call" or not frame.f_code.co_flags & 2 or not frame.f_code.co_filename.startswith(pkg):
             return
         where = frame.f_code.co_filename[len(pkg):]
+        if frame.f_code.co_name in waits.get(where, ()):
+            return
         if not started:
             if where == os.path.join("cli", "util.py") and frame.f_code.co_name == "run_command":
                 started.append(True)
@@ -75,14 +79,8 @@ def stages(route: list) -> list:
 @pytest.fixture
 def sleeper(tmp_path):
     ready = str(tmp_path / "ready")
-    proc = subprocess.Popen([sys.executable, script("sleeper.py"), ready], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        wait_for_file(ready, 60, proc)
+    with started([sys.executable, script("sleeper.py"), ready], ready) as proc:
         yield proc
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_stack_pid_captures_analyses_renders_once(tmp_path, sleeper):
@@ -95,17 +93,8 @@ def test_stack_pid_captures_analyses_renders_once(tmp_path, sleeper):
 def test_core_captures_analyses_renders_once(tmp_path):
     work = tmp_path / "crash"
     work.mkdir()
-    shutil.copy(script("segv.py"), work)
-
-    def raise_limit():
-        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-
-    p = subprocess.run([sys.executable, "segv.py"], cwd=str(work), preexec_fn=raise_limit, capture_output=True,
-                       timeout=60)
-    cores = [n for n in os.listdir(work) if n.startswith("core")]
-    if p.returncode >= 0 or not cores:
-        pytest.skip("no core written here (core_pattern: %s)" % open("/proc/sys/kernel/core_pattern").read().strip())
-    r, route = route_of(tmp_path, "core", str(work / cores[0]))
+    core = make_core(str(work), "segv.py", timeout=60)
+    r, route = route_of(tmp_path, "core", core)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "SIGSEGV" in r.stdout
     assert stages(route) == ["capture", "analysis", "rendering"], route
@@ -117,15 +106,10 @@ def test_a_watch_hang_report_captures_analyses_renders_once(tmp_path):
     (rendering, once).  What follows it is the watch's next reading (the stacks it reported, to tell a new hang
     from the same one), never more analysis of the report."""
     ready = str(tmp_path / "ready")
-    hung = subprocess.Popen([sys.executable, "-c", "import sys, time; open(sys.argv[1], 'w').write('x'); "
-                             "time.sleep(600)", ready], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_file(ready, 60, hung)
+    one_sleep = "import sys, time; open(sys.argv[1], 'w').write('x'); time.sleep(600)"
+    with started([sys.executable, "-c", one_sleep, ready], ready) as hung:
         r, route = route_of(tmp_path, "watch", "--pid", str(hung.pid), "--hang-after", "2", "--interval", "0.5",
                             "--on-hang", "kill", timeout=120)
-    finally:
-        hung.kill()
-        hung.wait()
     assert r.returncode == 124, r.stderr[-3000:]
     assert "made no progress" in r.stdout or "has progressed" in r.stdout, r.stdout[-3000:]
     seen = stages(route)

@@ -10,11 +10,9 @@ TensorFlow again would take minutes), and checked to be the only thing found the
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -23,7 +21,7 @@ import zipfile
 import psutil
 import pytest
 
-from ..utils import has_tensorflow, script, wait_for_file
+from ..utils import has_tensorflow, make_core, script, started
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPS = ("click", "psutil", "pygdbmi", "zstandard", "lz4", "tensorflow")
@@ -271,18 +269,10 @@ def test_bazelrc_and_presets(installed):
     assert r.returncode == 0 and "tfn_symbols" in [p["name"] for p in json.loads(r.stdout)], r.stderr
 
 
-@contextlib.contextmanager
 def _sleeper(work):
     pidfile = os.path.join(work, "sleeper.pid")
     shutil.copy(script("sleeper.py"), work)
-    proc = subprocess.Popen([sys.executable, os.path.join(work, "sleeper.py"), pidfile], cwd=work,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_file(pidfile, 60, proc)
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
+    return started([sys.executable, os.path.join(work, "sleeper.py"), pidfile], pidfile, cwd=work)
 
 
 def test_stack_of_a_running_process(installed):
@@ -303,25 +293,12 @@ def _core_pattern_is_a_file() -> bool:
 def _a_core(installed) -> str:
     """A core of tests/scripts/segv.py, made in a directory outside the checkout (once per module)."""
     work = os.path.join(installed[1], "core")
-    if os.path.isdir(work):
-        cores = [n for n in os.listdir(work) if n.startswith("core")]
-        if cores:
-            return os.path.join(work, cores[0])
+    if os.path.exists(os.path.join(work, "core")):
+        return os.path.join(work, "core")
     if not _core_pattern_is_a_file():
         pytest.skip("cores go to a program (core_pattern starts with '|'): none is written here")
     os.makedirs(work, exist_ok=True)
-    shutil.copy(script("segv.py"), work)
-
-    def raise_limit():
-        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-
-    p = subprocess.run([sys.executable, "segv.py"], cwd=work, preexec_fn=raise_limit, capture_output=True,
-                       timeout=60)
-    assert p.returncode < 0
-    cores = [n for n in os.listdir(work) if n.startswith("core")]
-    if not cores:
-        pytest.skip("no core written (core_pattern: another directory?)")
-    return os.path.join(work, cores[0])
+    return make_core(work, "segv.py", timeout=60)
 
 
 def test_core(installed):
