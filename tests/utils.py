@@ -148,7 +148,6 @@ def wait_for_file(path: str, timeout: float = 120.0, proc: Optional[subprocess.P
 
 
 @contextlib.contextmanager
-@contextlib.contextmanager
 def started(argv: List[str], ready: str, cwd: Optional[str] = None, timeout: float = 60) -> Iterator[subprocess.Popen]:
     """Run ``argv`` (a program that writes the file ``ready`` once it is where it is meant to be) and give it from
     then on; killed and reaped on leaving, whatever happens."""
@@ -162,6 +161,7 @@ def started(argv: List[str], ready: str, cwd: Optional[str] = None, timeout: flo
         proc.wait()
 
 
+@contextlib.contextmanager
 def held(python: str, program: str, tmp_path, ready_timeout: float = 300) -> Iterator[subprocess.Popen]:
     """Run a test program that takes READY and RELEASE paths (``tf_hang.py``, ``tf_data_hang.py``...):
     give it once it has written READY (it is then blocked where it was meant to be); on leaving, release

@@ -19,6 +19,7 @@ import textwrap
 
 import pytest
 
+from ..installed import import_paths
 from ..utils import make_core, script, started
 
 ROUTE = textwrap.dedent('''
@@ -66,7 +67,8 @@ def route_of(tmp_path, *args: str, timeout: float = 300) -> tuple:
     out = tmp_path / "route.json"
     hook = tmp_path / "route_hook.py"
     hook.write_text(ROUTE)
-    env = dict(os.environ, TFNATIVE_ROUTE=str(out))
+    env = dict(os.environ, TFNATIVE_ROUTE=str(out), PYTHONPATH=os.pathsep.join(
+        import_paths() + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     r = subprocess.run([sys.executable, str(hook), "--", *args], capture_output=True, text=True, timeout=timeout,
                        cwd=str(tmp_path), env=env, stdin=subprocess.DEVNULL)
     return r, [tuple(step) for step in json.loads(out.read_text())]

@@ -47,6 +47,13 @@ def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr, repro: Op
 
         read_whole_tensors()  # the inputs' values, for the reproducer's data file
     _source, doc = core_document(opts, err)
+    how = None
+    if repro is None:  # whether a script could be had, and how: decided before anything is printed
+        from ..attach.repro import hint
+
+        words: List[str] = [opts.path] + ([opts.executable] if opts.executable else []) + (
+            ["--sysroot", opts.sysroot] if opts.sysroot else [])
+        how = hint(doc, "tfnative core %s" % " ".join(shlex.quote(w) for w in words))
     # --json -: the document is standard output, the text goes to standard error (as for stack)
     report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all,
                    full=opts.full).event(doc.events[0])
@@ -56,14 +63,8 @@ def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr, repro: Op
         from ..attach import repro as reproducer
 
         reproducer.make(doc, repro, reproducer.python_of(doc, opts.executable), repro_check, err)
-    else:
-        from ..attach.repro import hint
-
-        words: List[str] = [opts.path] + ([opts.executable] if opts.executable else []) + (
-            ["--sysroot", opts.sysroot] if opts.sysroot else [])
-        how = hint(doc, "tfnative core %s" % " ".join(shlex.quote(w) for w in words))
-        if how is not None:
-            err.write(how + "\n")
+    elif how is not None:
+        err.write(how + "\n")
     if opts.json_path:
         report.write(doc, opts.json_path)
     return 0
