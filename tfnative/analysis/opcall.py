@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Set
 
-from ..core.model import Event, Json, NativeFrame
+from ..core.model import Event, Json, NativeFrame, PythonFrame
+from . import pyop
 
 
 def same_value(value: Any, default: Any) -> bool:
@@ -64,8 +65,12 @@ def op_call(op: Json) -> Optional[Json]:
 
 
 def name_calls(event: Event) -> None:
-    """Each op of ``event`` whose definition was read gets its call (``Op.call``)."""
+    """Each op of ``event`` whose definition was read gets its call (``Op.call``); a generated op wrapper's
+    frame whose arguments were read gets its op (``pyop.mark_wrapper_op``)."""
     for thread in event.threads:
         for frame in thread.frames:
             if isinstance(frame, NativeFrame) and frame.op is not None and frame.op.opdef is not None:
                 frame.op.call = op_call(frame.op.to_json())
+        frames = thread.frames + (thread.python_frames or [])
+        if any(isinstance(f, PythonFrame) and f.op_args is not None for f in frames):
+            pyop.mark_wrapper_op(frames)

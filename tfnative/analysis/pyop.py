@@ -23,7 +23,7 @@ from ..core.binary.mapfile import read_file
 from ..core.model import Frame, PythonFrame
 from ..core.sourcelines import MAX_BYTES
 
-__all__ = ["python_op"]
+__all__ = ["mark_wrapper_op", "python_op"]
 
 _GEN_FILE_RE = re.compile(r"/tensorflow/python/ops/gen_\w+_ops\.py$")
 _FALLBACK = "_eager_fallback"
@@ -68,9 +68,32 @@ def _op_types(path: str) -> Dict[str, str]:
     return out
 
 
+def _wrapper_args(f: PythonFrame) -> Dict[str, Any]:
+    """``{"inputs", "attrs", "call"}`` of a wrapper frame whose arguments the capture read (``op_args``): the
+    call names each input by its argument and every attribute passed (the wrapper's frame holds no OpDef to
+    tell a default); {} where none was read."""
+    args = f.op_args
+    if not args or not args.get("inputs"):
+        return {}
+    attrs = dict(args.get("attrs") or {})
+    return {"inputs": list(args["inputs"]), "attrs": attrs,
+            "call": {"inputs": list(args.get("input_names") or []), "attrs": attrs}}
+
+
+def mark_wrapper_op(frames: List[Frame]) -> None:
+    """The generated wrapper frame whose arguments the capture read (``op_args``) gets its op
+    (``PythonFrame.wrapper_op``), where ``python_op`` names the op from it."""
+    op = python_op(frames)
+    if not op or "inputs" not in op:
+        return
+    frame = next(f for f in frames if isinstance(f, PythonFrame) and f.op_args is not None)
+    frame.wrapper_op = op
+
+
 def python_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
     """``{"type", "name": None, "from"}``: the op of the innermost op wrapper among a thread's Python
-    frames (``from``: "gen_audio_ops.audio_spectrogram"), or of an eager ``quick_execute``, else the op a graph
+    frames (``from``: "gen_audio_ops.audio_spectrogram"; with its ``inputs``, ``attrs`` and ``call`` where the
+    capture read the wrapper's arguments), or of an eager ``quick_execute``, else the op a graph
     was adding (``_apply_op_helper``); None."""
     building = None
     for f in frames:
@@ -80,7 +103,8 @@ def python_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
             op_type = _op_types(f.file).get(f.function)
             if op_type:
                 module = f.file.rsplit("/", 1)[-1][:-3]
-                return {"type": op_type, "name": None, "from": "%s.%s" % (module, f.function)}
+                return dict({"type": op_type, "name": None, "from": "%s.%s" % (module, f.function)},
+                            **_wrapper_args(f))
         if f.function == "_apply_op_helper" and f.file.endswith(_APPLY_OP_PY) and building is None:
             # the op being added to a graph (its shape function runs there), where no generated wrapper of
             # TensorFlow's names it: a custom op's wrappers are exec'd code

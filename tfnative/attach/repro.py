@@ -17,7 +17,7 @@ import tempfile
 from typing import Any, Dict, List, Optional, TextIO
 
 from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, snake
-from ..core.model import CrashSummary, Document, Json, NativeFrame
+from ..core.model import CrashSummary, Document, Json, NativeFrame, PythonFrame
 from ..files import is_stdout, write_output
 from ..output import reprotext
 
@@ -175,6 +175,8 @@ def _drop_long_values(doc: Document) -> None:
     for event in doc.events:
         for thread in event.threads:
             lists += [f.op.inputs for f in thread.frames if isinstance(f, NativeFrame) and f.op is not None]
+            lists += [f.op_args.get("inputs") for f in thread.frames + (thread.python_frames or [])
+                      if isinstance(f, PythonFrame) and f.op_args]  # a generated op wrapper's (no kernel frame)
     for inputs in lists:
         for entry in inputs or []:
             if len(entry.get("values") or ()) > reprotext.INLINE_MAX:

@@ -75,7 +75,8 @@ _FRAME = _Obj({
     "kind": STR, "function": STR, "file": STR, "line": INT, "library": STR, "address": STR, "inline": BOOL,
     "tailcall": BOOL, "op": _OP, "recovered": STR, "class": STR, "source": STR, "user": BOOL,
     "locals": _Map(STR), "variables": _List(_Obj({"name": STR, "repr": STR, "arg": BOOL}, required=["name", "repr"])),
-    "tf_function": _TF_FUNCTION, "converted": _PLACE, "count": INT, "functions": _List(STR)}, required=["kind"])
+    "tf_function": _TF_FUNCTION, "converted": _PLACE, "count": INT, "functions": _List(STR),
+    "op_args": _Obj({"inputs": _List(_INPUT), "input_names": _List(STR), "attrs": _Map(ANY)})}, required=["kind"])
 _CXX = _Obj({"type": STR, "what": STR, "state": STR, "read_after_release": BOOL})
 _THREAD = _Obj({
     "tid": INT, "name": STR, "label": STR, "frames": _List(_FRAME), "merge": STR, "gil": STR, "python_name": STR,

@@ -404,6 +404,9 @@ class PythonFrame:
     variables: Optional[List[Json]] = None  # --locals: [{"name", "repr", "arg"}...]
     tf_function: Optional[TfFunction] = None  # on TF's quick_execute frame
     converted: Optional[Json] = None  # {"function", "file", "line"}: where AutoGraph's generated code ran
+    # a generated op wrapper's arguments, where no kernel frame gave the op's inputs (core/tensorflow/wrapperargs.py):
+    # {"inputs": [kernelinputs' form...], "input_names": [name...], "attrs": {name: value}}
+    op_args: Optional[Json] = None
     frame_class: Optional[str] = None
     source: Optional[str] = None
     eval_address: Optional[str] = None  # internal: the _PyEval_EvalFrameDefault frame it was merged at
@@ -412,6 +415,9 @@ class PythonFrame:
     user_code: bool = field(default=False, compare=False, repr=False)
     foldable: bool = field(default=False, compare=False, repr=False)
     shown_class: Optional[str] = field(default=None, compare=False, repr=False)
+    # the op a generated wrapper's frame with ``op_args`` runs, as the crash report's op line shows it
+    # (``analysis/pyop.py``: {"type", "from", "inputs", "attrs", "call"}), on the thread that stopped
+    wrapper_op: Optional[Json] = field(default=None, compare=False, repr=False)
 
     def capture_json(self) -> Json:
         """The frame as a capture carries it (see ``NativeFrame.capture_json``)."""
@@ -428,8 +434,9 @@ class PythonFrame:
 _PYTHON_KEYS = _PLACE + (
     _k("user"), _k("locals", doc=_truthy, wire=_truthy), _k("variables", wire=_is_set),
     _k("tf_function", doc=_truthy, load=_optional(TfFunction.from_json)), _k("converted", doc=_truthy, wire=_truthy),
-    _k("class", "frame_class"), _k("source"), _k("eval_address", doc=_never, wire=_is_set))
-_PYTHON_WIRE = ("kind", "function", "file", "line", "locals", "converted", "variables", "eval_address")
+    _k("op_args", doc=_is_set, wire=_is_set), _k("class", "frame_class"), _k("source"),
+    _k("eval_address", doc=_never, wire=_is_set))
+_PYTHON_WIRE = ("kind", "function", "file", "line", "locals", "converted", "variables", "op_args", "eval_address")
 
 
 @dataclass(slots=True)

@@ -5,7 +5,7 @@ shape: int32[5]=[0,1879048192,...])``, ``op LRNGrad(...; depth_radius=1, bias=1.
 import struct
 from typing import Any, Dict, List, Optional
 
-from ..core.model import Event, NativeFrame
+from ..core.model import Event, NativeFrame, PythonFrame
 
 SHOWN_VALUES = 16  # the line shows the values of integer and boolean inputs of at most this many elements
 _INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
@@ -81,7 +81,12 @@ def crash_op(event: Event) -> Optional[Dict[str, Any]]:
         return None
     thread = next((t for t in event.threads if t.tid == event.thread), event.threads[0])
     op = next((f.op for f in thread.frames if isinstance(f, NativeFrame) and f.op), None)
-    return op.to_json() if op is not None else None
+    if op is not None:
+        return op.to_json()
+    # no kernel frame (a C++ exception unwound it): the op of its generated Python wrapper, where its
+    # arguments were read (analysis/pyop.py)
+    return next((f.wrapper_op for f in thread.frames + (thread.python_frames or [])
+                 if isinstance(f, PythonFrame) and f.wrapper_op), None)
 
 
 def crash_inputs_line(event: Event) -> Optional[str]:

@@ -56,6 +56,7 @@ from ..core.python.pyframes import ThreadPy
 from ..core.tensorflow.executors import pool_summary, unnamed_workers
 from ..core.tensorflow.opkernel import OpKernelReader
 from ..core.tensorflow.threadnames import thread_names
+from ..core.tensorflow.wrapperargs import read_wrapper_args
 from ..core.threads import PythonThreads, Threads, select_threads, thread_entry, unwound
 from ..errors import HasDebugInfo, PtraceRefused, Unsupported
 from ..sources.base import Source, ThreadRegs
@@ -561,6 +562,9 @@ def _add_threads(memory: UnwindMemory, prep: _Prepared, pythreads: PythonThreads
     thread_pointers = {tid: regs.get("fs_base") for tid, _n, regs in listed}
     for tid, name, frames, named, py, cut in found:
         add_ops(memory, frames, named, kernels, inputs=tid == selected)
+        if tid == selected and py is not None and reader is not None and not any(
+                d.op is not None and d.op.inputs is not None for d in named):
+            read_wrapper_args(reader, py.frames)  # no kernel frame gave the inputs: the op's Python wrapper's
         thread = thread_entry(tid, name, named, reader, py, [fr.regs.get(RSP) for fr in frames])
         thread.lock_wait = after_release(memory, lock_wait, memory, reader, thread, py, regs_of[tid], tids, idents,
                                          (named, frames))

@@ -56,7 +56,8 @@ WANTED_OBJECTS = {
 
 
 class PyFrame:
-    __slots__ = ("function", "file", "line", "address", "code", "locals", "objects", "converted", "variables")
+    __slots__ = ("function", "file", "line", "address", "code", "locals", "objects", "converted", "variables",
+                 "op_args")
 
     def __init__(self, function: str, file: Optional[str], line: Optional[int], address: int, code: int = 0):
         self.function = function
@@ -68,13 +69,15 @@ class PyFrame:
         self.objects: Dict[str, int] = {}
         self.converted: Optional[Dict[str, Any]] = None
         self.variables: Optional[List[Dict[str, Any]]] = None  # --locals: {"name", "repr", "arg"} in order
+        self.op_args: Optional[Dict[str, Any]] = None  # a generated op wrapper's (core/tensorflow/wrapperargs.py)
 
     def to_frame(self) -> PythonFrame:
         """The frame as the model's (a capture's Python frame: no ``class``, ``user`` or source yet)."""
         return PythonFrame(function=self.function, file=self.file, line=self.line,
                            locals=dict(self.locals) if self.locals else None,
                            converted=dict(self.converted) if self.converted else None,
-                           variables=list(self.variables) if self.variables is not None else None)
+                           variables=list(self.variables) if self.variables is not None else None,
+                           op_args=self.op_args)
 
 
 class ThreadPy:
