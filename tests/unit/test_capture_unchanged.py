@@ -3,6 +3,7 @@
 carry what analysis decided."""
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from tfnative.analysis.event import analyze
 from tfnative.analysis.frames import marked_capture
-from tfnative.core.model import Capture, Document, NativeFrame, Op, PythonFrame
+from tfnative.core.model import Capture, Document, NativeFrame, Op, PythonFrame, Thread
 
 DATA = Path(__file__).parent / "data"
 HANGS = Path(__file__).parents[1] / "hangs" / "captures"
@@ -67,3 +68,10 @@ def test_tf_bt_marks_a_copy(name, capture):
     marked = marked_capture(capture, {}, native_all=False)
     assert capture == before and all(f.shown_class is None for f in frames(capture))
     assert all(f.shown_class for f in frames(marked) if isinstance(f, (NativeFrame, PythonFrame)))
+
+
+@pytest.mark.parametrize("cls", [NativeFrame, PythonFrame, Op, Thread], ids=lambda c: c.__name__)
+def test_a_copy_has_every_field(cls):
+    """``frames.copies`` and ``copy_thread`` copy by ``__match_args__``: every field, none keyword-only."""
+    fields = dataclasses.fields(cls)
+    assert cls.__match_args__ == tuple(f.name for f in fields) and all(f.init and not f.kw_only for f in fields)

@@ -12,12 +12,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from operator import attrgetter
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Type, TypeVar
+from typing import Dict, Iterable, List, Optional, Sequence
 
 from ..core.frameclass import GCC_CLONE_RE, frame_class, is_glue, is_user_frame, native_class
 from ..core.model import Capture, Document, Frame, NativeFrame, Op, PythonFrame, Thread
-
-T = TypeVar("T")
 
 _LANDMARK_RE = re.compile(r"^(TFE?_\w+$|.*::Compute(Async)?\()")
 
@@ -161,28 +159,21 @@ def copies(frames: Iterable[Frame]) -> List[Frame]:
 
 def copy_thread(thread: Thread) -> Thread:
     """Analysis's own copy of a captured thread (its frames still the captured ones, to be replaced)."""
-    return _copy_thread(thread)
+    return Thread(*_THREAD_FIELDS(thread))
 
 
-def _copier(cls: Type[T]) -> Callable[[T], T]:
-    """A shallow copy of a dataclass whose fields are all ``__init__``'s, in their order (five times
-    ``dataclasses.replace``'s speed: a stack's every frame is copied)."""
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    assert all(f.init and not f.kw_only for f in fields)
-    get = attrgetter(*(f.name for f in fields))
-    return lambda obj: cls(*get(obj))
-
-
-_copy_native, _copy_python = _copier(NativeFrame), _copier(PythonFrame)
-_copy_op, _copy_thread = _copier(Op), _copier(Thread)
+# Each type's fields in ``__init__``'s order (a dataclass's ``__match_args__``): a copy made of them is five times
+# as fast as ``dataclasses.replace`` (a stack's every frame is copied).
+_NATIVE_FIELDS, _PYTHON_FIELDS = attrgetter(*NativeFrame.__match_args__), attrgetter(*PythonFrame.__match_args__)
+_OP_FIELDS, _THREAD_FIELDS = attrgetter(*Op.__match_args__), attrgetter(*Thread.__match_args__)
 
 
 def _copy(frame: Frame) -> Frame:
     if isinstance(frame, NativeFrame):
-        copied = _copy_native(frame)
+        copied = NativeFrame(*_NATIVE_FIELDS(frame))
         if copied.op is not None:
-            copied.op = _copy_op(copied.op)
+            copied.op = Op(*_OP_FIELDS(copied.op))
         return copied
     if isinstance(frame, PythonFrame):
-        return _copy_python(frame)
+        return PythonFrame(*_PYTHON_FIELDS(frame))
     return frame
