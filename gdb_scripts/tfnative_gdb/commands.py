@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, TypedDict
 
 import gdb
 
-from tfnative.analysis.frames import mark_capture
+from tfnative.analysis.frames import marked_capture
 from tfnative.core.binary.libfacts import library_classes
 from tfnative.core.tensorflow.opkernel import OpKernelReader
 from tfnative.core.threads import Threads
@@ -71,7 +71,7 @@ Python frames are read from memory, so the interpreter needs no debug info."""
         result = capture(opts["which"], opts["tids"] or None, opts["locals"])
         annotate_ops(result)
         # glue hidden, the user's own code classed and every frame marked as tfnative's reports do it
-        mark_capture(result, library_classes(result.libraries), opts["native_all"])
+        result = marked_capture(result, library_classes(result.libraries), opts["native_all"])
         if opts["json"]:
             gdb.write(json.dumps(result.to_json(), indent=1) + "\n")
             return

@@ -30,12 +30,13 @@ from ..core.model import (
 )
 from ..core.tensorflow import executors
 from . import opcall, pyop, userlibs, verdict
-from .frames import mark_thread
+from .frames import copies, copy_thread, mark_thread
 
 
 def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
                in_flight: Optional[List[Tuple[int, TfFunction]]] = None, **extra: Any) -> Event:
-    """Turn one capture into an event (EVENT of the schema); the event takes over its threads and frames.
+    """Turn one capture into an event (EVENT of the schema), of copies of its threads and frames: the capture
+    stays as it was captured.
 
     Frames get their ``class``, ``user`` and source line, glue frames are
     hidden (unless ``native_all``) and deep stacks elided; then what the renderers show of them
@@ -47,7 +48,8 @@ def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
     selected = capture.selected_tid
     threads = []
     classes = userlibs.library_classes(capture.libraries)
-    for t in capture.threads:
+    for captured in capture.threads:
+        t = copy_thread(captured)  # the event's own thread: the capture's is not changed
         frames = t.frames if native_all else hide_glue(t.frames)
         t.frames = elide(_cleaned(frames, classes))
         t.tf_function = next((f.tf_function for f in t.frames if isinstance(f, PythonFrame) and f.tf_function),
@@ -265,11 +267,13 @@ def _attribute_waiters(threads: List[Thread], selected: Optional[int]) -> None:
             t.works_for = {"tid": w.tid, "waits_in": what, "how": how}
 
 
-def _cleaned(frames: List[Frame], classes: Optional[Dict[str, str]] = None) -> List[Frame]:
-    """Captured frames (innermost first) as the event shows them: each with its ``class`` (a native frame's
-    from ``classes``, its library's class by the library's path, where that decides it) and its source
-    line; a Python frame with ``user`` and, on a ``quick_execute`` frame, the tf.function it runs (not where
-    its caller is a generated op's eager fallback: that runs one op)."""
+def _cleaned(captured: List[Frame], classes: Optional[Dict[str, str]] = None) -> List[Frame]:
+    """Captured frames (innermost first) as the event shows them, copies (the captured ones are not changed):
+    each with its ``class`` (a native frame's from ``classes``, its library's class by the library's path,
+    where that decides it) and its source line; a Python frame with ``user`` and, on a ``quick_execute``
+    frame, the tf.function it runs (not where its caller is a generated op's eager fallback: that runs one
+    op)."""
+    frames = copies(captured)
     python = [f for f in frames if isinstance(f, PythonFrame)]
     # each frame's caller outside TensorFlow's eager/execute.py (execute_with_callbacks...)
     callers = {id(f): next((c for c in python[i + 1:] if not c.file or not c.file.endswith(_EXECUTE_PY)), None)
