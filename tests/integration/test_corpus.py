@@ -57,6 +57,10 @@ CASES = {
                             "Check failed: index >= 0 && index < num_total_dims", function="conv"),
     "tensor_scatter_max_function": Case("SIGABRT", ("TensorScatterMax",), "tf.function",
                                         "Check failed: d < dims() (1 vs. 1)", function="scatter_max"),
+    # ops buried in user code (issue #45): a Keras layer's call, run eagerly; a tf.function that computes its inputs
+    "lrn_grad_keras_layer": Case("SIGABRT", ("LRNGrad",), "eager", "Check failed: d < dims() (1 vs. 1)"),
+    "fused_pad_conv2d_function": Case("SIGABRT", ("FusedPadConv2D",), "tf.function",
+                                      "Check failed: d < dims() (2 vs. 2)", function="padded_conv"),
     # The C++ exception is thrown while MakeIterator's kernel builds the InterleaveDataset's iterator:
     # either op names the crash.
     "interleave_data": Case("SIGSEGV", ("MakeIterator", "InterleaveDataset"), "tf.data"),
@@ -316,6 +320,8 @@ INPUTS = {
     "fused_pad_conv2d_eager": ("float32[3,2]", "int32[4,2]=[0,0,1,1,1,1,0,0]", "float32[3,3,1,1]"),
     "conv2d_function": ("float32[3]", "float32[13,8,5,14]"),
     "tensor_scatter_max_function": ("float64[1,10,4]", "int64[1,1,1]=[0]", "float64[1]"),
+    "lrn_grad_keras_layer": ("float32[0,0,0,0]", "float32[0,0,0,0]", "float32[0]"),
+    "fused_pad_conv2d_function": ("float32[3,2]", "int32[4,2]=[0,0,1,1,1,1,0,0]", "float32[3,3,1,1]"),
     "block_lstm_grad_data_map": _LSTM,
     "reshape_fpe_data_map": _RESHAPE,
     # no kernel frame (a C++ exception unwound it): the EagerTensor its generated Python wrapper was given
@@ -351,14 +357,18 @@ _LSTM_LINE = ("op BlockLSTMGrad(seq_len_max: int64[]=5, x: float32[1,1,1], cs_pr
               "float32[1,1], w: float32[2,4], wci: float32[1], wcf: float32[1], wco: float32[1], b: float32[4], %s; "
               "use_peephole=false)" % ", ".join("%s: float32[1,1,1]" % n for n in (
                   "i", "cs", "f", "o", "ci", "co", "h", "cs_grad", "h_grad")))
+_LRN_LINE = ("op LRNGrad(input_grads: float32[0,0,0,0], input_image: float32[0,0,0,0], output_image: float32[0]; "
+             "depth_radius=1, bias=1.5901822, alpha=0.11772865, beta=0.40442705)")
+_FUSED_PAD_LINE = ('op FusedPadConv2D(input: float32[3,2], paddings: int32[4,2]=[0,0,1,1,1,1,0,0], filter: '
+                   'float32[3,3,1,1]; mode="REFLECT", strides=[1,1,1,1], padding="VALID")')
 _RESHAPE_LINE = "op Reshape(tensor: float32[5], shape: int32[5]=[0,1879048192,100000000,1610612736,-1])"
 OP_LINES = {
-    "lrn_grad_eager": "op LRNGrad(input_grads: float32[0,0,0,0], input_image: float32[0,0,0,0], output_image: "
-                      "float32[0]; depth_radius=1, bias=1.5901822, alpha=0.11772865, beta=0.40442705)",
+    "lrn_grad_eager": _LRN_LINE,
+    "lrn_grad_keras_layer": _LRN_LINE,
     "reshape_fpe_eager": _RESHAPE_LINE,
     "block_lstm_grad_eager": _LSTM_LINE,
-    "fused_pad_conv2d_eager": 'op FusedPadConv2D(input: float32[3,2], paddings: int32[4,2]=[0,0,1,1,1,1,0,0], '
-                              'filter: float32[3,3,1,1]; mode="REFLECT", strides=[1,1,1,1], padding="VALID")',
+    "fused_pad_conv2d_eager": _FUSED_PAD_LINE,
+    "fused_pad_conv2d_function": _FUSED_PAD_LINE,
     # oneDNN's kernel: its own OpDef (_MklNativeConv2D's), whose is_filter_const defaults to false
     "conv2d_function": 'op Conv2D(input: float32[3], filter: float32[13,8,5,14]; strides=[1,1,1,1], '
                        'is_filter_const=true, padding="VALID")',
@@ -397,13 +407,16 @@ def test_the_ops_line(runs, name, mode):
 # op's wrapper fills in), as the triage's op has them.
 _LSTM_ATTRS = {"T": "float32", "use_peephole": False}
 _RESHAPE_ATTRS = {"T": "float32", "Tshape": "int32"}
+_LRN_ATTRS = {"T": "float32", "depth_radius": 1, "bias": 1.5901821851730347, "alpha": 0.11772865056991577,
+              "beta": 0.40442705154418945}
+_FUSED_PAD_ATTRS = {"T": "float32", "mode": "REFLECT", "padding": "VALID", "strides": {"list": [1, 1, 1, 1]}}
 ATTRS = {
-    "lrn_grad_eager": {"T": "float32", "depth_radius": 1, "bias": 1.5901821851730347, "alpha": 0.11772865056991577,
-                       "beta": 0.40442705154418945},
+    "lrn_grad_eager": _LRN_ATTRS,
+    "lrn_grad_keras_layer": _LRN_ATTRS,
     "reshape_fpe_eager": _RESHAPE_ATTRS,
     "block_lstm_grad_eager": _LSTM_ATTRS,
-    "fused_pad_conv2d_eager": {"T": "float32", "mode": "REFLECT", "padding": "VALID",
-                               "strides": {"list": [1, 1, 1, 1]}},
+    "fused_pad_conv2d_eager": _FUSED_PAD_ATTRS,
+    "fused_pad_conv2d_function": _FUSED_PAD_ATTRS,
     "conv2d_function": {"T": "float32", "padding": "VALID", "data_format": "NHWC", "strides": {"list": [1, 1, 1, 1]},
                         "dilations": {"list": [1, 1, 1, 1]}, "explicit_paddings": {"list": []}},
     "tensor_scatter_max_function": {"T": "float64", "Tindices": "int64"},

@@ -330,7 +330,7 @@ def test_key_tables_name_only_attributes():
 
     internal = {"Capture": {"stack_pointers", "tf_config"}, "Document": {"has_exit", "attached"},
                 # what analysis decides for the renderers (analysis/frames.py), never written
-                "NativeFrame": {"glue", "abort", "foldable", "shown_class"},
+                "NativeFrame": {"glue", "abort", "foldable", "shown_class", "library_path"},
                 # and the op a generated wrapper's frame runs (analysis/pyop.py), for the op line
                 "PythonFrame": {"user_code", "foldable", "shown_class", "wrapper_op"}}
     for cls, keys in ((NativeFrame, model._NATIVE_KEYS), (PythonFrame, model._PYTHON_KEYS),

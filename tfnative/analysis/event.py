@@ -52,6 +52,9 @@ def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
         t = copy_thread(captured)  # the event's own thread: the capture's is not changed
         frames = t.frames if native_all else hide_glue(t.frames)
         t.frames = elide(_cleaned(frames, classes))
+        for f in t.frames:  # a custom op's library, by its path: its reproducer loads it
+            if isinstance(f, NativeFrame) and f.frame_class == "user" and f.library:
+                f.library_path = capture.libraries.get(f.library)
         t.tf_function = next((f.tf_function for f in t.frames if isinstance(f, PythonFrame) and f.tf_function),
                              None)
         if t.merge == "mismatch":

@@ -65,7 +65,7 @@ def _kernel_library(doc: Document) -> Optional[str]:
         for thread in event.threads:
             for f in thread.frames:
                 if isinstance(f, NativeFrame) and f.op is not None and f.op.inputs is not None:
-                    return f.library if f.frame_class == "user" and f.library else None
+                    return (f.library_path or f.library) if f.frame_class == "user" and f.library else None
     return None
 
 

@@ -104,8 +104,9 @@ def _fatal_line(stderr: str) -> Optional[str]:
 
 def _wrapper_op(stderr: str, op: str) -> Optional[str]:
     """The op the re-run died in, by faulthandler's Python stack: its innermost frame in a generated op wrapper
-    (the ``gen_*_ops`` module's ``lrn_grad``, or its ``_eager_fallback``), or a custom op library's call."""
-    for m in re.finditer(r'File "[^"]*/(gen_\w+\.py|[^"/]+)", line \d+ in (\w+)', stderr):
+    (the ``gen_*_ops`` module's ``lrn_grad``, or its ``_eager_fallback``), or a custom op library's call (its
+    wrapper is exec'd code: file ``<string>``)."""
+    for m in re.finditer(r'File "(?:[^"]*/)?(gen_\w+\.py|[^"/]+)", line \d+ in (\w+)', stderr):
         name = m.group(2).removesuffix("_eager_fallback")
         if m.group(1).startswith("gen_") or name == snake(op):
             return op if name == snake(op) else name

@@ -363,6 +363,8 @@ class NativeFrame:
     abort: Optional[str] = field(default=None, compare=False, repr=False)
     foldable: bool = field(default=False, compare=False, repr=False)
     shown_class: Optional[str] = field(default=None, compare=False, repr=False)
+    # The user's library's path, never written: a custom op's reproducer loads it (``analysis/reproducer.py``)
+    library_path: Optional[str] = field(default=None, compare=False, repr=False)
 
     def capture_json(self) -> Json:
         """The frame as a capture carries it (MI, the session socket, ``tf-bt --json``): the internal
