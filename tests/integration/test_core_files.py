@@ -17,8 +17,7 @@ import sysconfig
 
 import pytest
 
-from ..utils import load_json, run_tfnative
-from .test_core import _raise_core_limit
+from ..utils import load_json, raise_core_limit, run_tfnative
 
 PYVER = "python%d.%d" % sys.version_info[:2]
 SITE_PART = "/lib/%s/site-packages/" % PYVER
@@ -39,7 +38,7 @@ poke()
 def venv_core(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("venvcore")
     (tmp / "app.py").write_text(APP)
-    proc = subprocess.run([sys.executable, str(tmp / "app.py")], cwd=tmp, preexec_fn=_raise_core_limit,
+    proc = subprocess.run([sys.executable, str(tmp / "app.py")], cwd=tmp, preexec_fn=raise_core_limit,
                           capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGSEGV, proc.stderr
     return str(tmp / "core")
@@ -118,7 +117,7 @@ def test_rebuilt_library_without_build_id_is_named_and_not_read(tmp_path):
     build(0)
     app = tmp_path / "crash.py"
     app.write_text("import ctypes\nctypes.CDLL(%r).crash_here(None)\n" % str(lib))
-    proc = subprocess.run([sys.executable, str(app)], cwd=tmp_path, preexec_fn=_raise_core_limit,
+    proc = subprocess.run([sys.executable, str(app)], cwd=tmp_path, preexec_fn=raise_core_limit,
                           capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGSEGV, proc.stderr
     core = str(tmp_path / "core")
@@ -144,7 +143,7 @@ def test_library_with_dwarf_is_read_through_gdb_with_its_source_line(tmp_path):
     subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O0", "-o", str(lib), str(src)], check=True, timeout=120)
     app = tmp_path / "crash.py"
     app.write_text("import ctypes\n\n\ndef call():\n    ctypes.CDLL(%r).crash_here(None)\n\n\ncall()\n" % str(lib))
-    proc = subprocess.run([sys.executable, str(app)], cwd=tmp_path, preexec_fn=_raise_core_limit,
+    proc = subprocess.run([sys.executable, str(app)], cwd=tmp_path, preexec_fn=raise_core_limit,
                           capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGSEGV, proc.stderr
     out = tmp_path / "g.json"

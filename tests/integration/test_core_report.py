@@ -20,8 +20,7 @@ import time
 
 import pytest
 
-from ..utils import line_of, load_json, run_tfnative, script
-from .test_core import _raise_core_limit, make_core
+from ..utils import line_of, load_json, make_core, raise_core_limit, run_tfnative, script
 
 SEGV = script("tf_pyfunc_segv.py")
 GIL = script("gil_holder.py")
@@ -40,7 +39,7 @@ LONG_ARGS = ["--learning-rate=0.001", "--model-dir", "/tmp/a/long/directory/name
 def small_core(tmp_path_factory) -> str:
     """A plain Python segfault, with arguments longer than the 80 characters NT_PRPSINFO keeps."""
     tmp = str(tmp_path_factory.mktemp("small"))
-    proc = subprocess.run([sys.executable, script("segv.py"), *LONG_ARGS], cwd=tmp, preexec_fn=_raise_core_limit,
+    proc = subprocess.run([sys.executable, script("segv.py"), *LONG_ARGS], cwd=tmp, preexec_fn=raise_core_limit,
                           capture_output=True, timeout=60)
     assert proc.returncode == -signal.SIGSEGV
     return os.path.join(tmp, "core")
@@ -59,7 +58,7 @@ def gil_core(tmp_path_factory):
     """(core, pid, tids of the two waiters): gil_holder.py killed by SIGABRT once its main thread sleeps
     holding the GIL and both spinning threads wait for it (futex)."""
     tmp = str(tmp_path_factory.mktemp("gil"))
-    proc = subprocess.Popen([sys.executable, GIL], cwd=tmp, preexec_fn=_raise_core_limit, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, GIL], cwd=tmp, preexec_fn=raise_core_limit, stdout=subprocess.PIPE,
                             stdin=subprocess.DEVNULL)
     try:
         assert proc.stdout.readline() == b"ready\n"

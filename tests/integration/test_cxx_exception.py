@@ -21,7 +21,7 @@ import sys
 import pytest
 
 from ..utils import held, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script, stack_event
-from .test_core import make_core
+from ..utils import make_core
 
 
 def tf_test(f):  # noqa: ANN001, ANN201 - a test

@@ -13,7 +13,7 @@ import pytest
 
 from tfnative.core.tensorflow.eagertensor import EagerTensors
 from tfnative.core.tensorflow.kernelinputs import InputsReader, Unread
-from tfnative.sources.ptrace import Memory
+from tfnative.sources.procmem import Memory
 
 from ..utils import requires_tf
 
