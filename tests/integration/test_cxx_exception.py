@@ -20,8 +20,7 @@ import sys
 
 import pytest
 
-from ..utils import held, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script, stack_event
-from ..utils import make_core
+from ..utils import held, line_of, load_json, make_core, requires_gdb, requires_tf, run_tfnative, script, stack_event
 
 
 def tf_test(f):  # noqa: ANN001, ANN201 - a test
