@@ -23,6 +23,11 @@ class NoRepro(Exception):
     """Why no reproducer is written: one line."""
 
 
+# Ops whose kernel calls back into the program's Python (tf.py_function, tf.numpy_function): no script of
+# their inputs runs it.
+_RUNS_PYTHON = frozenset(("EagerPyFunc", "PyFunc", "PyFuncStateless"))
+
+
 def model_of(doc: Document, whole: bool = True) -> Json:
     """``{"op", "inputs": [{"dtype", "shape", "values"}...], "attrs", "library"?, "onednn"?}`` of the crash's
     kernel (the triage's op); raises NoRepro.  Without ``whole``, an input whose values were not read (larger
@@ -31,6 +36,9 @@ def model_of(doc: Document, whole: bool = True) -> Json:
     op = getattr(triage, "op", None) or {}
     if not getattr(triage, "signal", None) or not op.get("type"):
         raise NoRepro("no fatal signal in an op's kernel to reproduce")
+    if op["type"] in _RUNS_PYTHON:
+        raise NoRepro("op %s runs a Python function of the program (tf.py_function, tf.numpy_function): the crash "
+                      "is in that function, which the op's inputs and attributes do not carry" % op["type"])
     if op.get("inputs") is None:
         why = op.get("inputs_unread") or ("no kernel frame is left on the stack (the op is named from its %s)"
                                           % (op.get("from") or "Python wrapper"))

@@ -1,0 +1,35 @@
+"""Which crashes give a reproducer (``analysis/reproducer.model_of``), on documents built here."""
+
+import pytest
+
+from tfnative.analysis.reproducer import NoRepro, model_of
+from tfnative.core.model import CrashSummary, Document
+
+RESHAPE = {"type": "Reshape", "name": "Reshape",
+           "inputs": [{"dtype": "float32", "shape": [5], "values": [0.0] * 5},
+                      {"dtype": "int32", "shape": [2], "values": [0, -1]}],
+           "attrs": {"T": "float32", "Tshape": "int32"}}
+
+
+def crash(op):
+    return Document(pid=7, argv=["x.py"], triage=CrashSummary(signal="SIGFPE", op=op))
+
+
+def test_an_op_whose_inputs_and_attributes_were_read_gives_its_model():
+    model = model_of(crash(RESHAPE))
+    assert model["op"] == "Reshape" and model["attrs"] == RESHAPE["attrs"]
+    assert [(i["dtype"], i["shape"], i["values"]) for i in model["inputs"]] == [
+        ("float32", [5], [0.0] * 5), ("int32", [2], [0, -1])]
+
+
+@pytest.mark.parametrize("op_type", ["EagerPyFunc", "PyFunc", "PyFuncStateless"])
+def test_an_op_that_runs_the_programs_python_gives_none(op_type):
+    """tf.py_function's kernel calls the program's Python back: a crash there is in code no script of the op's
+    inputs carries (tests/integration/test_core_report.py's core: no 'for a standalone script' line)."""
+    with pytest.raises(NoRepro, match="runs a Python function of the program"):
+        model_of(crash(dict(RESHAPE, type=op_type, inputs=[], attrs={"token": "pyfunc_0"})))
+
+
+def test_no_fatal_signal_gives_none():
+    with pytest.raises(NoRepro, match="no fatal signal"):
+        model_of(Document(pid=7, argv=["x.py"], triage=CrashSummary(op=RESHAPE)))
