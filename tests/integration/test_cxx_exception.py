@@ -74,7 +74,12 @@ def test_attach_names_the_exception_the_op_and_the_users_line(crash):
     assert stopped["cxx_exception"] == EXCEPTION
     triage = doc["triage"]
     assert triage["cxx_exception"] == EXCEPTION
-    assert triage["op"] == {"type": "AudioSpectrogram", "name": None, "from": "gen_audio_ops.audio_spectrogram"}
+    op = triage["op"]
+    assert {k: op[k] for k in ("type", "name", "from")} == {
+        "type": "AudioSpectrogram", "name": None, "from": "gen_audio_ops.audio_spectrogram"}
+    # the kernel is gone, its wrapper's arguments are not (issue #45): the op's input and attributes as passed
+    assert [(i["dtype"], i["shape"]) for i in op["inputs"]] == [("float32", [8, 1])]
+    assert op["attrs"] == {"magnitude_squared": False, "stride": -1, "window_size": -5}
     assert _user_line(triage) == CALL
     assert LINE in r.stderr
     (line,) = [x for x in r.stderr.splitlines() if x.startswith("tfnative: triage: ")]
