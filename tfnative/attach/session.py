@@ -353,9 +353,9 @@ class Session:
                          if t not in self.opbreaks.ran)
             summary = [line for line in summary if not line.startswith(said)]
         finish(doc)
-        self.printer.summary(summary, doc)
-        if self.opts.on_document is not None:
+        if self.opts.on_document is not None:  # (its lines before the triage's, which comes last)
             self.opts.on_document(doc)
+        self.printer.summary(summary, doc)
         if self.opts.json_path:
             report.write(doc, self.opts.json_path)
         if keep is not None:

@@ -57,14 +57,14 @@ def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr, repro: Op
     # --json -: the document is standard output, the text goes to standard error (as for stack)
     report.Printer(err if is_stdout(opts.json_path) else out, native_all=opts.native_all,
                    full=opts.full).event(doc.events[0])
-    for line in report.core_triage_lines(doc):
-        report.write_note(err, line)
     if repro is not None:
         from ..attach import repro as reproducer
 
         reproducer.make(doc, repro, reproducer.python_of(doc, opts.executable), repro_check, err)
     elif how is not None:
         err.write(how + "\n")
+    for line in report.core_triage_lines(doc):  # the triage comes last
+        report.write_note(err, line)
     if opts.json_path:
         report.write(doc, opts.json_path)
     return 0
