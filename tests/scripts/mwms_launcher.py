@@ -5,16 +5,34 @@ ports, gives each worker its ``TF_CONFIG``, starts ``mwms_worker.py`` three
 times and waits for them.  The workers die with the launcher
 (``PR_SET_PDEATHSIG``: they ignore SIGTERM, so SIGKILL).
 """
+import ctypes
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
-
-from mwms_common import die_with_parent, free_ports
 
 READY_DIR = sys.argv[1]
 STALLED = sys.argv[2] if len(sys.argv) > 2 else "2"
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mwms_worker.py")
+PR_SET_PDEATHSIG = 1
+
+
+def free_ports(n):
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def die_with_parent():
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def main():

@@ -9,15 +9,31 @@ argv: READY_DIR.  Each worker writes ``READY_DIR/worker-INDEX`` (its pid) just b
 launcher writes ``READY_DIR/ready`` (the workers' pids) once both have.  The workers die with the launcher
 (``PR_SET_PDEATHSIG``).
 """
+import ctypes
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
 
-from mwms_common import die_with_parent, free_ports
-
 READY_DIR = sys.argv[1]
+PR_SET_PDEATHSIG = 1
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def die_with_parent():
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def launcher():

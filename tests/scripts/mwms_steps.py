@@ -17,17 +17,34 @@ after each.  At step 5 worker CULPRIT (-1: none, a healthy job) does what MODE s
 Each writes "PID MODE" as it does so.  Worker 0 also writes ``READY_DIR/steps`` (its step) after each step:
 a progress file for ``--progress-file``.
 """
+import ctypes
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 
-from mwms_common import die_with_parent, free_ports
-
 READY_DIR, RANKS, CULPRIT, MODE = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 STALL_STEP = 5
+
+
+def free_ports(n):
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def die_with_parent():
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def launch():
