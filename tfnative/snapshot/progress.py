@@ -22,6 +22,7 @@ once per process by the watch; a thread waiting on a futex inside it waits for t
 from __future__ import annotations
 
 import os
+import struct
 import time
 from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
@@ -29,7 +30,7 @@ from ..core import frameclass, procfs
 from ..core.binary.datasyms import data_symbol_extent
 from ..core.binary.elf import ElfError
 from ..core.kstate import ProcessSample, ThreadSample
-from ..core.model import PythonFrame
+from ..core.model import Capture, PythonFrame
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
 from ..sources import modules
@@ -91,11 +92,24 @@ def sample(pid: int, clock: Callable[[], float] = time.monotonic) -> Optional[Pr
 TORN = "torn"  # the key of a stack torn by its thread running while it was read: unlike any other
 
 
+# What a read of a process that runs on may end in: the process refused or gone, or a structure torn by a thread
+# that changed it while it was read (a bound reached, an index past a table that was being rewritten).  The watch
+# takes any of them as "not readable so now" and reads again at the next interval; it never ends the watch.
+_NOT_NOW = (TfnativeError, Unsupported, PtraceRefused, OSError, ValueError, IndexError, KeyError, struct.error)
+
+
+def _no_pause(pid: int) -> Optional[Capture]:
+    """``pid``'s Python threads read the ``--no-pause`` way, or None where they cannot be read so now."""
+    try:
+        return pipeline.take_nonblocking(pid, Threads.PYTHON)
+    except _NOT_NOW:
+        return None
+
+
 def stack_keys(pid: int) -> Optional[Dict[int, Tuple[Any, ...]]]:
     """tid -> its stack's signature, read without stopping ``pid``; None when it cannot be read so."""
-    try:
-        capture = pipeline.take_nonblocking(pid, Threads.PYTHON)
-    except (TfnativeError, Unsupported, PtraceRefused, OSError, ValueError):
+    capture = _no_pause(pid)
+    if capture is None:
         return None
     return {t.tid: signature(t) if t.consistent is not False else (TORN, time.monotonic())
             for t in capture.threads}
@@ -109,9 +123,8 @@ def exit_state(pid: int) -> Optional[str]:
     """``SHUTDOWN`` where the main thread of ``pid`` is in ``threading._shutdown`` (the main script has ended; the
     interpreter waits for the non-daemon threads), ``FINALIZING`` where the interpreter is being torn down, else
     None (or where the stacks cannot be read without stopping the process)."""
-    try:
-        capture = pipeline.take_nonblocking(pid, Threads.PYTHON)
-    except (TfnativeError, Unsupported, PtraceRefused, OSError, ValueError):
+    capture = _no_pause(pid)
+    if capture is None:
         return None
     if capture.finalizing:
         return FINALIZING
@@ -146,9 +159,8 @@ def runtime_span(pid: int) -> Optional[Tuple[int, int]]:
 
 def python_tids(pid: int) -> Optional[Set[int]]:
     """The threads of ``pid`` that run Python (their stacks read the ``--no-pause`` way); None where unreadable."""
-    try:
-        capture = pipeline.take_nonblocking(pid, Threads.PYTHON)
-    except (TfnativeError, Unsupported, PtraceRefused, OSError, ValueError):
+    capture = _no_pause(pid)
+    if capture is None:
         return None
     return {t.tid for t in capture.threads if any(isinstance(f, PythonFrame) for f in t.frames)
             or t.python_frames}
