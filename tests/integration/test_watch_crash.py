@@ -23,7 +23,7 @@ from tfnative.errors import TargetGone, TfnativeError
 from tfnative.sources.ptrace import WNOTHREAD
 from tfnative.watch.crash import Crash, CrashCatcher, Exit
 from tfnative.watch.crashwatch import CrashWatch
-from tfnative.watch.loop import default_take
+from tfnative.watch.loop import HeldTake
 from tfnative.watch.options import WatchOptions
 
 from ..utils import ROOT, assert_running_untraced, line_of, python_frames, requires_tf, script, state_of, tracer_of
@@ -503,7 +503,7 @@ def test_a_hangs_snapshots_hold_every_traced_process_at_one_moment(tmp_path):
     paths = [str(tmp_path / ("stamps-%d" % i)) for i in range(2)]
     procs = [subprocess.Popen([sys.executable, "-c", STAMPER, p]) for p in paths]
     opts = WatchOptions()
-    watch = CrashWatch(opts, io.StringIO(), io.StringIO(), default_take(opts, io.StringIO()))
+    watch = CrashWatch(opts, io.StringIO(), io.StringIO(), HeldTake(opts, io.StringIO()))
     try:
         for p in paths:
             deadline = time.monotonic() + 30

@@ -172,7 +172,7 @@ def _watch(opts: Any, target: WatchTarget, crashes: bool = True, node_feed: bool
     _check_out_dir(opts.out_dir)
     from ..files import is_stdout
     from ..watch.crashwatch import CrashWatch
-    from ..watch.loop import default_take
+    from ..watch.loop import HeldTake
 
     # --json -: the documents on stdout, the text on stderr (as stack --json - has it)
     out, err = (sys.stderr if is_stdout(opts.json_path) else sys.stdout), sys.stderr
@@ -183,7 +183,7 @@ def _watch(opts: Any, target: WatchTarget, crashes: bool = True, node_feed: bool
         opts.outlive = True
         out, err = outliving(out, err, where)
     # The crash watch is made before the job starts: the watcher's own start-up takes no time from the job's
-    caught = CrashWatch(opts, out, err, default_take(opts, err)) if crashes else None
+    caught = CrashWatch(opts, out, err, HeldTake(opts, err)) if crashes else None
     try:
         if module is not None:
             job = Job.launch(python, ["-m", module, *args])

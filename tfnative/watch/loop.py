@@ -82,11 +82,6 @@ class HeldTake:
         return outcomes
 
 
-def default_take(opts: WatchOptions, err: TextIO) -> HeldTake:
-    """``HeldTake``: a held snapshot as ``stack --pid`` takes and analyses it."""
-    return HeldTake(opts, err)
-
-
 @dataclass
 class Plugins:
     """What a crash catcher (``crashwatch.CrashWatch.plugins``) plugs into the loop; each left None: the loop's
@@ -107,10 +102,9 @@ class Watch:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.job, self.opts, self.out, self.err = job, opts, out, err
         plugins = plugins or Plugins()
-        self.held_take: Take = plugins.take if plugins.take is not None else default_take(opts, err)
-        self.held_take_all: Optional[TakeAll] = plugins.take_all
-        if plugins.take_all is None and isinstance(self.held_take, HeldTake):  # every process captured, then analysed
-            self.held_take_all = self.held_take.all
+        held = HeldTake(opts, err)  # ours, where the plugins give none: every process captured, then analysed
+        self.held_take: Take = plugins.take or held
+        self.held_take_all: Optional[TakeAll] = plugins.take_all or (held.all if plugins.take is None else None)
         self.hook, self.poll, self.untraced = plugins.hook, plugins.poll, plugins.untraced
         self.stopped_by = plugins.stopped_by
         self.clock = clock

@@ -157,14 +157,14 @@ class NodeWatch(Watch):
 
 def watch_node(opts: WatchOptions, job: Job, crashes: bool) -> int:
     """Watch this node's processes of the job for the head (the module); the watcher's exit status."""
-    from .loop import default_take
+    from .loop import HeldTake
 
     feed = Feed(sys.stdout.buffer, node_name())
 
     def emit(crash: Crash, text: str) -> None:
         feed.send("crash", text, docs=[report.json_lines([crash.document])], signal=crash.signal, pid=crash.pid)
 
-    caught = CrashWatch(opts, sys.stderr, sys.stderr, default_take(opts, sys.stderr), emit=emit) if crashes else None
+    caught = CrashWatch(opts, sys.stderr, sys.stderr, HeldTake(opts, sys.stderr), emit=emit) if crashes else None
     try:
         if caught is None:
             watcher = NodeWatch(job, opts, feed, sys.stdin.fileno())
