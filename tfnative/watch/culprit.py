@@ -185,11 +185,15 @@ def name(docs: Sequence[Document], facts: Mapping[int, Facts]) -> Optional[str]:
         peers_at = _at(_main(e)) if e is not None else None
     culprit = explain(doc, facts.get(doc.pid or -1) or Facts(), peers_at)
     culprit["how"] = how
+    node = (doc.scheduler or {}).get("node")  # a Slurm job's rank: its node
+    if node:
+        culprit["node"] = str(node)
     for d in docs:
         for e in d.events:
             e.culprit = dict(culprit)
     whom = "the rank the others wait for" if how == "peers_wait" or waiting else "the process the job waits for"
-    line = "the culprit: %s (pid %s), %s: %s" % (culprit["label"], doc.pid, whom, culprit["why"])
+    line = "the culprit: %s (pid %s%s), %s: %s" % (culprit["label"], doc.pid, " on node %s" % node if node else "",
+                                                   whom, culprit["why"])
     gone = _gone_peers(doc, docs)
     if gone:
         line += "; its peers %s are no longer running" % ", ".join(gone)
