@@ -217,7 +217,9 @@ def test_311_varints_of_every_length():
 def test_a_torn_table_gives_a_line_or_none_never_an_error():
     """A table read from a process that runs on may be torn (its code object freed and its memory reused while
     it was read, as a job's ranks start): a varint cut by the table's end, or any bytes at all, give a line or
-    None, never an error past the table (an IndexError there once ended a watch as a 3-rank job started)."""
+    None, never an error past the table.  An IndexError there once ended a watch as a 3-rank job started: the
+    ranks of a starting 3-rank MWMS job, read the ``--no-pause`` way nonstop for 45 s, gave 2 in 1441 reads, both
+    in ``_varint``."""
     cut = bytes([_entry(14, 1)]) + _sv(70033)[:1]  # the long form's line delta cut after its first byte
     assert cut[-1] & 64 and line_311(cut, 20, 0) is None
     assert line_311(bytes([_entry(13, 1), 0x41]), 20, 0) is None and line_311(bytes([_entry(11, 1)]), 20, 0) is None
