@@ -22,7 +22,7 @@ from .test_watch import SNAPSHOT_SLACK, Watcher, documents
 
 pytestmark = pytest.mark.skipif(not has_tensorflow(), reason="needs TensorFlow")
 STEPS = script("mwms_steps.py")
-# The job's ranks: 3 in CI; TFNATIVE_WATCH_RANKS=8 runs every case at 8 ranks (docs/watch.md, "At 8 ranks")
+# The job's ranks: 3 in CI; TFNATIVE_WATCH_RANKS=8 runs every case at 8 ranks (docs/watch.md, "Catching a stuck rank")
 RANKS = int(os.environ.get("TFNATIVE_WATCH_RANKS", "3"))
 HANG_AFTER, INTERVAL = 8.0, 2.0
 CONNECT_S = 240  # the workers connect in ~30 s on 2 idle cores; far longer beside other work
