@@ -113,20 +113,19 @@ def test_a_stopped_rank_is_the_culprit_and_its_verdict_says_stopped(tmp_path):
     assert "no known hang pattern fits" not in doc["events"][0]["triage"]["verdict"]
 
 
-def test_a_stopped_rank_without_the_crash_watch_is_the_culprit_by_its_state(tmp_path):
-    """The same SIGSTOP under ``watch --no-crash-watch``: nobody traces the rank, so its group stop is seen in
-    /proc alone (state ``T``), which does not say by which signal; the hang is reported in time all the same,
-    the stopped rank named as the culprit, in the text and the JSON, its own verdict ``process_stopped``; the
-    report's hold of a stopped rank leaves it stopped (the stop is the user's), and --on-hang kill ends it."""
+def test_a_stopped_rank_without_the_crash_watch_is_the_culprit_with_its_signal(tmp_path):
+    """The same SIGSTOP under ``watch --no-crash-watch``: nobody traces the rank, so /proc shows its group stop
+    as state ``T`` alone; the watch asks the rank itself (a seize reports the stop with its signal, then lets
+    it go: it stays stopped) and names it stopped by SIGSTOP, in the text and the JSON, its own verdict
+    ``process_stopped``; reported in time, --on-hang kill ends it, nothing left."""
     f = Fault(tmp_path, "stop", hang_after=5.0, interval=1.25, extra=("--no-crash-watch",),
               act=lambda pid: os.kill(pid, signal.SIGSTOP))
     culprit = f.check("stopped")
-    assert ("it is stopped (state T, by a stopping signal; which one /proc does not say): none of its threads "
-            "runs until SIGCONT") in f.line, f.line
-    assert culprit["how"] == "stopped" and culprit["state"] == "T" and "signal" not in culprit, culprit
+    assert "it is stopped (state T, by SIGSTOP): none of its threads runs until SIGCONT" in f.line, f.line
+    assert culprit["how"] == "stopped" and culprit["state"] == "T" and culprit["signal"] == "SIGSTOP", culprit
     doc = next(d for d in f.docs if d["pid"] == f.pid)
     assert doc["events"][0]["triage"]["pattern"] == "process_stopped"
-    assert "verdict: the process is stopped (state T, by a stopping signal)" in f.out, f.out
+    assert "verdict: the process is stopped (state T, by SIGSTOP)" in f.out, f.out
 
 
 def test_a_rank_deadlocked_on_two_locks_is_the_culprit_with_its_lock_cycle(tmp_path):

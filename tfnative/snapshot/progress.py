@@ -22,6 +22,7 @@ once per process by the watch; a thread waiting on a futex inside it waits for t
 from __future__ import annotations
 
 import os
+import signal
 import struct
 import time
 from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
@@ -33,7 +34,7 @@ from ..core.kstate import ProcessSample, ThreadSample
 from ..core.model import Capture, PythonFrame
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
-from ..sources import modules
+from ..sources import modules, ptrace
 from . import pipeline
 from .samples import signature
 
@@ -104,6 +105,16 @@ def _no_pause(pid: int) -> Optional[Capture]:
         return pipeline.take_nonblocking(pid, Threads.PYTHON)
     except _NOT_NOW:
         return None
+
+
+def stopped_by(pid: int) -> Optional[str]:
+    """The name of the signal that stopped ``pid`` (state ``T``, nobody tracing it: ``sources/ptrace``'s
+    ``group_stop_signal``), else None."""
+    try:
+        sig = ptrace.group_stop_signal(pid)
+    except (OSError, Unsupported):
+        return None
+    return signal.Signals(sig).name if sig else None
 
 
 def stack_keys(pid: int) -> Optional[Dict[int, Tuple[Any, ...]]]:

@@ -359,11 +359,15 @@ class Watch:
 
     def facts(self, pids: Sequence[int]) -> Dict[int, culprit.Facts]:
         """What the watcher knows of each process beyond a snapshot, read before the report holds them: its
-        state, the signal of its group stop (the crash catcher's), its CPU over the last interval."""
+        state, the signal of its group stop (the crash catcher's; without it, a stopped process's own report of
+        its stop to a seize), its CPU over the last interval."""
         out = {}
         for pid in pids:
+            state = procfs.state(pid)
             stopped = self.stopped_by(pid) if self.stopped_by is not None else None
-            out[pid] = culprit.Facts(state=procfs.state(pid), stopped_by=stopped, cpu_percent=self.cpu.get(pid))
+            if stopped is None and state == "T":
+                stopped = progress.stopped_by(pid)
+            out[pid] = culprit.Facts(state=state, stopped_by=stopped, cpu_percent=self.cpu.get(pid))
         return out
 
     def _changed(self, pids: Sequence[int]) -> bool:
