@@ -28,7 +28,10 @@ def tracer(pid):
 
 @pytest.mark.parametrize("sig", [signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, None])
 def test_the_stopping_signal_is_read_and_the_process_stays_as_it_was(sig):
-    p = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True)
+    # a process group of its own, whose parent (this test) is in another group of the same session: not
+    # orphaned, so the kernel does not discard SIGTSTP and SIGTTIN (it does for an orphaned group)
+    p = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: os.setpgid(0, 0))
     try:
         assert p.stdout.readline().strip() == "ready"
         if sig is not None:
