@@ -32,11 +32,14 @@ from ..core.binary.datasyms import data_symbol_extent
 from ..core.binary.elf import ElfError
 from ..core.kstate import ProcessSample, ThreadSample
 from ..core.model import Capture, PythonFrame
-from ..core.threads import Threads
+from ..core.threads import PythonThreads, Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
 from ..sources import modules, ptrace
+from ..sources.live import LiveSource
 from . import pipeline
+from .linkmap import link_map_names, python_reader
 from .samples import signature
+from .stackcopy import inner_to_host
 
 _NS_PER_TICK = 1e9 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
 
@@ -133,20 +136,46 @@ FINALIZING = "the interpreter is shutting down (Py_FinalizeEx has begun)"
 def exit_state(pid: int) -> Optional[str]:
     """``SHUTDOWN`` where the main thread of ``pid`` is in ``threading._shutdown`` (the main script has ended; the
     interpreter waits for the non-daemon threads), ``FINALIZING`` where the interpreter is being torn down, else
-    None (or where the stacks cannot be read without stopping the process)."""
-    capture = _no_pause(pid)
-    if capture is None:
+    None (or where it cannot be read without stopping the process, or two readings differ)."""
+    try:
+        first, second = _main_frames(pid), _main_frames(pid)
+    except _NOT_NOW:
         return None
-    if capture.finalizing:
+    if first is None or first != second:  # a torn reading, or the main thread moved between the two
+        return None
+    finalizing, frames = first
+    if finalizing:
         return FINALIZING
-    main = next((t for t in capture.threads if t.tid == pid), None)
-    if main is None:
-        return None
-    frames = [f for f in list(main.frames) + list(main.python_frames or []) if isinstance(f, PythonFrame)]
-    if any(f.function in ("_shutdown", "threading._shutdown") and (f.file or "").endswith("threading.py")
-           for f in frames):
+    if any(function in ("_shutdown", "threading._shutdown") and (file or "").endswith("threading.py")
+           for function, file, _line in frames):
         return SHUTDOWN
     return None
+
+
+def _main_frames(pid: int) -> Optional[Tuple[bool, Tuple[Tuple[str, Optional[str], Optional[int]], ...]]]:
+    """Whether the interpreter of ``pid`` is finalizing, and its main thread's Python frames (function, file,
+    line; innermost first), read as it runs and without any thread's native stack: the exit check of a process
+    of a thousand threads reads one thread's frames (``take_nonblocking`` copies every thread's stack: 45 MB
+    more for the watcher at 1,000 threads).  None where it runs no interpreter or its main thread has no
+    thread state."""
+    source = LiveSource(pid)
+    source.nonblocking = True
+    try:
+        libs = source.libraries()
+        link_map_names(source.memory, libs, source.executable)
+        reader = python_reader(source.memory, libs + source.extra_code(), [])
+        if reader is None:
+            return None
+        if reader.finalizing():
+            return True, ()
+        inner = source.namespace_tids()
+        for state in PythonThreads(reader, Capture(), inner, names=False).states:
+            if inner_to_host(state.native_id, inner) == pid:
+                reader.read_frames(state)
+                return False, tuple((f.function, f.file, f.line) for group in state.groups for f in group)
+        return None
+    finally:
+        source.close()
 
 
 def runtime_span(pid: int) -> Optional[Tuple[int, int]]:
