@@ -3,7 +3,7 @@ model's ``HangVerdict``, which ``analysis/verdict.py`` computes."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..core.model import HangVerdict
 
@@ -18,6 +18,16 @@ def verdict_lines(triage: Optional[HangVerdict], pid: Optional[int]) -> List[str
     if len(steps) > 1 or (steps and triage.pattern is None):
         lines += ["  " + line for line in chain_lines(steps, pid)]
     return lines
+
+
+def culprit_line(culprit: Mapping[str, Any], peers_wait: bool, gone: Sequence[str]) -> str:
+    """The line that names a hang's culprit (``analysis/culprit.Blame``: its JSON, whether its peers wait for it,
+    the tasks of its cluster no longer running)."""
+    whom = "the rank the others wait for" if peers_wait else "the process the job waits for"
+    line = "the culprit: %s (pid %s), %s: %s" % (culprit["label"], culprit["pid"], whom, culprit["why"])
+    if gone:
+        line += "; its peers %s are no longer running" % ", ".join(gone)
+    return line
 
 
 def chain_lines(steps: List[Dict[str, object]], pid: Optional[int]) -> List[str]:
