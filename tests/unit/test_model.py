@@ -333,12 +333,14 @@ def test_key_tables_name_only_attributes():
                 "NativeFrame": {"glue", "abort", "foldable", "shown_class", "library_path"},
                 # and the op a generated wrapper's frame runs (analysis/pyop.py), for the op line
                 "PythonFrame": {"user_code", "foldable", "shown_class", "wrapper_op"}}
-    for cls, keys in ((NativeFrame, model._NATIVE_KEYS), (PythonFrame, model._PYTHON_KEYS),
-                      (ElidedFrame, model._ELIDED_KEYS), (Thread, model._THREAD_KEYS),
+    from tfnative.core import framemodel, triage
+
+    for cls, keys in ((NativeFrame, framemodel._NATIVE_KEYS), (PythonFrame, framemodel._PYTHON_KEYS),
+                      (ElidedFrame, framemodel._ELIDED_KEYS), (Thread, model._THREAD_KEYS),
                       (Capture, model._CAPTURE_KEYS), (Event, model._EVENT_KEYS),
-                      (Document, model._DOCUMENT_KEYS), (model.HangVerdict, model._HANG_VERDICT_KEYS),
-                      (model.CrashSummary, model._CRASH_SUMMARY_KEYS), (model.ChildDeath, model._CHILD_DEATH_KEYS),
-                      (model.Op, model._OP_KEYS), (model.TfFunction, model._TF_FUNCTION_KEYS)):
+                      (Document, model._DOCUMENT_KEYS), (model.HangVerdict, triage._HANG_VERDICT_KEYS),
+                      (model.CrashSummary, triage._CRASH_SUMMARY_KEYS), (model.ChildDeath, model._CHILD_DEATH_KEYS),
+                      (model.Op, framemodel._OP_KEYS), (model.TfFunction, framemodel._TF_FUNCTION_KEYS)):
         fields = {f.name for f in dataclasses.fields(cls)}
         read = {k.attr for k in keys if k.read}
         assert read <= fields, cls

@@ -1,0 +1,107 @@
+"""The TRIAGE of an event (schema v1): why a process does not progress (``HangVerdict``, with the wait-for
+graph's edges) or what happened to one that ended (``CrashSummary``).  Pure: standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Union
+
+from . import jsonkeys
+from .framemodel import TfFunction
+from .jsonkeys import Json
+
+__all__ = ["HangVerdict", "CrashSummary", "Triage", "triage_from_json"]
+
+# the key tables' words (``core/jsonkeys.py``)
+_always = jsonkeys.always
+_as_list = jsonkeys.as_list
+_k = jsonkeys.k
+_optional = jsonkeys.optional
+_read = jsonkeys.read
+_truthy = jsonkeys.truthy
+_write = jsonkeys.write
+
+
+def _graph_written(obj: Any, value: Any) -> bool:
+    return obj.waits is not None
+
+
+@dataclass(slots=True)
+class HangVerdict:
+    """Why a process does not progress (the TRIAGE of a snapshot: ``verdict.triage``; a ``stack``
+    document's, an event's of ``attach``'s SIGQUIT or ``--timeout``, a core's whose signal came from outside)."""
+
+    verdict: str = ""
+    pattern: Optional[str] = None  # the hang pattern that fits (verdict.py), None where none does
+    gil_holder: Optional[Json] = None  # {"tid", "name", "blocked_in", "function", "file", "line"}
+    waiting_for_gil: List[int] = field(default_factory=list)
+    waiting_for_function: List[Json] = field(default_factory=list)  # {"tid", "tf_function", "at"}
+    stuck: Optional[List[int]] = None  # stack --samples only
+    moving: Optional[List[int]] = None
+    pool: Optional[Json] = None
+    # the wait-for graph (analysis/waitgraph.py): every edge, the cycle (a deadlock), the chain of waits; all
+    # three written together, always by today's tfnative (None: a document from before the graph)
+    waits: Optional[List[Json]] = None
+    cycle: Optional[List[Json]] = None
+    chain: Optional[List[Json]] = None
+
+    def to_json(self) -> Json:
+        return _write(self, _HANG_VERDICT_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> HangVerdict:
+        return cls(**_read(_HANG_VERDICT_KEYS, d))
+
+
+_HANG_VERDICT_KEYS = (
+    _k("verdict", doc=_always), _k("pattern", doc=_always), _k("gil_holder", doc=_always),
+    _k("waiting_for_gil", doc=_always, load=_as_list), _k("waiting_for_function", doc=_always, load=_as_list),
+    _k("stuck", doc=_always), _k("moving", doc=_always), _k("pool", doc=_always),
+    _k("waits", doc=_graph_written), _k("cycle", doc=_graph_written), _k("chain", doc=_graph_written))
+
+
+@dataclass(slots=True)
+class CrashSummary:
+    """What happened, in a few fields (the TRIAGE of a document that says how the process ended:
+    ``analysis.event.document_triage``): hits per location, the signal, the op, the user frame nearest the last
+    event, the tf.function, dumps, children."""
+
+    breakpoints: Dict[str, int] = field(default_factory=dict)  # location -> hits
+    signal: Optional[str] = None  # the fatal signal
+    handled_signals: List[str] = field(default_factory=list)
+    numerics: int = 0  # NaN/Inf events
+    nearest_user_frame: Optional[Json] = None  # {"function", "file", "line"}
+    tf_function: Optional[TfFunction] = None
+    dumps: int = 0
+    children_killed: List[str] = field(default_factory=list)  # "PID SIGNAL"
+    op: Optional[Json] = None  # {"type", "name", "kernel_type"?, "from"?, "from_xla"?, "created_at"?, "forward"?}
+    cxx_exception: Optional[Json] = None  # {"type", "what", "state"}
+    log: Optional[str] = None  # TensorFlow's fatal log line
+    eager: bool = False  # the op ran eagerly (no tf.function)
+    reproducer: Optional[Json] = None  # --repro: {"path", "op", "attrs", "inputs", "check"} (analysis/reproducer.py)
+
+    def to_json(self) -> Json:
+        return _write(self, _CRASH_SUMMARY_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> CrashSummary:
+        return cls(**_read(_CRASH_SUMMARY_KEYS, d))
+
+
+_CRASH_SUMMARY_KEYS = (
+    _k("breakpoints", doc=_always, load=lambda v: dict(v or {})), _k("signal", doc=_always),
+    _k("handled_signals", doc=_always, load=_as_list), _k("numerics", doc=_always, load=lambda v: v or 0),
+    _k("nearest_user_frame", doc=_always), _k("tf_function", doc=_always, load=_optional(TfFunction.from_json)),
+    _k("dumps", doc=_always, load=lambda v: v or 0), _k("children_killed", doc=_always, load=_as_list),
+    _k("op", doc=_always), _k("cxx_exception", doc=_truthy), _k("log", doc=_truthy),
+    _k("eager", doc=_truthy, load=bool), _k("reproducer"))
+
+Triage = Union[HangVerdict, CrashSummary]
+
+
+def triage_from_json(d: Optional[Json]) -> Optional[Triage]:
+    """The TRIAGE ``d`` stands for: a hang verdict (it has a ``"verdict"``), else a crash summary."""
+    if d is None:
+        return None
+    return HangVerdict.from_json(d) if "verdict" in d else CrashSummary.from_json(d)
