@@ -7,6 +7,7 @@ there are the wire form of the same process: ``tf-bt -a --json`` in gdb (``-tfna
 and ``snapshot.take(pid, Threads.PYTHON, variables=True)``'s.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -240,6 +241,12 @@ def test_recorded_hang_documents_read_back_as_they_were(path):
     for d in recorded(path):
         doc = Document.from_json(d)
         assert isinstance(doc.triage, model.HangVerdict) and doc.triage.waits is not None
+        # the graph's edges are the model's Wait, read only: an edge another verdict changes is a new one
+        edges = doc.triage.waits + (doc.triage.cycle or []) + (doc.triage.chain or [])
+        assert all(isinstance(w, model.Wait) for w in edges)
+        for w in edges[:1]:
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                w.resource = "changed"
         assert json.dumps(doc.to_json(), indent=1) == json.dumps(d, indent=1)
 
 

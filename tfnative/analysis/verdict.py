@@ -59,10 +59,11 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..core import frameclass
-from ..core.model import Event, Frame, HangVerdict, NativeFrame, PythonFrame, Thread
+from ..core.model import Event, Frame, HangVerdict, NativeFrame, PythonFrame, Thread, Wait
 from ..core.tensorflow.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait
 from . import waitgraph
 
@@ -260,9 +261,9 @@ def triage(event: Event) -> HangVerdict:
         pool=s.pool or None,
         # the wait-for graph (analysis/waitgraph.py): every edge, the cycle (a deadlock) or the chain from the
         # thread the user waits on to where the work is
-        waits=[w.to_json() for w in s.waits],
-        cycle=[w.to_json() for w in s.loop] if s.loop else None,
-        chain=[w.to_json() for w in s.steps])
+        waits=list(s.waits),
+        cycle=list(s.loop) if s.loop else None,
+        chain=list(s.steps))
     if s.holder is not None:
         f = _python_where(s.holder)
         out.gil_holder = {"tid": s.holder.tid, "name": s.holder.name, "blocked_in": blocked_in(s.holder),
@@ -430,7 +431,7 @@ def _kernel_does_not_return(s: _Scene) -> Optional[str]:
     return None
 
 
-def _sink(s: _Scene, *words: str) -> Optional[waitgraph.Wait]:
+def _sink(s: _Scene, *words: str) -> Optional[Wait]:
     """The first edge of the graph whose resource (no thread holds it) names one of ``words``, the chain's
     own first."""
     for w in list(s.steps) + list(s.waits):
@@ -439,7 +440,7 @@ def _sink(s: _Scene, *words: str) -> Optional[waitgraph.Wait]:
     return None
 
 
-def _subject(s: _Scene, w: waitgraph.Wait) -> str:
+def _subject(s: _Scene, w: Wait) -> str:
     t = next((t for t in s.threads if t.tid == w.thread), None)
     return who(t, s.pid, s.pool) if t is not None else "thread %s" % w.thread
 
@@ -680,20 +681,20 @@ def _verdict(e: Event) -> HangVerdict:
 def _parent_of_forked(e: Event, forked: Dict[int, Event]) -> None:
     t = _verdict(e)
     last = t.chain[-1] if t.chain else None
-    if not forked or last is None or last.get("waits_for") is not None:
+    if not forked or last is None or last.waits_for is not None:
         return
-    resource = last.get("resource") or ""
+    resource = last.resource or ""
     named = [pid for pid in forked if resource == "child process %d" % pid]
     if not named and "child process" not in resource and "child processes" not in resource:
         return
     children = named or sorted(forked)
     child = forked[children[0]]
-    where_child = next((w.get("at") for w in _verdict(child).chain or []), "?")
-    who_waits = "the main thread" if last.get("thread") == e.pid else "thread %s" % last.get("thread")
+    where_child = next((w.at for w in _verdict(child).chain or []), "?")
+    who_waits = "the main thread" if last.thread == e.pid else "thread %s" % last.thread
     t.pattern = "fork_without_pools"
     t.verdict = ("%s waits at %s for %s; %s forked after TensorFlow started its thread pools: %s at %s waits "
                     "for pool threads that do not exist in the child" % (
-                        who_waits, last.get("at"), resource if named else "its child processes %s" % ", ".join(
+                        who_waits, last.at, resource if named else "its child processes %s" % ", ".join(
                             str(p) for p in children),
                         "it was" if len(children) == 1 else "they were",
                         "its main thread's op" if len(children) == 1 else "each one's op", where_child))
@@ -723,16 +724,15 @@ def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
             t = _verdict(e)
             names = ", ".join(_task_text(events[o.pid]) for o in others)
             chain = t.chain or []
-            if chain and chain[-1].get("waits_for") is None:
-                sink = chain[-1]
-                for edge in [sink] + [w for w in t.waits or [] if w.get("thread") == sink["thread"]]:
-                    edge["resource"] = "%s of its cluster, not in the collective" % names
-                    edge["evidence"] += "; the other workers' snapshots: %s" % stalled
+            if chain and chain[-1].waits_for is None:
+                _sink_says(t, "%s of its cluster, not in the collective" % names,
+                           "; the other workers' snapshots: %s" % stalled)
             else:
-                edge = {"thread": e.pid, "waits_for": None, "resource": "%s of its cluster, not in the collective"
-                        % names, "evidence": "the other workers' snapshots: %s" % stalled, "at": _main_at(e)}
+                edge = Wait(e.pid if e.pid is not None else d.pid, None,
+                            "%s of its cluster, not in the collective" % names,
+                            "the other workers' snapshots: %s" % stalled, _main_at(e))
                 t.chain = chain + [edge]
-                t.waits = [w for w in t.waits or [] if w.get("thread") != e.pid] + [dict(edge)]
+                t.waits = [w for w in t.waits or [] if w.thread != e.pid] + [edge]
             t.pattern = "waiting_on_peer"
             t.verdict = "the main thread waits at %s for %s of its cluster, in a collective: %s" % (
                 _main_at(e), names, stalled)
@@ -751,17 +751,26 @@ def _missing_peers(waiting: List[Any], events: Dict[int, Event]) -> None:
         e = events[d.pid]
         t = _verdict(e)
         chain = t.chain or []
-        if not chain or chain[-1].get("waits_for") is not None:
+        if not chain or chain[-1].waits_for is not None:
             continue
         peers = "; ".join("%s (pid %s) waits too, at %s" % (_task_text(events[o.pid]), o.pid, _main_at(events[o.pid]))
                           for o in waiting if o is not d)
-        resource = "%s of its cluster, which no process read is" % names
-        sink = chain[-1]
-        for edge in [sink] + [w for w in t.waits or [] if w.get("thread") == sink["thread"]]:
-            edge["resource"] = resource
-            edge["evidence"] += "; the other workers' snapshots: %s" % peers
+        _sink_says(t, "%s of its cluster, which no process read is" % names,
+                   "; the other workers' snapshots: %s" % peers)
         t.verdict = "the main thread waits at %s for %s of its cluster: no process read is %s (not started, gone, " \
                     "or not read here); %s" % (_main_at(e), names, names, peers)
+
+
+def _sink_says(t: HangVerdict, resource: str, more: str) -> None:
+    """The chain's last edge (no thread holds what it waits for), and the graph's edges of its thread, now say
+    what across the processes shows it waits for (``resource``), with the evidence (``more``) added."""
+    thread = (t.chain or [])[-1].thread
+
+    def said(w: Wait) -> Wait:
+        return replace(w, resource=resource, evidence=w.evidence + more)
+
+    t.chain = (t.chain or [])[:-1] + [said((t.chain or [])[-1])]
+    t.waits = [said(w) if w.thread == thread else w for w in t.waits or []]
 
 
 def _task_text(e: Event) -> str:

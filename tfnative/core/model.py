@@ -36,11 +36,11 @@ from .. import __version__
 from . import jsonkeys
 from .framemodel import ElidedFrame, Frame, NativeFrame, Op, PythonFrame, TfFunction, frame_from_json, frames_from_json
 from .jsonkeys import Rule
-from .triage import CrashSummary, HangVerdict, Triage, triage_from_json
+from .triage import CrashSummary, HangVerdict, Triage, Wait, triage_from_json
 
 __all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
-           "Triage", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event", "Document",
-           "frame_from_json", "frames_from_json", "triage_from_json", "thread_label"]
+           "Triage", "Wait", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event",
+           "Document", "frame_from_json", "frames_from_json", "triage_from_json", "thread_label"]
 
 # the key tables' words (``core/jsonkeys.py``)
 _always = jsonkeys.always

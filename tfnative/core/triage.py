@@ -11,16 +11,45 @@ from . import jsonkeys
 from .framemodel import TfFunction
 from .jsonkeys import Json
 
-__all__ = ["HangVerdict", "CrashSummary", "Triage", "triage_from_json"]
+__all__ = ["Wait", "HangVerdict", "CrashSummary", "Triage", "triage_from_json"]
 
 # the key tables' words (``core/jsonkeys.py``)
 _always = jsonkeys.always
+_is_set = jsonkeys.is_set
 _as_list = jsonkeys.as_list
 _k = jsonkeys.k
 _optional = jsonkeys.optional
 _read = jsonkeys.read
 _truthy = jsonkeys.truthy
 _write = jsonkeys.write
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """One edge of the wait-for graph (``analysis/waitgraph.py``; WAIT of a hang verdict's ``waits``, ``cycle``
+    and ``chain``): ``thread`` waits for ``resource``, held or owed by thread ``waits_for`` (None: no thread)."""
+
+    thread: int
+    waits_for: Optional[int]
+    resource: str
+    evidence: str
+    at: Optional[str] = "?"  # where the waiting thread is (``waitgraph.where``); None: a document without it
+
+    def to_json(self) -> Json:
+        return _write(self, _WAIT_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> Wait:
+        return cls(**_read(_WAIT_KEYS, d))
+
+
+_WAIT_KEYS = (_k("thread", doc=_always, required=True), _k("waits_for", doc=_always),
+              _k("resource", doc=_always, required=True), _k("evidence", doc=_always, required=True),
+              _k("at", doc=_is_set))
+
+
+def _waits(ds: Optional[List[Json]]) -> Optional[List[Wait]]:
+    return [Wait.from_json(d) for d in ds] if ds is not None else None
 
 
 def _graph_written(obj: Any, value: Any) -> bool:
@@ -42,9 +71,9 @@ class HangVerdict:
     pool: Optional[Json] = None
     # the wait-for graph (analysis/waitgraph.py): every edge, the cycle (a deadlock), the chain of waits; all
     # three written together, always by today's tfnative (None: a document from before the graph)
-    waits: Optional[List[Json]] = None
-    cycle: Optional[List[Json]] = None
-    chain: Optional[List[Json]] = None
+    waits: Optional[List[Wait]] = None
+    cycle: Optional[List[Wait]] = None
+    chain: Optional[List[Wait]] = None
 
     def to_json(self) -> Json:
         return _write(self, _HANG_VERDICT_KEYS)
@@ -58,7 +87,8 @@ _HANG_VERDICT_KEYS = (
     _k("verdict", doc=_always), _k("pattern", doc=_always), _k("gil_holder", doc=_always),
     _k("waiting_for_gil", doc=_always, load=_as_list), _k("waiting_for_function", doc=_always, load=_as_list),
     _k("stuck", doc=_always), _k("moving", doc=_always), _k("pool", doc=_always),
-    _k("waits", doc=_graph_written), _k("cycle", doc=_graph_written), _k("chain", doc=_graph_written))
+    _k("waits", doc=_graph_written, load=_waits), _k("cycle", doc=_graph_written, load=_waits),
+    _k("chain", doc=_graph_written, load=_waits))
 
 
 @dataclass(slots=True)
