@@ -12,6 +12,7 @@ import os
 import pytest
 
 from tfnative.analysis import verdict, waitgraph
+from tfnative.analysis.across import across
 from tfnative.core.model import Document, Event, Thread, frames_from_json
 from tfnative.output import verdicttext
 
@@ -96,7 +97,7 @@ def test_fork_after_tensorflow_started_its_pools():
     assert "its MatMul waits for pool threads that do not exist in this child" in t.verdict
     again(parent)
     assert parent.events[0].triage.chain[-1].resource == "child process %d" % child.pid
-    verdict.across([parent, child])
+    across([parent, child])
     t = parent.events[0].triage
     assert t.pattern == "fork_without_pools"
     assert t.verdict.startswith("the main thread waits at %s for child process %d" % (
@@ -105,7 +106,7 @@ def test_fork_after_tensorflow_started_its_pools():
     procs = docs("process_after_predict")
     for d in procs:
         again(d)
-    verdict.across(procs)
+    across(procs)
     for d in procs[1:]:
         assert d.events[0].triage.pattern == "fork_without_pools"
         assert "it was forked at process_after_predict.py:" in d.events[0].triage.verdict
@@ -115,7 +116,7 @@ def test_the_stalled_worker_of_a_cluster_is_named():
     workers = docs("mwms_stalled_worker")
     for d in workers:
         again(d)
-    verdict.across(workers)
+    across(workers)
     by_task = {d.events[0].cluster["task"]: d for d in workers}
     for task in ("worker:0", "worker:1"):
         t = by_task[task].events[0].triage
@@ -168,7 +169,7 @@ def test_a_missing_worker_of_a_cluster_is_named():
     workers = docs("mwms_missing_rank")
     for d in workers:
         again(d)
-    verdict.across(workers)
+    across(workers)
     by_task = {d.events[0].cluster["task"]: d for d in workers}
     for task, other in (("worker:0", "worker:1"), ("worker:1", "worker:0")):
         t = by_task[task].events[0].triage
@@ -180,5 +181,5 @@ def test_a_missing_worker_of_a_cluster_is_named():
     (single,) = docs("mwms_missing_peer")
     again(single)
     before = single.events[0].triage.verdict
-    verdict.across([single])
+    across([single])
     assert single.events[0].triage.verdict == before and "worker 1" in before

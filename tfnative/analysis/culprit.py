@@ -1,6 +1,6 @@
 """The process a stalled job waits for, and why it does not come (``tfnative watch``'s hang report).
 
-From the report's documents (their verdicts after ``verdict.across``) and what the watcher knows beyond a
+From the report's documents (their verdicts after ``across.across``) and what the watcher knows beyond a
 snapshot (``ProcessFacts`` of ``core/kstate.py``, read by the watch: the process's scheduler state before the
 report held it, the signal of a group stop the crash catcher answered, its CPU over the last interval), in this
 order:
@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..core.kstate import ProcessFacts
 from ..core.model import Document, Event, PythonFrame, Thread
 from . import waitgraph
-from .verdict import blocked_in
+from .threadwords import blocked_in
 
 SPIN_PERCENT = 50.0  # a main thread that runs this much of a CPU over the last interval spins
 

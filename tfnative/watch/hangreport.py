@@ -3,7 +3,7 @@
 A hang: one held snapshot of every process of the job at one moment (``take_all``: the crash catcher's
 ``snapshots``, all held together, or ``many.snapshot_all`` over ``stack``'s ``process.capture_process``), each
 document's event of kind ``"hang"`` with the ``triage`` ``stack`` gives (the wait-for graph and the verdict,
-across the processes: ``verdict.across``; said by ``processes.report_all``), and for several processes their
+across the processes: ``across.across``; said by ``processes.report_all``), and for several processes their
 merged tree with the outlier named (``analysis/tree.py``, written by ``output/merge.py``).  Printed on ``out``;
 ``--json FILE``: the report's JSON Lines (the latest report); ``--out DIR``: ``hang-N.txt``, ``hang-N.jsonl`` and
 ``hang-N.html`` for the N-th report.
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Mapping, Optional, Sequence, TextIO
 
 from ..analysis import culprit
+from ..analysis.across import across
 from ..analysis.frames import mark_documents
 from ..analysis.tree import build_tree, first_outlier
-from ..analysis.verdict import across
 from ..core.kstate import ProcessFacts
 from ..core.model import Document, Outcome, PythonFrame
 from ..core.rankset import compress

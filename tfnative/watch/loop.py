@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Callable, ContextManager, Dict, FrozenSet, List, Optional, Sequence, Set, TextIO, Tuple
 
 from ..analysis import culprit
+from ..analysis.across import across
 from ..analysis.event import snapshot_document
 from ..analysis.progress import Tracker, carry, judge, stacks_moved
-from ..analysis.verdict import across
 from ..core.kstate import ProcessFacts, ProcessSample
 from ..core.model import Document, Outcome
 from ..core.signals import signal_name
