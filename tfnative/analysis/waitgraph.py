@@ -215,7 +215,7 @@ def build(event: Event) -> List[Wait]:
     threads = event.threads
     workers_of: Dict[int, List[Thread]] = {}
     for t in threads:
-        caller = (t.tf_function.called_by if t.tf_function else None) or (t.works_for or {}).get("tid")
+        caller = (t.tf_function.called_by if t.tf_function else None) or (t.works_for.tid if t.works_for else None)
         if caller is not None and t.tid != caller:
             workers_of.setdefault(caller, []).append(t)
     scene = _Scene(event, next((t for t in threads if t.gil == "held"), None), workers_of,

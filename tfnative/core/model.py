@@ -40,7 +40,7 @@ from .triage import CrashSummary, HangVerdict, Triage, Wait, triage_from_json
 
 __all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
            "Triage", "Wait", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event",
-           "Document", "frame_from_json", "frames_from_json", "triage_from_json", "thread_label"]
+           "Document", "WorksFor", "frame_from_json", "frames_from_json", "triage_from_json", "thread_label"]
 
 # the key tables' words (``core/jsonkeys.py``)
 _always = jsonkeys.always
@@ -90,6 +90,26 @@ def _optional_frames(ds: Optional[List[Json]]) -> Optional[List[Frame]]:
     return frames_from_json(ds) if ds is not None else None
 
 
+@dataclass(frozen=True, slots=True)
+class WorksFor:
+    """The Python thread a pool thread's work is for (``"works_for"`` of a THREAD, ``analysis/event.py``): its
+    tid, what it waits in, and why this one."""
+
+    tid: int
+    waits_in: Optional[str] = None  # "the next element of a tf.data iterator", "Session.run"...
+    how: Optional[str] = None  # "only thread waiting in TensorFlow"
+
+    def to_json(self) -> Json:
+        return _write(self, _WORKS_FOR_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> WorksFor:
+        return cls(**_read(_WORKS_FOR_KEYS, d))
+
+
+_WORKS_FOR_KEYS = (_k("tid", doc=_always, required=True), _k("waits_in", doc=_always), _k("how", doc=_always))
+
+
 # -- threads, captures, events, documents --------------------------------------------------------------------
 def _own_function(t: Any, fn: Optional[TfFunction]) -> bool:
     return fn is not None and not fn.how
@@ -125,7 +145,7 @@ class Thread:
     python_frames: Optional[List[Frame]] = None  # merge "mismatch": the Python stack alone
     error: Optional[str] = None
     tf_functions_in_flight: Optional[List[str]] = None  # an executor thread, several in flight
-    works_for: Optional[Json] = None  # a pool thread: {"tid", "waits_in", "how"}, the Python thread waiting on it
+    works_for: Optional[WorksFor] = None  # a pool thread: the Python thread waiting on its work
     lock_wait: Optional[Json] = None  # {"resource", "owner", "evidence"}: a lock it waits for whose holder memory says
     after_release: bool = False  # stack: its unwind read memory the hold's copy lacked, after the process ran on
     consistent: Optional[bool] = None  # stack --no-pause: False where its stack changed while it was read
@@ -164,7 +184,7 @@ _THREAD_KEYS = (
     _k("merge_detail", doc=_mismatched, wire=_mismatched), _k("python_frames", wire=_is_set, load=_optional_frames),
     _k("has_python", doc=_never, wire=_always, read=False, get=lambda t: t.has_python()),
     _k("error", doc=_truthy, wire=_is_set), _k("tf_function", doc=_attributed_function, read=False),
-    _k("tf_functions_in_flight", doc=_truthy), _k("works_for", doc=_truthy),
+    _k("tf_functions_in_flight", doc=_truthy), _k("works_for", doc=_truthy, load=_optional(WorksFor.from_json)),
     _k("lock_wait", doc=_truthy, wire=_is_set), _k("cxx_exception", doc=_truthy, wire=_is_set),
     _k("after_release", doc=_truthy, wire=_truthy, load=bool), _k("consistent", wire=_is_set),
     _k("gdb_thread", doc=_never, wire=_is_set))

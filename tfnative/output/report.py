@@ -467,7 +467,7 @@ class Printer:
         elif t.tf_functions_in_flight:
             head += " working for one of the tf.functions in flight: %s" % ", ".join(t.tf_functions_in_flight)
         elif t.works_for:
-            head += " working for thread %s, which waits for %s" % (t.works_for["tid"], t.works_for["waits_in"])
+            head += " working for thread %s, which waits for %s" % (t.works_for.tid, t.works_for.waits_in)
         if t.tid == event.thread and event.kind not in ("snapshot", "timeout", "hang"):
             head += " (stopped here)"
         return head + state_marks(t)
