@@ -35,6 +35,9 @@ class _Obj:
         self.fields = fields
         self.required: FrozenSet[str] = frozenset(required)
         self.nonnull: FrozenSet[str] = frozenset(nonnull) | self.required
+        # the keys whose value is a leaf, with the types it may have: most of a document's values, checked
+        # where they are met (a frame's strings and numbers), not through the walk's list
+        self.leaves: Dict[str, Tuple[type, ...]] = {k: _TYPES[v] for k, v in fields.items() if isinstance(v, str)}
 
 
 class _List:
@@ -220,10 +223,19 @@ def _check(root: Any, top: Spec, at: Path) -> None:
                     if key not in value:
                         raise SchemaError(_where((path, key)), "missing")
             renamed = None
+            leaves = spec.leaves if isinstance(spec, _Obj) else None
             for key, item in value.items():
                 if not key.isascii() and clean_string(key) != key:
                     renamed = renamed or []
                     renamed.append(key)
+                types = leaves.get(key) if leaves is not None else None
+                if types is not None:  # a leaf: as below, in fewer steps
+                    if type(item) not in types:
+                        if item is not None or key in nonnull:
+                            raise _fail((path, key), (fields or {})[key], item)
+                    elif type(item) is str and not item.isascii():
+                        value[key] = clean_string(item)
+                    continue
                 if fields is not None:
                     sub = fields.get(key, ANY)
                     if item is None:

@@ -20,7 +20,7 @@ _is_set = jsonkeys.is_set
 _k = jsonkeys.k
 _never = jsonkeys.never
 _optional = jsonkeys.optional
-_read = jsonkeys.read
+_build = jsonkeys.build
 _truthy = jsonkeys.truthy
 _write = jsonkeys.write
 
@@ -53,7 +53,7 @@ class Op:
 
     @classmethod
     def from_json(cls, d: Json) -> Op:
-        return cls(**_read(_OP_KEYS, d))
+        return _build(cls, _OP_KEYS, d)
 
 
 _OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
@@ -75,7 +75,7 @@ class TfFunction:
 
     @classmethod
     def from_json(cls, d: Json) -> TfFunction:
-        return cls(**_read(_TF_FUNCTION_KEYS, d))
+        return _build(cls, _TF_FUNCTION_KEYS, d)
 
 
 _TF_FUNCTION_KEYS = (_k("name", doc=_always, required=True), _k("python_function", doc=_always), _k("called_by"),
@@ -126,7 +126,7 @@ class NativeFrame:
 
     @classmethod
     def from_json(cls, d: Json) -> NativeFrame:
-        return cls(**_read(_NATIVE_KEYS, d))
+        return _build(cls, _NATIVE_KEYS, d)
 
 
 # A frame's place, as both forms write it: "kind", "function", "file", "line" always.
@@ -180,7 +180,7 @@ class PythonFrame:
 
     @classmethod
     def from_json(cls, d: Json) -> PythonFrame:
-        return cls(**_read(_PYTHON_KEYS, d))
+        return _build(cls, _PYTHON_KEYS, d)
 
 
 _PYTHON_KEYS = _PLACE + (
@@ -220,7 +220,7 @@ class ElidedFrame:
 
     @classmethod
     def from_json(cls, d: Json) -> ElidedFrame:
-        return cls(**_read(_ELIDED_KEYS, d))
+        return _build(cls, _ELIDED_KEYS, d)
 
 
 _ELIDED_KEYS = (_k("kind", doc=_always, read=False, get=_kind), _k("count", doc=_always, load=lambda v: v or 0),

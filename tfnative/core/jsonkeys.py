@@ -6,9 +6,10 @@ code's.  Pure: standard library only (gdb's Python imports the model too).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 Json = Dict[str, Any]
+T = TypeVar("T")
 Rule = Callable[[Any, Any], bool]  # (the object, the attribute's value) -> whether its key is written
 
 
@@ -125,6 +126,36 @@ def read(keys: Sequence[Key], d: Json) -> Json:
     for attr, key, load, required in plan.loaded:
         out[attr] = load(d[key] if required else d.get(key))
     return out
+
+
+_BUILDERS: Dict[Tuple[int, Any], Callable[[Json], Any]] = {}  # (id of a key table, class) -> its builder
+
+
+def build(cls: Callable[..., T], keys: Sequence[Key], d: Json) -> T:
+    """``cls(**read(keys, d))``, by a function made once per class and table: one call of ``cls`` with each
+    read key's value (its ``load``'s), without a loop over the table at each object (``merge`` reads some
+    100,000 frames of 1,000 documents)."""
+    builder = _BUILDERS.get((id(keys), cls))
+    if builder is None:
+        builder = _BUILDERS[(id(keys), cls)] = _builder(cls, keys)
+    result: T = builder(d)
+    return result
+
+
+def _builder(cls: Callable[..., Any], keys: Sequence[Key]) -> Callable[[Json], Any]:
+    """The source of ``build``'s function for ``cls`` and ``keys``, compiled: ``cls(attr=get(key), attr2=
+    load2(get(key2)), attr3=load3(d[key3])...)``, the same arguments ``read`` gives."""
+    scope: Dict[str, Any] = {"cls": cls}
+    args = []
+    for i, k in enumerate(k for k in keys if k.read):
+        value = "d[%r]" % k.key if k.required else "get(%r)" % k.key
+        if k.load is not same:
+            scope["load%d" % i] = k.load
+            value = "load%d(%s)" % (i, value)
+        args.append("%s=%s" % (k.attr, value))
+    exec("def build(d):\n    get = d.get\n    return cls(%s)\n" % ", ".join(args), scope)
+    made: Callable[[Json], Any] = scope["build"]
+    return made
 
 
 def optional(load: Callable[[Any], Any]) -> Callable[[Any], Any]:

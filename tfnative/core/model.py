@@ -51,6 +51,7 @@ _k = jsonkeys.k
 _Key = jsonkeys.Key
 _never = jsonkeys.never
 _optional = jsonkeys.optional
+_build = jsonkeys.build
 _read = jsonkeys.read
 _truthy = jsonkeys.truthy
 _write = jsonkeys.write
@@ -79,7 +80,7 @@ class ChildDeath:
 
     @classmethod
     def from_json(cls, d: Json) -> ChildDeath:
-        return cls(**_read(_CHILD_DEATH_KEYS, d))
+        return _build(cls, _CHILD_DEATH_KEYS, d)
 
 
 _CHILD_DEATH_KEYS = (_k("pid", doc=_always, required=True), _k("name", doc=_always),
@@ -104,7 +105,7 @@ class WorksFor:
 
     @classmethod
     def from_json(cls, d: Json) -> WorksFor:
-        return cls(**_read(_WORKS_FOR_KEYS, d))
+        return _build(cls, _WORKS_FOR_KEYS, d)
 
 
 _WORKS_FOR_KEYS = (_k("tid", doc=_always, required=True), _k("waits_in", doc=_always), _k("how", doc=_always))
@@ -157,7 +158,7 @@ class Thread:
 
     @classmethod
     def from_json(cls, d: Json) -> Thread:
-        return cls(**_read(_THREAD_KEYS, d))
+        return _build(cls, _THREAD_KEYS, d)
 
     def runs_python(self) -> bool:
         """Whether a Python frame is on its merged stack."""
@@ -239,7 +240,7 @@ class Capture:
     def from_json(cls, d: Json) -> Capture:
         """The capture ``d`` stands for.  Raises ValueError where ``d`` is no capture."""
         try:
-            return cls(**_read(_CAPTURE_KEYS, d))
+            return _build(cls, _CAPTURE_KEYS, d)
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError("a malformed capture (%s: %s)" % (type(exc).__name__, exc)) from None
 
@@ -299,7 +300,7 @@ class Event:
 
     @classmethod
     def from_json(cls, d: Json) -> Event:
-        return cls(**_read(_EVENT_KEYS, d))
+        return _build(cls, _EVENT_KEYS, d)
 
 
 _EVENT_KEYS = (

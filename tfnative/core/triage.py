@@ -19,7 +19,7 @@ _is_set = jsonkeys.is_set
 _as_list = jsonkeys.as_list
 _k = jsonkeys.k
 _optional = jsonkeys.optional
-_read = jsonkeys.read
+_build = jsonkeys.build
 _truthy = jsonkeys.truthy
 _write = jsonkeys.write
 
@@ -40,7 +40,7 @@ class Wait:
 
     @classmethod
     def from_json(cls, d: Json) -> Wait:
-        return cls(**_read(_WAIT_KEYS, d))
+        return _build(cls, _WAIT_KEYS, d)
 
 
 _WAIT_KEYS = (_k("thread", doc=_always, required=True), _k("waits_for", doc=_always),
@@ -80,7 +80,7 @@ class HangVerdict:
 
     @classmethod
     def from_json(cls, d: Json) -> HangVerdict:
-        return cls(**_read(_HANG_VERDICT_KEYS, d))
+        return _build(cls, _HANG_VERDICT_KEYS, d)
 
 
 _HANG_VERDICT_KEYS = (
@@ -116,7 +116,7 @@ class CrashSummary:
 
     @classmethod
     def from_json(cls, d: Json) -> CrashSummary:
-        return cls(**_read(_CRASH_SUMMARY_KEYS, d))
+        return _build(cls, _CRASH_SUMMARY_KEYS, d)
 
 
 _CRASH_SUMMARY_KEYS = (
