@@ -58,7 +58,7 @@ def test_an_op_is_written_in_the_order_each_place_of_schema_v1_gives_it():
 
 def test_capture_typed_with_its_internal_fields():
     gdb = Capture.from_json(load("capture_gdb.json"))
-    assert gdb.via is None and gdb.python == "3.11" and gdb.pool["threads"] >= 1
+    assert gdb.via is None and gdb.python == "3.11" and gdb.pool.threads >= 1
     main = gdb.threads[0]
     assert main.tid == gdb.pid and main.merge == "ok" and main.gdb_thread == 1 and main.has_python()
     native = [f for f in main.frames if isinstance(f, NativeFrame)]

@@ -72,12 +72,12 @@ def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
         t.label = thread_label(t, main_name)
     # The thread that stopped comes first.
     threads.sort(key=lambda t: t.tid != selected)
-    pool = capture.pool or {}
+    pool = capture.pool
     return Event(kind=kind, **extra, thread=selected, pid=capture.pid,
                  ns_pid=capture.ns_pid,  # the pid inside the process's own PID namespace
                  threads=threads, python=capture.python, via=capture.via, warnings=list(capture.warnings),
                  # a process with TensorFlow's inter-op pool, or running TensorFlow with none (a forked child)
-                 pool=pool if pool.get("threads") or (pool and _runs_tensorflow(threads)) else None,
+                 pool=pool if pool is not None and (pool.threads or _runs_tensorflow(threads)) else None,
                  samples=capture.samples, held_ms=capture.held_ms, finalizing=capture.finalizing,
                  no_debug_info=userlibs.without_debug_info(threads, capture.libraries) or None)
 

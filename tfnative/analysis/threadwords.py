@@ -11,7 +11,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..core import frameclass
-from ..core.model import Frame, NativeFrame, PythonFrame, Thread
+from ..core.model import Frame, NativeFrame, Pool, PythonFrame, Thread
 from ..core.tensorflow.executors import is_any_pool_worker, tf_wait
 
 # Native frames that only carry a call from Python to a C function (ctypes, libffi), and the interpreter's.
@@ -83,12 +83,12 @@ def kernel_frame(t: Thread) -> Optional[NativeFrame]:
     return next((f for f in kernels if f.op), kernels[0] if kernels else None)
 
 
-def who(t: Thread, pid: Optional[int], pool: Optional[Dict[str, Any]] = None) -> str:
+def who(t: Thread, pid: Optional[int], pool: Optional[Pool] = None) -> str:
     """"the main thread", "thread 12 tf_Compute" (its OS name), "the inter-op pool's thread 12" (a worker of
     an unnamed inter-op pool, ``pool`` the event's summary)."""
     if pid is not None and t.tid == pid:
         return "the main thread"
-    if pool and unnamed_pool(pool) and t.tid in (pool.get("pools") or {}).get("inter-op", []):
+    if pool is not None and pool.unnamed and t.tid in pool.placed("inter-op"):
         return "the inter-op pool's thread %s" % t.tid
     return "thread %s %s" % (t.tid, t.name or "")
 
@@ -182,9 +182,3 @@ def stuck_note(t: Thread) -> str:
 def python_where(t: Thread) -> Optional[PythonFrame]:
     """The user's innermost frame, else the innermost Python frame."""
     return user_frame(t) or next(iter(python_frames(t)), None)
-
-
-def unnamed_pool(pool: Dict[str, Any]) -> bool:
-    """A pool whose threads TensorFlow did not name (``"name": None``; a summary without the key is from a
-    version of tfnative that saw only the named ``tf_Compute`` pool)."""
-    return "name" in pool and not pool["name"]

@@ -59,10 +59,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from ..core import frameclass
-from ..core.model import Event, HangVerdict, NativeFrame, PythonFrame, Thread, Wait
+from ..core.model import Event, HangVerdict, NativeFrame, Pool, PythonFrame, Thread, Wait
 from ..core.tensorflow.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel
 from . import waitgraph
 from .threadwords import (
@@ -77,11 +77,12 @@ from .threadwords import (
     python_frames,
     python_where,
     stuck_note,
-    unnamed_pool,
     user_where,
     where,
     who,
 )
+
+NO_POOL = Pool(has_name=False)  # an event without a pool summary, as the patterns read it
 
 
 class _Scene:
@@ -94,7 +95,7 @@ class _Scene:
         self.holder = next((t for t in self.threads if t.gil == "held"), None)
         self.waiters = [t for t in self.threads if t.gil == "waiting"]
         self.callers = callers_of(self.threads)
-        self.pool: Dict[str, Any] = event.pool or {}
+        self.pool: Pool = event.pool or NO_POOL  # (no summary: no worker seen)
         self.waits, self.loop, self.steps = waitgraph.analyse(event)
 
 
@@ -110,7 +111,7 @@ def triage(event: Event) -> HangVerdict:
                                "at": user_where(t)} for t in s.callers],
         stuck=[t.tid for t in s.threads if t.progress == "stuck"] if sampled else None,
         moving=[t.tid for t in s.threads if t.progress == "moving"] if sampled else None,
-        pool=s.pool or None,
+        pool=s.event.pool,
         # the wait-for graph (analysis/waitgraph.py): every edge, the cycle (a deadlock) or the chain from the
         # thread the user waits on to where the work is
         waits=list(s.waits),
@@ -245,10 +246,10 @@ def _async_never_done(s: _Scene) -> Optional[str]:
     if w is None:
         return None
     others = [t for t in s.threads if t.tid != w.thread and (runs_kernel(t) or not is_idle(t))]
-    if others or s.pool.get("busy"):
+    if others or s.pool.busy:
         return None
     op = w.resource[len(waitgraph.ASYNC_DONE):].strip()
-    pool = " (%s idle)" % ("all %s" % _pool_threads(s.pool)) if s.pool.get("threads") else ""
+    pool = " (%s idle)" % ("all %s" % _pool_threads(s.pool)) if s.pool.threads else ""
     return ("op %s: its async kernel returned without calling done; no thread works on it: %s waits in %s "
             "from %s, and every other thread waits%s" % (op, _subject(s, w), waitgraph.ASYNC_COMPUTE, w.at, pool))
 
@@ -268,7 +269,7 @@ def _kernel_does_not_return(s: _Scene) -> Optional[str]:
         op = _op_of(t)
         if k is None or op is None or not is_idle(t):
             continue
-        if any(not is_idle(o) for o in s.threads if o is not t) or s.pool.get("busy"):
+        if any(not is_idle(o) for o in s.threads if o is not t) or s.pool.busy:
             return None
         # the call the kernel made (sleep, pthread_cond_wait), not libc's futex underneath it; the C++ library's
         # templates between (std::condition_variable::wait, inlined in one build and not in another) passed over
@@ -396,27 +397,27 @@ def _named(t: Thread) -> str:
 
 
 def _workers(s: _Scene) -> List[Thread]:
-    busy = set(s.pool.get("busy") or [])
+    busy = set(s.pool.busy)
     return [t for t in s.threads if t.tid in busy]
 
 
-def _pool_threads(pool: Dict[str, Any]) -> str:
+def _pool_threads(pool: Pool) -> str:
     """"2 tf_Compute threads" (a pool TensorFlow names), "2 threads of the inter-op pool" (an unnamed one
     whose workers the frames tell apart), "5 worker threads of TensorFlow's pools" (some of whose pool no
     frame shows)."""
-    n = pool["threads"]
-    if not unnamed_pool(pool):
-        return "%d %s threads" % (n, pool.get("name") or "tf_Compute")
-    if pool.get("exact", True):
+    n = pool.threads
+    if not pool.unnamed:
+        return "%d %s threads" % (n, pool.name or "tf_Compute")
+    if pool.exact is not False:
         return "%d thread%s of the inter-op pool" % (n, "" if n == 1 else "s")
     return "%d worker thread%s of TensorFlow's pools" % (n, "" if n == 1 else "s")
 
 
 def _pool_exhausted(s: _Scene) -> Optional[str]:
-    if not s.callers or not s.pool.get("threads") or s.pool.get("idle") or not s.pool.get("exact", True):
+    if not s.callers or not s.pool.threads or s.pool.idle or s.pool.exact is False:
         return None
     workers = _workers(s)
-    if len(workers) != s.pool["threads"]:
+    if len(workers) != s.pool.threads:
         return None
     if not all(python_frames(t) or t.gil == "waiting" for t in workers):
         return None
@@ -428,15 +429,15 @@ def _pool_exhausted(s: _Scene) -> Optional[str]:
 
 
 def _waiting_on_executor(s: _Scene) -> Optional[str]:
-    if not s.callers or not s.pool.get("busy"):
+    if not s.callers or not s.pool.busy:
         return None
-    busy = set(s.pool["busy"])
+    busy = set(s.pool.busy)
     if not all(is_idle(t) for t in s.threads if python_frames(t) and t.tid not in busy):
         return None
     workers = _workers(s)
     if not workers:
         return None
-    label = "the inter-op pool's " if unnamed_pool(s.pool) else (workers[0].name or "") + " "
+    label = "the inter-op pool's " if s.pool.unnamed else (workers[0].name or "") + " "
     return "%s; the work is on %s" % (function_phrase(s.callers, s.pid), group_text(workers, label))
 
 
@@ -461,7 +462,7 @@ def _waiting_on_tf_data(s: _Scene) -> Optional[str]:
 
 
 def _function_without_thread(s: _Scene) -> Optional[str]:
-    if not s.callers or not s.pool.get("threads") or s.pool.get("busy"):
+    if not s.callers or not s.pool.threads or s.pool.busy:
         return None
     if not all(is_idle(t) for t in s.callers):
         return None

@@ -407,8 +407,8 @@ def _waits_in_tf(scene: _Scene, t: Thread) -> bool:
 
 def _no_pool(scene: _Scene, t: Thread) -> Optional[Wait]:
     """A thread waiting in TensorFlow in a process with no pool thread at all (a forked child)."""
-    pool = scene.event.pool or {}
-    if not (_waits_in_tf(scene, t) and not scene.pool_threads and "threads" in pool and not pool["threads"]
+    pool = scene.event.pool
+    if not (_waits_in_tf(scene, t) and not scene.pool_threads and pool is not None and not pool.threads
             and scene.event.kind in ("snapshot", "timeout", "hang")
             and (t.kernel or {}).get("state") in ("S", "D", None)):
         return None

@@ -93,11 +93,14 @@ _SCHEDULER = _Obj({"kind": STR, "rank": INT, "job": STR, "step": STR, "node": ST
                    "world_size": INT})
 _TASK = _Obj({"type": STR, "index": INT})
 _WAIT = _Obj({"thread": INT, "waits_for": INT, "resource": STR, "evidence": STR, "at": STR})
+# TensorFlow's inter-op pool (core/poolsummary.py): an object the model reads, as typed as the rest
+_POOL = _Obj({"name": STR, "threads": INT, "busy": _List(INT), "idle": _List(INT), "exact": BOOL,
+              "pools": _Map(_List(INT))})
 _HANG = _Obj({
     "verdict": STR, "pattern": STR, "waits": _List(_WAIT), "cycle": _List(_WAIT), "chain": _List(_WAIT),
     "gil_holder": _Obj({"tid": INT, "name": STR, "blocked_in": STR, "function": STR, "file": STR, "line": INT}),
     "waiting_for_gil": _List(INT), "waiting_for_function": _List(_Obj({"tid": INT, "tf_function": STR, "at": STR})),
-    "stuck": _List(INT), "moving": _List(INT), "pool": ANY})
+    "stuck": _List(INT), "moving": _List(INT), "pool": _POOL})
 _EVENT_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "from_xla": _List(STR),
                   "created_at": _List(_FRAME), "forward": _Obj({"type": STR, "name": STR, "created_at": ANY})})
 # "created_at": the user's line alone, not the creation stack
@@ -115,7 +118,7 @@ _CRASH = _Obj({
 _EVENT = _Obj({
     "kind": STR, "location": STR, "signal": STR, "signal_code": INT, "fault_address": STR, "sent_by": INT,
     "timeout": NUM, "thread": INT, "pid": INT, "ns_pid": INT, "threads": _List(_THREAD), "python": STR, "via": STR,
-    "warnings": _List(STR), "pool": ANY, "samples": _Obj({"count": INT, "interval_s": NUM, "span_s": NUM}),
+    "warnings": _List(STR), "pool": _POOL, "samples": _Obj({"count": INT, "interval_s": NUM, "span_s": NUM}),
     "held_ms": NUM, "finalizing": BOOL, "log": STR, "handler": BOOL, "op": _EVENT_OP, "fatal": BOOL,
     "reraised_by_handler": BOOL, "cluster": _Obj({"task": STR, "tasks": _List(STR), "source": STR}),
     "triage": _HANG, "process": _Obj({"pid": INT, "cmdline": STR, "task": _TASK, "scheduler": _SCHEDULER}),

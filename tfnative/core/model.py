@@ -36,11 +36,12 @@ from .. import __version__
 from . import jsonkeys
 from .framemodel import ElidedFrame, Frame, NativeFrame, Op, PythonFrame, TfFunction, frame_from_json, frames_from_json
 from .jsonkeys import Rule
+from .poolsummary import Pool
 from .triage import CrashSummary, HangVerdict, Triage, Wait, triage_from_json
 
 __all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
            "Triage", "Wait", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event",
-           "Document", "WorksFor", "frame_from_json", "frames_from_json", "triage_from_json", "thread_label"]
+           "Document", "WorksFor", "Pool", "frame_from_json", "frames_from_json", "triage_from_json", "thread_label"]
 
 # the key tables' words (``core/jsonkeys.py``)
 _always = jsonkeys.always
@@ -224,7 +225,7 @@ class Capture:
     python: Optional[str] = None  # "3.11": the interpreter found
     finalizing: bool = False  # Py_FinalizeEx has begun
     selected_tid: Optional[int] = None  # the thread that stopped (the crashed one of a core)
-    pool: Optional[Json] = None  # executors.pool_summary: TensorFlow's inter-op pool
+    pool: Optional[Pool] = None  # executors.pool_summary: TensorFlow's inter-op pool
     via: Optional[str] = None  # "cfi" (tfnative's unwinder) | "gdb"
     samples: Optional[Json] = None  # stack --samples: {"count", "interval_s", "span_s"}
     held_ms: Optional[float] = None  # stack without gdb: how long the process was held
@@ -252,7 +253,8 @@ def _wire(key: str, rule: Rule = _is_set, **more: Any) -> _Key:
 
 _CAPTURE_KEYS = (
     _wire("pid", _always), _wire("threads", _always, load=_threads), _wire("warnings", _always, load=_as_list),
-    _wire("ns_pid"), _wire("python"), _wire("finalizing", _truthy, load=bool), _wire("selected_tid"), _wire("pool"),
+    _wire("ns_pid"), _wire("python"), _wire("finalizing", _truthy, load=bool), _wire("selected_tid"),
+    _wire("pool", load=_optional(Pool.from_json)),
     _wire("via"), _wire("samples"), _wire("held_ms"), _wire("nonblocking", _truthy, load=bool),
     _wire("libraries", _truthy, load=_as_dict))
 
@@ -280,7 +282,7 @@ class Event:
     python: Optional[str] = None  # "3.11"
     via: Optional[str] = None  # "cfi" | "gdb"
     warnings: List[str] = field(default_factory=list)
-    pool: Optional[Json] = None
+    pool: Optional[Pool] = None  # the capture's, where it saw TensorFlow's pool or runs TensorFlow
     samples: Optional[Json] = None
     held_ms: Optional[float] = None  # stack without gdb: how long the process was held (0.0: --no-pause)
     finalizing: bool = False
@@ -307,7 +309,8 @@ _EVENT_KEYS = (
     _k("kind", doc=_always, required=True), _k("location"), _k("signal"), _k("signal_code", doc=_core_or_set),
     _k("fault_address", doc=_core_or_set), _k("sent_by"), _k("timeout"), _k("thread", doc=_always),
     _k("pid", doc=_always), _k("ns_pid"), _k("threads", doc=_always, load=_threads), _k("python", doc=_truthy),
-    _k("via", doc=_truthy), _k("warnings", doc=_truthy, load=_as_list), _k("pool", doc=_truthy),
+    _k("via", doc=_truthy), _k("warnings", doc=_truthy, load=_as_list),
+    _k("pool", doc=_truthy, load=_optional(Pool.from_json)),
     _k("samples", doc=_truthy), _k("held_ms"), _k("finalizing", doc=_truthy, load=bool), _k("log", doc=_truthy),
     _k("handler"), _k("op"), _k("fatal"), _k("reraised_by_handler", doc=_truthy, load=bool),
     _k("cluster", doc=_truthy), _k("triage", load=lambda v: HangVerdict.from_json(v) if v is not None else None),

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Union
 from . import jsonkeys
 from .framemodel import TfFunction
 from .jsonkeys import Json
+from .poolsummary import Pool
 
 __all__ = ["Wait", "HangVerdict", "CrashSummary", "Triage", "triage_from_json"]
 
@@ -68,7 +69,7 @@ class HangVerdict:
     waiting_for_function: List[Json] = field(default_factory=list)  # {"tid", "tf_function", "at"}
     stuck: Optional[List[int]] = None  # stack --samples only
     moving: Optional[List[int]] = None
-    pool: Optional[Json] = None
+    pool: Optional[Pool] = None  # the event's
     # the wait-for graph (analysis/waitgraph.py): every edge, the cycle (a deadlock), the chain of waits; all
     # three written together, always by today's tfnative (None: a document from before the graph)
     waits: Optional[List[Wait]] = None
@@ -86,7 +87,7 @@ class HangVerdict:
 _HANG_VERDICT_KEYS = (
     _k("verdict", doc=_always), _k("pattern", doc=_always), _k("gil_holder", doc=_always),
     _k("waiting_for_gil", doc=_always, load=_as_list), _k("waiting_for_function", doc=_always, load=_as_list),
-    _k("stuck", doc=_always), _k("moving", doc=_always), _k("pool", doc=_always),
+    _k("stuck", doc=_always), _k("moving", doc=_always), _k("pool", doc=_always, load=_optional(Pool.from_json)),
     _k("waits", doc=_graph_written, load=_waits), _k("cycle", doc=_graph_written, load=_waits),
     _k("chain", doc=_graph_written, load=_waits))
 
