@@ -174,6 +174,9 @@ def name(docs: Sequence[Document], facts: Mapping[int, ProcessFacts]) -> Optiona
         peers_at = _at(_main(e)) if e is not None else None
     culprit = explain(doc, facts.get(doc.pid or -1) or ProcessFacts(), peers_at)
     culprit["how"] = how
+    node = (doc.scheduler or {}).get("node")  # a Slurm job's rank: its node
+    if node:
+        culprit["node"] = str(node)
     for d in docs:
         for e in d.events:
             e.culprit = dict(culprit)

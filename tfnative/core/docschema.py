@@ -124,7 +124,7 @@ _EVENT = _Obj({
     "triage": _HANG, "process": _Obj({"pid": INT, "cmdline": STR, "task": _TASK, "scheduler": _SCHEDULER}),
     "no_debug_info": _List(_Obj({"library": STR, "path": STR, "built_by": STR, "rebuild": STR})),
     "culprit": _Obj({"pid": INT, "label": STR, "why": STR, "cause": STR, "at": STR, "state": STR, "signal": STR,
-                     "cpu_percent": NUM, "how": STR}, required=["pid", "why", "cause"])},
+                     "cpu_percent": NUM, "how": STR, "node": STR}, required=["pid", "why", "cause"])},
     required=["kind"])
 DOCUMENT = _Obj({
     "version": STR, "pid": INT, "argv": _List(STR), "events": _List(_EVENT), "unresolved": _List(STR), "host": STR,

@@ -24,7 +24,9 @@ def culprit_line(culprit: Mapping[str, Any], peers_wait: bool, gone: Sequence[st
     """The line that names a hang's culprit (``analysis/culprit.Blame``: its JSON, whether its peers wait for it,
     the tasks of its cluster no longer running)."""
     whom = "the rank the others wait for" if peers_wait else "the process the job waits for"
-    line = "the culprit: %s (pid %s), %s: %s" % (culprit["label"], culprit["pid"], whom, culprit["why"])
+    node = culprit.get("node")  # a Slurm job's rank: its node
+    line = "the culprit: %s (pid %s%s), %s: %s" % (culprit["label"], culprit["pid"],
+                                                   " on node %s" % node if node else "", whom, culprit["why"])
     if gone:
         line += "; its peers %s are no longer running" % ", ".join(gone)
     return line

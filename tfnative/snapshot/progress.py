@@ -25,6 +25,7 @@ what a hang report's culprit is judged by beyond the snapshot (``analysis/culpri
 from __future__ import annotations
 
 import os
+import signal
 import struct
 import time
 from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
@@ -36,7 +37,7 @@ from ..core.kstate import ProcessFacts, ProcessSample, ThreadSample
 from ..core.model import Capture, PythonFrame
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
-from ..sources import modules
+from ..sources import modules, ptrace
 from . import pipeline
 from .samples import signature
 
@@ -107,6 +108,16 @@ def _no_pause(pid: int) -> Optional[Capture]:
         return pipeline.take_nonblocking(pid, Threads.PYTHON)
     except _NOT_NOW:
         return None
+
+
+def stopped_by(pid: int) -> Optional[str]:
+    """The name of the signal that stopped ``pid`` (state ``T``, nobody tracing it: ``sources/ptrace``'s
+    ``group_stop_signal``), else None."""
+    try:
+        sig = ptrace.group_stop_signal(pid)
+    except (OSError, Unsupported):
+        return None
+    return signal.Signals(sig).name if sig else None
 
 
 def stack_keys(pid: int) -> Optional[Dict[int, Tuple[Any, ...]]]:
@@ -180,10 +191,15 @@ def cluster_rank(pid: int) -> bool:
     return bool(cluster and len(cluster.get("tasks") or []) > 1)
 
 
-def facts(pid: int, stopped_by: Optional[str], cpu_percent: Optional[float]) -> ProcessFacts:
-    """What the watch knows of ``pid`` beyond a snapshot: its scheduler state read now, with the signal of its
-    group stop (the crash catcher's) and its CPU over the last interval, which the watch measured."""
-    return ProcessFacts(state=procfs.state(pid), stopped_by=stopped_by, cpu_percent=cpu_percent)
+def facts(pid: int, caught_stop: Optional[str], cpu_percent: Optional[float]) -> ProcessFacts:
+    """What the watch knows of ``pid`` beyond a snapshot: its scheduler state read now, the signal of its group
+    stop (``caught_stop``: the crash catcher's; where it answers none and the process is stopped, the process's
+    own report of its stop to a seize, ``stopped_by``) and its CPU over the last interval, which the watch
+    measured."""
+    state = procfs.state(pid)
+    if caught_stop is None and state == "T":
+        caught_stop = stopped_by(pid)
+    return ProcessFacts(state=state, stopped_by=caught_stop, cpu_percent=cpu_percent)
 
 
 def loads_tensorflow(pid: int) -> bool:

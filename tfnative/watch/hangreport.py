@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import os
 from dataclasses import dataclass, field
-from typing import Callable, List, Mapping, Optional, Sequence, TextIO
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextIO
 
 from ..analysis import culprit
 from ..analysis.across import across
@@ -73,6 +73,25 @@ class Hang:
     number: int
     headline: str
     facts: Mapping[int, ProcessFacts] = field(default_factory=dict)
+
+
+def facts_json(facts: Mapping[int, ProcessFacts]) -> Dict[str, Dict[str, Any]]:
+    """``facts`` as a node watcher sends them to the head of ``watch --slurm-job`` (``{"PID": {...}}``)."""
+    return {str(pid): {"state": f.state, "stopped_by": f.stopped_by, "cpu_percent": f.cpu_percent}
+            for pid, f in facts.items()}
+
+
+def facts_from_json(value: Any) -> Dict[int, ProcessFacts]:
+    """What ``facts_json`` wrote, read back at the head (anything else in it left out)."""
+    out: Dict[int, ProcessFacts] = {}
+    for pid, f in (value.items() if isinstance(value, dict) else ()):
+        if not str(pid).isdigit() or not isinstance(f, dict):
+            continue
+        state, by, cpu = f.get("state"), f.get("stopped_by"), f.get("cpu_percent")
+        out[int(pid)] = ProcessFacts(state=state if isinstance(state, str) else None,
+                                      stopped_by=by if isinstance(by, str) else None,
+                                      cpu_percent=float(cpu) if isinstance(cpu, (int, float)) else None)
+    return out
 
 
 def hang_report(pids: Sequence[int], take_all: TakeAll, opts: WatchOptions, hang: Hang, out: TextIO,

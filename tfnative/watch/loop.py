@@ -360,7 +360,8 @@ class Watch:
 
     def facts(self, pids: Sequence[int]) -> Dict[int, ProcessFacts]:
         """What the watcher knows of each process beyond a snapshot, read before the report holds them: its
-        state, the signal of its group stop (the crash catcher's), its CPU over the last interval."""
+        state, the signal of its group stop (the crash catcher's; without it, a stopped process's own report of
+        its stop to a seize: ``progress.facts``), its CPU over the last interval."""
         return {pid: progress.facts(pid, self.stopped_by(pid) if self.stopped_by is not None else None,
                                     self.cpu.get(pid)) for pid in pids}
 
