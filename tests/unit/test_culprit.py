@@ -86,3 +86,12 @@ def test_no_culprit_where_none_is_alone_out_of_the_collective():
     assert _name(docs, {}) is None
     assert _OPENED == []
     assert all(d.events[0].culprit is None for d in docs)
+
+
+def test_a_slurm_ranks_culprit_is_named_with_its_node():
+    docs = [_rank(0, "waiting_on_peer"), _rank(1, None), _rank(2, "waiting_on_peer")]
+    docs[1].scheduler = {"kind": "slurm", "rank": 1, "node": "n2"}
+    blame = _name(docs, {})
+    assert blame is not None and blame.culprit["node"] == "n2" and docs[0].events[0].culprit["node"] == "n2"
+    assert culprit_line(blame.culprit, blame.peers_wait, blame.gone).startswith(
+        "the culprit: worker:1 (pid 1001 on node n2), the rank the others wait for: ")
