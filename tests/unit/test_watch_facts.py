@@ -4,7 +4,7 @@ stopped rank of another node as ``watch`` names one of its own."""
 
 import json
 
-from tfnative.watch.culprit import Facts
+from tfnative.core.kstate import ProcessFacts as Facts
 from tfnative.watch.hangreport import facts_from_json, facts_json
 
 

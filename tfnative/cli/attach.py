@@ -223,7 +223,7 @@ def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], r
     repro, repro_check = repro_path(kw.pop("repro", None)), not kw.pop("no_repro_check", False)
 
     def go() -> int:
-        from ..attach.session import run_attach
+        from ..attach.run import run_attach
 
         opts = options_of(dict(kw, interactive=interactive))
         if repro is not None:
@@ -315,7 +315,7 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
                 click.echo("tfnative: report written to %s" % shown(output), err=True)
             return code
 
-        from ..attach.session import run_attach
+        from ..attach.run import run_attach
         from ..gdb.mi import find_gdb
         from ..output import bugreport
         from ..toolchain import hostfacts  # the doctor's ELF readers: not on attach's path

@@ -16,6 +16,9 @@ once per process by the watch; a thread waiting on a futex inside it waits for t
 ``exit_state(pid)``: whether the program has ended and the process waits to exit (its main thread in
 ``threading._shutdown``, or the interpreter finalizing), read the ``--no-pause`` way.
 
+``cluster_rank(pid)``: whether ``pid`` is a task of a TensorFlow cluster (its ``TF_CONFIG``); ``facts(pid, ...)``:
+what a hang report's culprit is judged by beyond the snapshot (``analysis/culprit.py``).
+
 ``file_mark(path)``: a progress file's size and modification time.
 """
 
@@ -27,10 +30,10 @@ import struct
 import time
 from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
-from ..core import frameclass, procfs
+from ..core import frameclass, procfs, ranks
 from ..core.binary.datasyms import data_symbol_extent
 from ..core.binary.elf import ElfError
-from ..core.kstate import ProcessSample, ThreadSample
+from ..core.kstate import ProcessFacts, ProcessSample, ThreadSample
 from ..core.model import Capture, PythonFrame
 from ..core.threads import PythonThreads, Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
@@ -204,6 +207,28 @@ def python_tids(pid: int) -> Optional[Set[int]]:
         return None
     return {t.tid for t in capture.threads if any(isinstance(f, PythonFrame) for f in t.frames)
             or t.python_frames}
+
+
+def cluster_rank(pid: int) -> bool:
+    """Whether ``pid`` is a task of a TensorFlow cluster of several tasks (its ``TF_CONFIG``, read from
+    ``/proc/PID/environ``)."""
+    try:
+        env = procfs.environ(pid)
+    except OSError:
+        return False
+    cluster = ranks.tf_cluster(ranks.tf_config(env))
+    return bool(cluster and len(cluster.get("tasks") or []) > 1)
+
+
+def facts(pid: int, caught_stop: Optional[str], cpu_percent: Optional[float]) -> ProcessFacts:
+    """What the watch knows of ``pid`` beyond a snapshot: its scheduler state read now, the signal of its group
+    stop (``caught_stop``: the crash catcher's; where it answers none and the process is stopped, the process's
+    own report of its stop to a seize, ``stopped_by``) and its CPU over the last interval, which the watch
+    measured."""
+    state = procfs.state(pid)
+    if caught_stop is None and state == "T":
+        caught_stop = stopped_by(pid)
+    return ProcessFacts(state=state, stopped_by=caught_stop, cpu_percent=cpu_percent)
 
 
 def loads_tensorflow(pid: int) -> bool:

@@ -39,12 +39,13 @@ from typing import Dict, List, Optional, Sequence, Set, TextIO, Tuple
 
 from ..analysis.tree import build_tree
 from ..core import docread
+from ..core.kstate import ProcessFacts
 from ..core.model import Document, Outcome
 from ..errors import Interrupted, SignalGuard, TfnativeError, start_thread
 from ..output import merge
 from ..output.threadgroups import frame_text
 from ..snapshot import slurm
-from . import culprit, hangreport
+from . import hangreport
 from .crashwatch import show_crash
 from .feed import Assembler, Message, order
 from .loop import HANG_EXIT, POLL_S
@@ -245,7 +246,7 @@ class Head:
                         len(live), "" if len(live) == 1 else "s"))
         replies = self.ask(order("report", number=number), "report", live)
         outcomes: List[Outcome] = []
-        facts: Dict[int, culprit.Facts] = {}
+        facts: Dict[int, ProcessFacts] = {}
         for reply in replies:
             facts.update(hangreport.facts_from_json(reply.body.get("facts")))
             for doc in self._documents(reply):
