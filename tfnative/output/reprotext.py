@@ -130,3 +130,17 @@ def check_line(name: str, lines: int, check: Json) -> str:
         tail = ": %s" % check["log"] if check.get("log") else ""
         return "%s dies of %s in op %s, as the original did%s" % (head, check["signal"], check["op"], tail)
     return "%s does not crash as the original did: %s" % (head, check.get("differs"))
+
+
+def minimized_line(tried: Json) -> str:
+    """``tfnative: repro: minimized in 7 tries, 31 s (3 kept): 12,197 -> 17 elements``, from the reproducer's
+    ``minimized`` (``attach/reprominimize.Tried``); or that no smaller input died the same way."""
+    took = "%d tr%s, %.0f s" % (tried["tries"], "y" if tried["tries"] == 1 else "ies", tried["seconds"])
+    bound = {"tries": "; it stopped at the bound of tries (--repro-minimize-tries)",
+             "time": "; it stopped at the bound of time (--repro-minimize-seconds)"}.get(tried.get("stopped", ""), "")
+    if not tried["kept"]:
+        return "tfnative: repro: not minimized: no smaller input died the same way (%s)%s" % (took, bound)
+    before, after = tried["elements"]
+    shrunk = "%s -> %s elements" % (format(before, ","), format(after, ",")) if after < before else \
+        "%s elements, values made simpler" % format(after, ",")
+    return "tfnative: repro: minimized in %s (%d kept): %s%s" % (took, tried["kept"], shrunk, bound)

@@ -1,0 +1,93 @@
+"""``--repro-minimize`` (issue #45) on a real crash whose inputs are far larger than it needs:
+``tests/corpus/lstm_block_cell_grad_eager.py`` (tensorflow/tensorflow issue #66763: LSTMBlockCellGrad with a
+rank-1 ``x`` and fifteen [28, 29] inputs, 12,197 elements).  The script written is the smallest that still died
+the same way (the signal, the op, the ``Check failed`` line), each try a fresh process within the bounds; alone,
+in a fresh directory, it dies so again.  Its options' misuse is one line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tfnative.attach.repro import _fatal_line, _wrapper_op
+
+from ..utils import ROOT, load_json, requires_gdb, requires_tf, run_tfnative
+
+SCRIPT = os.path.join(ROOT, "tests", "corpus", "lstm_block_cell_grad_eager.py")
+CHECK_FAILED = "tensor_shape.cc:362] Check failed: d < dims() (1 vs. 1)"
+ORIGINAL_ELEMENTS = 17 + 15 * 28 * 29
+
+
+def _alone(script, tmp_path):
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    return subprocess.run([sys.executable, "-X", "faulthandler", str(script)], cwd=str(alone), capture_output=True,
+                          text=True, timeout=300, errors="replace",
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+
+
+@requires_gdb
+@requires_tf
+@pytest.mark.tf
+def test_attach_repro_minimize_writes_a_smaller_script_that_dies_the_same_way(tmp_path):
+    out, repro = tmp_path / "s.json", tmp_path / "repro.py"
+    r = run_tfnative(["attach", "--json", str(out), "--repro", str(repro), "--repro-minimize",
+                      "--repro-minimize-tries", "12", "--repro-minimize-seconds", "240", SCRIPT], timeout=900)
+    assert r.returncode == 128 + signal.SIGABRT, r.stderr[-3000:]
+    lines = [x for x in r.stderr.splitlines() if "tfnative: repro:" in x]
+    assert len(lines) == 2, r.stderr[-3000:]
+    m = re.fullmatch(r"tfnative: repro: minimized in (\d+) tr(?:y|ies), (\d+) s \((\d+) kept\): 12,197 -> ([\d,]+) "
+                     r"elements", lines[0])
+    assert m, lines
+    tries, kept, after = int(m.group(1)), int(m.group(3)), int(m.group(4).replace(",", ""))
+    assert 1 <= kept <= tries <= 12 and after < ORIGINAL_ELEMENTS // 100, lines[0]
+    assert re.fullmatch(r"tfnative: repro: repro\.py \(\d+ lines\) dies of SIGABRT in op LSTMBlockCellGrad, as the "
+                        r"original did: " + re.escape(CHECK_FAILED), lines[1]), lines[1]
+    rep = load_json(out)["triage"]["reproducer"]
+    shrunk = rep["minimized"]
+    assert (shrunk["tries"], shrunk["kept"], shrunk["elements"]) == (tries, kept, [ORIGINAL_ELEMENTS, after]), shrunk
+    assert "stopped" not in shrunk and shrunk["seconds"] <= 240, shrunk
+    # the document's inputs are the written script's: each as small as the count says, x still of rank 1
+    sizes = [_count(e["shape"]) for e in rep["inputs"]]
+    assert sum(sizes) == after and rep["inputs"][0]["shape"] and len(rep["inputs"][0]["shape"]) == 1, rep["inputs"]
+    assert (rep["check"]["outcome"], rep["check"]["signal"], rep["check"]["op"], rep["check"]["log"]) == (
+        "same", "SIGABRT", "LSTMBlockCellGrad", CHECK_FAILED), rep["check"]
+    # small enough to be all literals: no data file left beside it (the first script had one)
+    assert "data" not in rep and not os.path.exists(str(repro) + ".npz"), os.listdir(tmp_path)
+    text = repro.read_text()
+    assert "np.load" not in text and "tf.raw_ops.LSTMBlockCellGrad(" in text and "0.837607" not in text, text
+    assert "lstm_block_cell_grad_eager" not in text and "names" not in text, text
+    # alone: plain python, a fresh directory, no core: the same signal, op and Check failed line
+    proc = _alone(repro, tmp_path)
+    assert proc.returncode == -signal.SIGABRT, proc.stderr[-2000:]
+    assert _fatal_line(proc.stderr) == CHECK_FAILED, proc.stderr[-2000:]
+    assert _wrapper_op(proc.stderr, "LSTMBlockCellGrad") == "LSTMBlockCellGrad", proc.stderr[-2000:]
+
+
+def _count(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--repro-minimize"], "--repro-minimize needs --repro FILE (a file, not -)"),
+    (["--repro", "-", "--repro-minimize"], "--repro-minimize needs --repro FILE (a file, not -)"),
+    (["--repro", "{tmp}/r.py", "--no-repro-check", "--repro-minimize"],
+     "--repro-minimize runs each try to check it: it cannot go with --no-repro-check"),
+])
+@pytest.mark.parametrize("command", ["core", "attach"])
+def test_repro_minimize_without_a_checked_file_is_one_line(tmp_path, command, args, said):
+    """Before anything runs: no core is read, no script started."""
+    target = [str(tmp_path / "no-core")] if command == "core" else [str(tmp_path / "never_run.py")]
+    r = run_tfnative([command, *[a.format(tmp=tmp_path) for a in args], *target])
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == ["tfnative: error: %s" % said], r.stderr
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
