@@ -327,6 +327,7 @@ INPUTS = {
     "fused_pad_conv2d_function": ("float32[3,2]", "int32[4,2]=[0,0,1,1,1,1,0,0]", "float32[3,3,1,1]"),
     "block_lstm_grad_data_map": _LSTM,
     "reshape_fpe_data_map": _RESHAPE,
+    "lstm_block_cell_grad_eager": ("float32[17]",) + ("float32[28,29]",) * 15,
     # no kernel frame (a C++ exception unwound it): the EagerTensor its generated Python wrapper was given
     "audio_spectrogram_eager": ("float32[8,1]",),
 }
@@ -379,6 +380,9 @@ OP_LINES = {
                                    "updates: float64[1])",
     "block_lstm_grad_data_map": _LSTM_LINE,
     "reshape_fpe_data_map": _RESHAPE_LINE,
+    "lstm_block_cell_grad_eager": "op LSTMBlockCellGrad(x: float32[17], %s; use_peephole=false)" % ", ".join(
+        "%s: float32[28,29]" % n for n in ("cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b", "i", "cs", "f", "o",
+                                           "ci", "co", "cs_grad", "h_grad")),
     # from gen_audio_ops.audio_spectrogram's arguments: no OpDef read, every attribute passed shown
     "audio_spectrogram_eager": "op AudioSpectrogram(input: float32[8,1]; window_size=-5, stride=-1, "
                                "magnitude_squared=false)",
@@ -425,6 +429,7 @@ ATTRS = {
     "tensor_scatter_max_function": {"T": "float64", "Tindices": "int64"},
     "block_lstm_grad_data_map": _LSTM_ATTRS,
     "reshape_fpe_data_map": _RESHAPE_ATTRS,
+    "lstm_block_cell_grad_eager": _LSTM_ATTRS,
     "audio_spectrogram_eager": {"window_size": -5, "stride": -1, "magnitude_squared": False},
 }
 
