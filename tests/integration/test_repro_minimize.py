@@ -18,7 +18,7 @@ import pytest
 
 from tfnative.attach.repro import _fatal_line, _wrapper_op
 
-from ..utils import ROOT, load_json, requires_gdb, requires_tf, run_tfnative
+from ..utils import ROOT, load_json, raise_core_limit, requires_gdb, requires_tf, run_tfnative
 
 SCRIPT = os.path.join(ROOT, "tests", "corpus", "lstm_block_cell_grad_eager.py")
 CHECK_FAILED = "tensor_shape.cc:362] Check failed: d < dims() (1 vs. 1)"
@@ -69,6 +69,56 @@ def test_attach_repro_minimize_writes_a_smaller_script_that_dies_the_same_way(tm
     assert proc.returncode == -signal.SIGABRT, proc.stderr[-2000:]
     assert _fatal_line(proc.stderr) == CHECK_FAILED, proc.stderr[-2000:]
     assert _wrapper_op(proc.stderr, "LSTMBlockCellGrad") == "LSTMBlockCellGrad", proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def lstm_core(tmp_path_factory):
+    """The corpus script's core (``core_pattern`` is ``core`` here), made once."""
+    tmp = tmp_path_factory.mktemp("lstm-core")
+    proc = subprocess.run([sys.executable, SCRIPT], cwd=str(tmp), preexec_fn=raise_core_limit, capture_output=True,
+                          timeout=600)
+    assert proc.returncode == -signal.SIGABRT, proc.stderr[-2000:]
+    assert os.path.exists(tmp / "core"), os.listdir(tmp)
+    return str(tmp / "core")
+
+
+@requires_gdb
+@requires_tf
+@pytest.mark.tf
+def test_core_repro_minimize_writes_a_smaller_script_that_dies_the_same_way(lstm_core, tmp_path):
+    out, repro = tmp_path / "s.json", tmp_path / "repro.py"
+    r = run_tfnative(["core", lstm_core, os.path.realpath(sys.executable), "--json", str(out), "--repro", str(repro),
+                      "--repro-minimize"], timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [x for x in r.stderr.splitlines() if "tfnative: repro:" in x]
+    assert re.fullmatch(r"tfnative: repro: minimized in \d+ tr(y|ies), \d+ s \(\d+ kept\): 12,197 -> \d+ elements",
+                        lines[0]), lines
+    assert lines[1].endswith("dies of SIGABRT in op LSTMBlockCellGrad, as the original did: " + CHECK_FAILED), lines
+    rep = load_json(out)["triage"]["reproducer"]
+    assert rep["minimized"]["elements"][1] < ORIGINAL_ELEMENTS // 100 and rep["check"]["outcome"] == "same", rep
+    proc = _alone(repro, tmp_path)
+    assert proc.returncode == -signal.SIGABRT and _fatal_line(proc.stderr) == CHECK_FAILED, proc.stderr[-2000:]
+
+
+@requires_gdb
+@requires_tf
+@pytest.mark.tf
+def test_the_bound_of_time_keeps_the_checked_script(lstm_core, tmp_path):
+    """No time left for a try (--repro-minimize-seconds 1, a try takes longer): the script checked first stays,
+    its large inputs in its data file, and a line says which bound stopped it."""
+    out, repro = tmp_path / "s.json", tmp_path / "repro.py"
+    r = run_tfnative(["core", lstm_core, os.path.realpath(sys.executable), "--json", str(out), "--repro", str(repro),
+                      "--repro-minimize", "--repro-minimize-seconds", "1"], timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [x for x in r.stderr.splitlines() if "tfnative: repro:" in x]
+    assert lines[0] == ("tfnative: repro: not minimized: no smaller input died the same way (0 tries, 0 s); it "
+                        "stopped at the bound of time (--repro-minimize-seconds)"), lines
+    assert lines[1].endswith("as the original did: " + CHECK_FAILED), lines
+    rep = load_json(out)["triage"]["reproducer"]
+    assert rep["minimized"] == {"tries": 0, "kept": 0, "seconds": 0.0, "elements": [ORIGINAL_ELEMENTS] * 2,
+                                "stopped": "time"}, rep["minimized"]
+    assert rep["data"] == str(repro) + ".npz" and os.path.exists(rep["data"]), rep
+    assert [e["shape"] for e in rep["inputs"]] == [[17]] + [[28, 29]] * 15, rep["inputs"]
 
 
 def _count(shape):
