@@ -71,6 +71,31 @@ def test_attach_repro_minimize_writes_a_smaller_script_that_dies_the_same_way(tm
     assert _wrapper_op(proc.stderr, "LSTMBlockCellGrad") == "LSTMBlockCellGrad", proc.stderr[-2000:]
 
 
+@requires_gdb
+@requires_tf
+@pytest.mark.tf
+def test_a_change_the_crash_needs_undone_is_held_back(tmp_path):
+    """``tests/corpus/block_lstm_grad_large_eager.py``: the Check failed line names x's time dimension (20 vs. 10),
+    so all changes at once do not die the same way; delta debugging keeps x's 10 steps and shrinks the rest."""
+    out, repro = tmp_path / "s.json", tmp_path / "repro.py"
+    want = "tensor.cc:1120] Check failed: limit <= dim0_size (20 vs. 10)"
+    r = run_tfnative(["attach", "--json", str(out), "--repro", str(repro), "--repro-minimize",
+                      os.path.join(ROOT, "tests", "corpus", "block_lstm_grad_large_eager.py")], timeout=900)
+    assert r.returncode == 128 + signal.SIGABRT, r.stderr[-3000:]
+    lines = [x for x in r.stderr.splitlines() if "tfnative: repro:" in x]
+    m = re.fullmatch(r"tfnative: repro: minimized in (\d+) tries, \d+ s \((\d+) kept\): 2,617 -> (\d+) elements",
+                     lines[0])
+    assert m and int(m.group(2)) >= 2 and int(m.group(3)) <= 40, lines
+    assert lines[1].endswith("dies of SIGABRT in op BlockLSTMGrad, as the original did: " + want), lines
+    rep = load_json(out)["triage"]["reproducer"]
+    shapes = {name: e["shape"] for name, e in zip(("seq_len_max", "x"), rep["inputs"])}
+    assert shapes["seq_len_max"] == [] and shapes["x"][0] == 10, rep["inputs"]
+    assert rep["minimized"]["tries"] <= 60 and "stopped" not in rep["minimized"], rep["minimized"]
+    assert "data" not in rep and not os.path.exists(str(repro) + ".npz"), os.listdir(tmp_path)
+    proc = _alone(repro, tmp_path)
+    assert proc.returncode == -signal.SIGABRT and _fatal_line(proc.stderr) == want, proc.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def lstm_core(tmp_path_factory):
     """The corpus script's core (``core_pattern`` is ``core`` here), made once."""

@@ -116,7 +116,7 @@ def repro_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     and ``core``."""
     fn = click.option("--repro-minimize-seconds", type=click.FloatRange(min=1), default=300.0, show_default=True,
                       metavar="S", help="With --repro-minimize: stop trying after S seconds.")(fn)
-    fn = click.option("--repro-minimize-tries", type=click.IntRange(min=1), default=40, show_default=True,
+    fn = click.option("--repro-minimize-tries", type=click.IntRange(min=1), default=60, show_default=True,
                       metavar="N", help="With --repro-minimize: stop after N tries.")(fn)
     fn = click.option("--repro-minimize", is_flag=True,
                       help="With --repro: shrink the inputs (fewer elements, smaller dimensions, zeros and ones) "
