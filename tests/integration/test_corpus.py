@@ -67,6 +67,11 @@ CASES = {
     "block_lstm_grad_data_map": Case("SIGABRT", ("BlockLSTMGrad",), "tf.data",
                                      "Check failed: limit <= dim0_size (5 vs. 1)"),
     "reshape_fpe_data_map": Case("SIGFPE", ("Reshape",), "tf.data"),
+    # inputs far larger than the crash needs (--repro-minimize's, tests/integration/test_repro_minimize.py)
+    "lstm_block_cell_grad_eager": Case("SIGABRT", ("LSTMBlockCellGrad",), "eager",
+                                       "Check failed: d < dims() (1 vs. 1)"),
+    "block_lstm_grad_large_eager": Case("SIGABRT", ("BlockLSTMGrad",), "eager",
+                                        "Check failed: limit <= dim0_size (20 vs. 10)"),
 }
 NAMES = sorted(CASES)
 RUNS = [(name, mode) for name in NAMES for mode in ("attach", "core")]
@@ -324,6 +329,9 @@ INPUTS = {
     "fused_pad_conv2d_function": ("float32[3,2]", "int32[4,2]=[0,0,1,1,1,1,0,0]", "float32[3,3,1,1]"),
     "block_lstm_grad_data_map": _LSTM,
     "reshape_fpe_data_map": _RESHAPE,
+    "lstm_block_cell_grad_eager": ("float32[17]",) + ("float32[28,29]",) * 15,
+    "block_lstm_grad_large_eager": ("int64[]=20", "float32[10,2,16]", "float32[2,8]", "float32[2,8]", "float32[24,32]",
+                                    "float32[8]", "float32[8]", "float32[8]", "float32[32]") + ("float32[10,2,8]",) * 9,
     # no kernel frame (a C++ exception unwound it): the EagerTensor its generated Python wrapper was given
     "audio_spectrogram_eager": ("float32[8,1]",),
 }
@@ -376,6 +384,13 @@ OP_LINES = {
                                    "updates: float64[1])",
     "block_lstm_grad_data_map": _LSTM_LINE,
     "reshape_fpe_data_map": _RESHAPE_LINE,
+    "lstm_block_cell_grad_eager": "op LSTMBlockCellGrad(x: float32[17], %s; use_peephole=false)" % ", ".join(
+        "%s: float32[28,29]" % n for n in ("cs_prev", "h_prev", "w", "wci", "wcf", "wco", "b", "i", "cs", "f", "o",
+                                           "ci", "co", "cs_grad", "h_grad")),
+    "block_lstm_grad_large_eager": (
+        "op BlockLSTMGrad(seq_len_max: int64[]=20, x: float32[10,2,16], cs_prev: float32[2,8], h_prev: float32[2,8], "
+        "w: float32[24,32], wci: float32[8], wcf: float32[8], wco: float32[8], b: float32[32], %s; use_peephole=false)"
+        % ", ".join("%s: float32[10,2,8]" % n for n in ("i", "cs", "f", "o", "ci", "co", "h", "cs_grad", "h_grad"))),
     # from gen_audio_ops.audio_spectrogram's arguments: no OpDef read, every attribute passed shown
     "audio_spectrogram_eager": "op AudioSpectrogram(input: float32[8,1]; window_size=-5, stride=-1, "
                                "magnitude_squared=false)",
@@ -422,6 +437,8 @@ ATTRS = {
     "tensor_scatter_max_function": {"T": "float64", "Tindices": "int64"},
     "block_lstm_grad_data_map": _LSTM_ATTRS,
     "reshape_fpe_data_map": _RESHAPE_ATTRS,
+    "lstm_block_cell_grad_eager": _LSTM_ATTRS,
+    "block_lstm_grad_large_eager": _LSTM_ATTRS,
     "audio_spectrogram_eager": {"window_size": -5, "stride": -1, "magnitude_squared": False},
 }
 

@@ -33,3 +33,19 @@ def test_an_op_that_runs_the_programs_python_gives_none(op_type):
 def test_no_fatal_signal_gives_none():
     with pytest.raises(NoRepro, match="no fatal signal"):
         model_of(Document(pid=7, argv=["x.py"], triage=CrashSummary(op=RESHAPE)))
+
+
+def test_a_tensor_all_zeros_or_ones_is_written_as_such_whatever_its_size():
+    """tf.zeros/tf.ones where every value is exactly that (no data file for it); -0.0 and an int's True are not."""
+    from tfnative.output.reprotext import script
+
+    call = {"op": "X", "function": "tf.raw_ops.X", "call_attrs": {}, "attr_types": {},
+            "args": [["a", 0], ["b", 1], ["c", 2], ["d", 3]],
+            "inputs": [{"dtype": "float32", "shape": [100, 3], "values": [0.0] * 300},
+                       {"dtype": "bool", "shape": [2], "values": [True, True]},
+                       {"dtype": "float64", "shape": [2], "values": [0.0, -0.0]},
+                       {"dtype": "int32", "shape": [70], "values": [1] * 69 + [2]}]}
+    text, big = script(call, "r.py.npz")
+    assert "a = tf.zeros([100, 3], dtype=tf.float32)" in text and "b = tf.ones([2], dtype=tf.bool)" in text, text
+    assert "c = tf.constant([0.0, -0.0], shape=[2], dtype=tf.float64)" in text, text
+    assert list(big) == ["d"] and "d = tf.constant(data['d'])" in text, text

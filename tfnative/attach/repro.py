@@ -14,12 +14,15 @@ import signal
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional, TextIO
+import time
+from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, snake
 from ..core.model import CrashSummary, Document, Json, NativeFrame, PythonFrame
 from ..files import is_stdout, write_output
 from ..output import reprotext
+from . import reprominimize
+from .reprominimize import Bounds, Tried
 
 OPDEF_TIMEOUT_S = 120.0  # importing TensorFlow on a busy machine
 CHECK_TIMEOUT_S = 300.0
@@ -113,17 +116,18 @@ def _wrapper_op(stderr: str, op: str) -> Optional[str]:
     return None
 
 
-def check(python: str, path: str, original: CrashSummary, op: str) -> Json:
+def check(python: str, path: str, original: CrashSummary, op: str, timeout: float = CHECK_TIMEOUT_S) -> Json:
     """Run the script at ``path`` in a fresh process (``python -X faulthandler``, a fresh temporary directory,
-    no core) and compare: the signal, the op, TensorFlow's ``Check failed`` line."""
+    no core, at most ``timeout`` seconds) and compare: the signal, the op, TensorFlow's ``Check failed`` line."""
     want_log = original.log or ""
+    timeout = min(timeout, CHECK_TIMEOUT_S)
     with tempfile.TemporaryDirectory(prefix="tfnative-repro-") as tmp:
         try:
             proc = subprocess.run([python, "-X", "faulthandler", os.path.abspath(path)], cwd=tmp,
                                   env=_quiet_env() | {"TF_CPP_MIN_LOG_LEVEL": "0"}, capture_output=True,
-                                  text=True, timeout=CHECK_TIMEOUT_S, preexec_fn=_no_core, errors="replace")
+                                  text=True, timeout=timeout, preexec_fn=_no_core, errors="replace")
         except subprocess.TimeoutExpired:
-            return {"outcome": "different", "differs": "it still ran after %.0f s" % CHECK_TIMEOUT_S}
+            return {"outcome": "different", "differs": "it still ran after %.0f s" % timeout}
     died = signal.Signals(-proc.returncode).name if proc.returncode < 0 else None
     log = _fatal_line(proc.stderr)
     out: Json = {"signal": died, "op": _wrapper_op(proc.stderr, op), "log": log}
@@ -142,9 +146,12 @@ def check(python: str, path: str, original: CrashSummary, op: str) -> Json:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def make(doc: Document, path: str, python: str, run_check: bool, err: TextIO) -> None:
+def make(doc: Document, path: str, python: str, run_check: bool, err: TextIO,
+         minimize: Optional[Bounds] = None) -> None:
     """Write the reproducer of ``doc``'s crash to ``path``, check it, say so on ``err``; the triage gains its
-    ``reproducer``.  A crash that gives none is one line (``tfnative: repro: not written: ...``)."""
+    ``reproducer``.  A crash that gives none is one line (``tfnative: repro: not written: ...``).  ``minimize``
+    (``--repro-minimize``, with the check): then shrink its inputs within those bounds
+    (``attach/reprominimize.py``) and write the smallest script that still dies the same way."""
     try:
         model = model_of(doc)
         call = call_of(model, opdef(python, model["op"], model.get("library")))
@@ -153,21 +160,50 @@ def make(doc: Document, path: str, python: str, run_check: bool, err: TextIO) ->
         return
     stdout = is_stdout(path)
     name = "stdout" if stdout else os.path.basename(path)
-    text, big = reprotext.script(call, None if stdout else name + ".npz")
-    write_output(path, text.encode())
-    data = None
-    if big:
-        data = path + ".npz"
-        write_output(data, reprotext.npz(big))
-    lines = reprotext.code_lines(text)
+    text, data = _write(call, path, name, stdout)
     triage = doc.triage
     assert isinstance(triage, CrashSummary)
     outcome: Json = {"outcome": "skipped"}
+    tried = None
     if run_check and not stdout:
+        began = time.monotonic()
         outcome = check(python, path, triage, call["op"])
-    err.write(reprotext.check_line(name, lines, outcome) + "\n")
+        if minimize is not None:
+            tried = _minimized(python, (call, outcome, time.monotonic() - began), triage, minimize, err)
+            if tried is not None and tried.call is not call:
+                call, outcome = tried.call, tried.check
+                if data is not None:
+                    os.unlink(data)  # the smaller script's data file, if it has one, is written anew
+                text, data = _write(call, path, name, stdout)
+    err.write(reprotext.check_line(name, reprotext.code_lines(text), outcome) + "\n")
     triage.reproducer = document_entry(call, path, data, outcome)
+    if tried is not None:
+        triage.reproducer["minimized"] = tried.to_json()
     _drop_long_values(doc)
+
+
+def _write(call: Json, path: str, name: str, stdout: bool) -> Tuple[str, Optional[str]]:
+    """Write ``call``'s script to ``path`` (and its data file beside it): (the text, the data file's path)."""
+    text, big = reprotext.script(call, None if stdout else name + ".npz")
+    write_output(path, text.encode())
+    if not big:
+        return text, None
+    write_output(path + ".npz", reprotext.npz(big))
+    return text, path + ".npz"
+
+
+def _minimized(python: str, first: Tuple[Json, Json, float], triage: CrashSummary, bounds: Bounds,
+               err: TextIO) -> Optional[Tried]:
+    """``--repro-minimize``: what the minimization did (None where the script does not die as the original did:
+    nothing to keep); ``first``: the call, its check and the seconds that took.  One line says how it went."""
+    call, outcome, seconds = first
+    if outcome.get("outcome") != "same":
+        err.write("tfnative: repro: not minimized: the script does not crash as the original did\n")
+        return None
+    tried = reprominimize.minimize(call, outcome, seconds, bounds,
+                                   lambda path, left: check(python, path, triage, call["op"], timeout=left))
+    err.write(reprotext.minimized_line(tried.to_json()) + "\n")
+    return tried
 
 
 def _drop_long_values(doc: Document) -> None:

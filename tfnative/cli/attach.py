@@ -15,7 +15,7 @@ import click
 
 from ..errors import TfnativeError, shown
 from ..files import is_stdout, write_output
-from .util import gdb_options, job_options, repro_options, repro_path, run_command
+from .util import gdb_options, job_options, repro_minimize, repro_options, repro_path, run_command
 
 if TYPE_CHECKING:
     from ..attach.options import AttachOptions
@@ -221,13 +221,15 @@ def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], r
         return
 
     repro, repro_check = repro_path(kw.pop("repro", None)), not kw.pop("no_repro_check", False)
+    shrink = [kw.pop(k) for k in ("repro_minimize", "repro_minimize_tries", "repro_minimize_seconds")]
 
     def go() -> int:
         from ..attach.run import run_attach
 
+        minimize = repro_minimize(shrink[0], shrink[1], shrink[2], repro, repro_check)
         opts = options_of(dict(kw, interactive=interactive))
         if repro is not None:
-            _with_repro(opts, repro, repro_check)
+            _with_repro(opts, repro, repro_check, minimize)
         else:
             opts.on_document = _repro_hint
         return run_attach(opts, sys.stderr)
@@ -244,10 +246,11 @@ def _repro_hint(doc: Document) -> None:
         sys.stderr.write(line + "\n")
 
 
-def _with_repro(opts: AttachOptions, path: str, run_check: bool) -> None:
+def _with_repro(opts: AttachOptions, path: str, run_check: bool, minimize: Optional[Tuple[int, float]]) -> None:
     """--repro FILE: the capture reads inputs whole (for FILE.npz), and the driver writes the reproducer of a
     fatal signal before the document is written (``attach/repro.py``)."""
     from ..attach import repro
+    from ..attach.reprominimize import Bounds
     from ..core.tensorflow.kernelinputs import read_whole_tensors
 
     read_whole_tensors()
@@ -255,7 +258,8 @@ def _with_repro(opts: AttachOptions, path: str, run_check: bool) -> None:
     def on_document(doc: Document) -> None:
         if doc.triage is not None and getattr(doc.triage, "signal", None):
             python = opts.python if opts.pid is None else repro.python_of(doc, None)
-            repro.make(doc, path, python, run_check, sys.stderr)
+            bounds = None if minimize is None else Bounds(*minimize)
+            repro.make(doc, path, python, run_check, sys.stderr, bounds)
         else:
             sys.stderr.write("tfnative: repro: not written: no fatal signal in an op's kernel\n")
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, TextIO, Tuple
 import click
 
 from ..files import is_stdout, write_output
-from .util import repro_options, repro_path, run_command, view_options
+from .util import repro_minimize, repro_options, repro_path, run_command, view_options
 
 if TYPE_CHECKING:  # the readers load when core runs (``tfnative --version`` pays for none of them)
     from ..core.model import Document
@@ -37,9 +37,10 @@ def core_document(opts: CoreOptions, err: TextIO = sys.stderr, keep_open: bool =
 
 
 def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr, repro: Optional[str] = None,
-             repro_check: bool = True) -> int:
+             repro_check: bool = True, minimize: Optional[Tuple[int, float]] = None) -> int:
     """Print the core's event on ``out``, the triage on ``err`` (and schema v1 JSON to ``--json``); 0.
-    ``repro``: write the crash's reproducer there (``attach/repro.py``), run by the core's Python."""
+    ``repro``: write the crash's reproducer there (``attach/repro.py``), run by the core's Python;
+    ``minimize``: then shrink it within those bounds (tries, seconds)."""
     from ..output import report
 
     if repro is not None:
@@ -59,8 +60,10 @@ def run_core(opts: CoreOptions, out: TextIO, err: TextIO = sys.stderr, repro: Op
                    full=opts.full).event(doc.events[0])
     if repro is not None:
         from ..attach import repro as reproducer
+        from ..attach.reprominimize import Bounds
 
-        reproducer.make(doc, repro, reproducer.python_of(doc, opts.executable), repro_check, err)
+        reproducer.make(doc, repro, reproducer.python_of(doc, opts.executable), repro_check, err,
+                        None if minimize is None else Bounds(*minimize))
     elif how is not None:
         err.write(how + "\n")
     for line in report.core_triage_lines(doc):  # the triage comes last
@@ -112,7 +115,10 @@ def core_cmd(core_path: str, executable: Optional[str], sysroot: Optional[str], 
         opts = CoreOptions(core_path, executable, sysroot, all_threads=all_threads, native_all=native_all,
                            full=full, json_path=json_path, with_gdb=with_gdb or bool(gdb_path or gdb_log),
                            variables=variables, gdb=GdbOptions.of(gdb_path, gdb_log))
-        return run_core(opts, sys.stdout, repro=repro_path(repro["repro"]), repro_check=not repro["no_repro_check"])
+        path, check = repro_path(repro["repro"]), not repro["no_repro_check"]
+        minimize = repro_minimize(repro["repro_minimize"], repro["repro_minimize_tries"],
+                                  repro["repro_minimize_seconds"], path, check)
+        return run_core(opts, sys.stdout, repro=path, repro_check=check, minimize=minimize)
 
     run_command(go)
 

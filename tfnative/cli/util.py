@@ -112,7 +112,16 @@ def view_options(all_threads_help: str = "Also threads that run no Python.",
 
 
 def repro_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--repro FILE`` and ``--no-repro-check`` (issue #45), for ``attach`` and ``core``."""
+    """``--repro FILE``, ``--no-repro-check`` and ``--repro-minimize`` with its bounds (issue #45), for ``attach``
+    and ``core``."""
+    fn = click.option("--repro-minimize-seconds", type=click.FloatRange(min=1), default=300.0, show_default=True,
+                      metavar="S", help="With --repro-minimize: stop trying after S seconds.")(fn)
+    fn = click.option("--repro-minimize-tries", type=click.IntRange(min=1), default=60, show_default=True,
+                      metavar="N", help="With --repro-minimize: stop after N tries.")(fn)
+    fn = click.option("--repro-minimize", is_flag=True,
+                      help="With --repro: shrink the inputs (fewer elements, smaller dimensions, zeros and ones) "
+                           "while the script still dies the same way, each try in a fresh process, and write the "
+                           "smallest.")(fn)
     fn = click.option("--no-repro-check", is_flag=True,
                       help="With --repro: write FILE, do not run it to check that it crashes the same way.")(fn)
     return click.option("--repro", metavar="FILE",
@@ -126,6 +135,19 @@ def repro_path(path: Optional[str]) -> Optional[str]:
     if path is not None and (not path.strip() or not path.isprintable()):
         raise TfnativeError("--repro needs a file name: %s is blank or has control characters" % shown(path))
     return path
+
+
+def repro_minimize(on: bool, tries: int, seconds: float, path: Optional[str], check: bool
+                   ) -> Optional[Tuple[int, float]]:
+    """``--repro-minimize``'s bounds (tries, seconds); None without it.  It needs ``--repro FILE`` (a file: each
+    try is checked against FILE's crash) and the check."""
+    if not on:
+        return None
+    if path is None or path == "-":
+        raise TfnativeError("--repro-minimize needs --repro FILE (a file, not -)")
+    if not check:
+        raise TfnativeError("--repro-minimize runs each try to check it: it cannot go with --no-repro-check")
+    return tries, seconds
 
 
 def gdb_options(fn: Callable[..., Any]) -> Callable[..., Any]:

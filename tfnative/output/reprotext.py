@@ -1,6 +1,7 @@
 """A reproducer's text (issue #45, ``--repro FILE``): the script of the call ``analysis/reproducer.call_of`` made,
-its inputs as exact literals (those of more than ``INLINE_MAX`` elements in ``FILE.npz``, whose bytes are made
-here too), and the line that says how its check went."""
+its inputs as exact literals (``tf.zeros``/``tf.ones`` where every value is that; others of more than
+``INLINE_MAX`` elements in ``FILE.npz``, whose bytes are made here too), and the lines that say how its check and
+its minimization went."""
 
 from __future__ import annotations
 
@@ -40,8 +41,24 @@ def _attr(value: Any, kind: str) -> str:
     return _number(value)
 
 
+def _uniform(entry: Json) -> Optional[str]:
+    """``zeros`` or ``ones`` where every value of a tensor of more than one element is exactly that (a float's
+    0.0, not -0.0; a bool's False), else None."""
+    values = entry["values"]
+    if len(values) < 2:
+        return None
+    kind = bool if entry["dtype"] == "bool" else float if entry["dtype"].startswith("float") else int
+    for name, fill in (("zeros", 0), ("ones", 1)):
+        if all(type(v) is kind and v == fill and math.copysign(1.0, v) > 0 for v in values):
+            return name
+    return None
+
+
 def _literal(entry: Json) -> str:
     values, shape = entry["values"], entry["shape"]
+    uniform = _uniform(entry)
+    if uniform:
+        return "tf.%s(%r, dtype=tf.%s)" % (uniform, shape, entry["dtype"])
     if not shape:
         return "tf.constant(%s, dtype=tf.%s)" % (_number(values[0]), entry["dtype"])
     return "tf.constant([%s], shape=%r, dtype=tf.%s)" % (", ".join(_number(v) for v in values), shape,
@@ -65,7 +82,7 @@ def script(call: Json, data_name: Optional[str]) -> Tuple[str, Dict[str, Json]]:
     for k, entry in enumerate(call["inputs"]):
         name = _name(call, k, used)
         named.append(name)
-        if data_name is not None and len(entry["values"]) > INLINE_MAX:
+        if data_name is not None and len(entry["values"]) > INLINE_MAX and not _uniform(entry):
             big[name] = entry
             body.append("%s = tf.constant(data[%r])" % (name, name))
         else:
@@ -130,3 +147,17 @@ def check_line(name: str, lines: int, check: Json) -> str:
         tail = ": %s" % check["log"] if check.get("log") else ""
         return "%s dies of %s in op %s, as the original did%s" % (head, check["signal"], check["op"], tail)
     return "%s does not crash as the original did: %s" % (head, check.get("differs"))
+
+
+def minimized_line(tried: Json) -> str:
+    """``tfnative: repro: minimized in 7 tries, 31 s (3 kept): 12,197 -> 17 elements``, from the reproducer's
+    ``minimized`` (``attach/reprominimize.Tried``); or that no smaller input died the same way."""
+    took = "%d tr%s, %.0f s" % (tried["tries"], "y" if tried["tries"] == 1 else "ies", tried["seconds"])
+    bound = {"tries": "; it stopped at the bound of tries (--repro-minimize-tries)",
+             "time": "; it stopped at the bound of time (--repro-minimize-seconds)"}.get(tried.get("stopped", ""), "")
+    if not tried["kept"]:
+        return "tfnative: repro: not minimized: no smaller input died the same way (%s)%s" % (took, bound)
+    before, after = tried["elements"]
+    shrunk = "%s -> %s elements" % (format(before, ","), format(after, ",")) if after < before else \
+        "%s elements, values made simpler" % format(after, ",")
+    return "tfnative: repro: minimized in %s (%d kept): %s%s" % (took, tried["kept"], shrunk, bound)

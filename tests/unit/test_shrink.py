@@ -1,0 +1,40 @@
+"""The changes ``--repro-minimize`` tries (``analysis/shrink.py``), on calls as ``call_of`` makes them."""
+
+import itertools
+
+from tfnative.analysis import shrink
+
+
+def _call(*inputs):
+    return {"op": "X", "inputs": [{"dtype": d, "shape": s, "values": v} for d, s, v in inputs]}
+
+
+def test_a_smaller_dimension_keeps_the_first_values_along_every_axis():
+    shape = [3, 4, 5]
+    values = [float(i) for i in range(60)]
+    call = _call(("float32", shape, values))
+    small = shrink.apply(call, [("half", 0, 1), ("one", 0, 2)])["inputs"][0]
+    assert small["shape"] == [3, 2, 1]
+    want = [values[(i * 4 + j) * 5 + k] for i, j, k in itertools.product(range(3), range(2), range(1))]
+    assert small["values"] == want
+    assert call["inputs"][0]["shape"] == shape and len(call["inputs"][0]["values"]) == 60  # the call is unchanged
+
+
+def test_a_shape_or_size_input_is_never_changed():
+    call = _call(("int32", [5], [0, 1879048192, 100000000, 1610612736, -1]), ("int64", [], [5]),
+                 ("float32", [2, 3], [0.5] * 6), ("int32", [2, 3], [7] * 6))
+    assert shrink.changes(call, "one") == [("one", 2, 0), ("one", 2, 1), ("zeros", 2, 0),
+                                           ("one", 3, 0), ("one", 3, 1), ("zeros", 3, 0)]
+
+
+def test_values_become_zeros_then_ones_of_their_dtype():
+    call = _call(("float64", [2], [0.25, "nan"]), ("bool", [2], [True, False]))
+    zeros = shrink.apply(call, [("zeros", 0, 0), ("zeros", 1, 0)])
+    assert [e["values"] for e in zeros["inputs"]] == [[0.0, 0.0], [False, False]]
+    assert shrink.changes(zeros, "half") == []  # all zeros: nothing simpler, no dimension over 3
+    assert shrink.apply(call, [("ones", 0, 0)])["inputs"][0]["values"] == [1.0, 1.0]
+
+
+def test_elements_count_every_input():
+    assert shrink.elements(_call(("float32", [28, 29], [0.0] * 812), ("float32", [17], [0.0] * 17),
+                                 ("float32", [0, 4], []))) == 829
