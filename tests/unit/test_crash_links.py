@@ -9,7 +9,7 @@ op run eagerly through its generated ``*_eager_fallback`` (op callbacks on, as u
 import os
 
 from tfnative.analysis import event as analysis
-from tfnative.core.model import Capture, Document, TfFunction, Thread, frames_from_json, thread_label
+from tfnative.core.model import Capture, Document, Op, TfFunction, Thread, frames_from_json, thread_label
 from tfnative.output import render, report
 
 SITE = "/venv/lib/python3.11/site-packages/tensorflow/python"
@@ -80,7 +80,7 @@ def test_a_tf_data_map_crash_names_the_waiting_thread_and_the_users_line():
                                           "how": "only thread waiting in TensorFlow"}
     t = triage(event)
     assert t.nearest_user_frame == {"function": "<module>", "file": APP, "line": 15}
-    assert t.op["type"] == "FusedPadConv2D"
+    assert t.op.type == "FusedPadConv2D"
     lines = []
     report.Printer(_Out(lines)).event(event)
     assert "working for thread 100, which waits for the next element of a tf.data iterator" in "".join(lines)
@@ -99,7 +99,7 @@ def test_an_eager_fallback_op_is_no_tf_function():
     assert t.tf_function is None
     tr = triage(event)
     assert tr.tf_function is None
-    assert tr.op["type"] == "FusedPadConv2D"
+    assert tr.op.type == "FusedPadConv2D"
     assert tr.eager is True
     phrases = report.summary_phrases(tr)
     assert not any("in tf.function" in p for p in phrases) and "the op ran eagerly" in phrases
@@ -143,7 +143,7 @@ def test_the_op_comes_from_the_generated_op_when_no_kernel_frame_is_left(tmp_pat
                                py("audio_spectrogram", 3, str(gen)), py("<module>", 7)])
     event = crash(Thread(tid=100, name="python", frames=frames), selected=100)
     tr = triage(event)
-    assert tr.op == {"type": "AudioSpectrogram", "name": None, "from": "gen_audio_ops.audio_spectrogram"}
+    assert tr.op == Op(type="AudioSpectrogram", from_="gen_audio_ops.audio_spectrogram")
     assert "op `AudioSpectrogram` (from `gen_audio_ops.audio_spectrogram`)" in "; ".join(
         report.summary_phrases(tr, "`"))
 
@@ -161,11 +161,11 @@ def test_paths_are_normal_and_labels_match_the_text():
 
 
 def test_a_rewritten_kernel_shows_the_node_not_the_kernel_type_as_its_name():
-    assert render.op_label({"type": "Conv2D", "name": "_MklNativeConv2D", "kernel_type": "_MklNativeConv2D"}) \
+    assert render.op_label(Op(type="Conv2D", name="_MklNativeConv2D", kernel_type="_MklNativeConv2D")) \
         == "Conv2D (oneDNN kernel _MklNativeConv2D)"
-    assert render.op_label({"type": "MatMul", "name": "model/dense/MatMul", "kernel_type": "_MklMatMul"}) \
+    assert render.op_label(Op(type="MatMul", name="model/dense/MatMul", kernel_type="_MklMatMul")) \
         == 'MatMul "model/dense/MatMul" (oneDNN kernel _MklMatMul)'
-    assert render.op_label({"type": "MatMul", "name": "MatMul"}) == "MatMul"
+    assert render.op_label(Op(type="MatMul", name="MatMul")) == "MatMul"
 
 
 def test_normal_path():
@@ -197,5 +197,5 @@ def test_a_check_in_a_custom_ops_shape_function_names_the_op_being_built():
         py("_apply_op_helper", 796, SITE + "/framework/op_def_library.py", locals={"op_type_name": "ShapeCheck"}),
         py("shape_check", 72, "<string>"), py("run", 29)]
     tr = triage(crash(thread(100, frames), selected=100))
-    assert tr.op == {"type": "ShapeCheck", "name": None, "from": "_apply_op_helper"}
+    assert tr.op == Op(type="ShapeCheck", from_="_apply_op_helper")
     assert tr.eager is False and tr.tf_function is None

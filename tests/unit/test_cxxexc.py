@@ -12,7 +12,7 @@ import pytest
 from tfnative.analysis import pyop
 from tfnative.core import cxxexc
 from tfnative.core.cxxexc import GNU_CXX, GNU_CXX_DEPENDENT, HEADER, TlsRecipe
-from tfnative.core.model import CrashSummary, Thread
+from tfnative.core.model import CrashSummary, Op, Thread
 from tfnative.output import render, report
 
 from .fakemem import FakeMemory
@@ -228,8 +228,8 @@ def test_the_thread_field_travels_and_is_shown():
     assert "cxx_exception" not in Thread(tid=8).to_json()
     assert render.thread_block(t)[1] == (
         '  C++ exception in flight: std::length_error: "vector::_M_default_append" (being handled)')
-    t = CrashSummary(signal="SIGSEGV", cxx_exception=exc, op={"type": "AudioSpectrogram", "name": None,
-                                                              "from": "gen_audio_ops.audio_spectrogram"})
+    t = CrashSummary(signal="SIGSEGV", cxx_exception=exc, op=Op(type="AudioSpectrogram",
+                                                                    from_="gen_audio_ops.audio_spectrogram"))
     parts = report.summary_phrases(t)
     assert 'C++ exception std::length_error: "vector::_M_default_append" (being handled)' in parts
     assert "op AudioSpectrogram (from gen_audio_ops.audio_spectrogram)" in parts
@@ -273,16 +273,15 @@ def test_the_op_of_a_generated_wrapper_comes_from_its_source(gen_ops):
     from tfnative.core.model import NativeFrame, PythonFrame
     frames = [NativeFrame("PyErr_Occurred"), PythonFrame("audio_spectrogram", gen_ops, 3),
               PythonFrame("<module>", "/home/u/train.py", 14)]
-    assert pyop.python_op(frames) == {"type": "AudioSpectrogram", "name": None,
-                                      "from": "gen_audio_ops.audio_spectrogram"}
-    assert pyop.python_op([PythonFrame("lrn_grad", gen_ops, 9)])["type"] == "LRNGrad"  # not "LrnGrad"
-    assert pyop.python_op([PythonFrame("audio_spectrogram_eager_fallback", gen_ops, 14)])["type"] == \
+    assert pyop.python_op(frames) == Op(type="AudioSpectrogram", from_="gen_audio_ops.audio_spectrogram")
+    assert pyop.python_op([PythonFrame("lrn_grad", gen_ops, 9)]).type == "LRNGrad"  # not "LrnGrad"
+    assert pyop.python_op([PythonFrame("audio_spectrogram_eager_fallback", gen_ops, 14)]).type == \
         "AudioSpectrogram"
     assert pyop.python_op([PythonFrame("decode_wav", gen_ops, 1)]) is None  # not in the file: no guess
     assert pyop.python_op([PythonFrame("audio_spectrogram", "/home/u/gen_audio_ops.py", 3)]) is None
     quick = PythonFrame("quick_execute", "/x/tensorflow/python/eager/execute.py", 53,
                         locals={"op_name": "LSTMBlockCell"})
-    assert pyop.python_op([quick])["type"] == "LSTMBlockCell"
+    assert pyop.python_op([quick]).type == "LSTMBlockCell"
     quick.locals = {"op_name": "__inference_step_24"}
     assert pyop.python_op([quick]) is None
 

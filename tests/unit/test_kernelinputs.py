@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 from typing import List, Optional, Sequence, Tuple
 
+from tfnative.core.model import Op
 from tfnative.core.tensorflow.kernelinputs import InputsReader, read_inputs
 from tfnative.core.tensorflow.opkernel import FrameContext
 from tfnative.output.opinputs import input_label, inputs_line
@@ -106,7 +107,7 @@ def test_inputs_read_with_their_dtypes_shapes_and_small_values():
     got = b.read()
     assert got == {"inputs": [{"dtype": "float32", "shape": [5], "values": [-3.5] * 5},
                               {"dtype": "int32", "shape": [5], "values": [0, 1879048192, 100000000, 1610612736, -1]}]}
-    assert inputs_line({"type": "Reshape", **got}) == "op Reshape(float32[5], int32[5]=[0,1879048192,100000000," \
+    assert inputs_line(Op(type="Reshape", **got)) == "op Reshape(float32[5], int32[5]=[0,1879048192,100000000," \
                                                        "1610612736,-1])"
 
 
@@ -141,7 +142,7 @@ def test_a_tensor_that_fails_a_check_is_dropped_with_its_reason():
     assert "where the kernel takes float32" in got[2]["unread"]
     assert "not readable" in got[3]["unread"]
     assert "values" not in got[1] and "dtype" not in got[2]
-    assert inputs_line({"type": "X", "inputs": got}) == "op X(float32[2,2], ?, ?, ?)"
+    assert inputs_line(Op(type="X", inputs=got)) == "op X(float32[2,2], ?, ?, ?)"
 
 
 def test_a_list_of_another_length_than_the_kernels_inputs_is_not_taken():

@@ -120,8 +120,8 @@ def test_attach_document_with_a_crash():
     (event,) = doc.events
     assert event.kind == "signal" and event.signal == "SIGSEGV" and event.fatal is True
     assert event.handler is False
-    assert event.op["type"] == "EagerPyFunc"
-    created = [model.frame_from_json(f) for f in event.op["created_at"]]
+    assert isinstance(event.op, model.Op) and event.op.type == "EagerPyFunc"
+    created = [model.frame_from_json(f) for f in event.op.created_at]
     assert all(isinstance(f, PythonFrame) and f.frame_class is None for f in created)
     assert doc.triage.signal == "SIGSEGV"
     assert doc.triage.nearest_user_frame["function"] == "bad_callback"
@@ -347,7 +347,7 @@ def test_key_tables_name_only_attributes():
                       (Capture, model._CAPTURE_KEYS), (Event, model._EVENT_KEYS),
                       (Document, model._DOCUMENT_KEYS), (model.HangVerdict, triage._HANG_VERDICT_KEYS),
                       (model.CrashSummary, triage._CRASH_SUMMARY_KEYS), (model.ChildDeath, model._CHILD_DEATH_KEYS),
-                      (model.Op, framemodel._OP_KEYS), (model.TfFunction, framemodel._TF_FUNCTION_KEYS)):
+                      (model.Op, framemodel.ALL_OP_KEYS), (model.TfFunction, framemodel._TF_FUNCTION_KEYS)):
         fields = {f.name for f in dataclasses.fields(cls)}
         read = {k.attr for k in keys if k.read}
         assert read <= fields, cls

@@ -3,7 +3,7 @@
 import pytest
 
 from tfnative.analysis.reproducer import NoRepro, model_of
-from tfnative.core.model import CrashSummary, Document
+from tfnative.core.model import CrashSummary, Document, Op
 
 RESHAPE = {"type": "Reshape", "name": "Reshape",
            "inputs": [{"dtype": "float32", "shape": [5], "values": [0.0] * 5},
@@ -12,7 +12,7 @@ RESHAPE = {"type": "Reshape", "name": "Reshape",
 
 
 def crash(op):
-    return Document(pid=7, argv=["x.py"], triage=CrashSummary(signal="SIGFPE", op=op))
+    return Document(pid=7, argv=["x.py"], triage=CrashSummary(signal="SIGFPE", op=Op.from_triage_json(op)))
 
 
 def test_an_op_whose_inputs_and_attributes_were_read_gives_its_model():
@@ -32,7 +32,7 @@ def test_an_op_that_runs_the_programs_python_gives_none(op_type):
 
 def test_no_fatal_signal_gives_none():
     with pytest.raises(NoRepro, match="no fatal signal"):
-        model_of(Document(pid=7, argv=["x.py"], triage=CrashSummary(op=RESHAPE)))
+        model_of(Document(pid=7, argv=["x.py"], triage=CrashSummary(op=Op.from_triage_json(RESHAPE))))
 
 
 def test_a_tensor_all_zeros_or_ones_is_written_as_such_whatever_its_size():

@@ -23,6 +23,7 @@ from ..core.model import (
     EventKind,
     Frame,
     NativeFrame,
+    Op,
     PythonFrame,
     TfFunction,
     Thread,
@@ -101,11 +102,9 @@ def numerics_op(event: Event) -> None:
     locals_ = (hook.locals if hook else None) or {}
     rows = [row.split("\t") for row in (locals_.get("created_at") or "").splitlines()]
     created = creation_frames([(r[0], int(r[1]), r[2]) for r in rows if len(r) == 3 and r[1].isdigit()])
-    event.op = {"type": locals_.get("op_type"), "name": locals_.get("op_name"), "created_at": created}
     xla = [name for name in (locals_.get("xla_functions") or "").split(",") if name]
-    if xla:
-        # the op handed on a NaN/Inf it did not make, while functions compiled by XLA ran unchecked
-        event.op["from_xla"] = xla
+    # from_xla: the op handed on a NaN/Inf it did not make, while functions compiled by XLA ran unchecked
+    event.op = Op(type=locals_.get("op_type"), name=locals_.get("op_name"), created_at=created, from_xla=xla or None)
     last = max((i for i, f in enumerate(frames) if INJECT_MARK in (f.file or "")), default=-1)
     if last >= 0:
         # Drop the hook and TensorFlow's error plumbing above the first frame that is not.
@@ -143,7 +142,7 @@ def add_op_origin(event: Event, origins_path: str) -> None:
     """
     threads = event.threads
     op = event.op or _frames_op(threads[0].frames if threads else [])
-    if not op or not op.get("name"):
+    if op is None or not op.name:
         return
     origins: Dict[str, List[Dict[str, Any]]] = {}
     try:
@@ -163,23 +162,24 @@ def add_op_origin(event: Event, origins_path: str) -> None:
         rows = origins.get(node) or []
         return next((r for r in rows if r.get("graph") == graph), rows[-1] if rows else None)
 
-    found = find(op["name"])
+    found = find(op.name)
     if found is None:
         return
-    event.op = dict({"type": op.get("type"), "name": op["name"]}, **(event.op or {}))
-    event.op["created_at"] = creation_frames(found.get("stack") or [])
+    if event.op is None:
+        event.op = Op(type=op.type, name=op.name)
+    event.op.created_at = creation_frames(found.get("stack") or [])
     forward = _forward_of(op, found, origins)
     if forward is not None:
-        event.op["forward"] = {"name": forward["node"], "type": forward.get("type"),
-                               "created_at": creation_frames(forward.get("stack") or [])}
+        event.op.forward = Op(name=forward["node"], type=forward.get("type"),
+                              created_at=creation_frames(forward.get("stack") or []))
 
 
-def _frames_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
-    """The op of the first kernel frame (a native frame with its op read) among ``frames``, as JSON."""
-    return next((f.op.to_json() for f in frames if isinstance(f, NativeFrame) and f.op), None)
+def _frames_op(frames: List[Frame]) -> Optional[Op]:
+    """The op of the first kernel frame (a native frame with its op read) among ``frames``."""
+    return next((f.op for f in frames if isinstance(f, NativeFrame) and f.op), None)
 
 
-def _forward_of(op: Dict[str, Any], found: Dict[str, Any], origins: Dict[str, List[Dict[str, Any]]]
+def _forward_of(op: Op, found: Dict[str, Any], origins: Dict[str, List[Dict[str, Any]]]
                 ) -> Optional[Dict[str, Any]]:
     """The forward op of a gradient op (``SqrtGrad`` -> its ``Sqrt``), by type and name scope in its graph.
 
@@ -188,7 +188,7 @@ def _forward_of(op: Dict[str, Any], found: Dict[str, Any], origins: Dict[str, Li
     in that scope (or, failing that, in the graph) is taken; never a guess
     between several.
     """
-    kind, name = op.get("type") or "", op["name"]
+    kind, name = op.type or "", op.name or ""
     if not kind.endswith("Grad") or len(kind) <= 4:
         return None
     m = _GRAD_RE.match(name)
@@ -408,36 +408,26 @@ def _nearest_user_frame(thread: Thread, others: List[Thread]) -> Optional[Python
     return None
 
 
-def _created_where(origin: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def _created_where(origin: Op) -> Optional[Dict[str, Any]]:
     """``{"file", "line", "function"}`` of the user's frame nearest the op's creation, from its ``created_at``."""
-    created = next((f for f in reversed(origin.get("created_at") or []) if f.get("user")), None)
+    created = next((f for f in reversed(origin.created_at or []) if f.get("user")), None)
     if created is None:
         return None
     return {"file": created["file"], "line": created["line"], "function": created["function"]}
 
 
-def _triage_op(op: Dict[str, Any]) -> Dict[str, Any]:
-    """The triage's op: its type and name, where it came from, and where the user created it (and its
-    forward op, for a gradient op)."""
-    out = {"type": op.get("type"), "name": op.get("name")}
-    if op.get("kernel_type"):
-        out["kernel_type"] = op["kernel_type"]  # oneDNN's rewrite: the type the kernel itself carries
-    if op.get("from"):
-        out["from"] = op["from"]  # no kernel frame on the stack: the op's Python wrapper (analysis/pyop.py)
-    if op.get("from_xla"):
-        out["from_xla"] = op["from_xla"]  # --check-numerics: the NaN/Inf came out of these XLA functions
-    # the crashing kernel's inputs and attributes (core/tensorflow/kernelinputs.py, core/tensorflow/nodeattrs.py)
-    for key in ("inputs", "inputs_unread", "attrs", "attrs_unread", "call"):
-        if op.get(key) is not None:
-            out[key] = op[key]
-    where = _created_where(op)
-    if where is not None:
-        out["created_at"] = where
-    forward = op.get("forward")
-    where = _created_where(forward) if forward else None
-    if forward and where is not None:
-        out["forward"] = {"type": forward.get("type"), "name": forward.get("name"), "created_at": where}
-    return out
+def _triage_op(op: Op) -> Op:
+    """The triage's op: its type and name, where it came from (no kernel frame: its Python wrapper,
+    ``analysis/pyop.py``; --check-numerics: the XLA functions the NaN/Inf came out of), the crashing kernel's
+    inputs and attributes (``core/tensorflow/kernelinputs.py``, ``core/tensorflow/nodeattrs.py``), and where the
+    user created it (and its forward op, for a gradient op)."""
+    forward = op.forward
+    forward_where = _created_where(forward) if forward is not None else None
+    return Op(type=op.type, name=op.name, kernel_type=op.kernel_type, from_=op.from_, from_xla=op.from_xla,
+              inputs=op.inputs, inputs_unread=op.inputs_unread, attrs=op.attrs, attrs_unread=op.attrs_unread,
+              call=op.call, created_where=_created_where(op),
+              forward=Op(type=forward.type, name=forward.name, created_where=forward_where)
+              if forward is not None and forward_where is not None else None)
 
 
 def analyze(kind: EventKind, capture: Capture, native_all: bool = False, hang: bool = False,

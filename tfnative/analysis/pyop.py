@@ -20,7 +20,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ..core.binary.mapfile import read_file
-from ..core.model import Frame, PythonFrame
+from ..core.model import Frame, Op, PythonFrame
 from ..core.sourcelines import MAX_BYTES
 
 __all__ = ["mark_wrapper_op", "python_op"]
@@ -84,15 +84,15 @@ def mark_wrapper_op(frames: List[Frame]) -> None:
     """The generated wrapper frame whose arguments the capture read (``op_args``) gets its op
     (``PythonFrame.wrapper_op``), where ``python_op`` names the op from it."""
     op = python_op(frames)
-    if not op or "inputs" not in op:
+    if op is None or op.inputs is None:
         return
     frame = next(f for f in frames if isinstance(f, PythonFrame) and f.op_args is not None)
     frame.wrapper_op = op
 
 
-def python_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
-    """``{"type", "name": None, "from"}``: the op of the innermost op wrapper among a thread's Python
-    frames (``from``: "gen_audio_ops.audio_spectrogram"; with its ``inputs``, ``attrs`` and ``call`` where the
+def python_op(frames: List[Frame]) -> Optional[Op]:
+    """An ``Op`` with its ``type`` and ``from_`` (no name): the op of the innermost op wrapper among a thread's
+    Python frames (``from_``: "gen_audio_ops.audio_spectrogram"; with its ``inputs``, ``attrs`` and ``call`` where the
     capture read the wrapper's arguments), or of an eager ``quick_execute``, else the op a graph
     was adding (``_apply_op_helper``); None."""
     building = None
@@ -103,16 +103,15 @@ def python_op(frames: List[Frame]) -> Optional[Dict[str, Any]]:
             op_type = _op_types(f.file).get(f.function)
             if op_type:
                 module = f.file.rsplit("/", 1)[-1][:-3]
-                return dict({"type": op_type, "name": None, "from": "%s.%s" % (module, f.function)},
-                            **_wrapper_args(f))
+                return Op(type=op_type, from_="%s.%s" % (module, f.function), **_wrapper_args(f))
         if f.function == "_apply_op_helper" and f.file.endswith(_APPLY_OP_PY) and building is None:
             # the op being added to a graph (its shape function runs there), where no generated wrapper of
             # TensorFlow's names it: a custom op's wrappers are exec'd code
             name = (f.locals or {}).get("op_type_name") or ""
             if _TYPE_RE.match(name):
-                building = {"type": name, "name": None, "from": "_apply_op_helper"}
+                building = Op(type=name, from_="_apply_op_helper")
         if f.function == "quick_execute" and f.file.endswith("/tensorflow/python/eager/execute.py"):
             name = (f.locals or {}).get("op_name") or ""
             if re.match(r"^[A-Z][A-Za-z0-9_]*$", name) and not _INFERENCE_RE.match(name):
-                return {"type": name, "name": None, "from": "quick_execute"}
+                return Op(type=name, from_="quick_execute")
     return building

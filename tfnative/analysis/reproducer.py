@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
-from ..core.model import Document, Json, NativeFrame
+from ..core.model import CrashSummary, Document, Json, NativeFrame
 
 _NPZ_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                "uint64", "bool")
@@ -33,7 +33,7 @@ def model_of(doc: Document, whole: bool = True) -> Json:
     kernel (the triage's op); raises NoRepro.  Without ``whole``, an input whose values were not read (larger
     than a crash report reads: ``--repro`` reads it whole) does not refuse it."""
     triage = doc.triage
-    op = getattr(triage, "op", None) or {}
+    op = triage.op.triage_json() if isinstance(triage, CrashSummary) and triage.op else {}
     if not getattr(triage, "signal", None) or not op.get("type"):
         raise NoRepro("no fatal signal in an op's kernel to reproduce")
     if op["type"] in _RUNS_PYTHON:

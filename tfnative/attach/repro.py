@@ -208,7 +208,7 @@ def _minimized(python: str, first: Tuple[Json, Json, float], triage: CrashSummar
 
 def _drop_long_values(doc: Document) -> None:
     """The values read whole for the data file stay out of the document: it carries those of small inputs."""
-    lists: List[Any] = [(getattr(doc.triage, "op", None) or {}).get("inputs")]
+    lists: List[Any] = [doc.triage.op.inputs if isinstance(doc.triage, CrashSummary) and doc.triage.op else None]
     for event in doc.events:
         for thread in event.threads:
             lists += [f.op.inputs for f in thread.frames if isinstance(f, NativeFrame) and f.op is not None]

@@ -13,7 +13,7 @@ import json
 from typing import Any, Callable, Optional
 
 from ..analysis.event import analyze, in_flight_functions
-from ..core.model import Capture, Event, EventKind, NativeFrame
+from ..core.model import Capture, Event, EventKind, NativeFrame, Op
 from ..core.tensorflow import executors, tflog
 from ..core.threads import Threads
 from ..errors import GdbError, PtraceRefused, Unsupported
@@ -114,7 +114,7 @@ def name_op_hit(event: Event, bps: Breakpoints) -> None:
     op = next((f.op for f in frames if isinstance(f, NativeFrame) and f.op), None)
     if op is None:
         return
-    event.op = {"type": op.type, "name": op.name}
+    event.op = Op(type=op.type, name=op.name)
     where = tfops.op_location(str(op.type))
     if where != event.location:
         bps.recount(event.location or "", where)

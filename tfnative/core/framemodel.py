@@ -5,7 +5,7 @@ frame's ``Op``, the ``TfFunction`` a frame or a thread runs.  Pure: standard lib
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional, Union
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Union
 
 from . import jsonkeys
 from .jsonkeys import Json
@@ -47,17 +47,63 @@ class Op:
     # analysis's call of the op (analysis/opcall.py): {"inputs": [each input's argument name], "attrs": {those
     # that differ from their defaults}}
     call: Optional[Json] = None
+    # What an event's op (``"op"`` of an EVENT: a --break-op hit, a NaN/Inf's op, --op-origins) and the crash
+    # triage's (``"op"`` of a TRIAGE) say besides, set by analysis (``analysis/event.py``, ``analysis/pyop.py``):
+    from_: Optional[str] = None  # "from": no kernel frame: the op's Python wrapper ("gen_audio_ops.audio_spectrogram")
+    from_xla: Optional[List[str]] = None  # --check-numerics: the XLA functions the NaN/Inf came out of
+    created_at: Optional[List[Json]] = None  # an event's: the op's creation stack, FRAMEs outermost first
+    created_where: Optional[Json] = None  # the triage's "created_at": {"file", "line", "function"}: the user's line
+    forward: Optional[Op] = None  # a gradient op's forward op (its type, name and creation)
 
     def to_json(self) -> Json:
+        """The op as a kernel frame carries it (``"op"`` of a native FRAME)."""
         return _write(self, _OP_KEYS)
+
+    def event_json(self) -> Json:
+        """The op as an EVENT carries it: ``{"type", "name", "created_at"?, "from_xla"?, "forward"?}``."""
+        return _write(self, _EVENT_OP_KEYS)
+
+    def triage_json(self) -> Json:
+        """The op as the crash TRIAGE carries it: its type and name, where it came from, the kernel's inputs and
+        attributes, where the user created it (and its forward op)."""
+        return _write(self, _TRIAGE_OP_KEYS)
 
     @classmethod
     def from_json(cls, d: Json) -> Op:
         return _build(cls, _OP_KEYS, d)
 
+    @classmethod
+    def from_event_json(cls, d: Json) -> Op:
+        return _build(cls, _EVENT_OP_KEYS, d)
+
+    @classmethod
+    def from_triage_json(cls, d: Json) -> Op:
+        return _build(cls, _TRIAGE_OP_KEYS, d)
+
+
+def _forward_writer(keys: Tuple[jsonkeys.Key, ...]) -> Any:
+    return lambda op: _write(op.forward, keys) if op.forward is not None else None
+
+
+def _forward_reader(keys: Tuple[jsonkeys.Key, ...]) -> Any:
+    return lambda v: _build(Op, keys, v) if v is not None else None
+
 
 _OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
             _k("inputs_unread"), _k("attrs"), _k("attrs_unread"), _k("opdef"), _k("opdef_unread"), _k("call"))
+# A gradient op's forward op: an event's names it first; the triage's types it first, with the user's line alone.
+_EVENT_FORWARD_KEYS = (_k("name", doc=_always), _k("type", doc=_always), _k("created_at", doc=_always))
+_TRIAGE_FORWARD_KEYS = (_k("type", doc=_always), _k("name", doc=_always),
+                        _k("created_at", "created_where", doc=_always))
+_EVENT_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("from", "from_"),
+                  _k("created_at"), _k("from_xla"),
+                  _k("forward", get=_forward_writer(_EVENT_FORWARD_KEYS), load=_forward_reader(_EVENT_FORWARD_KEYS)))
+_TRIAGE_OP_KEYS = (
+    _k("type", doc=_always), _k("name", doc=_always), _k("kernel_type", doc=_truthy), _k("from", "from_", doc=_truthy),
+    _k("from_xla", doc=_truthy), _k("inputs"), _k("inputs_unread"), _k("attrs"), _k("attrs_unread"), _k("call"),
+    _k("created_at", "created_where"),
+    _k("forward", get=_forward_writer(_TRIAGE_FORWARD_KEYS), load=_forward_reader(_TRIAGE_FORWARD_KEYS)))
+ALL_OP_KEYS = _OP_KEYS + _EVENT_OP_KEYS + _TRIAGE_OP_KEYS  # every key of an op, in each place it is written
 
 
 @dataclass(slots=True)
@@ -168,8 +214,8 @@ class PythonFrame:
     foldable: bool = field(default=False, compare=False, repr=False)
     shown_class: Optional[str] = field(default=None, compare=False, repr=False)
     # the op a generated wrapper's frame with ``op_args`` runs, as the crash report's op line shows it
-    # (``analysis/pyop.py``: {"type", "from", "inputs", "attrs", "call"}), on the thread that stopped
-    wrapper_op: Optional[Json] = field(default=None, compare=False, repr=False)
+    # (``analysis/pyop.py``: its type, ``from_``, inputs, attributes and call), on the thread that stopped
+    wrapper_op: Optional[Op] = field(default=None, compare=False, repr=False)
 
     def capture_json(self) -> Json:
         """The frame as a capture carries it (see ``NativeFrame.capture_json``)."""

@@ -15,14 +15,15 @@ also carries the internal attributes (``level``, ``start``, ``eval_address``,
 ``gdb_thread``) that a document's ``to_json()`` never writes; where its keys
 come in another order, the class names that order (``_NATIVE_WIRE``...).
 
-The leaf objects a reader looks into are typed too: a kernel frame's ``Op``,
+The leaf objects a reader looks into are typed too: an ``Op`` (a kernel frame's, an event's, the triage's: one
+type, written in each place's own order),
 a ``TfFunction`` (with the frames, ``core/framemodel.py``), a child that died
 of a signal (``ChildDeath``), and the two TRIAGEs (``core/triage.py``): the
 hang verdict (``HangVerdict``, ``verdict.triage``) and the summary of a
 document that says how its process ended (``CrashSummary``,
 ``analysis.event.document_triage``).  The key tables' machinery, the one
 owner of each key's order, is ``core/jsonkeys.py``.  The others (``kernel``, ``pool``, ``samples``,
-``cluster``, an event's ``op``...) stay JSON dicts, written and read as they
+``cluster``...) stay JSON dicts, written and read as they
 are.  This module is pure: no gdb, no process, no file.
 """
 
@@ -264,6 +265,15 @@ def _core_or_set(event: Any, value: Any) -> bool:
     return value is not None or event.kind == "core"
 
 
+def _event_op(event: Any) -> Optional[Json]:
+    return event.op.event_json() if event.op is not None else None
+
+
+def _op_of(load: Any) -> Any:
+    """An op's ``load``: None where absent."""
+    return lambda v: load(v) if v is not None else None
+
+
 @dataclass(slots=True)
 class Event:
     """One stop of the target (EVENT): what stopped it, and its threads, the stopped one first."""
@@ -288,7 +298,7 @@ class Event:
     finalizing: bool = False
     log: Optional[str] = None  # TensorFlow's fatal log line
     handler: Optional[bool] = None  # signal: the script has a handler for it
-    op: Optional[Json] = None  # {"type", "name", "created_at"?, "forward"?, "from_xla"?}: the op it stopped at
+    op: Optional[Op] = None  # the op it stopped at (--break-op, a NaN/Inf's), where it was created
     fatal: Optional[bool] = None
     reraised_by_handler: bool = False
     cluster: Optional[Json] = None
@@ -312,7 +322,8 @@ _EVENT_KEYS = (
     _k("via", doc=_truthy), _k("warnings", doc=_truthy, load=_as_list),
     _k("pool", doc=_truthy, load=_optional(Pool.from_json)),
     _k("samples", doc=_truthy), _k("held_ms"), _k("finalizing", doc=_truthy, load=bool), _k("log", doc=_truthy),
-    _k("handler"), _k("op"), _k("fatal"), _k("reraised_by_handler", doc=_truthy, load=bool),
+    _k("handler"), _k("op", get=_event_op, load=_op_of(Op.from_event_json)), _k("fatal"),
+    _k("reraised_by_handler", doc=_truthy, load=bool),
     _k("cluster", doc=_truthy), _k("triage", load=lambda v: HangVerdict.from_json(v) if v is not None else None),
     _k("process"), _k("no_debug_info", doc=_truthy), _k("culprit", doc=_truthy))
 

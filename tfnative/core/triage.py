@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from . import jsonkeys
-from .framemodel import TfFunction
+from .framemodel import Op, TfFunction
 from .jsonkeys import Json
 from .poolsummary import Pool
 
@@ -106,7 +106,7 @@ class CrashSummary:
     tf_function: Optional[TfFunction] = None
     dumps: int = 0
     children_killed: List[str] = field(default_factory=list)  # "PID SIGNAL"
-    op: Optional[Json] = None  # {"type", "name", "kernel_type"?, "from"?, "from_xla"?, "created_at"?, "forward"?}
+    op: Optional[Op] = None  # the op it died in: type, name, where it came from, where the user created it
     cxx_exception: Optional[Json] = None  # {"type", "what", "state"}
     log: Optional[str] = None  # TensorFlow's fatal log line
     eager: bool = False  # the op ran eagerly (no tf.function)
@@ -125,8 +125,9 @@ _CRASH_SUMMARY_KEYS = (
     _k("handled_signals", doc=_always, load=_as_list), _k("numerics", doc=_always, load=lambda v: v or 0),
     _k("nearest_user_frame", doc=_always), _k("tf_function", doc=_always, load=_optional(TfFunction.from_json)),
     _k("dumps", doc=_always, load=lambda v: v or 0), _k("children_killed", doc=_always, load=_as_list),
-    _k("op", doc=_always), _k("cxx_exception", doc=_truthy), _k("log", doc=_truthy),
-    _k("eager", doc=_truthy, load=bool), _k("reproducer"))
+    _k("op", doc=_always, get=lambda t: t.op.triage_json() if t.op is not None else None,
+       load=lambda v: Op.from_triage_json(v) if v is not None else None),
+    _k("cxx_exception", doc=_truthy), _k("log", doc=_truthy), _k("eager", doc=_truthy, load=bool), _k("reproducer"))
 
 Triage = Union[HangVerdict, CrashSummary]
 

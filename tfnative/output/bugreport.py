@@ -11,7 +11,7 @@ import os
 import shlex
 from typing import Dict, List, Optional, Protocol, Sequence
 
-from ..core.model import Document
+from ..core.model import Document, Op
 from . import render
 from .report import Said, core_phrases, crash_summary, op_lines, signal_title, summary_phrases
 
@@ -43,7 +43,7 @@ def markdown(doc: Document, command: List[str], facts: Dict[str, str], libraries
     out += ["## What happened", ""] + ["- " + s for s in summary or ["nothing was caught"]] + [""]
     for i, e in enumerate(doc.events, 1):
         what = {"breakpoint": "breakpoint `%s`" % e.location, "signal": signal_title(e),
-                "numerics": "NaN/Inf made by op `%s`" % render.op_label(e.op or {}),
+                "numerics": "NaN/Inf made by op `%s`" % render.op_label(e.op or Op()),
                 "core": "core dump" + (", " + signal_title(e) if e.signal else "")}
         out += ["## Event %d: %s" % (i, what.get(e.kind, e.kind)), ""]
         if e.log:

@@ -5,7 +5,7 @@ shape: int32[5]=[0,1879048192,...])``, ``op LRNGrad(...; depth_radius=1, bias=1.
 import struct
 from typing import Any, Dict, List, Optional
 
-from ..core.model import Event, NativeFrame, PythonFrame
+from ..core.model import Event, NativeFrame, Op, PythonFrame
 
 SHOWN_VALUES = 16  # the line shows the values of integer and boolean inputs of at most this many elements
 _INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
@@ -55,34 +55,34 @@ def attr_text(value: Any, kind: str) -> str:
     return str(value)  # an int, a type's name, a float's "nan"
 
 
-def inputs_line(op: Dict[str, Any]) -> Optional[str]:
+def inputs_line(op: Op) -> Optional[str]:
     """``op LRNGrad(input_grads: float32[0,0,0,0], ...; depth_radius=1)`` for an op with its inputs read (with
     their argument names and the attributes off their defaults where its definition was read); why not, for one
     whose inputs could not be read; None for an op without either."""
-    if op.get("inputs") is not None:
-        call = op.get("call") or {}
+    if op.inputs is not None:
+        call = op.call or {}
         names: List[str] = call.get("inputs") or []
-        args = [("%s: " % names[k] if k < len(names) else "") + input_label(e) for k, e in enumerate(op["inputs"])]
+        args = [("%s: " % names[k] if k < len(names) else "") + input_label(e) for k, e in enumerate(op.inputs)]
         text = ", ".join(args)
         attrs = call.get("attrs") or {}
         if attrs:
-            kinds = (op.get("opdef") or {}).get("attrs") or {}
+            kinds = (op.opdef or {}).get("attrs") or {}
             text += "; " + ", ".join("%s=%s" % (k, attr_text(v, kinds.get(k, {}).get("type", "")))
                                      for k, v in attrs.items())
-        return "op %s(%s)" % (op.get("type"), text)
-    if op.get("inputs_unread"):
-        return "op %s: its inputs were not read: %s" % (op.get("type"), op["inputs_unread"])
+        return "op %s(%s)" % (op.type, text)
+    if op.inputs_unread:
+        return "op %s: its inputs were not read: %s" % (op.type, op.inputs_unread)
     return None
 
 
-def crash_op(event: Event) -> Optional[Dict[str, Any]]:
-    """The op of the first kernel frame of the thread that stopped, as JSON; None without one."""
+def crash_op(event: Event) -> Optional[Op]:
+    """The op of the first kernel frame of the thread that stopped; None without one."""
     if event.kind not in ("signal", "core") or not event.threads:
         return None
     thread = next((t for t in event.threads if t.tid == event.thread), event.threads[0])
     op = next((f.op for f in thread.frames if isinstance(f, NativeFrame) and f.op), None)
     if op is not None:
-        return op.to_json()
+        return op
     # no kernel frame (a C++ exception unwound it): the op of its generated Python wrapper, where its
     # arguments were read (analysis/pyop.py)
     return next((f.wrapper_op for f in thread.frames + (thread.python_frames or [])

@@ -7,7 +7,7 @@ deliver an abort, which are the user's): the text reads those marks and
 decides nothing of its own.
 """
 
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from ..core.elide import elided_text
 from ..core.model import ElidedFrame, Frame, NativeFrame, Op, PythonFrame, Thread
@@ -178,18 +178,16 @@ def _fit_native(parts: _NativeParts, f: Frame, width: int) -> str:
     return cut_line(head + shown + where + lib + extra + mark, width, keep_end=mark)
 
 
-def op_label(op: Union[Op, Dict[str, Any]]) -> str:
+def op_label(op: Op) -> str:
     """``MatMul "model/dense/MatMul"``: an op's type and node name; where oneDNN rewrote the op, the type its
     kernel carries, labelled (``Conv2D (oneDNN kernel _MklNativeConv2D)``).  An eager op's node is named
     after its type, a rewritten one after the kernel's type: no name is shown for those.  ``op``: a kernel
-    frame's ``Op``, or an op as JSON (an event's, a triage's)."""
-    if isinstance(op, Op):
-        op = op.to_json()
-    label = op.get("type") or "?"
-    kernel = op.get("kernel_type")
-    if op.get("name") and op["name"] not in (label, kernel):
-        label += ' "%s"' % op["name"]
-    if kernel and kernel != op.get("type"):
+    frame's, an event's, a triage's."""
+    label = op.type or "?"
+    kernel = op.kernel_type
+    if op.name and op.name not in (label, kernel):
+        label += ' "%s"' % op.name
+    if kernel and kernel != op.type:
         label += " (oneDNN kernel %s)" % kernel
     return label
 

@@ -13,7 +13,7 @@ import re
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, NamedTuple, Optional, Set, TextIO
 
 from ..core import kstate, model
-from ..core.model import CrashSummary, Document, Event, Pool, Thread, thread_label
+from ..core.model import CrashSummary, Document, Event, Op, Pool, Thread, thread_label
 from ..files import write_output
 from . import render, threadgroups
 from .fit import cut_line, terminal_width, wrap
@@ -71,13 +71,13 @@ def state_marks(t: Thread) -> str:
 
 
 
-def numerics_title(op: Dict[str, Any]) -> str:
+def numerics_title(op: Op) -> str:
     """"NaN/Inf made by op Log", or, where the op only handed on a NaN/Inf that came out of a function
     compiled by XLA (not instrumented), which function, with the switch that checks its ops."""
-    if op.get("from_xla"):
+    if op.from_xla:
         return ("NaN/Inf out of the XLA-compiled function %s (seen by op %s; XLA functions are not "
                 "instrumented: rerun with --numerics-no-xla to find the op that made it)"
-                % (", ".join(op["from_xla"]), render.op_label(op)))
+                % (", ".join(op.from_xla), render.op_label(op)))
     return "NaN/Inf made by op %s" % render.op_label(op)
 
 
@@ -153,7 +153,7 @@ def summary_parts(t: CrashSummary, code: str = "") -> List[Phrase]:
         parts.append(Phrase(Said.NUMERICS, "%d NaN/Inf event(s)" % t.numerics))
     if t.cxx_exception:
         parts.append(Phrase(Said.CXX_EXCEPTION, "C++ exception %s" % render.cxx_exception_text(t.cxx_exception, q)))
-    if t.op and (t.op.get("created_at") or "op %s" % t.op["type"] not in t.breakpoints):
+    if t.op and (t.op.created_where or "op %s" % t.op.type not in t.breakpoints):
         parts.append(Phrase(Said.OP, _op_phrase(t.op, q)))
     if t.nearest_user_frame:
         u = t.nearest_user_frame
@@ -206,20 +206,20 @@ def core_triage_lines(doc: Document) -> List[str]:
     return lines
 
 
-def _op_phrase(op: Dict[str, Any], q: Callable[[str], str]) -> str:
+def _op_phrase(op: Op, q: Callable[[str], str]) -> str:
     """``op `Log` created at `app.py:3``` : the summary's op, where it came from and where it was created."""
     text = "op %s" % q(render.op_label(op))
-    if op.get("from"):
-        text += " (from %s)" % q(op["from"])
-    if op.get("from_xla"):
+    if op.from_:
+        text += " (from %s)" % q(op.from_)
+    if op.from_xla:
         text += " (NaN/Inf out of XLA-compiled %s: --numerics-no-xla checks its ops)" % ", ".join(
-            q(name) for name in op["from_xla"])
-    if op.get("created_at"):
-        text += " created at %s" % q("%s:%s" % (op["created_at"]["file"], op["created_at"]["line"]))
-    if (op.get("forward") or {}).get("created_at"):
-        fwd = op["forward"]
-        text += ", forward op %s at %s" % (q(fwd.get("type") or "?"),
-                                           q("%s:%s" % (fwd["created_at"]["file"], fwd["created_at"]["line"])))
+            q(name) for name in op.from_xla)
+    if op.created_where:
+        text += " created at %s" % q("%s:%s" % (op.created_where["file"], op.created_where["line"]))
+    fwd = op.forward
+    if fwd is not None and fwd.created_where:
+        text += ", forward op %s at %s" % (q(fwd.type or "?"),
+                                           q("%s:%s" % (fwd.created_where["file"], fwd.created_where["line"])))
     return text
 
 
@@ -294,17 +294,19 @@ def json_lines(docs: Iterable[Document]) -> bytes:
 def op_lines(event: Event, full: bool = False, width: Optional[int] = None) -> List[str]:
     """The op of a ``--break-op`` or ``numerics`` event, and where it was created, as text lines (within
     ``width``, a terminal's)."""
-    op = event.op or {}
+    op = event.op
+    if op is None:
+        return []
     lines: List[str] = []
-    if event.kind == "breakpoint" and op:
+    if event.kind == "breakpoint":
         lines.extend(wrap("Op: %s" % render.op_label(op), width, sep=" "))
-    for title, origin in (("Op", op), ("Its forward op %s" % render.op_label(op.get("forward") or {}),
-                                       op.get("forward") or {})):
-        if not origin.get("created_at"):
+    forward = op.forward or Op()
+    for title, origin in (("Op", op), ("Its forward op %s" % render.op_label(forward), forward)):
+        if not origin.created_at:
             continue
         lines.extend(wrap("%s created at (innermost last%s):" % (title, "" if full else "; --full for every frame"),
                           width, sep=" "))
-        for f in _created_at_plan(origin["created_at"], full):
+        for f in _created_at_plan(origin.created_at, full):
             if f is None:
                 lines.append("    ...")
                 continue
@@ -397,7 +399,7 @@ class Printer:
 
     @staticmethod
     def _numerics_title(event: Event, hit: Optional[int], max_hits: Optional[int]) -> str:
-        return numerics_title(event.op or {})
+        return numerics_title(event.op or Op())
 
     @staticmethod
     def _timeout_title(event: Event, hit: Optional[int], max_hits: Optional[int]) -> str:
