@@ -42,11 +42,11 @@ def test_capture_round_trip_is_byte_identical(path):
 
 
 def test_an_op_is_written_in_the_order_each_place_of_schema_v1_gives_it():
-    """Schema v1 writes an op in three shapes: a frame's (``Op``: type, name, kernel_type, kernel), an event's
-    and the triage's (dicts), and these two order the same keys differently (a NaN out of XLA: ``created_at``
-    before ``from_xla`` on the event, after it in the triage; a gradient's ``forward``: ``name`` first on the
-    event, ``type`` first in the triage).  One op type with one key order would change these bytes, so until a
-    schema v2 they stay as written (issue #35, item 5); the round trip above holds them."""
+    """Schema v1 writes an op in three shapes: a frame's (type, name, kernel_type, kernel...), an event's and
+    the triage's, and these two order the same keys differently (a NaN out of XLA: ``created_at`` before
+    ``from_xla`` on the event, after it in the triage; a gradient's ``forward``: ``name`` first on the event,
+    ``type`` first in the triage).  In memory each is one ``Op`` (issue #43, item 4); the serialiser writes it
+    in each place's order (``core/framemodel.py``'s three key tables), so these bytes stay until a schema v2."""
     numerics, grad = load("doc_numerics_xla.json"), load("doc_origins_grad.json")
     assert list(numerics["events"][0]["op"]) == ["type", "name", "created_at", "from_xla"]
     assert list(numerics["triage"]["op"]) == ["type", "name", "from_xla", "created_at"]
