@@ -15,16 +15,16 @@ also carries the internal attributes (``level``, ``start``, ``eval_address``,
 ``gdb_thread``) that a document's ``to_json()`` never writes; where its keys
 come in another order, the class names that order (``_NATIVE_WIRE``...).
 
-The leaf objects a reader looks into are typed too: an ``Op`` (a kernel frame's, an event's, the triage's: one
-type, written in each place's own order),
-a ``TfFunction`` (with the frames, ``core/framemodel.py``), a child that died
-of a signal (``ChildDeath``), and the two TRIAGEs (``core/triage.py``): the
-hang verdict (``HangVerdict``, ``verdict.triage``) and the summary of a
-document that says how its process ended (``CrashSummary``,
-``analysis.event.document_triage``).  The key tables' machinery, the one
-owner of each key's order, is ``core/jsonkeys.py``.  The others (``kernel``, ``pool``, ``samples``,
-``cluster``...) stay JSON dicts, written and read as they
-are.  This module is pure: no gdb, no process, no file.
+The leaf objects a reader looks into are typed too: an ``Op`` (one type for
+a kernel frame's, an event's and the triage's op, each written in its place's
+own key order) and a ``TfFunction`` (with the frames, ``core/framemodel.py``),
+a child that died of a signal (``ChildDeath``), and the two TRIAGEs
+(``core/triage.py``): the hang verdict (``HangVerdict``, ``verdict.triage``)
+and the summary of a document that says how its process ended
+(``CrashSummary``, ``analysis.event.document_triage``).  The key tables'
+machinery, the one owner of each key's order, is ``core/jsonkeys.py``.  The
+others (``kernel``, ``pool``, ``samples``, ``cluster``...) stay JSON dicts,
+written and read as they are.  This module is pure: no gdb, no process, no file.
 """
 
 from __future__ import annotations
