@@ -121,7 +121,7 @@ def test_attach_document_with_a_crash():
     assert event.kind == "signal" and event.signal == "SIGSEGV" and event.fatal is True
     assert event.handler is False
     assert isinstance(event.op, model.Op) and event.op.type == "EagerPyFunc"
-    created = [model.frame_from_json(f) for f in event.op.created_at]
+    created = event.op.created_at
     assert all(isinstance(f, PythonFrame) and f.frame_class is None for f in created)
     assert doc.triage.signal == "SIGSEGV"
     assert doc.triage.nearest_user_frame["function"] == "bad_callback"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tfnative.analysis.event import document_triage
-from tfnative.core.model import CrashSummary, Document, Event, NativeFrame, Op
+from tfnative.core.model import CrashSummary, Document, Event, NativeFrame, Op, PythonFrame
 
 DATA = Path(__file__).parent / "data"
 
@@ -22,8 +22,8 @@ def test_a_recorded_gradients_ops_are_ops_with_their_forward_and_creation():
     op = doc.events[0].op
     assert isinstance(op, Op) and (op.type, op.name) == ("SqrtGrad", "gradient_tape/SqrtGrad")
     assert isinstance(op.forward, Op) and op.forward.type == "Sqrt"
-    assert op.created_at[0]["function"] == "<module>" and op.created_where is None
-    assert isinstance(op.forward.created_at, list)
+    assert op.created_at[0].function == "<module>" and op.created_where is None
+    assert all(isinstance(f, PythonFrame) for f in op.created_at + op.forward.created_at)
     triage = doc.triage
     assert isinstance(triage, CrashSummary) and isinstance(triage.op, Op)
     assert triage.op.created_where == {"file": "/work/wt6/tests/scripts/tf_sqrt_grad.py", "line": 10,

@@ -116,15 +116,15 @@ def numerics_op(event: Event) -> None:
         mark_thread(thread)
 
 
-def creation_frames(stack: List[Any]) -> List[Dict[str, Any]]:
-    """FRAMEs (outermost first, as JSON: they go in an op's ``created_at``) of a Python creation stack given
-    as (file, line, function) rows."""
-    out = []
+def creation_frames(stack: List[Any]) -> List[Frame]:
+    """The frames (outermost first: they go in an op's ``created_at``) of a Python creation stack given as
+    (file, line, function) rows."""
+    out: List[Frame] = []
     for file, line, function in stack:
         f = PythonFrame(function=function, file=file, line=int(line))
         f.user = is_user_frame(f)
         f.source = source_line(f.file, f.line)
-        out.append(f.to_json())
+        out.append(f)
     return out
 
 
@@ -410,10 +410,10 @@ def _nearest_user_frame(thread: Thread, others: List[Thread]) -> Optional[Python
 
 def _created_where(origin: Op) -> Optional[Dict[str, Any]]:
     """``{"file", "line", "function"}`` of the user's frame nearest the op's creation, from its ``created_at``."""
-    created = next((f for f in reversed(origin.created_at or []) if f.get("user")), None)
+    created = next((f for f in reversed(origin.created_at or []) if isinstance(f, PythonFrame) and f.user), None)
     if created is None:
         return None
-    return {"file": created["file"], "line": created["line"], "function": created["function"]}
+    return {"file": created.file, "line": created.line, "function": created.function}
 
 
 def _triage_op(op: Op) -> Op:

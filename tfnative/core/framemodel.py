@@ -51,7 +51,7 @@ class Op:
     # triage's (``"op"`` of a TRIAGE) say besides, set by analysis (``analysis/event.py``, ``analysis/pyop.py``):
     from_: Optional[str] = None  # "from": no kernel frame: the op's Python wrapper ("gen_audio_ops.audio_spectrogram")
     from_xla: Optional[List[str]] = None  # --check-numerics: the XLA functions the NaN/Inf came out of
-    created_at: Optional[List[Json]] = None  # an event's: the op's creation stack, FRAMEs outermost first
+    created_at: Optional[List[Frame]] = None  # an event's: the op's creation stack (Python frames), outermost first
     created_where: Optional[Json] = None  # the triage's "created_at": {"file", "line", "function"}: the user's line
     forward: Optional[Op] = None  # a gradient op's forward op (its type, name and creation)
 
@@ -92,11 +92,17 @@ def _forward_reader(keys: Tuple[jsonkeys.Key, ...]) -> Any:
 _OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
             _k("inputs_unread"), _k("attrs"), _k("attrs_unread"), _k("opdef"), _k("opdef_unread"), _k("call"))
 # A gradient op's forward op: an event's names it first; the triage's types it first, with the user's line alone.
-_EVENT_FORWARD_KEYS = (_k("name", doc=_always), _k("type", doc=_always), _k("created_at", doc=_always))
+def _creation(value: Any) -> Optional[List[Frame]]:
+    """An op's creation stack as read: its frames (None where absent)."""
+    return frames_from_json(value) if value is not None else None
+
+
+_EVENT_FORWARD_KEYS = (_k("name", doc=_always), _k("type", doc=_always),
+                       _k("created_at", doc=_always, load=_creation))
 _TRIAGE_FORWARD_KEYS = (_k("type", doc=_always), _k("name", doc=_always),
                         _k("created_at", "created_where", doc=_always))
 _EVENT_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("from", "from_"),
-                  _k("created_at"), _k("from_xla"),
+                  _k("created_at", load=_creation), _k("from_xla"),
                   _k("forward", get=_forward_writer(_EVENT_FORWARD_KEYS), load=_forward_reader(_EVENT_FORWARD_KEYS)))
 _TRIAGE_OP_KEYS = (
     _k("type", doc=_always), _k("name", doc=_always), _k("kernel_type", doc=_truthy), _k("from", "from_", doc=_truthy),

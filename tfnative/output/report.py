@@ -13,7 +13,7 @@ import re
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, NamedTuple, Optional, Set, TextIO
 
 from ..core import kstate, model
-from ..core.model import CrashSummary, Document, Event, Op, Pool, Thread, thread_label
+from ..core.model import CrashSummary, Document, Event, Frame, Op, Pool, PythonFrame, Thread, thread_label
 from ..files import write_output
 from . import render, threadgroups
 from .fit import cut_line, terminal_width, wrap
@@ -310,24 +310,24 @@ def op_lines(event: Event, full: bool = False, width: Optional[int] = None) -> L
             if f is None:
                 lines.append("    ...")
                 continue
-            mark = "  <-- your code" if f.get("user") else ""
-            lines.append(cut_line("    %s:%s in %s%s" % (f["file"], f["line"], f["function"], mark), width,
-                                  keep_end=mark))
-            if f.get("user") and f.get("source"):
-                lines.append(cut_line("      | %s" % f["source"], width))
+            user = isinstance(f, PythonFrame) and f.user
+            mark = "  <-- your code" if user else ""
+            lines.append(cut_line("    %s:%s in %s%s" % (f.file, f.line, f.function, mark), width, keep_end=mark))
+            if user and isinstance(f, PythonFrame) and f.source:
+                lines.append(cut_line("      | %s" % f.source, width))
         lines.append("")
     return lines
 
 
-def _created_at_plan(frames: List[Dict[str, Any]], full: bool) -> List[Optional[Dict[str, Any]]]:
+def _created_at_plan(frames: List[Frame], full: bool) -> List[Optional[Frame]]:
     """The frames of an op's creation stack worth printing: the user's, and the TF call each makes."""
     if full:
         return list(frames)
     keep: Set[int] = set()
     for i, f in enumerate(frames):
-        if f.get("user"):
+        if isinstance(f, PythonFrame) and f.user:
             keep.update((i, i + 1))
-    out: List[Optional[Dict[str, Any]]] = []
+    out: List[Optional[Frame]] = []
     for i, f in enumerate(frames):
         if i in keep:
             out.append(f)
