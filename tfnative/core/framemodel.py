@@ -1,5 +1,6 @@
-"""The model's frames (FRAME of schema v1: native, Python, elided) and the leaf objects a frame carries: a kernel
-frame's ``Op``, the ``TfFunction`` a frame or a thread runs.  Pure: standard library only.
+"""The model's frames (FRAME of schema v1: native, Python, elided) and the leaf objects a frame carries: the
+``Op`` (a kernel frame's, and every other op: an event's, the triage's), the ``TfFunction`` a frame or a thread
+runs.  Pure: standard library only.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ _write = jsonkeys.write
 # -- the leaf objects ----------------------------------------------------------------------------------------
 @dataclass(slots=True)
 class Op:
-    """The op a kernel's (or a device's) ``Compute`` frame runs, read from its ``OpKernel`` (``"op"`` of a
-    native FRAME)."""
+    """An op, the one type of every op in memory: the op a kernel's (or a device's) ``Compute`` frame runs, read
+    from its ``OpKernel`` (``"op"`` of a native FRAME); an event's op; the crash triage's; the op a generated
+    wrapper's frame runs.  Each place writes its own keys (``to_json``, ``event_json``, ``triage_json``)."""
 
     type: Optional[str] = None  # the graph's op type
     name: Optional[str] = None  # the node's name
@@ -89,14 +91,16 @@ def _forward_reader(keys: Tuple[jsonkeys.Key, ...]) -> Any:
     return lambda v: _build(Op, keys, v) if v is not None else None
 
 
-_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
-            _k("inputs_unread"), _k("attrs"), _k("attrs_unread"), _k("opdef"), _k("opdef_unread"), _k("call"))
-# A gradient op's forward op: an event's names it first; the triage's types it first, with the user's line alone.
 def _creation(value: Any) -> Optional[List[Frame]]:
     """An op's creation stack as read: its frames (None where absent)."""
     return frames_from_json(value) if value is not None else None
 
 
+# One op, three places of schema v1, each with its own keys in its own order: a kernel frame's; an event's (its
+# creation stack before the XLA functions); the triage's (the XLA functions before the user's line alone).
+_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
+            _k("inputs_unread"), _k("attrs"), _k("attrs_unread"), _k("opdef"), _k("opdef_unread"), _k("call"))
+# A gradient op's forward op: an event's names it first; the triage's types it first, with the user's line alone.
 _EVENT_FORWARD_KEYS = (_k("name", doc=_always), _k("type", doc=_always),
                        _k("created_at", doc=_always, load=_creation))
 _TRIAGE_FORWARD_KEYS = (_k("type", doc=_always), _k("name", doc=_always),
