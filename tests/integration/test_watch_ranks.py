@@ -22,7 +22,8 @@ from .test_watch import SNAPSHOT_SLACK, Watcher, documents
 
 pytestmark = pytest.mark.skipif(not has_tensorflow(), reason="needs TensorFlow")
 STEPS = script("mwms_steps.py")
-RANKS = 3
+# The job's ranks: 3 in CI; TFNATIVE_WATCH_RANKS=8 runs every case at 8 ranks (docs/watch.md, "Catching a stuck rank")
+RANKS = int(os.environ.get("TFNATIVE_WATCH_RANKS", "3"))
 HANG_AFTER, INTERVAL = 8.0, 2.0
 CONNECT_S = 240  # the workers connect in ~30 s on 2 idle cores; far longer beside other work
 
@@ -47,11 +48,12 @@ class Fault:
     """One MWMS job under ``watch --on-hang kill --json``, worker ``culprit`` faulted at step 5 by ``mode`` (and
     by ``act(pid)`` the moment it says so): the report's text, JSON and timing, checked as a user checks them."""
 
-    def __init__(self, tmp_path, mode, hang_after=HANG_AFTER, interval=INTERVAL, extra=(), act=None, culprit=1):
+    def __init__(self, tmp_path, mode, hang_after=HANG_AFTER, interval=INTERVAL, extra=(), act=None, culprit=1,
+                 ranks=RANKS):
         self.json_path = str(tmp_path / "hang.jsonl")
         self.hang_after, self.interval, self.culprit = hang_after, interval, culprit
         w = Watcher(tmp_path, ["watch", "--hang-after", str(hang_after), "--interval", str(interval), "--on-hang",
-                               "kill", "--json", self.json_path, *extra, STEPS, str(tmp_path), str(RANKS),
+                               "kill", "--json", self.json_path, *extra, STEPS, str(tmp_path), str(ranks),
                                str(culprit), mode])
         try:
             self.pid = _wait_for_worker(tmp_path, culprit, mode, w)
@@ -111,6 +113,21 @@ def test_a_stopped_rank_is_the_culprit_and_its_verdict_says_stopped(tmp_path):
     assert "no known hang pattern fits" not in doc["events"][0]["triage"]["verdict"]
 
 
+def test_a_stopped_rank_without_the_crash_watch_is_the_culprit_with_its_signal(tmp_path):
+    """The same SIGSTOP under ``watch --no-crash-watch``: nobody traces the rank, so /proc shows its group stop
+    as state ``T`` alone; the watch asks the rank itself (a seize reports the stop with its signal, then lets
+    it go: it stays stopped) and names it stopped by SIGSTOP, in the text and the JSON, its own verdict
+    ``process_stopped``; reported in time, --on-hang kill ends it, nothing left."""
+    f = Fault(tmp_path, "stop", hang_after=5.0, interval=1.25, extra=("--no-crash-watch",),
+              act=lambda pid: os.kill(pid, signal.SIGSTOP))
+    culprit = f.check("stopped")
+    assert "it is stopped (state T, by SIGSTOP): none of its threads runs until SIGCONT" in f.line, f.line
+    assert culprit["how"] == "stopped" and culprit["state"] == "T" and culprit["signal"] == "SIGSTOP", culprit
+    doc = next(d for d in f.docs if d["pid"] == f.pid)
+    assert doc["events"][0]["triage"]["pattern"] == "process_stopped"
+    assert "verdict: the process is stopped (state T, by SIGSTOP)" in f.out, f.out
+
+
 def test_a_rank_deadlocked_on_two_locks_is_the_culprit_with_its_lock_cycle(tmp_path):
     f = Fault(tmp_path, "deadlock")
     f.check("deadlock")
@@ -140,8 +157,11 @@ def test_a_spinning_rank_with_a_progress_file_is_a_hang_and_the_culprit_spins(tm
     """Worker 1 spins in a Python loop at step 5 while the others wait for it: its CPU is progress of its own,
     but the job's step signal (--progress-file: worker 0 appends each step to READY_DIR/steps) stops: a hang,
     the spinning rank the culprit, with its line and CPU; before that, the waiting ranks are stragglers and the
-    rank they wait for is named."""
-    f = Fault(tmp_path, "spin", extra=("--progress-file", str(tmp_path / "steps"), "--straggler-after", "4"))
+    rank they wait for is named.  --hang-after 12: 8 s after --straggler-after 4 for the watch to name every
+    waiting rank (a held stack each, one by one: 7 at 8 ranks on 2 cores) before the hang (with --hang-after 8
+    the hang came first, at 8 ranks and once at 3)."""
+    f = Fault(tmp_path, "spin", hang_after=12.0,
+              extra=("--progress-file", str(tmp_path / "steps"), "--straggler-after", "4"))
     culprit = f.check("spins")
     spin = "mwms_steps.py:%d" % line_of(STEPS, "# SPIN_LINE")
     assert "hang: the job has made no step for " in f.out, f.out
@@ -177,6 +197,17 @@ def test_a_spinning_rank_without_a_step_signal_is_named_as_the_rank_the_others_w
         assert_gone(procs)
     finally:
         w.kill_all()
+
+
+def test_at_eight_ranks_a_rank_that_sleeps_is_the_culprit(tmp_path):
+    """The issue's first case at its scale: 8 ranks, rank 6 sleeps at step 5 while the seven others wait for it in
+    the all-reduce (their runtime threads waking all along): reported within --hang-after + 2 intervals, rank 6
+    named as the culprit that sleeps, at its line; exit 124, nothing left (about 25 s on 2 idle cores)."""
+    f = Fault(tmp_path, "sleep", culprit=6, ranks=8)
+    culprit = f.check("sleeps")
+    stall = "mwms_steps.py:%d" % line_of(STEPS, "# STALL_LINE")
+    assert "the rank the others wait for: it sleeps (or polls with time.sleep) at stall at %s" % stall in f.line, f.line
+    assert culprit["how"] == "peers_wait" and len(f.docs) == 8 + 1  # every rank and the launcher
 
 
 def test_the_healthy_job_is_never_reported(tmp_path):

@@ -76,8 +76,8 @@ def test_a_tf_data_map_crash_names_the_waiting_thread_and_the_users_line():
     event = crash(thread(101, WORKER), thread(100, GET_NEXT, python_name="MainThread"), selected=101)
     worker = event.threads[0]
     assert worker.tid == 101
-    assert worker.works_for == {"tid": 100, "waits_in": "the next element of a tf.data iterator",
-                                "how": "only thread waiting in TensorFlow"}
+    assert worker.works_for.to_json() == {"tid": 100, "waits_in": "the next element of a tf.data iterator",
+                                          "how": "only thread waiting in TensorFlow"}
     t = triage(event)
     assert t.nearest_user_frame == {"function": "<module>", "file": APP, "line": 15}
     assert t.op["type"] == "FusedPadConv2D"

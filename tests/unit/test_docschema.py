@@ -155,17 +155,31 @@ def test_keys_the_schema_does_not_name_are_let_through():
     assert d == before
 
 
+def test_a_pool_is_checked_as_the_model_reads_it():
+    """A capture's pool summary is an object of typed fields (``core/poolsummary.py``), checked like the rest."""
+    d = document()
+    d["events"][0]["pool"] = {"name": None, "threads": 2, "busy": [5], "idle": [6], "exact": False,
+                              "pools": {"inter-op": [5, 6]}}
+    check_document(d)
+    for wrong, where in (([1], "pool"), ({"threads": "2"}, "pool.threads"),
+                         ({"pools": {"x": ["5"]}}, "pool.pools.x[0]")):
+        d["events"][0]["pool"] = wrong
+        with pytest.raises(SchemaError) as e:
+            check_document(d)
+        assert str(e.value).startswith("events[0].%s: expected" % where), e.value
+
+
 def test_lone_surrogates_are_escaped_wherever_they_are():
     d = document(host="h" + LONE, labels={"k": LONE}, argv=["a" + LONE, "b"], future={"x": [LONE, [LONE]]},
                  extra=[LONE, 1], note=LONE)
     d["events"][0]["threads"][0]["frames"][0]["function"] = "f" + LONE
-    d["events"][0]["pool"] = LONE
+    d["events"][0]["pool"] = {"name": LONE, "threads": 0, "busy": [], "idle": []}
     check_document(d)
     assert d["host"] == "h" + ESCAPED and d["labels"] == {"k": ESCAPED}
     assert d["argv"] == ["a" + ESCAPED, "b"]
     assert d["future"] == {"x": [ESCAPED, [ESCAPED]]} and d["extra"] == [ESCAPED, 1] and d["note"] == ESCAPED
     assert d["events"][0]["threads"][0]["frames"][0]["function"] == "f" + ESCAPED
-    assert d["events"][0]["pool"] == ESCAPED
+    assert d["events"][0]["pool"]["name"] == ESCAPED
     json.dumps(d).encode("utf-8")  # nothing left that cannot be written
 
 

@@ -79,5 +79,5 @@ def test_pool_summary_and_busy_workers_selected():
                                           "function": "tensorflow::Foo::Compute(tensorflow::OpKernelContext*)"}]})
     other = pool_thread(4, "tensorflow::Foo::Compute(tensorflow::OpKernelContext*)", name="tf_graph_runner")
     entries = [idle, busy, child, other]
-    assert pool_summary(entries) == {"name": "tf_Compute", "threads": 2, "busy": [2], "idle": [1]}
+    assert pool_summary(entries).to_json() == {"name": "tf_Compute", "threads": 2, "busy": [2], "idle": [1]}
     assert [t.tid for t in select_threads(entries, Threads.PYTHON)] == [2]

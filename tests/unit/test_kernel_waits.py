@@ -18,7 +18,7 @@ from .test_waitgraph import again, docs
 
 
 def _edge_of(doc, tid):
-    return next(w for w in again(doc).waits or [] if w["thread"] == tid)
+    return next(w for w in again(doc).waits or [] if w.thread == tid)
 
 
 def test_a_self_deadlock_is_a_cycle_of_one_thread_with_the_frame_that_holds_the_mutex():
@@ -26,9 +26,9 @@ def test_a_self_deadlock_is_a_cycle_of_one_thread_with_the_frame_that_holds_the_
     t = again(doc)
     assert t.pattern == "self_deadlock", t.verdict
     [edge] = t.cycle
-    assert edge["thread"] == edge["waits_for"] == doc.pid
+    assert edge.thread == edge.waits_for == doc.pid
     assert t.verdict.startswith("op SelfLock: the main thread waits for %s which it already holds (self-deadlock) "
-                                "in SelfLockOp::Compute at self_lock.cc:" % edge["resource"])
+                                "in SelfLockOp::Compute at self_lock.cc:" % edge.resource)
     assert "it locks it again in SelfLockOp::Refresh at self_lock.cc:" in t.verdict
 
 
@@ -55,7 +55,7 @@ def test_a_mutex_held_by_another_kernel_names_the_holder():
     (doc,) = docs("kernel_holder_g0")
     t = again(doc)
     assert t.pattern == "kernel_lock_held", t.verdict
-    holder = t.chain[0]["waits_for"]
+    holder = t.chain[0].waits_for
     assert holder != doc.pid and "held by thread %d" % holder in t.verdict
     assert "it runs op LockHolder in LockHolderOp::Compute in self_lock.so" in t.verdict
 
@@ -140,7 +140,7 @@ def test_a_tensorflow_mutex_held_by_another_kernel_is_read_from_its_lock_object(
     (doc,) = docs("kernel_tf_holder_g")
     t = again(doc)
     assert t.pattern == "kernel_lock_held", t.verdict
-    holder = t.chain[0]["waits_for"]
+    holder = t.chain[0].waits_for
     assert holder != doc.pid and "held by thread %d" % holder in t.verdict
     assert "(its frame TfLockHolderOp::Compute at self_lock.cc:" in t.verdict
 

@@ -206,3 +206,25 @@ def test_a_number_too_long_to_convert():
         message = _error(pieces)
         assert message.startswith("in: not JSON at line 3 (Exceeds the limit (") and message.endswith(
             " digits) for integer string conversion)")
+
+
+def test_the_structure_without_strings_is_the_patterns_whatever_the_text():
+    """The brackets of a piece (its strings left out) are those the string pattern leaves, whether the piece has
+    escapes (the pattern's way) or none (the faster way), broken JSON (a string across a line's end, a lone
+    quote) included: the same documents, ended at the same lines, the same errors."""
+    import random
+
+    rng = random.Random(43)
+    texts = [MIXED, '{"a": "b\n', '"abc\n{"\n', '{"a": "[x]", "b": ["{"]}\n', '{"x": "é[ü"}\n{"y": [1]}\n']
+    for alphabet in ('{}[]""\n a:é,1', '{}[]"\\\n a:é,1'):
+        texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16))) for _ in range(20000)]
+    for text in texts:
+        assert docread._brackets(text) == docread._STRING.sub("", text).translate(docread._NOT_BRACKET), text
+
+
+def test_json_lines_with_a_pdsh_prefix_on_one_line_only():
+    """A piece of JSON Lines whose lines begin with ``{`` is taken as it is; one line with a ``host: `` prefix
+    among them is read without it, as pdsh prints it."""
+    lines = [_small(1) + "\n", "node7: " + _small(2) + "\n", _small(3) + "\n"]
+    assert _pids(["".join(lines)]) == [1, 2, 3]
+    assert _pids(["".join(lines[::2])]) == [1, 3]

@@ -7,6 +7,7 @@ there are the wire form of the same process: ``tf-bt -a --json`` in gdb (``-tfna
 and ``snapshot.take(pid, Threads.PYTHON, variables=True)``'s.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def test_an_op_is_written_in_the_order_each_place_of_schema_v1_gives_it():
 
 def test_capture_typed_with_its_internal_fields():
     gdb = Capture.from_json(load("capture_gdb.json"))
-    assert gdb.via is None and gdb.python == "3.11" and gdb.pool["threads"] >= 1
+    assert gdb.via is None and gdb.python == "3.11" and gdb.pool.threads >= 1
     main = gdb.threads[0]
     assert main.tid == gdb.pid and main.merge == "ok" and main.gdb_thread == 1 and main.has_python()
     native = [f for f in main.frames if isinstance(f, NativeFrame)]
@@ -240,6 +241,12 @@ def test_recorded_hang_documents_read_back_as_they_were(path):
     for d in recorded(path):
         doc = Document.from_json(d)
         assert isinstance(doc.triage, model.HangVerdict) and doc.triage.waits is not None
+        # the graph's edges are the model's Wait, read only: an edge another verdict changes is a new one
+        edges = doc.triage.waits + (doc.triage.cycle or []) + (doc.triage.chain or [])
+        assert all(isinstance(w, model.Wait) for w in edges)
+        for w in edges[:1]:
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                w.resource = "changed"
         assert json.dumps(doc.to_json(), indent=1) == json.dumps(d, indent=1)
 
 
@@ -333,12 +340,14 @@ def test_key_tables_name_only_attributes():
                 "NativeFrame": {"glue", "abort", "foldable", "shown_class", "library_path"},
                 # and the op a generated wrapper's frame runs (analysis/pyop.py), for the op line
                 "PythonFrame": {"user_code", "foldable", "shown_class", "wrapper_op"}}
-    for cls, keys in ((NativeFrame, model._NATIVE_KEYS), (PythonFrame, model._PYTHON_KEYS),
-                      (ElidedFrame, model._ELIDED_KEYS), (Thread, model._THREAD_KEYS),
+    from tfnative.core import framemodel, triage
+
+    for cls, keys in ((NativeFrame, framemodel._NATIVE_KEYS), (PythonFrame, framemodel._PYTHON_KEYS),
+                      (ElidedFrame, framemodel._ELIDED_KEYS), (Thread, model._THREAD_KEYS),
                       (Capture, model._CAPTURE_KEYS), (Event, model._EVENT_KEYS),
-                      (Document, model._DOCUMENT_KEYS), (model.HangVerdict, model._HANG_VERDICT_KEYS),
-                      (model.CrashSummary, model._CRASH_SUMMARY_KEYS), (model.ChildDeath, model._CHILD_DEATH_KEYS),
-                      (model.Op, model._OP_KEYS), (model.TfFunction, model._TF_FUNCTION_KEYS)):
+                      (Document, model._DOCUMENT_KEYS), (model.HangVerdict, triage._HANG_VERDICT_KEYS),
+                      (model.CrashSummary, triage._CRASH_SUMMARY_KEYS), (model.ChildDeath, model._CHILD_DEATH_KEYS),
+                      (model.Op, framemodel._OP_KEYS), (model.TfFunction, framemodel._TF_FUNCTION_KEYS)):
         fields = {f.name for f in dataclasses.fields(cls)}
         read = {k.attr for k in keys if k.read}
         assert read <= fields, cls

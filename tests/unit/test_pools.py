@@ -63,7 +63,8 @@ def tf218_names(d, edit=None):
 def test_tf221_named_pool():
     d = doc("221")
     ts = threads_of(d)
-    assert pool_summary(list(ts.values())) == {"name": "tf_Compute", "threads": 2, "busy": [6924], "idle": [6923]}
+    assert pool_summary(list(ts.values())).to_json() == {"name": "tf_Compute", "threads": 2, "busy": [6924],
+                                                         "idle": [6923]}
     assert [pool_of(ts[t]) for t in (6923, 6924, 6925)] == [INTER_OP, INTER_OP, OTHER]  # tf_graph_runner
     assert pool_of(ts[6921]) is None and executors.worker_loop(ts[6921]) == "eigen"  # unnamed, idle
     assert executors.worker_loop(ts[6832]) is None  # OpenBLAS's thread: no pool of TensorFlow's
@@ -79,7 +80,7 @@ def test_tf218_frames_alone_find_the_busy_worker():
     idle = [5737, 5738, 5739, 5741]
     assert [pool_of(ts[t]) for t in idle] == [None] * 4  # idle, in WaitForWork: no frame says whose
     s = pool_summary(list(ts.values()))
-    assert (s["name"], s["busy"], sorted(s["idle"]), s["threads"], s["exact"]) == (None, [5740], idle, 5, False)
+    assert (s.name, s.busy, sorted(s.idle), s.threads, s.exact) == (None, (5740,), idle, 5, False)
     assert not executors.is_pool_worker(ts[5590]) and executors.worker_loop(ts[5590]) is None  # OpenBLAS
 
 
@@ -91,7 +92,7 @@ def test_tf218_registry_places_every_worker():
     ts = threads_of(d)
     assert [pool_of(ts[t], names.get(t)) for t in (5737, 5738, 5739, 5740, 5741)] == [
         INTRA_OP, INTRA_OP, INTER_OP, INTER_OP, OTHER]
-    assert pool_summary(list(ts.values()), names) == {
+    assert pool_summary(list(ts.values()), names).to_json() == {
         "name": None, "threads": 2, "busy": [5740], "idle": [5739], "exact": True,
         "pools": {"inter-op": [5740, 5739], "intra-op": [5737, 5738], "other": [5741]}}
     assert d["pool"]["threads"] == 2 and d["pool"]["exact"]  # what the live capture said
@@ -180,7 +181,7 @@ def test_a_thread_that_a_worker_started_is_no_worker():
     child.tid, child.frames = 7000, frames[:loop]  # its name inherited, a kernel on its stack, no loop
     assert child.name == "tf_Compute" and executors.runs_kernel(child)
     assert pool_of(child) is None and not executors.is_any_pool_worker(child)
-    assert pool_summary(list(ts.values()) + [child])["threads"] == 2
+    assert pool_summary(list(ts.values()) + [child]).threads == 2
 
 
 def test_pool_by_frames_inside_the_loop():
@@ -205,7 +206,7 @@ def test_pool_by_frames_inside_the_loop():
 def event_with_pool(d, threads, names=None):
     e = {k: v for k, v in d.items() if k in ("kind", "pid")}
     e["threads"] = threads
-    e["pool"] = pool_summary([Thread.from_json(t) for t in threads], names)
+    e["pool"] = pool_summary([Thread.from_json(t) for t in threads], names).to_json()
     return Event.from_json(e)
 
 

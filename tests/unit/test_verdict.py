@@ -4,7 +4,7 @@ Frames are shaped as ``analysis.event.make_event`` gives them (glue hidden, ``us
 ``tests/scripts/tf_stuck.py`` and ``gil_holder.py``.
 """
 
-from tfnative.analysis import verdict
+from tfnative.analysis import threadwords, verdict
 from tfnative.core.model import Event, Thread
 
 PID = 100
@@ -67,7 +67,7 @@ def triage(event):
 
 
 def blocked_in(frames):
-    return verdict.blocked_in(Thread.from_json({"tid": 1, "frames": frames}))
+    return threadwords.blocked_in(Thread.from_json({"tid": 1, "frames": frames}))
 
 
 def test_native_code_holds_the_gil_while_others_wait():

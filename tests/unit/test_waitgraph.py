@@ -12,6 +12,7 @@ import os
 import pytest
 
 from tfnative.analysis import verdict, waitgraph
+from tfnative.analysis.across import across
 from tfnative.core.model import Document, Event, Thread, frames_from_json
 from tfnative.output import verdicttext
 
@@ -56,15 +57,15 @@ def test_the_chain_from_the_main_thread_ends_where_the_work_is(name, pattern, re
     assert t.pattern == pattern, t.verdict
     assert marker(name, "main") in t.verdict
     chain = t.chain
-    assert chain[0]["thread"] == doc.pid and chain[0]["at"] == marker(name, "main")
-    assert resource in chain[-1]["resource"] and chain[-1]["waits_for"] is None, chain
+    assert chain[0].thread == doc.pid and chain[0].at == marker(name, "main")
+    assert resource in chain[-1].resource and chain[-1].waits_for is None, chain
     assert t.cycle is None and "deadlock" not in t.verdict
 
 
 def test_a_queue_runner_never_started_is_said():
     (doc,) = docs("tf1_queue_runner")
     t = again(doc)
-    assert "QueueRunner runs on no thread" in t.chain[-1]["evidence"]
+    assert "QueueRunner runs on no thread" in t.chain[-1].evidence
     assert "tf1_queue_runner.py:%d" % line_of(os.path.join(HANGS, "tf1_queue_runner.py"), "dequeue_many(8)") \
         in t.verdict
 
@@ -74,19 +75,19 @@ def test_deadlocks_are_cycles_named_edge_by_edge():
     t = again(doc)
     assert t.pattern == "deadlock"
     tids = {th.python_name: th.tid for th in doc.events[0].threads}
-    assert {(w["thread"], w["waits_for"]) for w in t.cycle} == {(tids["loader"], tids["saver"]),
+    assert {(w.thread, w.waits_for) for w in t.cycle} == {(tids["loader"], tids["saver"]),
                                                                    (tids["saver"], tids["loader"])}
     assert t.verdict.startswith("deadlock: thread %d" % min(tids["loader"], tids["saver"]))
     for who, lock in (("loader", "lock_b"), ("saver", "lock_a")):
         assert "waits at %s for RLock %s" % (marker("rlock_order", who), lock) in t.verdict
-    main = next(w for w in t.waits if w["thread"] == doc.pid)
-    assert main["waits_for"] in (tids["loader"], tids["saver"]) and "joins" in main["resource"]
+    main = next(w for w in t.waits if w.thread == doc.pid)
+    assert main.waits_for in (tids["loader"], tids["saver"]) and "joins" in main.resource
 
     (doc,) = docs("gil_mutex")
     t = again(doc)
     assert t.pattern == "deadlock"
     assert "the main thread holds the GIL and waits at %s for mutex 0x" % marker("gil_mutex", "main") in t.verdict
-    assert [w["resource"] for w in t.cycle][1] == "the GIL"
+    assert [w.resource for w in t.cycle][1] == "the GIL"
 
 
 def test_fork_after_tensorflow_started_its_pools():
@@ -95,8 +96,8 @@ def test_fork_after_tensorflow_started_its_pools():
     assert t.pattern == "fork_without_pools"
     assert "its MatMul waits for pool threads that do not exist in this child" in t.verdict
     again(parent)
-    assert parent.events[0].triage.chain[-1]["resource"] == "child process %d" % child.pid
-    verdict.across([parent, child])
+    assert parent.events[0].triage.chain[-1].resource == "child process %d" % child.pid
+    across([parent, child])
     t = parent.events[0].triage
     assert t.pattern == "fork_without_pools"
     assert t.verdict.startswith("the main thread waits at %s for child process %d" % (
@@ -105,7 +106,7 @@ def test_fork_after_tensorflow_started_its_pools():
     procs = docs("process_after_predict")
     for d in procs:
         again(d)
-    verdict.across(procs)
+    across(procs)
     for d in procs[1:]:
         assert d.events[0].triage.pattern == "fork_without_pools"
         assert "it was forked at process_after_predict.py:" in d.events[0].triage.verdict
@@ -115,13 +116,13 @@ def test_the_stalled_worker_of_a_cluster_is_named():
     workers = docs("mwms_stalled_worker")
     for d in workers:
         again(d)
-    verdict.across(workers)
+    across(workers)
     by_task = {d.events[0].cluster["task"]: d for d in workers}
     for task in ("worker:0", "worker:1"):
         t = by_task[task].events[0].triage
         assert t.pattern == "waiting_on_peer"
         assert "worker 2 (pid %d) is not in it" % by_task["worker:2"].pid in t.verdict
-        assert "worker 2" in t.chain[-1]["resource"]
+        assert "worker 2" in t.chain[-1].resource
     assert by_task["worker:2"].events[0].triage.pattern != "waiting_on_peer"
 
 
@@ -168,17 +169,17 @@ def test_a_missing_worker_of_a_cluster_is_named():
     workers = docs("mwms_missing_rank")
     for d in workers:
         again(d)
-    verdict.across(workers)
+    across(workers)
     by_task = {d.events[0].cluster["task"]: d for d in workers}
     for task, other in (("worker:0", "worker:1"), ("worker:1", "worker:0")):
         t = by_task[task].events[0].triage
         assert t.pattern == "waiting_on_peer"
-        assert t.chain[-1]["resource"] == "worker 2 of its cluster, which no process read is", t.chain
+        assert t.chain[-1].resource == "worker 2 of its cluster, which no process read is", t.chain
         assert t.verdict.startswith("the main thread waits at mwms_missing_rank.py:%d for worker 2 of its cluster: "
                                     "no process read is worker 2" % line_of(MISSING_RANK, "# hangs here: worker"))
         assert "%s (pid %d) waits too" % (other.replace(":", " "), by_task[other].pid) in t.verdict
     (single,) = docs("mwms_missing_peer")
     again(single)
     before = single.events[0].triage.verdict
-    verdict.across([single])
+    across([single])
     assert single.events[0].triage.verdict == before and "worker 1" in before

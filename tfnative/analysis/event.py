@@ -26,6 +26,7 @@ from ..core.model import (
     PythonFrame,
     TfFunction,
     Thread,
+    WorksFor,
     thread_label,
 )
 from ..core.tensorflow import executors
@@ -71,12 +72,12 @@ def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
         t.label = thread_label(t, main_name)
     # The thread that stopped comes first.
     threads.sort(key=lambda t: t.tid != selected)
-    pool = capture.pool or {}
+    pool = capture.pool
     return Event(kind=kind, **extra, thread=selected, pid=capture.pid,
                  ns_pid=capture.ns_pid,  # the pid inside the process's own PID namespace
                  threads=threads, python=capture.python, via=capture.via, warnings=list(capture.warnings),
                  # a process with TensorFlow's inter-op pool, or running TensorFlow with none (a forked child)
-                 pool=pool if pool.get("threads") or (pool and _runs_tensorflow(threads)) else None,
+                 pool=pool if pool is not None and (pool.threads or _runs_tensorflow(threads)) else None,
                  samples=capture.samples, held_ms=capture.held_ms, finalizing=capture.finalizing,
                  no_debug_info=userlibs.without_debug_info(threads, capture.libraries) or None)
 
@@ -267,7 +268,7 @@ def _attribute_waiters(threads: List[Thread], selected: Optional[int]) -> None:
             w, what = candidates[0]
             how = ("only thread waiting in TensorFlow" if len(waiting) == 1
                    else "only thread waiting for a tf.data iterator")
-            t.works_for = {"tid": w.tid, "waits_in": what, "how": how}
+            t.works_for = WorksFor(w.tid, what, how)
 
 
 def _cleaned(captured: List[Frame], classes: Optional[Dict[str, str]] = None) -> List[Frame]:
@@ -397,7 +398,8 @@ def _nearest_user_frame(thread: Thread, others: List[Thread]) -> Optional[Python
     """The user's frame nearest the stopped ``thread``: on its merged stack, else its Python stack alone (a
     thread whose merge failed); an executor thread has no Python frame: then that of the thread that called
     its tf.function, among ``others`` (it follows it)."""
-    caller = (thread.tf_function.called_by if thread.tf_function else None) or (thread.works_for or {}).get("tid")
+    caller = ((thread.tf_function.called_by if thread.tf_function else None)
+              or (thread.works_for.tid if thread.works_for else None))
     for t in [thread] + [t for t in others if caller is not None and t.tid == caller]:
         nearest = next((f for f in t.frames + (t.python_frames or [])
                         if isinstance(f, PythonFrame) and f.user), None)

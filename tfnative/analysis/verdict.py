@@ -59,176 +59,30 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from ..core import frameclass
-from ..core.model import Event, Frame, HangVerdict, NativeFrame, PythonFrame, Thread
-from ..core.tensorflow.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel, tf_wait
+from ..core.model import Event, HangVerdict, NativeFrame, Pool, PythonFrame, Thread, Wait
+from ..core.tensorflow.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel
 from . import waitgraph
+from .threadwords import (
+    base_name,
+    blocked_in,
+    callers_of,
+    function_phrase,
+    group_text,
+    in_state,
+    is_idle,
+    kernel_frame,
+    python_frames,
+    python_where,
+    stuck_note,
+    user_where,
+    where,
+    who,
+)
 
-# Native frames that only carry a call from Python to a C function (ctypes, libffi), and the interpreter's.
-_CALL_LIB_RE = re.compile(r"^(libffi|_ctypes)")
-# Built-ins a thread commonly waits in, by their C function in the interpreter.
-BUILTINS = {"lock_PyThread_acquire_lock": "lock.acquire", "rlock_acquire": "RLock.acquire",
-            "time_sleep": "time.sleep", "select_select": "select.select", "select_select_impl": "select.select",
-            "os_read": "os.read", "os_read_impl": "os.read", "os_waitpid_impl": "os.waitpid",
-            "_queue_SimpleQueue_get_impl": "SimpleQueue.get", "sock_recv": "socket.recv",
-            "sock_accept": "socket.accept", "take_gil": "the GIL"}
-_KERNEL_RE = re.compile(r"::Compute(Async)?\(")
-_WAITING_STATES = ("S", "D")
-
-
-# A GCC clone of a function (``time_sleep.lto_priv.0``, ``f.constprop.0.isra.0``): the function's own name.
-_CLONE_RE = re.compile(r"(\.(lto_priv|constprop|isra|part|cold|localalias)(\.\d+)?)+$")
-
-
-def _base(name: str) -> str:
-    return _CLONE_RE.sub("", name.split("(", 1)[0].split("@", 1)[0].strip())
-
-
-def _python_frames(t: Thread) -> List[PythonFrame]:
-    return [f for f in t.frames if isinstance(f, PythonFrame)]
-
-
-def user_frame(t: Thread) -> Optional[PythonFrame]:
-    """The thread's innermost frame of the user's own code."""
-    return next((f for f in _python_frames(t) if f.user), None)
-
-
-def where(f: Optional[Frame]) -> str:
-    """``hold_gil at app.py:15``."""
-    if f is None:
-        return "?"
-    return "%s at %s:%s" % (f.function or "?", os.path.basename(f.file or "?"), f.line)
-
-
-def blocked_in(t: Thread) -> Optional[str]:
-    """The native call a thread is in: ``sleep()`` (a C function its innermost Python frame called, through
-    ctypes or an extension), ``lock.acquire()`` (a built-in of the interpreter), or its innermost named
-    frame when it runs no Python; None when it runs Python itself (its innermost frame is a Python frame)."""
-    frames = t.frames
-    if not frames or isinstance(frames[0], PythonFrame):
-        return None
-    inner: List[NativeFrame] = []
-    for f in frames:
-        if isinstance(f, PythonFrame):
-            break
-        if isinstance(f, NativeFrame) and not frameclass.is_glue(f):
-            inner.append(f)
-    if not _python_frames(t):
-        named = [f for f in inner if (f.function or "??") != "??"]
-        return _base(named[0].function or "") if named else None
-    for f in reversed(inner):  # from the call the Python frame made, inwards
-        lib = f.library or ""
-        if _CALL_LIB_RE.match(lib):
-            continue  # ctypes and libffi carry the call to the function
-        name = _base(f.function or "??")
-        if frameclass.INTERPRETER_LIB_RE.match(lib):  # a built-in function of the interpreter
-            return BUILTINS.get(name, name) if name != "??" else "a built-in function"
-        return name if name != "??" else "?? in %s" % lib
-    return None
-
-
-def kernel_frame(t: Thread) -> Optional[NativeFrame]:
-    """The innermost kernel frame (an op's ``Compute``) of a thread, preferring one with its op known."""
-    kernels = [f for f in t.frames if isinstance(f, NativeFrame) and _KERNEL_RE.search(f.function or "")]
-    return next((f for f in kernels if f.op), kernels[0] if kernels else None)
-
-
-def who(t: Thread, pid: Optional[int], pool: Optional[Dict[str, Any]] = None) -> str:
-    """"the main thread", "thread 12 tf_Compute" (its OS name), "the inter-op pool's thread 12" (a worker of
-    an unnamed inter-op pool, ``pool`` the event's summary)."""
-    if pid is not None and t.tid == pid:
-        return "the main thread"
-    if pool and _unnamed(pool) and t.tid in (pool.get("pools") or {}).get("inter-op", []):
-        return "the inter-op pool's thread %s" % t.tid
-    return "thread %s %s" % (t.tid, t.name or "")
-
-
-def _idle(t: Thread) -> bool:
-    """The thread waits (sleeping in the kernel, or its innermost frame native when the state is unknown)."""
-    state = (t.kernel or {}).get("state")
-    if state is not None:
-        return state in _WAITING_STATES
-    return blocked_in(t) is not None
-
-
-def _in_state(t: Thread) -> str:
-    """"blocked in sleep()", "running sleep()" (kernel state R), "in sleep()" (state unknown)."""
-    if not t.frames:
-        return "its stack unreadable"
-    fn = blocked_in(t)
-    if fn is None:
-        return "running Python"
-    state = (t.kernel or {}).get("state")
-    verb = "blocked in" if state in _WAITING_STATES else "running" if state == "R" else "in"
-    py = next(iter(_python_frames(t)), None)
-    under = "" if py is None or py.user else " under %s" % (py.function or "?")
-    return "%s %s%s" % (verb, fn if " " in fn else fn + "()", under)
-
-
-def _callers(threads: List[Thread]) -> List[Thread]:
-    """Threads that wait for a tf.function they called or a ``Session.run`` (TensorFlow 1's graphs), not
-    executor threads working for one."""
-    return [t for t in threads if (t.tf_function and not t.tf_function.how or tf_wait(t) == "Session.run")
-            and not is_any_pool_worker(t)]
-
-
-def _function_phrase(callers: List[Thread], pid: Optional[int]) -> str:
-    """"the main thread waits for tf.function step at app.py:20", callers of the same function at the same
-    line grouped ("threads 12, 13 wait for tf.function step at app.py:31")."""
-    groups: Dict[Tuple[Any, ...], List[Thread]] = {}
-    for t in callers:
-        fn = t.tf_function
-        name = (fn.python_function or fn.name) if fn else None
-        groups.setdefault(("tf.function %s" % name if fn else "Session.run", _user_where(t)), []).append(t)
-    parts = []
-    for (what, at), ts in groups.items():
-        subject = who(ts[0], pid) if len(ts) == 1 else "threads %s" % ", ".join(str(t.tid) for t in ts)
-        parts.append("%s wait%s for %s at %s" % (subject, "s" if len(ts) == 1 else "", what, at))
-    return "; ".join(parts)
-
-
-def _grouped(workers: List[Thread], label: str = "") -> str:
-    """"thread 5 in ...; threads 6, 7 in ...": workers doing the same thing (the same text) grouped;
-    ``label`` goes before "thread"."""
-    groups: Dict[str, List[Thread]] = {}
-    for t in workers:
-        groups.setdefault(_work_of(t) + _stuck_note(t), []).append(t)
-    return "; ".join("%s%s %s %s" % (label, "thread" if len(ts) == 1 else "threads",
-                                     ", ".join(str(t.tid) for t in ts), text) for text, ts in groups.items())
-
-
-def _user_where(t: Thread) -> str:
-    f = _python_where(t)
-    return "%s:%s" % (os.path.basename(f.file or "?"), f.line) if f else "?"
-
-
-def _work_of(t: Thread) -> str:
-    """What a busy inter-op thread does: the callback (user line) or the kernel, and where it is blocked."""
-    py = _python_where(t)
-    if t.gil == "waiting":
-        state = "waiting for the GIL"
-    else:
-        state = _in_state(t)
-    if py is not None:
-        return "in the tf.py_function callback %s, %s" % (where(py), state)
-    k = kernel_frame(t)
-    if k is not None:
-        op_type, op_name = (k.op.type, k.op.name) if k.op else (None, None)
-        label = op_type or _base(k.function or "?")
-        if op_name and op_name != op_type:
-            label += ' "%s"' % op_name
-        return "in kernel %s, %s" % (label, state)
-    return state
-
-
-def _stuck_note(t: Thread) -> str:
-    if t.progress == "stuck":
-        return " (stuck %.1f s)" % (t.stuck_s or 0.0)
-    if t.progress == "moving":
-        return " (moving between samples: slow, not stuck?)"
-    return ""
+NO_POOL = Pool(has_name=False)  # an event without a pool summary, as the patterns read it
 
 
 class _Scene:
@@ -240,8 +94,8 @@ class _Scene:
         self.pid: Optional[int] = event.pid
         self.holder = next((t for t in self.threads if t.gil == "held"), None)
         self.waiters = [t for t in self.threads if t.gil == "waiting"]
-        self.callers = _callers(self.threads)
-        self.pool: Dict[str, Any] = event.pool or {}
+        self.callers = callers_of(self.threads)
+        self.pool: Pool = event.pool or NO_POOL  # (no summary: no worker seen)
         self.waits, self.loop, self.steps = waitgraph.analyse(event)
 
 
@@ -254,17 +108,17 @@ def triage(event: Event) -> HangVerdict:
     out = HangVerdict(
         waiting_for_gil=[t.tid for t in s.waiters],
         waiting_for_function=[{"tid": t.tid, "tf_function": t.tf_function.name if t.tf_function else None,
-                               "at": _user_where(t)} for t in s.callers],
+                               "at": user_where(t)} for t in s.callers],
         stuck=[t.tid for t in s.threads if t.progress == "stuck"] if sampled else None,
         moving=[t.tid for t in s.threads if t.progress == "moving"] if sampled else None,
-        pool=s.pool or None,
+        pool=s.event.pool,
         # the wait-for graph (analysis/waitgraph.py): every edge, the cycle (a deadlock) or the chain from the
         # thread the user waits on to where the work is
-        waits=[w.to_json() for w in s.waits],
-        cycle=[w.to_json() for w in s.loop] if s.loop else None,
-        chain=[w.to_json() for w in s.steps])
+        waits=list(s.waits),
+        cycle=list(s.loop) if s.loop else None,
+        chain=list(s.steps))
     if s.holder is not None:
-        f = _python_where(s.holder)
+        f = python_where(s.holder)
         out.gil_holder = {"tid": s.holder.tid, "name": s.holder.name, "blocked_in": blocked_in(s.holder),
                           "function": f.function if f else None, "file": f.file if f else None,
                           "line": f.line if f else None}
@@ -302,7 +156,7 @@ def _locker(t: Thread) -> Optional[NativeFrame]:
             return None
         if not isinstance(f, NativeFrame):
             continue
-        name = _base(f.function or "")
+        name = base_name(f.function or "")
         if _LOCKING_RE.search(name) or (name in ("", "??") and f.frame_class == "system"):
             continue
         return f
@@ -313,7 +167,7 @@ def frame_at(f: Optional[NativeFrame]) -> str:
     """``SelfLockOp::Refresh at self_lock.cc:35`` (with DWARF), else ``SelfLockOp::Refresh in self_lock.so``."""
     if f is None:
         return "?"
-    name = _base(f.function or "??")
+    name = base_name(f.function or "??")
     if f.file and f.line:
         return "%s at %s:%s" % (name, os.path.basename(f.file), f.line)
     return "%s in %s" % (name, f.library) if f.library else name
@@ -366,11 +220,11 @@ def _kernel_lock_held(s: _Scene) -> Optional[str]:
     k = next((f for f in holder.frames if isinstance(f, NativeFrame) and f.op), None) or _locker(holder)
     inner = next((f for f in holder.frames if isinstance(f, NativeFrame) and (f.function or "??") != "??"), None)
     now = "%s%s%s" % ("it runs op %s" % op if op else "it is", " in %s" % frame_at(k) if k else "",
-                      ", blocked in %s" % re.sub(r"^__GI_+", "", _base(inner.function or ""))
+                      ", blocked in %s" % re.sub(r"^__GI_+", "", base_name(inner.function or ""))
                       if inner is not None and inner is not k else "")
     return "%s%s waits in %s (from %s) for %s, held by %s (%s): %s%s" % (
         _op_prefix(t), _subject(s, w), frame_at(_locker(t)), w.at, w.resource, who(holder, s.pid, s.pool),
-        how, now, _stuck_note(holder))
+        how, now, stuck_note(holder))
 
 
 def _kernel_lock_unknown(s: _Scene) -> Optional[str]:
@@ -391,11 +245,11 @@ def _async_never_done(s: _Scene) -> Optional[str]:
     w = _sink(s, waitgraph.ASYNC_DONE)
     if w is None:
         return None
-    others = [t for t in s.threads if t.tid != w.thread and (runs_kernel(t) or not _idle(t))]
-    if others or s.pool.get("busy"):
+    others = [t for t in s.threads if t.tid != w.thread and (runs_kernel(t) or not is_idle(t))]
+    if others or s.pool.busy:
         return None
     op = w.resource[len(waitgraph.ASYNC_DONE):].strip()
-    pool = " (%s idle)" % ("all %s" % _pool_threads(s.pool)) if s.pool.get("threads") else ""
+    pool = " (%s idle)" % ("all %s" % _pool_threads(s.pool)) if s.pool.threads else ""
     return ("op %s: its async kernel returned without calling done; no thread works on it: %s waits in %s "
             "from %s, and every other thread waits%s" % (op, _subject(s, w), waitgraph.ASYNC_COMPUTE, w.at, pool))
 
@@ -413,24 +267,24 @@ def _kernel_does_not_return(s: _Scene) -> Optional[str]:
         k = next((f for f in t.frames if isinstance(f, NativeFrame) and f.frame_class == "user"
                   and _USER_KERNEL_RE.search(f.function or "")), None)
         op = _op_of(t)
-        if k is None or op is None or not _idle(t):
+        if k is None or op is None or not is_idle(t):
             continue
-        if any(not _idle(o) for o in s.threads if o is not t) or s.pool.get("busy"):
+        if any(not is_idle(o) for o in s.threads if o is not t) or s.pool.busy:
             return None
         # the call the kernel made (sleep, pthread_cond_wait), not libc's futex underneath it; the C++ library's
         # templates between (std::condition_variable::wait, inlined in one build and not in another) passed over
         inside = [f for f in t.frames[:t.frames.index(k)] if isinstance(f, NativeFrame)
                   and (f.function or "??") != "??" and not frameclass.is_glue(f)
                   and not frameclass.is_standard_library(f)]
-        waits = ", waiting in %s" % re.sub(r"^_+(GI_+)?", "", _base(inside[-1].function or "")) if inside else ""
-        called = _python_where(t)
+        waits = ", waiting in %s" % re.sub(r"^_+(GI_+)?", "", base_name(inside[-1].function or "")) if inside else ""
+        called = python_where(t)
         return "op %s: %s runs your kernel %s and it does not return%s%s%s" % (
             op, who(t, s.pid, s.pool), frame_at(k), waits, ", called from %s" % where(called) if called else "",
-            _stuck_note(t))
+            stuck_note(t))
     return None
 
 
-def _sink(s: _Scene, *words: str) -> Optional[waitgraph.Wait]:
+def _sink(s: _Scene, *words: str) -> Optional[Wait]:
     """The first edge of the graph whose resource (no thread holds it) names one of ``words``, the chain's
     own first."""
     for w in list(s.steps) + list(s.waits):
@@ -439,7 +293,7 @@ def _sink(s: _Scene, *words: str) -> Optional[waitgraph.Wait]:
     return None
 
 
-def _subject(s: _Scene, w: waitgraph.Wait) -> str:
+def _subject(s: _Scene, w: Wait) -> str:
     t = next((t for t in s.threads if t.tid == w.thread), None)
     return who(t, s.pid, s.pool) if t is not None else "thread %s" % w.thread
 
@@ -497,20 +351,15 @@ def sink_note(s: _Scene) -> str:
     return "; the chain ends at %s waiting at %s for %s" % (_subject(s, last), last.at, last.resource)
 
 
-def _python_where(t: Thread) -> Optional[PythonFrame]:
-    """The user's innermost frame, else the innermost Python frame."""
-    return user_frame(t) or next(iter(_python_frames(t)), None)
-
-
 def _gil_held_blocked(s: _Scene) -> Optional[str]:
     if s.holder is None or not s.waiters or blocked_in(s.holder) is None:
         return None
     n = len(s.waiters)
     text = "%s holds the GIL in %s, %s%s; %d thread%s wait%s for it (%s)" % (
-        who(s.holder, s.pid, s.pool), where(_python_where(s.holder)), _in_state(s.holder), _stuck_note(s.holder), n,
+        who(s.holder, s.pid, s.pool), where(python_where(s.holder)), in_state(s.holder), stuck_note(s.holder), n,
         "" if n == 1 else "s", "s" if n == 1 else "", ", ".join(str(t.tid) for t in s.waiters))
     if s.callers:
-        text += "; " + _function_phrase(s.callers, s.pid)
+        text += "; " + function_phrase(s.callers, s.pid)
     return text
 
 
@@ -521,14 +370,14 @@ def _main(s: _Scene) -> Optional[Thread]:
 def _exit_waits_for_threads(s: _Scene) -> Optional[str]:
     main = _main(s)
     if main is None or not any(f.function in ("_shutdown", "threading._shutdown")
-                               and (f.file or "").endswith("threading.py") for f in _python_frames(main)):
+                               and (f.file or "").endswith("threading.py") for f in python_frames(main)):
         return None
-    others = [t for t in s.threads if t is not main and _python_frames(t) and t.daemon is not True]
+    others = [t for t in s.threads if t is not main and python_frames(t) and t.daemon is not True]
     if not others:
         return "the program has ended: the main thread waits in threading._shutdown for its non-daemon threads"
     return "the program has ended: the main thread waits in threading._shutdown for %d non-daemon thread%s: %s" % (
         len(others), "" if len(others) == 1 else "s",
-        "; ".join("%s in %s, %s%s" % (_named(t), where(_python_where(t)), _in_state(t), _stuck_note(t))
+        "; ".join("%s in %s, %s%s" % (_named(t), where(python_where(t)), in_state(t), stuck_note(t))
                   for t in others))
 
 
@@ -536,10 +385,10 @@ def _interpreter_finalizing(s: _Scene) -> Optional[str]:
     main = _main(s)
     if not s.event.finalizing or main is None:
         return None
-    py = _python_where(main)
+    py = python_where(main)
     at = " in %s," % where(py) if py else ""
     return "the interpreter is shutting down (Py_FinalizeEx has begun) and the main thread is%s %s%s" % (
-        at, _in_state(main), _stuck_note(main))
+        at, in_state(main), stuck_note(main))
 
 
 def _named(t: Thread) -> str:
@@ -548,83 +397,77 @@ def _named(t: Thread) -> str:
 
 
 def _workers(s: _Scene) -> List[Thread]:
-    busy = set(s.pool.get("busy") or [])
+    busy = set(s.pool.busy)
     return [t for t in s.threads if t.tid in busy]
 
 
-def _unnamed(pool: Dict[str, Any]) -> bool:
-    """A pool whose threads TensorFlow did not name (``"name": None``; a summary without the key is from a
-    version of tfnative that saw only the named ``tf_Compute`` pool)."""
-    return "name" in pool and not pool["name"]
-
-
-def _pool_threads(pool: Dict[str, Any]) -> str:
+def _pool_threads(pool: Pool) -> str:
     """"2 tf_Compute threads" (a pool TensorFlow names), "2 threads of the inter-op pool" (an unnamed one
     whose workers the frames tell apart), "5 worker threads of TensorFlow's pools" (some of whose pool no
     frame shows)."""
-    n = pool["threads"]
-    if not _unnamed(pool):
-        return "%d %s threads" % (n, pool.get("name") or "tf_Compute")
-    if pool.get("exact", True):
+    n = pool.threads
+    if not pool.unnamed:
+        return "%d %s threads" % (n, pool.name or "tf_Compute")
+    if pool.exact is not False:
         return "%d thread%s of the inter-op pool" % (n, "" if n == 1 else "s")
     return "%d worker thread%s of TensorFlow's pools" % (n, "" if n == 1 else "s")
 
 
 def _pool_exhausted(s: _Scene) -> Optional[str]:
-    if not s.callers or not s.pool.get("threads") or s.pool.get("idle") or not s.pool.get("exact", True):
+    if not s.callers or not s.pool.threads or s.pool.idle or s.pool.exact is False:
         return None
     workers = _workers(s)
-    if len(workers) != s.pool["threads"]:
+    if len(workers) != s.pool.threads:
         return None
-    if not all(_python_frames(t) or t.gil == "waiting" for t in workers):
+    if not all(python_frames(t) or t.gil == "waiting" for t in workers):
         return None
     return ("TensorFlow's inter-op pool is exhausted: all %s are inside tf.py_function callbacks "
             "or wait for the GIL (%s); %s, and no pool thread is free to run their work" % (
                 _pool_threads(s.pool),
-                _grouped(workers),
-                _function_phrase(s.callers, s.pid)))
+                group_text(workers),
+                function_phrase(s.callers, s.pid)))
 
 
 def _waiting_on_executor(s: _Scene) -> Optional[str]:
-    if not s.callers or not s.pool.get("busy"):
+    if not s.callers or not s.pool.busy:
         return None
-    busy = set(s.pool["busy"])
-    if not all(_idle(t) for t in s.threads if _python_frames(t) and t.tid not in busy):
+    busy = set(s.pool.busy)
+    if not all(is_idle(t) for t in s.threads if python_frames(t) and t.tid not in busy):
         return None
     workers = _workers(s)
     if not workers:
         return None
-    label = "the inter-op pool's " if _unnamed(s.pool) else (workers[0].name or "") + " "
-    return "%s; the work is on %s" % (_function_phrase(s.callers, s.pid), _grouped(workers, label))
+    label = "the inter-op pool's " if s.pool.unnamed else (workers[0].name or "") + " "
+    return "%s; the work is on %s" % (function_phrase(s.callers, s.pid), group_text(workers, label))
 
 
 def _waiting_on_tf_data(s: _Scene) -> Optional[str]:
-    waiting = [t for t in s.threads if _python_frames(t) and not is_any_pool_worker(t)
+    waiting = [t for t in s.threads if python_frames(t) and not is_any_pool_worker(t)
                and any(isinstance(f, NativeFrame) and GET_NEXT_RE.search(f.function or "") for f in t.frames)]
-    if not waiting or not all(_idle(t) for t in waiting):
+    if not waiting or not all(is_idle(t) for t in waiting):
         return None
-    workers = [t for t in s.threads if pool_of(t) == TF_DATA and (_python_frames(t) or runs_kernel(t))]
+    workers = [t for t in s.threads if pool_of(t) == TF_DATA and (python_frames(t) or runs_kernel(t))]
     if not workers:
         return None
     busy = {t.tid for t in workers}
-    if not all(_idle(t) for t in s.threads if _python_frames(t) and t.tid not in busy):
+    if not all(is_idle(t) for t in s.threads if python_frames(t) and t.tid not in busy):
         return None
     groups: Dict[str, List[Thread]] = {}
     for t in waiting:
-        groups.setdefault(_user_where(t), []).append(t)
+        groups.setdefault(user_where(t), []).append(t)
     subjects = "; ".join("%s wait%s for the next element of a tf.data iterator at %s" % (
         who(ts[0], s.pid) if len(ts) == 1 else "threads %s" % ", ".join(str(t.tid) for t in ts),
         "s" if len(ts) == 1 else "", at) for at, ts in groups.items())
-    return "%s; the work is on %s%s" % (subjects, _grouped(workers, "tf.data "), sink_note(s))
+    return "%s; the work is on %s%s" % (subjects, group_text(workers, "tf.data "), sink_note(s))
 
 
 def _function_without_thread(s: _Scene) -> Optional[str]:
-    if not s.callers or not s.pool.get("threads") or s.pool.get("busy"):
+    if not s.callers or not s.pool.threads or s.pool.busy:
         return None
-    if not all(_idle(t) for t in s.callers):
+    if not all(is_idle(t) for t in s.callers):
         return None
     text = "%s, and no thread runs its ops (all %s wait for work)" % (
-        _function_phrase(s.callers, s.pid), _pool_threads(s.pool))
+        function_phrase(s.callers, s.pid), _pool_threads(s.pool))
     cluster = s.event.cluster or {}
     if len(cluster.get("tasks") or []) > 1:
         text += (": this process is task %s of a %d-task cluster (%s), so a collective op waits for "
@@ -636,14 +479,14 @@ def _function_without_thread(s: _Scene) -> Optional[str]:
 
 def _facts(s: _Scene) -> str:
     if s.holder is not None:
-        parts = ["%s holds the GIL in %s, %s" % (who(s.holder, s.pid, s.pool), where(_python_where(s.holder)),
-                                                 _in_state(s.holder))]
+        parts = ["%s holds the GIL in %s, %s" % (who(s.holder, s.pid, s.pool), where(python_where(s.holder)),
+                                                 in_state(s.holder))]
     else:
         parts = ["no thread holds the GIL"]
     if s.waiters:
         parts.append("%d thread(s) wait for it" % len(s.waiters))
     if s.callers:
-        parts.append(_function_phrase(s.callers, s.pid))
+        parts.append(function_phrase(s.callers, s.pid))
     stuck = [t for t in s.threads if t.progress == "stuck"]
     if stuck:
         parts.append("stuck: %s" % ", ".join(str(t.tid) for t in stuck))
@@ -654,122 +497,3 @@ def _facts(s: _Scene) -> str:
             "" if len(s.steps) == 1 else ", which ends at %s waiting at %s for %s" % (_subject(s, w), w.at,
                                                                                      w.resource)))
     return "; ".join(parts)
-
-
-# -- several processes: a parent and its forked children, the workers of one cluster -----------------------
-def across(docs: List[Any]) -> None:
-    """Verdicts that need several processes' documents (``stack --children``, ``--match``, several ``--pid``),
-    said on the document of the process the user waits on: a parent waiting for a child that was forked after
-    TensorFlow started its pools, and a worker waiting in a collective for peers of its cluster that are not
-    in it (the stalled ranks).  Each document's triage is changed in place."""
-    events = {d.pid: d.events[0] for d in docs if d.events and d.events[0].triage}
-    forked = {pid: e for pid, e in events.items() if _verdict(e).pattern == "fork_without_pools"}
-    for pid, e in events.items():
-        if pid in forked:
-            continue
-        _parent_of_forked(e, forked)
-    _stalled_peers(docs, events)
-
-
-def _verdict(e: Event) -> HangVerdict:
-    """The hang verdict of an event that has one."""
-    assert e.triage is not None
-    return e.triage
-
-
-def _parent_of_forked(e: Event, forked: Dict[int, Event]) -> None:
-    t = _verdict(e)
-    last = t.chain[-1] if t.chain else None
-    if not forked or last is None or last.get("waits_for") is not None:
-        return
-    resource = last.get("resource") or ""
-    named = [pid for pid in forked if resource == "child process %d" % pid]
-    if not named and "child process" not in resource and "child processes" not in resource:
-        return
-    children = named or sorted(forked)
-    child = forked[children[0]]
-    where_child = next((w.get("at") for w in _verdict(child).chain or []), "?")
-    who_waits = "the main thread" if last.get("thread") == e.pid else "thread %s" % last.get("thread")
-    t.pattern = "fork_without_pools"
-    t.verdict = ("%s waits at %s for %s; %s forked after TensorFlow started its thread pools: %s at %s waits "
-                    "for pool threads that do not exist in the child" % (
-                        who_waits, last.get("at"), resource if named else "its child processes %s" % ", ".join(
-                            str(p) for p in children),
-                        "it was" if len(children) == 1 else "they were",
-                        "its main thread's op" if len(children) == 1 else "each one's op", where_child))
-
-
-def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
-    """Workers of one cluster (the same TF_CONFIG task list) that wait in a collective, or for a tf.function
-    with no thread running its ops, while other workers of it are elsewhere: those are the stalled ranks."""
-    clusters: Dict[Tuple[Any, ...], List[Any]] = {}
-    for d in docs:
-        e = events.get(d.pid)
-        tasks = tuple((e.cluster or {}).get("tasks") or []) if e is not None else ()
-        if len(tasks) > 1:
-            clusters.setdefault(tasks, []).append(d)
-    for members in clusters.values():
-        waiting = [d for d in members if _verdict(events[d.pid]).pattern in ("waiting_on_peer",
-                                                                               "function_without_thread")]
-        others = [d for d in members if d not in waiting]
-        if len(waiting) == len(members) > 1:
-            _missing_peers(waiting, events)
-        if not waiting or not others:
-            continue
-        stalled = "; ".join("%s (pid %s) is not in it: its main thread is at %s" % (
-            _task_text(events[d.pid]), d.pid, _main_at(events[d.pid])) for d in others)
-        for d in waiting:
-            e = events[d.pid]
-            t = _verdict(e)
-            names = ", ".join(_task_text(events[o.pid]) for o in others)
-            chain = t.chain or []
-            if chain and chain[-1].get("waits_for") is None:
-                sink = chain[-1]
-                for edge in [sink] + [w for w in t.waits or [] if w.get("thread") == sink["thread"]]:
-                    edge["resource"] = "%s of its cluster, not in the collective" % names
-                    edge["evidence"] += "; the other workers' snapshots: %s" % stalled
-            else:
-                edge = {"thread": e.pid, "waits_for": None, "resource": "%s of its cluster, not in the collective"
-                        % names, "evidence": "the other workers' snapshots: %s" % stalled, "at": _main_at(e)}
-                t.chain = chain + [edge]
-                t.waits = [w for w in t.waits or [] if w.get("thread") != e.pid] + [dict(edge)]
-            t.pattern = "waiting_on_peer"
-            t.verdict = "the main thread waits at %s for %s of its cluster, in a collective: %s" % (
-                _main_at(e), names, stalled)
-
-
-def _missing_peers(waiting: List[Any], events: Dict[int, Event]) -> None:
-    """Every worker read of a cluster waits for its peers: the tasks of the cluster that no process read is
-    are the ones they wait for (not started, gone, or on a node another step reads), named on each."""
-    tasks = list((events[waiting[0].pid].cluster or {}).get("tasks") or [])
-    present = {(events[d.pid].cluster or {}).get("task") for d in waiting}
-    missing = [task for task in tasks if task not in present]
-    if not missing:
-        return
-    names = ", ".join(task.replace(":", " ") for task in missing)
-    for d in waiting:
-        e = events[d.pid]
-        t = _verdict(e)
-        chain = t.chain or []
-        if not chain or chain[-1].get("waits_for") is not None:
-            continue
-        peers = "; ".join("%s (pid %s) waits too, at %s" % (_task_text(events[o.pid]), o.pid, _main_at(events[o.pid]))
-                          for o in waiting if o is not d)
-        resource = "%s of its cluster, which no process read is" % names
-        sink = chain[-1]
-        for edge in [sink] + [w for w in t.waits or [] if w.get("thread") == sink["thread"]]:
-            edge["resource"] = resource
-            edge["evidence"] += "; the other workers' snapshots: %s" % peers
-        t.verdict = "the main thread waits at %s for %s of its cluster: no process read is %s (not started, gone, " \
-                    "or not read here); %s" % (_main_at(e), names, names, peers)
-
-
-def _task_text(e: Event) -> str:
-    task = (e.cluster or {}).get("task") or "?"
-    kind, _, index = task.partition(":")
-    return "%s %s" % (kind, index) if index else task
-
-
-def _main_at(e: Event) -> str:
-    main = next((t for t in e.threads if t.tid == e.pid), None)
-    return waitgraph.where(main) if main is not None else "?"

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..core import frameclass, sourcelines
-from ..core.model import Event, NativeFrame, PythonFrame, Thread
+from ..core.model import Event, NativeFrame, PythonFrame, Thread, Wait
 from ..core.tensorflow.executors import (
     GET_NEXT_RE,
     TF_DATA,
@@ -45,21 +45,6 @@ from ..core.tensorflow.executors import (
 
 _WAIT_LIB_RE = re.compile(r"^(libc\.so|libpthread|ld-linux|libstdc\+\+)")
 MAX_CHAIN = 16  # steps of a chain followed at the most
-
-
-@dataclass
-class Wait:
-    """One edge: ``thread`` waits for ``resource``, held or owed by thread ``waits_for`` (None: no thread)."""
-
-    thread: int
-    waits_for: Optional[int]
-    resource: str
-    evidence: str
-    at: str = "?"  # where the waiting thread is (``where``)
-
-    def to_json(self) -> Dict[str, object]:
-        return {"thread": self.thread, "waits_for": self.waits_for, "resource": self.resource,
-                "evidence": self.evidence, "at": self.at}
 
 
 # Python calls that wait for another thread's action, with no owner recorded: (frame function, what).
@@ -230,7 +215,7 @@ def build(event: Event) -> List[Wait]:
     threads = event.threads
     workers_of: Dict[int, List[Thread]] = {}
     for t in threads:
-        caller = (t.tf_function.called_by if t.tf_function else None) or (t.works_for or {}).get("tid")
+        caller = (t.tf_function.called_by if t.tf_function else None) or (t.works_for.tid if t.works_for else None)
         if caller is not None and t.tid != caller:
             workers_of.setdefault(caller, []).append(t)
     scene = _Scene(event, next((t for t in threads if t.gil == "held"), None), workers_of,
@@ -240,8 +225,7 @@ def build(event: Event) -> List[Wait]:
     for t in threads:
         edge = _edge(scene, t)
         if edge is not None:
-            edge.at = where(t)
-            waits.append(edge)
+            waits.append(replace(edge, at=where(t)))
     return waits
 
 
@@ -423,8 +407,8 @@ def _waits_in_tf(scene: _Scene, t: Thread) -> bool:
 
 def _no_pool(scene: _Scene, t: Thread) -> Optional[Wait]:
     """A thread waiting in TensorFlow in a process with no pool thread at all (a forked child)."""
-    pool = scene.event.pool or {}
-    if not (_waits_in_tf(scene, t) and not scene.pool_threads and "threads" in pool and not pool["threads"]
+    pool = scene.event.pool
+    if not (_waits_in_tf(scene, t) and not scene.pool_threads and pool is not None and not pool.threads
             and scene.event.kind in ("snapshot", "timeout", "hang")
             and (t.kernel or {}).get("state") in ("S", "D", None)):
         return None

@@ -2,7 +2,7 @@
 
 Follow one event from the command line to the report:
 
-1. ``cli.attach`` builds ``AttachOptions`` and calls ``run_attach`` here, which
+1. ``cli.attach`` builds ``AttachOptions`` and calls ``run_attach`` (``attach/run.py``), which
    picks the target (``targets.py``: a script it launches, or ``--pid``).
 2. ``Session.run`` starts gdb, lets the target ``start`` (attach; for a
    script, catch its ``exec``), arms the breakpoints (``breakpoints.py``;
@@ -25,20 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import os
 import re
-import shutil
-import signal
-import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, TextIO, Union
 
 from ..analysis.event import add_op_origin, finish, numerics_op
-from ..core import procfs
-from ..core.model import Capture, ChildDeath, Document, Event, EventKind
-from ..core.signals import signal_name
-from ..core.threads import SIGNAL_FRAME
+from ..core.model import Capture, Document, Event, EventKind
 from ..errors import GdbDied, GdbError, Interrupted, SignalGuard, TfnativeError
 from ..gdb import ops as tfops
 from ..gdb.breakpoints import CXA_THROW, Breakpoints
@@ -47,20 +40,19 @@ from ..gdb.mi import RESUME_FAILED, Gdb
 from ..gdb.symbols import QUIET_S, WATCH_S, SymbolLoader
 from ..output import report
 from ..output.verdicttext import verdict_lines
-from ..snapshot.process import argv_of
 from ..sources import sessionsock
 from ..sources.modules import file_root
 from . import stopevent
-from .follow import LET_GO_REQUEST, Follower, FollowingTarget, ParentReport
+from .follow import LET_GO_REQUEST
 from .handoff import interactive_gdb, park
 from .keepcore import write_core
-from .launcher import exit_status, probe_python
+from .launcher import exit_status
 from .options import AttachOptions
-from .targets import LaunchedTarget, PidTarget, Target, describe, note_child
+from .stopsignals import SNAPSHOT_REQUEST, SnapshotOnQuit, has_handler, note_dead_children, reraised
+from .targets import Target, describe
 from .tfenv import NUMERICS_SIGNAL_NAME
 
 TIMEOUT_EXIT = 124  # as coreutils timeout
-SNAPSHOT_REQUEST = "tfnative-snapshot"  # the record our SIGQUIT handler queues (see ``_SnapshotOnQuit``)
 STACK_REQUEST = "tfnative-stack"  # the record a ``tfnative stack --pid`` request queues (``sessionsock.py``)
 
 
@@ -71,81 +63,6 @@ class Next(enum.Enum):
     RESUME = "resume"  # the target stopped: let it go on
     END = "end"  # the session is over (the target exited, or we let go of it)
     HANDOFF = "handoff"  # the stopped target goes to an interactive gdb
-
-
-def run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[Document]] = None) -> int:
-    """``tfnative attach``: returns tfnative's exit status; ``keep`` receives the document.
-
-    The status is the script's (128+N when signal N killed it); with
-    ``--pid``, the process's when it ended while watched, 0 when tfnative
-    let go of it after its hits, 128+N when our signal N interrupted us;
-    ``--timeout`` gives 124.
-    """
-    printer = (ParentReport if opts.follow_children else report.Printer)(err, native_all=opts.native_all,
-                                                                         full=opts.full)
-    # first: where the kernel will not tell of new processes, --follow-children is refused before anything runs
-    follower = Follower(opts, printer, err, Session) if opts.follow_children else None
-    try:
-        return _run_attach(opts, err, keep, printer, follower)
-    finally:
-        if follower is not None:
-            follower.stop()
-
-
-def _run_attach(opts: AttachOptions, err: TextIO, keep: Optional[List[Document]], printer: report.Printer,
-                follower: Optional[Follower]) -> int:
-    pid_target: Optional[PidTarget] = None
-    if opts.pid is not None:
-        pid_target = PidTarget(opts.pid)
-        pid_target.check()
-        python = pid_target.executable()
-        try:
-            argv = argv_of(opts.pid)
-        except TfnativeError:
-            argv = []
-        doc = Document(argv=argv, pid=opts.pid, attached=True, has_exit=True)
-    else:
-        if opts.module is None and not os.path.isfile(opts.script or ""):
-            raise TfnativeError("script not found: %s" % opts.script)
-        info = probe_python(opts.python)
-        doc = Document(argv=[info.exe, *opts.target_argv], has_exit=True)
-        python = info.exe
-    for d in opts.source_dirs:
-        if not os.path.isdir(d):
-            raise TfnativeError("--source-dir %s: no such directory" % d)
-    origins_dir = tempfile.mkdtemp(prefix="tfnative-origins-") if opts.op_origins else None
-    try:
-        if origins_dir is not None:
-            opts.switches.op_origins = os.path.join(origins_dir, "ops.jsonl")
-        target: Target
-        if pid_target is not None:
-            target = pid_target
-            env = procfs.environ(pid_target.pid)
-        else:
-            env = opts.switches.environment(dict(os.environ))
-            target = LaunchedTarget(python, opts.target_argv, env)
-        pending_ops, stock_dir = tfops.check_op_types(opts.break_ops, python, env,
-                             tfops.loaded_tensorflow_dirs(pid_target.pid) if pid_target is not None else None)
-        if follower is not None:
-            target = FollowingTarget(target, follower)
-        session = Session(opts, target, doc, printer, err)
-        session.opbreaks.set_pending(pending_ops, stock_dir, err,
-                                     _mapped_libraries(pid_target.pid) if pid_target is not None and pending_ops
-                                     else ())
-        return session.run(keep)
-    finally:
-        if origins_dir is not None:
-            shutil.rmtree(origins_dir, ignore_errors=True)
-
-
-def _mapped_libraries(pid: int) -> List[str]:
-    """The files process ``pid`` has mapped executable, where this host reads them (``[]`` if unreadable)."""
-    root = file_root(pid)
-    try:
-        rows = procfs.maps(pid)
-    except OSError:
-        return []
-    return list(dict.fromkeys(root + r.path for r in rows if r.path and r.path.startswith("/") and "x" in r.perms))
 
 
 def stop_kind(payload: Dict[str, Any], opbreaks: tfops.OpBreaks) -> str:
@@ -203,7 +120,7 @@ class Session:
         main = threading.current_thread() is threading.main_thread()
         with SignalGuard() if main else contextlib.nullcontext():
             self.gdb = gdb = start_gdb(self.opts.gdb, self.opts.source_dirs, die_with_parent=target.owned)
-            quit_guard = _SnapshotOnQuit(gdb) if main else None
+            quit_guard = SnapshotOnQuit(gdb) if main else None
             server = None
             try:
                 self._setup()
@@ -512,17 +429,17 @@ class Session:
         return Next.RESUME
 
     def on_child(self, payload: Dict[str, Any]) -> Next:
-        _note_dead_children(self.gdb, self.target.pid, self.doc, self.printer)
+        note_dead_children(self.gdb, self.target.pid, self.doc, self.printer)
         return Next.RESUME
 
     def on_fatal_signal(self, payload: Dict[str, Any]) -> Next:
         """A fatal signal: reported once (a handler that raises it again is the same fault), then passed on."""
         name = payload["signal-name"]
         event = self._event("signal", signal=name)
-        event.handler = _has_handler(self.target.pid, name)
+        event.handler = has_handler(self.target.pid, name)
         if self.opts.switches.op_origins:
             add_op_origin(event, self.opts.switches.op_origins)
-        earlier = _reraised(self.doc.events, event)
+        earlier = reraised(self.doc.events, event)
         if earlier is not None:
             # faulthandler (pytest, -X faulthandler) dumps the traceback and raises
             # the same signal again from its handler: one fault, one event.
@@ -579,76 +496,3 @@ class Session:
         return stopevent.make(self.gdb, self.opts.all_threads if all_threads is None else all_threads,
                               self.opts.native_all, self.loader, kind, hang=hang,
                               variables=self.opts.variables, **extra)
-
-
-class _SnapshotOnQuit:
-    """While a session runs, our SIGQUIT (Ctrl-\\) queues a snapshot request for the loop; ``restore`` ends it."""
-
-    def __init__(self, gdb: Gdb) -> None:
-        self.old = signal.getsignal(signal.SIGQUIT)
-        signal.signal(signal.SIGQUIT, lambda signum, frame: gdb.post(SNAPSHOT_REQUEST))
-
-    def restore(self) -> None:
-        signal.signal(signal.SIGQUIT, self.old)
-
-
-CLD_KILLED, CLD_DUMPED = 2, 3  # siginfo si_code of a SIGCHLD for a child killed by a signal
-
-
-def _sigchld_info(gdb: Gdb) -> Optional[Tuple[int, int, bool]]:
-    """(pid, signal, core dumped) of the child a SIGCHLD stop is about, when it was killed by a signal."""
-    try:
-        code = int(gdb.command("-data-evaluate-expression $_siginfo.si_code")["value"])
-        if code not in (CLD_KILLED, CLD_DUMPED):
-            return None
-        pid = int(gdb.command("-data-evaluate-expression $_siginfo._sifields._sigchld.si_pid")["value"])
-        sig = int(gdb.command("-data-evaluate-expression $_siginfo._sifields._sigchld.si_status")["value"])
-    except (GdbError, KeyError, ValueError):
-        return None
-    return pid, sig, code == CLD_DUMPED
-
-
-def _note_dead_children(gdb: Gdb, pid: int, doc: Document, printer: report.Printer) -> None:
-    """At a SIGCHLD of the script: the child that died of a signal, named once (pid, name, signal).
-
-    The signal's own siginfo says which child and how, even when the script
-    reaps it at once; where gdb cannot read it, the script's zombie children
-    (not reaped yet) are looked at instead.
-    """
-    found: List[Tuple[int, int, bool]] = []
-    info = _sigchld_info(gdb)
-    if info is not None:
-        found.append(info)
-    else:
-        for cpid in procfs.children(pid):
-            status = procfs.exit_status(cpid)
-            if status is not None and os.WIFSIGNALED(status):
-                found.append((cpid, os.WTERMSIG(status), os.WCOREDUMP(status)))
-    for cpid, sig, dumped in found:
-        note_child(ChildDeath(pid=cpid, name=procfs.comm(cpid), signal=signal_name(sig), core_dumped=dumped), doc,
-                   printer)
-
-
-def _has_handler(pid: int, signal_name: str) -> bool:
-    """Whether the script catches ``signal_name`` (``SigCgt`` of /proc/PID/status)."""
-    try:
-        caught = int(procfs.status(pid).get("SigCgt", "0"), 16)
-        return bool(caught >> (getattr(signal, signal_name) - 1) & 1)
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _reraised(events: List[Event], event: Event) -> Optional[Event]:
-    """The earlier event of the same fault when ``event`` is its signal raised again from the script's handler.
-
-    That is: the same signal in the same thread, which had a handler then, and
-    a signal-handler frame on the thread's stack now (the handler is running).
-    """
-    earlier = next((e for e in reversed(events) if e.kind == "signal"), None)
-    if earlier is None or not earlier.handler or earlier.signal != event.signal:
-        return None
-    if earlier.thread != event.thread:
-        return None
-    stopped = next((t for t in event.threads if t.tid == event.thread), None)
-    frames = stopped.frames if stopped is not None else []
-    return earlier if any(f.function == SIGNAL_FRAME for f in frames) else None

@@ -224,7 +224,7 @@ def attach(interactive: bool, envs: Tuple[str, ...], slurm_job: Optional[str], r
     shrink = [kw.pop(k) for k in ("repro_minimize", "repro_minimize_tries", "repro_minimize_seconds")]
 
     def go() -> int:
-        from ..attach.session import run_attach
+        from ..attach.run import run_attach
 
         minimize = repro_minimize(shrink[0], shrink[1], shrink[2], repro, repro_check)
         opts = options_of(dict(kw, interactive=interactive))
@@ -319,7 +319,7 @@ def report(output: str, core_path: Optional[str], sysroot: Optional[str], **kw: 
                 click.echo("tfnative: report written to %s" % shown(output), err=True)
             return code
 
-        from ..attach.session import run_attach
+        from ..attach.run import run_attach
         from ..gdb.mi import find_gdb
         from ..output import bugreport
         from ..toolchain import hostfacts  # the doctor's ELF readers: not on attach's path

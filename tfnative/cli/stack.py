@@ -85,10 +85,10 @@ def stack_document(pid: int, opts: StackOptions, err: TextIO,
 
 def run_many(chosen: Selection, opts: StackOptions, err: TextIO, out: TextIO) -> int:
     """``tfnative stack`` on several processes (``snapshot/many.py``: which, a snapshot each on a pool of
-    threads); their verdicts across processes (``analysis/verdict.across``), a text block each and JSON Lines
+    threads); their verdicts across processes (``analysis/across.across``), a text block each and JSON Lines
     (``output/processes.py``), their merged tree (``--tree``) and pictures; the exit status."""
+    from ..analysis.across import across
     from ..analysis.tree import build_tree, reduce
-    from ..analysis.verdict import across
     from ..errors import Interrupted, SignalGuard
     from ..output import mergetree, report
     from ..output.pictures import write_pictures

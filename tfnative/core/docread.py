@@ -23,6 +23,7 @@ from .rankset import NO_DOCUMENTS, TREE_VERSION, Members
 _PDSH_LINES = re.compile(r"(?m)^[A-Za-z0-9_.\-]+: ")  # pdsh's "host: " at a line's start
 _STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')  # a JSON string (never over a line's end)
 _NOT_BRACKET = {c: None for c in range(128) if chr(c) not in "[]{}\n"}  # str.translate: ASCII but brackets out
+_NOT_BRACKET_OR_QUOTE = {c: None for c in range(128) if chr(c) not in '[]{}"\n'}
 _SPACE = re.compile(r"\s*")
 _DELTA = {"{": 1, "[": 1, "}": -1, "]": -1, "\n": 0}
 
@@ -73,11 +74,11 @@ def _documents_of(name: str, chunks: Iterable[str], trees: TreeLoader) -> Iterat
                 yield from _parse(name, chunk, line, count, trees, whole)
                 line += chunk.count("\n")
                 continue
-        chunk = _PDSH_LINES.sub("", chunk)
+        chunk = _without_pdsh(chunk)
         if not pending and depth == 0:
             _garbage_first(name, chunk, line, count)
         # The structure alone: strings out, then all but brackets and line ends.  The depth after each of them:
-        brackets = _STRING.sub("", chunk).translate(_NOT_BRACKET)
+        brackets = _brackets(chunk)
         levels = list(accumulate(map(_DELTA.get, brackets, repeat(0)), initial=depth))
         top = max(levels)
         if top > MAX_DEPTH:
@@ -116,6 +117,26 @@ def _documents_of(name: str, chunks: Iterable[str], trees: TreeLoader) -> Iterat
         yield from _parse(name, "".join(pending), line, count, trees)
 
 
+def _without_pdsh(chunk: str) -> str:
+    """``chunk`` without pdsh's ``host: `` prefixes; where every line begins with ``{`` (JSON Lines, as ``stack
+    --json`` writes them), none can have one: the text as it is, without a pass of the pattern over it."""
+    if chunk.startswith("{") and chunk.count("\n{") == chunk.count("\n", 0, len(chunk) - 1):
+        return chunk
+    return _PDSH_LINES.sub("", chunk)
+
+
+def _brackets(text: str) -> str:
+    """``text``'s brackets and line ends, its strings left out (and with them the brackets in them), as the
+    pattern of a string (``_STRING``) leaves them.  Where ``text`` has no backslash (no escape), in fewer steps:
+    every character but quotes, brackets and line ends out, then what is between two quotes, unless that pairs
+    quotes across a line's end (no JSON string does: broken input, where the pattern says as the parser will)."""
+    if "\\" not in text:
+        parts = text.translate(_NOT_BRACKET_OR_QUOTE).split('"')
+        if len(parts) % 2 and "\n" not in "".join(parts[1::2]):
+            return "".join(parts[0::2])
+    return _STRING.sub("", text).translate(_NOT_BRACKET)
+
+
 def _tree_alone(chunk: str) -> Optional[Any]:
     """The document ``chunk`` is, where it is one JSON value alone (a ``merge --tree`` file read in one piece;
     its nodes flat, it nests 5 deep); None otherwise (then the scan reads it, and says what is wrong)."""
@@ -128,7 +149,7 @@ def _tree_alone(chunk: str) -> Optional[Any]:
 
 def _depth(text: str) -> int:
     """How deep ``text``'s JSON nests (its strings left out), without parsing it."""
-    brackets = _STRING.sub("", text).translate(_NOT_BRACKET)
+    brackets = _brackets(text)
     return max(accumulate(map(_DELTA.get, brackets, repeat(0)), initial=0))
 
 

@@ -35,6 +35,9 @@ class _Obj:
         self.fields = fields
         self.required: FrozenSet[str] = frozenset(required)
         self.nonnull: FrozenSet[str] = frozenset(nonnull) | self.required
+        # the keys whose value is a leaf, with the types it may have: most of a document's values, checked
+        # where they are met (a frame's strings and numbers), not through the walk's list
+        self.leaves: Dict[str, Tuple[type, ...]] = {k: _TYPES[v] for k, v in fields.items() if isinstance(v, str)}
 
 
 class _List:
@@ -90,11 +93,14 @@ _SCHEDULER = _Obj({"kind": STR, "rank": INT, "job": STR, "step": STR, "node": ST
                    "world_size": INT})
 _TASK = _Obj({"type": STR, "index": INT})
 _WAIT = _Obj({"thread": INT, "waits_for": INT, "resource": STR, "evidence": STR, "at": STR})
+# TensorFlow's inter-op pool (core/poolsummary.py): an object the model reads, as typed as the rest
+_POOL = _Obj({"name": STR, "threads": INT, "busy": _List(INT), "idle": _List(INT), "exact": BOOL,
+              "pools": _Map(_List(INT))})
 _HANG = _Obj({
     "verdict": STR, "pattern": STR, "waits": _List(_WAIT), "cycle": _List(_WAIT), "chain": _List(_WAIT),
     "gil_holder": _Obj({"tid": INT, "name": STR, "blocked_in": STR, "function": STR, "file": STR, "line": INT}),
     "waiting_for_gil": _List(INT), "waiting_for_function": _List(_Obj({"tid": INT, "tf_function": STR, "at": STR})),
-    "stuck": _List(INT), "moving": _List(INT), "pool": ANY})
+    "stuck": _List(INT), "moving": _List(INT), "pool": _POOL})
 _EVENT_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "from_xla": _List(STR),
                   "created_at": _List(_FRAME), "forward": _Obj({"type": STR, "name": STR, "created_at": ANY})})
 # "created_at": the user's line alone, not the creation stack
@@ -112,13 +118,13 @@ _CRASH = _Obj({
 _EVENT = _Obj({
     "kind": STR, "location": STR, "signal": STR, "signal_code": INT, "fault_address": STR, "sent_by": INT,
     "timeout": NUM, "thread": INT, "pid": INT, "ns_pid": INT, "threads": _List(_THREAD), "python": STR, "via": STR,
-    "warnings": _List(STR), "pool": ANY, "samples": _Obj({"count": INT, "interval_s": NUM, "span_s": NUM}),
+    "warnings": _List(STR), "pool": _POOL, "samples": _Obj({"count": INT, "interval_s": NUM, "span_s": NUM}),
     "held_ms": NUM, "finalizing": BOOL, "log": STR, "handler": BOOL, "op": _EVENT_OP, "fatal": BOOL,
     "reraised_by_handler": BOOL, "cluster": _Obj({"task": STR, "tasks": _List(STR), "source": STR}),
     "triage": _HANG, "process": _Obj({"pid": INT, "cmdline": STR, "task": _TASK, "scheduler": _SCHEDULER}),
     "no_debug_info": _List(_Obj({"library": STR, "path": STR, "built_by": STR, "rebuild": STR})),
     "culprit": _Obj({"pid": INT, "label": STR, "why": STR, "cause": STR, "at": STR, "state": STR, "signal": STR,
-                     "cpu_percent": NUM, "how": STR}, required=["pid", "why", "cause"])},
+                     "cpu_percent": NUM, "how": STR, "node": STR}, required=["pid", "why", "cause"])},
     required=["kind"])
 DOCUMENT = _Obj({
     "version": STR, "pid": INT, "argv": _List(STR), "events": _List(_EVENT), "unresolved": _List(STR), "host": STR,
@@ -220,10 +226,19 @@ def _check(root: Any, top: Spec, at: Path) -> None:
                     if key not in value:
                         raise SchemaError(_where((path, key)), "missing")
             renamed = None
+            leaves = spec.leaves if isinstance(spec, _Obj) else None
             for key, item in value.items():
                 if not key.isascii() and clean_string(key) != key:
                     renamed = renamed or []
                     renamed.append(key)
+                types = leaves.get(key) if leaves is not None else None
+                if types is not None:  # a leaf: as below, in fewer steps
+                    if type(item) not in types:
+                        if item is not None or key in nonnull:
+                            raise _fail((path, key), (fields or {})[key], item)
+                    elif type(item) is str and not item.isascii():
+                        value[key] = clean_string(item)
+                    continue
                 if fields is not None:
                     sub = fields.get(key, ANY)
                     if item is None:

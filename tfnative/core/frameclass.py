@@ -3,6 +3,7 @@ the interpreter's, the system's.  Facts about the model's frames that analysis c
 renderers show (``analysis/frames.py`` marks the frames with them; ``output/`` reads the marks)."""
 
 import re
+from functools import lru_cache
 from typing import Callable, Iterable, List, Optional, Sequence
 
 from .model import Frame, NativeFrame, PythonFrame
@@ -52,7 +53,12 @@ GCC_CLONE_RE = re.compile(r"(\.(lto_priv|constprop|isra|part|cold|localalias)(\.
 def is_glue(frame: Frame) -> bool:
     if not isinstance(frame, NativeFrame):
         return False
-    name = frame.function or ""
+    return glue_name(frame.function or "")
+
+
+@lru_cache(maxsize=1 << 16)  # a merge asks of the same few hundred names some 100,000 times
+def glue_name(name: str) -> bool:
+    """Whether a native function of this name is the interpreter's call glue."""
     base = GCC_CLONE_RE.sub("", name.split("(", 1)[0].split("@", 1)[0].strip())
     return base in GLUE_EXACT or (base.startswith(GLUE_PREFIXES) and base not in GLUE_NOT)
 

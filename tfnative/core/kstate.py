@@ -108,3 +108,16 @@ class ProcessSample:
     at: float
     threads: Dict[int, ThreadSample] = field(default_factory=dict)
     runtime: Optional[Tuple[int, int]] = None  # [start, end) of the interpreter's runtime state (the GIL in it)
+
+
+@dataclass(frozen=True)
+class ProcessFacts:
+    """What ``watch`` knows of a process beyond its snapshot, read before a report holds it (which
+    ``analysis/culprit.py`` judges)."""
+
+    state: Optional[str] = None  # its scheduler state (``/proc/PID/stat``), read before the report held it
+    stopped_by: Optional[str] = None  # the signal of its group stop, where the crash catcher answered one
+    cpu_percent: Optional[float] = None  # its threads' CPU over the last interval, in % of one CPU
+
+    def stopped(self) -> bool:
+        return self.stopped_by is not None or self.state == "T"

@@ -1,7 +1,7 @@
 """Several processes' documents said one after another (``stack`` on many processes, ``watch``'s hang report):
 a text block each, titled by its process (``process_title``), each one's verdict under it; JSON Lines to a file.
 
-The documents come analysed (``analysis/verdict.across`` has said what needs several of them) and labelled by
+The documents come analysed (``analysis/across.across`` has said what needs several of them) and labelled by
 their caller: this prints them and decides nothing.
 """
 

@@ -13,7 +13,7 @@ import re
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, NamedTuple, Optional, Set, TextIO
 
 from ..core import kstate, model
-from ..core.model import CrashSummary, Document, Event, Thread, thread_label
+from ..core.model import CrashSummary, Document, Event, Pool, Thread, thread_label
 from ..files import write_output
 from . import render, threadgroups
 from .fit import cut_line, terminal_width, wrap
@@ -30,10 +30,10 @@ POOL_PHRASES = {"inter-op": "inter-op pool", "intra-op": "intra-op pool", "tf.da
                 "other": "a TensorFlow pool"}
 
 
-def pool_phrase(tid: Optional[int], pool: Optional[Dict[str, Any]]) -> str:
+def pool_phrase(tid: Optional[int], pool: Optional[Pool]) -> str:
     """`` (inter-op pool)``: which of TensorFlow's pools a thread works in, where the OS names do not say it
     (TensorFlow 2.16 to 2.20: the summary's "pools"); "" elsewhere."""
-    for key, tids in ((pool or {}).get("pools") or {}).items():
+    for key, tids in ((pool.pools if pool is not None else None) or {}).items():
         if tid in tids and key in POOL_PHRASES:
             return " (%s)" % POOL_PHRASES[key]
     return ""
@@ -467,7 +467,7 @@ class Printer:
         elif t.tf_functions_in_flight:
             head += " working for one of the tf.functions in flight: %s" % ", ".join(t.tf_functions_in_flight)
         elif t.works_for:
-            head += " working for thread %s, which waits for %s" % (t.works_for["tid"], t.works_for["waits_in"])
+            head += " working for thread %s, which waits for %s" % (t.works_for.tid, t.works_for.waits_in)
         if t.tid == event.thread and event.kind not in ("snapshot", "timeout", "hang"):
             head += " (stopped here)"
         return head + state_marks(t)

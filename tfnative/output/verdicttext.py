@@ -3,9 +3,9 @@ model's ``HangVerdict``, which ``analysis/verdict.py`` computes."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Any, List, Mapping, Optional, Sequence
 
-from ..core.model import HangVerdict
+from ..core.model import HangVerdict, Wait
 
 
 def verdict_lines(triage: Optional[HangVerdict], pid: Optional[int]) -> List[str]:
@@ -20,17 +20,29 @@ def verdict_lines(triage: Optional[HangVerdict], pid: Optional[int]) -> List[str
     return lines
 
 
-def chain_lines(steps: List[Dict[str, object]], pid: Optional[int]) -> List[str]:
-    """A chain (``Wait.to_json`` edges) as a short block: ``-> the main thread at app.py:46 waits for X, held
+def culprit_line(culprit: Mapping[str, Any], peers_wait: bool, gone: Sequence[str]) -> str:
+    """The line that names a hang's culprit (``analysis/culprit.Blame``: its JSON, whether its peers wait for it,
+    the tasks of its cluster no longer running)."""
+    whom = "the rank the others wait for" if peers_wait else "the process the job waits for"
+    node = culprit.get("node")  # a Slurm job's rank: its node
+    line = "the culprit: %s (pid %s%s), %s: %s" % (culprit["label"], culprit["pid"],
+                                                   " on node %s" % node if node else "", whom, culprit["why"])
+    if gone:
+        line += "; its peers %s are no longer running" % ", ".join(gone)
+    return line
+
+
+def chain_lines(steps: Sequence[Wait], pid: Optional[int]) -> List[str]:
+    """A chain (the model's ``Wait`` edges) as a short block: ``-> the main thread at app.py:46 waits for X, held
     by thread 5 (evidence)``; where the last step has no holder, a line that says the chain ends there."""
     lines = []
     for w in steps:
-        tid = w["thread"]
+        tid = w.thread
         who = "the main thread" if tid == pid else "thread %s" % tid
-        holder = w.get("waits_for")
+        holder = w.waits_for
         target = "" if holder is None else ", held by %s" % ("the main thread" if holder == pid else
                                                              "thread %s" % holder)
-        lines.append("-> %s at %s waits for %s%s (%s)" % (who, w.get("at"), w["resource"], target, w["evidence"]))
-    if steps and steps[-1].get("waits_for") is None:
+        lines.append("-> %s at %s waits for %s%s (%s)" % (who, w.at, w.resource, target, w.evidence))
+    if steps and steps[-1].waits_for is None:
         lines.append("   the chain ends there: no thread of this process holds or owes it")
     return lines

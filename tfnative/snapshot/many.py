@@ -8,7 +8,7 @@ snapshot path, then analysed) on a small pool of threads (``snapshot_all``): a p
 snapshot, and what does not depend on where a library is mapped (symbol indexes, CFI, demangled names) is read
 once for all (``sources/modules.py``, ``shared``).  Each process's ``Outcome`` is its document or why it could
 not be read (it exited meanwhile, it is not ours).  The verdicts across processes are analysis's
-(``analysis/verdict.across``); the text blocks and JSON Lines, ``output/processes.py``'s; ``cli/stack.py``
+(``analysis/across.across``); the text blocks and JSON Lines, ``output/processes.py``'s; ``cli/stack.py``
 joins them.
 """
 

@@ -16,26 +16,33 @@ once per process by the watch; a thread waiting on a futex inside it waits for t
 ``exit_state(pid)``: whether the program has ended and the process waits to exit (its main thread in
 ``threading._shutdown``, or the interpreter finalizing), read the ``--no-pause`` way.
 
+``cluster_rank(pid)``: whether ``pid`` is a task of a TensorFlow cluster (its ``TF_CONFIG``); ``facts(pid, ...)``:
+what a hang report's culprit is judged by beyond the snapshot (``analysis/culprit.py``).
+
 ``file_mark(path)``: a progress file's size and modification time.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import struct
 import time
 from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
-from ..core import frameclass, procfs
+from ..core import frameclass, procfs, ranks
 from ..core.binary.datasyms import data_symbol_extent
 from ..core.binary.elf import ElfError
-from ..core.kstate import ProcessSample, ThreadSample
+from ..core.kstate import ProcessFacts, ProcessSample, ThreadSample
 from ..core.model import Capture, PythonFrame
-from ..core.threads import Threads
+from ..core.threads import PythonThreads, Threads
 from ..errors import PtraceRefused, TfnativeError, Unsupported
-from ..sources import modules
+from ..sources import modules, ptrace
+from ..sources.live import LiveSource
 from . import pipeline
+from .linkmap import link_map_names, python_reader
 from .samples import signature
+from .stackcopy import inner_to_host
 
 _NS_PER_TICK = 1e9 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
 
@@ -106,6 +113,16 @@ def _no_pause(pid: int) -> Optional[Capture]:
         return None
 
 
+def stopped_by(pid: int) -> Optional[str]:
+    """The name of the signal that stopped ``pid`` (state ``T``, nobody tracing it: ``sources/ptrace``'s
+    ``group_stop_signal``), else None."""
+    try:
+        sig = ptrace.group_stop_signal(pid)
+    except (OSError, Unsupported):
+        return None
+    return signal.Signals(sig).name if sig else None
+
+
 def stack_keys(pid: int) -> Optional[Dict[int, Tuple[Any, ...]]]:
     """tid -> its stack's signature, read without stopping ``pid``; None when it cannot be read so."""
     capture = _no_pause(pid)
@@ -122,20 +139,46 @@ FINALIZING = "the interpreter is shutting down (Py_FinalizeEx has begun)"
 def exit_state(pid: int) -> Optional[str]:
     """``SHUTDOWN`` where the main thread of ``pid`` is in ``threading._shutdown`` (the main script has ended; the
     interpreter waits for the non-daemon threads), ``FINALIZING`` where the interpreter is being torn down, else
-    None (or where the stacks cannot be read without stopping the process)."""
-    capture = _no_pause(pid)
-    if capture is None:
+    None (or where it cannot be read without stopping the process, or two readings differ)."""
+    try:
+        first, second = _main_frames(pid), _main_frames(pid)
+    except _NOT_NOW:
         return None
-    if capture.finalizing:
+    if first is None or first != second:  # a torn reading, or the main thread moved between the two
+        return None
+    finalizing, frames = first
+    if finalizing:
         return FINALIZING
-    main = next((t for t in capture.threads if t.tid == pid), None)
-    if main is None:
-        return None
-    frames = [f for f in list(main.frames) + list(main.python_frames or []) if isinstance(f, PythonFrame)]
-    if any(f.function in ("_shutdown", "threading._shutdown") and (f.file or "").endswith("threading.py")
-           for f in frames):
+    if any(function in ("_shutdown", "threading._shutdown") and (file or "").endswith("threading.py")
+           for function, file, _line in frames):
         return SHUTDOWN
     return None
+
+
+def _main_frames(pid: int) -> Optional[Tuple[bool, Tuple[Tuple[str, Optional[str], Optional[int]], ...]]]:
+    """Whether the interpreter of ``pid`` is finalizing, and its main thread's Python frames (function, file,
+    line; innermost first), read as it runs and without any thread's native stack: the exit check of a process
+    of a thousand threads reads one thread's frames (``take_nonblocking`` copies every thread's stack: 45 MB
+    more for the watcher at 1,000 threads).  None where it runs no interpreter or its main thread has no
+    thread state."""
+    source = LiveSource(pid)
+    source.nonblocking = True
+    try:
+        libs = source.libraries()
+        link_map_names(source.memory, libs, source.executable)
+        reader = python_reader(source.memory, libs + source.extra_code(), [])
+        if reader is None:
+            return None
+        if reader.finalizing():
+            return True, ()
+        inner = source.namespace_tids()
+        for state in PythonThreads(reader, Capture(), inner, names=False).states:
+            if inner_to_host(state.native_id, inner) == pid:
+                reader.read_frames(state)
+                return False, tuple((f.function, f.file, f.line) for group in state.groups for f in group)
+        return None
+    finally:
+        source.close()
 
 
 def runtime_span(pid: int) -> Optional[Tuple[int, int]]:
@@ -164,6 +207,28 @@ def python_tids(pid: int) -> Optional[Set[int]]:
         return None
     return {t.tid for t in capture.threads if any(isinstance(f, PythonFrame) for f in t.frames)
             or t.python_frames}
+
+
+def cluster_rank(pid: int) -> bool:
+    """Whether ``pid`` is a task of a TensorFlow cluster of several tasks (its ``TF_CONFIG``, read from
+    ``/proc/PID/environ``)."""
+    try:
+        env = procfs.environ(pid)
+    except OSError:
+        return False
+    cluster = ranks.tf_cluster(ranks.tf_config(env))
+    return bool(cluster and len(cluster.get("tasks") or []) > 1)
+
+
+def facts(pid: int, caught_stop: Optional[str], cpu_percent: Optional[float]) -> ProcessFacts:
+    """What the watch knows of ``pid`` beyond a snapshot: its scheduler state read now, the signal of its group
+    stop (``caught_stop``: the crash catcher's; where it answers none and the process is stopped, the process's
+    own report of its stop to a seize, ``stopped_by``) and its CPU over the last interval, which the watch
+    measured."""
+    state = procfs.state(pid)
+    if caught_stop is None and state == "T":
+        caught_stop = stopped_by(pid)
+    return ProcessFacts(state=state, stopped_by=caught_stop, cpu_percent=cpu_percent)
 
 
 def loads_tensorflow(pid: int) -> bool:

@@ -4,6 +4,7 @@
   ``getregs``, ``getsiginfo``, ``geteventmsg``) and the waits on a tracee (``look``, ``take_stop``, ``take``,
   ``unreaped``), always with ``__WALL | __WNOTHREAD``: a wait of the tracer's thread group would take a
   tracee's stops as its own child's.  ptrace answers only the thread that seized: each is called on it.
+* The signal that stopped a process nobody traces (``group_stop_signal``: a seize, its report, a detach).
 * A process kept traced for good (``tfnative watch``'s crash catcher, ``watch/tracer.py``, which decides what
   each stop means): held (``hold_traced``: every thread interrupted, its registers read), let go with the stops
   kept meanwhile answered as they would have been (``release_traced``), untraced (``detach_traced``).
@@ -211,6 +212,35 @@ def unreaped(pid: int) -> bool:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT | TRACEE) is not None
     except ChildProcessError:
         return False
+
+
+JOB_CONTROL_STOPS = (signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+
+
+def group_stop_signal(pid: int, wait_s: float = 2.0) -> Optional[int]:
+    """The signal that stopped ``pid`` (job control: state ``T``, which ``/proc`` shows without the signal), where
+    nobody traces it: its main thread seized, its group stop reported to us (``PTRACE_EVENT_STOP`` with the
+    stopping signal; a seize of a stopped thread reports it by itself, the interrupt makes sure), detached: it
+    stays stopped, as the kernel keeps the group stop.  None where it is not in a group stop, or cannot be
+    seized (traced by another, refused), or does not report within ``wait_s``."""
+    if seize(pid) != 0:
+        return None
+    status: Optional[int] = None
+    try:
+        interrupt(pid)
+        deadline = time.monotonic() + wait_s
+        while status is None and time.monotonic() < deadline:
+            status = take(pid)
+            if status is None:
+                time.sleep(0.001)
+    except ChildProcessError:  # gone
+        return None
+    finally:
+        detach(pid)  # (a thread not in its stop yet: the calling thread's end detaches it)
+    if status is None or not os.WIFSTOPPED(status) or status >> 16 != PTRACE_EVENT_STOP:
+        return None
+    sig = os.WSTOPSIG(status)
+    return sig if sig in JOB_CONTROL_STOPS else None
 
 
 # --- A process kept traced for good (the crash catcher's): held, let go, detached. ---

@@ -11,7 +11,8 @@ one of the K documents (``report.json_lines``'s line for one process).  The head
 ``srun``'s standard input, which ``--input=all`` gives every task: one JSON line each.
 
 Node to head: ``tick`` (every interval: seconds since the node's processes last progressed, each rank's),
-``report`` (a hang report's documents), ``crash`` (a crash report's text, then its document), ``say`` (text
+``report`` (a hang report's documents, and ``facts``: what the node knew of each process before it held them,
+stopped or its CPU, for the culprit), ``crash`` (a crash report's text, then its document), ``say`` (text
 for the head to print: a straggler's stack), ``cores`` (the cores written).  Head to nodes: ``report``,
 ``straggler``, ``core``; the end of standard input ends the node watchers (they let their processes go).
 """

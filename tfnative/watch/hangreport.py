@@ -3,7 +3,7 @@
 A hang: one held snapshot of every process of the job at one moment (``take_all``: the crash catcher's
 ``snapshots``, all held together, or ``many.snapshot_all`` over ``stack``'s ``process.capture_process``), each
 document's event of kind ``"hang"`` with the ``triage`` ``stack`` gives (the wait-for graph and the verdict,
-across the processes: ``verdict.across``; said by ``processes.report_all``), and for several processes their
+across the processes: ``across.across``; said by ``processes.report_all``), and for several processes their
 merged tree with the outlier named (``analysis/tree.py``, written by ``output/merge.py``).  Printed on ``out``;
 ``--json FILE``: the report's JSON Lines (the latest report); ``--out DIR``: ``hang-N.txt``, ``hang-N.jsonl`` and
 ``hang-N.html`` for the N-th report.
@@ -14,11 +14,13 @@ from __future__ import annotations
 import io
 import os
 from dataclasses import dataclass, field
-from typing import Callable, List, Mapping, Optional, Sequence, TextIO
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextIO
 
+from ..analysis import culprit
+from ..analysis.across import across
 from ..analysis.frames import mark_documents
 from ..analysis.tree import build_tree, first_outlier
-from ..analysis.verdict import across
+from ..core.kstate import ProcessFacts
 from ..core.model import Document, Outcome, PythonFrame
 from ..core.rankset import compress
 from ..core.treemodel import Node
@@ -28,8 +30,7 @@ from ..output import merge, report
 from ..output.pictures import write_pictures
 from ..output.processes import process_title, report_all
 from ..output.threadgroups import frame_text
-from ..output.verdicttext import verdict_lines
-from . import culprit
+from ..output.verdicttext import culprit_line, verdict_lines
 from .options import WatchOptions
 
 Take = Callable[[int], Document]
@@ -67,11 +68,30 @@ TakeAll = Callable[[Sequence[int]], List[Outcome]]  # every process held at one 
 @dataclass
 class Hang:
     """One hang report to give: its number, its headline, and what the watcher knows of each process beyond its
-    snapshot (``culprit.Facts``: stopped, its CPU)."""
+    snapshot (``ProcessFacts``: stopped, its CPU)."""
 
     number: int
     headline: str
-    facts: Mapping[int, culprit.Facts] = field(default_factory=dict)
+    facts: Mapping[int, ProcessFacts] = field(default_factory=dict)
+
+
+def facts_json(facts: Mapping[int, ProcessFacts]) -> Dict[str, Dict[str, Any]]:
+    """``facts`` as a node watcher sends them to the head of ``watch --slurm-job`` (``{"PID": {...}}``)."""
+    return {str(pid): {"state": f.state, "stopped_by": f.stopped_by, "cpu_percent": f.cpu_percent}
+            for pid, f in facts.items()}
+
+
+def facts_from_json(value: Any) -> Dict[int, ProcessFacts]:
+    """What ``facts_json`` wrote, read back at the head (anything else in it left out)."""
+    out: Dict[int, ProcessFacts] = {}
+    for pid, f in (value.items() if isinstance(value, dict) else ()):
+        if not str(pid).isdigit() or not isinstance(f, dict):
+            continue
+        state, by, cpu = f.get("state"), f.get("stopped_by"), f.get("cpu_percent")
+        out[int(pid)] = ProcessFacts(state=state if isinstance(state, str) else None,
+                                      stopped_by=by if isinstance(by, str) else None,
+                                      cpu_percent=float(cpu) if isinstance(cpu, (int, float)) else None)
+    return out
 
 
 def hang_report(pids: Sequence[int], take_all: TakeAll, opts: WatchOptions, hang: Hang, out: TextIO,
@@ -84,7 +104,8 @@ def hang_report(pids: Sequence[int], take_all: TakeAll, opts: WatchOptions, hang
 def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, hang: Hang, out: TextIO,
               err: TextIO) -> List[Document]:
     """Print and write the hang report of ``outcomes`` (the processes' documents, taken at one moment, here or
-    on the nodes of a Slurm job); its documents (empty when none could be read).  The culprit (``culprit.py``)
+    on the nodes of a Slurm job); its documents (empty when none could be read).  The culprit
+    (``analysis/culprit.py``)
     is named in a line of the text and on every document's event."""
     number, headline = hang.number, hang.headline
     docs = [o.doc for o in outcomes if o.doc is not None]
@@ -114,8 +135,8 @@ def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, hang: Hang, out: 
         text.write("".join(line + "\n" for line in merge.text_lines(merged)))
     if odd:
         text.write("tfnative: watch: the outlier: %s\n" % odd)
-    if blamed:
-        text.write("tfnative: watch: %s\n" % blamed)
+    if blamed is not None:
+        text.write("tfnative: watch: %s\n" % culprit_line(blamed.culprit, blamed.peers_wait, blamed.gone))
     out.write(text.getvalue())
     out.flush()
     lines = report.json_lines(docs)

@@ -26,18 +26,19 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, ContextManager, Dict, FrozenSet, List, Optional, Sequence, Set, TextIO, Tuple
 
+from ..analysis import culprit
+from ..analysis.across import across
 from ..analysis.event import snapshot_document
 from ..analysis.progress import Tracker, carry, judge, stacks_moved
-from ..analysis.verdict import across
-from ..core import procfs
-from ..core.kstate import ProcessSample
+from ..core.kstate import ProcessFacts, ProcessSample
 from ..core.model import Document, Outcome
 from ..core.signals import signal_name
 from ..errors import Interrupted, SignalGuard
+from ..output.verdicttext import culprit_line
 from ..snapshot import progress
 from ..snapshot.many import runs_python, snapshot_all
 from ..snapshot.process import ProcessCapture, capture_process
-from . import culprit, hangreport
+from . import hangreport
 from .exits import Exits
 from .hangreport import TakeAll
 from .job import Job
@@ -357,14 +358,12 @@ class Watch:
         self.say("watching on; another report once the job progresses and stalls again with other stacks")
         return None
 
-    def facts(self, pids: Sequence[int]) -> Dict[int, culprit.Facts]:
+    def facts(self, pids: Sequence[int]) -> Dict[int, ProcessFacts]:
         """What the watcher knows of each process beyond a snapshot, read before the report holds them: its
-        state, the signal of its group stop (the crash catcher's), its CPU over the last interval."""
-        out = {}
-        for pid in pids:
-            stopped = self.stopped_by(pid) if self.stopped_by is not None else None
-            out[pid] = culprit.Facts(state=procfs.state(pid), stopped_by=stopped, cpu_percent=self.cpu.get(pid))
-        return out
+        state, the signal of its group stop (the crash catcher's; without it, a stopped process's own report of
+        its stop to a seize: ``progress.facts``), its CPU over the last interval."""
+        return {pid: progress.facts(pid, self.stopped_by(pid) if self.stopped_by is not None else None,
+                                    self.cpu.get(pid)) for pid in pids}
 
     def _changed(self, pids: Sequence[int]) -> bool:
         """Whether a new report says anything: the first one, or stacks unlike the last report's (read the
@@ -407,17 +406,18 @@ class Watch:
     def waited_for(self) -> None:
         """Where every rank of a TensorFlow cluster but one lags (named stragglers, in a stall) and that one
         progresses (it spins, it runs elsewhere), the rank they wait for: the cluster's ranks held at one moment
-        and the culprit named with why it does not come (``culprit.py``), once per stall."""
-        ranks = [pid for pid in self.job.processes() if culprit.cluster_rank(pid)]
+        and the culprit named with why it does not come (``analysis/culprit.py``), once per stall."""
+        ranks = [pid for pid in self.job.processes() if progress.cluster_rank(pid)]
         moving = [pid for pid in ranks if pid not in self.tracker.named]
         if len(ranks) < 3 or len(moving) != 1 or moving[0] == self.blamed:
             return
         self.blamed = moving[0]
         docs = [o.doc for o in self.take_all(ranks) if o.doc is not None]
         across(docs)
-        line = culprit.name(docs, self.facts(ranks))
-        if line:
-            self.out.write("tfnative: watch: straggler: %s\n" % line)
+        blamed = culprit.name(docs, self.facts(ranks))
+        if blamed is not None:
+            self.out.write("tfnative: watch: straggler: %s\n" % culprit_line(blamed.culprit, blamed.peers_wait,
+                                                                               blamed.gone))
             self.out.flush()
 
 

@@ -121,10 +121,12 @@ class NodeWatch(Watch):
         pids = [pid for pid in self.job.processes() if many.runs_python(pid)]
         if "report" in got:
             what = got["report"] if isinstance(got["report"], dict) else {}
+            facts = hangreport.facts_json(self.facts(pids))  # read before the hold: a stopped rank, its CPU
             outcomes = self.take_all(pids)
             docs = [o.doc for o in outcomes if o.doc is not None]
             errors = [[o.pid, o.error] for o in outcomes if o.doc is None]
-            self.feed.send("report", what.get("number"), docs=[report.json_lines([d]) for d in docs], errors=errors)
+            self.feed.send("report", what.get("number"), docs=[report.json_lines([d]) for d in docs], errors=errors,
+                           facts=facts)
         elif "straggler" in got:
             what = got["straggler"] if isinstance(got["straggler"], dict) else {}
             if what.get("node") != self.feed.node or not isinstance(what.get("pid"), int):

@@ -10,9 +10,10 @@ clock: the tick's arrival less the age it carries), and
 
 * the job is hung when no node has progressed for ``--hang-after`` seconds (nor the ``--progress-file``
   moved): the head orders a report on ``srun``'s standard input (``--input=all``: every node at once), each
-  node holds its processes as ``watch`` holds them and sends their documents, and the head prints the one
-  report ``watch`` prints (``hangreport.show_hang``: each process, the wait-for graph across all of them, the
-  merged tree, the outlier rank with its node), to ``--json`` and ``--out`` too.  Then ``--on-hang``:
+  node holds its processes as ``watch`` holds them and sends their documents (and what it knew of each before:
+  stopped, by which signal, its CPU), and the head prints the one report ``watch`` prints
+  (``hangreport.show_hang``: each process, the wait-for graph across all of them, the merged tree, the outlier
+  rank with its node, the culprit with its node), to ``--json`` and ``--out`` too.  Then ``--on-hang``:
   ``report`` watches on and reports again only after progress and with other stacks; ``kill`` cancels the
   job (``scancel``) and ends with 124; ``core`` has every node write the cores of its processes
   (``DIR/node-NAME/``) and watches on;
@@ -38,6 +39,7 @@ from typing import Dict, List, Optional, Sequence, Set, TextIO, Tuple
 
 from ..analysis.tree import build_tree
 from ..core import docread
+from ..core.kstate import ProcessFacts
 from ..core.model import Document, Outcome
 from ..errors import Interrupted, SignalGuard, TfnativeError, start_thread
 from ..output import merge
@@ -244,7 +246,9 @@ class Head:
                         len(live), "" if len(live) == 1 else "s"))
         replies = self.ask(order("report", number=number), "report", live)
         outcomes: List[Outcome] = []
+        facts: Dict[int, ProcessFacts] = {}
         for reply in replies:
+            facts.update(hangreport.facts_from_json(reply.body.get("facts")))
             for doc in self._documents(reply):
                 outcomes.append(Outcome(doc.pid or 0, doc))
             for item in reply.body.get("errors") or []:
@@ -258,7 +262,8 @@ class Head:
         if key is not None and key == self.last_report:
             self.say("still hung, at the stacks of the last report")
         elif outcomes:
-            if hangreport.show_hang(outcomes, self.opts, hangreport.Hang(number, headline), self.out, self.err):
+            if hangreport.show_hang(outcomes, self.opts, hangreport.Hang(number, headline, facts), self.out,
+                                    self.err):
                 self.reports = number
                 self.last_report = key
         if self.opts.on_hang == "kill":

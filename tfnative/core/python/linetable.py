@@ -33,11 +33,18 @@ def line_310(table: bytes, firstlineno: int, addr: int) -> Optional[int]:
 
 
 def _varint(table: bytes, pos: int) -> Tuple[int, int]:
+    """The varint at ``pos`` and the position after it; past the table's end (``len(table) + 1``) where the
+    table ends inside it (a table torn by a process that ran on while it was read), never a read past it."""
+    n = len(table)
+    if pos >= n:
+        return 0, n + 1
     b = table[pos]
     pos += 1
     val = b & 63
     shift = 0
     while b & 64:
+        if pos >= n:
+            return val, n + 1
         b = table[pos]
         pos += 1
         shift += 6
@@ -51,7 +58,8 @@ def _svarint(table: bytes, pos: int) -> Tuple[int, int]:
 
 
 def line_311(table: bytes, firstlineno: int, addr: int) -> Optional[int]:
-    """Line of the instruction at byte offset ``addr`` (3.11+ format)."""
+    """Line of the instruction at byte offset ``addr`` (3.11+ format); None where the table has none for it,
+    or ends inside an entry (torn)."""
     unit = addr // 2
     if unit < 0:
         return firstlineno
@@ -85,6 +93,8 @@ def line_311(table: bytes, firstlineno: int, addr: int) -> Optional[int]:
         else:
             pos += 1
             current = line
+        if pos > n:  # the entry is cut by the table's end: a torn table, no line to trust
+            return None
         if start <= unit < start + length:
             return current
         start += length

@@ -24,9 +24,9 @@ A worker is busy when its stack runs an executor or a kernel (``ExecutorState::P
 """
 
 import re
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
-from ..model import NativeFrame, PythonFrame, Thread
+from ..model import NativeFrame, Pool, PythonFrame, Thread
 
 # The inter-op pool's thread name, where TensorFlow names its threads (2.21 on).
 POOL_THREAD_NAMES = ("tf_Compute",)
@@ -136,8 +136,8 @@ def pools(threads: List[Thread], tf_names: Optional[Dict[int, str]] = None) -> D
     return out
 
 
-def pool_summary(threads: List[Thread], tf_names: Optional[Dict[int, str]] = None) -> Dict[str, Any]:
-    """``{"name", "threads", "busy": [tid...], "idle": [tid...]}`` of the inter-op pool's workers among
+def pool_summary(threads: List[Thread], tf_names: Optional[Dict[int, str]] = None) -> Pool:
+    """The ``Pool`` (name, threads, busy, idle) of the inter-op pool's workers among
     ``threads`` (every thread of the capture); ``threads`` 0 when none is seen.
 
     Where TensorFlow names the pool's threads (``name`` "tf_Compute"), its workers are the threads of that
@@ -150,18 +150,17 @@ def pool_summary(threads: List[Thread], tf_names: Optional[Dict[int, str]] = Non
     if named:
         workers = [t for t in threads if t.name in POOL_THREAD_NAMES and worker_loop(t) == "eigen"]
         busy = [t.tid for t in workers if runs_kernel(t)]
-        return {"name": POOL_THREAD_NAMES[0], "threads": len(workers), "busy": busy,
-                "idle": [t.tid for t in workers if t.tid not in busy]}
+        return Pool(name=POOL_THREAD_NAMES[0], threads=len(workers), busy=tuple(busy),
+                    idle=tuple(t.tid for t in workers if t.tid not in busy))
     names = tf_names or {}
     known = [t for t in threads if pool_of(t, names.get(t.tid)) == INTER_OP]
     unknown = [t for t in threads if worker_loop(t) == "eigen" and pool_of(t, names.get(t.tid)) is None]
     workers = known + unknown
     busy = [t.tid for t in known if runs_kernel(t)]
-    out: Dict[str, Any] = {"name": None, "threads": len(workers), "busy": busy,
-           "idle": [t.tid for t in workers if t.tid not in busy], "exact": not unknown}
-    if workers:
-        out["pools"] = pools(threads, names)
-    return out
+    placed = {pool: tuple(tids) for pool, tids in pools(threads, names).items()} if workers else None
+    return Pool(name=None, threads=len(workers), busy=tuple(busy), idle=tuple(t.tid for t in workers
+                                                                              if t.tid not in busy),
+                exact=not unknown, pools=placed)
 
 
 # What a Python thread waits for inside TensorFlow, by its frames (innermost first): (what, native frame or

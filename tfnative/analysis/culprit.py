@@ -1,8 +1,9 @@
 """The process a stalled job waits for, and why it does not come (``tfnative watch``'s hang report).
 
-From the report's documents (their verdicts after ``verdict.across``) and what the watcher knows beyond a
-snapshot (``Facts``: the process's scheduler state before the report held it, the signal of a group stop the
-crash catcher answered, its CPU over the last interval), in this order:
+From the report's documents (their verdicts after ``across.across``) and what the watcher knows beyond a
+snapshot (``ProcessFacts`` of ``core/kstate.py``, read by the watch: the process's scheduler state before the
+report held it, the signal of a group stop the crash catcher answered, its CPU over the last interval), in this
+order:
 
 1. a process that is stopped (state ``T``; a traced one ``t`` whose group stop the crash catcher answered,
    by that signal): nothing it owes anybody comes until SIGCONT;
@@ -16,9 +17,11 @@ ended); ``spins`` (its main thread runs Python, holding the GIL, or runs on a CP
 (its main thread is in ``time.sleep``: a sleep, or a loop that polls with one); ``elsewhere`` (it waits
 somewhere else than the collective: where it is, and its verdict).
 
-The culprit is written on each document's hang event (``"culprit"``, docs/json-schema.md) and said in one
-line of the text.  A stopped process's own verdict says it is stopped (pattern ``process_stopped``), not what
-its stopped threads would be doing.  Pure but for ``cluster_rank`` (a process's ``TF_CONFIG``).
+The culprit is written on each document's hang event (``"culprit"``, docs/json-schema.md); ``name`` gives it
+with what the report's line says of it (``Blame``), which ``output/verdicttext.culprit_line`` words.  A stopped
+process's own verdict says it is stopped (pattern ``process_stopped``), not what its stopped threads would be
+doing.  Pure: what it knows of a process beyond its document (its state, its TF_CONFIG) was read by the watch
+(``snapshot/progress.py``).
 """
 
 from __future__ import annotations
@@ -27,36 +30,22 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..analysis import waitgraph
-from ..analysis.verdict import blocked_in
-from ..core import procfs, ranks
+from ..core.kstate import ProcessFacts
 from ..core.model import Document, Event, PythonFrame, Thread
+from . import waitgraph
+from .threadwords import blocked_in
 
 SPIN_PERCENT = 50.0  # a main thread that runs this much of a CPU over the last interval spins
-STOPPED_STATES = ("T", "t")
 
 
-@dataclass
-class Facts:
-    """What the watcher knows of a process beyond its snapshot."""
+@dataclass(frozen=True)
+class Blame:
+    """The culprit found: its JSON (as every document's event now carries it), whether the others wait for it
+    as their peer (else the job waits for it), and the tasks of its cluster no document of the report is."""
 
-    state: Optional[str] = None  # its scheduler state (``/proc/PID/stat``), read before the report held it
-    stopped_by: Optional[str] = None  # the signal of its group stop, where the crash catcher answered one
-    cpu_percent: Optional[float] = None  # its threads' CPU over the last interval, in % of one CPU
-
-    def stopped(self) -> bool:
-        return self.stopped_by is not None or self.state == "T"
-
-
-def cluster_rank(pid: int) -> bool:
-    """Whether ``pid`` is a task of a TensorFlow cluster of several tasks (its ``TF_CONFIG``, read from
-    ``/proc/PID/environ``)."""
-    try:
-        env = procfs.environ(pid)
-    except OSError:
-        return False
-    cluster = ranks.tf_cluster(ranks.tf_config(env))
-    return bool(cluster and len(cluster.get("tasks") or []) > 1)
+    culprit: Dict[str, Any]
+    peers_wait: bool
+    gone: Tuple[str, ...] = ()
 
 
 def _event(doc: Document) -> Optional[Event]:
@@ -80,7 +69,7 @@ def _pattern(doc: Document) -> Optional[str]:
     return e.triage.pattern if e is not None and e.triage is not None else None
 
 
-def find(docs: Sequence[Document], facts: Mapping[int, Facts]) -> Optional[Tuple[Document, str]]:
+def find(docs: Sequence[Document], facts: Mapping[int, ProcessFacts]) -> Optional[Tuple[Document, str]]:
     """The culprit and how it was found (``"stopped"``, ``"peers_wait"``); None where nothing names one."""
     for doc in docs:
         fact = facts.get(doc.pid or -1)
@@ -115,7 +104,7 @@ def _in(t: Optional[Thread]) -> str:
     return ", in %s()" % call if call else ""
 
 
-def explain(doc: Document, fact: Facts, peers_at: Optional[str] = None) -> Dict[str, Any]:
+def explain(doc: Document, fact: ProcessFacts, peers_at: Optional[str] = None) -> Dict[str, Any]:
     """The culprit's JSON (``"culprit"`` of the schema): its pid, label, ``cause``, ``why`` (one sentence),
     where its main thread is (``at``), its state, its stopping signal, its CPU.  ``peers_at``: where the
     processes that wait for it wait (``elsewhere`` says it is not there)."""
@@ -156,7 +145,7 @@ def explain(doc: Document, fact: Facts, peers_at: Optional[str] = None) -> Dict[
     return out
 
 
-def stopped_verdict(doc: Document, fact: Facts) -> None:
+def stopped_verdict(doc: Document, fact: ProcessFacts) -> None:
     """A stopped process's own verdict says so (pattern ``process_stopped``), in place."""
     e = _event(doc)
     if e is None or e.triage is None:
@@ -167,9 +156,9 @@ def stopped_verdict(doc: Document, fact: Facts) -> None:
                         "main thread is at %s%s" % (fact.stopped_by or "a stopping signal", _at(main), _in(main)))
 
 
-def name(docs: Sequence[Document], facts: Mapping[int, Facts]) -> Optional[str]:
-    """Find the culprit of ``docs``, write it on every document's event and return the report's line about it
-    (None where none is found).  A stopped process's verdict says it is stopped."""
+def name(docs: Sequence[Document], facts: Mapping[int, ProcessFacts]) -> Optional[Blame]:
+    """Find the culprit of ``docs``, write it on every document's event and return it with what the report's
+    line says of it (None where none is found).  A stopped process's verdict says it is stopped."""
     for doc in docs:
         fact = facts.get(doc.pid or -1)
         if fact is not None and fact.stopped():
@@ -183,17 +172,15 @@ def name(docs: Sequence[Document], facts: Mapping[int, Facts]) -> Optional[str]:
     if waiting:
         e = _event(waiting[0])
         peers_at = _at(_main(e)) if e is not None else None
-    culprit = explain(doc, facts.get(doc.pid or -1) or Facts(), peers_at)
+    culprit = explain(doc, facts.get(doc.pid or -1) or ProcessFacts(), peers_at)
     culprit["how"] = how
+    node = (doc.scheduler or {}).get("node")  # a Slurm job's rank: its node
+    if node:
+        culprit["node"] = str(node)
     for d in docs:
         for e in d.events:
             e.culprit = dict(culprit)
-    whom = "the rank the others wait for" if how == "peers_wait" or waiting else "the process the job waits for"
-    line = "the culprit: %s (pid %s), %s: %s" % (culprit["label"], doc.pid, whom, culprit["why"])
-    gone = _gone_peers(doc, docs)
-    if gone:
-        line += "; its peers %s are no longer running" % ", ".join(gone)
-    return line
+    return Blame(culprit, how == "peers_wait" or bool(waiting), tuple(_gone_peers(doc, docs)))
 
 
 def _gone_peers(doc: Document, docs: Sequence[Document]) -> List[str]:

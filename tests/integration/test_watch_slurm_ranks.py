@@ -1,0 +1,157 @@
+"""Issue #44 on the test Slurm: ``watch --slurm-job`` catches a stuck rank of a real MultiWorkerMirroredStrategy
+job of 2 nodes x 4 ranks (``LocalSlurm(nodes=2)``: one ``slurmd -N nX`` per node on this machine).
+
+Each task runs ``mwms_steps.py``'s worker (``mwms_slurm_steps.py``: its ``TF_CONFIG`` from ``SLURM_PROCID``),
+an all-reduce a step; worker 5 (node n2) stalls at step 5 while the seven others wait for it in the step's
+all-reduce.  One watcher per node reads its four ranks; the head judges the job across both nodes: within
+--hang-after + 2 intervals of the watch being armed (the stall began before: the watch starts on a running
+job) one report, the culprit named by its rank and node in the text and on every document of the JSON, with
+why it does not come: it sleeps (its line), or it is stopped (SIGSTOP, seen by its node's crash catcher, the
+fact sent to the head).  --on-hang kill cancels the job: exit 124, no rank and no node watcher left.
+
+Under ``CI`` a Slurm that cannot be started fails the module (``.ci/setup`` installs it); elsewhere it skips.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tfnative.core.docschema import check_document
+
+from ..slurmlocal import cluster_for_tests
+from ..utils import ROOT, TFNATIVE, assert_gone, has_tensorflow, line_of, script
+from .test_slurm_nodes import SLACK_S, no_watcher_left
+
+pytestmark = pytest.mark.skipif(not has_tensorflow(), reason="needs TensorFlow")
+WORKER = script("mwms_slurm_steps.py")
+STEPS = script("mwms_steps.py")
+NODES, PER_NODE = ("n1", "n2"), 4
+RANKS = len(NODES) * PER_NODE
+CULPRIT = 5  # the second rank of node n2 (Slurm's block distribution)
+CONNECT_S = 300  # 8 TF workers connect in ~25 s on 2 idle cores; far longer beside other work
+FREE_PORTS = ("import socket; s = [socket.socket() for _ in range(%d)]; [x.bind(('127.0.0.1', 0)) for x in s]; "
+              "print(','.join(str(x.getsockname()[1]) for x in s))" % RANKS)
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    yield from cluster_for_tests(len(NODES))
+
+
+def start_job(slurm, tmp, mode):
+    """The 2 x 4 job, worker CULPRIT stalled at step 5 by ``mode``: its id, {rank: (pid, node)}."""
+    os.chmod(str(tmp), 0o755)
+    (tmp / "job.sh").write_text('#!/bin/bash\nexport MWMS_PORTS=$(%s -c "%s")\nsrun --kill-on-bad-exit=0 %s %s %s %d '
+                                '%d %s\n' % (sys.executable, FREE_PORTS, sys.executable, WORKER, tmp, RANKS, CULPRIT,
+                                              mode))
+    r = slurm.run(["sbatch", "--parsable", "-N", str(len(NODES)), "--ntasks-per-node=%d" % PER_NODE, "-D", str(tmp),
+                   "-o", str(tmp / "job.out"), str(tmp / "job.sh")], cwd=ROOT)
+    job_id = r.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + CONNECT_S
+    stalled = tmp / ("worker-%d" % CULPRIT)
+    while not stalled.exists() or stalled.read_text().split()[-1] != mode:
+        assert time.monotonic() < deadline and job_id in slurm.jobs(), "worker %d never stalled: %s" % (
+            CULPRIT, (tmp / "job.out").read_text() if (tmp / "job.out").exists() else "")
+        time.sleep(0.2)
+    ranks = {}
+    for i in range(RANKS):
+        pid = int((tmp / ("worker-%d" % i)).read_text().split()[0])
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        ranks[i] = (pid, env[b"SLURMD_NODENAME"].decode())
+    assert sorted(node for _, node in ranks.values()) == sorted(NODES * PER_NODE), ranks
+    return job_id, ranks
+
+
+def armed(ranks, w, timeout=120):
+    """Wait until every rank is traced by its node's watcher (the watch is armed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        traced = 0
+        for pid, _node in ranks.values():
+            with open("/proc/%d/status" % pid) as f:
+                traced += "TracerPid:\t0\n" not in f.read()
+        if traced == len(ranks):
+            return
+        assert time.monotonic() < deadline and w.poll() is None, "the ranks were never all traced"
+        time.sleep(0.2)
+
+
+def watch_fault(slurm, tmp, mode, hang_after, interval, act=None):
+    """``watch --slurm-job --on-hang kill --json`` on the job, ``act(pid)`` done to the culprit once the watch is
+    armed: (seconds from then to the watch's end, its status, stdout, stderr, documents, ranks, job id)."""
+    job_id, ranks = start_job(slurm, tmp, mode)
+    procs = [psutil.Process(pid) for pid, _ in ranks.values()]
+    json_path = tmp / "hang.jsonl"
+    w = subprocess.Popen(TFNATIVE + ["watch", "--slurm-job", job_id, "--hang-after", str(hang_after), "--interval",
+                                     str(interval), "--on-hang", "kill", "--json", str(json_path)],
+                         cwd=ROOT, env=slurm.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        armed(ranks, w)
+        if act is not None:
+            act(ranks[CULPRIT][0])
+        t0 = time.monotonic()
+        out, err = w.communicate(timeout=hang_after + 2 * interval + SLACK_S + 120)
+        took = time.monotonic() - t0
+        print("ended %.1f s after the watch was armed\n%s\n%s" % (took, out, err))
+        deadline = time.monotonic() + 60
+        while job_id in slurm.jobs():
+            assert time.monotonic() < deadline, "the job was not cancelled"
+            time.sleep(0.5)
+        assert_gone(procs, timeout=30)  # no rank left running or stopped, on any node
+        no_watcher_left(job_id)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+        slurm.end_job(job_id)
+    docs = [json.loads(ln) for ln in json_path.read_text().splitlines()] if json_path.exists() else []
+    for doc in docs:
+        check_document(doc)
+    return took, w.returncode, out, err, docs, ranks, job_id
+
+
+def check(result, hang_after, interval, cause):
+    """Exit 124, one report in time (the report, then the job's cancel and the step's end), every rank of
+    both nodes in it, the culprit named by rank and node in the text and on every document."""
+    took, status, out, err, docs, ranks, job_id = result
+    pid, node = ranks[CULPRIT]
+    assert node == "n2", ranks
+    assert status == 124 and "Traceback" not in err, err
+    assert out.count("tfnative: watch: hang: no process of Slurm job %s" % job_id) == 1, out
+    assert "ending the job (--on-hang kill): scancel %s" % job_id in err, err
+    assert took <= hang_after + 2 * interval + SLACK_S + 30, took  # the report, then scancel and the step's end
+    assert sorted(d["pid"] for d in docs) == sorted(p for p, _ in ranks.values()), docs
+    line = next((ln for ln in out.splitlines() if ln.startswith("tfnative: watch: the culprit: ")), "")
+    assert line.startswith("tfnative: watch: the culprit: worker:%d (pid %d on node n2), " % (CULPRIT, pid)), out
+    named = [d["events"][0].get("culprit") or {} for d in docs]
+    assert all(c.get("pid") == pid and c.get("label") == "worker:%d" % CULPRIT and c.get("node") == "n2"
+               and c.get("cause") == cause for c in named), named
+    return line, named[0]
+
+
+def test_a_rank_that_sleeps_on_node_n2_is_named_by_rank_and_node(slurm, tmp_path):
+    result = watch_fault(slurm, tmp_path, "sleep", 8.0, 2.0)
+    line, culprit = check(result, 8.0, 2.0, "sleeps")
+    stall = "mwms_steps.py:%d" % line_of(STEPS, "# STALL_LINE")
+    assert "the rank the others wait for: it sleeps (or polls with time.sleep) at stall at %s" % stall in line, line
+    assert culprit["how"] == "peers_wait"
+
+
+def test_a_rank_stopped_on_node_n2_is_named_with_its_signal(slurm, tmp_path):
+    """SIGSTOP to worker 5 once the watch is armed: its node's crash catcher sees the group stop (and answers it:
+    it stays stopped), its node sends the fact with the report's documents; the head names it stopped by
+    SIGSTOP.  TensorFlow's heartbeat timeout (~10 s after the SIGSTOP) may end its peers while the nodes hold
+    them for the report (they were finalizing in one run): then it is "the process the job waits for"."""
+    result = watch_fault(slurm, tmp_path, "stop", 5.0, 1.25, act=lambda pid: os.kill(pid, signal.SIGSTOP))
+    line, culprit = check(result, 5.0, 1.25, "stopped")
+    assert ("the rank the others wait for: it is stopped (state T, by SIGSTOP): none of its threads runs until "
+            "SIGCONT" in line or "the process the job waits for: it is stopped (state T, by SIGSTOP): " in line), line
+    assert culprit["signal"] == "SIGSTOP" and culprit["how"] == "stopped", culprit

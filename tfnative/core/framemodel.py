@@ -1,0 +1,244 @@
+"""The model's frames (FRAME of schema v1: native, Python, elided) and the leaf objects a frame carries: a kernel
+frame's ``Op``, the ``TfFunction`` a frame or a thread runs.  Pure: standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Dict, List, Optional, Union
+
+from . import jsonkeys
+from .jsonkeys import Json
+
+__all__ = ["Op", "TfFunction", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "frame_from_json",
+           "frames_from_json"]
+
+# the key tables' words (``core/jsonkeys.py``)
+_always = jsonkeys.always
+_as_list = jsonkeys.as_list
+_is_set = jsonkeys.is_set
+_k = jsonkeys.k
+_never = jsonkeys.never
+_optional = jsonkeys.optional
+_build = jsonkeys.build
+_truthy = jsonkeys.truthy
+_write = jsonkeys.write
+
+
+# -- the leaf objects ----------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Op:
+    """The op a kernel's (or a device's) ``Compute`` frame runs, read from its ``OpKernel`` (``"op"`` of a
+    native FRAME)."""
+
+    type: Optional[str] = None  # the graph's op type
+    name: Optional[str] = None  # the node's name
+    kernel_type: Optional[str] = None  # oneDNN's rewrite: the type the kernel itself carries (_MklMatMul)
+    kernel: Optional[str] = None  # "0x%x": the OpKernel's address
+    inputs: Optional[List[Json]] = None  # the crashing kernel's: [{"dtype", "shape", "values"?} | {"unread"}...]
+    inputs_unread: Optional[str] = None  # why its inputs were not read (core/tensorflow/kernelinputs.py)
+    # the crashing kernel's NodeDef's attributes: {name: value} (core/tensorflow/nodeattrs.py)
+    attrs: Optional[Json] = None
+    attrs_unread: Optional[str] = None  # why they, or some of them, were not read
+    # its OpDef: {"inputs": [{"name", "type_attr"?, "number_attr"?, "type_list_attr"?}...], "attrs": {name:
+    # {"type", "default"?}}} (core/tensorflow/opdefs.py)
+    opdef: Optional[Json] = None
+    opdef_unread: Optional[str] = None
+    # analysis's call of the op (analysis/opcall.py): {"inputs": [each input's argument name], "attrs": {those
+    # that differ from their defaults}}
+    call: Optional[Json] = None
+
+    def to_json(self) -> Json:
+        return _write(self, _OP_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> Op:
+        return _build(cls, _OP_KEYS, d)
+
+
+_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
+            _k("inputs_unread"), _k("attrs"), _k("attrs_unread"), _k("opdef"), _k("opdef_unread"), _k("call"))
+
+
+@dataclass(slots=True)
+class TfFunction:
+    """The tf.function a thread runs (``"tf_function"`` of a THREAD, of TF's ``quick_execute`` FRAME): read
+    from the frame, or attributed to an executor thread (``called_by``, ``how``)."""
+
+    name: str  # the graph function's name: __inference_step_8
+    python_function: Optional[str] = None  # its Python name: step
+    called_by: Optional[int] = None  # an executor thread's: the tid of the thread waiting for it
+    how: Optional[str] = None  # an executor thread's: why this one ("only tf.function in flight")
+
+    def to_json(self) -> Json:
+        return _write(self, _TF_FUNCTION_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> TfFunction:
+        return _build(cls, _TF_FUNCTION_KEYS, d)
+
+
+_TF_FUNCTION_KEYS = (_k("name", doc=_always, required=True), _k("python_function", doc=_always), _k("called_by"),
+                     _k("how"))
+
+
+# -- frames --------------------------------------------------------------------------------------------------
+def _kind(obj: Any) -> str:
+    return str(obj.kind)
+
+
+@dataclass(slots=True)
+class NativeFrame:
+    """A C/C++ frame (FRAME of kind "native")."""
+
+    kind: ClassVar[str] = "native"
+    function: Optional[str]
+    file: Optional[str] = None
+    line: Optional[int] = None
+    library: Optional[str] = None
+    address: Optional[str] = None  # "0x%016x"
+    inline: bool = False  # gdb: a frame inlined into its caller
+    tailcall: bool = False  # gdb: a caller inferred from DWARF call sites, not on the stack
+    op: Optional[Op] = None  # a kernel's or the device's Compute
+    recovered: Optional[str] = None  # "frame-pointer" | "scan": found without CFI
+    frame_class: Optional[str] = None  # "class": user, tensorflow-native, interpreter, system...
+    source: Optional[str] = None  # the text of file:line
+    variables: Optional[List[Json]] = None  # --locals, the user's own code with DWARF: [{"name", "repr", "arg"}...]
+    level: Optional[int] = None  # internal: the frame's number in gdb's/the unwinder's stack
+    start: Optional[int] = None  # internal: its function's entry address, where tfnative named it
+    # What the renderers show of it, decided by analysis (``analysis/frames.py``), never written: the
+    # interpreter's call glue (hidden by default), the part of an abort it delivers ("raise", "abort", "assert",
+    # "log", "terminate"), one of TensorFlow's own frames that the text folds in runs, the class a picture shows.
+    glue: bool = field(default=False, compare=False, repr=False)
+    abort: Optional[str] = field(default=None, compare=False, repr=False)
+    foldable: bool = field(default=False, compare=False, repr=False)
+    shown_class: Optional[str] = field(default=None, compare=False, repr=False)
+    # The user's library's path, never written: a custom op's reproducer loads it (``analysis/reproducer.py``)
+    library_path: Optional[str] = field(default=None, compare=False, repr=False)
+
+    def capture_json(self) -> Json:
+        """The frame as a capture carries it (MI, the session socket, ``tf-bt --json``): the internal
+        attributes too, nothing of the report's (``class``, ``source``)."""
+        return _write(self, _NATIVE_KEYS, wire=True, order=_NATIVE_WIRE)
+
+    def to_json(self) -> Json:
+        return _write(self, _NATIVE_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> NativeFrame:
+        return _build(cls, _NATIVE_KEYS, d)
+
+
+# A frame's place, as both forms write it: "kind", "function", "file", "line" always.
+_PLACE = (_k("kind", doc=_always, wire=_always, read=False, get=_kind),
+          _k("function", doc=_always, wire=_always), _k("file", doc=_always, wire=_always),
+          _k("line", doc=_always, wire=_always))
+_NATIVE_KEYS = _PLACE + (
+    _k("library", doc=_always, wire=_always), _k("address", doc=_always, wire=_always),
+    _k("inline", doc=_truthy, wire=_truthy, load=bool), _k("tailcall", doc=_truthy, wire=_truthy, load=bool),
+    _k("op", doc=_truthy, wire=_truthy, load=_optional(Op.from_json)),
+    _k("recovered", doc=_truthy, wire=_truthy), _k("class", "frame_class"), _k("source"),
+    _k("variables", wire=_is_set), _k("level", doc=_never, wire=_is_set), _k("start", doc=_never, wire=_is_set))
+_NATIVE_WIRE = ("kind", "function", "file", "line", "library", "address", "level", "inline", "tailcall",
+                "recovered", "start", "op", "variables")
+
+
+@dataclass(slots=True)
+class PythonFrame:
+    """A Python frame (FRAME of kind "python"); also a frame of an op's creation stack (no ``class``)."""
+
+    kind: ClassVar[str] = "python"
+    function: Optional[str]
+    file: Optional[str] = None
+    line: Optional[int] = None
+    user: Optional[bool] = None  # the user's code (not TensorFlow's, the standard library's...)
+    locals: Optional[Dict[str, str]] = None  # the few locals tfnative reads (quick_execute's op_name)
+    variables: Optional[List[Json]] = None  # --locals: [{"name", "repr", "arg"}...]
+    tf_function: Optional[TfFunction] = None  # on TF's quick_execute frame
+    converted: Optional[Json] = None  # {"function", "file", "line"}: where AutoGraph's generated code ran
+    # a generated op wrapper's arguments, where no kernel frame gave the op's inputs (core/tensorflow/wrapperargs.py):
+    # {"inputs": [kernelinputs' form...], "input_names": [name...], "attrs": {name: value}}
+    op_args: Optional[Json] = None
+    frame_class: Optional[str] = None
+    source: Optional[str] = None
+    eval_address: Optional[str] = None  # internal: the _PyEval_EvalFrameDefault frame it was merged at
+    # What the renderers show of it, decided by analysis (``analysis/frames.py``), never written: the user's own
+    # code (marked), one of TensorFlow's own frames that the text folds in runs, the class a picture shows.
+    user_code: bool = field(default=False, compare=False, repr=False)
+    foldable: bool = field(default=False, compare=False, repr=False)
+    shown_class: Optional[str] = field(default=None, compare=False, repr=False)
+    # the op a generated wrapper's frame with ``op_args`` runs, as the crash report's op line shows it
+    # (``analysis/pyop.py``: {"type", "from", "inputs", "attrs", "call"}), on the thread that stopped
+    wrapper_op: Optional[Json] = field(default=None, compare=False, repr=False)
+
+    def capture_json(self) -> Json:
+        """The frame as a capture carries it (see ``NativeFrame.capture_json``)."""
+        return _write(self, _PYTHON_KEYS, wire=True, order=_PYTHON_WIRE)
+
+    def to_json(self) -> Json:
+        return _write(self, _PYTHON_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> PythonFrame:
+        return _build(cls, _PYTHON_KEYS, d)
+
+
+_PYTHON_KEYS = _PLACE + (
+    _k("user"), _k("locals", doc=_truthy, wire=_truthy), _k("variables", wire=_is_set),
+    _k("tf_function", doc=_truthy, load=_optional(TfFunction.from_json)), _k("converted", doc=_truthy, wire=_truthy),
+    _k("op_args", doc=_is_set, wire=_is_set), _k("class", "frame_class"), _k("source"),
+    _k("eval_address", doc=_never, wire=_is_set))
+_PYTHON_WIRE = ("kind", "function", "file", "line", "locals", "converted", "variables", "op_args", "eval_address")
+
+
+@dataclass(slots=True)
+class ElidedFrame:
+    """The frames cut from the middle of a deep stack (FRAME of kind "elided")."""
+
+    kind: ClassVar[str] = "elided"
+    count: int
+    functions: List[str] = field(default_factory=list)  # their commonest names, commonest first
+
+    @property
+    def function(self) -> str:
+        """The names as one string, for readers of ``function``."""
+        return ", ".join(self.functions)
+
+    @property
+    def file(self) -> None:
+        return None
+
+    @property
+    def line(self) -> None:
+        return None
+
+    def capture_json(self) -> Json:
+        return self.to_json()
+
+    def to_json(self) -> Json:
+        return _write(self, _ELIDED_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> ElidedFrame:
+        return _build(cls, _ELIDED_KEYS, d)
+
+
+_ELIDED_KEYS = (_k("kind", doc=_always, read=False, get=_kind), _k("count", doc=_always, load=lambda v: v or 0),
+                _k("functions", doc=_always, load=_as_list), _k("function", doc=_always, read=False),
+                _k("file", doc=_always, read=False), _k("line", doc=_always, read=False))
+
+Frame = Union[NativeFrame, PythonFrame, ElidedFrame]
+_FRAME_KINDS: Dict[Any, Any] = {"native": NativeFrame, "python": PythonFrame, "elided": ElidedFrame}
+
+
+def frame_from_json(d: Json) -> Frame:
+    """The frame a FRAME dict stands for, by its ``kind``.  Raises ValueError on an unknown kind."""
+    cls = _FRAME_KINDS.get(d.get("kind"))
+    if cls is None:
+        raise ValueError("a frame of unknown kind %r" % d.get("kind"))
+    frame: Frame = cls.from_json(d)
+    return frame
+
+
+def frames_from_json(ds: Optional[List[Json]]) -> List[Frame]:
+    return [frame_from_json(d) for d in ds or []]
