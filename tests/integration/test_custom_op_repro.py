@@ -1,7 +1,8 @@
-"""``attach --repro`` on a custom op's crash (issue #45): ``zero_out_oob`` (``tests/custom_op/zero_out_oob.cc``,
-built by ``tests/kernels.py``), whose kernel reads out of bounds and dies of SIGSEGV, called eagerly by
-``tests/scripts/kernel_case.py``.  The script tfnative writes loads the op's library by its path
-(``tf.load_op_library``), calls the library's own op function, and dies in its kernel again, alone too.
+"""``attach --repro`` and ``core --repro`` on a custom op's crash (issue #45): ``zero_out_oob``
+(``tests/custom_op/zero_out_oob.cc``, built by ``tests/kernels.py``), whose kernel reads out of bounds and dies
+of SIGSEGV, called eagerly by ``tests/scripts/kernel_case.py``.  The script tfnative writes loads the op's library
+by its path (``tf.load_op_library``), calls the library's own op function, and dies in its kernel again, alone
+too.
 """
 
 from __future__ import annotations
@@ -49,6 +50,35 @@ def test_attach_repro_of_a_custom_ops_sigsegv(tmp_path):
     assert "tf.load_op_library(%r)" % lib in script, script
     assert "lib.zero_out_oob(" in script and "tf.raw_ops" not in script, script
     # alone: plain python, a fresh directory, no core; it dies in the library's op, as faulthandler says
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(repro)], cwd=str(alone), capture_output=True,
+                          text=True, timeout=300, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr[-2000:]
+    assert _wrapper_op(proc.stderr, "ZeroOutOob") == "ZeroOutOob", proc.stderr[-2000:]
+
+
+def test_core_repro_of_a_custom_ops_sigsegv(tmp_path):
+    """From the core of the same crash: the script loads the library by the path the core's mappings give and dies
+    in its kernel again, under tfnative's check and alone."""
+    lib = build_op("zero_out_oob")
+    proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, "kernel_case.py"), lib, "oob", "eager", "core"],
+                          cwd=str(tmp_path), capture_output=True, timeout=300)
+    assert proc.returncode == -signal.SIGSEGV and (tmp_path / "core").exists(), proc.stderr[-2000:]
+    out, repro = tmp_path / "s.json", tmp_path / "repro.py"
+    r = run_tfnative(["core", str(tmp_path / "core"), os.path.realpath(sys.executable), "--json", str(out),
+                      "--repro", str(repro)], timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    line = next((x for x in r.stderr.splitlines() if "tfnative: repro:" in x), "(no repro line)")
+    assert re.match(r"tfnative: repro: repro\.py \(\d+ lines\) dies of SIGSEGV in op ZeroOutOob, as the original "
+                    r"did$", line), line
+    rep = load_json(out)["triage"]["reproducer"]
+    assert (rep["op"], rep["library"], rep["check"]["outcome"], rep["check"]["op"]) == (
+        "ZeroOutOob", lib, "same", "ZeroOutOob"), rep
+    script = repro.read_text()
+    assert "tf.load_op_library(%r)" % lib in script and "lib.zero_out_oob(" in script, script
+    assert "kernel_case" not in script and "run_case" not in script, script
+    (tmp_path / "core").unlink()
     alone = tmp_path / "alone"
     alone.mkdir()
     proc = subprocess.run([sys.executable, "-X", "faulthandler", str(repro)], cwd=str(alone), capture_output=True,
