@@ -72,3 +72,16 @@ def test_an_event_without_an_op_writes_none_and_a_break_op_hit_its_type_and_name
     hit = Event(kind="breakpoint", location="op MatMul", op=Op(type="MatMul", name="dense/MatMul"))
     assert hit.to_json()["op"] == {"type": "MatMul", "name": "dense/MatMul"}
     assert Event.from_json(hit.to_json()).op == hit.op
+
+
+def test_the_watchs_reproducer_reads_the_triages_op_inputs():
+    """``watch --out``: no reproducer where the triage's op has no inputs read, nor without a crash summary (an
+    ``Op``, not a dict, is what it reads)."""
+    import io
+
+    from tfnative.watch.crashwatch import write_repro
+
+    err = io.StringIO()
+    for triage in (None, CrashSummary(signal="SIGSEGV"), CrashSummary(signal="SIGSEGV", op=Op(type="X"))):
+        assert write_repro(None, "/nonexistent/crash-1", Document(pid=7, triage=triage), err) is None
+    assert err.getvalue() == ""

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, List, Optional, Sequence, Set, TextIO
 
 from ..attach import repro
-from ..core.model import Document, Outcome
+from ..core.model import CrashSummary, Document, Outcome
 from ..core.tensorflow.kernelinputs import read_whole_tensors
 from ..errors import TargetGone, TfnativeError
 from ..files import write_output
@@ -155,7 +155,8 @@ class CrashWatch:
 def write_repro(opts: WatchOptions, base: str, doc: Document, err: TextIO) -> None:
     """``--out DIR``: the crash's reproducer, ``crash-N.repro.py`` (``attach/repro.py``: written, then checked in a
     fresh process unless ``--no-repro-check``), and ``crash-N.jsonl`` again with the document's reproducer."""
-    if not (getattr(doc.triage, "op", None) or {}).get("inputs"):
+    op = doc.triage.op if isinstance(doc.triage, CrashSummary) else None
+    if op is None or not op.inputs:
         return  # no op's kernel with its inputs read (a crash outside TensorFlow's kernels): no reproducer
     try:
         repro.make(doc, base + ".repro.py", repro.python_of(doc, None), opts.repro_check, err)
