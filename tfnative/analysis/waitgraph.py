@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..core import frameclass, sourcelines
-from ..core.model import Event, NativeFrame, PythonFrame, Thread, Wait
+from ..core.model import Event, NativeFrame, Op, PythonFrame, Thread, Wait
 from ..core.tensorflow.executors import (
     GET_NEXT_RE,
     TF_DATA,
@@ -99,8 +99,8 @@ def _variable(caller: Optional[PythonFrame], method: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
-def _kernel_op(t: Thread, pattern: re.Pattern[str]) -> Optional[Dict[str, str]]:
-    return next((f.op.to_json() for f in t.frames if isinstance(f, NativeFrame) and f.op
+def _kernel_op(t: Thread, pattern: re.Pattern[str]) -> Optional[Op]:
+    return next((f.op for f in t.frames if isinstance(f, NativeFrame) and f.op
                  and pattern.match(f.op.type or "")), None)
 
 
@@ -328,13 +328,13 @@ def _tf_queue(scene: _Scene, t: Thread) -> Optional[Wait]:
         return None
     producer = next((w for w in scene.enqueuers if w.tid != t.tid), None)
     if producer is None:
-        named = _queue_wait(scene.event, t, op.get("type") or "a dequeue")
+        named = _queue_wait(scene.event, t, op.type or "a dequeue")
         if named is not None:
             return named
-    name = op.get("name") or op.get("type")
+    name = op.name or op.type
     return Wait(t.tid, producer.tid if producer else None, "the TensorFlow queue of %s" % name,
                 "%s dequeues from an empty queue%s" % (
-                    op.get("type"), "" if producer else "; no thread runs an enqueue into it"))
+                    op.type, "" if producer else "; no thread runs an enqueue into it"))
 
 
 def _collective(scene: _Scene, t: Thread) -> Optional[Wait]:
