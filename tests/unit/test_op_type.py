@@ -85,3 +85,18 @@ def test_the_watchs_reproducer_reads_the_triages_op_inputs():
     for triage in (None, CrashSummary(signal="SIGSEGV"), CrashSummary(signal="SIGSEGV", op=Op(type="X"))):
         assert write_repro(None, "/nonexistent/crash-1", Document(pid=7, triage=triage), err) is None
     assert err.getvalue() == ""
+
+
+def test_a_queue_kernels_op_names_the_queue_it_waits_on():
+    """The wait-for graph reads a dequeue kernel's ``Op`` (its type and node name) for the resource it waits on."""
+    from tfnative.analysis.event import analyze
+    from tfnative.core.model import Capture, Thread
+
+    kernel = NativeFrame("tensorflow::DequeueOp::ComputeAsync(tensorflow::OpKernelContext*, std::function<void ()>)",
+                         library="libtensorflow_framework.so.2", op=Op(type="QueueDequeueV2", name="q/deq"))
+    frames = [NativeFrame("pthread_cond_wait", library="libc.so.6"), kernel]
+    event = analyze("snapshot", Capture(pid=5, threads=[Thread(tid=5, name="python", frames=frames)], selected_tid=5),
+                    hang=True)
+    (wait,) = event.triage.waits
+    assert wait.resource == "the TensorFlow queue of q/deq"
+    assert wait.evidence.startswith("QueueDequeueV2 dequeues from an empty queue")
