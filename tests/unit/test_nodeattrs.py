@@ -137,8 +137,8 @@ def test_a_value_that_fails_a_check_is_left_out_with_its_reason():
 
 
 def test_a_map_that_is_not_the_attr_map_is_not_read():
-    assert Node().attrs([("T", 6, 1)], kinds=0x55) == {
-        "attrs_unread": "the map before the NodeDef's name is not a map<string, message> (kinds 0x55)"}
+    assert Node().attrs([("T", 6, 1)], kinds=0x55)["attrs_unread"].startswith(  # nor protobuf 3.21's (below)
+        "the map before the NodeDef's name is not a map<string, message> (kinds 0x55); as protobuf 3.21's: ")
     assert Node().attrs([("T", 6, 1), ("U", 6, 1)], count=3) == {
         "attrs_unread": "2 entries in a map that says 3"}
 
@@ -149,3 +149,103 @@ def test_no_nodedef_whose_names_are_the_kernels():
     assert read_attrs(InputsReader(node.mem), KERNEL, LAYOUT) == {
         "attrs_unread": "no NodeDef whose name and op are the kernel's in its NodeProperties"}
     assert read_attrs(InputsReader(node.mem), KERNEL, None) == {"attrs_unread": "the OpKernel's name was not found"}
+
+
+from tfnative.core.tensorflow import opdefs as od  # noqa: E402  (protobuf 3.21's tests, below)
+from tfnative.core.tensorflow.nodeattrs import AttrsReader  # noqa: E402
+
+
+class Pb3Node(Node):
+    """The same NodeDef in protobuf 3.21's layout (the TF 2.16 wheel's): an InnerMap of 48 bytes before name_, nodes
+    ``{key, AttrValue, next}``, RepeatedField ``{size, capacity, elements}``, RepeatedPtrField ``{arena, size,
+    capacity, rep}``, no has-bits in a TensorShapeProto or an OpDef."""
+
+    def ptr_field(self, at: int, pointers: Sequence[int]) -> None:
+        rep = self.alloc(8 + 8 * len(pointers))
+        self.mem.write(rep, struct.pack("<Q%dQ" % len(pointers), len(pointers), *pointers))
+        self.mem.write(at, struct.pack("<QiiQ", 0, len(pointers), len(pointers), rep if pointers else 0))
+
+    def repeated(self, at: int, fmt: str, values: Sequence[Any]) -> None:
+        data = self.alloc(8 * len(values) + 8)
+        self.mem.write(data, struct.pack("<%d%s" % (len(values), fmt), *values))
+        self.mem.write(at, struct.pack("<iiQ", len(values), len(values) + 1, data if values else 0))
+
+    def shape(self, dims: Sequence[int]) -> int:
+        m = self.message(SHAPE_VPTR, 48)
+        self.ptr_field(m + 16, [self._dim(d) for d in dims])
+        return m
+
+    def _dim(self, size: int) -> int:
+        d = self.message(SHAPE_VPTR + 8, 32)
+        self.mem.write(d + 24, struct.pack("<q", size))
+        return d
+
+    def attrs(self, entries: Sequence[Tuple[str, int, Any]], buckets: int = 8, kinds: int = 0,
+              count: int = -1, tree: bool = False) -> Dict[str, Any]:
+        self.reader = AttrsReader(InputsReader(self.mem))
+        table = self.alloc(8 * buckets)
+        heads: List[int] = [0] * buckets
+        for i, (key, case, value) in enumerate(entries):
+            node = self.alloc(72)
+            self.mem.write(node, self.mem.read(self.string(key.encode()), 32))
+            self.mem.write(node + 32, struct.pack("<QQ", ATTR_VPTR, 0) + self.value(case, value) +
+                           struct.pack("<iI", 0, case))
+            self.mem.u64(node + 64, heads[i % buckets])
+            heads[i % buckets] = node
+        if tree:
+            heads[1] = heads[0]
+        self.mem.write(table, struct.pack("<%dQ" % buckets, *heads))
+        n = len(entries) if count < 0 else count
+        self.mem.write(NAME_AT - 48, struct.pack("<6Q", n, buckets, 0x1234, 0, table, 0))
+        return read_attrs(InputsReader(self.mem), KERNEL, LAYOUT, self.reader)
+
+
+def test_protobuf_321_attributes():
+    """TF 2.16's protobuf 3.21: the same attributes read, in its map and repeated fields' layout."""
+    got = Pb3Node().attrs([("T", 6, 1), ("depth_radius", 3, 1), ("bias", 4, 1.5), ("padding", 2, "VALID"),
+                           ("strides", 1, [1, 2, 2, 1]), ("dilations", 1, []), ("shape", 7, [2, -1]),
+                           ("tags", 1, ["a", "b"]), ("data_format", 2, "a data format longer than 15")])
+    assert got == {"attrs": {"T": "float32", "bias": 1.5, "data_format": "a data format longer than 15",
+                             "depth_radius": 1, "dilations": {"list": []}, "padding": "VALID",
+                             "shape": {"shape": [2, -1]}, "strides": {"list": [1, 2, 2, 1]},
+                             "tags": {"list": ["a", "b"]}}}
+
+
+def test_protobuf_321_map_checked():
+    """Neither layout's check passes: nothing is read, both reasons given; a tree bucket is not walked."""
+    assert Pb3Node().attrs([("T", 6, 1), ("U", 6, 1)], count=3) == {
+        "attrs_unread": "the map before the NodeDef's name is not a map<string, message> (kinds 0x0); as protobuf "
+                        "3.21's: 2 entries in a map that says 3"}
+    assert Pb3Node().attrs([("T", 6, 1)], buckets=6)["attrs_unread"].endswith(
+        "as protobuf 3.21's: a map of 1 entries, 6 buckets (first 0)")
+    tree = Pb3Node().attrs([("T", 6, 1), ("U", 6, 1)], tree=True)
+    assert tree["attrs_unread"].endswith("a map bucket that is a tree")
+
+
+def test_protobuf_321_opdef():
+    """The OpDef in protobuf 3.21's layout (every field 8 before 6.x's): inputs' names, attributes and defaults."""
+    node = Pb3Node()
+    node.attrs([("T", 6, 1)])
+    opdef = node.message(VTABLES + 0xA0, 160)
+    node.mem.u64(PROPS, opdef)
+    node.mem.u64(opdef + od.OPDEF_NAME - 8, node.string(b"Conv2D"))
+    args = []
+    for name, type_attr in (("input", b"T"), ("filter", b"T")):
+        arg = node.message(VTABLES + 0xA8, 96)
+        node.mem.u64(arg + od.ARG_NAME - 8, node.string(name.encode()))
+        for off in (od.ARG_TYPE_ATTR, od.ARG_NUMBER_ATTR, od.ARG_TYPE_LIST_ATTR):
+            node.mem.u64(arg + off - 8, node.string(type_attr if off == od.ARG_TYPE_ATTR else b""))
+        args.append(arg)
+    node.ptr_field(opdef + od.OPDEF_INPUTS - 8, args)
+    attr = node.message(VTABLES + 0xB0, 64)
+    node.mem.u64(attr + od.ATTR_NAME - 8, node.string(b"padding"))
+    node.mem.u64(attr + od.ATTR_TYPE - 8, node.string(b"string"))
+    default = node.message(ATTR_VPTR, 32)
+    node.mem.write(default + 16, node.value(2, "SAME") + struct.pack("<iI", 0, 2))
+    node.mem.u64(attr + od.ATTR_DEFAULT - 8, default)
+    node.ptr_field(opdef + od.OPDEF_ATTRS - 8, [attr])
+    assert od.read_opdef(node.reader, KERNEL, "Conv2D") == {"opdef": {
+        "inputs": [{"name": "input", "type_attr": "T"}, {"name": "filter", "type_attr": "T"}],
+        "attrs": {"padding": {"type": "string", "default": "SAME"}}}}
+    assert od.read_opdef(node.reader, KERNEL, "Conv3D") == {
+        "opdef_unread": "the NodeProperties' OpDef is not op Conv3D's"}

@@ -49,3 +49,17 @@ def test_a_tensor_all_zeros_or_ones_is_written_as_such_whatever_its_size():
     assert "a = tf.zeros([100, 3], dtype=tf.float32)" in text and "b = tf.ones([2], dtype=tf.bool)" in text, text
     assert "c = tf.constant([0.0, -0.0], shape=[2], dtype=tf.float64)" in text, text
     assert list(big) == ["d"] and "d = tf.constant(data['d'])" in text, text
+
+
+def test_the_checks_fatal_line_in_either_log_format():
+    """The check reads the re-run's ``Check failed`` line in absl's format (TF 2.21, 2.22) and in TensorFlow's own
+    (TF 2.16): both compare with the line read from the original's memory (which ends with it)."""
+    from tfnative.attach.repro import _fatal_line
+
+    absl = "F0000 00:00:1795865127.083229    1200 tensor_shape.cc:362] Check failed: d < dims() (2 vs. 2) \n"
+    tf216 = ("2026-11-28 11:19:58.559630: I tensorflow/core/util/port.cc:113] oneDNN custom operations are on.\n"
+             "2026-11-28 11:19:58.559630: F tensorflow/core/framework/tensor_shape.cc:357] Check failed: d < dims() "
+             "(1 vs. 1)\nFatal Python error: Aborted\n")
+    assert _fatal_line(absl) == "tensor_shape.cc:362] Check failed: d < dims() (2 vs. 2)"
+    assert _fatal_line(tf216) == "tensorflow/core/framework/tensor_shape.cc:357] Check failed: d < dims() (1 vs. 1)"
+    assert _fatal_line("2026-11-28 11:19:58.559630: I x.cc:1] Check failed: no\n") is None

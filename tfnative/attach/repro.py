@@ -101,7 +101,11 @@ def opdef(python: str, op: str, library: Optional[str]) -> Json:
 
 
 def _fatal_line(stderr: str) -> Optional[str]:
-    m = re.search(r"^F\S* +[\d:.]+ +\d+ (\S+:\d+\] Check failed: .*?)\s*$", stderr, re.M)
+    """TensorFlow's ``Check failed`` line on a script's stderr, in absl's log format (``F0000 00:00:17... 1200
+    tensor_shape.cc:362] Check failed: ...``, TF 2.20 on) or TensorFlow's own (``2026-11-28 11:19:58.559630: F
+    tensorflow/core/framework/tensor_shape.cc:357] Check failed: ...``, TF 2.16's); from its file on."""
+    m = re.search(r"^(?:F\S* +[\d:.]+ +\d+|\d{4}-\d\d-\d\d [\d:.]+: F) (\S+:\d+\] Check failed: .*?)\s*$",
+                  stderr, re.M)
     return m.group(1) if m else None
 
 

@@ -33,6 +33,16 @@ protobuf runtime's layout is checked on every object read.  What the headers of 
   an odd first word points (less 1) to ``{int allocated_size; void* elements[]}``, an even one is the single
   element itself.
 
+**protobuf 3.21** (the TF 2.16 wheel's ``google/protobuf``, ``PROTOBUF_VERSION`` 3021009): no ``TypeInfo``; the
+map is an ``InnerMap`` ``{size_t num_elements_, num_buckets_, seed_, index_of_first_non_null_; void** table_;
+Arena* alloc_}`` (48 bytes) right before ``name_``, a bucket a chain of nodes ``{std::string key; AttrValue value
+(32 bytes); Node* next}`` (a bucket whose table entry equals its pair's, ``b ^ 1``, is a tree: not read); a
+``RepeatedField`` ``{int current_size_, total_size_; T* elements}``; a ``RepeatedPtrField`` ``{Arena*; int
+current_size_, total_size_; Rep* {int allocated_size; void* elements[]}}``; the ``AttrValue`` and ``ListValue``
+offsets are the same, a ``TensorShapeProto`` has no has-bits (``dim_`` 16, ``unknown_rank_`` 40, a ``Dim``'s
+``size_`` 24).  It is tried only where the 6.x map's check fails, and is checked as that one is (a power-of-two
+table, every key an attribute name, as many nodes as ``num_elements_``, every value with AttrValue's vtable).
+
 An attribute that fails a check is left out with its reason (``attrs_unread``); every walk is bounded; only
 memory is read.  Standard library only: this also runs inside gdb's Python.
 """
@@ -53,6 +63,7 @@ MAX_LIST = 4096  # elements of a list attribute
 NODEDEF_SCAN = 512  # where the NodeDef's name_ may be in a NodeProperties
 PROPS_WORDS = 8
 KEY_STRING, VALUE_MESSAGE = 5, 6  # UntypedMapBase::TypeKind
+PB3_MAP, PB3_VALUE, PB3_NEXT = 48, 32, 64  # protobuf 3.21: InnerMap's size; a node's value and next
 _NAME_RE = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*\Z")
 _CASES = {1: "list", 2: "s", 3: "i", 4: "f", 5: "b", 6: "type", 7: "shape", 8: "tensor", 9: "placeholder",
           10: "func"}
@@ -74,6 +85,7 @@ class AttrsReader:
         self.r = reader
         self.at: Optional[Tuple[int, int]] = None  # (props_ in an OpKernel, name_ in its NodeProperties)
         self.vptr: Optional[int] = None  # AttrValue's vtable: the same for every AttrValue
+        self.pb3 = False  # the map read is protobuf 3.21's: its repeated fields and shapes are read in its layout
 
     # -- strings
     def string(self, addr: int, limit: int = MAX_STRING) -> bytes:
@@ -127,7 +139,11 @@ class AttrsReader:
         raw = self.r.bytes_at(base, 32)
         count, buckets, first, node_size, value_off, kinds, table, _arena = struct.unpack("<IIIHBBQQ", raw)
         if (kinds & 15, kinds >> 4) != (KEY_STRING, VALUE_MESSAGE):
-            raise Unread("the map before the NodeDef's name is not a map<string, message> (kinds 0x%x)" % kinds)
+            try:
+                return self._entries_pb3(name_field)
+            except Unread as old:
+                raise Unread("the map before the NodeDef's name is not a map<string, message> (kinds 0x%x); as "
+                             "protobuf 3.21's: %s" % (kinds, old)) from None
         if value_off < 40 or node_size < value_off + 16 or count > MAX_ATTRS:
             raise Unread("a map node of %d bytes with its value at %d, %d entries" % (node_size, value_off, count))
         if count == 0:
@@ -147,6 +163,34 @@ class AttrsReader:
                 node, seen = self.r.u64(node), seen + 1
         if len(out) != count:
             raise Unread("%d entries in a map that says %d" % (len(out), count))
+        return out
+
+    def _entries_pb3(self, name_field: int) -> List[Tuple[bytes, int]]:
+        """``entries`` of protobuf 3.21's ``InnerMap`` (module docstring); raises Unread."""
+        count, buckets, _seed, first, table, _alloc = struct.unpack("<6Q", self.r.bytes_at(name_field - PB3_MAP,
+                                                                                           PB3_MAP))
+        if count > MAX_ATTRS or buckets & (buckets - 1) or not 0 < buckets <= MAX_BUCKETS or first > buckets:
+            raise Unread("a map of %d entries, %d buckets (first %d)" % (count, buckets, first))
+        out: List[Tuple[bytes, int]] = []
+        if count:
+            if first == buckets or not _pointer(table):
+                raise Unread("a map of %d entries, %d buckets (first %d), table 0x%x" % (count, buckets, first, table))
+            heads = self.r.words(table, buckets)
+            for b, node in enumerate(heads):
+                if node and buckets > 1 and node == heads[b ^ 1]:
+                    raise Unread("a map bucket that is a tree")
+                seen = 0
+                while node and len(out) <= count:
+                    if not _pointer(node) or seen > count:
+                        raise Unread("a map node at 0x%x" % node)
+                    key = self.string(node, 256)
+                    if not _NAME_RE.match(key):
+                        raise Unread("a map key %r that is no attribute name" % key[:40])
+                    out.append((key, node + PB3_VALUE))
+                    node, seen = self.r.u64(node + PB3_NEXT), seen + 1
+        if len(out) != count:
+            raise Unread("%d entries in a map that says %d" % (len(out), count))
+        self.pb3 = True
         return out
 
     # -- values
@@ -198,8 +242,9 @@ class AttrsReader:
         """A TensorShapeProto's dims (-1 unknown), None for an unknown rank."""
         if not _pointer(addr) or not _pointer(self.r.u64(addr)):
             raise Unread("a TensorShapeProto at 0x%x" % addr)
-        unknown = self.r.bytes_at(addr + 48, 1)[0]
-        dims = [struct.unpack("<q", self.r.bytes_at(dim + 32, 8))[0] for dim in self.pointers(addr + 24)]
+        dims_at, unknown_at, size_at = (16, 40, 24) if self.pb3 else (24, 48, 32)
+        unknown = self.r.bytes_at(addr + unknown_at, 1)[0]
+        dims = [struct.unpack("<q", self.r.bytes_at(dim + size_at, 8))[0] for dim in self.pointers(addr + dims_at)]
         if unknown > 1 or any(d < -1 for d in dims) or unknown and dims:
             raise Unread("a TensorShapeProto with unknown_rank %d and dims %s" % (unknown, dims[:8]))
         return None if unknown else dims
@@ -208,6 +253,11 @@ class AttrsReader:
         """The elements of the ``RepeatedField`` at ``field`` (``struct`` format ``fmt``)."""
         word, rest = self.r.words(field, 2)
         size_of = struct.calcsize(fmt)
+        if self.pb3:  # {int current_size_, total_size_; T* elements}
+            n, cap = struct.unpack("<ii", struct.pack("<Q", word))
+            if not 0 <= n <= cap or n > MAX_LIST or n and not _pointer(rest):
+                raise Unread("a RepeatedField of %d elements (capacity %d)" % (n, cap))
+            return struct.unpack("<%d%s" % (n, fmt), self.r.bytes_at(rest, n * size_of)) if n else ()
         if not word & 4:  # SOO: inline in the next 8 bytes
             n = word & 3
             if n * size_of > 8:
@@ -222,6 +272,14 @@ class AttrsReader:
         """The element pointers of the ``RepeatedPtrField`` at ``field``."""
         tagged, sizes = self.r.words(field, 2)
         n = struct.unpack("<i", struct.pack("<Q", sizes)[:4])[0]
+        if self.pb3:  # {Arena*; int current_size_, total_size_; Rep*}
+            n, cap = struct.unpack("<ii", struct.pack("<Q", sizes))
+            if n == 0:
+                return []
+            rep = self.r.u64(field + 16)
+            if not 0 < n <= cap or n > MAX_LIST or not _pointer(rep):
+                raise Unread("a RepeatedPtrField of %d elements (capacity %d)" % (n, cap))
+            tagged = rep + 1  # its Rep, as the 6.x layout's
         if not tagged or n == 0:
             return []
         if not tagged & 1:

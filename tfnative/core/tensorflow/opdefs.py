@@ -16,8 +16,9 @@ wheel's headers (``tensorflow/include/``, protobuf 6.31.1):
   AttrValue* default_value_ (48); ...}``: the default is read as the NodeDef's attributes are
   (``AttrsReader.value``, the same AttrValue vtable), none where the pointer is null.
 
-Every name must be an identifier and every ArgDef and AttrDef share their class's vtable; an OpDef that fails
-a check is ``opdef_unread`` with the reason.  Bounded (``nodeattrs.MAX_LIST`` arguments and attributes); only
+Protobuf 3.21's messages (the TF 2.16 wheel's, ``AttrsReader.pb3``) have no ``HasBits``: every offset above is 8
+less there.  Every name must be an identifier and every ArgDef and AttrDef share their class's vtable; an OpDef that
+fails a check is ``opdef_unread`` with the reason.  Bounded (``nodeattrs.MAX_LIST`` arguments and attributes); only
 memory is read.  Standard library only: this also runs inside gdb's Python.
 """
 
@@ -76,26 +77,27 @@ class OpDefReader:
         """``{"inputs": [{"name", "type_attr"?, "number_attr"?, "type_list_attr"?}...], "attrs": {name: {"type",
         "default"?}}}`` of the OpDef the NodeProperties at ``props`` points to; raises Unread."""
         at = self.a.r.u64(props)
+        d = -8 if self.a.pb3 else 0  # protobuf 3.21: no HasBits, every field 8 before
         self._message(at, "OpDef")
-        if self._name(at + OPDEF_NAME) != op:
+        if self._name(at + d + OPDEF_NAME) != op:
             raise Unread("the NodeProperties' OpDef is not op %s's" % op)
         inputs: List[Dict[str, Any]] = []
-        for arg in self._repeated(at + OPDEF_INPUTS, "ArgDef"):
-            entry: Dict[str, Any] = {"name": self._name(arg + ARG_NAME)}
+        for arg in self._repeated(at + d + OPDEF_INPUTS, "ArgDef"):
+            entry: Dict[str, Any] = {"name": self._name(arg + d + ARG_NAME)}
             for key, off in (("type_attr", ARG_TYPE_ATTR), ("number_attr", ARG_NUMBER_ATTR),
                              ("type_list_attr", ARG_TYPE_LIST_ATTR)):
-                value = self._name(arg + off, empty=True)
+                value = self._name(arg + d + off, empty=True)
                 if value:
                     entry[key] = value
             inputs.append(entry)
         attrs: Dict[str, Any] = {}
-        for attr in self._repeated(at + OPDEF_ATTRS, "AttrDef"):
-            name = self._name(attr + ATTR_NAME)
-            kind = self.a.arena_string(attr + ATTR_TYPE)[1].decode("ascii", "replace")
+        for attr in self._repeated(at + d + OPDEF_ATTRS, "AttrDef"):
+            name = self._name(attr + d + ATTR_NAME)
+            kind = self.a.arena_string(attr + d + ATTR_TYPE)[1].decode("ascii", "replace")
             if not _TYPE_RE.match(kind):
                 raise Unread("attribute %s of type %r" % (name, kind[:40]))
             spec: Dict[str, Any] = {"type": kind}
-            default = self.a.r.u64(attr + ATTR_DEFAULT)
+            default = self.a.r.u64(attr + d + ATTR_DEFAULT)
             if default:
                 try:
                     spec["default"] = self.a.value(default)
