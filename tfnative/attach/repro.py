@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, snake
 from ..core.model import CrashSummary, Document, Json, NativeFrame, PythonFrame
-from ..files import is_stdout, write_output
+from ..files import is_stdout, open_output, write_output
 from ..output import reprotext
 from . import reprominimize
 from .reprominimize import Bounds, Tried
@@ -188,7 +188,8 @@ def _write(call: Json, path: str, name: str, stdout: bool) -> Tuple[str, Optiona
     write_output(path, text.encode())
     if not big:
         return text, None
-    write_output(path + ".npz", reprotext.npz(big))
+    with open_output(path + ".npz") as f:  # an input copied to a spool file is written a chunk at a time
+        reprotext.write_npz(f, big)
     return text, path + ".npz"
 
 
