@@ -3,6 +3,7 @@ memory a chunk at a time, written into the data file a chunk at a time, refused 
 names the input's dtype and shape."""
 
 import io
+import os
 import struct
 import zipfile
 
@@ -71,3 +72,12 @@ def test_the_copy_is_kept_beside_its_entry_and_gives_the_models_values():
     model = model_of(Document(pid=7, argv=["x.py"], triage=CrashSummary(signal="SIGFPE", op=op)))
     assert model["inputs"][0]["values"] is got and list(got) == list(range(100)) and "values" not in entry
     assert spool.spooled(dict(entry)) is None  # an equal entry is not the one
+
+
+def test_a_released_copy_leaves_no_file():
+    mem = Memory(0x10000, b"\1" * 100)
+    got = spool.copy(mem, 0x10000, 100, "int8", [100], "b")
+    entry = {"dtype": "int8", "shape": [100]}
+    spool.keep(entry, got)
+    spool.release(entry)
+    assert spool.spooled(entry) is None and not os.path.exists(got.path)

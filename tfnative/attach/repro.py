@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, snake
 from ..core.model import CrashSummary, Document, Json, NativeFrame, PythonFrame
+from ..core.tensorflow import spool
 from ..files import is_stdout, open_output, write_output
 from ..output import reprotext
 from . import reprominimize
@@ -157,6 +158,7 @@ def make(doc: Document, path: str, python: str, run_check: bool, err: TextIO,
         call = call_of(model, opdef(python, model["op"], model.get("library")))
     except NoRepro as exc:
         err.write("tfnative: repro: not written: %s\n" % exc)
+        _drop_long_values(doc)
         return
     stdout = is_stdout(path)
     name = "stdout" if stdout else os.path.basename(path)
@@ -208,7 +210,8 @@ def _minimized(python: str, first: Tuple[Json, Json, float], triage: CrashSummar
 
 
 def _drop_long_values(doc: Document) -> None:
-    """The values read whole for the data file stay out of the document: it carries those of small inputs."""
+    """The values read whole for the data file stay out of the document: it carries those of small inputs.  The
+    copies of larger ones (``core/tensorflow/spool.py``) go too."""
     lists: List[Any] = [(getattr(doc.triage, "op", None) or {}).get("inputs")]
     for event in doc.events:
         for thread in event.threads:
@@ -217,6 +220,7 @@ def _drop_long_values(doc: Document) -> None:
                       if isinstance(f, PythonFrame) and f.op_args]  # a generated op wrapper's (no kernel frame)
     for inputs in lists:
         for entry in inputs or []:
+            spool.release(entry)
             if len(entry.get("values") or ()) > reprotext.INLINE_MAX:
                 del entry["values"]
 

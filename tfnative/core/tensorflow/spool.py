@@ -54,6 +54,16 @@ def spooled(entry: Dict[str, Any]) -> Optional[Spooled]:
     return kept[1] if kept is not None and kept[0] is entry else None
 
 
+def release(entry: Dict[str, Any]) -> None:
+    """The copy kept for ``entry``, if any, is no longer needed (its data file is written): its file goes."""
+    kept = _kept.pop(id(entry), None)
+    if kept is not None:
+        try:
+            os.unlink(kept[1].path)
+        except OSError:
+            pass
+
+
 def _spool_dir() -> str:
     if not _dir:
         _dir.append(tempfile.mkdtemp(prefix="tfnative-inputs-"))
