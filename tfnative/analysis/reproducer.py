@@ -12,6 +12,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ..core.model import CrashSummary, Document, Json, NativeFrame
+from ..core.tensorflow import spool
 
 _NPZ_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                "uint64", "bool")
@@ -54,9 +55,11 @@ def model_of(doc: Document, whole: bool = True) -> Json:
             raise NoRepro("op %s: input %d is a %s tensor: tfnative writes numeric and bool tensors alone"
                           % (op["type"], k, label))
         values = [] if 0 in entry["shape"] else entry.get("values")  # an empty tensor has no buffer to read
+        if values is None:
+            values = spool.spooled(entry)  # larger than 64 MiB: copied to a file (core/tensorflow/spool.py)
         if values is None and whole:
-            raise NoRepro("op %s: input %d, %s, is larger than tfnative reads (64 MiB): its values were not read"
-                          % (op["type"], k, label))
+            why = spool.refusal(entry["dtype"], entry["shape"]) or "larger than tfnative reads (64 MiB)"
+            raise NoRepro("op %s: input %d, %s, is %s: its values were not read" % (op["type"], k, label, why))
         inputs.append({"dtype": entry["dtype"], "shape": list(entry["shape"]), "values": values})
     model: Json = {"op": op["type"], "inputs": inputs, "attrs": dict(op["attrs"])}
     if _ONEDNN.match(op.get("kernel_type") or ""):

@@ -19,7 +19,8 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, snake
 from ..core.model import CrashSummary, Document, Json, NativeFrame, PythonFrame
-from ..files import is_stdout, write_output
+from ..core.tensorflow import spool
+from ..files import is_stdout, open_output, write_output
 from ..output import reprotext
 from . import reprominimize
 from .reprominimize import Bounds, Tried
@@ -161,6 +162,7 @@ def make(doc: Document, path: str, python: str, run_check: bool, err: TextIO,
         call = call_of(model, opdef(python, model["op"], model.get("library")))
     except NoRepro as exc:
         err.write("tfnative: repro: not written: %s\n" % exc)
+        _drop_long_values(doc)
         return
     stdout = is_stdout(path)
     name = "stdout" if stdout else os.path.basename(path)
@@ -192,7 +194,8 @@ def _write(call: Json, path: str, name: str, stdout: bool) -> Tuple[str, Optiona
     write_output(path, text.encode())
     if not big:
         return text, None
-    write_output(path + ".npz", reprotext.npz(big))
+    with open_output(path + ".npz") as f:  # an input copied to a spool file is written a chunk at a time
+        reprotext.write_npz(f, big)
     return text, path + ".npz"
 
 
@@ -211,7 +214,8 @@ def _minimized(python: str, first: Tuple[Json, Json, float], triage: CrashSummar
 
 
 def _drop_long_values(doc: Document) -> None:
-    """The values read whole for the data file stay out of the document: it carries those of small inputs."""
+    """The values read whole for the data file stay out of the document: it carries those of small inputs.  The
+    copies of larger ones (``core/tensorflow/spool.py``) go too."""
     lists: List[Any] = [doc.triage.op.inputs if isinstance(doc.triage, CrashSummary) and doc.triage.op else None]
     for event in doc.events:
         for thread in event.threads:
@@ -220,6 +224,7 @@ def _drop_long_values(doc: Document) -> None:
                       if isinstance(f, PythonFrame) and f.op_args]  # a generated op wrapper's (no kernel frame)
     for inputs in lists:
         for entry in inputs or []:
+            spool.release(entry)
             if len(entry.get("values") or ()) > reprotext.INLINE_MAX:
                 del entry["values"]
 

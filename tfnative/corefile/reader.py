@@ -44,6 +44,7 @@ SI_USER, SI_QUEUE, SI_TKILL = 0, -1, -6  # si_code of a signal a process sent (s
 PRSTATUS_REGS = 112  # offset of pr_reg in x86-64's elf_prstatus
 MAX_NOTES = 1 << 20
 MAX_READ = 1 << 26
+DROP_BYTES = 1 << 20  # a read of the core of at least this many bytes gives its pages back (``_drop``)
 MAX_THREADS = 1 << 16  # NT_PRSTATUS notes read (the kernel's own limit on threads is lower in practice)
 MAX_NT_FILE = 1 << 18  # NT_FILE entries read (a process has at most vm.max_map_count mappings: 65530 by default)
 USER_END = 1 << 56  # no x86-64 user address reaches this (57-bit paging's user half ends at 2**56)
@@ -426,6 +427,8 @@ class Core(UnwindMemory):
             if rel < seg.filesz and seg.offset + rel < self.size:
                 n = min(n, seg.filesz - rel, self.size - seg.offset - rel)
                 out += self.mm[seg.offset + rel:seg.offset + rel + n]
+                if n >= DROP_BYTES:
+                    self._drop(seg.offset + rel, n)
                 continue
             m = self.file_mapping(at) if rel >= seg.filesz else None  # dumped pages cut off: the file's are stale
             if m is not None:
@@ -438,6 +441,15 @@ class Core(UnwindMemory):
             raise MemoryError("0x%x is not in the core%s" % (at, " (the core is truncated)"
                                                              if seg.offset + rel >= self.size else ""))
         return bytes(out)
+
+    def _drop(self, at: int, n: int) -> None:
+        """A large read's pages of the core leave this process (``--repro``'s copy of a big input, 4 MiB at a
+        time): they were copied, and the map would otherwise keep them all resident."""
+        start = at - at % mmap.PAGESIZE
+        try:
+            self.mm.madvise(mmap.MADV_DONTNEED, start, at + n - start)
+        except (AttributeError, OSError, ValueError):
+            pass
 
     def close(self) -> None:
         for f in getattr(self, "_files", {}).values():

@@ -9,7 +9,7 @@ import io
 import math
 import struct
 import zipfile
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, BinaryIO, Dict, List, Optional, Tuple
 
 from ..core.model import Json
 
@@ -116,19 +116,36 @@ def _name(call: Json, k: int, used: Dict[str, int]) -> str:
     return base if used[base] == 1 else "%s_%d" % (base, used[base])
 
 
-def npz(arrays: Dict[str, Json]) -> bytes:
-    """An ``.npz`` (a zip of ``.npy`` files, format 1.0) of ``arrays``: each entry's exact values."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+def _npy_head(entry: Json) -> bytes:
+    descr = _NPY[entry["dtype"]][0]
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }" % (descr, tuple(entry["shape"]))
+    pad = 64 - (10 + len(header) + 1) % 64
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header) + pad + 1) + (header + " " * pad + "\n").encode()
+
+
+def write_npz(f: BinaryIO, arrays: Dict[str, Json]) -> None:
+    """An ``.npz`` (a zip of ``.npy`` files, format 1.0) of ``arrays`` on ``f``: each entry's exact values.  An
+    input copied to a spool file (``core/tensorflow/spool.py``'s ``Spooled``, whose ``chunks()`` gives its raw
+    bytes) is written from it a chunk at a time."""
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
         for name, entry in arrays.items():
-            descr, fmt = _NPY[entry["dtype"]]
-            shape = tuple(entry["shape"])
-            header = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }" % (descr, shape)
-            pad = 64 - (10 + len(header) + 1) % 64
-            head = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header) + pad + 1) + \
-                (header + " " * pad + "\n").encode()
-            values = [float(v) if isinstance(v, str) else v for v in entry["values"]]
-            z.writestr(name + ".npy", head + struct.pack("<%d%s" % (len(values), fmt), *values))
+            values = entry["values"]
+            chunks = getattr(values, "chunks", None)  # a spool.Spooled: the raw bytes, a chunk at a time
+            if chunks is not None:
+                with z.open(name + ".npy", "w", force_zip64=True) as member:
+                    member.write(_npy_head(entry))
+                    for raw in chunks():
+                        member.write(raw)
+                continue
+            fmt = _NPY[entry["dtype"]][1]
+            values = [float(v) if isinstance(v, str) else v for v in values]
+            z.writestr(name + ".npy", _npy_head(entry) + struct.pack("<%d%s" % (len(values), fmt), *values))
+
+
+def npz(arrays: Dict[str, Json]) -> bytes:
+    """``write_npz``'s bytes."""
+    out = io.BytesIO()
+    write_npz(out, arrays)
     return out.getvalue()
 
 

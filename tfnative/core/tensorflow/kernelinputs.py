@@ -49,6 +49,7 @@ import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..memory import USER_SPACE_END, Memory
+from . import spool
 from .opkernel import CALLEE_SAVED, FrameContext, stack_words
 
 MAX_INPUTS = 1024  # no op has more; a longer "span" is not one
@@ -60,7 +61,8 @@ PROPS_WORDS = 8  # where props_ may be in an OpKernel
 PROPS_SCAN_BYTES = 768  # where input_types may be in a NodeProperties
 MAX_CANDIDATES = 2048  # context candidates tried per frame
 VALUES_MAX = 64  # inputs of at most this many elements carry their values
-REPRO_BYTES = 64 << 20  # with --repro (read_whole_tensors): inputs of at most this many bytes carry theirs
+REPRO_BYTES = 64 << 20  # with --repro (read_whole_tensors): inputs of at most this many bytes carry theirs;
+# larger ones, up to spool.SPOOL_MAX, are copied to a file a chunk at a time (a spool.Spooled for their values)
 _whole = [0]  # the bytes up to which a tensor's values are read whole: 0 unless --repro asks
 
 
@@ -287,6 +289,10 @@ class InputsReader:
                 out["values"] = _decoded(name, head[: num * size], num)
             elif values and name in _FORMATS and num * size <= _whole[0]:
                 out["values"] = _decoded(name, self.bytes_at(data, num * size), num)
+            elif values and name in _FORMATS and _whole[0]:  # larger: copied to a file a chunk at a time
+                spooled = spool.copy(self.mem, data, num * size, name, dims, _FORMATS[name])
+                if spooled is not None:
+                    spool.keep(out, spooled)  # beside the entry, not in it: the document stays JSON
         return out
 
     def _dims(self, buf: bytes, rank: int, tag: int) -> List[int]:
