@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 from tfnative.analysis.reproducer import NoRepro, model_of
-from tfnative.core.model import CrashSummary, Document
+from tfnative.core.model import CrashSummary, Document, Op
 from tfnative.core.tensorflow import spool
 from tfnative.output.reprotext import npz, write_npz
 
@@ -49,7 +49,7 @@ def test_an_input_over_the_cap_is_refused_in_one_line_naming_its_dtype_and_shape
     monkeypatch.setattr(spool, "SPOOL_MAX", 1 << 20)
     mem = Memory(0x10000, b"")
     assert spool.copy(mem, 0x10000, 2 << 20, "float64", [512, 512], "d") is None and not mem.reads
-    op = {"type": "Reshape", "inputs": [{"dtype": "float64", "shape": [512, 512]}], "attrs": {}}
+    op = Op(type="Reshape", inputs=[{"dtype": "float64", "shape": [512, 512]}], attrs={})
     with pytest.raises(NoRepro) as exc:
         model_of(Document(pid=7, argv=["x.py"], triage=CrashSummary(signal="SIGFPE", op=op)))
     assert str(exc.value) == ("op Reshape: input 0, float64[512,512], is 2.0 MiB, more than tfnative copies "
@@ -68,7 +68,7 @@ def test_the_copy_is_kept_beside_its_entry_and_gives_the_models_values():
     got = spool.copy(mem, 0x10000, 100, "uint8", [10, 10], "B")
     entry = {"dtype": "uint8", "shape": [10, 10]}
     spool.keep(entry, got)
-    op = {"type": "Reshape", "inputs": [entry], "attrs": {}}
+    op = Op(type="Reshape", inputs=[entry], attrs={})
     model = model_of(Document(pid=7, argv=["x.py"], triage=CrashSummary(signal="SIGFPE", op=op)))
     assert model["inputs"][0]["values"] is got and list(got) == list(range(100)) and "values" not in entry
     assert spool.spooled(dict(entry)) is None  # an equal entry is not the one
