@@ -279,13 +279,15 @@ def _watch_many(envs: Tuple[str, ...], slurm_job: Optional[str], remote: Optiona
                             "node)")
     if remote is not None and slurm_job is None:
         raise TfnativeError("--remote-tfnative goes with --slurm-job")
-    defaults = {"python": sys.executable, "max_hits": 1}  # the options that are never empty
+    ctx = click.get_current_context()
+    defaulted = (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP)
+    # an option is given where the user wrote it (its default, --python's or --repro-minimize-tries', is not)
     given = [name for name, value in kw.items()
-             if name not in _WATCH_PASSED and value and (name not in defaults or value != defaults[name])]
+             if name not in _WATCH_PASSED and value and ctx.get_parameter_source(name) not in defaulted]
     if interactive:
         given.append("interactive")
     if given:
-        opts = {p.name: max(p.opts, key=len) for p in click.get_current_context().command.params}
+        opts = {p.name: max(p.opts, key=len) for p in ctx.command.params}
         shown = opts.get(given[0], given[0]) if given[0] not in ("script", "args") else "a SCRIPT"
         raise TfnativeError("%s: with --env or --slurm-job attach only watches for a fatal signal (options "
                             "handed on: --all-threads, --native-all, --full)" % shown)
