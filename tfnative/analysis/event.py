@@ -424,8 +424,8 @@ def _triage_op(op: Op) -> Op:
     forward = op.forward
     forward_where = _created_where(forward) if forward is not None else None
     return Op(type=op.type, name=op.name, kernel_type=op.kernel_type, from_=op.from_, from_xla=op.from_xla,
-              inputs=op.inputs, inputs_unread=op.inputs_unread, attrs=op.attrs, attrs_unread=op.attrs_unread,
-              call=op.call, created_where=_created_where(op),
+              shape_fn=op.shape_fn, inputs=op.inputs, inputs_unread=op.inputs_unread, attrs=op.attrs,
+              attrs_unread=op.attrs_unread, call=op.call, created_where=_created_where(op),
               forward=Op(type=forward.type, name=forward.name, created_where=forward_where)
               if forward is not None and forward_where is not None else None)
 

@@ -17,6 +17,7 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
+from ..analysis import shapefnrepro
 from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, snake
 from ..core.model import CrashSummary, Document, Json, NativeFrame, PythonFrame
 from ..core.tensorflow import spool
@@ -65,7 +66,8 @@ for a in d.attr:
         attrs[a.name]["default"] = value(a.default_value)
         if a.type == "shape":
             attrs[a.name]["default"] = {"shape": attrs[a.name]["default"]}
-print(json.dumps({"inputs": [{"name": a.name, "number_attr": a.number_attr, "type_list_attr": a.type_list_attr}
+print(json.dumps({"inputs": [{"name": a.name, "number_attr": a.number_attr, "type_list_attr": a.type_list_attr,
+                              "type_attr": a.type_attr, "type": tf.as_dtype(a.type).name if a.type else ""}
                              for a in d.input_arg], "attrs": attrs, "function": where,
                   "params": list(inspect.signature(fn).parameters)}))
 """
@@ -158,8 +160,12 @@ def make(doc: Document, path: str, python: str, run_check: bool, err: TextIO,
     (``--repro-minimize``, with the check): then shrink its inputs within those bounds
     (``attach/reprominimize.py``) and write the smallest script that still dies the same way."""
     try:
-        model = model_of(doc)
-        call = call_of(model, opdef(python, model["op"], model.get("library")))
+        if shapefnrepro.in_shape_fn(doc):  # a crash in the op's shape function: a script that traces the op
+            model = shapefnrepro.model_of(doc)
+            call = shapefnrepro.call_of_shape_fn(model, opdef(python, model["op"], model.get("library")))
+        else:
+            model = model_of(doc)
+            call = call_of(model, opdef(python, model["op"], model.get("library")))
     except NoRepro as exc:
         err.write("tfnative: repro: not written: %s\n" % exc)
         _drop_long_values(doc)
@@ -204,6 +210,9 @@ def _minimized(python: str, first: Tuple[Json, Json, float], triage: CrashSummar
     """``--repro-minimize``: what the minimization did (None where the script does not die as the original did:
     nothing to keep); ``first``: the call, its check and the seconds that took.  One line says how it went."""
     call, outcome, seconds = first
+    if call.get("shape_fn"):
+        err.write("tfnative: repro: not minimized: a shape function's script has shapes, no values to shrink\n")
+        return None
     if outcome.get("outcome") != "same":
         err.write("tfnative: repro: not minimized: the script does not crash as the original did\n")
         return None
@@ -234,7 +243,8 @@ def hint(doc: Document, command: Optional[str] = None) -> Optional[str]:
     inputs and attributes were read); ``command``: the command line that would (a core's), else attach's
     ``rerun``."""
     try:
-        model_of(doc, whole=False)  # a crash report reads the values of small inputs alone
+        # a crash report reads the values of small inputs alone
+        (shapefnrepro.model_of if shapefnrepro.in_shape_fn(doc) else model_of)(doc, whole=False)
     except NoRepro:
         return None
     if command is not None:

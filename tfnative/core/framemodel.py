@@ -37,6 +37,9 @@ class Op:
     name: Optional[str] = None  # the node's name
     kernel_type: Optional[str] = None  # oneDNN's rewrite: the type the kernel itself carries (_MklMatMul)
     kernel: Optional[str] = None  # "0x%x": the OpKernel's address
+    # the op's shape function was running (InferenceContext::Run, core/tensorflow/shapefn.py), not a kernel: its
+    # inputs are what that function saw: {"shape": dims (None: unknown) | None (unknown rank), "constant"?, ...}
+    shape_fn: bool = False
     inputs: Optional[List[Json]] = None  # the crashing kernel's: [{"dtype", "shape", "values"?} | {"unread"}...]
     inputs_unread: Optional[str] = None  # why its inputs were not read (core/tensorflow/kernelinputs.py)
     # the crashing kernel's NodeDef's attributes: {name: value} (core/tensorflow/nodeattrs.py)
@@ -98,7 +101,8 @@ def _creation(value: Any) -> Optional[List[Frame]]:
 
 # One op, three places of schema v1, each with its own keys in its own order: a kernel frame's; an event's (its
 # creation stack before the XLA functions); the triage's (the XLA functions before the user's line alone).
-_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"), _k("inputs"),
+_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_type"), _k("kernel"),
+            _k("shape_fn", doc=_truthy, load=bool), _k("inputs"),
             _k("inputs_unread"), _k("attrs"), _k("attrs_unread"), _k("opdef"), _k("opdef_unread"), _k("call"))
 # A gradient op's forward op: an event's names it first; the triage's types it first, with the user's line alone.
 _EVENT_FORWARD_KEYS = (_k("name", doc=_always), _k("type", doc=_always),
@@ -110,8 +114,8 @@ _EVENT_OP_KEYS = (_k("type", doc=_always), _k("name", doc=_always), _k("kernel_t
                   _k("forward", get=_forward_writer(_EVENT_FORWARD_KEYS), load=_forward_reader(_EVENT_FORWARD_KEYS)))
 _TRIAGE_OP_KEYS = (
     _k("type", doc=_always), _k("name", doc=_always), _k("kernel_type", doc=_truthy), _k("from", "from_", doc=_truthy),
-    _k("from_xla", doc=_truthy), _k("inputs"), _k("inputs_unread"), _k("attrs"), _k("attrs_unread"), _k("call"),
-    _k("created_at", "created_where"),
+    _k("from_xla", doc=_truthy), _k("shape_fn", doc=_truthy, load=bool), _k("inputs"), _k("inputs_unread"),
+    _k("attrs"), _k("attrs_unread"), _k("call"), _k("created_at", "created_where"),
     _k("forward", get=_forward_writer(_TRIAGE_FORWARD_KEYS), load=_forward_reader(_TRIAGE_FORWARD_KEYS)))
 ALL_OP_KEYS = _OP_KEYS + _EVENT_OP_KEYS + _TRIAGE_OP_KEYS  # every key of an op, in each place it is written
 

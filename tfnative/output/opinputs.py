@@ -15,6 +15,9 @@ def input_label(entry: Dict[str, Any]) -> str:
     """``float32[1,1,1,1]``; a small integer input with its values: ``int32[5]=[1,1,1,1,1]``."""
     if "unread" in entry:
         return "?"
+    if "dtype" not in entry:  # what a shape function saw: a shape alone (? an unknown dim or rank)
+        return "?" if entry.get("shape") is None else "[%s]" % ",".join("?" if d is None else str(d)
+                                                                      for d in entry["shape"])
     shape = entry.get("shape") or []
     label = "%s[%s]" % (entry.get("dtype"), ",".join(str(d) for d in shape))
     values = entry.get("values")
@@ -64,12 +67,12 @@ def inputs_line(op: Op) -> Optional[str]:
         names: List[str] = call.get("inputs") or []
         args = [("%s: " % names[k] if k < len(names) else "") + input_label(e) for k, e in enumerate(op.inputs)]
         text = ", ".join(args)
-        attrs = call.get("attrs") or {}
+        attrs = call.get("attrs") or (op.attrs if op.shape_fn else None) or {}
         if attrs:
             kinds = (op.opdef or {}).get("attrs") or {}
             text += "; " + ", ".join("%s=%s" % (k, attr_text(v, kinds.get(k, {}).get("type", "")))
                                      for k, v in attrs.items())
-        return "op %s(%s)" % (op.type, text)
+        return "op %s(%s)%s" % (op.type, text, " in its shape function" if op.shape_fn else "")
     if op.inputs_unread:
         return "op %s: its inputs were not read: %s" % (op.type, op.inputs_unread)
     return None

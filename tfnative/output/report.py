@@ -209,6 +209,8 @@ def core_triage_lines(doc: Document) -> List[str]:
 def _op_phrase(op: Op, q: Callable[[str], str]) -> str:
     """``op `Log` created at `app.py:3``` : the summary's op, where it came from and where it was created."""
     text = "op %s" % q(render.op_label(op))
+    if op.shape_fn:
+        text += " (in its shape function, not a kernel)"
     if op.from_:
         text += " (from %s)" % q(op.from_)
     if op.from_xla:

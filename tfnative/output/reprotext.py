@@ -69,6 +69,8 @@ def script(call: Json, data_name: Optional[str]) -> Tuple[str, Dict[str, Json]]:
     """(the script's text, the inputs that go to the data file by their array name).  ``data_name``: the data
     file's name (the script loads ``__file__ + ".npz"``), None where there may be none (FILE is ``-``): then
     every input is a literal."""
+    if call.get("shape_fn"):
+        return traced_script(call), {}
     lines: List[str] = []
     if call.get("onednn"):
         lines += ["import os", "", 'os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"  # the crash is in oneDNN\'s kernel']
@@ -99,6 +101,35 @@ def script(call: Json, data_name: Optional[str]) -> Tuple[str, Dict[str, Json]]:
     return "\n".join(lines) + "\n", big
 
 
+def traced_script(call: Json) -> str:
+    """The script of a crash in an op's shape function: a ``tf.function`` whose ``input_signature`` has the shapes
+    the shape function saw (``None`` for an unknown dim, ``tf.TensorSpec(None, ...)`` for an unknown rank), its
+    constant inputs as literals inside it, the op's call, and the function traced (``get_concrete_function``):
+    the shape function runs on those shapes, no kernel runs."""
+    lines = ["import tensorflow as tf", ""]
+    if call.get("library"):
+        lines += ["lib = tf.load_op_library(%r)" % call["library"], ""]
+    used: Dict[str, int] = {}
+    named = [_name(call, k, used) for k in range(len(call["inputs"]))]
+    specs, params, body = [], [], []
+    for name, entry in zip(named, call["inputs"]):
+        if "values" in entry:  # a constant the shape function was given
+            body.append("    %s = %s" % (name, _literal(entry)))
+            continue
+        shape = "None" if entry["shape"] is None else repr(entry["shape"])
+        specs.append("tf.TensorSpec(%s, tf.%s)" % (shape, entry["dtype"]))
+        params.append(name)
+    parts = []
+    for arg, which in call["args"]:
+        parts.append("%s=%s" % (arg, "[%s]" % ", ".join(named[i] for i in which) if isinstance(which, list)
+                                else named[which]))
+    parts += ["%s=%s" % (k, _attr(v, call["attr_types"].get(k, ""))) for k, v in sorted(call["call_attrs"].items())]
+    lines += ["", "@tf.function(input_signature=[%s])" % ", ".join(specs), "def traced(%s):" % ", ".join(params)]
+    lines += body + ["    return %s(%s)" % (call["function"], ", ".join(parts)), "", ""]
+    lines.append("traced.get_concrete_function()  # tracing runs %s's shape function on these shapes" % call["op"])
+    return "\n".join(lines) + "\n"
+
+
 def _name(call: Json, k: int, used: Dict[str, int]) -> str:
     """The variable of input ``k``: its argument's name (with its index in a list argument)."""
     for arg, which in call["args"]:
@@ -110,7 +141,7 @@ def _name(call: Json, k: int, used: Dict[str, int]) -> str:
             break
     else:
         base = "input_%d" % k
-    if base in ("tf", "np", "os", "lib", "data"):
+    if base in ("tf", "np", "os", "lib", "data", "traced"):
         base += "_"
     used[base] = used.get(base, 0) + 1
     return base if used[base] == 1 else "%s_%d" % (base, used[base])

@@ -11,8 +11,10 @@ from ..core.binary.cfi import DWARF_REGS, Frame
 from ..core.binary.cxxnames import display_names
 from ..core.memory import Memory
 from ..core.model import NativeFrame, Op
+from ..core.tensorflow.kernelinputs import InputsReader
 from ..core.tensorflow.opdefs import op_with_inputs
 from ..core.tensorflow.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames
+from ..core.tensorflow.shapefn import SHAPE_FN_RE, read_shape_fn
 from ..core.threads import SIGNAL_FRAME
 from ..sources.modules import Library
 
@@ -72,21 +74,41 @@ def name_frames(threads: List[Tuple[List[Frame[Library]], List[NativeFrame]]]) -
 def add_ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFrame], kernels: OpKernelReader,
             inputs: bool = False) -> None:
     """The op of each kernel and device frame; with ``inputs`` (the thread that stopped), the innermost
-    kernel's inputs too (``core/tensorflow/kernelinputs.py``)."""
+    kernel's inputs too (``core/tensorflow/kernelinputs.py``), or, where the innermost op frame runs a shape
+    function (``InferenceContext::Run``), what that shape function saw (``core/tensorflow/shapefn.py``)."""
+    shape_fn = next((d for d in named if d.level is not None and SHAPE_FN_RE.search(d.function or "")), None)
+    if inputs and shape_fn is not None and not any((d.level or 0) < (shape_fn.level or 0) for d, _ in op_frames(named)):
+        _add_shape_fn(memory, frames, shape_fn)
+        inputs = False
     for d, device in op_frames(named):
         level = d.level or 0
-        regs = _named(frames[level].regs)
-        caller = _named(frames[level + 1].regs) if level + 1 < len(frames) else {}
-        high = 0
-        for k in (level + 2, level + 1):
-            if not high and k < len(frames):
-                high = frames[k].regs.get(7, 0)
-        context = FrameContext(d.start or 0, frames[level].pc, level, regs, caller, regs.get("rsp") or 0, high)
+        context = _context(frames, level, d.start or 0)
         op = op_with_inputs(kernels, context, device, inputs and not device)
         inputs = inputs and device  # the innermost kernel's alone
         if op:
             d.op = Op.from_json(op)
     inherit_device_ops(named)
+
+
+def _context(frames: List[Frame[Library]], level: int, start: int) -> FrameContext:
+    """What a reader knows of the frame at ``level``: its registers, its caller's, its stack."""
+    regs = _named(frames[level].regs)
+    caller = _named(frames[level + 1].regs) if level + 1 < len(frames) else {}
+    high = 0
+    for k in (level + 2, level + 1):
+        if not high and k < len(frames):
+            high = frames[k].regs.get(7, 0)
+    return FrameContext(start, frames[level].pc, level, regs, caller, regs.get("rsp") or 0, high)
+
+
+def _add_shape_fn(memory: Memory, frames: List[Frame[Library]], run: NativeFrame) -> None:
+    """The op whose shape function the ``InferenceContext::Run`` frame ``run`` runs, with what it saw, on that
+    frame: the ``Run`` frame and the shape function's own (just inside it) are searched for the context."""
+    level = run.level or 0
+    contexts = [_context(frames, k, run.start or 0) for k in (level, level - 1) if 0 <= k < len(frames)]
+    op = read_shape_fn(InputsReader(memory), contexts)
+    if op.get("type"):  # else the op is named from its Python wrapper, as where no kernel frame is left
+        run.op = Op.from_json(op)
 
 
 def _named(regs: Dict[int, int]) -> Dict[str, int]:
