@@ -12,8 +12,8 @@ import tensorflow as tf
 
 @tf.function
 def pick(params, indices, axis):
-    return tf.gather(params, indices, axis=axis, batch_dims=5)
+    return tf.gather(params, indices, axis=axis, batch_dims=5)  # crash line (while pick is traced)
 
 
 print("calling", flush=True)
-print(pick(tf.ones([2, 3]), tf.constant([0, 1]), tf.constant(1)))  # crash line
+print(pick(tf.ones([2, 3]), tf.constant([0, 1]), tf.constant(1)))

@@ -72,6 +72,9 @@ CASES = {
                                        "Check failed: d < dims() (1 vs. 1)"),
     "block_lstm_grad_large_eager": Case("SIGABRT", ("BlockLSTMGrad",), "eager",
                                         "Check failed: limit <= dim0_size (20 vs. 10)"),
+    # a shape function's crash (no kernel runs): GatherV2's, while the tf.function is traced
+    "gather_batch_dims_function": Case("SIGABRT", ("GatherV2",), "tracing",
+                                       "Check failed: rank >= 0 (-3 vs. 0) rank must not be negative"),
 }
 NAMES = sorted(CASES)
 RUNS = [(name, mode) for name in NAMES for mode in ("attach", "core")]
@@ -306,8 +309,9 @@ def test_where_the_op_ran(runs, name, mode):
     doc, text = runs.report(name, mode)
     fn = doc["triage"].get("tf_function")
     line = _triage_line(text)
-    if case.where == "eager":
+    if case.where in ("eager", "tracing"):  # a tf.function being traced runs no function yet, and nothing eagerly
         assert fn is None and "tf.function" not in line, "triage.tf_function = %r; %s" % (fn, line)
+        assert case.where == "eager" or not doc["triage"].get("eager"), line
     else:
         assert fn is not None and fn.get("python_function") == case.function, "triage.tf_function = %r; %s" % (
             fn, line)
@@ -334,6 +338,8 @@ INPUTS = {
                                     "float32[8]", "float32[8]", "float32[8]", "float32[32]") + ("float32[10,2,8]",) * 9,
     # no kernel frame (a C++ exception unwound it): the EagerTensor its generated Python wrapper was given
     "audio_spectrogram_eager": ("float32[8,1]",),
+    # a shape function's: the shapes it saw (no dtype: an InferenceContext has none)
+    "gather_batch_dims_function": ("[2,3]", "[2]", "[]"),
 }
 # Where no kernel frame is left on the stack, there is no context to read the inputs from.
 # audio_spectrogram_eager loses its kernel frame too, but its wrapper's arguments give the inputs and attributes
@@ -394,6 +400,9 @@ OP_LINES = {
     # from gen_audio_ops.audio_spectrogram's arguments: no OpDef read, every attribute passed shown
     "audio_spectrogram_eager": "op AudioSpectrogram(input: float32[8,1]; window_size=-5, stride=-1, "
                                "magnitude_squared=false)",
+    # from GatherV2's InferenceContext: the shapes its shape function saw, every attribute of its NodeDef
+    "gather_batch_dims_function": "op GatherV2([2,3], [2], []; Taxis=int32, Tindices=int32, Tparams=float32, "
+                                  "batch_dims=5) in its shape function",
 }
 
 
@@ -405,6 +414,9 @@ def test_the_ops_line(runs, name, mode):
     doc, text = runs.report(name, mode)
     op = doc["triage"].get("op") or {}
     assert want is not None and want in text.splitlines(), text[-3000:]
+    if op.get("shape_fn"):  # no OpDef read from memory for a shape function's op: no call named
+        assert "call" not in op, op
+        return
     call = op.get("call") or {}
     assert want.startswith("op %s(%s" % (op["type"], ", ".join(
         "%s: %s" % (n, input_label(e)) for n, e in zip(call.get("inputs") or [], op["inputs"])))), op
@@ -440,6 +452,7 @@ ATTRS = {
     "lstm_block_cell_grad_eager": _LSTM_ATTRS,
     "block_lstm_grad_large_eager": _LSTM_ATTRS,
     "audio_spectrogram_eager": {"window_size": -5, "stride": -1, "magnitude_squared": False},
+    "gather_batch_dims_function": {"Tparams": "float32", "Tindices": "int32", "Taxis": "int32", "batch_dims": 5},
 }
 
 
@@ -462,6 +475,9 @@ REPRO_RUNS = [pytest.param(name, mode, id="%s-%s" % (name, mode), marks=(
     for name, mode in RUNS]
 
 
+SHAPE_FN_DTYPES = {"gather_batch_dims_function": ("float32", "int32", "int32")}
+
+
 @pytest.mark.parametrize("name,mode", REPRO_RUNS)
 def test_the_reproducers_check(runs, name, mode):
     case = CASES[name]
@@ -472,8 +488,12 @@ def test_the_reproducers_check(runs, name, mode):
     assert (rep["op"], rep["check"]["signal"], rep["check"]["op"]) == (case.ops[0], case.signal, case.ops[0]), rep
     assert re.match(r"tfnative: repro: repro\.py \(\d+ lines\) dies of %s in op %s, as the original did" % (
         case.signal, case.ops[0]), line), line
-    assert [(e["dtype"], e["shape"]) for e in rep["inputs"]] == [
-        (e["dtype"], e["shape"]) for e in doc["triage"]["op"]["inputs"]]
+    op = doc["triage"]["op"]
+    if op.get("shape_fn"):  # the shapes its shape function saw; the dtypes its NodeDef's type attributes say
+        assert [e["shape"] for e in rep["inputs"]] == [e["shape"] for e in op["inputs"]], rep
+        assert [e["dtype"] for e in rep["inputs"]] == list(SHAPE_FN_DTYPES[name]), rep
+        return
+    assert [(e["dtype"], e["shape"]) for e in rep["inputs"]] == [(e["dtype"], e["shape"]) for e in op["inputs"]]
 
 
 @pytest.mark.parametrize("name,mode", REPRO_RUNS)
@@ -489,3 +509,23 @@ def test_the_reproducer_alone(runs, name, mode):
         original = {line.strip() for line in f if line.strip() and "import" not in line}
     assert not original & {line.strip() for line in script.splitlines()}, script
     assert name not in script and CORPUS not in script, script
+
+
+# A crash in an op's shape function (issue #45): the triage says so, and the script traces the op with the shapes
+# the shape function saw (a tf.function's input_signature), so that it dies there, not in a kernel.
+SHAPE_FN_RUNS = [(name, mode) for name, mode in RUNS if name in SHAPE_FN_DTYPES]
+
+
+@pytest.mark.parametrize("name,mode", SHAPE_FN_RUNS, ids=["%s-%s" % run for run in SHAPE_FN_RUNS])
+def test_a_shape_functions_crash_is_traced_again(runs, name, mode):
+    doc, text = runs.report(name, mode)
+    assert doc["triage"]["op"].get("shape_fn") is True, doc["triage"]["op"]
+    assert "; op GatherV2 (in its shape function, not a kernel);" in _triage_line(text), _triage_line(text)
+    script, proc = runs.alone(name, mode)
+    assert ("@tf.function(input_signature=[tf.TensorSpec([2, 3], tf.float32), tf.TensorSpec([2], tf.int32), "
+            "tf.TensorSpec([], tf.int32)])") in script, script
+    assert "tf.raw_ops.GatherV2(params=params, indices=indices, axis=axis, batch_dims=5)" in script, script
+    assert "traced.get_concrete_function()" in script, script
+    # alone, it dies in GatherV2's shape function while tracing: TF's own fatal stack names them
+    assert "InferenceContext::UnknownShapeOfRank" in proc.stderr and "ShapeRefiner::RunShapeFn" in proc.stderr, \
+        proc.stderr[-3000:]
