@@ -52,8 +52,9 @@ class Context(Node):
         self.mem.write(t, bytes(13) + bytes([3, 0, 0]) + struct.pack("<qQ", 1, tbuf))
         return t
 
-    def context(self, shapes: List[int], tensors: List[int], version: int = 1994) -> int:
+    def context(self, shapes: List[int], tensors: List[int], version: int = 1994, inputs_named: int = 3) -> int:
         self.attrs([("T", 6, 1), ("padding", 2, "VALID")])
+        self.mem.write(NDEF + 32, struct.pack("<i", inputs_named))  # its input_'s size (protobuf 6.x)
         ctx = self.alloc(8 * CTX_WORDS_USED)
         words = [0] * CTX_WORDS_USED
         inputs, consts = self.alloc(8 * len(shapes)), self.alloc(8 * len(tensors))
@@ -81,7 +82,8 @@ def test_the_shapes_constants_and_attributes_a_shape_function_saw():
         "attrs": {"T": "float32", "padding": "VALID"}}
 
 
-@pytest.mark.parametrize("case", ["rank_without_its_dims", "no_nodedef", "a_version_no_graph_has"])
+@pytest.mark.parametrize("case", ["rank_without_its_dims", "no_nodedef", "a_version_no_graph_has",
+                                  "a_nodedef_of_fewer_inputs"])
 def test_a_context_that_fails_a_check_is_refused(case):
     c = Context()
     good = c.shape([2, 3])
@@ -89,7 +91,8 @@ def test_a_context_that_fails_a_check_is_refused(case):
     if case == "rank_without_its_dims":
         bad = c.alloc(32)
         c.mem.write(bad, struct.pack("<iiQQQ", 2, 0, 0, 0, 0))  # rank 2, no dims
-    ctx = c.context([good, bad], [0, 0], version=1 << 30 if case == "a_version_no_graph_has" else 1994)
+    ctx = c.context([good, bad], [0, 0], version=1 << 30 if case == "a_version_no_graph_has" else 1994,
+                    inputs_named=1 if case == "a_nodedef_of_fewer_inputs" else 2)
     if case == "no_nodedef":
         c.mem.write(NAME_AT - 32, bytes(32))  # no attr map before the NodeDef's name_: not a NodeDef
     assert _read(c, ctx) == {"inputs_unread": "no InferenceContext with its inputs' shapes and its NodeDef in the "

@@ -14,14 +14,18 @@ What TensorFlow's headers say (``tensorflow/core/framework/shape_inference.h``, 
   ``const int graph_def_version_`` then ``AttrSlice attrs_`` ``{const NodeDef* ndef_; const AttrValueMap*
   attrs_}``.  The two vectors are found as two adjacent vector triples (begin <= end <= capacity) of as many
   elements, every ``inputs_`` element a shape and every non-null tensor a tensor (``kernelinputs.InputsReader``'s
-  checks); the NodeDef as the first word after them that points to one (below), the word before it holding a
-  ``graph_def_version_`` in [0, 2^20).
+  checks); the NodeDef as the first word after them that points to one (below) and is followed by a null
+  word, the word before it holding a ``graph_def_version_`` in (0, 2^20).
 * **a shape** (``Shape``): ``{const int32 rank_; const std::vector<DimensionHandle> dims_}``, rank -1 for an
   unknown rank (then no dims), else as many dims as the rank; a ``Dimension`` is ``{const int64 value_}``, -1
   for an unknown dim.
 * **the NodeDef** (``node_def.pb.h``): its ``name_`` and ``op_`` ``ArenaStringPtr`` follow its attribute map,
   read by ``nodeattrs.AttrsReader`` (the map, its keys and values checked there); the op must be an op type name
-  and the node's name printable.
+  and the node's name printable; its ``input_`` names at least as many inputs as the context has (a NodeDef of
+  another node, the graph's ``_SOURCE``, was found on TF 2.16 before this check).  ``input_`` is a
+  ``RepeatedPtrField<std::string>``: in protobuf 6.x after the message's vptr, metadata, ``_has_bits_`` and
+  ``_cached_size_``, at 24, its ``current_size_`` at 32; in 3.21 (no has-bits) at 16, ``{Arena*;
+  current_size_}``: its size at 24.
 
 A value that fails a check refuses the whole reading with its reason, never guessed.  Every walk is bounded;
 only memory is read.  Standard library only: this also runs inside gdb's Python.
@@ -116,18 +120,26 @@ class ShapeFnReader:
             inputs = self._inputs(words, i)
             if inputs is None:
                 continue
-            for j in ([ndef_at] if ndef_at is not None else range(i + 6, CTX_WORDS)):
+            for j in ([ndef_at] if ndef_at is not None else range(i + 6, CTX_WORDS - 1)):
                 version = words[j - 1] & 0xFFFFFFFF
-                if not _pointer(words[j]) or version >= 1 << 20:
+                if not _pointer(words[j]) or words[j + 1] or not 0 < version < 1 << 20:
                     continue
                 try:
                     name, op, name_field = self.node_def(words[j])
+                    if self._input_size(words[j]) < len(inputs):
+                        continue
                 except Unread:
                     continue
                 self.at = (i, j)
                 return {"type": op, "name": name, "shape_fn": True, "inputs": inputs,
                         **self._attrs(name_field)}
         raise Unread("no InferenceContext at 0x%x" % ctx)
+
+    def _input_size(self, ndef: int) -> int:
+        """How many inputs the NodeDef at ``ndef`` names (its control inputs too): the size of its
+        ``RepeatedPtrField<std::string> input_`` (module docstring), in the layout of the protobuf whose map was
+        read (``AttrsReader.pb3``)."""
+        return int(struct.unpack("<i", self.r.bytes_at(ndef + (24 if self.attrs.pb3 else 32), 4))[0])
 
     def _inputs(self, words: Tuple[int, ...], i: int) -> Optional[List[Dict[str, Any]]]:
         """The inputs of the two vectors ``inputs_`` and ``input_tensors_`` at word ``i``, None where they are
