@@ -184,4 +184,5 @@ def _variable(reader: Reader, words: Tuple[int, ...], dtype: int, shape: Optiona
                 continue
             if _admits(shape, got["shape"]):
                 return reader.tensor(obj + 8 * k, dtype, values=True)
-    return "no variable of the handle's dtype and shape behind its handle"
+    return ("no variable of the handle's dtype and shape behind its handle (a handle without a pointer to its "
+            "resource names one kept in a ResourceMgr, which tfnative does not read)")
