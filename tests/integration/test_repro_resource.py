@@ -87,3 +87,21 @@ def test_a_variable_input_is_rebuilt_live_and_from_the_core(tmp_path):
     assert load_json(out2)["triage"]["reproducer"]["check"]["outcome"] == "same"
     assert repro2.read_text() == repro.read_text()
     _dies_alone(tmp_path, repro2)
+
+
+def test_a_resource_that_is_no_variable_is_named_and_refused(tmp_path):
+    """``tests/scripts/tf_table_export.py`` (issue #125503): the input is a lookup table's handle; the op line and
+    the refusal name it, its type and why no script is written."""
+    out, repro = tmp_path / "s.json", tmp_path / "repro.py"
+    r = run_tfnative(["attach", "--json", str(out), "--repro", str(repro), ROOT + "/tests/scripts/tf_table_export.py"],
+                     timeout=600)
+    assert r.returncode == 128 + signal.SIGABRT, r.stderr[-3000:]
+    assert re.search(r"^op LookupTableExportV2\(table_handle: resource\[\]; Tkeys=string, Tvalues=string\)$",
+                     r.stdout + r.stderr, re.M), r.stderr[-3000:]
+    line = next((x for x in r.stderr.splitlines() if "tfnative: repro:" in x), "(no repro line)")
+    assert re.fullmatch(r"tfnative: repro: not written: op LookupTableExportV2: input 0 \(table_handle\), resource "
+                        r"\S+, is not rebuilt: a tensorflow::lookup::LookupInterface, not a variable \(tfnative "
+                        r"rebuilds variables alone\)", line), line
+    assert not repro.exists()
+    handle = load_json(out)["triage"]["op"]["inputs"][0]["resource"]
+    assert handle["type"] == "N10tensorflow6lookup15LookupInterfaceE" and "variable" not in handle, handle

@@ -13,6 +13,7 @@ import pytest
 from tfnative.analysis.reproducer import NoRepro, model_of
 from tfnative.core.model import CrashSummary, Document, Op
 from tfnative.core.tensorflow.kernelinputs import InputsReader, read_whole_tensors
+from tfnative.core.tensorflow.resources import type_label
 from tfnative.output.reprotext import script
 
 from .fakemem import FakeMemory
@@ -105,7 +106,7 @@ def test_an_unknown_rank_in_the_handle_admits_the_variables_shape():
 def test_another_resource_is_named_and_refused():
     got = Built(type_name="N10tensorflow9FIFOQueueE").read()["resource"]
     assert got["type"] == "N10tensorflow9FIFOQueueE" and "variable" not in got, got
-    assert got["unread"] == "not a variable (tfnative rebuilds variables alone)"
+    assert got["unread"] == "a tensorflow::FIFOQueue, not a variable (tfnative rebuilds variables alone)"
 
 
 NOT_BEHIND = ("no variable of the handle's dtype and shape behind its handle (a handle without a pointer to its "
@@ -171,6 +172,13 @@ def test_a_variable_of_more_than_64_elements_is_made_from_the_data_file():
 def test_a_resource_that_is_no_variable_refuses_the_script_naming_the_input_and_why():
     with pytest.raises(NoRepro) as exc:
         model_of(_crash([Built(type_name="N10tensorflow9FIFOQueueE").read(), INDICES]))
-    assert str(exc.value) == ("op ResourceGather: input 0 (resource) is a resource (type N10tensorflow9FIFOQueueE, "
-                              "name Variable/0) whose value tfnative did not read: not a variable (tfnative "
-                              "rebuilds variables alone)")
+    assert str(exc.value) == ("op ResourceGather: input 0 (resource), resource Variable/0, is not rebuilt: a "
+                              "tensorflow::FIFOQueue, not a variable (tfnative rebuilds variables alone)")
+
+
+@pytest.mark.parametrize("mangled,label", [
+    ("N10tensorflow3VarE", "tensorflow::Var"), ("N10tensorflow6lookup15LookupInterfaceE",
+                                                  "tensorflow::lookup::LookupInterface"),
+    ("", "resource of no type name"), ("N10tensorflowE9", "N10tensorflowE9"), ("N99xE", "N99xE")])
+def test_a_resources_type_as_cxx_writes_it(mangled, label):
+    assert type_label(mangled) == label

@@ -56,8 +56,11 @@ def model_of(doc: Document, whole: bool = True) -> Json:
             raise NoRepro("op %s: input %d was not read: %s" % (op["type"], k, entry["unread"]))
         variable = entry.get("resource", {}).get("variable") if entry["dtype"] == "resource" else None
         if entry["dtype"] == "resource" and variable is None:
-            raise NoRepro("op %s: input %d%s is a resource %s" % (op["type"], k, " (%s)" % names[k] if k < len(
-                names) else "", _resource_why(entry.get("resource") or {})))
+            resource = entry.get("resource") or {}
+            raise NoRepro("op %s: input %d%s%s is not rebuilt: %s" % (
+                op["type"], k, " (%s)" % names[k] if k < len(names) else "",
+                ", resource %s," % resource["name"] if resource.get("name") else "",
+                resource.get("unread") or "its handle was not read"))
         if variable is not None:
             entry = variable  # the variable's value: the script makes the variable and passes its handle
         label = "%s[%s]" % (entry["dtype"], ",".join(str(d) for d in entry["shape"]))
@@ -80,13 +83,6 @@ def model_of(doc: Document, whole: bool = True) -> Json:
     if library is not None:
         model["library"] = library
     return model
-
-
-def _resource_why(resource: Json) -> str:
-    """Why a resource input gives no value to rebuild: ``(a N10tensorflow9FIFOQueueE, name q): not a variable``."""
-    named = ", ".join("%s %s" % (k, resource[k]) for k in ("type", "name") if resource.get(k))
-    return "%swhose value tfnative did not read: %s" % ("(%s) " % named if named else "",
-                                                         resource.get("unread") or "its handle was not read")
 
 
 def _kernel_library(doc: Document) -> Optional[str]:

@@ -78,7 +78,7 @@ def read_resource(reader: Reader, handle: int, unread: Type[Exception]) -> Dict[
     out: Dict[str, Any] = {"device": strings[0], "container": strings[1], "name": strings[2], "type": type_name}
     shapes, after = _dtypes_and_shapes(reader, words, at + 5, unread)
     if type_name != VAR_TYPE:
-        out["unread"] = "not a variable (tfnative rebuilds variables alone)"
+        out["unread"] = "a %s, not a variable (tfnative rebuilds variables alone)" % type_label(type_name)
         return out
     if len(shapes) != 1:
         out["unread"] = "its handle gives %d dtypes and shapes, where a variable's gives 1" % len(shapes)
@@ -93,6 +93,23 @@ def read_resource(reader: Reader, handle: int, unread: Type[Exception]) -> Dict[
     else:
         out["variable"] = found
     return out
+
+
+def type_label(mangled: str) -> str:
+    """A ``typeid`` name as C++ writes the type: ``N10tensorflow6lookup15LookupInterfaceE`` ->
+    ``tensorflow::lookup::LookupInterface``; an empty one or one of another form as it is."""
+    inner = mangled[1:-1] if mangled.startswith("N") and mangled.endswith("E") else mangled
+    parts: List[str] = []
+    at = 0
+    while at < len(inner) and len(parts) < 16:
+        digits = at
+        while digits < len(inner) and inner[digits].isdigit():
+            digits += 1
+        if digits == at or digits + int(inner[at:digits]) > len(inner):
+            return mangled or "resource of no type name"
+        parts.append(inner[digits: digits + int(inner[at:digits])])
+        at = digits + int(inner[at:digits])
+    return "::".join(parts) if parts and at == len(inner) else mangled or "resource of no type name"
 
 
 def _string(reader: Reader, base: int, words: Tuple[int, ...], at: int, unread: Type[Exception]) -> Optional[str]:
