@@ -182,3 +182,14 @@ def test_a_resource_that_is_no_variable_refuses_the_script_naming_the_input_and_
     ("", "resource of no type name"), ("N10tensorflowE9", "N10tensorflowE9"), ("N99xE", "N99xE")])
 def test_a_resources_type_as_cxx_writes_it(mangled, label):
     assert type_label(mangled) == label
+
+
+def test_a_document_with_a_resource_input_is_a_valid_schema_v1_document():
+    """``merge`` reads such documents back: the input's ``resource`` is in the schema (``core/docschema.py``)."""
+    from tfnative.core.docschema import SchemaError, check_document
+
+    written = _crash([Built().read(), INDICES]).to_json()
+    check_document(written)
+    written["triage"]["op"]["inputs"][0]["resource"]["variable"]["shape"] = "3"
+    with pytest.raises(SchemaError, match=r"triage\.op\.inputs\[0\]\.resource\.variable\.shape"):
+        check_document(written)
