@@ -81,8 +81,19 @@ def _no_core() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+_OPDEFS: Dict[Tuple[str, str, Optional[str]], Json] = {}  # asked once a session: the --break-op stops of one type
+
+
 def opdef(python: str, op: str, library: Optional[str]) -> Json:
-    """The op's definition as the target's TensorFlow has it; raises NoRepro."""
+    """The op's definition as the target's TensorFlow has it (asked once per interpreter, op and library); raises
+    NoRepro."""
+    key = (python, op, library)
+    if key not in _OPDEFS:
+        _OPDEFS[key] = _ask_opdef(python, op, library)
+    return _OPDEFS[key]
+
+
+def _ask_opdef(python: str, op: str, library: Optional[str]) -> Json:
     with tempfile.TemporaryDirectory(prefix="tfnative-repro-") as tmp:
         try:
             proc = subprocess.run([python, "-c", _OPDEF, op, library or "", snake(op)], cwd=tmp, env=_quiet_env(),
