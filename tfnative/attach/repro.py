@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
 
 from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, model_of_op, snake, stop_op
 from ..core.model import CrashSummary, Document, Event, Json, NativeFrame, PythonFrame
@@ -259,11 +259,13 @@ def check_stop(python: str, path: str, timeout: float = CHECK_TIMEOUT_S) -> Json
             return {"outcome": "raised", "error": last[:300]}
 
 
-def make_stop(event: Event, path: str, python: str, run_check: bool, err: TextIO, hit: int) -> bool:
+def make_stop(event: Event, path_of: Callable[[], str], python: str, run_check: bool, err: TextIO, hit: int
+              ) -> bool:
     """``--break-op`` with ``--repro``: write the script of the op the stop ``event`` is at, on the inputs its
-    kernel got there (the crash path's readers and rules: ``model_of_op``, ``call_of``), to ``path``; run it
-    alone unless ``run_check`` is off; say so in one line on ``err``; the event gains its ``reproducer``.
-    False, with one line, where none is written."""
+    kernel got there (the crash path's readers and rules: ``model_of_op``, ``call_of``), to ``path_of()`` (asked
+    once the script is known: a stop that gives none takes no name); run it alone unless ``run_check`` is off;
+    say so in one line on ``err``; the event gains its ``reproducer``.  False, with one line, where none is
+    written."""
     found = stop_op(event)
     try:
         if found is None:
@@ -274,6 +276,7 @@ def make_stop(event: Event, path: str, python: str, run_check: bool, err: TextIO
         err.write("tfnative: repro: hit %d: not written: %s\n" % (hit, exc))
         _drop_event_values(event)
         return False
+    path = path_of()
     stdout = is_stdout(path)
     name = "stdout" if stdout else os.path.basename(path)
     text, data = _write(call, path, name, stdout, stop=True)
