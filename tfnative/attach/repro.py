@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple, Union
 
 from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, model_of_op, snake, stop_op
 from ..core.model import CrashSummary, Document, Event, Json, NativeFrame, PythonFrame
@@ -81,7 +81,8 @@ def _no_core() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-_OPDEFS: Dict[Tuple[str, str, Optional[str]], Json] = {}  # asked once a session: the --break-op stops of one type
+# asked once a session (the --break-op stops of one type): the definition, or the line why there is none
+_OPDEFS: Dict[Tuple[str, str, Optional[str]], Union[Json, NoRepro]] = {}
 
 
 def opdef(python: str, op: str, library: Optional[str]) -> Json:
@@ -89,8 +90,14 @@ def opdef(python: str, op: str, library: Optional[str]) -> Json:
     NoRepro."""
     key = (python, op, library)
     if key not in _OPDEFS:
-        _OPDEFS[key] = _ask_opdef(python, op, library)
-    return _OPDEFS[key]
+        try:
+            _OPDEFS[key] = _ask_opdef(python, op, library)
+        except NoRepro as exc:
+            _OPDEFS[key] = exc
+    found = _OPDEFS[key]
+    if isinstance(found, NoRepro):
+        raise NoRepro(str(found))
+    return found
 
 
 def _ask_opdef(python: str, op: str, library: Optional[str]) -> Json:
