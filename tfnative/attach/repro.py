@@ -344,7 +344,9 @@ def _drop_event_values(event: Event, lists: Optional[List[Any]] = None) -> None:
 
 def _drop(lists: List[Any]) -> None:
     for inputs in lists:
-        for entry in inputs or []:
+        # a variable's value, read for the script (core/tensorflow/resources.py), is an entry too
+        variables = [(e.get("resource") or {}).get("variable") for e in inputs or []]
+        for entry in list(inputs or []) + [v for v in variables if v is not None]:
             spool.release(entry)
             if len(entry.get("values") or ()) > reprotext.INLINE_MAX:
                 del entry["values"]
