@@ -69,12 +69,12 @@ def test_the_checks_fatal_line_in_either_log_format():
 def stop(op, library=None, frame_class="tensorflow-native"):
     """A --break-op stop's event: the thread that stopped, its innermost kernel frame carrying ``op`` as the
     capture read it (``Op.from_json``: a kernel frame's keys)."""
-    from tfnative.core.model import Event, NativeFrame, Thread
+    from tfnative.core.model import Event, EventNativeFrame, EventThread
 
-    kernel = NativeFrame(function="tensorflow::ReshapeOp::Compute(tensorflow::OpKernelContext*)", library=library,
+    kernel = EventNativeFrame(function="tensorflow::ReshapeOp::Compute(tensorflow::OpKernelContext*)", library=library,
                          op=Op.from_json(dict(op, kernel="0x5555")), frame_class=frame_class)
     return Event(kind="breakpoint", location="op %s" % op["type"], op=Op(type=op["type"], name=op["name"]),
-                 threads=[Thread(tid=1, frames=[NativeFrame(function="memcpy"), kernel])])
+                 threads=[EventThread(tid=1, frames=[EventNativeFrame(function="memcpy"), kernel])])
 
 
 def test_a_stops_op_gives_the_model_a_crash_of_the_same_op_gives():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..core.model import CrashSummary, Document, Event, Json, NativeFrame, Op
+from ..core.model import CrashSummary, Document, Event, EventNativeFrame, Json, NativeFrame, Op
 from ..core.tensorflow import spool
 
 _NPZ_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
@@ -115,7 +115,7 @@ def _kernel_library(events: List[Event]) -> Optional[str]:
     return None
 
 
-def _user_library(frame: NativeFrame) -> Optional[str]:
+def _user_library(frame: EventNativeFrame) -> Optional[str]:
     return (frame.library_path or frame.library) if frame.frame_class == "user" and frame.library else None
 
 
