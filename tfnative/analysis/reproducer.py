@@ -58,7 +58,7 @@ def model_of(doc: Document, whole: bool = True) -> Json:
         if values is None:
             values = spool.spooled(entry)  # larger than 64 MiB: copied to a file (core/tensorflow/spool.py)
         if values is None and whole:
-            why = spool.refusal(entry["dtype"], entry["shape"]) or "larger than tfnative reads (64 MiB)"
+            why = spool.refusal(entry) or "larger than tfnative reads (64 MiB)"
             raise NoRepro("op %s: input %d, %s, is %s: its values were not read" % (op["type"], k, label, why))
         inputs.append({"dtype": entry["dtype"], "shape": list(entry["shape"]), "values": values})
     model: Json = {"op": op["type"], "inputs": inputs, "attrs": dict(op["attrs"])}
