@@ -66,6 +66,11 @@ def test_an_input_copied_to_a_file_is_shrunk_without_becoming_a_list(tmp_path):
     zeros = shrink.apply(call, [("zeros", 0, 0)])
     assert ("zeros", 0, 0) not in shrink.changes(zeros, "one") and ("ones", 0, 0) not in shrink.changes(zeros, "half")
     assert ("ones", 0, 0) in shrink.changes(call, "half") == shrink.changes(listed, "half")
+    one = [("one", 0, 0), ("one", 0, 1), ("one", 0, 2)]
+    for fill in ("zeros", "ones"):  # one element, a fill: nothing simpler in any later round, as for a list
+        made = [(fill, 0, 0)] + one
+        assert shrink.changes(shrink.apply(call, made), "half") == [] == shrink.changes(shrink.apply(listed, made),
+                                                                                         "half")
 
 
 def test_a_try_on_a_copied_input_holds_a_chunk_not_the_input(tmp_path, monkeypatch):

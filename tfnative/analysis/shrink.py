@@ -72,7 +72,7 @@ def _simple(entry: Json, or_ones: bool) -> bool:
     """Every value of the input is 0 (``or_ones``: or every one is 1): no fill to try."""
     values = entry["values"]
     if isinstance(values, Raw):
-        return values.uniform() in (("zeros", "ones") if or_ones else ("zeros",))
+        return values.only(False) or or_ones and values.only(True)
     simple = [_fill(entry["dtype"], False)] + ([_fill(entry["dtype"], True)] if or_ones else [])
     return any(all(type(v) is type(fill) and v == fill for v in values) for fill in simple)
 

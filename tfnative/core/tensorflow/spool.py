@@ -125,16 +125,16 @@ class Raw(Sequence[Any]):
     def __len__(self) -> int:
         return self.elements
 
+    def only(self, one: bool) -> bool:
+        """Every element is exactly 0 (``one``: 1), by its bytes (a float's 0.0, not -0.0; a bool's False)."""
+        value = struct.pack("<" + self.fmt, int(one))
+        return all(raw == value * (len(raw) // self.itemsize) for raw in self.chunks())
+
     def uniform(self) -> Optional[str]:
-        """``zeros`` or ``ones`` where every one of more than one element is exactly that (a float's 0.0, not
-        -0.0; a bool's False), by its bytes; else None."""
+        """``zeros`` or ``ones`` where every one of more than one element is exactly that; else None."""
         if self.elements < 2:
             return None
-        for name, fill in (("zeros", 0), ("ones", 1)):
-            one = struct.pack("<" + self.fmt, fill)
-            if all(raw == one * (len(raw) // self.itemsize) for raw in self.chunks()):
-                return name
-        return None
+        return "zeros" if self.only(False) else "ones" if self.only(True) else None
 
     def filled(self, one: bool) -> Raw:
         """As many elements, each 0 (``one`` False) or 1."""
@@ -257,8 +257,8 @@ class Filled(Raw):
         super().__init__(fmt, elements)
         self.one = one
 
-    def uniform(self) -> Optional[str]:
-        return None if self.elements < 2 else "ones" if self.one else "zeros"
+    def only(self, one: bool) -> bool:
+        return one == self.one or not self.elements
 
     def cropped(self, shape: Sequence[int], new: Sequence[int]) -> Raw:
         return Filled(self.fmt, math.prod(min(a, b) for a, b in zip(new, shape)), self.one)
