@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.kstate import ProcessFacts
-from ..core.model import Document, Event, PythonFrame, Thread
+from ..core.model import Document, Event, EventThread, PythonFrame
 from . import waitgraph
 from .threadwords import blocked_in
 
@@ -52,7 +52,7 @@ def _event(doc: Document) -> Optional[Event]:
     return doc.events[0] if doc.events else None
 
 
-def _main(e: Event) -> Optional[Thread]:
+def _main(e: Event) -> Optional[EventThread]:
     return next((t for t in e.threads if t.tid == e.pid), e.threads[0] if e.threads else None)
 
 
@@ -89,7 +89,7 @@ def find(docs: Sequence[Document], facts: Mapping[int, ProcessFacts]) -> Optiona
     return None
 
 
-def _at(t: Optional[Thread]) -> str:
+def _at(t: Optional[EventThread]) -> str:
     """``work at mwms_steps.py:79`` (the user's innermost frame), else ``waitgraph.where``."""
     if t is None:
         return "?"
@@ -99,7 +99,7 @@ def _at(t: Optional[Thread]) -> str:
     return waitgraph.where(t)
 
 
-def _in(t: Optional[Thread]) -> str:
+def _in(t: Optional[EventThread]) -> str:
     call = blocked_in(t) if t is not None else None
     return ", in %s()" % call if call else ""
 
