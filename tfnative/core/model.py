@@ -361,6 +361,8 @@ class Event:
     process: Optional[Json] = None  # attach --follow-children: {"pid", "cmdline", "task"?} of a child's event
     no_debug_info: Optional[List[Json]] = None  # the user's libraries on the stacks without debug info
     culprit: Optional[Json] = None  # watch's hang report: the process the others wait for, and why it does not come
+    # attach --break-op --repro FILE: the script of this stop's op on its inputs, and what it did when run alone
+    reproducer: Optional[Json] = None
 
     def to_json(self) -> Json:
         return _write(self, _EVENT_KEYS)
@@ -380,7 +382,7 @@ _EVENT_KEYS = (
     _k("handler"), _k("op", get=_event_op, load=_op_of(Op.from_event_json)), _k("fatal"),
     _k("reraised_by_handler", doc=_truthy, load=bool),
     _k("cluster", doc=_truthy), _k("triage", load=lambda v: HangVerdict.from_json(v) if v is not None else None),
-    _k("process"), _k("no_debug_info", doc=_truthy), _k("culprit", doc=_truthy))
+    _k("process"), _k("no_debug_info", doc=_truthy), _k("culprit", doc=_truthy), _k("reproducer"))
 
 
 def _has_exit(doc: Any, value: Any) -> bool:
