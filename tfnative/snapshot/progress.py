@@ -40,7 +40,6 @@ from ..errors import PtraceRefused, TfnativeError, Unsupported
 from ..sources import modules, ptrace
 from ..sources.live import LiveSource
 from . import pipeline
-from .linkmap import link_map_names, python_reader
 from .samples import signature
 from .stackcopy import inner_to_host
 
@@ -164,9 +163,7 @@ def _main_frames(pid: int) -> Optional[Tuple[bool, Tuple[Tuple[str, Optional[str
     source = LiveSource(pid)
     source.nonblocking = True
     try:
-        libs = source.libraries()
-        link_map_names(source.memory, libs, source.executable)
-        reader = python_reader(source.memory, libs + source.extra_code(), [])
+        _libs, reader = pipeline.code_and_reader(source, [])
         if reader is None:
             return None
         if reader.finalizing():
