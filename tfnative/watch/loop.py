@@ -233,9 +233,21 @@ class Watch:
                 if code is not None:
                     return code
             self.stragglers()
-            status = self._pause(started + self.opts.interval)
+            status = self._pause(self._next_reading(started))
             if status is not None:
                 return status
+
+    def _next_reading(self, started: float) -> float:
+        """When to read next: an interval after this reading began, or sooner, at the moment the job's stall
+        reaches ``hang_after`` (a hang not yet reported): the hang is then decided when it is due, not up to an
+        interval later."""
+        due = started + self.opts.interval
+        if self.armed:
+            now = self.clock()
+            left = self.opts.hang_after - self.tracker.stalled_for(now)
+            if left > 0:
+                due = min(due, now + left)
+        return due
 
     def _pause(self, until: float) -> Optional[int]:
         """Wait for the next reading (``until``, on ``clock``), ``poll`` asked every ``POLL_S`` meanwhile; a
