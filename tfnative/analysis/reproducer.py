@@ -3,8 +3,11 @@ values and its attributes, as the capture read them from memory; then, given the
 arguments, its attributes' defaults: ``attach/repro.py`` asks the target's TensorFlow), the one call a script
 makes: each input under its argument's name, each attribute that differs from its default.
 
-Nothing is guessed: an input whose values were not read, an attribute the call needs that was not read, a
-resource or string input, each refuses the reproducer with the reason (``NoRepro``)."""
+A resource input that is a variable whose value was read (``core/tensorflow/resources.py``) is that value, marked
+``variable``: the script makes the variable and passes its handle.  Nothing is guessed: an input whose values were
+not read, an attribute the call needs that was not read, another resource (a queue, a table, an iterator) or a
+variable whose value was not read, a string or variant input, each refuses the reproducer with the reason
+(``NoRepro``)."""
 
 from __future__ import annotations
 
@@ -47,9 +50,19 @@ def model_of(doc: Document, whole: bool = True) -> Json:
     if op.get("attrs") is None:
         raise NoRepro("op %s: its attributes were not read: %s" % (op["type"], op.get("attrs_unread")))
     inputs: List[Json] = []
+    names = (op.get("call") or {}).get("inputs") or []
     for k, entry in enumerate(op["inputs"]):
         if "unread" in entry:
             raise NoRepro("op %s: input %d was not read: %s" % (op["type"], k, entry["unread"]))
+        variable = entry.get("resource", {}).get("variable") if entry["dtype"] == "resource" else None
+        if entry["dtype"] == "resource" and variable is None:
+            resource = entry.get("resource") or {}
+            raise NoRepro("op %s: input %d%s%s is not rebuilt: %s" % (
+                op["type"], k, " (%s)" % names[k] if k < len(names) else "",
+                ", resource %s," % resource["name"] if resource.get("name") else "",
+                resource.get("unread") or "its handle was not read"))
+        if variable is not None:
+            entry = variable  # the variable's value: the script makes the variable and passes its handle
         label = "%s[%s]" % (entry["dtype"], ",".join(str(d) for d in entry["shape"]))
         if entry["dtype"] not in _NPZ_DTYPES:
             raise NoRepro("op %s: input %d is a %s tensor: tfnative writes numeric and bool tensors alone"
@@ -61,6 +74,8 @@ def model_of(doc: Document, whole: bool = True) -> Json:
             why = spool.refusal(entry["dtype"], entry["shape"]) or "larger than tfnative reads (64 MiB)"
             raise NoRepro("op %s: input %d, %s, is %s: its values were not read" % (op["type"], k, label, why))
         inputs.append({"dtype": entry["dtype"], "shape": list(entry["shape"]), "values": values})
+        if variable is not None:
+            inputs[-1]["variable"] = True
     model: Json = {"op": op["type"], "inputs": inputs, "attrs": dict(op["attrs"])}
     if _ONEDNN.match(op.get("kernel_type") or ""):
         model["onednn"] = True  # the crash is oneDNN's kernel's: the script asks for it (TF_ENABLE_ONEDNN_OPTS=1)
@@ -136,10 +151,11 @@ def snake(op: str) -> str:
 
 
 def document_entry(call: Json, path: str, data: Optional[str], check: Json) -> Json:
-    """The triage's ``reproducer``: the path written, the op, its attributes, each input's dtype and shape, the
-    data file, the check's outcome."""
+    """The triage's ``reproducer``: the path written, the op, its attributes, each input's dtype and shape (a
+    variable's, ``variable``: true, for a resource input the script rebuilds), the data file, the check's outcome."""
     out: Json = {"path": path, "op": call["op"], "attrs": call["call_attrs"],
-                 "inputs": [{"dtype": e["dtype"], "shape": e["shape"]} for e in call["inputs"]]}
+                 "inputs": [dict({"dtype": e["dtype"], "shape": e["shape"]}, **({"variable": True} if e.get("variable")
+                                                                                else {})) for e in call["inputs"]]}
     if data is not None:
         out["data"] = data
     if call.get("library"):

@@ -223,7 +223,9 @@ def _drop_long_values(doc: Document) -> None:
             lists += [f.op_args.get("inputs") for f in thread.frames + (thread.python_frames or [])
                       if isinstance(f, PythonFrame) and f.op_args]  # a generated op wrapper's (no kernel frame)
     for inputs in lists:
-        for entry in inputs or []:
+        # a variable's value, read for the script (core/tensorflow/resources.py), is an entry too
+        variables = [(e.get("resource") or {}).get("variable") for e in inputs or []]
+        for entry in list(inputs or []) + [v for v in variables if v is not None]:
             spool.release(entry)
             if len(entry.get("values") or ()) > reprotext.INLINE_MAX:
                 del entry["values"]

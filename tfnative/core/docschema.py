@@ -66,7 +66,10 @@ Spec = Union[str, _Any, _Obj, _List, _Map, _ByKey]
 # -- the schema (docs/json-schema.md) ------------------------------------------------------------------------
 _PLACE = _Obj({"function": STR, "file": STR, "line": INT})
 _TF_FUNCTION = _Obj({"name": STR, "python_function": STR, "called_by": INT, "how": STR}, required=["name"])
-_INPUT = _Obj({"dtype": STR, "shape": _List(INT), "values": _List(ANY), "ref": BOOL, "unread": STR})
+_VARIABLE = _Obj({"dtype": STR, "shape": _List(INT), "values": _List(ANY)})
+_RESOURCE = _Obj({"device": STR, "container": STR, "name": STR, "type": STR, "variable": _VARIABLE, "unread": STR})
+_INPUT = _Obj({"dtype": STR, "shape": _List(INT), "values": _List(ANY), "ref": BOOL, "unread": STR,
+               "resource": _RESOURCE})
 _OPDEF = _Obj({"inputs": _List(_Obj({"name": STR, "type_attr": STR, "number_attr": STR, "type_list_attr": STR},
                                      required=["name"])),
                "attrs": _Map(_Obj({"type": STR, "default": ANY, "default_unread": STR}, required=["type"]))})
@@ -108,7 +111,8 @@ _TRIAGE_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "f
                    "created_at": _PLACE, "forward": ANY, "inputs": _List(_INPUT),
                    "inputs_unread": STR, "attrs": _Map(ANY), "attrs_unread": STR, "call": _CALL})
 _REPRODUCER = _Obj({"path": STR, "op": STR, "attrs": _Map(ANY),
-                    "inputs": _List(_Obj({"dtype": STR, "shape": _List(INT)})), "data": STR, "library": STR,
+                    "inputs": _List(_Obj({"dtype": STR, "shape": _List(INT), "variable": BOOL})), "data": STR,
+                    "library": STR,
                     "check": _Obj({"outcome": STR, "signal": STR, "op": STR, "log": STR, "differs": STR},
                                   required=["outcome"])}, required=["path", "op", "check"])
 _CRASH = _Obj({

@@ -12,11 +12,15 @@ _INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "ui
 
 
 def input_label(entry: Dict[str, Any]) -> str:
-    """``float32[1,1,1,1]``; a small integer input with its values: ``int32[5]=[1,1,1,1,1]``."""
+    """``float32[1,1,1,1]``; a small integer input with its values: ``int32[5]=[1,1,1,1,1]``; a variable's handle
+    with its variable: ``resource[]=variable float32[5]``."""
     if "unread" in entry:
         return "?"
     shape = entry.get("shape") or []
     label = "%s[%s]" % (entry.get("dtype"), ",".join(str(d) for d in shape))
+    variable = (entry.get("resource") or {}).get("variable")
+    if variable is not None:
+        return "%s=variable %s" % (label, input_label(variable))
     values = entry.get("values")
     if values is not None and entry.get("dtype") in _INTEGERS and len(values) <= SHOWN_VALUES:
         text = [str(int(v)).lower() if isinstance(v, bool) else str(v) for v in values]

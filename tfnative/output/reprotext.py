@@ -1,6 +1,7 @@
 """A reproducer's text (issue #45, ``--repro FILE``): the script of the call ``analysis/reproducer.call_of`` made,
 its inputs as exact literals (``tf.zeros``/``tf.ones`` where every value is that; others of more than
-``INLINE_MAX`` elements in ``FILE.npz``, whose bytes are made here too), and the lines that say how its check and
+``INLINE_MAX`` elements in ``FILE.npz``, whose bytes are made here too; a variable's handle as ``tf.Variable(...)``
+of its value, passed as ``.handle``), and the lines that say how its check and
 its minimization went."""
 
 from __future__ import annotations
@@ -84,9 +85,13 @@ def script(call: Json, data_name: Optional[str]) -> Tuple[str, Dict[str, Json]]:
         named.append(name)
         if data_name is not None and len(entry["values"]) > INLINE_MAX and not _uniform(entry):
             big[name] = entry
-            body.append("%s = tf.constant(data[%r])" % (name, name))
+            value = "tf.constant(data[%r])" % name
         else:
-            body.append("%s = %s" % (name, _literal(entry)))
+            value = _literal(entry)
+        # a variable's handle: the variable is made with the value it had, and its handle passed
+        body.append("%s = %s" % (name, "tf.Variable(%s)" % value if entry.get("variable") else value))
+        if entry.get("variable"):
+            named[-1] = name + ".handle"
     if big:
         lines += ["import numpy as np", "", 'data = np.load(__file__ + ".npz")  # %s, beside this script' % data_name]
     lines += [""] + body

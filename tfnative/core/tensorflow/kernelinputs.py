@@ -49,7 +49,7 @@ import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..memory import USER_SPACE_END, Memory
-from . import spool
+from . import resources, spool
 from .opkernel import CALLEE_SAVED, FrameContext, stack_words
 
 MAX_INPUTS = 1024  # no op has more; a longer "span" is not one
@@ -283,6 +283,13 @@ class InputsReader:
         vptr, refs, data = self.words(tbuf, 3)
         if not _pointer(vptr) or not 0 < refs < 1 << 31:
             raise Unread("its TensorBuffer at 0x%x has no vtable or refcount" % tbuf)
+        if values and name == "resource":  # the handle, and a variable's value (core/tensorflow/resources.py)
+            try:
+                if num != 1:
+                    raise Unread("%d handles: tfnative reads a scalar handle" % num)
+                out["resource"] = resources.read_resource(self, data, Unread)
+            except Unread as exc:
+                out["resource"] = {"unread": "its ResourceHandle was not read: %s" % exc}
         if num and size:
             head = self.bytes_at(data, min(num * size, 8 * VALUES_MAX))  # the buffer is there
             if values and name in _FORMATS and num <= VALUES_MAX:
