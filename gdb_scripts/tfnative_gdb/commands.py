@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, TypedDict
 
 import gdb
 
-from tfnative.analysis.frames import marked_capture
+from tfnative.analysis.frames import marked_threads
 from tfnative.core.binary.libfacts import library_classes
 from tfnative.core.tensorflow.opkernel import OpKernelReader
 from tfnative.core.threads import Threads
@@ -70,15 +70,17 @@ Python frames are read from memory, so the interpreter needs no debug info."""
         opts = _parse(gdb.string_to_argv(arg))
         result = capture(opts["which"], opts["tids"] or None, opts["locals"])
         annotate_ops(result)
-        # glue hidden, the user's own code classed and every frame marked as tfnative's reports do it
-        result = marked_capture(result, library_classes(result.libraries), opts["native_all"])
-        if opts["json"]:
-            gdb.write(json.dumps(result.to_json(), indent=1) + "\n")
+        # the event's threads of the capture: glue hidden, the user's own code classed and every frame marked as
+        # tfnative's reports do it
+        threads = marked_threads(result, library_classes(result.libraries), opts["native_all"])
+        if opts["json"]:  # the capture's wire form, of the threads shown
+            shown = dict(result.to_json(), threads=[t.capture_json() for t in threads])
+            gdb.write(json.dumps(shown, indent=1) + "\n")
             return
         for w in result.warnings:
             gdb.write("warning: %s\n" % w)
         width = None if opts["full"] else _width()
-        for t in result.threads:
+        for t in threads:
             gdb.write("\n".join(thread_block(t, fold=not opts["full"], width=width)) + "\n\n")
 
 

@@ -5,7 +5,7 @@ import sys
 
 from tfnative.analysis.frames import mark_frames, shown
 from tfnative.core.frameclass import frame_class
-from tfnative.core.model import Thread, frames_from_json
+from tfnative.core.model import EventThread, Thread, frames_from_json
 from tfnative.core.python.linetable import line_for
 from tfnative.core.python.mixed import merge
 from tfnative.output import render
@@ -48,9 +48,9 @@ def test_fold_keeps_landmarks_and_ends():
     folds = [i[1] for i in plan if isinstance(i, tuple)]
     assert shown[0] == "syscall" and "TFE_Execute" in shown and shown[-1] == "main"
     assert folds == [8, 6]
-    text = render.thread_block(Thread(tid=1, name="t", frames=frames))
+    text = render.thread_block(EventThread(tid=1, name="t", frames=frames))
     assert any("... 8 TensorFlow frames ..." in ln for ln in text)
-    assert len(render.thread_block(Thread(tid=1, frames=frames), fold=False)) == len(frames) + 1
+    assert len(render.thread_block(EventThread(tid=1, frames=frames), fold=False)) == len(frames) + 1
 
 
 def test_merge_mismatch_never_guesses():

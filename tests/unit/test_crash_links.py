@@ -9,7 +9,16 @@ op run eagerly through its generated ``*_eager_fallback`` (op callbacks on, as u
 import os
 
 from tfnative.analysis import event as analysis
-from tfnative.core.model import Capture, Document, Op, TfFunction, Thread, frames_from_json, thread_label
+from tfnative.core.model import (
+    Capture,
+    Document,
+    EventThread,
+    Op,
+    TfFunction,
+    Thread,
+    captured_frames_from_json,
+    thread_label,
+)
 from tfnative.output import render, report
 
 SITE = "/venv/lib/python3.11/site-packages/tensorflow/python"
@@ -59,7 +68,7 @@ FUNCTION = [n("TFE_Execute", CC),
 
 
 def thread(tid, frames, name="python", python_name=None):
-    return Thread(tid=tid, name=name, frames=frames_from_json(frames), python_name=python_name)
+    return Thread(tid=tid, name=name, frames=captured_frames_from_json(frames), python_name=python_name)
 
 
 def crash(*threads, selected):
@@ -139,7 +148,7 @@ def test_the_op_comes_from_the_generated_op_when_no_kernel_frame_is_left(tmp_pat
                    "  try:\n"
                    "    _result = pywrap_tfe.TFE_Py_FastPathExecute(\n"
                    "      _ctx, \"AudioSpectrogram\", name, input, \"window_size\", window_size)\n")
-    frames = frames_from_json([n("PyErr_Occurred", "libpython3.11.so.1.0"),
+    frames = captured_frames_from_json([n("PyErr_Occurred", "libpython3.11.so.1.0"),
                                py("audio_spectrogram", 3, str(gen)), py("<module>", 7)])
     event = crash(Thread(tid=100, name="python", frames=frames), selected=100)
     tr = triage(event)
@@ -156,8 +165,8 @@ def test_paths_are_normal_and_labels_match_the_text():
     assert main.label == "MainThread" and main.to_json()["label"] == "MainThread"
     assert event.threads[1].label == "tf_Compute"
     # a core keeps no OS names: threading's name, or nothing
-    assert thread_label(Thread(tid=5, name="", python_name="loader"), "") == "loader"
-    assert report.thread_display_name(Thread(tid=6, name=""), "") == '""'
+    assert thread_label(EventThread(tid=5, name="", python_name="loader"), "") == "loader"
+    assert report.thread_display_name(EventThread(tid=6, name=""), "") == '""'
 
 
 def test_a_rewritten_kernel_shows_the_node_not_the_kernel_type_as_its_name():

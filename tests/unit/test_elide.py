@@ -7,12 +7,12 @@ from hypothesis import strategies as st
 
 from tfnative.analysis.frames import mark_thread
 from tfnative.core.elide import elide, elided_text
-from tfnative.core.model import NativeFrame, PythonFrame, Thread
+from tfnative.core.model import EventNativeFrame, EventPythonFrame, EventThread
 from tfnative.output.render import thread_block
 
 
 def _py(name, line):
-    return PythonFrame(function=name, file="/src/app.py", line=line)
+    return EventPythonFrame(function=name, file="/src/app.py", line=line)
 
 
 def test_short_stack_untouched():
@@ -42,7 +42,7 @@ def test_mixed_names_most_frequent_first():
 
 def test_text_numbers_frames_by_their_depth():
     frames = elide([_py("leaf", 1)] + [_py("recurse", 2)] * 50 + [_py("<module>", 9)], inner=2, outer=2)
-    thread = Thread(tid=1, name="t", frames=frames)
+    thread = EventThread(tid=1, name="t", frames=frames)
     mark_thread(thread)  # analysis marks the user's frames
     lines = thread_block(thread)
     assert lines[3].strip() == "... 48 frames of recurse() ..."
@@ -53,7 +53,7 @@ def test_long_names_cut_in_the_middle():
     from tfnative.output.render import frame_line
 
     name = "std::_Function_handler<void (int, int), dnnl::impl::cpu::x64::" + "x" * 200 + ">::_M_invoke(int, int)"
-    line = frame_line(3, NativeFrame(function=name, library="libtensorflow_cc.so.2", address="0x1"), name_width=80)
+    line = frame_line(3, EventNativeFrame(function=name, library="libtensorflow_cc.so.2", address="0x1"), name_width=80)
     assert "std::_Function_handler" in line and line.split(" in libtensorflow")[0].endswith("::_M_invoke(int, int)")
     assert len(line.split(" in libtensorflow")[0].split(None, 1)[1]) == 80
 
@@ -61,7 +61,7 @@ def test_long_names_cut_in_the_middle():
 def test_source_line_under_the_frame_line():
     from tfnative.output.render import frame_line
 
-    line = frame_line(0, NativeFrame(function="tfn_block", file="block.cc", line=4, source="    usleep(20000);",
+    line = frame_line(0, EventNativeFrame(function="tfn_block", file="block.cc", line=4, source="    usleep(20000);",
                                      library="libblock_g.so", address="0x10"))
     first, second = line.split("\n")
     assert first.endswith("tfn_block at block.cc:4 in libblock_g.so [0x10]")
@@ -89,7 +89,7 @@ def test_default_bounds_keep_500_frames_at_each_end():
 
 
 def test_unnamed_frames_are_counted_as_question_marks():
-    frames = [_py("a", 1)] + [NativeFrame(function=None, address="0x1")] * 5 + [_py("b", 1)]
+    frames = [_py("a", 1)] + [EventNativeFrame(function=None, address="0x1")] * 5 + [_py("b", 1)]
     marker = elide(frames, inner=1, outer=1)[1]
     assert marker.functions == ["??"] and elided_text(marker) == "... 5 frames of ??() ..."
     assert elided_text(type(marker)(count=3)) == "... 3 frames of ??() ..."  # a marker read without names

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tfnative.core import locks
-from tfnative.core.model import NativeFrame, Thread
+from tfnative.core.model import EventNativeFrame, EventThread, NativeFrame
 
 from .test_waitgraph import again, docs
 
@@ -71,9 +71,9 @@ def test_an_async_kernel_that_never_called_done():
 def test_an_async_kernel_with_a_thread_at_work_is_not_claimed_dead():
     """Another thread runs a kernel: the async kernel's done may still come."""
     (doc,) = docs("kernel_never_done_g0")
-    doc.events[0].threads.append(Thread(tid=doc.pid + 1, name="tf_Compute", kernel={"state": "R"}, frames=[
-        NativeFrame(function="MatMulOp::Compute(tensorflow::OpKernelContext*)"),
-        NativeFrame(function="tensorflow::ThreadPoolDevice::Compute(tensorflow::OpKernel*, tensorflow::"
+    doc.events[0].threads.append(EventThread(tid=doc.pid + 1, name="tf_Compute", kernel={"state": "R"}, frames=[
+        EventNativeFrame(function="MatMulOp::Compute(tensorflow::OpKernelContext*)"),
+        EventNativeFrame(function="tensorflow::ThreadPoolDevice::Compute(tensorflow::OpKernel*, tensorflow::"
                     "OpKernelContext*)")]))
     assert again(doc).pattern != "async_never_done"
 

@@ -15,7 +15,7 @@ import pytest
 
 from tfnative.core import model
 from tfnative.core.elide import elide
-from tfnative.core.model import Capture, Document, ElidedFrame, Event, NativeFrame, PythonFrame, Thread
+from tfnative.core.model import Capture, Document, ElidedFrame, Event, EventThread, NativeFrame, PythonFrame, Thread
 
 DATA = Path(__file__).parent / "data"
 DOCS = sorted(DATA.glob("doc_*.json"))
@@ -65,7 +65,9 @@ def test_capture_typed_with_its_internal_fields():
     assert [f.level for f in native] == sorted(f.level for f in native)  # gdb's frame numbers, kept
     merged = [f for f in main.frames if isinstance(f, PythonFrame)]
     assert merged and all(f.eval_address for f in merged)
-    assert all(f.frame_class is None and f.source is None for f in main.frames)  # the report sets those
+    # the event's types carry what the report sets (class, source): a capture's frames have no place for them
+    assert all(type(f) in (NativeFrame, PythonFrame) and not hasattr(f, "frame_class") and not hasattr(f, "source")
+               for f in main.frames)
     worker = next(t for t in gdb.threads if not t.has_python())
     assert "has_python" in worker.capture_json() and not worker.capture_json()["has_python"]
     snap = Capture.from_json(load("capture_snapshot.json"))
@@ -143,7 +145,7 @@ def test_mismatch_thread_keeps_both_stacks():
     d = {"tid": 5, "name": "python", "frames": [], "merge": "mismatch", "gil": None,
          "merge_detail": "2 _PyEval_EvalFrameDefault native frame(s) but 3 Python frame(s)",
          "python_frames": [{"kind": "python", "function": "f", "file": "a.py", "line": 1, "user": True}]}
-    thread = Thread.from_json(d)
+    thread = EventThread.from_json(d)
     assert isinstance(thread.python_frames[0], PythonFrame)
     assert thread.to_json() == d and list(thread.to_json()) == list(d)
 
@@ -267,12 +269,12 @@ def test_tf_function_read_or_attributed():
                                         "called_by": 7, "how": "only tf.function in flight"})
     assert given.called_by == 7 and list(given.to_json()) == ["name", "python_function", "called_by", "how"]
     # a thread writes its own tf.function before the merge's details, an attributed one after its error
-    thread = Thread(tid=1, frames=[], python_frames=[], merge_detail="x", error="e", tf_function=own)
+    thread = EventThread(tid=1, frames=[], python_frames=[], merge_detail="x", error="e", tf_function=own)
     assert list(thread.to_json()).index("tf_function") < list(thread.to_json()).index("merge_detail")
     thread.tf_function = given
     keys = list(thread.to_json())
     assert keys.index("tf_function") == keys.index("error") + 1 and keys.count("tf_function") == 1
-    assert Thread.from_json(thread.to_json()).tf_function == given
+    assert EventThread.from_json(thread.to_json()).tf_function == given
     assert "tf_function" not in thread.capture_json()
 
 
@@ -337,13 +339,17 @@ def test_key_tables_name_only_attributes():
 
     internal = {"Capture": {"stack_pointers", "tf_config"}, "Document": {"has_exit", "attached"},
                 # what analysis decides for the renderers (analysis/frames.py), never written
-                "NativeFrame": {"glue", "abort", "foldable", "shown_class", "library_path"},
+                "EventNativeFrame": {"glue", "abort", "foldable", "shown_class", "library_path"},
                 # and the op a generated wrapper's frame runs (analysis/pyop.py), for the op line
-                "PythonFrame": {"user_code", "foldable", "shown_class", "wrapper_op"}}
+                "EventPythonFrame": {"user_code", "foldable", "shown_class", "wrapper_op"}}
     from tfnative.core import framemodel, triage
 
-    for cls, keys in ((NativeFrame, framemodel._NATIVE_KEYS), (PythonFrame, framemodel._PYTHON_KEYS),
-                      (ElidedFrame, framemodel._ELIDED_KEYS), (Thread, model._THREAD_KEYS),
+    for cls, keys in ((NativeFrame, framemodel._CAPTURED_NATIVE_KEYS),
+                      (PythonFrame, framemodel._CAPTURED_PYTHON_KEYS),
+                      (model.EventNativeFrame, framemodel._NATIVE_KEYS),
+                      (model.EventPythonFrame, framemodel._PYTHON_KEYS),
+                      (ElidedFrame, framemodel._ELIDED_KEYS), (Thread, model._CAPTURED_THREAD_KEYS),
+                      (EventThread, model._THREAD_KEYS),
                       (Capture, model._CAPTURE_KEYS), (Event, model._EVENT_KEYS),
                       (Document, model._DOCUMENT_KEYS), (model.HangVerdict, triage._HANG_VERDICT_KEYS),
                       (model.CrashSummary, triage._CRASH_SUMMARY_KEYS), (model.ChildDeath, model._CHILD_DEATH_KEYS),

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from tfnative.core import docread, treemodel
-from tfnative.core.model import Document, Outcome, Thread
+from tfnative.core.model import Document, EventThread, Outcome
 from tfnative.errors import TfnativeError
 from tfnative.output import processes, report, threadgroups
 from tfnative.snapshot import many as multistack
@@ -111,7 +111,7 @@ def test_thread_groups_and_titles():
     threads.insert(3, {"tid": 99, "name": "python", "frames": [nat("epoll_wait")]})
     threads.append({"tid": 200, "name": "tf_Compute", "frames": list(wait)})  # same stack, other state
     threads.append({"tid": 120, "name": "Eigen", "frames": list(wait)})
-    headed = [(Thread.from_json(t), " [S in futex]" if t["tid"] != 200 else " [R running]") for t in threads]
+    headed = [(EventThread.from_json(t), " [S in futex]" if t["tid"] != 200 else " [R running]") for t in threads]
     groups = threadgroups.group_threads(headed)
     assert [len(g) for g in groups] == [15, 1, 1]  # addresses do not matter, headers do; first-seen order
     assert threadgroups.group_title(groups[0]) == "15 threads (tf_Compute 101-114, Eigen 120)"
@@ -131,5 +131,5 @@ def test_threads_with_other_locals_are_not_grouped():
     a = {"tid": 1, "name": "python", "frames": [dict(frame, variables=[{"name": "i", "value": "1"}])]}
     b = {"tid": 2, "name": "python", "frames": [dict(frame, variables=[{"name": "i", "value": "2"}])]}
     c = {"tid": 3, "name": "python", "frames": [dict(frame, variables=[{"name": "i", "value": "2"}])]}
-    a, b, c = (Thread.from_json(t) for t in (a, b, c))
+    a, b, c = (EventThread.from_json(t) for t in (a, b, c))
     assert [[t.tid for t in g] for g in threadgroups.group_threads([(a, ""), (b, ""), (c, "")])] == [[1], [2, 3]]

@@ -63,3 +63,109 @@ def test_the_checks_fatal_line_in_either_log_format():
     assert _fatal_line(absl) == "tensor_shape.cc:362] Check failed: d < dims() (2 vs. 2)"
     assert _fatal_line(tf216) == "tensorflow/core/framework/tensor_shape.cc:357] Check failed: d < dims() (1 vs. 1)"
     assert _fatal_line("2026-11-28 11:19:58.559630: I x.cc:1] Check failed: no\n") is None
+
+
+# -- a --break-op stop's script (attach/repro.make_stop) ---------------------------------------------------------
+def stop(op, library=None, frame_class="tensorflow-native"):
+    """A --break-op stop's event: the thread that stopped, its innermost kernel frame carrying ``op`` as the
+    capture read it (``Op.from_json``: a kernel frame's keys)."""
+    from tfnative.core.model import Event, EventNativeFrame, EventThread
+
+    kernel = EventNativeFrame(function="tensorflow::ReshapeOp::Compute(tensorflow::OpKernelContext*)", library=library,
+                         op=Op.from_json(dict(op, kernel="0x5555")), frame_class=frame_class)
+    return Event(kind="breakpoint", location="op %s" % op["type"], op=Op(type=op["type"], name=op["name"]),
+                 threads=[EventThread(tid=1, frames=[EventNativeFrame(function="memcpy"), kernel])])
+
+
+def test_a_stops_op_gives_the_model_a_crash_of_the_same_op_gives():
+    """A stop's op and a crash's go through the one typed path (``model_of_op``): the same model."""
+    from tfnative.analysis.reproducer import model_of_op, stop_op
+
+    op, library = stop_op(stop(RESHAPE))
+    assert op.type == "Reshape" and library is None
+    assert model_of_op(op, library) == model_of(crash(RESHAPE))
+
+
+def test_a_stops_op_in_the_users_library_loads_it():
+    from tfnative.analysis.reproducer import model_of_op, stop_op
+
+    op, library = stop_op(stop(dict(RESHAPE, type="ZeroOut"), library="/src/zero_out.so", frame_class="user"))
+    assert library == "/src/zero_out.so" and model_of_op(op, library)["library"] == "/src/zero_out.so"
+
+
+def test_a_stop_without_a_kernel_frame_or_with_unread_inputs_gives_none():
+    from tfnative.analysis.reproducer import model_of_op, stop_op
+    from tfnative.core.model import Event
+
+    assert stop_op(Event(kind="breakpoint")) is None
+    op, _ = stop_op(stop(dict(RESHAPE, inputs=[RESHAPE["inputs"][0], {"unread": "a dangling buffer"}])))
+    with pytest.raises(NoRepro, match="input 1 was not read: a dangling buffer"):
+        model_of_op(op, None)
+
+
+def test_a_stops_script_keeps_and_prints_the_ops_outputs():
+    from tfnative.output.reprotext import script
+
+    call = {"op": "Reshape", "function": "tf.raw_ops.Reshape", "call_attrs": {}, "attr_types": {}, "onednn": True,
+            "args": [["tensor", 0], ["shape", 1]], "inputs": RESHAPE["inputs"]}
+    text, big = script(call, "r.py.npz", stop=True)
+    assert not big and text.splitlines()[-2:] == ["result = tf.raw_ops.Reshape(tensor=tensor, shape=shape)",
+                                                  "print(result)"], text
+    assert "oneDNN's kernel" in text and "crash" not in text, text
+    assert script(call, "r.py.npz")[0].splitlines()[-1] == "tf.raw_ops.Reshape(tensor=tensor, shape=shape)"
+
+
+@pytest.mark.parametrize("check, said", [
+    ({"outcome": "returned", "outputs": [{"dtype": "float32", "shape": [5, 1]}]}, "alone, it returned float32[5,1]"),
+    ({"outcome": "returned", "outputs": []}, "alone, it returned no output"),
+    ({"outcome": "raised", "error": "InvalidArgumentError: Input to reshape is a tensor with 5 values"},
+     "alone, it raised InvalidArgumentError: Input to reshape is a tensor with 5 values"),
+    ({"outcome": "died", "signal": "SIGSEGV"}, "alone, it died of SIGSEGV"),
+    ({"outcome": "timeout", "error": "it still ran after 300 s"}, "alone, it still ran after 300 s"),
+    ({"outcome": "skipped"}, "not run (--no-repro-check)")])
+def test_a_stops_check_says_what_the_script_did_and_claims_no_crash(check, said):
+    from tfnative.output.reprotext import stop_check_line
+
+    line = stop_check_line("r.2.py", 5, "Reshape", 2, check)
+    assert line == "tfnative: repro: r.2.py (5 lines) runs op Reshape on the inputs of hit 2; " + said
+    assert "crash" not in line and "reproduc" not in line and "original" not in line
+
+
+@pytest.mark.parametrize("path, n, named", [
+    ("repro.py", 1, "repro.py"), ("repro.py", 2, "repro.2.py"), ("d/r.x.py", 3, "d/r.x.3.py"), ("out", 2, "out.2"),
+    ("d.x/out", 2, "d.x/out.2"), (".hidden", 2, ".hidden.2"), ("-", 2, "-")])
+def test_the_scripts_of_a_session_are_numbered_before_the_suffix(path, n, named):
+    from tfnative.attach.repro import numbered
+
+    assert numbered(path, n) == named
+
+
+def test_an_events_reproducer_is_in_the_schema():
+    from tfnative.core.docschema import SchemaError, check_document
+
+    rep = {"path": "/w/r.py", "op": "MatMul", "attrs": {}, "inputs": [{"dtype": "float32", "shape": [2, 2]}],
+           "check": {"outcome": "returned", "outputs": [{"dtype": "float32", "shape": [2, 2]}]}}
+    doc = {"tfnative": 1, "events": [{"kind": "breakpoint", "location": "op MatMul", "reproducer": rep}]}
+    check_document(doc)
+    rep["check"]["outputs"] = "float32[2,2]"
+    with pytest.raises(SchemaError):
+        check_document(doc)
+
+
+@pytest.mark.parametrize("body, outcome", [
+    ("result = None\n", {"outcome": "returned", "outputs": []}),
+    ("raise ValueError('Matrix size-incompatible: In[0]: [2,2]\\nmore')\n",
+     {"outcome": "raised", "error": "ValueError: Matrix size-incompatible: In[0]: [2,2]"}),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", {"outcome": "died", "signal": "SIGSEGV"}),
+    ("import time\ntime.sleep(30)\n", {"outcome": "timeout", "error": "it still ran after 2 s"})])
+def test_a_stops_check_runs_the_script_alone_and_reads_what_it_did(tmp_path, body, outcome):
+    """``check_stop`` runs the script in a fresh process as ``python FILE`` would (plain Python scripts here: what
+    it reads of a TensorFlow result is ``tests/integration/test_break_op_repro.py``'s)."""
+    import sys
+
+    from tfnative.attach.repro import check_stop
+
+    path = tmp_path / "r.py"
+    path.write_text(body)
+    assert check_stop(sys.executable, str(path), timeout=2) == outcome
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.py"]

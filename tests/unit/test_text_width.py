@@ -12,7 +12,7 @@ import pytest
 
 from tfnative.analysis.event import finish
 from tfnative.analysis.frames import mark_frames, mark_thread
-from tfnative.core.model import Document, Event, NativeFrame, Op, PythonFrame, TfFunction, Thread
+from tfnative.core.model import Document, Event, EventNativeFrame, EventPythonFrame, EventThread, Op, TfFunction
 from tfnative.output import fit, render, report
 
 OP = Op(type="FusedPadConv2D", name="FusedPadConv2D")
@@ -42,7 +42,7 @@ SCRIPT = "/work/wt-text/tests/scripts/tf_check_failed.py"
 
 
 def native(name, lib, address="0x7efd58748bb5", op=None):
-    f = NativeFrame(function=name, library=lib, address=address)
+    f = EventNativeFrame(function=name, library=lib, address=address)
     f.op = op
     return f
 
@@ -50,7 +50,7 @@ def native(name, lib, address="0x7efd58748bb5", op=None):
 def aborting_thread():
     frames = [native(n, lib, op=OP if "Compute(" in n and "Device" in n or n == KERNEL else None)
               for n, lib in ABORTING]
-    thread = Thread(tid=4866, name="tf_Compute", frames=frames)
+    thread = EventThread(tid=4866, name="tf_Compute", frames=frames)
     thread.tf_function = TfFunction(name="__inference_bad_pad_conv_8", python_function="bad_pad_conv",
                                     how="only tf.function in flight", called_by=4840)
     mark_thread(thread)  # as analysis marks an event's threads for the text
@@ -59,14 +59,14 @@ def aborting_thread():
 
 def main_thread():
     frames = [native("syscall", "libc.so.6"),
-              PythonFrame(function="Function.__call__", line=833,
+              EventPythonFrame(function="Function.__call__", line=833,
                           file=SITE + "/eager/polymorphic_function/polymorphic_function.py"),
-              PythonFrame(function="filter_traceback.<locals>.error_handler", line=164,
+              EventPythonFrame(function="filter_traceback.<locals>.error_handler", line=164,
                           file=SITE + "/util/traceback_utils.py"),
-              PythonFrame(function="<module>", file=SCRIPT, line=12),
+              EventPythonFrame(function="<module>", file=SCRIPT, line=12),
               native("_start", "python3.11")]
     frames[3].user = True
-    thread = Thread(tid=4840, name="MainThread", frames=frames)
+    thread = EventThread(tid=4840, name="MainThread", frames=frames)
     mark_thread(thread)
     return thread
 

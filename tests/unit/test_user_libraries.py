@@ -11,7 +11,7 @@ import pytest
 
 from tfnative.core import frameclass
 from tfnative.core.binary import libfacts
-from tfnative.core.model import NativeFrame, Op
+from tfnative.core.model import EventNativeFrame, Op
 from tfnative.output.render import frame_line, is_marked
 
 SITE = "/home/me/.venv/lib/python3.11/site-packages"
@@ -64,10 +64,10 @@ def test_interpreter_prefixes():
 
 
 def test_a_frame_classed_user_stays_so_and_is_marked():
-    kernel = NativeFrame(function="ZeroOutOp::Compute", library="zero_out.so", address="0x1",
+    kernel = EventNativeFrame(function="ZeroOutOp::Compute", library="zero_out.so", address="0x1",
                          op=Op(type="ZeroOut", name="ZeroOut"), frame_class="user")
-    helper = NativeFrame(function="helper", library="zero_out.so", address="0x2", frame_class="user")
-    stock = NativeFrame(function="MatMulOp::Compute", library="libtensorflow_cc.so.2", address="0x3",
+    helper = EventNativeFrame(function="helper", library="zero_out.so", address="0x2", frame_class="user")
+    stock = EventNativeFrame(function="MatMulOp::Compute", library="libtensorflow_cc.so.2", address="0x3",
                         op=Op(type="MatMul", name="m"))
     assert frameclass.frame_class(kernel) == "user"
     assert frame_line(0, kernel, bare=True).endswith("  <-- your kernel, op ZeroOut")
@@ -125,7 +125,7 @@ def test_libfacts_on_real_files(tmp_path):
     ("inlined_helper", "/opt/gcc-13/include/c++/13/bits/stl_algo.h", True),
 ])
 def test_standard_library_code_is_nobodys_own(function, file, expected):
-    f = NativeFrame(function=function, file=file, library="segment_throw.so")
+    f = EventNativeFrame(function=function, file=file, library="segment_throw.so")
     assert frameclass.is_standard_library(f) is expected
     assert frameclass.native_class(f, "user") == ("system" if expected else "user")
     f.frame_class = frameclass.native_class(f, "user")

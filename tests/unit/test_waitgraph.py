@@ -13,7 +13,7 @@ import pytest
 
 from tfnative.analysis import verdict, waitgraph
 from tfnative.analysis.across import across
-from tfnative.core.model import Document, Event, Thread, frames_from_json
+from tfnative.core.model import Document, Event, EventThread, frames_from_json
 from tfnative.output import verdicttext
 
 from ..utils import ROOT, line_of
@@ -143,10 +143,10 @@ def py(function, line, file="/home/me/app.py"):
 
 def test_a_chain_without_a_cycle_is_no_deadlock():
     """A waits for B (a lock B holds), B sleeps: a chain, not a cycle."""
-    a = Thread(tid=10, name="python", frames=frames_from_json([n("rlock_acquire", "libpython3.11.so.1.0"),
+    a = EventThread(tid=10, name="python", frames=frames_from_json([n("rlock_acquire", "libpython3.11.so.1.0"),
                                                                py("one", 5)]),
                lock_wait={"resource": "RLock lock_a", "owner": 11, "evidence": "owned by thread 11"})
-    b = Thread(tid=11, name="python", frames=frames_from_json([n("clock_nanosleep"), py("two", 9)]))
+    b = EventThread(tid=11, name="python", frames=frames_from_json([n("clock_nanosleep"), py("two", 9)]))
     event = Event(kind="snapshot", pid=10, threads=[a, b])
     waits, loop, steps = waitgraph.analyse(event)
     assert loop is None and [w.thread for w in steps] == [10]

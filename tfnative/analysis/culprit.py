@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..core import frameclass
 from ..core.kstate import ProcessFacts
-from ..core.model import Document, Event, PythonFrame, Thread
+from ..core.model import Document, Event, EventThread, PythonFrame
 from . import waitgraph
 from .threadwords import blocked_in
 
@@ -60,7 +60,7 @@ def _event(doc: Document) -> Optional[Event]:
     return doc.events[0] if doc.events else None
 
 
-def _main(e: Event) -> Optional[Thread]:
+def _main(e: Event) -> Optional[EventThread]:
     return next((t for t in e.threads if t.tid == e.pid), e.threads[0] if e.threads else None)
 
 
@@ -104,7 +104,7 @@ def find(docs: Sequence[Document], facts: Mapping[int, ProcessFacts],
     return None
 
 
-def _at(t: Optional[Thread]) -> str:
+def _at(t: Optional[EventThread]) -> str:
     """``work at mwms_steps.py:79`` (the user's innermost frame), else ``waitgraph.where``."""
     if t is None:
         return "?"
@@ -114,7 +114,7 @@ def _at(t: Optional[Thread]) -> str:
     return waitgraph.where(t)
 
 
-def _in(t: Optional[Thread]) -> str:
+def _in(t: Optional[EventThread]) -> str:
     call = blocked_in(t) if t is not None else None
     return ", in %s()" % call if call else ""
 

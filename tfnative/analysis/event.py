@@ -14,31 +14,33 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..core import sourcelines
 from ..core.elide import elide
-from ..core.frameclass import frame_class, hide_glue, is_user_frame, native_class
+from ..core.frameclass import frame_class, is_user_frame, native_class
 from ..core.model import (
     Capture,
     CrashSummary,
     Document,
     Event,
+    EventFrame,
     EventKind,
+    EventPythonFrame,
+    EventThread,
     Frame,
     NativeFrame,
     Op,
     PythonFrame,
     TfFunction,
-    Thread,
     WorksFor,
     thread_label,
 )
 from ..core.tensorflow import executors
 from . import opcall, pyop, userlibs, verdict
-from .frames import copies, copy_thread, mark_thread
+from .frames import event_thread, mark_thread
 
 
 def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
                in_flight: Optional[List[Tuple[int, TfFunction]]] = None, **extra: Any) -> Event:
-    """Turn one capture into an event (EVENT of the schema), of copies of its threads and frames: the capture
-    stays as it was captured.
+    """Turn one capture into an event (EVENT of the schema), its threads and frames the event's types built of
+    the capture's (``frames.event_thread``): the capture stays as it was captured.
 
     Frames get their ``class``, ``user`` and source line, glue frames are
     hidden (unless ``native_all``) and deep stacks elided; then what the renderers show of them
@@ -51,9 +53,8 @@ def make_event(kind: EventKind, capture: Capture, native_all: bool = False,
     threads = []
     classes = userlibs.library_classes(capture.libraries)
     for captured in capture.threads:
-        t = copy_thread(captured)  # the event's own thread: the capture's is not changed
-        frames = t.frames if native_all else hide_glue(t.frames)
-        t.frames = elide(_cleaned(frames, classes))
+        t = event_thread(captured, glue=native_all)  # the event's own thread: the capture's is not changed
+        t.frames = elide(_cleaned(t.frames, classes))
         for f in t.frames:  # a custom op's library, by its path: its reproducer loads it
             if isinstance(f, NativeFrame) and f.frame_class == "user" and f.library:
                 f.library_path = capture.libraries.get(f.library)
@@ -116,12 +117,12 @@ def numerics_op(event: Event) -> None:
         mark_thread(thread)
 
 
-def creation_frames(stack: List[Any]) -> List[Frame]:
+def creation_frames(stack: List[Any]) -> List[EventFrame]:
     """The frames (outermost first: they go in an op's ``created_at``) of a Python creation stack given as
     (file, line, function) rows."""
-    out: List[Frame] = []
+    out: List[EventFrame] = []
     for file, line, function in stack:
-        f = PythonFrame(function=function, file=file, line=int(line))
+        f = EventPythonFrame(function=function, file=file, line=int(line))
         f.user = is_user_frame(f)
         f.source = source_line(f.file, f.line)
         out.append(f)
@@ -174,7 +175,7 @@ def add_op_origin(event: Event, origins_path: str) -> None:
                               created_at=creation_frames(forward.get("stack") or []))
 
 
-def _frames_op(frames: List[Frame]) -> Optional[Op]:
+def _frames_op(frames: List[EventFrame]) -> Optional[Op]:
     """The op of the first kernel frame (a native frame with its op read) among ``frames``."""
     return next((f.op for f in frames if isinstance(f, NativeFrame) and f.op), None)
 
@@ -218,7 +219,7 @@ def in_flight_functions(capture: Capture) -> List[Tuple[int, TfFunction]]:
     return out
 
 
-def _attribute_executors(threads: List[Thread], extra: List[Tuple[int, TfFunction]]) -> None:
+def _attribute_executors(threads: List[EventThread], extra: List[Tuple[int, TfFunction]]) -> None:
     """Executor threads running kernels say which tf.function, when only one is in flight.
 
     An executor thread holds no ``quick_execute`` frame that would name its
@@ -243,11 +244,11 @@ def _attribute_executors(threads: List[Thread], extra: List[Tuple[int, TfFunctio
             t.tf_functions_in_flight = sorted(names)
 
 
-def _runs_tensorflow(threads: List[Thread]) -> bool:
+def _runs_tensorflow(threads: List[EventThread]) -> bool:
     return any(getattr(f, "frame_class", None) == "tensorflow-native" for t in threads for f in t.frames)
 
 
-def _attribute_waiters(threads: List[Thread], selected: Optional[int]) -> None:
+def _attribute_waiters(threads: List[EventThread], selected: Optional[int]) -> None:
     """A thread running TensorFlow's work with no Python frame of its own (a pool worker running a kernel,
     an executor, a tf.data runner) that no tf.function claims says which Python thread waits for that work
     (JSON ``"works_for": {"tid", "waits_in", "how"}``): the only Python thread waiting inside TensorFlow, or
@@ -271,13 +272,12 @@ def _attribute_waiters(threads: List[Thread], selected: Optional[int]) -> None:
             t.works_for = WorksFor(w.tid, what, how)
 
 
-def _cleaned(captured: List[Frame], classes: Optional[Dict[str, str]] = None) -> List[Frame]:
-    """Captured frames (innermost first) as the event shows them, copies (the captured ones are not changed):
-    each with its ``class`` (a native frame's from ``classes``, its library's class by the library's path,
+def _cleaned(frames: List[EventFrame], classes: Optional[Dict[str, str]] = None) -> List[EventFrame]:
+    """The event's frames (innermost first: its own, built of the capture's) as the event shows them: each
+    with its ``class`` (a native frame's from ``classes``, its library's class by the library's path,
     where that decides it) and its source line; a Python frame with ``user`` and, on a ``quick_execute``
     frame, the tf.function it runs (not where its caller is a generated op's eager fallback: that runs one
     op)."""
-    frames = copies(captured)
     python = [f for f in frames if isinstance(f, PythonFrame)]
     # each frame's caller outside TensorFlow's eager/execute.py (execute_with_callbacks...)
     callers = {id(f): next((c for c in python[i + 1:] if not c.file or not c.file.endswith(_EXECUTE_PY)), None)
@@ -340,7 +340,7 @@ def _is_eager_fallback(frame: PythonFrame) -> bool:
 _EAGER_RE = re.compile(r"^TFE_(Py_)?Execute|^TFE_Py_FastPathExecute|^tensorflow::EagerExecute\(")
 
 
-def ran_eagerly(thread: Thread) -> bool:
+def ran_eagerly(thread: EventThread) -> bool:
     """Whether the thread's op runs eagerly: it dispatches an op (``TFE_Execute``, the fast path, an op
     wrapper's eager fallback) and runs no tf.function."""
     if thread.tf_function is not None:
@@ -394,7 +394,7 @@ def document_triage(doc: Document) -> CrashSummary:
     return out
 
 
-def _nearest_user_frame(thread: Thread, others: List[Thread]) -> Optional[PythonFrame]:
+def _nearest_user_frame(thread: EventThread, others: List[EventThread]) -> Optional[EventPythonFrame]:
     """The user's frame nearest the stopped ``thread``: on its merged stack, else its Python stack alone (a
     thread whose merge failed); an executor thread has no Python frame: then that of the thread that called
     its tf.function, among ``others`` (it follows it)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Set
 
-from ..core.model import Event, Json, NativeFrame, PythonFrame
+from ..core.model import Event, Json, NativeFrame, Op, PythonFrame
 from . import pyop
 
 
@@ -41,10 +41,10 @@ def input_names(opdef: Json, attrs: Json, count: int) -> Optional[List[str]]:
     return names if len(names) == count else None
 
 
-def op_call(op: Json) -> Optional[Json]:
+def op_call(op: Op) -> Optional[Json]:
     """``{"inputs": [name...], "attrs": {name: value}}`` of an op whose inputs, attributes and OpDef were read;
     None otherwise.  ``inputs`` is absent where the definition does not add up to the inputs read."""
-    opdef, attrs, inputs = op.get("opdef"), op.get("attrs"), op.get("inputs")
+    opdef, attrs, inputs = op.opdef, op.attrs, op.inputs
     if not opdef or attrs is None or inputs is None:
         return None
     carried: Set[str] = set()
@@ -70,7 +70,7 @@ def name_calls(event: Event) -> None:
     for thread in event.threads:
         for frame in thread.frames:
             if isinstance(frame, NativeFrame) and frame.op is not None and frame.op.opdef is not None:
-                frame.op.call = op_call(frame.op.to_json())
+                frame.op.call = op_call(frame.op)
         frames = thread.frames + (thread.python_frames or [])
         if any(isinstance(f, PythonFrame) and f.op_args is not None for f in frames):
             pyop.mark_wrapper_op(frames)

@@ -20,7 +20,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 from ..core.binary.mapfile import read_file
-from ..core.model import Frame, Op, PythonFrame
+from ..core.model import EventFrame, EventPythonFrame, Op, PythonFrame
 from ..core.sourcelines import MAX_BYTES
 
 __all__ = ["mark_wrapper_op", "python_op"]
@@ -68,7 +68,7 @@ def _op_types(path: str) -> Dict[str, str]:
     return out
 
 
-def _wrapper_args(f: PythonFrame) -> Dict[str, Any]:
+def _wrapper_args(f: EventPythonFrame) -> Dict[str, Any]:
     """``{"inputs", "attrs", "call"}`` of a wrapper frame whose arguments the capture read (``op_args``): the
     call names each input by its argument and every attribute passed (the wrapper's frame holds no OpDef to
     tell a default); {} where none was read."""
@@ -80,9 +80,9 @@ def _wrapper_args(f: PythonFrame) -> Dict[str, Any]:
             "call": {"inputs": list(args.get("input_names") or []), "attrs": attrs}}
 
 
-def mark_wrapper_op(frames: List[Frame]) -> None:
+def mark_wrapper_op(frames: List[EventFrame]) -> None:
     """The generated wrapper frame whose arguments the capture read (``op_args``) gets its op
-    (``PythonFrame.wrapper_op``), where ``python_op`` names the op from it."""
+    (``EventPythonFrame.wrapper_op``), where ``python_op`` names the op from it."""
     op = python_op(frames)
     if op is None or op.inputs is None:
         return
@@ -90,7 +90,7 @@ def mark_wrapper_op(frames: List[Frame]) -> None:
     frame.wrapper_op = op
 
 
-def python_op(frames: List[Frame]) -> Optional[Op]:
+def python_op(frames: List[EventFrame]) -> Optional[Op]:
     """An ``Op`` with its ``type`` and ``from_`` (no name): the op of the innermost op wrapper among a thread's
     Python frames (``from_``: "gen_audio_ops.audio_spectrogram"; with its ``inputs``, ``attrs`` and ``call`` where the
     capture read the wrapper's arguments), or of an eager ``quick_execute``, else the op a graph

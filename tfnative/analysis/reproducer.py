@@ -12,9 +12,9 @@ variable whose value was not read, a string or variant input, each refuses the r
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..core.model import CrashSummary, Document, Json, NativeFrame
+from ..core.model import CrashSummary, Document, Event, EventNativeFrame, Json, NativeFrame, Op
 from ..core.tensorflow import spool
 
 _NPZ_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
@@ -37,62 +37,86 @@ def model_of(doc: Document, whole: bool = True) -> Json:
     kernel (the triage's op); raises NoRepro.  Without ``whole``, an input whose values were not read (larger
     than a crash report reads: ``--repro`` reads it whole) does not refuse it."""
     triage = doc.triage
-    op = triage.op.triage_json() if isinstance(triage, CrashSummary) and triage.op else {}
-    if not getattr(triage, "signal", None) or not op.get("type"):
+    op = triage.op if isinstance(triage, CrashSummary) else None
+    if not getattr(triage, "signal", None) or op is None or not op.type:
         raise NoRepro("no fatal signal in an op's kernel to reproduce")
-    if op["type"] in _RUNS_PYTHON:
+    return model_of_op(op, _kernel_library(doc.events), whole)
+
+
+def stop_op(event: Event) -> Optional[Tuple[Op, Optional[str]]]:
+    """A ``--break-op`` stop's op as its kernel frame read it (the innermost kernel frame of the thread that
+    stopped: its inputs, attributes and definition, read as a crash's are), and the library of that frame where
+    it is the user's own (a custom op's); None where no kernel frame is on that thread."""
+    for frame in event.threads[0].frames if event.threads else []:
+        if isinstance(frame, NativeFrame) and frame.op is not None and frame.op.kernel is not None:
+            return frame.op, _user_library(frame)
+    return None
+
+
+def model_of_op(op: Op, library: Optional[str], whole: bool = True) -> Json:
+    """``model_of``'s model of one op, a crash's or a stop's (the one typed ``Op``); ``library``: the custom op's
+    library the script loads, if any; raises NoRepro."""
+    kind = op.type or "?"
+    if kind in _RUNS_PYTHON:
         raise NoRepro("op %s runs a Python function of the program (tf.py_function, tf.numpy_function): the crash "
-                      "is in that function, which the op's inputs and attributes do not carry" % op["type"])
-    if op.get("inputs") is None:
-        why = op.get("inputs_unread") or ("no kernel frame is left on the stack (the op is named from its %s)"
-                                          % (op.get("from") or "Python wrapper"))
-        raise NoRepro("op %s: its inputs were not read: %s" % (op["type"], why))
-    if op.get("attrs") is None:
-        raise NoRepro("op %s: its attributes were not read: %s" % (op["type"], op.get("attrs_unread")))
-    inputs: List[Json] = []
-    names = (op.get("call") or {}).get("inputs") or []
-    for k, entry in enumerate(op["inputs"]):
-        if "unread" in entry:
-            raise NoRepro("op %s: input %d was not read: %s" % (op["type"], k, entry["unread"]))
-        variable = entry.get("resource", {}).get("variable") if entry["dtype"] == "resource" else None
-        if entry["dtype"] == "resource" and variable is None:
-            resource = entry.get("resource") or {}
-            raise NoRepro("op %s: input %d%s%s is not rebuilt: %s" % (
-                op["type"], k, " (%s)" % names[k] if k < len(names) else "",
-                ", resource %s," % resource["name"] if resource.get("name") else "",
-                resource.get("unread") or "its handle was not read"))
-        if variable is not None:
-            entry = variable  # the variable's value: the script makes the variable and passes its handle
-        label = "%s[%s]" % (entry["dtype"], ",".join(str(d) for d in entry["shape"]))
-        if entry["dtype"] not in _NPZ_DTYPES:
-            raise NoRepro("op %s: input %d is a %s tensor: tfnative writes numeric and bool tensors alone"
-                          % (op["type"], k, label))
-        values = [] if 0 in entry["shape"] else entry.get("values")  # an empty tensor has no buffer to read
-        if values is None:
-            values = spool.spooled(entry)  # larger than 64 MiB: copied to a file (core/tensorflow/spool.py)
-        if values is None and whole:
-            why = spool.refusal(entry["dtype"], entry["shape"]) or "larger than tfnative reads (64 MiB)"
-            raise NoRepro("op %s: input %d, %s, is %s: its values were not read" % (op["type"], k, label, why))
-        inputs.append({"dtype": entry["dtype"], "shape": list(entry["shape"]), "values": values})
-        if variable is not None:
-            inputs[-1]["variable"] = True
-    model: Json = {"op": op["type"], "inputs": inputs, "attrs": dict(op["attrs"])}
-    if _ONEDNN.match(op.get("kernel_type") or ""):
-        model["onednn"] = True  # the crash is oneDNN's kernel's: the script asks for it (TF_ENABLE_ONEDNN_OPTS=1)
-    library = _kernel_library(doc)
+                      "is in that function, which the op's inputs and attributes do not carry" % kind)
+    if op.inputs is None:
+        why = op.inputs_unread or ("no kernel frame is left on the stack (the op is named from its %s)"
+                                   % (op.from_ or "Python wrapper"))
+        raise NoRepro("op %s: its inputs were not read: %s" % (kind, why))
+    if op.attrs is None:
+        raise NoRepro("op %s: its attributes were not read: %s" % (kind, op.attrs_unread))
+    names = (op.call or {}).get("inputs") or []
+    inputs = [_input(kind, k, entry, whole, names[k] if k < len(names) else None) for k, entry in enumerate(op.inputs)]
+    model: Json = {"op": kind, "inputs": inputs, "attrs": dict(op.attrs)}
+    if _ONEDNN.match(op.kernel_type or ""):
+        model["onednn"] = True  # the op ran in oneDNN's kernel: the script asks for it (TF_ENABLE_ONEDNN_OPTS=1)
     if library is not None:
         model["library"] = library
     return model
 
 
-def _kernel_library(doc: Document) -> Optional[str]:
+def _input(op: str, k: int, entry: Json, whole: bool, name: Optional[str]) -> Json:
+    """Input ``k`` of ``op`` (its argument's ``name``, where the call named it) as the script gives it: its dtype,
+    shape and values (a variable's handle: the variable's, marked ``variable``); raises NoRepro."""
+    if "unread" in entry:
+        raise NoRepro("op %s: input %d was not read: %s" % (op, k, entry["unread"]))
+    variable = entry.get("resource", {}).get("variable") if entry["dtype"] == "resource" else None
+    if entry["dtype"] == "resource" and variable is None:
+        resource = entry.get("resource") or {}
+        raise NoRepro("op %s: input %d%s%s is not rebuilt: %s" % (
+            op, k, " (%s)" % name if name else "", ", resource %s," % resource["name"] if resource.get("name") else "",
+            resource.get("unread") or "its handle was not read"))
+    if variable is not None:
+        entry = variable  # the variable's value: the script makes the variable and passes its handle
+    label = "%s[%s]" % (entry["dtype"], ",".join(str(d) for d in entry["shape"]))
+    if entry["dtype"] not in _NPZ_DTYPES:
+        raise NoRepro("op %s: input %d is a %s tensor: tfnative writes numeric and bool tensors alone"
+                      % (op, k, label))
+    values = [] if 0 in entry["shape"] else entry.get("values")  # an empty tensor has no buffer to read
+    if values is None:
+        values = spool.spooled(entry)  # larger than 64 MiB: copied to a file (core/tensorflow/spool.py)
+    if values is None and whole:
+        why = spool.refusal(entry["dtype"], entry["shape"]) or "larger than tfnative reads (64 MiB)"
+        raise NoRepro("op %s: input %d, %s, is %s: its values were not read" % (op, k, label, why))
+    out: Json = {"dtype": entry["dtype"], "shape": list(entry["shape"]), "values": values}
+    if variable is not None:
+        out["variable"] = True
+    return out
+
+
+def _kernel_library(events: List[Event]) -> Optional[str]:
     """The library of the crashing kernel's frame where it is the user's own (a custom op's)."""
-    for event in doc.events:
+    for event in events:
         for thread in event.threads:
             for f in thread.frames:
                 if isinstance(f, NativeFrame) and f.op is not None and f.op.inputs is not None:
-                    return (f.library_path or f.library) if f.frame_class == "user" and f.library else None
+                    return _user_library(f)
     return None
+
+
+def _user_library(frame: EventNativeFrame) -> Optional[str]:
+    return (frame.library_path or frame.library) if frame.frame_class == "user" and frame.library else None
 
 
 def call_of(model: Json, opdef: Json) -> Json:

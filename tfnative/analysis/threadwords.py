@@ -11,7 +11,15 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..core import frameclass
-from ..core.model import Frame, NativeFrame, Pool, PythonFrame, Thread
+from ..core.model import (
+    EventFrame,
+    EventNativeFrame,
+    EventPythonFrame,
+    EventThread,
+    NativeFrame,
+    Pool,
+    PythonFrame,
+)
 from ..core.tensorflow.executors import is_any_pool_worker, tf_wait
 
 # Native frames that only carry a call from Python to a C function (ctypes, libffi), and the interpreter's.
@@ -34,30 +42,30 @@ def base_name(name: str) -> str:
     return CLONE_RE.sub("", name.split("(", 1)[0].split("@", 1)[0].strip())
 
 
-def python_frames(t: Thread) -> List[PythonFrame]:
+def python_frames(t: EventThread) -> List[EventPythonFrame]:
     return [f for f in t.frames if isinstance(f, PythonFrame)]
 
 
-def user_frame(t: Thread) -> Optional[PythonFrame]:
+def user_frame(t: EventThread) -> Optional[EventPythonFrame]:
     """The thread's innermost frame of the user's own code."""
     return next((f for f in python_frames(t) if f.user), None)
 
 
-def where(f: Optional[Frame]) -> str:
+def where(f: Optional[EventFrame]) -> str:
     """``hold_gil at app.py:15``."""
     if f is None:
         return "?"
     return "%s at %s:%s" % (f.function or "?", os.path.basename(f.file or "?"), f.line)
 
 
-def blocked_in(t: Thread) -> Optional[str]:
+def blocked_in(t: EventThread) -> Optional[str]:
     """The native call a thread is in: ``sleep()`` (a C function its innermost Python frame called, through
     ctypes or an extension), ``lock.acquire()`` (a built-in of the interpreter), or its innermost named
     frame when it runs no Python; None when it runs Python itself (its innermost frame is a Python frame)."""
     frames = t.frames
     if not frames or isinstance(frames[0], PythonFrame):
         return None
-    inner: List[NativeFrame] = []
+    inner: List[EventNativeFrame] = []
     for f in frames:
         if isinstance(f, PythonFrame):
             break
@@ -77,13 +85,13 @@ def blocked_in(t: Thread) -> Optional[str]:
     return None
 
 
-def kernel_frame(t: Thread) -> Optional[NativeFrame]:
+def kernel_frame(t: EventThread) -> Optional[EventNativeFrame]:
     """The innermost kernel frame (an op's ``Compute``) of a thread, preferring one with its op known."""
     kernels = [f for f in t.frames if isinstance(f, NativeFrame) and KERNEL_RE.search(f.function or "")]
     return next((f for f in kernels if f.op), kernels[0] if kernels else None)
 
 
-def who(t: Thread, pid: Optional[int], pool: Optional[Pool] = None) -> str:
+def who(t: EventThread, pid: Optional[int], pool: Optional[Pool] = None) -> str:
     """"the main thread", "thread 12 tf_Compute" (its OS name), "the inter-op pool's thread 12" (a worker of
     an unnamed inter-op pool, ``pool`` the event's summary)."""
     if pid is not None and t.tid == pid:
@@ -93,7 +101,7 @@ def who(t: Thread, pid: Optional[int], pool: Optional[Pool] = None) -> str:
     return "thread %s %s" % (t.tid, t.name or "")
 
 
-def is_idle(t: Thread) -> bool:
+def is_idle(t: EventThread) -> bool:
     """The thread waits (sleeping in the kernel, or its innermost frame native when the state is unknown)."""
     state = (t.kernel or {}).get("state")
     if state is not None:
@@ -101,7 +109,7 @@ def is_idle(t: Thread) -> bool:
     return blocked_in(t) is not None
 
 
-def in_state(t: Thread) -> str:
+def in_state(t: EventThread) -> str:
     """"blocked in sleep()", "running sleep()" (kernel state R), "in sleep()" (state unknown)."""
     if not t.frames:
         return "its stack unreadable"
@@ -115,17 +123,17 @@ def in_state(t: Thread) -> str:
     return "%s %s%s" % (verb, fn if " " in fn else fn + "()", under)
 
 
-def callers_of(threads: List[Thread]) -> List[Thread]:
+def callers_of(threads: List[EventThread]) -> List[EventThread]:
     """Threads that wait for a tf.function they called or a ``Session.run`` (TensorFlow 1's graphs), not
     executor threads working for one."""
     return [t for t in threads if (t.tf_function and not t.tf_function.how or tf_wait(t) == "Session.run")
             and not is_any_pool_worker(t)]
 
 
-def function_phrase(callers: List[Thread], pid: Optional[int]) -> str:
+def function_phrase(callers: List[EventThread], pid: Optional[int]) -> str:
     """"the main thread waits for tf.function step at app.py:20", callers of the same function at the same
     line grouped ("threads 12, 13 wait for tf.function step at app.py:31")."""
-    groups: Dict[Tuple[Any, ...], List[Thread]] = {}
+    groups: Dict[Tuple[Any, ...], List[EventThread]] = {}
     for t in callers:
         fn = t.tf_function
         name = (fn.python_function or fn.name) if fn else None
@@ -137,22 +145,22 @@ def function_phrase(callers: List[Thread], pid: Optional[int]) -> str:
     return "; ".join(parts)
 
 
-def group_text(workers: List[Thread], label: str = "") -> str:
+def group_text(workers: List[EventThread], label: str = "") -> str:
     """"thread 5 in ...; threads 6, 7 in ...": workers doing the same thing (the same text) grouped;
     ``label`` goes before "thread"."""
-    groups: Dict[str, List[Thread]] = {}
+    groups: Dict[str, List[EventThread]] = {}
     for t in workers:
         groups.setdefault(work_of(t) + stuck_note(t), []).append(t)
     return "; ".join("%s%s %s %s" % (label, "thread" if len(ts) == 1 else "threads",
                                      ", ".join(str(t.tid) for t in ts), text) for text, ts in groups.items())
 
 
-def user_where(t: Thread) -> str:
+def user_where(t: EventThread) -> str:
     f = python_where(t)
     return "%s:%s" % (os.path.basename(f.file or "?"), f.line) if f else "?"
 
 
-def work_of(t: Thread) -> str:
+def work_of(t: EventThread) -> str:
     """What a busy inter-op thread does: the callback (user line) or the kernel, and where it is blocked."""
     py = python_where(t)
     if t.gil == "waiting":
@@ -171,7 +179,7 @@ def work_of(t: Thread) -> str:
     return state
 
 
-def stuck_note(t: Thread) -> str:
+def stuck_note(t: EventThread) -> str:
     if t.progress == "stuck":
         return " (stuck %.1f s)" % (t.stuck_s or 0.0)
     if t.progress == "moving":
@@ -179,6 +187,6 @@ def stuck_note(t: Thread) -> str:
     return ""
 
 
-def python_where(t: Thread) -> Optional[PythonFrame]:
+def python_where(t: EventThread) -> Optional[EventPythonFrame]:
     """The user's innermost frame, else the innermost Python frame."""
     return user_frame(t) or next(iter(python_frames(t)), None)

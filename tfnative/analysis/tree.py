@@ -17,16 +17,17 @@ import json
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Tuple, Union
 
 from ..core.frameclass import is_glue
-from ..core.model import Document, Frame, NativeFrame, PythonFrame, Thread
+from ..core.model import Document, EventFrame, EventThread, NativeFrame, PythonFrame
 from ..core.rankset import NO_DOCUMENTS, Members
 from ..core.treemodel import Node, Processes, member_names
 from ..errors import TfnativeError
 from .frames import mark_frame, python_user
 
-Key = Callable[[Frame], str]  # a frame's text, as the tree's nodes are keyed by it (output/threadgroups.frame_text)
+# a frame's text, as the tree's nodes are keyed by it (output/threadgroups.frame_text)
+Key = Callable[[EventFrame], str]
 
 
-def stacks(doc: Document, all_threads: bool) -> Iterator[Thread]:
+def stacks(doc: Document, all_threads: bool) -> Iterator[EventThread]:
     """The threads of a document that go in the tree (those that run Python, or ``all_threads``)."""
     return (t for t in doc.threads() if all_threads or t.runs_python())
 
@@ -148,7 +149,7 @@ class TreeInput(Protocol):
 
     def checked_nodes(self) -> Iterator[Tuple[int, int, str, Any, int, Any]]: ...
 
-    def frame(self, i: int, frame: Any) -> Frame: ...
+    def frame(self, i: int, frame: Any) -> EventFrame: ...
 
     def members(self, i: int, members: Any) -> Members: ...
 

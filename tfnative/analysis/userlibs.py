@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ..core.binary import libfacts
-from ..core.model import NativeFrame, Thread
+from ..core.model import EventThread, NativeFrame
 
 
 def library_classes(libraries: Dict[str, str]) -> Dict[str, str]:
@@ -20,7 +20,7 @@ def library_classes(libraries: Dict[str, str]) -> Dict[str, str]:
     return libfacts.library_classes(libraries)
 
 
-def without_debug_info(threads: List[Thread], libraries: Dict[str, str]) -> List[Dict[str, Any]]:
+def without_debug_info(threads: List[EventThread], libraries: Dict[str, str]) -> List[Dict[str, Any]]:
     """The user's libraries on ``threads``' frames that give no file:line (no DWARF of their own, no separate
     debug file gdb would find), each once: ``{"library", "path", "built_by", "rebuild"}``."""
     out: List[Dict[str, Any]] = []

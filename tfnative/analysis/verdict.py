@@ -62,7 +62,7 @@ import re
 from typing import Dict, List, Optional
 
 from ..core import frameclass
-from ..core.model import Event, HangVerdict, NativeFrame, Pool, PythonFrame, Thread, Wait
+from ..core.model import Event, EventNativeFrame, EventThread, HangVerdict, NativeFrame, Pool, PythonFrame, Wait
 from ..core.tensorflow.executors import GET_NEXT_RE, TF_DATA, is_any_pool_worker, pool_of, runs_kernel
 from . import waitgraph
 from .threadwords import (
@@ -90,7 +90,7 @@ class _Scene:
 
     def __init__(self, event: Event) -> None:
         self.event = event
-        self.threads: List[Thread] = event.threads
+        self.threads: List[EventThread] = event.threads
         self.pid: Optional[int] = event.pid
         self.holder = next((t for t in self.threads if t.gil == "held"), None)
         self.waiters = [t for t in self.threads if t.gil == "waiting"]
@@ -147,7 +147,7 @@ _LOCKING_RE = re.compile(r"^(syscall|__GI_syscall|futex|__futex|__lll_|_*pthread
                          r"std::|__gthread_|__gnu_cxx::)")
 
 
-def _locker(t: Thread) -> Optional[NativeFrame]:
+def _locker(t: EventThread) -> Optional[EventNativeFrame]:
     """The frame of the code that takes the lock a thread waits for: its first native frame past the lock's
     own (libc's, absl's, ``std::mutex``'s, ``mutex_lock``'s; a nameless frame of a system library among them: a
     libc whose symbol table lacks its internal functions, ``__lll_lock_wait``, as Python 3.14's has)."""
@@ -163,7 +163,7 @@ def _locker(t: Thread) -> Optional[NativeFrame]:
     return None
 
 
-def frame_at(f: Optional[NativeFrame]) -> str:
+def frame_at(f: Optional[EventNativeFrame]) -> str:
     """``SelfLockOp::Refresh at self_lock.cc:35`` (with DWARF), else ``SelfLockOp::Refresh in self_lock.so``."""
     if f is None:
         return "?"
@@ -173,7 +173,7 @@ def frame_at(f: Optional[NativeFrame]) -> str:
     return "%s in %s" % (name, f.library) if f.library else name
 
 
-def _op_of(t: Optional[Thread]) -> Optional[str]:
+def _op_of(t: Optional[EventThread]) -> Optional[str]:
     """The type of the op a thread's kernel frames run."""
     if t is None:
         return None
@@ -183,12 +183,12 @@ def _op_of(t: Optional[Thread]) -> Optional[str]:
     return next((f.op.type for f in t.frames if isinstance(f, NativeFrame) and f.op and f.op.type), None)
 
 
-def _op_prefix(t: Optional[Thread]) -> str:
+def _op_prefix(t: Optional[EventThread]) -> str:
     op = _op_of(t)
     return "op %s: " % op if op else ""
 
 
-def _thread(s: _Scene, tid: Optional[int]) -> Optional[Thread]:
+def _thread(s: _Scene, tid: Optional[int]) -> Optional[EventThread]:
     return next((t for t in s.threads if t.tid == tid), None)
 
 
@@ -363,7 +363,7 @@ def _gil_held_blocked(s: _Scene) -> Optional[str]:
     return text
 
 
-def _main(s: _Scene) -> Optional[Thread]:
+def _main(s: _Scene) -> Optional[EventThread]:
     return next((t for t in s.threads if t.tid == s.pid), None)
 
 
@@ -391,12 +391,12 @@ def _interpreter_finalizing(s: _Scene) -> Optional[str]:
         at, in_state(main), stuck_note(main))
 
 
-def _named(t: Thread) -> str:
+def _named(t: EventThread) -> str:
     """``thread 123 "loader-1"``: threading's name where there is one."""
     return 'thread %s "%s"' % (t.tid, t.python_name or t.name or "")
 
 
-def _workers(s: _Scene) -> List[Thread]:
+def _workers(s: _Scene) -> List[EventThread]:
     busy = set(s.pool.busy)
     return [t for t in s.threads if t.tid in busy]
 
@@ -452,7 +452,7 @@ def _waiting_on_tf_data(s: _Scene) -> Optional[str]:
     busy = {t.tid for t in workers}
     if not all(is_idle(t) for t in s.threads if python_frames(t) and t.tid not in busy):
         return None
-    groups: Dict[str, List[Thread]] = {}
+    groups: Dict[str, List[EventThread]] = {}
     for t in waiting:
         groups.setdefault(user_where(t), []).append(t)
     subjects = "; ".join("%s wait%s for the next element of a tf.data iterator at %s" % (

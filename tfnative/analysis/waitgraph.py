@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..core import frameclass, sourcelines
-from ..core.model import Event, NativeFrame, Op, PythonFrame, Thread, Wait
+from ..core.model import Event, EventPythonFrame, EventThread, NativeFrame, Op, PythonFrame, Wait
 from ..core.tensorflow.executors import (
     GET_NEXT_RE,
     TF_DATA,
@@ -66,15 +66,15 @@ _TF_EXEC_RE = re.compile(r"^TFE_Execute|^TF_SessionRun|ExecutorState<|ExecutorIm
                          r"ThreadPoolDevice::Compute")
 
 
-def _py(t: Thread) -> List[PythonFrame]:
+def _py(t: EventThread) -> List[EventPythonFrame]:
     return [f for f in t.frames if isinstance(f, PythonFrame)]
 
 
-def _native(t: Thread) -> List[str]:
+def _native(t: EventThread) -> List[str]:
     return [f.function or "" for f in t.frames if isinstance(f, NativeFrame)]
 
 
-def where(t: Thread) -> str:
+def where(t: EventThread) -> str:
     """``app.py:46`` (the user's innermost line), else the innermost Python line, else its innermost frame."""
     py = _py(t)
     f = next((f for f in py if f.user), py[0] if py else None)
@@ -90,7 +90,7 @@ def where(t: Thread) -> str:
     return "%s in %s" % ((nf.function or "?").split("(", 1)[0], nf.library) if nf.library else nf.function or "?"
 
 
-def _variable(caller: Optional[PythonFrame], method: str) -> Optional[str]:
+def _variable(caller: Optional[EventPythonFrame], method: str) -> Optional[str]:
     """The variable the caller's line calls ``method`` on (``item = q.get()`` -> ``q``)."""
     if caller is None:
         return None
@@ -99,7 +99,7 @@ def _variable(caller: Optional[PythonFrame], method: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
-def _kernel_op(t: Thread, pattern: re.Pattern[str]) -> Optional[Op]:
+def _kernel_op(t: EventThread, pattern: re.Pattern[str]) -> Optional[Op]:
     return next((f.op for f in t.frames if isinstance(f, NativeFrame) and f.op
                  and pattern.match(f.op.type or "")), None)
 
@@ -113,7 +113,7 @@ _RUN_RE = re.compile(r"\.run\(\s*([A-Za-z_]\w*)\s*[,)]")
 MAX_BODY_LINES = 200  # of a function's body read for the queue it dequeues from
 
 
-def source_queue(t: Thread) -> Optional[Tuple[str, str, str]]:
+def source_queue(t: EventThread) -> Optional[Tuple[str, str, str]]:
     """(queue class, variable, ``file:line`` of the dequeue) of the TensorFlow queue the user's code that
     the thread waits in dequeues from, read from the user's source: the waiting line itself
     (``q.dequeue()``), the tensor it runs (``sess.run(batch)`` with ``batch = q.dequeue_many(8)``), or the
@@ -168,7 +168,7 @@ def _dequeue_in_body(lines: List[str], function: str) -> Optional[Tuple[str, int
     return None
 
 
-def _queue_runner_idle(event: Event, t: Thread) -> bool:
+def _queue_runner_idle(event: Event, t: EventThread) -> bool:
     """The user's file makes a ``QueueRunner`` and no thread runs one (``start_queue_runners`` not called)."""
     user = next((f for f in _py(t) if f.user), None)
     lines = sourcelines.text_lines(user.file if user else None) or []
@@ -177,7 +177,7 @@ def _queue_runner_idle(event: Event, t: Thread) -> bool:
     return not any((f.function or "").endswith("QueueRunner._run") for th in event.threads for f in _py(th))
 
 
-def _queue_wait(event: Event, t: Thread, op_type: str) -> Optional[Wait]:
+def _queue_wait(event: Event, t: EventThread, op_type: str) -> Optional[Wait]:
     """The wait of a thread whose user code dequeues from a TensorFlow queue no thread enqueues into."""
     queue = source_queue(t)
     if queue is None:
@@ -196,10 +196,10 @@ class _Scene:
     threads that enqueue into a TensorFlow queue, its thread ids."""
 
     event: Event
-    holder: Optional[Thread]
-    workers_of: Dict[int, List[Thread]]
-    pool_threads: List[Thread]
-    enqueuers: List[Thread]
+    holder: Optional[EventThread]
+    workers_of: Dict[int, List[EventThread]]
+    pool_threads: List[EventThread]
+    enqueuers: List[EventThread]
     tids: Set[int]
     _tf_seen: Optional[bool] = None
 
@@ -213,7 +213,7 @@ class _Scene:
 def build(event: Event) -> List[Wait]:
     """The edges of the event's wait-for graph, one or none per thread (its innermost wait)."""
     threads = event.threads
-    workers_of: Dict[int, List[Thread]] = {}
+    workers_of: Dict[int, List[EventThread]] = {}
     for t in threads:
         caller = (t.tf_function.called_by if t.tf_function else None) or (t.works_for.tid if t.works_for else None)
         if caller is not None and t.tid != caller:
@@ -229,7 +229,7 @@ def build(event: Event) -> List[Wait]:
     return waits
 
 
-def _edge(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _edge(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """The thread's innermost wait: the first edge finder (``_FINDERS``, in order) that sees one."""
     for finder in _FINDERS:
         edge = finder(scene, t)
@@ -238,7 +238,7 @@ def _edge(scene: _Scene, t: Thread) -> Optional[Wait]:
     return None
 
 
-def _lock_owner(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _lock_owner(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """Exact, from memory: a lock whose recorded owner is a thread of the event (or a thread it joins)."""
     lock = t.lock_wait or {}
     owner = lock.get("owner")
@@ -247,7 +247,7 @@ def _lock_owner(scene: _Scene, t: Thread) -> Optional[Wait]:
     return None
 
 
-def _gil(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _gil(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A thread waiting for the GIL waits for its holder."""
     holder = scene.holder
     if t.gil == "waiting" and holder is not None and holder.tid != t.tid:
@@ -255,7 +255,7 @@ def _gil(scene: _Scene, t: Thread) -> Optional[Wait]:
     return None
 
 
-def _one_child(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _one_child(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A wait4 for one child process, its pid read from memory."""
     lock = t.lock_wait or {}
     if lock.get("process"):
@@ -263,7 +263,7 @@ def _one_child(scene: _Scene, t: Thread) -> Optional[Wait]:
     return None
 
 
-def _library(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _library(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A standard-library wait with no owner: a queue, an event, a condition, a pool's or a child's process."""
     library = _library_wait(_py(t))
     if library is not None:
@@ -271,7 +271,7 @@ def _library(scene: _Scene, t: Thread) -> Optional[Wait]:
     return None
 
 
-def _ownerless_lock(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _ownerless_lock(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A lock read from memory whose owner is no thread of the event."""
     lock = t.lock_wait or {}
     if lock:
@@ -293,7 +293,7 @@ _WAITING_ASYNC_RE = re.compile(r"Queue|Recv|Send|Collective|Nccl|Barrier|Iterato
                                r"Call|^For$|Defun|Function")
 
 
-def _async_kernel(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _async_kernel(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A thread that runs an ``AsyncOpKernel`` synchronously (an eager op: ``AsyncOpKernel::Compute``) waits
     on a Notification for the kernel's ``done``; nothing records who owes it."""
     native = [f for f in t.frames if isinstance(f, NativeFrame)]
@@ -312,7 +312,7 @@ def _async_kernel(scene: _Scene, t: Thread) -> Optional[Wait]:
     return None
 
 
-def _child_syscall(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _child_syscall(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A thread in wait4/waitid (its syscall or its innermost frames) waits for a child process."""
     syscall = (t.kernel or {}).get("syscall")
     if syscall in _CHILD_SYSCALLS or any(n.startswith(("__GI___wait4", "__wait4", "wait4", "waitpid"))
@@ -321,7 +321,7 @@ def _child_syscall(scene: _Scene, t: Thread) -> Optional[Wait]:
     return None
 
 
-def _tf_queue(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _tf_queue(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A TensorFlow queue's dequeue waits for a thread that enqueues into it, else for the queue itself."""
     op = _kernel_op(t, _QUEUE_OP_RE)
     if op is None:
@@ -337,7 +337,7 @@ def _tf_queue(scene: _Scene, t: Thread) -> Optional[Wait]:
                     op.type, "" if producer else "; no thread runs an enqueue into it"))
 
 
-def _collective(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _collective(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A collective op waits for the other workers of its cluster."""
     native = _native(t)
     if any(_COLLECTIVE_RE.search(n) for n in native):
@@ -347,7 +347,7 @@ def _collective(scene: _Scene, t: Thread) -> Optional[Wait]:
     return None
 
 
-def _pool_callback(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _pool_callback(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A pool worker's Python callback (tf.py_function, py_func) waits in TensorFlow for work of its own."""
     inner = _inner_native(t)
     if not (_py(t) and worker_loop(t) is not None and inner and any(_TF_EXEC_RE.search(n) for n in inner)):
@@ -361,7 +361,7 @@ def _pool_callback(scene: _Scene, t: Thread) -> Optional[Wait]:
                     "every other pool thread is busy too" if free <= 0 else "%d pool thread(s) idle" % free))
 
 
-def _idle_caller(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _idle_caller(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A tf.function's or Session.run's caller none of whose workers runs: a queue, a busy pool, a fork, or
     an event from outside the process's threads."""
     caller = (bool(t.tf_function and not t.tf_function.how) or tf_wait(t) == "Session.run") \
@@ -387,7 +387,7 @@ def _idle_caller(scene: _Scene, t: Thread) -> Optional[Wait]:
                 "threads (a peer, a queue)")
 
 
-def _working_workers(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _working_workers(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A caller whose workers run waits for the first of them (tf.data's for an iterator, a tf.function's)."""
     busy = [w for w in scene.workers_of.get(t.tid, []) if runs_kernel(w) or _py(w)]
     if not (_py(t) and busy):
@@ -399,13 +399,13 @@ def _working_workers(scene: _Scene, t: Thread) -> Optional[Wait]:
         first.tid, "" if len(busy) == 1 else " (and %s)" % ", ".join(str(w.tid) for w in busy[1:])))
 
 
-def _waits_in_tf(scene: _Scene, t: Thread) -> bool:
+def _waits_in_tf(scene: _Scene, t: EventThread) -> bool:
     """A Python thread, no pool worker, that waits in TensorFlow's executor, in a process running TensorFlow."""
     return bool(_py(t)) and not is_any_pool_worker(t) and any(_TF_EXEC_RE.search(n) for n in _native(t)) \
         and scene.tf_loaded()
 
 
-def _no_pool(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _no_pool(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A thread waiting in TensorFlow in a process with no pool thread at all (a forked child)."""
     pool = scene.event.pool
     if not (_waits_in_tf(scene, t) and not scene.pool_threads and pool is not None and not pool.threads
@@ -418,7 +418,7 @@ def _no_pool(scene: _Scene, t: Thread) -> Optional[Wait]:
                     "its op %s" % op.type if op else "it"))
 
 
-def _tf_data(scene: _Scene, t: Thread) -> Optional[Wait]:
+def _tf_data(scene: _Scene, t: EventThread) -> Optional[Wait]:
     """A thread in ``IteratorGetNext`` waits for the tf.data threads that run its work."""
     if not (_waits_in_tf(scene, t) and any(GET_NEXT_RE.search(n) for n in _native(t))):
         return None
@@ -430,12 +430,12 @@ def _tf_data(scene: _Scene, t: Thread) -> Optional[Wait]:
 
 
 # The edge finders, tried in order: the first edge found is the thread's.
-_FINDERS: Tuple[Callable[[_Scene, Thread], Optional[Wait]], ...] = (
+_FINDERS: Tuple[Callable[[_Scene, EventThread], Optional[Wait]], ...] = (
     _lock_owner, _gil, _one_child, _library, _ownerless_lock, _child_syscall, _tf_queue, _collective, _async_kernel,
     _pool_callback, _idle_caller, _working_workers, _no_pool, _tf_data)
 
 
-def _library_wait(py: List[PythonFrame]) -> Optional[Tuple[str, str]]:
+def _library_wait(py: List[EventPythonFrame]) -> Optional[Tuple[str, str]]:
     """(resource, evidence with ``%s`` for the place) of a thread whose innermost Python frames wait in the
     standard library for another thread or process: the outermost such call before the user's code."""
     found: Optional[Tuple[str, str]] = None
@@ -456,7 +456,7 @@ def _library_wait(py: List[PythonFrame]) -> Optional[Tuple[str, str]]:
     return found
 
 
-def _inner_native(t: Thread) -> List[str]:
+def _inner_native(t: EventThread) -> List[str]:
     """The native frames above a thread's innermost Python frame."""
     out = []
     for f in t.frames:
@@ -467,7 +467,7 @@ def _inner_native(t: Thread) -> List[str]:
     return out
 
 
-def fork_site(t: Thread) -> Optional[str]:
+def fork_site(t: EventThread) -> Optional[str]:
     """``app.py:46``: where a process forked by ``multiprocessing`` (its fork start method) was started, from
     the child's own stack (``Popen._launch`` in ``popen_fork.py``, then the user's ``p.start()`` line)."""
     py = _py(t)
@@ -517,7 +517,7 @@ def chain(waits: List[Wait], start: int) -> List[Wait]:
     return out
 
 
-def _name(t: Optional[Thread], tid: int, pid: Optional[int]) -> str:
+def _name(t: Optional[EventThread], tid: int, pid: Optional[int]) -> str:
     if tid == pid:
         return "the main thread"
     label = (t.label or t.name) if t is not None else ""

@@ -9,7 +9,7 @@ from ..gdb.options import GdbOptions
 from .tfenv import DebugSwitches
 
 if TYPE_CHECKING:
-    from ..core.model import Document
+    from ..core.model import Document, Event
 
 
 @dataclass
@@ -39,6 +39,10 @@ class AttachOptions:
     follow_children: bool = False  # --follow-children: every descendant running Python gets a session (follow.py)
     # the driver's last word on the document before it is written (--repro: the reproducer; attach/repro.py)
     on_document: Optional[Callable[[Document], None]] = None
+    # the driver's word at each --break-op stop (the document so far, the stop's event, the hit's number), after
+    # the event is printed and while the target is held (--repro: the script of that op on its inputs;
+    # attach/repro.py)
+    on_op_stop: Optional[Callable[[Document, Event, int], None]] = None
     variables: bool = False  # --locals: each stop's Python frames' and the user's kernel frames' arguments, locals
 
     @property

@@ -15,10 +15,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Callable, Dict, List, Optional, TextIO, Tuple, Union
 
-from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, snake
-from ..core.model import CrashSummary, Document, Json, NativeFrame, PythonFrame
+from ..analysis.reproducer import NoRepro, call_of, document_entry, model_of, model_of_op, snake, stop_op
+from ..core.model import CrashSummary, Document, Event, Json, NativeFrame, PythonFrame
 from ..core.tensorflow import spool
 from ..files import is_stdout, open_output, write_output
 from ..output import reprotext
@@ -81,8 +81,26 @@ def _no_core() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+# asked once a session (the --break-op stops of one type): the definition, or the line why there is none
+_OPDEFS: Dict[Tuple[str, str, Optional[str]], Union[Json, NoRepro]] = {}
+
+
 def opdef(python: str, op: str, library: Optional[str]) -> Json:
-    """The op's definition as the target's TensorFlow has it; raises NoRepro."""
+    """The op's definition as the target's TensorFlow has it (asked once per interpreter, op and library); raises
+    NoRepro."""
+    key = (python, op, library)
+    if key not in _OPDEFS:
+        try:
+            _OPDEFS[key] = _ask_opdef(python, op, library)
+        except NoRepro as exc:
+            _OPDEFS[key] = exc
+    found = _OPDEFS[key]
+    if isinstance(found, NoRepro):
+        raise NoRepro(str(found))
+    return found
+
+
+def _ask_opdef(python: str, op: str, library: Optional[str]) -> Json:
     with tempfile.TemporaryDirectory(prefix="tfnative-repro-") as tmp:
         try:
             proc = subprocess.run([python, "-c", _OPDEF, op, library or "", snake(op)], cwd=tmp, env=_quiet_env(),
@@ -188,9 +206,97 @@ def make(doc: Document, path: str, python: str, run_check: bool, err: TextIO,
     _drop_long_values(doc)
 
 
-def _write(call: Json, path: str, name: str, stdout: bool) -> Tuple[str, Optional[str]]:
+def numbered(path: str, n: int) -> str:
+    """The ``n``-th script of a session that writes several (one per ``--break-op`` stop, then a crash's): FILE
+    for the first, then FILE with ``.2``, ``.3``... before its suffix (``repro.py``, ``repro.2.py``; ``out``,
+    ``out.2``); ``-`` stays stdout."""
+    if n <= 1 or is_stdout(path):
+        return path
+    head, tail = os.path.split(path)
+    stem, dot, suffix = tail.rpartition(".")
+    if not stem:  # no suffix (or a name that begins with its only dot)
+        return os.path.join(head, "%s.%d" % (tail, n))
+    return os.path.join(head, "%s.%d%s%s" % (stem, n, dot, suffix))
+
+
+# Runs a --break-op stop's script as ``python FILE`` would (runpy, ``__main__``), then writes what it did to the
+# file given: its outputs' dtypes and shapes (the script keeps them in ``result``), or the exception it raised.
+_RUN_STOP = r"""
+import json, runpy, sys
+path, said = sys.argv[1], sys.argv[2]
+try:
+    g = runpy.run_path(path, run_name="__main__")
+except Exception as exc:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    out = {"outcome": "raised", "error": ("%s: %s" % (type(exc).__name__, first))[:300]}
+else:
+    def flat(v):
+        if v is None:
+            return []
+        if isinstance(v, (list, tuple)):
+            return [t for x in v for t in flat(x)]
+        return [{"dtype": v.dtype.name, "shape": [d if d is not None else -1 for d in v.shape.as_list()]}]
+    out = {"outcome": "returned", "outputs": flat(g.get("result"))}
+with open(said, "w") as f:
+    json.dump(out, f)
+"""
+
+
+def check_stop(python: str, path: str, timeout: float = CHECK_TIMEOUT_S) -> Json:
+    """Run a ``--break-op`` stop's script at ``path`` in a fresh process (``python -X faulthandler``, a fresh
+    temporary directory, no core, at most ``timeout`` seconds): ``{"outcome": "returned", "outputs": [{"dtype",
+    "shape"}...]}``, ``{"outcome": "raised", "error": "InvalidArgumentError: ..."}`` (TensorFlow's error, its
+    first line), ``{"outcome": "died", "signal"}`` or ``{"outcome": "timeout", "error"}``."""
+    with tempfile.TemporaryDirectory(prefix="tfnative-repro-") as tmp:
+        said = os.path.join(tmp, "said.json")
+        try:
+            proc = subprocess.run([python, "-X", "faulthandler", "-c", _RUN_STOP, os.path.abspath(path), said],
+                                  cwd=tmp, env=_quiet_env(), capture_output=True, text=True, timeout=timeout,
+                                  preexec_fn=_no_core, errors="replace")
+        except subprocess.TimeoutExpired:
+            return {"outcome": "timeout", "error": "it still ran after %.0f s" % timeout}
+        if proc.returncode < 0:
+            return {"outcome": "died", "signal": signal.Signals(-proc.returncode).name}
+        try:
+            with open(said) as f:
+                found: Json = json.load(f)
+            return found
+        except (OSError, ValueError):
+            last = (proc.stderr.strip().splitlines() or ["exit status %d" % proc.returncode])[-1]
+            return {"outcome": "raised", "error": last[:300]}
+
+
+def make_stop(event: Event, path_of: Callable[[], str], python: str, run_check: bool, err: TextIO, hit: int
+              ) -> bool:
+    """``--break-op`` with ``--repro``: write the script of the op the stop ``event`` is at, on the inputs its
+    kernel got there (the crash path's readers and rules: ``model_of_op``, ``call_of``), to ``path_of()`` (asked
+    once the script is known: a stop that gives none takes no name); run it alone unless ``run_check`` is off;
+    say so in one line on ``err``; the event gains its ``reproducer``.  False, with one line, where none is
+    written."""
+    found = stop_op(event)
+    try:
+        if found is None:
+            raise NoRepro("no kernel frame on the thread that stopped")
+        model = model_of_op(found[0], found[1])
+        call = call_of(model, opdef(python, model["op"], model.get("library")))
+    except NoRepro as exc:
+        err.write("tfnative: repro: hit %d: not written: %s\n" % (hit, exc))
+        _drop_event_values(event)
+        return False
+    path = path_of()
+    stdout = is_stdout(path)
+    name = "stdout" if stdout else os.path.basename(path)
+    text, data = _write(call, path, name, stdout, stop=True)
+    outcome = check_stop(python, path) if run_check and not stdout else {"outcome": "skipped"}
+    err.write(reprotext.stop_check_line(name, reprotext.code_lines(text), call["op"], hit, outcome) + "\n")
+    event.reproducer = document_entry(call, path, data, outcome)
+    _drop_event_values(event)
+    return True
+
+
+def _write(call: Json, path: str, name: str, stdout: bool, stop: bool = False) -> Tuple[str, Optional[str]]:
     """Write ``call``'s script to ``path`` (and its data file beside it): (the text, the data file's path)."""
-    text, big = reprotext.script(call, None if stdout else name + ".npz")
+    text, big = reprotext.script(call, None if stdout else name + ".npz", stop)
     write_output(path, text.encode())
     if not big:
         return text, None
@@ -218,10 +324,25 @@ def _drop_long_values(doc: Document) -> None:
     copies of larger ones (``core/tensorflow/spool.py``) go too."""
     lists: List[Any] = [doc.triage.op.inputs if isinstance(doc.triage, CrashSummary) and doc.triage.op else None]
     for event in doc.events:
-        for thread in event.threads:
-            lists += [f.op.inputs for f in thread.frames if isinstance(f, NativeFrame) and f.op is not None]
-            lists += [f.op_args.get("inputs") for f in thread.frames + (thread.python_frames or [])
-                      if isinstance(f, PythonFrame) and f.op_args]  # a generated op wrapper's (no kernel frame)
+        _drop_event_values(event, lists)
+    _drop(lists)
+
+
+def _drop_event_values(event: Event, lists: Optional[List[Any]] = None) -> None:
+    """``_drop_long_values`` of one event (a ``--break-op`` stop's, once its script is written: the next stop's
+    inputs are read while it is held); with ``lists``, its inputs are added there instead, for the caller."""
+    mine: List[Any] = []
+    for thread in event.threads:
+        mine += [f.op.inputs for f in thread.frames if isinstance(f, NativeFrame) and f.op is not None]
+        mine += [f.op_args.get("inputs") for f in thread.frames + (thread.python_frames or [])
+                 if isinstance(f, PythonFrame) and f.op_args]  # a generated op wrapper's (no kernel frame)
+    if lists is not None:
+        lists += mine
+        return
+    _drop(mine)
+
+
+def _drop(lists: List[Any]) -> None:
     for inputs in lists:
         # a variable's value, read for the script (core/tensorflow/resources.py), is an entry too
         variables = [(e.get("resource") or {}).get("variable") for e in inputs or []]

@@ -410,6 +410,8 @@ class Session:
             add_op_origin(event, opts.switches.op_origins)
         self.doc.events.append(event)
         self.printer.event(event, hit=self.hits, max_hits=opts.max_hits)
+        if event.op is not None and opts.on_op_stop is not None:
+            opts.on_op_stop(self.doc, event, self.hits)
         if opts.interactive:
             return Next.HANDOFF
         if self.hits >= opts.max_hits and self.bps.locations:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import click
@@ -19,7 +20,7 @@ from .util import gdb_options, job_options, repro_minimize, repro_options, repro
 
 if TYPE_CHECKING:
     from ..attach.options import AttachOptions
-    from ..core.model import Document
+    from ..core.model import Document, Event
 
 _run = run_command  # the error contract (cli/util.py)
 
@@ -254,16 +255,29 @@ def _with_repro(opts: AttachOptions, path: str, run_check: bool, minimize: Optio
     from ..core.tensorflow.kernelinputs import read_whole_tensors
 
     read_whole_tensors()
+    scripts = [0]  # the scripts named so far: FILE, then FILE.2... (attach/repro.numbered)
+    naming = threading.Lock()  # --follow-children: each child's session on a thread of its own
+
+    def python_of(doc: Document) -> str:
+        return opts.python if opts.pid is None else repro.python_of(doc, None)
+
+    def next_name() -> str:
+        with naming:
+            scripts[0] += 1
+            return repro.numbered(path, scripts[0])
 
     def on_document(doc: Document) -> None:
         if doc.triage is not None and getattr(doc.triage, "signal", None):
-            python = opts.python if opts.pid is None else repro.python_of(doc, None)
             bounds = None if minimize is None else Bounds(*minimize)
-            repro.make(doc, path, python, run_check, sys.stderr, bounds)
-        else:
+            repro.make(doc, next_name(), python_of(doc), run_check, sys.stderr, bounds)
+        elif not opts.break_ops:
             sys.stderr.write("tfnative: repro: not written: no fatal signal in an op's kernel\n")
 
+    def on_op_stop(doc: Document, event: Event, hit: int) -> None:
+        repro.make_stop(event, next_name, python_of(doc), run_check, sys.stderr, hit)
+
     opts.on_document = on_document
+    opts.on_op_stop = on_op_stop
 
 
 _WATCH_PASSED = ("all_threads", "native_all", "full")  # attach's options that --env/--slurm-job hand on

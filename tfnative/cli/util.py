@@ -127,7 +127,10 @@ def repro_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--repro", metavar="FILE",
                         help="At a fatal signal in an op's kernel, write a standalone script to FILE: the op's "
                              "inputs and attributes, read from memory, and one tf.raw_ops call (larger inputs in "
-                             "FILE.npz); then run it in a fresh process and say whether it crashes the same way.")(fn)
+                             "FILE.npz); then run it in a fresh process and say whether it crashes the same way. "
+                             "With attach --break-op, at each stop too: a script of that op on the inputs it got "
+                             "there, run alone to say what it did (FILE, then FILE.2, FILE.3... before the "
+                             "suffix).")(fn)
 
 
 def repro_path(path: Optional[str]) -> Optional[str]:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 from ..errors import TfnativeError
 from .docschema import SchemaError, check_document, check_frame, check_scheduler, clean_string, kind_of
-from .model import Document, Frame, frame_from_json
+from .model import Document, EventFrame, frame_from_json
 from .rankset import NO_DOCUMENTS, TREE_VERSION, Members
 
 _PDSH_LINES = re.compile(r"(?m)^[A-Za-z0-9_.\-]+: ")  # pdsh's "host: " at a line's start
@@ -348,7 +348,7 @@ class TreeDoc:
                 raise self._error(i, e) from None
             yield i, up, key, members, threads, frame
 
-    def frame(self, i: int, frame: Any) -> Frame:
+    def frame(self, i: int, frame: Any) -> EventFrame:
         """Node ``i``'s FRAME, checked (``docschema.check_frame``) and read; raises TfnativeError."""
         try:
             if not isinstance(frame, dict):

@@ -113,7 +113,8 @@ _TRIAGE_OP = _Obj({"type": STR, "name": STR, "kernel_type": STR, "from": STR, "f
 _REPRODUCER = _Obj({"path": STR, "op": STR, "attrs": _Map(ANY),
                     "inputs": _List(_Obj({"dtype": STR, "shape": _List(INT), "variable": BOOL})), "data": STR,
                     "library": STR,
-                    "check": _Obj({"outcome": STR, "signal": STR, "op": STR, "log": STR, "differs": STR},
+                    "check": _Obj({"outcome": STR, "signal": STR, "op": STR, "log": STR, "differs": STR,
+                                   "outputs": _List(_Obj({"dtype": STR, "shape": _List(INT)})), "error": STR},
                                   required=["outcome"])}, required=["path", "op", "check"])
 _CRASH = _Obj({
     "breakpoints": _Map(INT), "signal": STR, "handled_signals": _List(STR), "numerics": INT,
@@ -128,8 +129,8 @@ _EVENT = _Obj({
     "triage": _HANG, "process": _Obj({"pid": INT, "cmdline": STR, "task": _TASK, "scheduler": _SCHEDULER}),
     "no_debug_info": _List(_Obj({"library": STR, "path": STR, "built_by": STR, "rebuild": STR})),
     "culprit": _Obj({"pid": INT, "label": STR, "why": STR, "cause": STR, "at": STR, "state": STR, "signal": STR,
-                     "cpu_percent": NUM, "how": STR, "node": STR}, required=["pid", "why", "cause"])},
-    required=["kind"])
+                     "cpu_percent": NUM, "how": STR, "node": STR}, required=["pid", "why", "cause"]),
+    "reproducer": _REPRODUCER}, required=["kind"])
 DOCUMENT = _Obj({
     "version": STR, "pid": INT, "argv": _List(STR), "events": _List(_EVENT), "unresolved": _List(STR), "host": STR,
     "task": _TASK,

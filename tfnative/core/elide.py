@@ -10,7 +10,7 @@ between: how many frames it stands for and which functions they run
 from collections import Counter
 from typing import List
 
-from .model import ElidedFrame, Frame
+from .model import AnyFrame, ElidedFrame
 
 __all__ = ["ELIDED", "KEEP_INNER", "KEEP_OUTER", "elide", "elided_text"]
 
@@ -19,7 +19,7 @@ KEEP_INNER = 500
 KEEP_OUTER = 500
 
 
-def elide(frames: List[Frame], inner: int = KEEP_INNER, outer: int = KEEP_OUTER) -> List[Frame]:
+def elide(frames: List[AnyFrame], inner: int = KEEP_INNER, outer: int = KEEP_OUTER) -> List[AnyFrame]:
     """``frames`` (innermost first) as they are when there are at most ``inner + outer`` + 1, else elided.
 
     The entry standing for the cut frames has ``kind`` "elided", ``count``,
@@ -31,7 +31,7 @@ def elide(frames: List[Frame], inner: int = KEEP_INNER, outer: int = KEEP_OUTER)
     middle = frames[inner:len(frames) - outer]
     counts = Counter(f.function or "??" for f in middle)
     names = [name for name, _ in counts.most_common(3)]
-    marker = ElidedFrame(count=len(middle), functions=names)
+    marker: AnyFrame = ElidedFrame(count=len(middle), functions=names)
     return list(frames[:inner]) + [marker] + list(frames[len(frames) - outer:])
 
 

@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 from typing import Callable, Iterable, List, Optional, Sequence
 
-from .model import Frame, NativeFrame, PythonFrame
+from .model import AnyFrame, EventNativeFrame, Frame, NativeFrame, PythonFrame
 
 # Native frames of the interpreter that only move a call along: hidden by
 # default (``--native-all`` shows them).  Exact names or prefixes.
@@ -63,7 +63,7 @@ def glue_name(name: str) -> bool:
     return base in GLUE_EXACT or (base.startswith(GLUE_PREFIXES) and base not in GLUE_NOT)
 
 
-def hide_glue(frames: Iterable[Frame]) -> List[Frame]:
+def hide_glue(frames: Iterable[AnyFrame]) -> List[AnyFrame]:
     return [f for f in frames if not is_glue(f)]
 
 
@@ -127,7 +127,7 @@ def frame_class(frame: Frame) -> str:
 
     A native frame already classed ``user`` (its library is the user's own: ``library_class``, which needs
     the library's path) stays so; otherwise a native frame is classed by its library's name."""
-    if isinstance(frame, NativeFrame) and frame.frame_class == "user":
+    if isinstance(frame, EventNativeFrame) and frame.frame_class == "user":
         return "user"
     if isinstance(frame, PythonFrame):
         if is_user_frame(frame):

@@ -1,18 +1,24 @@
 """The model's frames (FRAME of schema v1: native, Python, elided) and the leaf objects a frame carries: the
 ``Op`` (a kernel frame's, and every other op: an event's, the triage's), the ``TfFunction`` a frame or a thread
 runs.  Pure: standard library only.
+
+A capture's frames (``NativeFrame``, ``PythonFrame``) carry what capture reads; an event's
+(``EventNativeFrame``, ``EventPythonFrame``) extend them with what analysis decides (class, the user's code,
+source line, the renderers' marks), built by analysis from the capture's (``analysis/frames.py``): one key
+table each, the capture's the event's without analysis's keys, so that both write schema v1's order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, TypeVar, Union
 
 from . import jsonkeys
 from .jsonkeys import Json
 
-__all__ = ["Op", "TfFunction", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "frame_from_json",
-           "frames_from_json"]
+__all__ = ["Op", "TfFunction", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "EventNativeFrame",
+           "EventPythonFrame", "EventFrame", "AnyFrame", "frame_from_json", "frames_from_json",
+           "captured_frame_from_json", "captured_frames_from_json"]
 
 # the key tables' words (``core/jsonkeys.py``)
 _always = jsonkeys.always
@@ -53,7 +59,8 @@ class Op:
     # triage's (``"op"`` of a TRIAGE) say besides, set by analysis (``analysis/event.py``, ``analysis/pyop.py``):
     from_: Optional[str] = None  # "from": no kernel frame: the op's Python wrapper ("gen_audio_ops.audio_spectrogram")
     from_xla: Optional[List[str]] = None  # --check-numerics: the XLA functions the NaN/Inf came out of
-    created_at: Optional[List[Frame]] = None  # an event's: the op's creation stack (Python frames), outermost first
+    # an event's: the op's creation stack (Python frames), outermost first
+    created_at: Optional[List[EventFrame]] = None
     created_where: Optional[Json] = None  # the triage's "created_at": {"file", "line", "function"}: the user's line
     forward: Optional[Op] = None  # a gradient op's forward op (its type, name and creation)
 
@@ -91,7 +98,7 @@ def _forward_reader(keys: Tuple[jsonkeys.Key, ...]) -> Any:
     return lambda v: _build(Op, keys, v) if v is not None else None
 
 
-def _creation(value: Any) -> Optional[List[Frame]]:
+def _creation(value: Any) -> Optional[List[EventFrame]]:
     """An op's creation stack as read: its frames (None where absent)."""
     return frames_from_json(value) if value is not None else None
 
@@ -145,7 +152,7 @@ def _kind(obj: Any) -> str:
 
 @dataclass(slots=True)
 class NativeFrame:
-    """A C/C++ frame (FRAME of kind "native")."""
+    """A C/C++ frame (FRAME of kind "native") as captured; an event's is an ``EventNativeFrame``."""
 
     kind: ClassVar[str] = "native"
     function: Optional[str]
@@ -157,11 +164,29 @@ class NativeFrame:
     tailcall: bool = False  # gdb: a caller inferred from DWARF call sites, not on the stack
     op: Optional[Op] = None  # a kernel's or the device's Compute
     recovered: Optional[str] = None  # "frame-pointer" | "scan": found without CFI
-    frame_class: Optional[str] = None  # "class": user, tensorflow-native, interpreter, system...
-    source: Optional[str] = None  # the text of file:line
     variables: Optional[List[Json]] = None  # --locals, the user's own code with DWARF: [{"name", "repr", "arg"}...]
     level: Optional[int] = None  # internal: the frame's number in gdb's/the unwinder's stack
     start: Optional[int] = None  # internal: its function's entry address, where tfnative named it
+
+    def capture_json(self) -> Json:
+        """The frame as a capture carries it (MI, the session socket, ``tf-bt --json``): the internal
+        attributes too, nothing of the report's (``class``, ``source``)."""
+        return _write(self, _CAPTURED_NATIVE_KEYS, wire=True, order=_NATIVE_WIRE)
+
+    def to_json(self) -> Json:
+        return _write(self, _CAPTURED_NATIVE_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> NativeFrame:
+        return _build(cls, _CAPTURED_NATIVE_KEYS, d)
+
+
+@dataclass(slots=True)
+class EventNativeFrame(NativeFrame):
+    """A native frame of an event: the captured one with what analysis decided of it."""
+
+    frame_class: Optional[str] = None  # "class": user, tensorflow-native, interpreter, system...
+    source: Optional[str] = None  # the text of file:line
     # What the renderers show of it, decided by analysis (``analysis/frames.py``), never written: the
     # interpreter's call glue (hidden by default), the part of an abort it delivers ("raise", "abort", "assert",
     # "log", "terminate"), one of TensorFlow's own frames that the text folds in runs, the class a picture shows.
@@ -172,16 +197,11 @@ class NativeFrame:
     # The user's library's path, never written: a custom op's reproducer loads it (``analysis/reproducer.py``)
     library_path: Optional[str] = field(default=None, compare=False, repr=False)
 
-    def capture_json(self) -> Json:
-        """The frame as a capture carries it (MI, the session socket, ``tf-bt --json``): the internal
-        attributes too, nothing of the report's (``class``, ``source``)."""
-        return _write(self, _NATIVE_KEYS, wire=True, order=_NATIVE_WIRE)
-
     def to_json(self) -> Json:
         return _write(self, _NATIVE_KEYS)
 
     @classmethod
-    def from_json(cls, d: Json) -> NativeFrame:
+    def from_json(cls, d: Json) -> EventNativeFrame:
         return _build(cls, _NATIVE_KEYS, d)
 
 
@@ -197,27 +217,49 @@ _NATIVE_KEYS = _PLACE + (
     _k("variables", wire=_is_set), _k("level", doc=_never, wire=_is_set), _k("start", doc=_never, wire=_is_set))
 _NATIVE_WIRE = ("kind", "function", "file", "line", "library", "address", "level", "inline", "tailcall",
                 "recovered", "start", "op", "variables")
+# analysis's keys, never in a capture (nor in its wire form)
+ANALYSED_FRAME_KEYS = ("class", "source", "user", "tf_function")
+_CAPTURED_NATIVE_KEYS = jsonkeys.without(_NATIVE_KEYS, ANALYSED_FRAME_KEYS)
 
 
 @dataclass(slots=True)
 class PythonFrame:
-    """A Python frame (FRAME of kind "python"); also a frame of an op's creation stack (no ``class``)."""
+    """A Python frame (FRAME of kind "python") as captured; an event's (and a frame of an op's creation stack)
+    is an ``EventPythonFrame``."""
 
     kind: ClassVar[str] = "python"
     function: Optional[str]
     file: Optional[str] = None
     line: Optional[int] = None
-    user: Optional[bool] = None  # the user's code (not TensorFlow's, the standard library's...)
     locals: Optional[Dict[str, str]] = None  # the few locals tfnative reads (quick_execute's op_name)
     variables: Optional[List[Json]] = None  # --locals: [{"name", "repr", "arg"}...]
-    tf_function: Optional[TfFunction] = None  # on TF's quick_execute frame
     converted: Optional[Json] = None  # {"function", "file", "line"}: where AutoGraph's generated code ran
     # a generated op wrapper's arguments, where no kernel frame gave the op's inputs (core/tensorflow/wrapperargs.py):
     # {"inputs": [kernelinputs' form...], "input_names": [name...], "attrs": {name: value}}
     op_args: Optional[Json] = None
+    eval_address: Optional[str] = None  # internal: the _PyEval_EvalFrameDefault frame it was merged at
+
+    def capture_json(self) -> Json:
+        """The frame as a capture carries it (see ``NativeFrame.capture_json``)."""
+        return _write(self, _CAPTURED_PYTHON_KEYS, wire=True, order=_PYTHON_WIRE)
+
+    def to_json(self) -> Json:
+        return _write(self, _CAPTURED_PYTHON_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> PythonFrame:
+        return _build(cls, _CAPTURED_PYTHON_KEYS, d)
+
+
+@dataclass(slots=True)
+class EventPythonFrame(PythonFrame):
+    """A Python frame of an event (no ``class`` on an op's creation stack): the captured one with what analysis
+    decided of it."""
+
+    user: Optional[bool] = None  # the user's code (not TensorFlow's, the standard library's...)
+    tf_function: Optional[TfFunction] = None  # on TF's quick_execute frame
     frame_class: Optional[str] = None
     source: Optional[str] = None
-    eval_address: Optional[str] = None  # internal: the _PyEval_EvalFrameDefault frame it was merged at
     # What the renderers show of it, decided by analysis (``analysis/frames.py``), never written: the user's own
     # code (marked), one of TensorFlow's own frames that the text folds in runs, the class a picture shows.
     user_code: bool = field(default=False, compare=False, repr=False)
@@ -227,15 +269,11 @@ class PythonFrame:
     # (``analysis/pyop.py``: its type, ``from_``, inputs, attributes and call), on the thread that stopped
     wrapper_op: Optional[Op] = field(default=None, compare=False, repr=False)
 
-    def capture_json(self) -> Json:
-        """The frame as a capture carries it (see ``NativeFrame.capture_json``)."""
-        return _write(self, _PYTHON_KEYS, wire=True, order=_PYTHON_WIRE)
-
     def to_json(self) -> Json:
         return _write(self, _PYTHON_KEYS)
 
     @classmethod
-    def from_json(cls, d: Json) -> PythonFrame:
+    def from_json(cls, d: Json) -> EventPythonFrame:
         return _build(cls, _PYTHON_KEYS, d)
 
 
@@ -245,6 +283,7 @@ _PYTHON_KEYS = _PLACE + (
     _k("op_args", doc=_is_set, wire=_is_set), _k("class", "frame_class"), _k("source"),
     _k("eval_address", doc=_never, wire=_is_set))
 _PYTHON_WIRE = ("kind", "function", "file", "line", "locals", "converted", "variables", "op_args", "eval_address")
+_CAPTURED_PYTHON_KEYS = jsonkeys.without(_PYTHON_KEYS, ANALYSED_FRAME_KEYS)
 
 
 @dataclass(slots=True)
@@ -283,18 +322,35 @@ _ELIDED_KEYS = (_k("kind", doc=_always, read=False, get=_kind), _k("count", doc=
                 _k("functions", doc=_always, load=_as_list), _k("function", doc=_always, read=False),
                 _k("file", doc=_always, read=False), _k("line", doc=_always, read=False))
 
-Frame = Union[NativeFrame, PythonFrame, ElidedFrame]
-_FRAME_KINDS: Dict[Any, Any] = {"native": NativeFrame, "python": PythonFrame, "elided": ElidedFrame}
+Frame = Union[NativeFrame, PythonFrame, ElidedFrame]  # a capture's frame (or any frame)
+EventFrame = Union[EventNativeFrame, EventPythonFrame, ElidedFrame]  # an event's
+AnyFrame = TypeVar("AnyFrame", Frame, EventFrame)  # a capture's frames, or an event's: as given
+_FRAME_KINDS: Dict[Any, Any] = {"native": EventNativeFrame, "python": EventPythonFrame, "elided": ElidedFrame}
+_CAPTURED_KINDS: Dict[Any, Any] = {"native": NativeFrame, "python": PythonFrame, "elided": ElidedFrame}
 
 
-def frame_from_json(d: Json) -> Frame:
-    """The frame a FRAME dict stands for, by its ``kind``.  Raises ValueError on an unknown kind."""
+def frame_from_json(d: Json) -> EventFrame:
+    """The event's frame a document's FRAME dict stands for, by its ``kind``.  Raises ValueError on an unknown
+    kind."""
     cls = _FRAME_KINDS.get(d.get("kind"))
+    if cls is None:
+        raise ValueError("a frame of unknown kind %r" % d.get("kind"))
+    frame: EventFrame = cls.from_json(d)
+    return frame
+
+
+def frames_from_json(ds: Optional[List[Json]]) -> List[EventFrame]:
+    return [frame_from_json(d) for d in ds or []]
+
+
+def captured_frame_from_json(d: Json) -> Frame:
+    """The captured frame a capture's FRAME dict (its wire form) stands for."""
+    cls = _CAPTURED_KINDS.get(d.get("kind"))
     if cls is None:
         raise ValueError("a frame of unknown kind %r" % d.get("kind"))
     frame: Frame = cls.from_json(d)
     return frame
 
 
-def frames_from_json(ds: Optional[List[Json]]) -> List[Frame]:
-    return [frame_from_json(d) for d in ds or []]
+def captured_frames_from_json(ds: Optional[List[Json]]) -> List[Frame]:
+    return [captured_frame_from_json(d) for d in ds or []]

@@ -158,6 +158,19 @@ def _builder(cls: Callable[..., Any], keys: Sequence[Key]) -> Callable[[Json], A
     return made
 
 
+def without(keys: Sequence[Key], names: Sequence[str], **loads: Callable[[Any], Any]) -> Tuple[Key, ...]:
+    """The table ``keys`` without the rows of the JSON keys ``names`` (a capture's table: the event's without
+    analysis's keys), in the same order; ``loads``: a row's ``load`` replaced, by its key."""
+    out = []
+    for k in keys:
+        if k.key in names:
+            continue
+        if k.key in loads:
+            k = Key(k.key, k.attr, k.doc, k.wire, loads[k.key], k.read, k.required, k.get)
+        out.append(k)
+    return tuple(out)
+
+
 def optional(load: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``load`` of a key whose absence (or an empty object) is None."""
     return lambda value: load(value) if value else None

@@ -7,13 +7,22 @@ written in a document (``to_json``) and in the capture's wire form
 (``capture_json``), and how ``from_json`` reads it.  ``to_json()`` gives
 exactly the schema's dict: the same keys in the same order as the documents
 tfnative writes, optional keys left out where they are absent.
-``from_json()`` reads one back (``merge``'s input, a saved document).  A
-``Capture`` (a process's threads before the report) is made of the same
-frames and threads; its wire form (``Capture.to_json``, the frames' and
-threads' ``capture_json``: over MI, the session socket, ``tf-bt --json``)
-also carries the internal attributes (``level``, ``start``, ``eval_address``,
-``gdb_thread``) that a document's ``to_json()`` never writes; where its keys
-come in another order, the class names that order (``_NATIVE_WIRE``...).
+``from_json()`` reads one back (``merge``'s input, a saved document).
+
+A type per stage: a ``Capture`` (a process's threads before the report) is made
+of the capture's threads and frames (``Thread``, ``NativeFrame``,
+``PythonFrame``: what capture reads, and no more); an ``Event`` of the event's
+(``EventThread``, ``EventNativeFrame``, ``EventPythonFrame``: each the capture's
+type extended with what analysis decides), which analysis builds of the
+capture's (``analysis/frames.event_thread``) and documents read back give.  A
+capture type's key table is its event type's without analysis's keys
+(``ANALYSED_THREAD_KEYS``, ``framemodel.ANALYSED_FRAME_KEYS``), so one table
+keeps each key's order.  The capture's wire form (``Capture.to_json``, the
+frames' and threads' ``capture_json``: over MI, the session socket, ``tf-bt
+--json``) also carries the internal attributes (``level``, ``start``,
+``eval_address``, ``gdb_thread``) that a document's ``to_json()`` never writes;
+where its keys come in another order, the class names that order
+(``_NATIVE_WIRE``...).
 
 The leaf objects a reader looks into are typed too: an ``Op`` (one type for
 a kernel frame's, an event's and the triage's op, each written in its place's
@@ -35,13 +44,29 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, get_args
 
 from .. import __version__
 from . import jsonkeys
-from .framemodel import ElidedFrame, Frame, NativeFrame, Op, PythonFrame, TfFunction, frame_from_json, frames_from_json
+from .framemodel import (
+    AnyFrame,
+    ElidedFrame,
+    EventFrame,
+    EventNativeFrame,
+    EventPythonFrame,
+    Frame,
+    NativeFrame,
+    Op,
+    PythonFrame,
+    TfFunction,
+    captured_frames_from_json,
+    frame_from_json,
+    frames_from_json,
+)
 from .jsonkeys import Rule
 from .poolsummary import Pool
 from .triage import CrashSummary, HangVerdict, Triage, Wait, triage_from_json
 
 __all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
-           "Triage", "Wait", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "Thread", "Capture", "Event",
+           "Triage", "Wait", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "EventNativeFrame",
+           "EventPythonFrame", "EventFrame", "AnyFrame", "Thread", "EventThread", "Capture", "Event",
+           "captured_frames_from_json",
            "Document", "WorksFor", "Pool", "frame_from_json", "frames_from_json", "triage_from_json", "thread_label"]
 
 # the key tables' words (``core/jsonkeys.py``)
@@ -89,8 +114,12 @@ _CHILD_DEATH_KEYS = (_k("pid", doc=_always, required=True), _k("name", doc=_alwa
                      _k("signal", doc=_always, required=True), _k("core_dumped", doc=_always, load=bool))
 
 
-def _optional_frames(ds: Optional[List[Json]]) -> Optional[List[Frame]]:
+def _optional_frames(ds: Optional[List[Json]]) -> Optional[List[EventFrame]]:
     return frames_from_json(ds) if ds is not None else None
+
+
+def _optional_captured_frames(ds: Optional[List[Json]]) -> Optional[List[Frame]]:
+    return captured_frames_from_json(ds) if ds is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +157,13 @@ def _mismatched(t: Any, value: Any) -> bool:
 
 @dataclass(slots=True)
 class Thread:
-    """One thread of an event (THREAD): its ids, names, states, and frames, innermost first."""
+    """One thread as captured (THREAD): its ids, names, states, and frames, innermost first; an event's is an
+    ``EventThread``."""
 
     tid: int
     name: str = ""
     frames: List[Frame] = field(default_factory=list)
     merge: Optional[str] = None  # "ok" | "native" | "mismatch" | "no-thread-state" | "partial"
-    label: Optional[str] = None  # the name the text shows (the OS name, or threading's where more telling)
     gil: Optional[str] = None  # "held" | "waiting"
     python_name: Optional[str] = None
     daemon: Optional[bool] = None
@@ -143,12 +172,9 @@ class Thread:
     progress: Optional[str] = None  # "stuck" | "moving" (stack --samples)
     stuck_s: Optional[float] = None
     ns_tid: Optional[int] = None
-    tf_function: Optional[TfFunction] = None
     merge_detail: Optional[str] = None  # merge "mismatch": why
     python_frames: Optional[List[Frame]] = None  # merge "mismatch": the Python stack alone
     error: Optional[str] = None
-    tf_functions_in_flight: Optional[List[str]] = None  # an executor thread, several in flight
-    works_for: Optional[WorksFor] = None  # a pool thread: the Python thread waiting on its work
     lock_wait: Optional[Json] = None  # {"resource", "owner", "evidence"}: a lock it waits for whose holder memory says
     after_release: bool = False  # stack: its unwind read memory the hold's copy lacked, after the process ran on
     consistent: Optional[bool] = None  # stack --no-pause: False where its stack changed while it was read
@@ -156,11 +182,11 @@ class Thread:
     cxx_exception: Optional[Json] = None  # {"type", "what", "state"}: the C++ exception in flight (cxxexc.py)
 
     def to_json(self) -> Json:
-        return _write(self, _THREAD_KEYS)
+        return _write(self, _CAPTURED_THREAD_KEYS)
 
     @classmethod
     def from_json(cls, d: Json) -> Thread:
-        return _build(cls, _THREAD_KEYS, d)
+        return _build(cls, _CAPTURED_THREAD_KEYS, d)
 
     def runs_python(self) -> bool:
         """Whether a Python frame is on its merged stack."""
@@ -172,7 +198,28 @@ class Thread:
 
     def capture_json(self) -> Json:
         """The thread as a capture carries it (see ``NativeFrame.capture_json``)."""
-        return _write(self, _THREAD_KEYS, wire=True, order=_THREAD_WIRE)
+        return _write(self, _CAPTURED_THREAD_KEYS, wire=True, order=_THREAD_WIRE)
+
+
+@dataclass(slots=True)
+class EventThread(Thread):
+    """One thread of an event (THREAD): the captured one, its frames the event's (``EventNativeFrame``,
+    ``EventPythonFrame``), with what analysis decided of it (``analysis/event.py``)."""
+
+    # The event's own frames: analysis puts only event frames here (a list's type cannot narrow its base's).
+    frames: List[EventFrame] = field(default_factory=list)  # type: ignore[assignment]
+    python_frames: Optional[List[EventFrame]] = None  # type: ignore[assignment]
+    label: Optional[str] = None  # the name the text shows (the OS name, or threading's where more telling)
+    tf_function: Optional[TfFunction] = None
+    tf_functions_in_flight: Optional[List[str]] = None  # an executor thread, several in flight
+    works_for: Optional[WorksFor] = None  # a pool thread: the Python thread waiting on its work
+
+    def to_json(self) -> Json:
+        return _write(self, _THREAD_KEYS)
+
+    @classmethod
+    def from_json(cls, d: Json) -> EventThread:
+        return _build(cls, _THREAD_KEYS, d)
 
 
 # A tf.function read from the thread's own frames comes before the merge's details; one attributed to an
@@ -194,9 +241,13 @@ _THREAD_KEYS = (
 _THREAD_WIRE = ("tid", "name", "python_name", "daemon", "frames", "merge", "merge_detail", "python_frames",
                 "has_python", "gil", "gc", "gdb_thread", "ns_tid", "error", "kernel", "progress", "stuck_s",
                 "lock_wait", "cxx_exception", "consistent", "after_release")
+# analysis's keys, never in a capture (nor in its wire form); a captured thread's frames are the capture's
+ANALYSED_THREAD_KEYS = ("label", "tf_function", "tf_functions_in_flight", "works_for")
+_CAPTURED_THREAD_KEYS = jsonkeys.without(_THREAD_KEYS, ANALYSED_THREAD_KEYS, frames=captured_frames_from_json,
+                                         python_frames=_optional_captured_frames)
 
 
-def thread_label(t: Thread, main_name: Optional[str]) -> str:
+def thread_label(t: EventThread, main_name: Optional[str]) -> str:
     """The name a thread is shown by (JSON ``"label"``): ``threading``'s name where the OS name is the one
     every thread inherits (the main thread's, ``main_name``) or unknown (a core keeps no thread names), else
     the OS name that native code gave it."""
@@ -206,7 +257,11 @@ def thread_label(t: Thread, main_name: Optional[str]) -> str:
     return name
 
 
-def _threads(ds: Optional[List[Json]]) -> List[Thread]:
+def _threads(ds: Optional[List[Json]]) -> List[EventThread]:
+    return [EventThread.from_json(t) for t in ds or []]
+
+
+def _captured_threads(ds: Optional[List[Json]]) -> List[Thread]:
     return [Thread.from_json(t) for t in ds or []]
 
 
@@ -253,7 +308,7 @@ def _wire(key: str, rule: Rule = _is_set, **more: Any) -> _Key:
 
 
 _CAPTURE_KEYS = (
-    _wire("pid", _always), _wire("threads", _always, load=_threads), _wire("warnings", _always, load=_as_list),
+    _wire("pid", _always), _wire("threads", _always, load=_captured_threads), _wire("warnings", _always, load=_as_list),
     _wire("ns_pid"), _wire("python"), _wire("finalizing", _truthy, load=bool), _wire("selected_tid"),
     _wire("pool", load=_optional(Pool.from_json)),
     _wire("via"), _wire("samples"), _wire("held_ms"), _wire("nonblocking", _truthy, load=bool),
@@ -288,7 +343,7 @@ class Event:
     thread: Optional[int] = None  # the LWP that stopped (written null for a snapshot)
     pid: Optional[int] = None
     ns_pid: Optional[int] = None
-    threads: List[Thread] = field(default_factory=list)
+    threads: List[EventThread] = field(default_factory=list)
     python: Optional[str] = None  # "3.11"
     via: Optional[str] = None  # "cfi" | "gdb"
     warnings: List[str] = field(default_factory=list)
@@ -306,6 +361,8 @@ class Event:
     process: Optional[Json] = None  # attach --follow-children: {"pid", "cmdline", "task"?} of a child's event
     no_debug_info: Optional[List[Json]] = None  # the user's libraries on the stacks without debug info
     culprit: Optional[Json] = None  # watch's hang report: the process the others wait for, and why it does not come
+    # attach --break-op --repro FILE: the script of this stop's op on its inputs, and what it did when run alone
+    reproducer: Optional[Json] = None
 
     def to_json(self) -> Json:
         return _write(self, _EVENT_KEYS)
@@ -325,7 +382,7 @@ _EVENT_KEYS = (
     _k("handler"), _k("op", get=_event_op, load=_op_of(Op.from_event_json)), _k("fatal"),
     _k("reraised_by_handler", doc=_truthy, load=bool),
     _k("cluster", doc=_truthy), _k("triage", load=lambda v: HangVerdict.from_json(v) if v is not None else None),
-    _k("process"), _k("no_debug_info", doc=_truthy), _k("culprit", doc=_truthy))
+    _k("process"), _k("no_debug_info", doc=_truthy), _k("culprit", doc=_truthy), _k("reproducer"))
 
 
 def _has_exit(doc: Any, value: Any) -> bool:
@@ -373,7 +430,7 @@ class Document:
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError("a malformed tfnative document (%s: %s)" % (type(exc).__name__, exc)) from None
 
-    def threads(self) -> List[Thread]:
+    def threads(self) -> List[EventThread]:
         """Every thread of every event, in order."""
         return [t for e in self.events for t in e.threads]
 

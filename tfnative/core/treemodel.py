@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Iterator, List, Optional, Set, Union
 
-from .model import Document, Frame
+from .model import Document, EventFrame
 from .rankset import Members
 
 
@@ -49,7 +49,7 @@ class Node:
 
     __slots__ = ("frame", "key", "members", "threads", "children", "processes", "outlier")
 
-    def __init__(self, frame: Optional[Frame], key: str) -> None:
+    def __init__(self, frame: Optional[EventFrame], key: str) -> None:
         self.frame, self.key = frame, key
         # member names (while the tree is built: document numbers as well): a rank set
         self.members = Members()

@@ -23,7 +23,7 @@ import re
 from importlib import resources
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..core.model import Document, ElidedFrame, Frame, NativeFrame, PythonFrame, Thread
+from ..core.model import Document, ElidedFrame, EventFrame, EventThread, NativeFrame, PythonFrame
 from ..core.rankset import compress
 from ..core.treemodel import Node, member_names
 from . import merge, render
@@ -42,7 +42,7 @@ def script_json(value: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def frame_fields(frame: Optional[Frame]) -> Json:
+def frame_fields(frame: Optional[EventFrame]) -> Json:
     """What the page shows of a frame: ``name`` (short), ``where`` (file:line or library), ``kind``,
     ``cls`` (its class: ``shown_class``, as analysis marked it), ``user``, ``op`` (label)."""
     if frame is None:
@@ -61,7 +61,7 @@ def frame_fields(frame: Optional[Frame]) -> Json:
             "cls": frame.shown_class, "user": False, "op": op}
 
 
-def _threads(doc: Document, all_threads: bool) -> List[Thread]:
+def _threads(doc: Document, all_threads: bool) -> List[EventThread]:
     return [t for t in doc.threads() if all_threads or t.runs_python()]
 
 
@@ -70,7 +70,7 @@ def stack_ends(root: Node, docs: Sequence[Document], all_threads: bool = False) 
     (``worker:1: 2 threads (python 101,103)``; one process: ``2 threads (python 101,103)``).  ``root`` is the
     tree of ``docs`` (whose glue its building marked)."""
     names = member_names(list(docs))
-    found: Dict[int, Dict[str, List[Thread]]] = {}
+    found: Dict[int, Dict[str, List[EventThread]]] = {}
     for doc, name in zip(docs, names):
         for t in _threads(doc, all_threads):
             node = root

@@ -10,22 +10,30 @@ decides nothing of its own.
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from ..core.elide import elided_text
-from ..core.model import ElidedFrame, Frame, NativeFrame, Op, PythonFrame, Thread
+from ..core.model import (
+    ElidedFrame,
+    EventFrame,
+    EventNativeFrame,
+    EventThread,
+    NativeFrame,
+    Op,
+    PythonFrame,
+)
 from .fit import compact_cpp, cut_line, cut_middle, cut_name, cut_path, wrap
 
 MIN_ABORT_RUN = 3  # a shorter run is shown whole: one line of fold would hide nothing
 
 
-def abort_run(frames: List[Frame]) -> int:
+def abort_run(frames: List[EventFrame]) -> int:
     """How many frames at the top of ``frames`` only deliver an abort (signal, abort(), a fatal log message,
-    ``std::terminate``): those analysis gave their part in it (``NativeFrame.abort``)."""
+    ``std::terminate``): those analysis gave their part in it (``EventNativeFrame.abort``)."""
     for n, f in enumerate(frames):
         if not isinstance(f, NativeFrame) or f.abort is None:
             return n
     return len(frames)
 
 
-def abort_text(frames: List[Frame]) -> str:
+def abort_text(frames: List[EventFrame]) -> str:
     """``... 6 frames of abort() and TensorFlow's fatal log ...``: a folded abort run, as one line."""
     parts = {f.abort for f in frames if isinstance(f, NativeFrame)}
     what = ["abort()"]
@@ -39,11 +47,11 @@ def abort_text(frames: List[Frame]) -> str:
     return "... %d frames of %s ..." % (len(frames), said)
 
 
-def _foldable(frame: Frame) -> bool:
+def _foldable(frame: EventFrame) -> bool:
     return isinstance(frame, (NativeFrame, PythonFrame)) and frame.foldable
 
 
-def fold_plan(frames: List[Frame], keep_head: int = 2, keep_tail: int = 2, min_run: int = 8) -> List[Any]:
+def fold_plan(frames: List[EventFrame], keep_head: int = 2, keep_tail: int = 2, min_run: int = 8) -> List[Any]:
     """Indices to print, with ``("fold", n)`` markers for runs of TensorFlow-internal frames (those analysis
     made ``foldable``).
 
@@ -93,7 +101,7 @@ _NAME_FORMS = ((False, False), (True, False), (True, True))
 MIN_NAME = 30  # a cut name or path keeps at least this much before the other gives way
 
 
-def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = False, bare: bool = False,
+def frame_line(index: int, f: EventFrame, name_width: int = 160, verbose: bool = False, bare: bool = False,
                width: Optional[int] = None) -> str:
     """The frame as ``stack`` prints it (``bare``: without a native frame's address and source line).
 
@@ -137,7 +145,7 @@ def frame_line(index: int, f: Frame, name_width: int = 160, verbose: bool = Fals
     return _fit_native(parts, f, width) + cut_line(source, width + 1)
 
 
-def native_mark(f: NativeFrame) -> str:
+def native_mark(f: EventNativeFrame) -> str:
     """What the text points out on a native frame: the user's kernel and its op (``<-- your kernel, op
     ZeroOut``), other code of the user's (``<-- your code``), another kernel's op (``<-- op MatMul``)."""
     if f.frame_class == "user":
@@ -157,7 +165,7 @@ class _NativeParts(NamedTuple):
     mark: str
 
 
-def _fit_native(parts: _NativeParts, f: Frame, width: int) -> str:
+def _fit_native(parts: _NativeParts, f: EventFrame, width: int) -> str:
     """A native frame's line within ``width`` (see ``frame_line``)."""
     head, name, where, lib, address, extra, mark = parts
     if name == "??":
@@ -210,7 +218,7 @@ def cxx_exception_line(exc: Dict[str, Any]) -> str:
     return "C++ exception in flight: " + cxx_exception_text(exc)
 
 
-def is_marked(frame: Frame) -> bool:
+def is_marked(frame: EventFrame) -> bool:
     """A frame the text points at in its left margin (``>``): the user's code, a kernel with its op."""
     if isinstance(frame, PythonFrame):
         return frame.user_code
@@ -220,7 +228,7 @@ def is_marked(frame: Frame) -> bool:
 MARGIN = "> "  # in front of a marked frame's line, where the others have two spaces
 
 
-def thread_block(thread: Thread, header: Optional[str] = None, fold: bool = True,
+def thread_block(thread: EventThread, header: Optional[str] = None, fold: bool = True,
                  width: Optional[int] = None) -> List[str]:
     """A thread as text lines: its title, then a line a frame, innermost first; marked frames (the user's
     code, kernels with their op) start with ``>``.  ``fold``: runs of internal frames as one line each
@@ -255,7 +263,7 @@ def thread_block(thread: Thread, header: Optional[str] = None, fold: bool = True
     return lines
 
 
-def variable_lines(frame: Frame, width: Optional[int] = None) -> List[str]:
+def variable_lines(frame: EventFrame, width: Optional[int] = None) -> List[str]:
     """A frame's arguments and locals (``--locals``: a Python frame's; a native frame's of the user's own code,
     with DWARF), one per line under the frame (within ``width``)."""
     variables = frame.variables if isinstance(frame, (PythonFrame, NativeFrame)) else None
@@ -263,7 +271,7 @@ def variable_lines(frame: Frame, width: Optional[int] = None) -> List[str]:
                      width) for v in variables or []]
 
 
-def _levels(frames: List[Frame]) -> List[int]:
+def _levels(frames: List[EventFrame]) -> List[int]:
     """Each frame's depth in the thread's stack, counting the frames an elided entry stands for."""
     out, level = [], 0
     for f in frames:

@@ -13,7 +13,17 @@ import re
 from typing import Any, Callable, ClassVar, Dict, Iterable, List, NamedTuple, Optional, Set, TextIO
 
 from ..core import kstate, model
-from ..core.model import CrashSummary, Document, Event, Frame, Op, Pool, PythonFrame, Thread, thread_label
+from ..core.model import (
+    CrashSummary,
+    Document,
+    Event,
+    EventFrame,
+    EventThread,
+    Op,
+    Pool,
+    PythonFrame,
+    thread_label,
+)
 from ..files import write_output
 from . import render, threadgroups
 from .fit import cut_line, terminal_width, wrap
@@ -45,7 +55,7 @@ GIL_MARKS = {"held": "[holds the GIL]", "waiting": "[waiting for the GIL]"}
 
 
 
-def thread_display_name(t: Thread, main_name: Optional[str]) -> str:
+def thread_display_name(t: EventThread, main_name: Optional[str]) -> str:
     """The quoted name a thread is shown by (``thread_label``), with the Python name beside an OS name that
     native code gave it (``"tf_Compute" (Python "Dummy-1")``); ``""`` for a thread with no name known."""
     label = t.label if t.label is not None else thread_label(t, main_name)
@@ -55,7 +65,7 @@ def thread_display_name(t: Thread, main_name: Optional[str]) -> str:
     return '"%s" (Python "%s")' % (label, py)
 
 
-def state_marks(t: Thread) -> str:
+def state_marks(t: EventThread) -> str:
     """`` [holds the GIL] [gc] [S in futex] [stuck 2.0 s]``: a thread's states as its header shows them."""
     marks = [GIL_MARKS[t.gil]] if t.gil in GIL_MARKS else []
     if t.gc:
@@ -319,7 +329,7 @@ def op_lines(event: Event, full: bool = False, width: Optional[int] = None) -> L
     return lines
 
 
-def _created_at_plan(frames: List[Frame], full: bool) -> List[Optional[Frame]]:
+def _created_at_plan(frames: List[EventFrame], full: bool) -> List[Optional[EventFrame]]:
     """The frames of an op's creation stack worth printing: the user's, and the TF call each makes."""
     if full:
         return list(frames)
@@ -327,7 +337,7 @@ def _created_at_plan(frames: List[Frame], full: bool) -> List[Optional[Frame]]:
     for i, f in enumerate(frames):
         if isinstance(f, PythonFrame) and f.user:
             keep.update((i, i + 1))
-    out: List[Optional[Frame]] = []
+    out: List[Optional[EventFrame]] = []
     for i, f in enumerate(frames):
         if i in keep:
             out.append(f)
@@ -455,7 +465,7 @@ class Printer:
         self.out.flush()
 
     @staticmethod
-    def _header(t: Thread, event: Event) -> str:
+    def _header(t: EventThread, event: Event) -> str:
         """A thread's title after its id and name: the pool it works in (where TensorFlow did not name the
         thread), its tf.function, "(stopped here)", its states."""
         head = pool_phrase(t.tid, event.pool)

@@ -66,13 +66,15 @@ def _literal(entry: Json) -> str:
                                                           entry["dtype"])
 
 
-def script(call: Json, data_name: Optional[str]) -> Tuple[str, Dict[str, Json]]:
+def script(call: Json, data_name: Optional[str], stop: bool = False) -> Tuple[str, Dict[str, Json]]:
     """(the script's text, the inputs that go to the data file by their array name).  ``data_name``: the data
     file's name (the script loads ``__file__ + ".npz"``), None where there may be none (FILE is ``-``): then
-    every input is a literal."""
+    every input is a literal.  ``stop``: a ``--break-op`` stop's script, which keeps the op's outputs in
+    ``result`` and prints them (a crash's calls the op alone)."""
     lines: List[str] = []
     if call.get("onednn"):
-        lines += ["import os", "", 'os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"  # the crash is in oneDNN\'s kernel']
+        why = "the op ran in oneDNN's kernel" if stop else "the crash is in oneDNN's kernel"
+        lines += ["import os", "", 'os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"  # %s' % why]
     lines.append("import tensorflow as tf")
     big: Dict[str, Json] = {}
     body: List[str] = []
@@ -100,7 +102,9 @@ def script(call: Json, data_name: Optional[str]) -> Tuple[str, Dict[str, Json]]:
         parts.append("%s=%s" % (arg, "[%s]" % ", ".join(named[i] for i in which) if isinstance(which, list)
                                 else named[which]))
     parts += ["%s=%s" % (k, _attr(v, call["attr_types"].get(k, ""))) for k, v in sorted(call["call_attrs"].items())]
-    lines.append("%s(%s)" % (call["function"], ", ".join(parts)))
+    lines.append("%s%s(%s)" % ("result = " if stop else "", call["function"], ", ".join(parts)))
+    if stop:
+        lines.append("print(result)")
     return "\n".join(lines) + "\n", big
 
 
@@ -115,7 +119,7 @@ def _name(call: Json, k: int, used: Dict[str, int]) -> str:
             break
     else:
         base = "input_%d" % k
-    if base in ("tf", "np", "os", "lib", "data"):
+    if base in ("tf", "np", "os", "lib", "data", "result"):
         base += "_"
     used[base] = used.get(base, 0) + 1
     return base if used[base] == 1 else "%s_%d" % (base, used[base])
@@ -169,6 +173,24 @@ def check_line(name: str, lines: int, check: Json) -> str:
         tail = ": %s" % check["log"] if check.get("log") else ""
         return "%s dies of %s in op %s, as the original did%s" % (head, check["signal"], check["op"], tail)
     return "%s does not crash as the original did: %s" % (head, check.get("differs"))
+
+
+def stop_check_line(name: str, lines: int, op: str, hit: int, check: Json) -> str:
+    """``tfnative: repro: repro.py (5 lines) runs op MatMul on the inputs of hit 1; alone, it returned
+    float32[2,2]``: what a ``--break-op`` stop's script did when run alone (it reproduces no crash)."""
+    head = "tfnative: repro: %s (%d lines) runs op %s on the inputs of hit %d" % (name, lines, op, hit)
+    outcome = check.get("outcome")
+    if outcome == "skipped":
+        return "%s; not run (--no-repro-check)" % head
+    if outcome == "returned":
+        outputs = check.get("outputs") or []
+        said = ", ".join("%s[%s]" % (o["dtype"], ",".join(str(d) for d in o["shape"])) for o in outputs)
+        return "%s; alone, it returned %s" % (head, said or "no output")
+    if outcome == "died":
+        return "%s; alone, it died of %s" % (head, check.get("signal"))
+    if outcome == "timeout":
+        return "%s; alone, %s" % (head, check.get("error"))
+    return "%s; alone, it raised %s" % (head, check.get("error"))
 
 
 def minimized_line(tried: Json) -> str:

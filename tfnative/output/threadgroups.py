@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Tuple
 
-from ..core.model import Frame, PythonFrame, Thread
+from ..core.model import EventFrame, EventThread, PythonFrame
 from . import render
 
 
-def frame_text(frame: Frame) -> str:
+def frame_text(frame: EventFrame) -> str:
     """The frame as ``stack`` prints it, without its index, address or source line (they differ between
     processes, and between threads at the same place)."""
     text = render.frame_line(0, frame, bare=True)
     return text[1:].lstrip("0123456789").lstrip() if text.startswith("#") else text.strip()
 
 
-def thread_key(thread: Thread, header: str = "") -> Tuple[Any, ...]:
+def thread_key(thread: EventThread, header: str = "") -> Tuple[Any, ...]:
     """What makes two threads the same: ``header`` (the title without id and name), their frames and,
     with ``--locals``, the values shown under them."""
     frames = thread.frames
@@ -30,9 +30,9 @@ def thread_key(thread: Thread, header: str = "") -> Tuple[Any, ...]:
             repr(thread.cxx_exception))
 
 
-def group_threads(threads: Iterable[Tuple[Thread, str]]) -> List[List[Thread]]:
+def group_threads(threads: Iterable[Tuple[EventThread, str]]) -> List[List[EventThread]]:
     """(thread, header) pairs grouped by ``thread_key``, groups in the order of their first thread."""
-    groups: Dict[Tuple[Any, ...], List[Thread]] = {}
+    groups: Dict[Tuple[Any, ...], List[EventThread]] = {}
     for t, header in threads:
         groups.setdefault(thread_key(t, header), []).append(t)
     return list(groups.values())
@@ -52,7 +52,7 @@ def ranges(numbers: Iterable[int]) -> str:
     return ",".join(parts)
 
 
-def group_title(members: List[Thread]) -> str:
+def group_title(members: List[EventThread]) -> str:
     """``14 threads (tf_Compute 101-114)``; names in the order first seen, each with its thread ids."""
     by_name: Dict[str, List[int]] = {}
     for t in members:
