@@ -40,8 +40,7 @@ def _wait_for_worker(tmp_path, index, what, w, timeout=CONNECT_S):
         time.sleep(0.1)
 
 
-def _culprit_line(out):
-    return next((line for line in out.splitlines() if line.startswith("tfnative: watch: the culprit: ")), "")
+CULPRIT = "tfnative: watch: the culprit: "
 
 
 class Fault:
@@ -61,25 +60,37 @@ class Fault:
                 act(self.pid)
             t_fault = time.monotonic()
             procs = w.tree()[1:]
-            w.wait_for("tfnative: watch: hang: ", hang_after + 2 * interval + SNAPSHOT_SLACK + 60)
+            w.wait_for(CULPRIT, hang_after + 2 * interval + SNAPSHOT_SLACK + 60)
+            self.named = time.monotonic() - t_fault
+            w.wait_for("tfnative: watch: ending the job", SNAPSHOT_SLACK + 60, where="err")
             self.took = time.monotonic() - t_fault
             self.status = w.finish(60)
             self.out, self.err = w.out(), w.err()
-            print("reported %.1f s after the fault\n%s\n%s" % (self.took, self.out, self.err))
+            print("culprit named %.1f s, report done %.1f s after the fault\n%s\n%s" % (
+                self.named, self.took, self.out, self.err))
             assert_gone(procs)  # nothing left running, stopped or traced
         finally:
             w.kill_all()
         self.docs = documents(self.json_path)
         for doc in self.docs:
             check_document(doc)
-        self.line = _culprit_line(self.out)
+        lines = [line for line in self.out.splitlines() if line.startswith(CULPRIT)]
+        # the culprit as first named (before the report holds anything, where the facts name it), and the
+        # report's last word on it (the same line where its stacks add nothing to it)
+        self.first, self.line = (lines[0], lines[-1]) if lines else ("", "")
 
     def check(self, cause):
-        """Exit 124, the report within --hang-after + 2 intervals of the fault, the culprit named in the text
-        and on every document of the JSON, with its cause."""
+        """Exit 124, the culprit named within --hang-after + 2 intervals of the fault (before the report, read
+        from the job's stacks, which comes within SNAPSHOT_SLACK more), in the text and on every document of
+        the JSON, with its cause; the report's headline before it; the two lines, where there are two, name
+        the same process."""
+        assert self.named <= self.hang_after + 2 * self.interval, self.named
         assert self.took <= self.hang_after + 2 * self.interval + SNAPSHOT_SLACK, self.took
         assert self.status == 124, self.err
-        assert "worker:%d (pid %d)" % (self.culprit, self.pid) in self.line, self.out
+        who = "worker:%d (pid %d)" % (self.culprit, self.pid)
+        assert who in self.first and who in self.line, self.out
+        assert self.out.index("tfnative: watch: hang: ") < self.out.index(self.first)
+        assert self.out.count(self.line) == 1, self.out  # never the same line twice
         named = [(d["events"][0].get("culprit") or {}) for d in self.docs if d.get("events")]
         assert named and all(c.get("pid") == self.pid and c.get("label") == "worker:%d" % self.culprit
                              and c.get("cause") == cause for c in named), named

@@ -594,18 +594,33 @@ def test_corpus_repro(tf_pair, tmp_path):
     """``attach --repro`` of a real crash of the corpus (tensorflow/tensorflow issue #125505: FusedPadConv2D aborts
     in ``tensor_shape.cc``): the op line names the inputs and attributes read from memory (its NodeDef and OpDef,
     in the layout of the pair's protobuf runtime: 3.21's on TF 2.16, 6.x's on 2.21 and 2.22), and the script
-    written dies the same way under tfnative's own check (docs/repro.md, "Versions")."""
-    repro = tmp_path / "repro.py"
-    r, doc, left = tf_run(tf_pair, tmp_path, ["attach", *tf_pair.python_option(), "--repro", str(repro), CORPUS_PAD],
-                          expect_rc=128 + signal.SIGABRT)
+    written dies the same way under tfnative's own check (docs/repro.md, "Versions").  Then ``core --repro`` of
+    the same crash's core (``--save-core``): the same op line, the same script, which dies the same way too."""
+    repro, core = tmp_path / "repro.py", tmp_path / "saved.core"
+    r, doc, left = tf_run(tf_pair, tmp_path, ["attach", *tf_pair.python_option(), "--repro", str(repro),
+                                              "--save-core", str(core), CORPUS_PAD], expect_rc=128 + signal.SIGABRT)
+    try:
+        _same_repro(r, doc, repro)
+        assert left == [], left
+        again, out = tmp_path / "again.py", tmp_path / "c.json"
+        c = tf_pair.run(["core", str(core), tf_pair.python, "--repro", str(again), "--json", str(out)], timeout=600)
+    finally:
+        core.unlink(missing_ok=True)  # some 300 MB
+    assert c.returncode == 0, c.stderr[-3000:]
+    _same_repro(c, load_json(out), again)
+    assert again.read_text() == repro.read_text()  # the core's memory gave the inputs and attributes the live one did
+
+
+def _same_repro(r, doc, repro) -> None:
+    """The op line names FusedPadConv2D's inputs and attributes; the script written dies the same way."""
     assert ("op FusedPadConv2D(input: float32[3,2], paddings: int32[4,2]=[0,0,1,1,1,1,0,0], filter: float32[3,3,1,1]; "
-            'mode="REFLECT", strides=[1,1,1,1], padding="VALID")') in r.stderr.splitlines(), r.stderr[-3000:]
+            'mode="REFLECT", strides=[1,1,1,1], padding="VALID")') in (r.stdout + r.stderr).splitlines(), \
+        r.stderr[-3000:]
     rep = doc["triage"].get("reproducer") or {}
     line = [s for s in r.stderr.splitlines() if s.startswith("tfnative: repro: ")]
     assert rep.get("check", {}).get("outcome") == "same", line
-    assert re.match(r"tfnative: repro: repro\.py \(\d+ lines\) dies of SIGABRT in op FusedPadConv2D, as the "
+    assert re.match(r"tfnative: repro: %s \(\d+ lines\) dies of SIGABRT in op FusedPadConv2D, as the "
                     r"original did: (tensorflow/core/framework/)?tensor_shape\.cc:\d+\] "  # TF 2.16: the path
-                    r"Check failed: d < dims\(\) \(2 vs\. 2\)$", line[-1]), line
+                    r"Check failed: d < dims\(\) \(2 vs\. 2\)$" % re.escape(repro.name), line[-1]), line
     assert rep["attrs"] == {"mode": "REFLECT", "strides": {"list": [1, 1, 1, 1]}, "padding": "VALID"}, rep
     assert "tf.raw_ops.FusedPadConv2D(input=input, paddings=paddings, filter=filter, " in repro.read_text()
-    assert left == [], left

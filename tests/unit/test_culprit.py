@@ -95,3 +95,61 @@ def test_a_slurm_ranks_culprit_is_named_with_its_node():
     assert blame is not None and blame.culprit["node"] == "n2" and docs[0].events[0].culprit["node"] == "n2"
     assert culprit_line(blame.culprit, blame.peers_wait, blame.gone).startswith(
         "the culprit: worker:1 (pid 1001 on node n2), the rank the others wait for: ")
+
+
+STEP = (("_call", "/venv/lib/python3.11/site-packages/tensorflow/python/eager/polymorphic_function/x.py", 9),
+        ("work", "/job/mwms_steps.py", 137), ("main", "/job/mwms_steps.py", 150))
+
+
+def _facts(index, frames=STEP, call="futex", cpu=3.0, **kw):
+    return ProcessFacts(state=kw.pop("state", "S"), cpu_percent=cpu, task="worker:%d" % index, tasks=tuple(TASKS),
+                        main_frames=frames, main_call=call, **kw)
+
+
+def _early(facts):
+    _OPENED.clear()
+    _WATCHING[0] = True
+    try:
+        return culprit.early(facts)
+    finally:
+        _WATCHING[0] = False
+
+
+def test_early_names_a_stopped_rank_from_its_facts_alone_and_the_report_names_the_same():
+    stall = (("stall", "/job/mwms_steps.py", 112), ("main", "/job/mwms_steps.py", 150))
+    facts = {1000: _facts(0), 1001: _facts(1, stall, "clock_nanosleep", 0.0, state="T", stopped_by="SIGSTOP"),
+             1002: _facts(2)}
+    blame = _early(facts)
+    assert _OPENED == []
+    assert blame.culprit["pid"] == 1001 and blame.culprit["cause"] == "stopped" and blame.peers_wait
+    assert culprit_line(blame.culprit, blame.peers_wait, blame.gone) == (
+        "the culprit: worker:1 (pid 1001), the rank the others wait for: it is stopped (state T, by SIGSTOP): none "
+        "of its threads runs until SIGCONT; its main thread is at stall at mwms_steps.py:112")
+    docs = [_rank(0, "waiting_on_peer"), _rank(1, None), _rank(2, "waiting_on_peer")]
+    assert culprit.name(docs, facts, 1001).culprit["pid"] == 1001
+
+
+def test_early_names_the_one_rank_whose_main_thread_is_elsewhere_sleeping_or_not():
+    stall = (("stall", "/job/mwms_steps.py", 112), ("main", "/job/mwms_steps.py", 150))
+    sleeping = {1000: _facts(0), 1001: _facts(1, stall, "clock_nanosleep", 0.1), 1002: _facts(2), 1003: _facts(3)}
+    blame = _early(sleeping)
+    assert blame.culprit["cause"] == "sleeps" and blame.culprit["pid"] == 1001, blame
+    assert blame.culprit["why"] == ("it sleeps (or polls with time.sleep) at stall at mwms_steps.py:112, 0.1% of a "
+                                    "CPU over the last interval")
+    leave = (("wait", "/usr/lib/python3.11/threading.py", 320), ("leave", "/job/mwms_steps.py", 93))
+    blame = _early({1000: _facts(0), 1001: _facts(1, leave), 1002: _facts(2)})
+    assert blame.culprit["cause"] == "elsewhere" and blame.culprit["why"] == (
+        "it is not where the others wait (work at mwms_steps.py:137): its main thread is at leave at "
+        "mwms_steps.py:93")
+
+
+def test_early_names_the_one_rank_that_spins_and_none_where_the_facts_do_not_single_one_out():
+    spin = (("spin", "/job/mwms_steps.py", 98),)
+    blame = _early({1000: _facts(0), 1001: _facts(1, spin, None, 97.0), 1002: _facts(2)})
+    assert blame.culprit["cause"] == "spins" and blame.culprit["why"] == (
+        "it spins: its main thread runs at spin at mwms_steps.py:98, 97% of a CPU over the last interval")
+    other = (("other", "/job/mwms_steps.py", 50),)
+    assert _early({1000: _facts(0), 1001: _facts(1), 1002: _facts(2)}) is None  # all at one place
+    assert _early({1000: _facts(0, other), 1001: _facts(1, (("x", "/job/a.py", 1),)), 1002: _facts(2)}) is None
+    assert _early({1000: _facts(0), 1001: _facts(1, other)}) is None  # two tasks: no majority to stand out from
+    assert _early({1000: _facts(0), 1001: _facts(1, None), 1002: _facts(2)}) is None  # a main thread not read

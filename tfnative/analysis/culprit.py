@@ -17,6 +17,12 @@ ended); ``spins`` (its main thread runs Python, holding the GIL, or runs on a CP
 (its main thread is in ``time.sleep``: a sleep, or a loop that polls with one); ``elsewhere`` (it waits
 somewhere else than the collective: where it is, and its verdict).
 
+Before the report holds anything, ``early`` names the culprit where the watch's facts alone name it (the
+``ProcessFacts`` read ``deep``: a stopped process; among the tasks of a cluster, the one that spins while the
+others do not, or the one whose main thread is not where every other task's is, by its Python frames read
+without stopping it), so that the watch can say it at once; ``name`` then names the same process from the
+report's documents (``first``), with why from its stacks.
+
 The culprit is written on each document's hang event (``"culprit"``, docs/json-schema.md); ``name`` gives it
 with what the report's line says of it (``Blame``), which ``output/verdicttext.culprit_line`` words.  A stopped
 process's own verdict says it is stopped (pattern ``process_stopped``), not what its stopped threads would be
@@ -27,9 +33,11 @@ doing.  Pure: what it knows of a process beyond its document (its state, its TF_
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..core import frameclass
 from ..core.kstate import ProcessFacts
 from ..core.model import Document, Event, EventThread, PythonFrame
 from . import waitgraph
@@ -69,8 +77,15 @@ def _pattern(doc: Document) -> Optional[str]:
     return e.triage.pattern if e is not None and e.triage is not None else None
 
 
-def find(docs: Sequence[Document], facts: Mapping[int, ProcessFacts]) -> Optional[Tuple[Document, str]]:
-    """The culprit and how it was found (``"stopped"``, ``"peers_wait"``); None where nothing names one."""
+def find(docs: Sequence[Document], facts: Mapping[int, ProcessFacts],
+         first: Optional[int] = None) -> Optional[Tuple[Document, str]]:
+    """The culprit and how it was found (``"stopped"``, ``"peers_wait"``); None where nothing names one.
+    ``first``: the culprit ``early`` named before the report (the same one, where its document is there)."""
+    if first is not None:
+        doc = next((d for d in docs if d.pid == first), None)
+        fact = facts.get(first)
+        if doc is not None:
+            return doc, "stopped" if fact is not None and fact.stopped() else "peers_wait"
     for doc in docs:
         fact = facts.get(doc.pid or -1)
         if fact is not None and fact.stopped():
@@ -156,14 +171,15 @@ def stopped_verdict(doc: Document, fact: ProcessFacts) -> None:
                         "main thread is at %s%s" % (fact.stopped_by or "a stopping signal", _at(main), _in(main)))
 
 
-def name(docs: Sequence[Document], facts: Mapping[int, ProcessFacts]) -> Optional[Blame]:
-    """Find the culprit of ``docs``, write it on every document's event and return it with what the report's
-    line says of it (None where none is found).  A stopped process's verdict says it is stopped."""
+def name(docs: Sequence[Document], facts: Mapping[int, ProcessFacts], first: Optional[int] = None) -> Optional[Blame]:
+    """Find the culprit of ``docs`` (``first``: the one ``early`` named), write it on every document's event
+    and return it with what the report's line says of it (None where none is found).  A stopped process's
+    verdict says it is stopped."""
     for doc in docs:
         fact = facts.get(doc.pid or -1)
         if fact is not None and fact.stopped():
             stopped_verdict(doc, fact)
-    found = find(docs, facts)
+    found = find(docs, facts, first)
     if found is None:
         return None
     doc, how = found
@@ -196,3 +212,83 @@ def _gone_peers(doc: Document, docs: Sequence[Document]) -> List[str]:
         if de is not None:
             present.add((de.cluster or {}).get("task"))
     return [t for t in tasks if t not in present]
+
+
+SLEEP_CALLS = ("clock_nanosleep", "nanosleep")  # the calls time.sleep blocks in
+
+
+def _main_at(fact: ProcessFacts) -> Optional[str]:
+    """Where the main thread is by its Python frames read without stopping it (``work at train.py:79``: the
+    user's innermost frame, else the innermost frame); None where they were not read."""
+    if not fact.main_frames:
+        return None
+    frames = [PythonFrame(function, file, line) for function, file, line in fact.main_frames]
+    f = next((f for f in frames if frameclass.is_user_frame(f)), frames[0])
+    return "%s at %s:%s" % (f.function or "?", os.path.basename(f.file or "?"), f.line)
+
+
+def early(facts: Mapping[int, ProcessFacts]) -> Optional[Blame]:
+    """The culprit as the watch's facts name it before any process is held (the module's ``early``): a stopped
+    process; else, among the tasks of a cluster of three or more present, the one whose process ran
+    ``SPIN_PERCENT`` of a CPU over the last interval while no other did (it spins), else the one whose main
+    thread is not where all the others' are (it sleeps, where its main thread was in ``time.sleep``'s call; else
+    it is elsewhere, why from its stacks).  None where the facts name none."""
+    for pid in sorted(facts):
+        fact = facts[pid]
+        if fact.stopped():
+            at = _main_at(fact)
+            why = "it is stopped (state T, by %s): none of its threads runs until SIGCONT%s" % (
+                fact.stopped_by or "a stopping signal; which one /proc does not say",
+                "; its main thread is at %s" % at if at else "")
+            return _early_blame(pid, facts, "stopped", why, at)
+    clusters: Dict[Tuple[str, ...], List[int]] = {}
+    for pid in sorted(facts):
+        if facts[pid].task is not None and len(facts[pid].tasks) > 1:
+            clusters.setdefault(facts[pid].tasks, []).append(pid)
+    for members in clusters.values():
+        if len(members) >= 3:
+            found = _odd_task(members, facts)
+            if found is not None:
+                return found
+    return None
+
+
+def _odd_task(members: Sequence[int], facts: Mapping[int, ProcessFacts]) -> Optional[Blame]:
+    """``early``'s rule over the tasks of one cluster."""
+    cpu = {pid: facts[pid].cpu_percent for pid in members}
+    spinning = [pid for pid in members if (cpu[pid] or 0.0) >= SPIN_PERCENT]
+    at = {pid: _main_at(facts[pid]) for pid in members}
+    if len(spinning) == 1 and all(cpu[pid] is not None for pid in members):
+        pid = spinning[0]
+        return _early_blame(pid, facts, "spins", "it spins: its main thread runs at %s, %.0f%% of a CPU over the "
+                            "last interval" % (at[pid] or "?", cpu[pid] or 0.0), at[pid])
+    if any(place is None for place in at.values()):
+        return None
+    counts = Counter(at.values())
+    if len(counts) != 2 or sorted(counts.values()) != [1, len(members) - 1]:
+        return None
+    pid = next(pid for pid in members if counts[at[pid]] == 1)
+    peers_at = next(place for place in counts if counts[place] > 1)
+    fact, place = facts[pid], at[pid]
+    if fact.main_call in SLEEP_CALLS:
+        why = "it sleeps (or polls with time.sleep) at %s%s" % (place, "" if fact.cpu_percent is None else (
+            ", %.1f%% of a CPU over the last interval" % fact.cpu_percent))
+        return _early_blame(pid, facts, "sleeps", why, place)
+    why = "it is not where the others wait (%s): its main thread is at %s" % (peers_at, place)
+    return _early_blame(pid, facts, "elsewhere", why, place)
+
+
+def _early_blame(pid: int, facts: Mapping[int, ProcessFacts], cause: str, why: str, at: Optional[str]) -> Blame:
+    fact = facts[pid]
+    out: Dict[str, Any] = {"pid": pid, "label": fact.task or "process %d" % pid, "cause": cause, "why": why,
+                           "at": at or "?", "how": "stopped" if cause == "stopped" else "peers_wait"}
+    if fact.state:
+        out["state"] = fact.state
+    if fact.stopped_by:
+        out["signal"] = fact.stopped_by
+    if fact.cpu_percent is not None:
+        out["cpu_percent"] = round(fact.cpu_percent, 1)
+    present = {f.task for f in facts.values() if f.task is not None and f.tasks == fact.tasks}
+    peers = [t for t in fact.tasks if t in present and t != fact.task]
+    gone = tuple(t for t in fact.tasks if t not in present)
+    return Blame(out, bool(peers), gone)

@@ -97,7 +97,7 @@ def _input(op: str, k: int, entry: Json, whole: bool, name: Optional[str]) -> Js
     if values is None:
         values = spool.spooled(entry)  # larger than 64 MiB: copied to a file (core/tensorflow/spool.py)
     if values is None and whole:
-        why = spool.refusal(entry["dtype"], entry["shape"]) or "larger than tfnative reads (64 MiB)"
+        why = spool.refusal(entry) or "larger than tfnative reads (64 MiB)"
         raise NoRepro("op %s: input %d, %s, is %s: its values were not read" % (op, k, label, why))
     out: Json = {"dtype": entry["dtype"], "shape": list(entry["shape"]), "values": values}
     if variable is not None:

@@ -6,13 +6,18 @@ A change is ``(kind, input, axis)``: ``one`` (that dimension to 1), ``half`` (th
 ``ones`` (every value of the input; ``axis`` unused).  A smaller dimension keeps the first values along it, so
 what is left are values the crash had.  An input that is a shape or a size (an integer vector of at most
 ``SIZE_LIKE_MAX`` elements, or an integer scalar: ``input_sizes``, ``paddings``' rows are not, ``seq_len_max``
-is) is never changed: its values are what the kernel checks."""
+is) is never changed: its values are what the kernel checks.
+
+An input whose values are raw bytes (``core/tensorflow/spool.py``'s ``Raw``: one larger than ``--repro`` reads
+whole, copied to a file) is never made a list: a change gives another ``Raw`` over the same file (its runs, or a
+fill), so that every try's input is written to its data file a chunk at a time."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Tuple
 
 from ..core.model import Json
+from ..core.tensorflow.spool import Raw
 
 Change = Tuple[str, int, int]
 SIZE_LIKE_MAX = 8
@@ -58,10 +63,18 @@ def changes(call: Json, kind: str) -> List[Change]:
             continue
         low = 1 if kind == "one" else 3
         out += [(kind, k, axis) for axis, d in enumerate(entry["shape"]) if d > low]
-        simple = [_fill(entry["dtype"], False)] + ([_fill(entry["dtype"], True)] if kind == "half" else [])
-        if not any(all(type(v) is type(fill) and v == fill for v in entry["values"]) for fill in simple):
+        if not _simple(entry, kind == "half"):
             out.append(("ones" if kind == "half" else "zeros", k, 0))
     return out
+
+
+def _simple(entry: Json, or_ones: bool) -> bool:
+    """Every value of the input is 0 (``or_ones``: or every one is 1): no fill to try."""
+    values = entry["values"]
+    if isinstance(values, Raw):
+        return values.only(False) or or_ones and values.only(True)
+    simple = [_fill(entry["dtype"], False)] + ([_fill(entry["dtype"], True)] if or_ones else [])
+    return any(all(type(v) is type(fill) and v == fill for v in values) for fill in simple)
 
 
 def apply(call: Json, chosen: Iterable[Change]) -> Json:
@@ -78,11 +91,16 @@ def apply(call: Json, chosen: Iterable[Change]) -> Json:
                 shape[axis] = 1
             elif kind == "half":
                 shape[axis] = max(1, shape[axis] // 2)
-        values = _prefix(entry["values"], entry["shape"], shape) if shape != entry["shape"] else entry["values"]
+        values = entry["values"]
+        if shape != entry["shape"]:
+            values = values.cropped(entry["shape"], shape) if isinstance(values, Raw) else \
+                _prefix(values, entry["shape"], shape)
         fills = [kind for kind, _, _ in mine if kind in ("zeros", "ones")]
-        if fills:
+        if fills and isinstance(values, Raw):
+            values = values.filled(fills[-1] == "ones")
+        elif fills:
             values = [_fill(entry["dtype"], fills[-1] == "ones")] * len(values)
-        entry["shape"], entry["values"] = shape, list(values)
+        entry["shape"], entry["values"] = shape, values  # the values are never changed in place: shared, not copied
     return dict(call, inputs=inputs)
 
 

@@ -14,7 +14,7 @@ from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from ..analysis import shrink
 from ..core.model import Json
-from ..files import write_output
+from ..files import open_output, write_output
 from ..output import reprotext
 
 TRIES = 60  # --repro-minimize-tries' default
@@ -133,7 +133,8 @@ def _run(path: str, call: Json, run: Check, left: float) -> Json:
     text, big = reprotext.script(call, os.path.basename(path) + ".npz")
     write_output(path, text.encode())
     if big:
-        write_output(path + ".npz", reprotext.npz(big))
+        with open_output(path + ".npz") as f:  # a large input's values (a spool.Raw) a chunk at a time
+            reprotext.write_npz(f, big)
     elif os.path.exists(path + ".npz"):
         os.unlink(path + ".npz")
     return run(path, left)

@@ -118,6 +118,12 @@ class ProcessFacts:
     state: Optional[str] = None  # its scheduler state (``/proc/PID/stat``), read before the report held it
     stopped_by: Optional[str] = None  # the signal of its group stop, where the crash catcher answered one
     cpu_percent: Optional[float] = None  # its threads' CPU over the last interval, in % of one CPU
+    # Read only where the watch names a culprit before it holds anything (``snapshot/progress.facts``, ``deep``):
+    task: Optional[str] = None  # its task among its peers ("worker:1": its TF_CONFIG; "rank:3": its launcher's)
+    tasks: Tuple[str, ...] = ()  # every task of its cluster
+    # its main thread's Python frames (function, file, line), innermost first, read without stopping it
+    main_frames: Optional[Tuple[Tuple[Optional[str], Optional[str], Optional[int]], ...]] = None
+    main_call: Optional[str] = None  # the system call its main thread was blocked in at the last reading
 
     def stopped(self) -> bool:
         return self.stopped_by is not None or self.state == "T"

@@ -48,6 +48,10 @@ def _uniform(entry: Json) -> Optional[str]:
     values = entry["values"]
     if len(values) < 2:
         return None
+    by_bytes = getattr(values, "uniform", None)  # a spool.Raw: by its bytes, a chunk at a time
+    if by_bytes is not None:
+        named: Optional[str] = by_bytes()
+        return named
     kind = bool if entry["dtype"] == "bool" else float if entry["dtype"].startswith("float") else int
     for name, fill in (("zeros", 0), ("ones", 1)):
         if all(type(v) is kind and v == fill and math.copysign(1.0, v) > 0 for v in values):
@@ -166,12 +170,12 @@ def _npy_head(entry: Json) -> bytes:
 
 def write_npz(f: BinaryIO, arrays: Dict[str, Json]) -> None:
     """An ``.npz`` (a zip of ``.npy`` files, format 1.0) of ``arrays`` on ``f``: each entry's exact values.  An
-    input copied to a spool file (``core/tensorflow/spool.py``'s ``Spooled``, whose ``chunks()`` gives its raw
+    input copied to a spool file (``core/tensorflow/spool.py``'s ``Raw``, whose ``chunks()`` gives its raw
     bytes) is written from it a chunk at a time."""
     with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
         for name, entry in arrays.items():
             values = entry["values"]
-            chunks = getattr(values, "chunks", None)  # a spool.Spooled: the raw bytes, a chunk at a time
+            chunks = getattr(values, "chunks", None)  # a spool.Raw: the raw bytes, a chunk at a time
             if chunks is not None:
                 with z.open(name + ".npy", "w", force_zip64=True) as member:
                     member.write(_npy_head(entry))

@@ -52,7 +52,7 @@ from ..core.binary.cfaprogram import CfiError
 from ..core.binary.cfi import RSP, Frame, Unwinder
 from ..core.memory import UnwindMemory
 from ..core.model import Capture, NativeFrame
-from ..core.python.pyframes import ThreadPy
+from ..core.python.pyframes import PythonReader, ThreadPy
 from ..core.tensorflow.executors import pool_summary, unnamed_workers
 from ..core.tensorflow.opkernel import OpKernelReader
 from ..core.tensorflow.threadnames import thread_names
@@ -306,6 +306,16 @@ def of_stopped(pid: int, threads: List[ThreadRegs], which: Threads,
     return result
 
 
+def code_and_reader(source: Source, warnings: List[str]) -> Tuple[List[Library], Optional[PythonReader]]:
+    """What every read of a source's Python begins with: its libraries named as its link map names them, with
+    the code no file backs, and the interpreter's reader over them (None: no interpreter found; why, in
+    ``warnings``)."""
+    libs = source.libraries()
+    link_map_names(source.memory, libs, source.executable)
+    libs = libs + source.extra_code()
+    return libs, python_reader(source.memory, libs, warnings)
+
+
 class _Prepared:
     """What ``stacks`` reads of a source before its threads: the libraries, the unwinder, the Python reader
     and (``python_threads``) the interpreter's thread states with their frames.  ``copy``: the memory
@@ -314,11 +324,9 @@ class _Prepared:
     def __init__(self, source: Source, variables: bool, copy: Optional[LiveMemory] = None) -> None:
         memory = source.memory
         self.warnings: List[str] = []
-        libs = source.libraries()
-        link_map_names(memory, libs, source.executable)
-        self.libs = libs = libs + source.extra_code()
+        libs, self.reader = code_and_reader(source, self.warnings)
+        self.libs = libs
         self.unwinder = Unwinder(libs, memory.read, source.mapping_of)
-        self.reader = python_reader(memory, libs, self.warnings)
         if self.reader is not None:
             self.reader.want_variables = variables
         self.memory = memory

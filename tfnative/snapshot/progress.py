@@ -40,7 +40,6 @@ from ..errors import PtraceRefused, TfnativeError, Unsupported
 from ..sources import modules, ptrace
 from ..sources.live import LiveSource
 from . import pipeline
-from .linkmap import link_map_names, python_reader
 from .samples import signature
 from .stackcopy import inner_to_host
 
@@ -164,9 +163,7 @@ def _main_frames(pid: int) -> Optional[Tuple[bool, Tuple[Tuple[str, Optional[str
     source = LiveSource(pid)
     source.nonblocking = True
     try:
-        libs = source.libraries()
-        link_map_names(source.memory, libs, source.executable)
-        reader = python_reader(source.memory, libs + source.extra_code(), [])
+        _libs, reader = pipeline.code_and_reader(source, [])
         if reader is None:
             return None
         if reader.finalizing():
@@ -220,15 +217,39 @@ def cluster_rank(pid: int) -> bool:
     return bool(cluster and len(cluster.get("tasks") or []) > 1)
 
 
-def facts(pid: int, caught_stop: Optional[str], cpu_percent: Optional[float]) -> ProcessFacts:
+def facts(pid: int, caught_stop: Optional[str], cpu_percent: Optional[float], main_call: Optional[str] = None,
+          deep: bool = False) -> ProcessFacts:
     """What the watch knows of ``pid`` beyond a snapshot: its scheduler state read now, the signal of its group
     stop (``caught_stop``: the crash catcher's; where it answers none and the process is stopped, the process's
     own report of its stop to a seize, ``stopped_by``) and its CPU over the last interval, which the watch
-    measured."""
+    measured.  ``deep`` (a hang, before anything is held): also its task among its peers and their tasks
+    (``ranks.cluster_of``), and where it is one of several tasks or is stopped, its main thread's Python frames
+    (``main_frames``) and the call it was blocked in at the last reading (``main_call``)."""
     state = procfs.state(pid)
     if caught_stop is None and state == "T":
         caught_stop = stopped_by(pid)
-    return ProcessFacts(state=state, stopped_by=caught_stop, cpu_percent=cpu_percent)
+    if not deep:
+        return ProcessFacts(state=state, stopped_by=caught_stop, cpu_percent=cpu_percent)
+    try:
+        cluster = ranks.cluster_of(procfs.environ(pid)) or {}
+    except OSError:
+        cluster = {}
+    tasks = tuple(str(t) for t in cluster.get("tasks") or ())
+    task = cluster.get("task") if len(tasks) > 1 else None
+    frames = main_frames(pid) if task is not None or state == "T" or caught_stop is not None else None
+    return ProcessFacts(state=state, stopped_by=caught_stop, cpu_percent=cpu_percent,
+                        task=str(task) if task is not None else None, tasks=tasks if task is not None else (),
+                        main_frames=frames, main_call=main_call)
+
+
+def main_frames(pid: int) -> Optional[Tuple[Tuple[Optional[str], Optional[str], Optional[int]], ...]]:
+    """The main thread's Python frames of ``pid`` (function, file, line; innermost first), read as it runs
+    (``_main_frames``); None where they cannot be read so now, or the interpreter is finalizing."""
+    try:
+        read = _main_frames(pid)
+    except _NOT_NOW:
+        return None
+    return read[1] if read is not None and not read[0] else None
 
 
 def loads_tensorflow(pid: int) -> bool:

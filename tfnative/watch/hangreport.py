@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextIO
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
 from ..analysis import culprit
 from ..analysis.across import across
@@ -68,11 +68,13 @@ TakeAll = Callable[[Sequence[int]], List[Outcome]]  # every process held at one 
 @dataclass
 class Hang:
     """One hang report to give: its number, its headline, and what the watcher knows of each process beyond its
-    snapshot (``ProcessFacts``: stopped, its CPU)."""
+    snapshot (``ProcessFacts``: stopped, its CPU); the lines said before it, and the culprit they named."""
 
     number: int
     headline: str
     facts: Mapping[int, ProcessFacts] = field(default_factory=dict)
+    said: Tuple[str, ...] = ()  # the lines said before the report (``say_first``): its headline, the culprit
+    first: Optional[int] = None  # the culprit named before the report (``culprit.early``)
 
 
 def facts_json(facts: Mapping[int, ProcessFacts]) -> Dict[str, Dict[str, Any]]:
@@ -92,6 +94,16 @@ def facts_from_json(value: Any) -> Dict[int, ProcessFacts]:
                                       stopped_by=by if isinstance(by, str) else None,
                                       cpu_percent=float(cpu) if isinstance(cpu, (int, float)) else None)
     return out
+
+
+def say_first(hang: Hang, opts: WatchOptions, out: TextIO) -> None:
+    """Say ``hang.said`` (the headline and the culprit, before any process is held) on ``out`` and, with
+    ``--out DIR``, in ``hang-N.txt`` (the whole report replaces it once it is taken)."""
+    text = "".join(line + "\n" for line in hang.said)
+    out.write(text)
+    out.flush()
+    if opts.out_dir:
+        write_output(os.path.join(opts.out_dir, "hang-%d.txt" % hang.number), text.encode("utf-8"))
 
 
 def hang_report(pids: Sequence[int], take_all: TakeAll, opts: WatchOptions, hang: Hang, out: TextIO,
@@ -116,12 +128,13 @@ def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, hang: Hang, out: 
         for event in doc.events:
             event.kind = "hang"
     across(docs)
-    blamed = culprit.name(docs, hang.facts)  # (a stopped process's verdict says so before it is printed)
+    blamed = culprit.name(docs, hang.facts, hang.first)  # (a stopped process's verdict says so before it is printed)
     merged = build_tree(frame_text, docs) if len(docs) > 1 else None
     odd = outlier_text(docs, merged) if merged is not None else None
     pictures = build_tree(frame_text, docs, all_threads=True) if opts.out_dir and docs else None
     text = io.StringIO()
-    text.write("%s\n" % headline)
+    text.write("".join(line + "\n" for line in hang.said or (headline,)))
+    said = len(text.getvalue()) if hang.said else 0  # what ``say_first`` has printed already
     printer = report.Printer(text, native_all=opts.stack.native_all, full=opts.stack.full, group=opts.stack.group,
                              fit=False)
     try:
@@ -136,8 +149,10 @@ def show_hang(outcomes: Sequence[Outcome], opts: WatchOptions, hang: Hang, out: 
     if odd:
         text.write("tfnative: watch: the outlier: %s\n" % odd)
     if blamed is not None:
-        text.write("tfnative: watch: %s\n" % culprit_line(blamed.culprit, blamed.peers_wait, blamed.gone))
-    out.write(text.getvalue())
+        line = "tfnative: watch: %s" % culprit_line(blamed.culprit, blamed.peers_wait, blamed.gone)
+        if line not in hang.said:  # said before the report, word for word: not again
+            text.write(line + "\n")
+    out.write(text.getvalue()[said:])
     out.flush()
     lines = report.json_lines(docs)
     if opts.json_path:

@@ -30,7 +30,7 @@ from ..analysis import culprit
 from ..analysis.across import across
 from ..analysis.event import snapshot_document
 from ..analysis.progress import Tracker, carry, judge, stacks_moved
-from ..core.kstate import ProcessFacts, ProcessSample
+from ..core.kstate import ProcessFacts, ProcessSample, syscall_name
 from ..core.model import Document, Outcome
 from ..core.signals import signal_name
 from ..errors import Interrupted, SignalGuard
@@ -233,9 +233,21 @@ class Watch:
                 if code is not None:
                     return code
             self.stragglers()
-            status = self._pause(started + self.opts.interval)
+            status = self._pause(self._next_reading(started))
             if status is not None:
                 return status
+
+    def _next_reading(self, started: float) -> float:
+        """When to read next: an interval after this reading began, or sooner, at the moment the job's stall
+        reaches ``hang_after`` (a hang not yet reported): the hang is then decided when it is due, not up to an
+        interval later."""
+        due = started + self.opts.interval
+        if self.armed:
+            now = self.clock()
+            left = self.opts.hang_after - self.tracker.stalled_for(now)
+            if left > 0:
+                due = min(due, now + left)
+        return due
 
     def _pause(self, until: float) -> Optional[int]:
         """Wait for the next reading (``until``, on ``clock``), ``poll`` asked every ``POLL_S`` meanwhile; a
@@ -321,7 +333,7 @@ class Watch:
             headline = ("tfnative: watch: hang: no process of the job has progressed for %.1f s (--hang-after %g): "
                         "%s" % (stalled, self.opts.hang_after, many))
         pids = [pid for pid in pids if runs_python(pid)] or list(pids)  # a shell or a C++ helper has no stack to say
-        return self._report_and_act(pids, headline, self._changed(pids))
+        return self._report_and_act(pids, headline, self._changed(pids), early=True)
 
     def on_exit_hang(self, pid: int, stalled: float, what: str, pids: Sequence[int]) -> Optional[int]:
         """A process whose program ended ``stalled`` seconds ago and that does not exit (``exits.py``): its report
@@ -332,11 +344,21 @@ class Watch:
         return self._report_and_act([pid], headline, True, pids)
 
     def _report_and_act(self, pids: Sequence[int], headline: str, changed: bool,
-                        job: Optional[Sequence[int]] = None) -> Optional[int]:
+                        job: Optional[Sequence[int]] = None, early: bool = False) -> Optional[int]:
         """The report of ``pids`` (where ``changed``, else one line), then ``--on-hang``'s action (a core: of
-        ``pids``; kill: the whole job); a status to end the watch with, or None."""
+        ``pids``; kill: the whole job); a status to end the watch with, or None.  ``early``: the headline and
+        the culprit, where the facts read before the hold name it (``culprit.early``), are said before the
+        report holds anything (holding and reading the processes of a large job takes seconds)."""
         number = self.reports + 1
-        hang = hangreport.Hang(number, headline, self.facts(pids))
+        hang = hangreport.Hang(number, headline, self.facts(pids, deep=early and changed))
+        if early and changed:
+            first = culprit.early(hang.facts)
+            said = [headline]
+            if first is not None:
+                said.append("tfnative: watch: %s" % culprit_line(first.culprit, first.peers_wait, first.gone))
+                hang.first = first.culprit["pid"]
+            hang.said = tuple(said)
+            hangreport.say_first(hang, self.opts, self.out)
         docs = hangreport.hang_report(pids, self.take_all, self.opts, hang, self.out, self.err) if changed else None
         if docs is None:
             self.say("still hung, at the stacks of the last report")
@@ -358,12 +380,18 @@ class Watch:
         self.say("watching on; another report once the job progresses and stalls again with other stacks")
         return None
 
-    def facts(self, pids: Sequence[int]) -> Dict[int, ProcessFacts]:
+    def facts(self, pids: Sequence[int], deep: bool = False) -> Dict[int, ProcessFacts]:
         """What the watcher knows of each process beyond a snapshot, read before the report holds them: its
         state, the signal of its group stop (the crash catcher's; without it, a stopped process's own report of
-        its stop to a seize: ``progress.facts``), its CPU over the last interval."""
+        its stop to a seize: ``progress.facts``), its CPU over the last interval; ``deep``: its task among its
+        peers, its main thread's Python frames and the call it was blocked in at the last reading."""
         return {pid: progress.facts(pid, self.stopped_by(pid) if self.stopped_by is not None else None,
-                                    self.cpu.get(pid)) for pid in pids}
+                                    self.cpu.get(pid), self._main_call(pid), deep) for pid in pids}
+
+    def _main_call(self, pid: int) -> Optional[str]:
+        """The system call the main thread of ``pid`` was blocked in at the last reading (None: none, or unread)."""
+        main = self.samples[pid].threads.get(pid) if pid in self.samples else None
+        return syscall_name(main.wait[0]) if main is not None and main.wait is not None else None
 
     def _changed(self, pids: Sequence[int]) -> bool:
         """Whether a new report says anything: the first one, or stacks unlike the last report's (read the

@@ -297,9 +297,10 @@ class InputsReader:
             elif values and name in _FORMATS and num * size <= _whole[0]:
                 out["values"] = _decoded(name, self.bytes_at(data, num * size), num)
             elif values and name in _FORMATS and _whole[0]:  # larger: copied to a file a chunk at a time
-                spooled = spool.copy(self.mem, data, num * size, name, dims, _FORMATS[name])
-                if spooled is not None:
-                    spool.keep(out, spooled)  # beside the entry, not in it: the document stays JSON
+                try:  # the copy in a typed field of the entry, beside its keys: the document stays JSON
+                    return spool.Entry(out, spooled=spool.copy(self.mem, data, num * size, _FORMATS[name]))
+                except spool.Refused as exc:
+                    return spool.Entry(out, refused=str(exc))
         return out
 
     def _dims(self, buf: bytes, rank: int, tag: int) -> List[int]:
