@@ -288,6 +288,8 @@ def _early_blame(pid: int, facts: Mapping[int, ProcessFacts], cause: str, why: s
         out["signal"] = fact.stopped_by
     if fact.cpu_percent is not None:
         out["cpu_percent"] = round(fact.cpu_percent, 1)
+    if fact.node:  # a Slurm job's rank: its node, as ``name`` gives it from its document
+        out["node"] = fact.node
     present = {f.task for f in facts.values() if f.task is not None and f.tasks == fact.tasks}
     peers = [t for t in fact.tasks if t in present and t != fact.task]
     gone = tuple(t for t in fact.tasks if t not in present)

@@ -124,6 +124,7 @@ class ProcessFacts:
     # its main thread's Python frames (function, file, line), innermost first, read without stopping it
     main_frames: Optional[Tuple[Tuple[Optional[str], Optional[str], Optional[int]], ...]] = None
     main_call: Optional[str] = None  # the system call its main thread was blocked in at the last reading
+    node: Optional[str] = None  # its Slurm node (``SLURMD_NODENAME``), as its document's scheduler names it
 
     def stopped(self) -> bool:
         return self.stopped_by is not None or self.state == "T"

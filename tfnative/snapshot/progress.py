@@ -223,23 +223,23 @@ def facts(pid: int, caught_stop: Optional[str], cpu_percent: Optional[float], ma
     stop (``caught_stop``: the crash catcher's; where it answers none and the process is stopped, the process's
     own report of its stop to a seize, ``stopped_by``) and its CPU over the last interval, which the watch
     measured.  ``deep`` (a hang, before anything is held): also its task among its peers and their tasks
-    (``ranks.cluster_of``), and where it is one of several tasks or is stopped, its main thread's Python frames
-    (``main_frames``) and the call it was blocked in at the last reading (``main_call``)."""
+    (``ranks.cluster_of``), its Slurm node (``ranks.scheduler_of``, as its document names it), and where it is one of
+    several tasks or is stopped, its main thread's Python frames (``main_frames``) and the call it was blocked in at
+    the last reading (``main_call``)."""
     state = procfs.state(pid)
     if caught_stop is None and state == "T":
         caught_stop = stopped_by(pid)
     if not deep:
         return ProcessFacts(state=state, stopped_by=caught_stop, cpu_percent=cpu_percent)
-    try:
-        cluster = ranks.cluster_of(procfs.environ(pid)) or {}
-    except OSError:
-        cluster = {}
+    env = procfs.environ(pid)  # (empty where it cannot be read)
+    cluster = ranks.cluster_of(env) or {}
+    node = (ranks.scheduler_of(env) or {}).get("node")
     tasks = tuple(str(t) for t in cluster.get("tasks") or ())
     task = cluster.get("task") if len(tasks) > 1 else None
     frames = main_frames(pid) if task is not None or state == "T" or caught_stop is not None else None
     return ProcessFacts(state=state, stopped_by=caught_stop, cpu_percent=cpu_percent,
                         task=str(task) if task is not None else None, tasks=tasks if task is not None else (),
-                        main_frames=frames, main_call=main_call)
+                        main_frames=frames, main_call=main_call, node=str(node) if node is not None else None)
 
 
 def main_frames(pid: int) -> Optional[Tuple[Tuple[Optional[str], Optional[str], Optional[int]], ...]]:

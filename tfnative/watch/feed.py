@@ -11,8 +11,9 @@ one of the K documents (``report.json_lines``'s line for one process).  The head
 ``srun``'s standard input, which ``--input=all`` gives every task: one JSON line each.
 
 Node to head: ``tick`` (every interval: seconds since the node's processes last progressed, each rank's),
-``report`` (a hang report's documents, and ``facts``: what the node knew of each process before it held them,
-stopped or its CPU, for the culprit), ``crash`` (a crash report's text, then its document), ``say`` (text
+``facts`` (at a report's order, before anything is held: what the node knows of each process, stopped, its CPU,
+its task and its main thread's frames, for the culprit the head names before the report), ``report`` (the hang
+report's documents), ``crash`` (a crash report's text, then its document), ``say`` (text
 for the head to print: a straggler's stack), ``cores`` (the cores written).  Head to nodes: ``report``,
 ``straggler``, ``core``; the end of standard input ends the node watchers (they let their processes go).
 """
@@ -66,7 +67,7 @@ class Message:
         return str(self.body.get("node", "task %d" % self.task))
 
     def kind(self) -> Optional[str]:
-        return next((k for k in ("tick", "report", "crash", "say", "cores", "bye") if k in self.body), None)
+        return next((k for k in ("tick", "facts", "report", "crash", "say", "cores", "bye") if k in self.body), None)
 
 
 class Assembler:

@@ -78,9 +78,32 @@ class Hang:
 
 
 def facts_json(facts: Mapping[int, ProcessFacts]) -> Dict[str, Dict[str, Any]]:
-    """``facts`` as a node watcher sends them to the head of ``watch --slurm-job`` (``{"PID": {...}}``)."""
-    return {str(pid): {"state": f.state, "stopped_by": f.stopped_by, "cpu_percent": f.cpu_percent}
-            for pid, f in facts.items()}
+    """``facts`` as a node watcher sends them to the head of ``watch --slurm-job`` (``{"PID": {...}}``): what
+    ``culprit.early`` and ``culprit.name`` judge (read ``deep``: its task, its main thread's frames, its node)."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for pid, f in facts.items():
+        one: Dict[str, Any] = {"state": f.state, "stopped_by": f.stopped_by, "cpu_percent": f.cpu_percent}
+        if f.task is not None:
+            one.update(task=f.task, tasks=list(f.tasks))
+        if f.main_frames is not None:
+            one["main_frames"] = [list(frame) for frame in f.main_frames]
+        for key, value in (("main_call", f.main_call), ("node", f.node)):
+            if value is not None:
+                one[key] = value
+        out[str(pid)] = one
+    return out
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+def _frames(value: Any) -> Optional[Tuple[Tuple[Optional[str], Optional[str], Optional[int]], ...]]:
+    """``main_frames`` read back: a list of [function, file, line]; None where it is anything else."""
+    if not isinstance(value, list) or not all(isinstance(f, list) and len(f) == 3 for f in value):
+        return None
+    return tuple((_text(f[0]), _text(f[1]), f[2] if isinstance(f[2], int) and not isinstance(f[2], bool) else None)
+                 for f in value)
 
 
 def facts_from_json(value: Any) -> Dict[int, ProcessFacts]:
@@ -89,16 +112,29 @@ def facts_from_json(value: Any) -> Dict[int, ProcessFacts]:
     for pid, f in (value.items() if isinstance(value, dict) else ()):
         if not str(pid).isdigit() or not isinstance(f, dict):
             continue
-        state, by, cpu = f.get("state"), f.get("stopped_by"), f.get("cpu_percent")
-        out[int(pid)] = ProcessFacts(state=state if isinstance(state, str) else None,
-                                      stopped_by=by if isinstance(by, str) else None,
-                                      cpu_percent=float(cpu) if isinstance(cpu, (int, float)) else None)
+        cpu, task, tasks = f.get("cpu_percent"), _text(f.get("task")), f.get("tasks")
+        tasks = tuple(tasks) if task is not None and isinstance(tasks, list) and all(
+            isinstance(t, str) for t in tasks) else ()
+        out[int(pid)] = ProcessFacts(state=_text(f.get("state")), stopped_by=_text(f.get("stopped_by")),
+                                      cpu_percent=float(cpu) if isinstance(cpu, (int, float)) else None,
+                                      task=task if tasks else None, tasks=tasks, main_frames=_frames(
+                                          f.get("main_frames")), main_call=_text(f.get("main_call")),
+                                      node=_text(f.get("node")))
     return out
 
 
-def say_first(hang: Hang, opts: WatchOptions, out: TextIO) -> None:
-    """Say ``hang.said`` (the headline and the culprit, before any process is held) on ``out`` and, with
-    ``--out DIR``, in ``hang-N.txt`` (the whole report replaces it once it is taken)."""
+def say_first(hang: Hang, opts: WatchOptions, out: TextIO, whole: bool = True) -> None:
+    """Say the hang's headline and, where the facts read before any process is held name it (``culprit.early``),
+    its culprit (with its node, for a Slurm job's rank), on ``out`` and, with ``--out DIR``, in ``hang-N.txt``
+    (the whole report replaces it once it is taken); kept in ``hang.said`` and ``hang.first``, so that the
+    report names the same process and says no line twice.  ``whole``: the facts are of every process (else,
+    some node's missing, the headline alone: the others' would make its ranks look gone)."""
+    said = [hang.headline]
+    first = culprit.early(hang.facts) if whole else None
+    if first is not None:
+        said.append("tfnative: watch: %s" % culprit_line(first.culprit, first.peers_wait, first.gone))
+        hang.first = first.culprit["pid"]
+    hang.said = tuple(said)
     text = "".join(line + "\n" for line in hang.said)
     out.write(text)
     out.flush()

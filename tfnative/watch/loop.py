@@ -352,12 +352,6 @@ class Watch:
         number = self.reports + 1
         hang = hangreport.Hang(number, headline, self.facts(pids, deep=early and changed))
         if early and changed:
-            first = culprit.early(hang.facts)
-            said = [headline]
-            if first is not None:
-                said.append("tfnative: watch: %s" % culprit_line(first.culprit, first.peers_wait, first.gone))
-                hang.first = first.culprit["pid"]
-            hang.said = tuple(said)
             hangreport.say_first(hang, self.opts, self.out)
         docs = hangreport.hang_report(pids, self.take_all, self.opts, hang, self.out, self.err) if changed else None
         if docs is None:

@@ -7,7 +7,8 @@ crash watch as ``watch`` has it, but no hang or straggler is decided here: a nod
 peer elsewhere has not progressed, and only the head sees every node.  Every reading sends the head a
 ``tick`` (``feed.py``): seconds since this node's processes last progressed, and each rank's (a rank with its
 descendants).  The head's orders come on standard input: ``report`` (every process held as a hang report
-holds them; the documents sent back), ``straggler`` (a rank's stack, as text), ``core`` (a core of every
+holds them; first, at once, what it knows of each without holding any, for the culprit the head names before the
+report; then the documents), ``straggler`` (a rank's stack, as text), ``core`` (a core of every
 process).  The end of standard input (the head gone, or done) ends the watcher, which lets its processes go;
 a crash is sent as ``crash`` (the text ``watch`` prints, then the document).
 """
@@ -121,12 +122,13 @@ class NodeWatch(Watch):
         pids = [pid for pid in self.job.processes() if many.runs_python(pid)]
         if "report" in got:
             what = got["report"] if isinstance(got["report"], dict) else {}
-            facts = hangreport.facts_json(self.facts(pids))  # read before the hold: a stopped rank, its CPU
+            # first what it knows of each process without holding any (a stopped rank, its CPU, its task, its
+            # main thread's frames), at once: the head names the culprit from every node's before the report
+            self.feed.send("facts", hangreport.facts_json(self.facts(pids, deep=True)), number=what.get("number"))
             outcomes = self.take_all(pids)
             docs = [o.doc for o in outcomes if o.doc is not None]
             errors = [[o.pid, o.error] for o in outcomes if o.doc is None]
-            self.feed.send("report", what.get("number"), docs=[report.json_lines([d]) for d in docs], errors=errors,
-                           facts=facts)
+            self.feed.send("report", what.get("number"), docs=[report.json_lines([d]) for d in docs], errors=errors)
         elif "straggler" in got:
             what = got["straggler"] if isinstance(got["straggler"], dict) else {}
             if what.get("node") != self.feed.node or not isinstance(what.get("pid"), int):

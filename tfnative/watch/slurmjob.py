@@ -9,11 +9,16 @@ progressed, and each rank's.  The head keeps, for every node and rank, when it l
 clock: the tick's arrival less the age it carries), and
 
 * the job is hung when no node has progressed for ``--hang-after`` seconds (nor the ``--progress-file``
-  moved): the head orders a report on ``srun``'s standard input (``--input=all``: every node at once), each
-  node holds its processes as ``watch`` holds them and sends their documents (and what it knew of each before:
-  stopped, by which signal, its CPU), and the head prints the one report ``watch`` prints
+  moved): the head orders a report on ``srun``'s standard input (``--input=all``: every node at once); each
+  node first sends at once what it knows of each process without holding any (its facts: stopped, by which
+  signal, its CPU, its task, its main thread's frames), from which the head says the headline and the culprit
+  they name (``hangreport.say_first``: ``culprit.early`` over the whole job's facts, the rank with its node);
+  then each node holds its processes as ``watch`` holds them and sends their documents, and the head prints
+  the one report ``watch`` prints
   (``hangreport.show_hang``: each process, the wait-for graph across all of them, the merged tree, the outlier
-  rank with its node, the culprit with its node), to ``--json`` and ``--out`` too.  Then ``--on-hang``:
+  rank with its node, the culprit with its node: the same rank, its line not said twice), to ``--json`` and
+  ``--out`` too.  The job is judged when its stall, as the nodes' last readings give it, reaches ``--hang-after``
+  (``_hang_due``), not up to an interval later.  Then ``--on-hang``:
   ``report`` watches on and reports again only after progress and with other stacks; ``kill`` cancels the
   job (``scancel``) and ends with 124; ``core`` has every node write the cores of its processes
   (``DIR/node-NAME/``) and watches on;
@@ -52,6 +57,7 @@ from .loop import HANG_EXIT, POLL_S
 from .options import WatchOptions
 
 REPORT_WAIT_S = 300.0  # the longest the head waits for the nodes' documents of one report
+FACTS_WAIT_S = 60.0  # the longest it waits for their facts first (read at once, without holding anything)
 END_WAIT_S = 60.0  # the longest the head waits for the step's end once it has closed its input
 
 
@@ -89,6 +95,7 @@ class Head:
         self.crashes = 0
         self.status: Optional[int] = None  # the first crash's
         self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.kept: List[Message] = []  # replies that came before they were asked for (``replies``)
 
     def say(self, text: str) -> None:
         self.err.write("tfnative: watch: %s\n" % text)
@@ -170,6 +177,14 @@ class Head:
                 if code is not None:
                     return code
             self.stragglers(now)
+            next_check = min(next_check, self._hang_due(time.monotonic()))
+
+    def _hang_due(self, now: float) -> float:
+        """The moment the job's stall (as the nodes' last readings give it) reaches ``--hang-after``, a hang not
+        yet reported: the head judges the job then too, and decides the hang when it is due, as ``watch`` does,
+        not up to an interval later (infinity where no hang is due)."""
+        left = self.opts.hang_after - self.stalled_for(now)
+        return now + left if self.armed and left > 0 else float("inf")
 
     def handle(self, got: Message) -> None:
         """One message of a node outside a report: its reading, a crash, text to print, its end."""
@@ -244,26 +259,14 @@ class Head:
                     "%d process%s on %d node%s" % (
                         self.job.id, self.stalled_for(now), self.opts.hang_after, count, "" if count == 1 else "es",
                         len(live), "" if len(live) == 1 else "s"))
-        replies = self.ask(order("report", number=number), "report", live)
-        outcomes: List[Outcome] = []
-        facts: Dict[int, ProcessFacts] = {}
-        for reply in replies:
-            facts.update(hangreport.facts_from_json(reply.body.get("facts")))
-            for doc in self._documents(reply):
-                outcomes.append(Outcome(doc.pid or 0, doc))
-            for item in reply.body.get("errors") or []:
-                if isinstance(item, list) and len(item) == 2:
-                    outcomes.append(Outcome(int(item[0]), error="node %s: %s" % (reply.node, item[1])))
-        missing = [n.name for n in live if n.name not in {r.node for r in replies}]
-        if missing:
-            self.say("no report from node%s %s" % ("" if len(missing) == 1 else "s", ", ".join(missing)))
+        hang = hangreport.Hang(number, headline)
+        outcomes = self.gather(hang, live)
         docs = [o.doc for o in outcomes if o.doc is not None]
         key = tuple(merge.text_lines(build_tree(frame_text, docs))) if docs else None
         if key is not None and key == self.last_report:
             self.say("still hung, at the stacks of the last report")
         elif outcomes:
-            if hangreport.show_hang(outcomes, self.opts, hangreport.Hang(number, headline, facts), self.out,
-                                    self.err):
+            if hangreport.show_hang(outcomes, self.opts, hang, self.out, self.err):
                 self.reports = number
                 self.last_report = key
         if self.opts.on_hang == "kill":
@@ -279,13 +282,45 @@ class Head:
         self.say("watching on; another report once the job progresses and stalls again with other stacks")
         return None
 
+    def gather(self, hang: hangreport.Hang, live: Sequence[NodeState]) -> List[Outcome]:
+        """The report ``hang`` ordered of every node: first each ``live`` node's facts, read without holding
+        anything (within ``FACTS_WAIT_S``), from which its headline and the culprit they name are said at once
+        (``hangreport.say_first``), then every process's document, held and read on its node (within
+        ``REPORT_WAIT_S`` of the order)."""
+        self._send(order("report", number=hang.number))
+        sent = time.monotonic()
+        known = self.replies("facts", [n.name for n in live], sent + FACTS_WAIT_S, keep="report")
+        facts: Dict[int, ProcessFacts] = {}
+        for reply in known:
+            facts.update(hangreport.facts_from_json(reply.body.get("facts")))
+        hang.facts = facts
+        hangreport.say_first(hang, self.opts, self.out, whole=len(known) == len(live))
+        replies = self.replies("report", [r.node for r in known], sent + REPORT_WAIT_S)  # (facts come first)
+        self.kept = []
+        outcomes: List[Outcome] = []
+        for reply in replies:
+            for doc in self._documents(reply):
+                outcomes.append(Outcome(doc.pid or 0, doc))
+            for item in reply.body.get("errors") or []:
+                if isinstance(item, list) and len(item) == 2:
+                    outcomes.append(Outcome(int(item[0]), error="node %s: %s" % (reply.node, item[1])))
+        missing = [n.name for n in live if n.name not in {r.node for r in replies}]
+        if missing:
+            self.say("no report from node%s %s" % ("" if len(missing) == 1 else "s", ", ".join(missing)))
+        return outcomes
+
     def ask(self, line: bytes, kind: str, live: Sequence[NodeState]) -> List[Message]:
-        """Send an order to every node; the replies of ``kind`` from ``live`` nodes (other messages handled as
-        they come), waiting at most ``REPORT_WAIT_S``."""
+        """Send an order to every node; the replies of ``kind`` from ``live`` nodes (``replies``)."""
         self._send(line)
-        wanted = {n.name for n in live}
-        replies: List[Message] = []
-        deadline = time.monotonic() + REPORT_WAIT_S
+        return self.replies(kind, [n.name for n in live], time.monotonic() + REPORT_WAIT_S)
+
+    def replies(self, kind: str, names: Sequence[str], deadline: float, keep: Optional[str] = None) -> List[Message]:
+        """The replies of ``kind`` from the nodes ``names`` (those kept before first; other messages handled as
+        they come, but those of kind ``keep``: kept for the next call), waiting until ``deadline`` at most."""
+        wanted = set(names)
+        replies: List[Message] = [m for m in self.kept if m.kind() == kind and m.node in wanted]
+        self.kept = [m for m in self.kept if m not in replies]
+        wanted -= {m.node for m in replies}
         while wanted and time.monotonic() < deadline:
             try:
                 got = self.messages.get(timeout=min(POLL_S, max(0.0, deadline - time.monotonic())))
@@ -297,6 +332,8 @@ class Head:
             if got.kind() == kind and got.node in wanted:
                 wanted.discard(got.node)
                 replies.append(got)
+            elif keep is not None and got.kind() == keep:
+                self.kept.append(got)
             else:
                 self.handle(got)
                 if got.kind() == "bye":
