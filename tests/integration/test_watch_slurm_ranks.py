@@ -134,8 +134,9 @@ def watch_fault(slurm, tmp, mode, hang_after, interval, act=None):
             setattr(result, name, None if at is None else at - t0)
             if name == "named_at":
                 result.first = line
-        print("headline %s s, culprit named %s s, ended %.1f s after the watch was armed\n%s\n%s" % (
-            result.hang_at, result.named_at, took, result.out, result.err))
+        report_at = out.lines[-1][0] - t0 if out.lines else None  # the report's last line
+        print("headline %s s, culprit named %s s, the report's end %s s, ended %.1f s after the watch was armed\n"
+              "%s\n%s" % (result.hang_at, result.named_at, report_at, took, result.out, result.err))
         deadline = time.monotonic() + 60
         while job_id in slurm.jobs():
             assert time.monotonic() < deadline, "the job was not cancelled"
