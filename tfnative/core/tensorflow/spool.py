@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import struct
-import tempfile
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 from ..memory import Memory
@@ -79,6 +78,8 @@ def size_text(n: int) -> str:
 
 
 def _spool_dir() -> str:
+    import tempfile  # here, not at the top: ``stack`` imports this module and never spools (tempfile: ~2 ms)
+
     if not _dir:
         _dir.append(tempfile.mkdtemp(prefix="tfnative-inputs-"))
         atexit.register(shutil.rmtree, _dir[0], True)
@@ -97,6 +98,8 @@ def copy(mem: Memory, addr: int, nbytes: int, fmt: str) -> Spooled:
         raise Refused("%s, more than tfnative copies (%s)" % (size_text(nbytes), size_text(SPOOL_MAX)))
     if nbytes + FREE_MARGIN > free:
         raise Refused("%s, more than the free space in %s (%s)" % (size_text(nbytes), where, size_text(free)))
+    import tempfile
+
     fd, path = tempfile.mkstemp(dir=where, suffix=".raw")
     try:
         with os.fdopen(fd, "wb") as f:
