@@ -20,6 +20,12 @@ from typing import Protocol
 USER_SPACE_END = 1 << 47
 
 
+def aligned_pointer(value: int) -> bool:
+    """Whether ``value`` can be a pointer to a C++ object in a process's user space: 8-aligned, past the zero
+    page, below ``USER_SPACE_END``.  TensorFlow's readers check every word they follow with it."""
+    return value % 8 == 0 and 0x1000 <= value < USER_SPACE_END
+
+
 class Memory(Protocol):
     """What a source gives the readers: bytes at an address of the target."""
 

@@ -23,15 +23,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
+from ..memory import aligned_pointer
 from .kernelinputs import InputsReader, Unread
 
 EAGER_WORDS = 12  # words of an EagerTensor where its TFE_TensorHandle* may be (after ob_refcnt, ob_type)
 HANDLE_WORDS = 64  # words of a TensorHandle where its Tensor may be
 MAX_REFS = 1 << 31
-
-
-def _pointer(value: int) -> bool:
-    return value % 8 == 0 and 0x1000 <= value < 1 << 47
 
 
 class EagerTensors:
@@ -63,10 +60,10 @@ class EagerTensors:
 
     def _is_handle(self, addr: int) -> bool:
         """A RefCounted object: a vtable, then a refcount above 0 (the EagerTensor holds one)."""
-        if not _pointer(addr):
+        if not aligned_pointer(addr):
             return False
         try:
             vptr, refs = self.r.words(addr, 2)
         except Unread:
             return False
-        return _pointer(vptr) and 0 < refs < MAX_REFS
+        return aligned_pointer(vptr) and 0 < refs < MAX_REFS

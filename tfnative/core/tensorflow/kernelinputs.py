@@ -48,7 +48,7 @@ import math
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..memory import USER_SPACE_END, Memory
+from ..memory import USER_SPACE_END, Memory, aligned_pointer
 from . import resources, spool
 from .opkernel import CALLEE_SAVED, FrameContext, stack_words
 
@@ -84,8 +84,6 @@ REF_OFFSET = 100  # DT_FLOAT_REF = 101: a ref type is its base + 100
 _FORMATS = {"float32": "f", "float64": "d", "int32": "i", "uint8": "B", "int16": "h", "int8": "b", "int64": "q",
             "bool": "?", "uint16": "H", "float16": "e", "uint32": "I", "uint64": "Q", "qint8": "b", "quint8": "B",
             "qint32": "i", "qint16": "h", "quint16": "H"}
-def _pointer(value: int) -> bool:
-    return value % 8 == 0 and 0x1000 <= value < USER_SPACE_END
 
 
 class Unread(Exception):
@@ -133,7 +131,7 @@ class InputsReader:
             if found is not None:
                 return found
         for k in range(1, PROPS_WORDS):
-            if not _pointer(words[k]):
+            if not aligned_pointer(words[k]):
                 continue
             try:
                 raw = self.bytes_at(words[k], PROPS_SCAN_BYTES)
@@ -173,25 +171,25 @@ class InputsReader:
             words = self.words(ctx, CTX_WORDS)
         except Unread:
             return []
-        if not _pointer(words[0]):  # OpKernelContext has a vtable
+        if not aligned_pointer(words[0]):  # OpKernelContext has a vtable
             return []
         out = []
         ks = ([self.links[0]] if self.links is not None else []) + list(range(1, CTX_WORDS))
         for k in dict.fromkeys(ks):
-            if not _pointer(words[k]):
+            if not aligned_pointer(words[k]):
                 continue
             try:
                 params = self.words(words[k], PARAMS_WORDS + 1)
             except Unread:
                 continue
             for j in range(PARAMS_WORDS):
-                if params[j] == kernel and _pointer(params[j + 1]) and self._has_vptr(params[j + 1]):
+                if params[j] == kernel and aligned_pointer(params[j + 1]) and self._has_vptr(params[j + 1]):
                     out.append((words[k], j, k))
         return out
 
     def _has_vptr(self, obj: int) -> bool:
         try:
-            return _pointer(self.u64(obj))
+            return aligned_pointer(self.u64(obj))
         except Unread:
             return False
 
@@ -201,7 +199,7 @@ class InputsReader:
         Params runs ``kernel`` and holds a list of its inputs; raises Unread."""
         seen, contexts = set(), 0
         for value in candidates[:MAX_CANDIDATES]:
-            if value in seen or not _pointer(value) or value == kernel:
+            if value in seen or not aligned_pointer(value) or value == kernel:
                 continue
             seen.add(value)
             for params, j, k in self.params_of(value, kernel):
@@ -238,11 +236,11 @@ class InputsReader:
             if span:
                 data, n = words[i], words[i + 1]
             else:
-                if not _pointer(words[i]):
+                if not aligned_pointer(words[i]):
                     return None
                 size, first = self.words(words[i], 2)
                 n, data = size >> 1, first if size & 1 else words[i] + 8
-            if types is not None and n != len(types) or not 0 < n <= MAX_INPUTS or not _pointer(data):
+            if types is not None and n != len(types) or not 0 < n <= MAX_INPUTS or not aligned_pointer(data):
                 return None
             pairs = self.words(data, 2 * n)
         except Unread:
@@ -260,7 +258,7 @@ class InputsReader:
 
     def tensor(self, addr: int, want: Optional[int] = None, values: bool = False) -> Dict[str, Any]:
         """``{"dtype", "shape"[, "values"]}`` of the Tensor at ``addr``, checked; raises Unread."""
-        if not _pointer(addr):
+        if not aligned_pointer(addr):
             raise Unread("the tensor pointer 0x%x is not a pointer" % addr)
         raw = self.bytes_at(addr, 32)
         buf, (num, tbuf) = raw[:16], struct.unpack_from("<qQ", raw, 16)
@@ -281,7 +279,7 @@ class InputsReader:
                 raise Unread("no buffer for %d elements" % num)
             return out
         vptr, refs, data = self.words(tbuf, 3)
-        if not _pointer(vptr) or not 0 < refs < 1 << 31:
+        if not aligned_pointer(vptr) or not 0 < refs < 1 << 31:
             raise Unread("its TensorBuffer at 0x%x has no vtable or refcount" % tbuf)
         if values and name == "resource":  # the handle, and a variable's value (core/tensorflow/resources.py)
             try:

@@ -54,6 +54,7 @@ import re
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..memory import aligned_pointer
 from .kernelinputs import DTYPES, REF_OFFSET, InputsReader, Unread, dtype_name
 
 MAX_ATTRS = 256  # attributes of one node: no op has more
@@ -67,10 +68,6 @@ PB3_MAP, PB3_VALUE, PB3_NEXT = 48, 32, 64  # protobuf 3.21: InnerMap's size; a n
 _NAME_RE = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*\Z")
 _CASES = {1: "list", 2: "s", 3: "i", 4: "f", 5: "b", 6: "type", 7: "shape", 8: "tensor", 9: "placeholder",
           10: "func"}
-
-
-def _pointer(value: int) -> bool:
-    return value % 8 == 0 and 0x1000 <= value < 1 << 47
 
 
 def _float(value: float) -> Any:
@@ -100,7 +97,7 @@ class AttrsReader:
     def arena_string(self, field: int) -> Tuple[int, bytes]:
         """(its data pointer, its bytes) of the ``ArenaStringPtr`` at ``field``; raises Unread."""
         s = self.r.u64(field) & ~3
-        if not _pointer(s):
+        if not aligned_pointer(s):
             raise Unread("an ArenaStringPtr 0x%x that points nowhere" % s)
         return self.r.u64(s), self.string(s)
 
@@ -112,7 +109,7 @@ class AttrsReader:
         if self.at is not None and self._names_at(words[self.at[0]] + self.at[1], views):
             return words[self.at[0]] + self.at[1]
         for k in range(1, PROPS_WORDS):
-            if not _pointer(words[k]):
+            if not aligned_pointer(words[k]):
                 continue
             try:
                 raw = self.r.bytes_at(words[k], NODEDEF_SCAN)
@@ -120,7 +117,7 @@ class AttrsReader:
                 continue
             for off in range(8, NODEDEF_SCAN - 8, 8):
                 a, b = struct.unpack_from("<QQ", raw, off)
-                if _pointer(a & ~3) and _pointer(b & ~3) and self._names_at(words[k] + off, views):
+                if aligned_pointer(a & ~3) and aligned_pointer(b & ~3) and self._names_at(words[k] + off, views):
                     self.at = (k, off)
                     return words[k] + off
         raise Unread("no NodeDef whose name and op are the kernel's in its NodeProperties")
@@ -148,13 +145,13 @@ class AttrsReader:
             raise Unread("a map node of %d bytes with its value at %d, %d entries" % (node_size, value_off, count))
         if count == 0:
             return []
-        if buckets & (buckets - 1) or not 0 < buckets <= MAX_BUCKETS or first >= buckets or not _pointer(table):
+        if buckets & (buckets - 1) or not 0 < buckets <= MAX_BUCKETS or first >= buckets or not aligned_pointer(table):
             raise Unread("a map of %d buckets (first %d), table 0x%x" % (buckets, first, table))
         out: List[Tuple[bytes, int]] = []
         for node in self.r.words(table, buckets):
             seen = 0
             while node and len(out) <= count:
-                if not _pointer(node) or seen > count:
+                if not aligned_pointer(node) or seen > count:
                     raise Unread("a map node at 0x%x" % node)
                 key = self.string(node + 8, 256)
                 if not _NAME_RE.match(key):
@@ -173,7 +170,7 @@ class AttrsReader:
             raise Unread("a map of %d entries, %d buckets (first %d)" % (count, buckets, first))
         out: List[Tuple[bytes, int]] = []
         if count:
-            if first == buckets or not _pointer(table):
+            if first == buckets or not aligned_pointer(table):
                 raise Unread("a map of %d entries, %d buckets (first %d), table 0x%x" % (count, buckets, first, table))
             heads = self.r.words(table, buckets)
             for b, node in enumerate(heads):
@@ -181,7 +178,7 @@ class AttrsReader:
                     raise Unread("a map bucket that is a tree")
                 seen = 0
                 while node and len(out) <= count:
-                    if not _pointer(node) or seen > count:
+                    if not aligned_pointer(node) or seen > count:
                         raise Unread("a map node at 0x%x" % node)
                     key = self.string(node, 256)
                     if not _NAME_RE.match(key):
@@ -198,7 +195,7 @@ class AttrsReader:
         """The value of the AttrValue at ``addr`` (an int, a float, a bool, a str, a DataType's name, a shape
         ``{"shape": [...]}``, a list of those ``{"list": [...]}``); raises Unread."""
         vptr = self.r.u64(addr)
-        if not _pointer(vptr) or self.vptr is not None and vptr != self.vptr:
+        if not aligned_pointer(vptr) or self.vptr is not None and vptr != self.vptr:
             raise Unread("an AttrValue without AttrValue's vtable")
         self.vptr = vptr
         case = struct.unpack("<I", self.r.bytes_at(addr + 28, 4))[0]
@@ -221,7 +218,7 @@ class AttrsReader:
         raise Unread("a %s attribute" % kind if kind else "an AttrValue whose value case is %d" % case)
 
     def list_value(self, addr: int) -> List[Any]:
-        if not _pointer(addr) or not _pointer(self.r.u64(addr)):
+        if not aligned_pointer(addr) or not aligned_pointer(self.r.u64(addr)):
             raise Unread("a ListValue at 0x%x" % addr)
         lists: List[List[Any]] = [
             [_text(self.string(p)) for p in self.pointers(addr + 16)],
@@ -240,7 +237,7 @@ class AttrsReader:
 
     def shape(self, addr: int) -> Optional[List[int]]:
         """A TensorShapeProto's dims (-1 unknown), None for an unknown rank."""
-        if not _pointer(addr) or not _pointer(self.r.u64(addr)):
+        if not aligned_pointer(addr) or not aligned_pointer(self.r.u64(addr)):
             raise Unread("a TensorShapeProto at 0x%x" % addr)
         dims_at, unknown_at, size_at = (16, 40, 24) if self.pb3 else (24, 48, 32)
         unknown = self.r.bytes_at(addr + unknown_at, 1)[0]
@@ -255,7 +252,7 @@ class AttrsReader:
         size_of = struct.calcsize(fmt)
         if self.pb3:  # {int current_size_, total_size_; T* elements}
             n, cap = struct.unpack("<ii", struct.pack("<Q", word))
-            if not 0 <= n <= cap or n > MAX_LIST or n and not _pointer(rest):
+            if not 0 <= n <= cap or n > MAX_LIST or n and not aligned_pointer(rest):
                 raise Unread("a RepeatedField of %d elements (capacity %d)" % (n, cap))
             return struct.unpack("<%d%s" % (n, fmt), self.r.bytes_at(rest, n * size_of)) if n else ()
         if not word & 4:  # SOO: inline in the next 8 bytes
@@ -264,7 +261,7 @@ class AttrsReader:
                 raise Unread("an inline RepeatedField of %d elements" % n)
             return struct.unpack_from("<%d%s" % (n, fmt), struct.pack("<Q", rest))
         n, cap = struct.unpack("<ii", struct.pack("<Q", rest))
-        if not 0 <= n <= cap or n > MAX_LIST or not _pointer(word & ~7):
+        if not 0 <= n <= cap or n > MAX_LIST or not aligned_pointer(word & ~7):
             raise Unread("a RepeatedField of %d elements (capacity %d)" % (n, cap))
         return struct.unpack("<%d%s" % (n, fmt), self.r.bytes_at(word & ~7, n * size_of)) if n else ()
 
@@ -277,13 +274,13 @@ class AttrsReader:
             if n == 0:
                 return []
             rep = self.r.u64(field + 16)
-            if not 0 < n <= cap or n > MAX_LIST or not _pointer(rep):
+            if not 0 < n <= cap or n > MAX_LIST or not aligned_pointer(rep):
                 raise Unread("a RepeatedPtrField of %d elements (capacity %d)" % (n, cap))
             tagged = rep + 1  # its Rep, as the 6.x layout's
         if not tagged or n == 0:
             return []
         if not tagged & 1:
-            if n != 1 or not _pointer(tagged):
+            if n != 1 or not aligned_pointer(tagged):
                 raise Unread("a RepeatedPtrField of one element at 0x%x, size %d" % (tagged, n))
             return [tagged]
         if not 0 < n <= MAX_LIST:
@@ -293,7 +290,7 @@ class AttrsReader:
         if not n <= allocated <= MAX_LIST:
             raise Unread("a RepeatedPtrField of %d elements, %d allocated" % (n, allocated))
         out = list(self.r.words(rep + 8, n))
-        if not all(_pointer(p) for p in out):
+        if not all(aligned_pointer(p) for p in out):
             raise Unread("a RepeatedPtrField element is no pointer")
         return out
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
+from ..memory import aligned_pointer
 from .kernelinputs import InputsReader, Unread, read_inputs
 from .nodeattrs import AttrsReader, read_attrs
 from .opkernel import FrameContext, OpKernelReader, op_of_frame
@@ -39,10 +40,6 @@ _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TYPE_RE = re.compile(r"[a-z()]+\Z")  # an attribute's type: "int", "list(type)", "shape", "func"...
 
 
-def _pointer(value: int) -> bool:
-    return value % 8 == 0 and 0x1000 <= value < 1 << 47
-
-
 class OpDefReader:
     """Reads OpDefs through an ``AttrsReader`` that has found a kernel's NodeDef (its ``at``)."""
 
@@ -52,10 +49,10 @@ class OpDefReader:
 
     def _message(self, addr: int, kind: str) -> None:
         """``addr`` is a message of the class ``kind`` (the same vtable as every other one read)."""
-        if not _pointer(addr):
+        if not aligned_pointer(addr):
             raise Unread("an %s at 0x%x" % (kind, addr))
         vptr = self.a.r.u64(addr)
-        if not _pointer(vptr) or self.vptrs.setdefault(kind, vptr) != vptr:
+        if not aligned_pointer(vptr) or self.vptrs.setdefault(kind, vptr) != vptr:
             raise Unread("an %s at 0x%x without its class's vtable" % (kind, addr))
 
     def _name(self, field: int, empty: bool = False) -> str:

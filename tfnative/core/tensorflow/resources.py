@@ -29,7 +29,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Dict, List, Optional, Protocol, Tuple, Type
 
-from ..memory import USER_SPACE_END
+from ..memory import aligned_pointer
 
 VAR_TYPE = "N10tensorflow3VarE"  # typeid(tensorflow::Var).name(): a C++ type's name, not a version's
 HANDLE_WORDS = 40  # a ResourceHandle is about 200 bytes; its fields are looked for in these words
@@ -48,10 +48,6 @@ class Reader(Protocol):
     def bytes_at(self, addr: int, size: int) -> bytes: ...
 
     def tensor(self, addr: int, want: Optional[int] = None, values: bool = False) -> Dict[str, Any]: ...
-
-
-def _pointer(value: int) -> bool:
-    return value % 8 == 0 and 0x1000 <= value < USER_SPACE_END
 
 
 def read_resource(reader: Reader, handle: int, unread: Type[Exception]) -> Dict[str, Any]:
@@ -116,7 +112,7 @@ def _string(reader: Reader, base: int, words: Tuple[int, ...], at: int, unread: 
     """The libstdc++ ``std::string`` at word ``at`` of the object at ``base``, None where it is not one."""
     data, size, cap = words[at], words[at + 1], words[at + 2]
     local = base + 8 * (at + 2)
-    if size > STRING_MAX or not (data == local and size < 16 or _pointer(data) and data != local and
+    if size > STRING_MAX or not (data == local and size < 16 or aligned_pointer(data) and data != local and
                                  size <= cap <= STRING_MAX * 4 and cap >= 16):
         return None
     if data == local:
@@ -140,7 +136,7 @@ def _dtypes_and_shapes(reader: Reader, words: Tuple[int, ...], at: int, unread: 
     if at + 3 > len(words):
         raise unread("no ResourceHandle: no dtypes and shapes after its type name")
     begin, end, cap = words[at: at + 3]
-    if not (begin == end == cap == 0 or _pointer(begin) and begin <= end <= cap and (end - begin) % _ELEMENT == 0
+    if not (begin == end == cap == 0 or aligned_pointer(begin) and begin <= end <= cap and (end - begin) % _ELEMENT == 0
             and (cap - begin) % _ELEMENT == 0 and (end - begin) // _ELEMENT <= MAX_SHAPES):
         raise unread("no ResourceHandle: no vector of dtypes and shapes after its type name")
     out = []
@@ -184,7 +180,7 @@ def _variable(reader: Reader, words: Tuple[int, ...], dtype: int, shape: Optiona
               unread: Type[Exception]) -> Any:
     """The variable's tensor (``{"dtype", "shape", "values"...}``) from the words after the handle's vector, or why
     not (a string)."""
-    pointers = [w for w in words if _pointer(w)]
+    pointers = [w for w in words if aligned_pointer(w)]
     if not pointers:
         return "its handle holds no pointer to the variable (it lives in a ResourceMgr, which tfnative does not read)"
     for obj in pointers:
@@ -192,7 +188,7 @@ def _variable(reader: Reader, words: Tuple[int, ...], dtype: int, shape: Optiona
             head = reader.words(obj, VAR_WORDS + 4)
         except unread:
             continue
-        if not _pointer(head[0]) or not 0 < head[1] < 1 << 31:  # ResourceBase: vptr, reference count
+        if not aligned_pointer(head[0]) or not 0 < head[1] < 1 << 31:  # ResourceBase: vptr, reference count
             continue
         for k in range(2, VAR_WORDS):
             try:

@@ -37,6 +37,7 @@ import re
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..memory import aligned_pointer
 from .kernelinputs import MAX_INPUTS, MAX_RANK, InputsReader, Unread
 from .nodeattrs import AttrsReader
 from .opkernel import CALLEE_SAVED, FrameContext, stack_words
@@ -48,10 +49,6 @@ VECTORS_WORDS = 24  # where inputs_ may begin
 NODEDEF_SCAN = 256  # where name_ may be in a NodeDef
 MAX_CANDIDATES = 2048
 _TYPE_RE = re.compile(rb"[A-Za-z_][A-Za-z0-9_>]*\Z")
-
-
-def _pointer(value: int) -> bool:
-    return value % 8 == 0 and 0x1000 <= value < 1 << 47
 
 
 class ShapeFnReader:
@@ -68,7 +65,7 @@ class ShapeFnReader:
     def shape(self, addr: int) -> Optional[List[Optional[int]]]:
         """The dims of the ``Shape`` at ``addr`` (None for an unknown dim), None for an unknown rank; raises
         Unread."""
-        if not _pointer(addr):
+        if not aligned_pointer(addr):
             raise Unread("a shape handle 0x%x that is no pointer" % addr)
         rank = struct.unpack("<i", self.r.bytes_at(addr, 4))[0]
         begin, end, cap = self.r.words(addr + 8, 3)
@@ -83,7 +80,7 @@ class ShapeFnReader:
             raise Unread("a shape of rank %d with %d dims" % (rank, n))
         dims: List[Optional[int]] = []
         for handle in (self.r.words(begin, n) if n else ()):
-            if not _pointer(handle):
+            if not aligned_pointer(handle):
                 raise Unread("a dimension handle 0x%x that is no pointer" % handle)
             value = struct.unpack("<q", self.r.bytes_at(handle, 8))[0]
             if value < -1:
@@ -94,7 +91,7 @@ class ShapeFnReader:
     # -- the NodeDef
     def node_def(self, ndef: int) -> Tuple[str, str, int]:
         """(the node's name, its op, where its ``name_`` is) of the NodeDef at ``ndef``; raises Unread."""
-        if not _pointer(ndef):
+        if not aligned_pointer(ndef):
             raise Unread("a NodeDef pointer 0x%x" % ndef)
         offsets = ([self.name_at] if self.name_at is not None else []) + list(range(8, NODEDEF_SCAN, 8))
         for off in dict.fromkeys(offsets):
@@ -122,7 +119,7 @@ class ShapeFnReader:
                 continue
             for j in ([ndef_at] if ndef_at is not None else range(i + 6, CTX_WORDS - 1)):
                 version = words[j - 1] & 0xFFFFFFFF
-                if not _pointer(words[j]) or words[j + 1] or not 0 < version < 1 << 20:
+                if not aligned_pointer(words[j]) or words[j + 1] or not 0 < version < 1 << 20:
                     continue
                 try:
                     name, op, name_field = self.node_def(words[j])
@@ -148,7 +145,7 @@ class ShapeFnReader:
         if not (b1 <= e1 <= c1 and b2 <= e2 <= c2 and (e1 - b1) % 8 == 0 and e1 - b1 == e2 - b2):
             return None
         n = (e1 - b1) // 8
-        if not 0 < n <= MAX_INPUTS or not _pointer(b1) or not _pointer(b2):
+        if not 0 < n <= MAX_INPUTS or not aligned_pointer(b1) or not aligned_pointer(b2):
             return None
         try:
             shapes, tensors = self.r.words(b1, n), self.r.words(b2, n)
@@ -195,7 +192,7 @@ def read_shape_fn(reader: InputsReader, frames: Sequence[FrameContext]) -> Dict[
     seen = set()
     for frame in frames:
         for value in candidates(reader, frame)[:MAX_CANDIDATES]:
-            if value in seen or not _pointer(value):
+            if value in seen or not aligned_pointer(value):
                 continue
             seen.add(value)
             try:
