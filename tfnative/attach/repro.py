@@ -141,18 +141,26 @@ def _wrapper_op(stderr: str, op: str) -> Optional[str]:
     return None
 
 
+def _run_alone(python: str, args: List[str], cwd: str, timeout: float,
+               env: Optional[Dict[str, str]] = None) -> Optional[subprocess.CompletedProcess[str]]:
+    """``python -X faulthandler ARGS`` in ``cwd``, a fresh process with no core and TensorFlow's log quiet (but
+    ``env``), its output captured; None where it still ran after ``timeout`` seconds (it is killed)."""
+    try:
+        return subprocess.run([python, "-X", "faulthandler", *args], cwd=cwd, env=_quiet_env() | (env or {}),
+                              capture_output=True, text=True, timeout=timeout, preexec_fn=_no_core, errors="replace")
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def check(python: str, path: str, original: CrashSummary, op: str, timeout: float = CHECK_TIMEOUT_S) -> Json:
     """Run the script at ``path`` in a fresh process (``python -X faulthandler``, a fresh temporary directory,
     no core, at most ``timeout`` seconds) and compare: the signal, the op, TensorFlow's ``Check failed`` line."""
     want_log = original.log or ""
     timeout = min(timeout, CHECK_TIMEOUT_S)
     with tempfile.TemporaryDirectory(prefix="tfnative-repro-") as tmp:
-        try:
-            proc = subprocess.run([python, "-X", "faulthandler", os.path.abspath(path)], cwd=tmp,
-                                  env=_quiet_env() | {"TF_CPP_MIN_LOG_LEVEL": "0"}, capture_output=True,
-                                  text=True, timeout=timeout, preexec_fn=_no_core, errors="replace")
-        except subprocess.TimeoutExpired:
-            return {"outcome": "different", "differs": "it still ran after %.0f s" % timeout}
+        proc = _run_alone(python, [os.path.abspath(path)], tmp, timeout, {"TF_CPP_MIN_LOG_LEVEL": "0"})
+    if proc is None:
+        return {"outcome": "different", "differs": "it still ran after %.0f s" % timeout}
     died = signal.Signals(-proc.returncode).name if proc.returncode < 0 else None
     log = _fatal_line(proc.stderr)
     out: Json = {"signal": died, "op": _wrapper_op(proc.stderr, op), "log": log}
@@ -255,11 +263,8 @@ def check_stop(python: str, path: str, timeout: float = CHECK_TIMEOUT_S) -> Json
     first line), ``{"outcome": "died", "signal"}`` or ``{"outcome": "timeout", "error"}``."""
     with tempfile.TemporaryDirectory(prefix="tfnative-repro-") as tmp:
         said = os.path.join(tmp, "said.json")
-        try:
-            proc = subprocess.run([python, "-X", "faulthandler", "-c", _RUN_STOP, os.path.abspath(path), said],
-                                  cwd=tmp, env=_quiet_env(), capture_output=True, text=True, timeout=timeout,
-                                  preexec_fn=_no_core, errors="replace")
-        except subprocess.TimeoutExpired:
+        proc = _run_alone(python, ["-c", _RUN_STOP, os.path.abspath(path), said], tmp, timeout)
+        if proc is None:
             return {"outcome": "timeout", "error": "it still ran after %.0f s" % timeout}
         if proc.returncode < 0:
             return {"outcome": "died", "signal": signal.Signals(-proc.returncode).name}
