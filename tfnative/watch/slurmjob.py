@@ -8,20 +8,20 @@ the job has.  Every interval each node sends a ``tick`` (``feed.py``): how long 
 progressed, and each rank's.  The head keeps, for every node and rank, when it last progressed (on its own
 clock: the tick's arrival less the age it carries), and
 
-* the job is hung when no node has progressed for ``--hang-after`` seconds (nor the ``--progress-file``
-  moved): the head orders a report on ``srun``'s standard input (``--input=all``: every node at once); each
-  node first sends at once what it knows of each process without holding any (its facts: stopped, by which
-  signal, its CPU, its task, its main thread's frames), from which the head says the headline and the culprit
-  they name (``hangreport.say_first``: ``culprit.early`` over the whole job's facts, the rank with its node);
-  then each node holds its processes as ``watch`` holds them and sends their documents, and the head prints
-  the one report ``watch`` prints
-  (``hangreport.show_hang``: each process, the wait-for graph across all of them, the merged tree, the outlier
-  rank with its node, the culprit with its node: the same rank, its line not said twice), to ``--json`` and
-  ``--out`` too.  The job is judged when its stall, as the nodes' last readings give it, reaches ``--hang-after``
-  (``_hang_due``), not up to an interval later.  Then ``--on-hang``:
-  ``report`` watches on and reports again only after progress and with other stacks; ``kill`` cancels the
-  job (``scancel``) and ends with 124; ``core`` has every node write the cores of its processes
-  (``DIR/node-NAME/``) and watches on;
+* the job is hung when no node has progressed for ``--hang-after`` seconds (nor the ``--progress-file`` moved),
+  counted once every node's watcher has sent its first reading (a node busy with the job may take longer than
+  ``--hang-after`` to start one; after ``JOIN_WAIT_S`` the job is judged without the nodes that sent none, named
+  on standard error): the head orders a report on ``srun``'s standard input (``--input=all``: every node at once);
+  each node first sends at once what it knows of each process without holding any (its facts: stopped, by which
+  signal, its CPU, its task, its main thread's frames), from which the head says the headline and the culprit they
+  name (``hangreport.say_first``: ``culprit.early`` over the whole job's facts, the rank with its node); then each
+  node holds its processes as ``watch`` holds them and sends their documents, and the head prints the one report
+  ``watch`` prints (``hangreport.show_hang``: each process, the wait-for graph across all of them, the merged
+  tree, the outlier rank with its node, the culprit with its node: the same rank, its line not said twice), to
+  ``--json`` and ``--out`` too.  The job is judged when its stall, as the nodes' last readings give it, reaches
+  ``--hang-after`` (``_hang_due``), not up to an interval later.  Then ``--on-hang``: ``report`` watches on and
+  reports again only after progress and with other stacks; ``kill`` cancels the job (``scancel``) and ends with
+  124; ``core`` has every node write the cores of its processes (``DIR/node-NAME/``) and watches on;
 * a rank that has not progressed for ``--straggler-after`` while another rank has is named with its stack
   (its node sends it), once per stall;
 * a crash on a node comes as ``watch`` reports it, to the same outputs; the watch ends when the step ends
@@ -58,6 +58,8 @@ from .options import WatchOptions
 
 REPORT_WAIT_S = 300.0  # the longest the head waits for the nodes' documents of one report
 FACTS_WAIT_S = 60.0  # the longest it waits for their facts first (read at once, without holding anything)
+JOIN_WAIT_S = 60.0  # the longest the head waits for every node's first reading before it judges the job without
+# the nodes that sent none (a node watcher starts in a few seconds, far longer on a node busy with the job)
 END_WAIT_S = 60.0  # the longest the head waits for the step's end once it has closed its input
 
 
@@ -96,6 +98,7 @@ class Head:
         self.status: Optional[int] = None  # the first crash's
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.kept: List[Message] = []  # replies that came before they were asked for (``replies``)
+        self.late_said = False  # the nodes that sent no reading within JOIN_WAIT_S have been named
 
     def say(self, text: str) -> None:
         self.err.write("tfnative: watch: %s\n" % text)
@@ -232,7 +235,28 @@ class Head:
         return self.stalled_for(now) >= self.opts.hang_after
 
     def stalled_for(self, now: float) -> float:
+        """How long no node has progressed; 0 while the watch is not armed on every node (``joined``): a job is
+        not hung because its node watchers are slow to start."""
+        if not self.joined(now):
+            return 0.0
         return now - max([self.job_last] + [n.last for n in self.nodes.values()])
+
+    def joined(self, now: float) -> bool:
+        """Whether every node's watcher has sent its first reading (a node's stall counts from its own start,
+        the age its ticks carry), or ``JOIN_WAIT_S`` has passed: then the job is judged from the nodes that
+        did, and those that did not are named once."""
+        missing = [name for name in self.names
+                   if name not in self.nodes or not (self.nodes[name].ticks or self.nodes[name].done)]
+        if not missing:
+            return True
+        if now - self.start < JOIN_WAIT_S:
+            return False
+        if not self.late_said:
+            self.late_said = True
+            self.say("node%s %s sent no reading in %g s: the job is judged from the other node%s" % (
+                "s" if len(missing) > 1 else "", ", ".join(missing), JOIN_WAIT_S,
+                "s" if len(self.names) - len(missing) != 1 else ""))
+        return True
 
     def stragglers(self, now: float) -> None:
         after = self.opts.straggler_after
