@@ -40,8 +40,7 @@ from tests.slurmlocal import LocalSlurm  # noqa: E402
 
 TFNATIVE = [sys.executable, "-m", "tfnative"]
 WORKER = os.path.join(ROOT, "tests", "scripts", "mwms_slurm_worker.py")
-FREE_PORTS = ("import socket; s = [socket.socket() for _ in range(3)]; [x.bind(('127.0.0.1', 0)) for x in s]; "
-              "print(','.join(str(x.getsockname()[1]) for x in s))")
+FREE_PORTS = os.path.join(ROOT, "tests", "scripts", "free_ports.py")  # below the ephemeral range (it says why)
 
 
 def _timed(argv: List[str], env: dict, stdin: str = None) -> Tuple[float, subprocess.CompletedProcess]:
@@ -69,7 +68,7 @@ def main() -> None:
     try:
         script = os.path.join(tmp, "job.sh")
         with open(script, "w") as f:
-            f.write("#!/bin/bash\nexport MWMS_PORTS=$(%s -c \"%s\")\nsrun --kill-on-bad-exit=0 %s %s %s 2\n"
+            f.write("#!/bin/bash\nexport MWMS_PORTS=$(%s %s 3)\nsrun --kill-on-bad-exit=0 %s %s %s 2\n"
                     % (sys.executable, FREE_PORTS, sys.executable, WORKER, ready))
         job = cluster.run(["sbatch", "--parsable", "-n", "3", "-D", tmp, "-o", os.path.join(tmp, "job.out"), script],
                           cwd=ROOT).stdout.strip()

@@ -58,15 +58,9 @@ def missing() -> List[str]:
 
 
 def _free_ports(n: int) -> List[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    from .utils import free_ports  # below the ephemeral range: no connection takes one before the daemon binds it
+
+    return free_ports(n)
 
 
 def _no_cores() -> None:

@@ -233,3 +233,15 @@ def kill_all(procs: List[subprocess.Popen]) -> None:
     for p in procs:
         p.kill()
         p.wait()
+
+
+def free_ports(n: int) -> List[int]:
+    """``n`` loopback ports free now, below the kernel's ephemeral range: ``tests/scripts/free_ports.py``, which
+    test programs run alone import by its path (it says why a port from ``bind(0)`` is not enough)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tfnative_test_free_ports", script("free_ports.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.free_ports(n))

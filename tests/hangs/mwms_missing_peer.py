@@ -10,18 +10,18 @@ argv: READY (written just before the blocking constructor).
 """
 import json
 import os
-import socket
 import sys
 
 
 def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    """``n`` ports free now, below the kernel's ephemeral range (``tests/scripts/free_ports.py`` says why: a port
+    from ``bind(0)`` may become another connection's own port before its worker binds it)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    try:
+        from free_ports import free_ports as below_ephemeral
+    finally:
+        del sys.path[0]
+    return below_ephemeral(n)
 
 
 os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": ["127.0.0.1:%d" % p for p in free_ports(2)]},

@@ -7,29 +7,22 @@ machine, connected over gRPC on loopback (they ignore SIGTERM: SIGKILL ends them
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from ..utils import line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
+from ..utils import free_ports, line_of, load_json, requires_gdb, requires_tf, run_tfnative, script
 
 pytestmark = [requires_gdb, requires_tf]
 
 SCRIPT = script("tf_collective.py")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def job():
-    cluster = {"worker": ["127.0.0.1:%d" % free_port() for _ in range(2)]}
+    cluster = {"worker": ["127.0.0.1:%d" % p for p in free_ports(2)]}
     workers = []
     try:
         for i in range(2):

@@ -71,8 +71,7 @@ def wait_for(test, timeout, what):
         time.sleep(0.5)
 
 
-FREE_PORTS = ("import socket; s = [socket.socket() for _ in range(3)]; [x.bind(('127.0.0.1', 0)) for x in s]; "
-              "print(','.join(str(x.getsockname()[1]) for x in s))")
+FREE_PORTS = script("free_ports.py")  # 3 ports below the ephemeral range (the script says why)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +84,7 @@ def mwms(slurm, tmp_path_factory):
     os.chmod(str(tmp), 0o755)
     ready = tmp / "ready"
     ready.mkdir()
-    job = sbatch(slurm, tmp, 'export MWMS_PORTS=$(%s -c "%s")\nsrun --kill-on-bad-exit=0 %s %s %s 2'
+    job = sbatch(slurm, tmp, 'export MWMS_PORTS=$(%s %s 3)\nsrun --kill-on-bad-exit=0 %s %s %s 2'
                  % (sys.executable, FREE_PORTS, sys.executable, SLURM_WORKER, ready))
     try:
         def up():

@@ -40,8 +40,7 @@ CULPRIT = 5  # the second rank of node n2 (Slurm's block distribution)
 CONNECT_S = 300  # 8 TF workers connect in ~25 s on 2 idle cores; far longer beside other work
 HEADLINE = "tfnative: watch: hang: "
 CULPRIT_LINE = "tfnative: watch: the culprit: "
-FREE_PORTS = ("import socket; s = [socket.socket() for _ in range(%d)]; [x.bind(('127.0.0.1', 0)) for x in s]; "
-              "print(','.join(str(x.getsockname()[1]) for x in s))" % RANKS)
+FREE_PORTS = script("free_ports.py")  # ports below the ephemeral range (the script says why)
 
 
 @pytest.fixture(scope="module")
@@ -52,17 +51,19 @@ def slurm():
 def start_job(slurm, tmp, mode):
     """The 2 x 4 job, worker CULPRIT stalled at step 5 by ``mode``: its id, {rank: (pid, node)}."""
     os.chmod(str(tmp), 0o755)
-    (tmp / "job.sh").write_text('#!/bin/bash\nexport MWMS_PORTS=$(%s -c "%s")\nsrun --kill-on-bad-exit=0 %s %s %s %d '
-                                '%d %s\n' % (sys.executable, FREE_PORTS, sys.executable, WORKER, tmp, RANKS, CULPRIT,
-                                              mode))
+    (tmp / "job.sh").write_text('#!/bin/bash\nexport MWMS_PORTS=$(%s %s %d)\nsrun --kill-on-bad-exit=0 %s %s %s %d '
+                                '%d %s\n' % (sys.executable, FREE_PORTS, RANKS, sys.executable, WORKER, tmp, RANKS,
+                                              CULPRIT, mode))
     r = slurm.run(["sbatch", "--parsable", "-N", str(len(NODES)), "--ntasks-per-node=%d" % PER_NODE, "-D", str(tmp),
                    "-o", str(tmp / "job.out"), str(tmp / "job.sh")], cwd=ROOT)
     job_id = r.stdout.strip().split(";")[0]
     deadline = time.monotonic() + CONNECT_S
     stalled = tmp / ("worker-%d" % CULPRIT)
     while not stalled.exists() or stalled.read_text().split()[-1] != mode:
-        assert time.monotonic() < deadline and job_id in slurm.jobs(), "worker %d never stalled: %s" % (
-            CULPRIT, (tmp / "job.out").read_text() if (tmp / "job.out").exists() else "")
+        out = (tmp / "job.out").read_text() if (tmp / "job.out").exists() else ""
+        # (a worker that died, e.g. of a port taken, leaves the others waiting for it: say so at once)
+        assert time.monotonic() < deadline and job_id in slurm.jobs() and ": Exited with exit code" not in out, (
+            "worker %d never stalled: %s" % (CULPRIT, out))
         time.sleep(0.2)
     ranks = {}
     for i in range(RANKS):

@@ -13,7 +13,6 @@ import ctypes
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,13 +22,14 @@ PR_SET_PDEATHSIG = 1
 
 
 def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    """``n`` ports free now, below the kernel's ephemeral range (``free_ports.py`` says why: a port from
+    ``bind(0)`` may become another connection's own port before its worker binds it; and the import of socket)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        from free_ports import free_ports as below_ephemeral
+    finally:
+        del sys.path[0]
+    return below_ephemeral(n)
 
 
 def die_with_parent():
