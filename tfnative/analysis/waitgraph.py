@@ -33,6 +33,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..core import frameclass, sourcelines
 from ..core.model import Event, EventPythonFrame, EventThread, NativeFrame, Op, PythonFrame, Wait
+from ..core.record import Record
 from ..core.tensorflow.executors import (
     GET_NEXT_RE,
     TF_DATA,
@@ -190,8 +191,8 @@ def _queue_wait(event: Event, t: EventThread, op_type: str) -> Optional[Wait]:
     return Wait(t.tid, None, "%s %s (a TensorFlow queue)" % (kind, var), evidence)
 
 
-@dataclass
-class _Scene:
+@dataclass(repr=False, eq=False)
+class _Scene(Record):
     """What the edge finders share about the event: its GIL holder, who works for whom, its pool threads, the
     threads that enqueue into a TensorFlow queue, its thread ids."""
 

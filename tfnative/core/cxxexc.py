@@ -50,6 +50,7 @@ from .binary.datasyms import data_symbols
 from .binary.elf import PT_LOAD, ElfError, ElfFile
 from .binary.mapfile import map_file
 from .memory import USER_SPACE_END
+from .record import Record
 
 __all__ = ["CxxException", "CxxRuntime", "TlsRecipe", "being_thrown", "demangle_type", "eh_globals_address",
            "exceptions", "runtime_of", "terminating", "thread_exception", "tls_recipe"]
@@ -93,8 +94,8 @@ class TlsRecipe:
     addend: int = 0
 
 
-@dataclass
-class CxxException:
+@dataclass(repr=False, eq=False)
+class CxxException(Record):
     """One exception of a thread: its type (demangled), its message where it is readable, and its state:
     "caught" (a handler runs: in ``caughtExceptions``), "uncaught" (thrown, not caught yet), "thrown"
     (at ``__cxa_throw``'s entry) or "terminate" (``std::terminate`` runs for it: ``terminating``)."""

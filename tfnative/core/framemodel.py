@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple, TypeVar, Union
 
 from . import jsonkeys
 from .jsonkeys import Json
+from .record import Record
 
 __all__ = ["Op", "TfFunction", "NativeFrame", "PythonFrame", "ElidedFrame", "Frame", "EventNativeFrame",
            "EventPythonFrame", "EventFrame", "AnyFrame", "frame_from_json", "frames_from_json",
@@ -33,8 +34,8 @@ _write = jsonkeys.write
 
 
 # -- the leaf objects ----------------------------------------------------------------------------------------
-@dataclass(slots=True)
-class Op:
+@dataclass(slots=True, repr=False, eq=False)
+class Op(Record):
     """An op, the one type of every op in memory: the op a kernel's (or a device's) ``Compute`` frame runs, read
     from its ``OpKernel`` (``"op"`` of a native FRAME); an event's op; the crash triage's; the op a generated
     wrapper's frame runs.  Each place writes its own keys (``to_json``, ``event_json``, ``triage_json``)."""
@@ -127,8 +128,8 @@ _TRIAGE_OP_KEYS = (
 ALL_OP_KEYS = _OP_KEYS + _EVENT_OP_KEYS + _TRIAGE_OP_KEYS  # every key of an op, in each place it is written
 
 
-@dataclass(slots=True)
-class TfFunction:
+@dataclass(slots=True, repr=False, eq=False)
+class TfFunction(Record):
     """The tf.function a thread runs (``"tf_function"`` of a THREAD, of TF's ``quick_execute`` FRAME): read
     from the frame, or attributed to an executor thread (``called_by``, ``how``)."""
 
@@ -154,8 +155,8 @@ def _kind(obj: Any) -> str:
     return str(obj.kind)
 
 
-@dataclass(slots=True)
-class NativeFrame:
+@dataclass(slots=True, repr=False, eq=False)
+class NativeFrame(Record):
     """A C/C++ frame (FRAME of kind "native") as captured; an event's is an ``EventNativeFrame``."""
 
     kind: ClassVar[str] = "native"
@@ -185,7 +186,7 @@ class NativeFrame:
         return _build(cls, _CAPTURED_NATIVE_KEYS, d)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class EventNativeFrame(NativeFrame):
     """A native frame of an event: the captured one with what analysis decided of it."""
 
@@ -226,8 +227,8 @@ ANALYSED_FRAME_KEYS = ("class", "source", "user", "tf_function")
 _CAPTURED_NATIVE_KEYS = jsonkeys.without(_NATIVE_KEYS, ANALYSED_FRAME_KEYS)
 
 
-@dataclass(slots=True)
-class PythonFrame:
+@dataclass(slots=True, repr=False, eq=False)
+class PythonFrame(Record):
     """A Python frame (FRAME of kind "python") as captured; an event's (and a frame of an op's creation stack)
     is an ``EventPythonFrame``."""
 
@@ -255,7 +256,7 @@ class PythonFrame:
         return _build(cls, _CAPTURED_PYTHON_KEYS, d)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class EventPythonFrame(PythonFrame):
     """A Python frame of an event (no ``class`` on an op's creation stack): the captured one with what analysis
     decided of it."""
@@ -290,8 +291,8 @@ _PYTHON_WIRE = ("kind", "function", "file", "line", "locals", "converted", "vari
 _CAPTURED_PYTHON_KEYS = jsonkeys.without(_PYTHON_KEYS, ANALYSED_FRAME_KEYS)
 
 
-@dataclass(slots=True)
-class ElidedFrame:
+@dataclass(slots=True, repr=False, eq=False)
+class ElidedFrame(Record):
     """The frames cut from the middle of a deep stack (FRAME of kind "elided")."""
 
     kind: ClassVar[str] = "elided"

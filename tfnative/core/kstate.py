@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import procfs
 from .model import Thread
+from .record import Record
 
 # x86-64 system call numbers a thread is commonly blocked in (or found in); others read "syscall N".
 SYSCALLS = {
@@ -100,8 +101,8 @@ class ThreadSample:
     at: Optional[float] = None  # when it was read, where not its process's reading (one ``carry`` kept)
 
 
-@dataclass
-class ProcessSample:
+@dataclass(repr=False, eq=False)
+class ProcessSample(Record):
     """One process's threads at one moment (``at``: seconds on a monotonic clock)."""
 
     pid: int

@@ -61,6 +61,7 @@ from .framemodel import (
 )
 from .jsonkeys import Rule
 from .poolsummary import Pool
+from .record import Record
 from .triage import CrashSummary, HangVerdict, Triage, Wait, triage_from_json
 
 __all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
@@ -93,8 +94,8 @@ EventKind = Literal["breakpoint", "signal", "numerics", "snapshot", "timeout", "
 EVENT_KINDS: Tuple[str, ...] = get_args(EventKind)
 
 
-@dataclass(slots=True)
-class ChildDeath:
+@dataclass(slots=True, repr=False, eq=False)
+class ChildDeath(Record):
     """A child of the script that died of a signal (``children_killed`` of a document)."""
 
     pid: int
@@ -155,8 +156,8 @@ def _mismatched(t: Any, value: Any) -> bool:
     return t.python_frames is not None
 
 
-@dataclass(slots=True)
-class Thread:
+@dataclass(slots=True, repr=False, eq=False)
+class Thread(Record):
     """One thread as captured (THREAD): its ids, names, states, and frames, innermost first; an event's is an
     ``EventThread``."""
 
@@ -201,7 +202,7 @@ class Thread:
         return _write(self, _CAPTURED_THREAD_KEYS, wire=True, order=_THREAD_WIRE)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class EventThread(Thread):
     """One thread of an event (THREAD): the captured one, its frames the event's (``EventNativeFrame``,
     ``EventPythonFrame``), with what analysis decided of it (``analysis/event.py``)."""
@@ -265,8 +266,8 @@ def _captured_threads(ds: Optional[List[Json]]) -> List[Thread]:
     return [Thread.from_json(t) for t in ds or []]
 
 
-@dataclass(slots=True)
-class Capture:
+@dataclass(slots=True, repr=False, eq=False)
+class Capture(Record):
     """One capture of a process's threads, before the report: what ``-tfnative-capture`` answers over MI,
     what ``snapshot/pipeline.py`` and a core give, what an ``attach`` session sends ``stack --pid`` over its socket.
 
@@ -329,8 +330,8 @@ def _op_of(load: Any) -> Any:
     return lambda v: load(v) if v is not None else None
 
 
-@dataclass(slots=True)
-class Event:
+@dataclass(slots=True, repr=False, eq=False)
+class Event(Record):
     """One stop of the target (EVENT): what stopped it, and its threads, the stopped one first."""
 
     kind: EventKind
@@ -389,8 +390,8 @@ def _has_exit(doc: Any, value: Any) -> bool:
     return bool(doc.has_exit)
 
 
-@dataclass(slots=True)
-class Document:
+@dataclass(slots=True, repr=False, eq=False)
+class Document(Record):
     """One tfnative document: a process and its events (``attach``, ``stack --json``, ``core``).
 
     ``has_exit``: the document says how the process ended (``attach``, ``core``: ``"exit"`` is written,
@@ -470,8 +471,8 @@ _DOCUMENT_KEYS = (
     _k("core", doc=_truthy), _k("triage", load=triage_from_json))
 
 
-@dataclass
-class Outcome:
+@dataclass(repr=False, eq=False)
+class Outcome(Record):
     """One process's result where several are taken (``stack`` on many processes, ``watch``'s hang report): its
     document, or why it could not be read."""
 

@@ -11,6 +11,7 @@ from . import jsonkeys
 from .framemodel import Op, TfFunction
 from .jsonkeys import Json
 from .poolsummary import Pool
+from .record import Record
 
 __all__ = ["Wait", "HangVerdict", "CrashSummary", "Triage", "triage_from_json"]
 
@@ -57,8 +58,8 @@ def _graph_written(obj: Any, value: Any) -> bool:
     return obj.waits is not None
 
 
-@dataclass(slots=True)
-class HangVerdict:
+@dataclass(slots=True, repr=False, eq=False)
+class HangVerdict(Record):
     """Why a process does not progress (the TRIAGE of a snapshot: ``verdict.triage``; a ``stack``
     document's, an event's of ``attach``'s SIGQUIT or ``--timeout``, a core's whose signal came from outside)."""
 
@@ -92,8 +93,8 @@ _HANG_VERDICT_KEYS = (
     _k("chain", doc=_graph_written, load=_waits))
 
 
-@dataclass(slots=True)
-class CrashSummary:
+@dataclass(slots=True, repr=False, eq=False)
+class CrashSummary(Record):
     """What happened, in a few fields (the TRIAGE of a document that says how the process ended:
     ``analysis.event.document_triage``): hits per location, the signal, the op, the user frame nearest the last
     event, the tf.function, dumps, children."""

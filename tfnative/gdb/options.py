@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ..core.record import Record
 
-@dataclass
-class GdbOptions:
+
+@dataclass(repr=False, eq=False)
+class GdbOptions(Record):
     """How to run gdb (``--gdb``, ``--debuginfod``, ``--gdb-log``, ``--full-symbols``): built once by the CLI."""
 
     gdb_path: Optional[str] = None

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
+from ..core.record import Record
 from ..core.threads import Threads
 from ..gdb.options import GdbOptions
 
 
-@dataclass
-class StackOptions:
+@dataclass(repr=False, eq=False)
+class StackOptions(Record):
     """How to take and show one process's snapshot (the same for each process of a many-process ``stack``)."""
 
     all_threads: bool = False  # -a: also threads that run no Python
@@ -34,8 +35,8 @@ class StackOptions:
         return Threads.ALL if self.all_threads else Threads.PYTHON
 
 
-@dataclass
-class Selection:
+@dataclass(repr=False, eq=False)
+class Selection(Record):
     """Which processes a many-process ``stack`` reads (``--pid``, ``--children``, ``--match``, ``--env``) and the
     labels it adds to each document (``--label``)."""
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO
 
 from ..core import procfs, ranks
 from ..core.model import Capture, Document
+from ..core.record import Record
 from ..core.threads import Threads
 from ..errors import PtraceRefused, TargetGone, TfnativeError, Unsupported
 from ..sources import ptrace, sessionsock
@@ -94,8 +95,8 @@ def check_pid(pid: int) -> str:
     return state
 
 
-@dataclass
-class ProcessCapture:
+@dataclass(repr=False, eq=False)
+class ProcessCapture(Record):
     """One live process as ``stack`` takes it: its document's facts of the process (argv, ``host``,
     ``scheduler``, ``task``; no event yet), its capture, and its cluster (``ranks.cluster_of``) where one is
     known.  ``analysis/event.snapshot_document`` makes the document users read of it."""

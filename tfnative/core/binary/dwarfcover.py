@@ -37,6 +37,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from ..record import Record
 from . import debugfiles
 from .debugsections import DebugSections
 from .dwarf import (
@@ -85,8 +86,8 @@ RUNTIME_DIRS = ("libstdc++-v3", "libgcc", "libatomic", "libgomp", "libquadmath",
                 "libssp", "libvtv", "compiler-rt", "libcxx", "libcxxabi", "libunwind", "csu")
 
 
-@dataclass
-class Cover:
+@dataclass(repr=False, eq=False)
+class Cover(Record):
     """What one file's DWARF and debuglink say about its code (see the module's docstring)."""
 
     path: str

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Dict, List, Optional
 
 from .. import frameclass
+from ..record import Record
 from . import dwarfcover
 from .elf import ElfError, ElfFile
 from .filecache import FileCache
@@ -35,8 +36,8 @@ _TF_LINKED_RE = re.compile(r"^lib(tensorflow_framework|tensorflow_cc|tensorflow)
 _SOURCE_RE = re.compile(r"\.(cc|cpp|cxx|c\+\+|cu|c)$")
 
 
-@dataclass
-class LibraryFacts:
+@dataclass(repr=False, eq=False)
+class LibraryFacts(Record):
     """What ``facts(path)`` read; ``readable`` False: the file was not there or no ELF file (nothing known)."""
 
     path: str
