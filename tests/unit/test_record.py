@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tfnative.core.framemodel import EventNativeFrame, NativeFrame
 from tfnative.core.model import EventThread, Thread
-from tfnative.core.record import Record
+from tfnative.core.record import FrozenRecord, Record
 
 VALUES = st.one_of(st.none(), st.integers(-3, 3), st.text(max_size=3), st.lists(st.integers(0, 2), max_size=2))
 FIELDS = st.lists(st.tuples(st.booleans(), st.booleans()), max_size=6)  # (repr, compare) per field
@@ -41,6 +41,25 @@ def test_repr_and_eq_are_dataclass_own(spec, extra, slots, data):
     assert b1 == ours(*first) and not (b1 == a1) and b1 != 5
     with pytest.raises(TypeError):
         hash(b1)
+
+
+@given(st.lists(st.tuples(st.booleans(), st.booleans(), st.sampled_from([None, True, False])), max_size=5),
+       st.data())
+def test_a_frozen_record_hashes_as_dataclass_does(spec, data):
+    """Frozen, with each field's repr, compare and hash: the same repr, ==, hash, and no assignment."""
+    fields = [("f%d" % i, object, field(default=None, repr=r, compare=c, hash=h)) for i, (r, c, h) in enumerate(spec)]
+    plain = make_dataclass("F", fields, frozen=True, slots=True)
+    ours = make_dataclass("F", fields, bases=(FrozenRecord,), frozen=True, slots=True, repr=False, eq=False)
+    hashable = st.one_of(st.none(), st.integers(-3, 3), st.text(max_size=3), st.tuples(st.integers(0, 2)))
+    first = data.draw(st.lists(hashable, min_size=len(spec), max_size=len(spec)))
+    second = data.draw(st.lists(st.one_of(st.sampled_from(first or [None]), hashable), min_size=len(spec),
+                                max_size=len(spec)))
+    a1, a2, b1, b2 = plain(*first), plain(*second), ours(*first), ours(*second)
+    assert repr(b1) == repr(a1) and hash(b1) == hash(a1) and hash(b2) == hash(a2)
+    assert (b1 == b2) == (a1 == a2) and {b1, ours(*first)} == {b1}
+    if spec:
+        with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
+            b1.f0 = 1
 
 
 def test_a_recursive_reference_is_shown_as_dots():

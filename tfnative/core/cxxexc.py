@@ -50,7 +50,7 @@ from .binary.datasyms import data_symbols
 from .binary.elf import PT_LOAD, ElfError, ElfFile
 from .binary.mapfile import map_file
 from .memory import USER_SPACE_END
-from .record import Record
+from .record import FrozenRecord, Record
 
 __all__ = ["CxxException", "CxxRuntime", "TlsRecipe", "being_thrown", "demangle_type", "eh_globals_address",
            "exceptions", "runtime_of", "terminating", "thread_exception", "tls_recipe"]
@@ -83,8 +83,8 @@ VTABLES = {"class": "_ZTVN10__cxxabiv117__class_type_infoE", "si": "_ZTVN10__cxx
 GET_GLOBALS = "__cxa_get_globals"
 
 
-@dataclass(frozen=True)
-class TlsRecipe:
+@dataclass(frozen=True, repr=False, eq=False)
+class TlsRecipe(FrozenRecord):
     """How ``__cxa_get_globals`` finds the globals: ``kind`` "dynamic" (``got``: the file address of a
     ``tls_index``), "initial-exec" (``got``: a slot holding the thread-pointer offset) or "local-exec";
     ``addend`` is added to what the sequence computes."""
@@ -456,8 +456,8 @@ def terminating(frames: Sequence[Tuple[Optional[str], Optional[str]]]) -> bool:
 # a library's C++ runtime
 
 
-@dataclass(frozen=True)
-class CxxRuntime:
+@dataclass(frozen=True, repr=False, eq=False)
+class CxxRuntime(FrozenRecord):
     """What a file that holds libstdc++'s exception runtime says, once per file: where the globals are
     (``recipe``) and the file addresses of the ``type_info`` classes' vtables."""
 

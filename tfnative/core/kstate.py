@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import procfs
 from .model import Thread
-from .record import Record
+from .record import FrozenRecord, Record
 
 # x86-64 system call numbers a thread is commonly blocked in (or found in); others read "syscall N".
 SYSCALLS = {
@@ -89,8 +89,8 @@ def text(kernel: Optional[Mapping[str, Any]]) -> str:
     return " ".join(parts)
 
 
-@dataclass(frozen=True)
-class ThreadSample:
+@dataclass(frozen=True, repr=False, eq=False)
+class ThreadSample(FrozenRecord):
     """One thread's counters at one moment."""
 
     tid: int
@@ -111,8 +111,8 @@ class ProcessSample(Record):
     runtime: Optional[Tuple[int, int]] = None  # [start, end) of the interpreter's runtime state (the GIL in it)
 
 
-@dataclass(frozen=True)
-class ProcessFacts:
+@dataclass(frozen=True, repr=False, eq=False)
+class ProcessFacts(FrozenRecord):
     """What ``watch`` knows of a process beyond its snapshot, read before a report holds it (which
     ``analysis/culprit.py`` judges)."""
 

@@ -61,7 +61,7 @@ from .framemodel import (
 )
 from .jsonkeys import Rule
 from .poolsummary import Pool
-from .record import Record
+from .record import FrozenRecord, Record
 from .triage import CrashSummary, HangVerdict, Triage, Wait, triage_from_json
 
 __all__ = ["SCHEMA", "EventKind", "EVENT_KINDS", "Op", "TfFunction", "ChildDeath", "HangVerdict", "CrashSummary",
@@ -123,8 +123,8 @@ def _optional_captured_frames(ds: Optional[List[Json]]) -> Optional[List[Frame]]
     return captured_frames_from_json(ds) if ds is not None else None
 
 
-@dataclass(frozen=True, slots=True)
-class WorksFor:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)
+class WorksFor(FrozenRecord):
     """The Python thread a pool thread's work is for (``"works_for"`` of a THREAD, ``analysis/event.py``): its
     tid, what it waits in, and why this one."""
 

@@ -9,12 +9,13 @@ from typing import Any, Dict, Optional, Tuple
 
 from . import jsonkeys
 from .jsonkeys import Json
+from .record import FrozenRecord
 
 __all__ = ["Pool"]
 
 
-@dataclass(frozen=True, slots=True)
-class Pool:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)
+class Pool(FrozenRecord):
     """The inter-op pool's workers: their name where TensorFlow names them (``tf_Compute``; None: TF 2.16-2.20
     name no thread), how many, which run a kernel (``busy``) and which do not (``idle``); for an unnamed pool,
     whether the count is exact (it may hold other unnamed pools' idle workers) and where each worker was placed

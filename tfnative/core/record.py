@@ -12,8 +12,9 @@ generated ``__init__`` and gets these two from here, with the behaviour ``@datac
 * ``==``: equal where the other is of the same class and the fields whose ``compare`` is true are equal, in order
   (``NotImplemented`` for another class); and so, as a ``@dataclass`` with ``eq`` is, unhashable.
 
-Frozen dataclasses (whose hash comes from their fields) are left to ``@dataclass``.
-``tests/unit/test_record.py`` checks both against ``@dataclass``'s own, on generated classes and values.
+A frozen one (``@dataclass(frozen=True, repr=False, eq=False)``) over ``FrozenRecord`` gets its ``hash`` here too:
+of the fields whose ``hash`` is true, or unset and ``compare`` true, as ``@dataclass`` hashes a frozen class.
+``tests/unit/test_record.py`` checks all three against ``@dataclass``'s own, on generated classes and values.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Record:
 
     __slots__ = ()
     _shapes: ClassVar[Dict[type, Tuple[Tuple[str, ...], _Getter]]] = {}
+    _hashed: ClassVar[Dict[type, _Getter]] = {}
 
     @classmethod
     def _shape(cls) -> Tuple[Tuple[str, ...], _Getter]:
@@ -67,3 +69,18 @@ class Record:
         return compared(self) == compared(other)
 
     __hash__ = None  # type: ignore[assignment]  # (as @dataclass makes a class with __eq__, not frozen)
+
+
+class FrozenRecord(Record):
+    """The base of frozen dataclasses: ``Record``'s, and ``hash`` as ``@dataclass`` writes it (the module)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]  # (Record, as @dataclass with eq, is unhashable)
+        cls = type(self)
+        got = Record._hashed.get(cls)
+        if got is None:
+            fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+            got = _getter(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
+            Record._hashed[cls] = got
+        return hash(got(self))

@@ -11,7 +11,7 @@ from . import jsonkeys
 from .framemodel import Op, TfFunction
 from .jsonkeys import Json
 from .poolsummary import Pool
-from .record import Record
+from .record import FrozenRecord, Record
 
 __all__ = ["Wait", "HangVerdict", "CrashSummary", "Triage", "triage_from_json"]
 
@@ -26,8 +26,8 @@ _truthy = jsonkeys.truthy
 _write = jsonkeys.write
 
 
-@dataclass(frozen=True, slots=True)
-class Wait:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)
+class Wait(FrozenRecord):
     """One edge of the wait-for graph (``analysis/waitgraph.py``; WAIT of a hang verdict's ``waits``, ``cycle``
     and ``chain``): ``thread`` waits for ``resource``, held or owed by thread ``waits_for`` (None: no thread)."""
 
