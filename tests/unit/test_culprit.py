@@ -45,12 +45,17 @@ def _audit(event, args):
 sys.addaudithook(_audit)
 
 
+def here(facts):
+    """Facts by pid as a watch of this machine keys them (``ProcKey``: no node)."""
+    return {("", pid): fact for pid, fact in facts.items()}
+
+
 def _name(docs, facts):
     """``culprit.name`` with every file it opens recorded (it is to open none: the watch read what it needs)."""
     _OPENED.clear()
     _WATCHING[0] = True
     try:
-        return culprit.name(docs, facts)
+        return culprit.name(docs, here(facts))
     finally:
         _WATCHING[0] = False
 
@@ -110,7 +115,7 @@ def _early(facts):
     _OPENED.clear()
     _WATCHING[0] = True
     try:
-        return culprit.early(facts)
+        return culprit.early(here(facts))
     finally:
         _WATCHING[0] = False
 
@@ -126,7 +131,7 @@ def test_early_names_a_stopped_rank_from_its_facts_alone_and_the_report_names_th
         "the culprit: worker:1 (pid 1001), the rank the others wait for: it is stopped (state T, by SIGSTOP): none "
         "of its threads runs until SIGCONT; its main thread is at stall at mwms_steps.py:112")
     docs = [_rank(0, "waiting_on_peer"), _rank(1, None), _rank(2, "waiting_on_peer")]
-    assert culprit.name(docs, facts, 1001).culprit["pid"] == 1001
+    assert culprit.name(docs, here(facts), ("", 1001)).culprit["pid"] == 1001
 
 
 def test_early_names_the_one_rank_whose_main_thread_is_elsewhere_sleeping_or_not():
@@ -153,3 +158,21 @@ def test_early_names_the_one_rank_that_spins_and_none_where_the_facts_do_not_sin
     assert _early({1000: _facts(0, other), 1001: _facts(1, (("x", "/job/a.py", 1),)), 1002: _facts(2)}) is None
     assert _early({1000: _facts(0), 1001: _facts(1, other)}) is None  # two tasks: no majority to stand out from
     assert _early({1000: _facts(0), 1001: _facts(1, None), 1002: _facts(2)}) is None  # a main thread not read
+
+
+def test_two_ranks_of_one_pid_on_two_nodes_are_two_processes():
+    """Pids are per node: the head joins every node's facts keyed by node and pid, and the stopped rank is the one
+    of its node, in its early line and in the report's (whose documents name their node)."""
+    stall = (("stall", "/job/mwms_steps.py", 112), ("main", "/job/mwms_steps.py", 150))
+    facts = {("n1", 1001): _facts(1, node="n1"), ("n1", 1000): _facts(0, node="n1"),
+             ("n2", 1001): _facts(2, stall, "clock_nanosleep", 0.0, state="T", stopped_by="SIGSTOP", node="n2")}
+    blame = culprit.early(facts)
+    assert blame.key == ("n2", 1001) and blame.culprit["label"] == "worker:2" and blame.culprit["node"] == "n2"
+    docs = [_rank(0, "waiting_on_peer"), _rank(1, "waiting_on_peer"), _rank(2, None)]
+    docs[2].pid = 1001  # worker:2 has worker:1's pid, on the other node
+    for doc, node in zip(docs, ("n1", "n1", "n2")):
+        doc.scheduler = {"kind": "slurm", "rank": int(doc.task["index"]), "node": node}
+    named = culprit.name(docs, facts, blame.key)
+    assert named.key == ("n2", 1001) and named.culprit["label"] == "worker:2" and named.culprit["cause"] == "stopped"
+    assert docs[2].events[0].triage.pattern == "process_stopped"  # its own verdict, not worker:1's
+    assert docs[1].events[0].triage.pattern == "waiting_on_peer"

@@ -15,18 +15,20 @@ from tfnative.watch.options import WatchOptions
 
 
 def test_facts_go_to_the_head_and_come_back_the_same():
-    facts = {101: Facts(state="t", stopped_by="SIGSTOP", cpu_percent=0.0), 102: Facts(state="S", cpu_percent=3.5),
-             103: Facts()}
+    facts = {("", 101): Facts(state="t", stopped_by="SIGSTOP", cpu_percent=0.0),
+             ("", 102): Facts(state="S", cpu_percent=3.5), ("", 103): Facts()}
     back = facts_from_json(json.loads(json.dumps(facts_json(facts))))
     assert back == facts
-    assert back[101].stopped() and not back[102].stopped() and not back[103].stopped()
+    assert back[("", 101)].stopped() and not back[("", 102)].stopped() and not back[("", 103)].stopped()
+    assert facts_from_json(json.loads(json.dumps(facts_json(facts))), "n2") == {
+        ("n2", pid): f for (_, pid), f in facts.items()}  # at the head: keyed by the node that sent them
 
 
 def test_what_is_not_facts_is_left_out():
     assert facts_from_json(None) == {} and facts_from_json([1, 2]) == {}
     got = facts_from_json({"12": {"state": 7, "stopped_by": ["SIGSTOP"], "cpu_percent": "high"}, "x": {},
                            "13": "T", "14": {"state": "T", "cpu_percent": 12}})
-    assert got == {12: Facts(), 14: Facts(state="T", cpu_percent=12.0)}
+    assert got == {("", 12): Facts(), ("", 14): Facts(state="T", cpu_percent=12.0)}
 
 
 STEP = (("_call", "/venv/lib/python3.11/site-packages/tensorflow/python/eager/polymorphic_function/x.py", 9),
@@ -42,8 +44,8 @@ def _rank(index, node, frames=STEP, call="futex", cpu=2.0, **kw):
 
 def _node_facts(node, first, sleeper=None, **kw):
     """Four ranks' deep facts as node ``node``'s watcher reads them (rank ``sleeper`` in time.sleep)."""
-    return {1000 + i: (_rank(i, node, STALL, "clock_nanosleep", 0.1, **kw) if i == sleeper else _rank(i, node))
-            for i in range(first, first + 4)}
+    return {("", 1000 + i): (_rank(i, node, STALL, "clock_nanosleep", 0.1, **kw) if i == sleeper else
+                             _rank(i, node)) for i in range(first, first + 4)}
 
 
 def _through_srun(feed_node, kind, value, **more):
@@ -67,7 +69,7 @@ def test_deep_facts_go_to_the_head_whole_in_one_facts_message():
     """What the head names the culprit by before the report (its task, its main thread's frames and call, its
     node) crosses srun's 1 KiB pieces and comes back the same, as the node's ``facts`` message."""
     facts = _node_facts("n2", 4, sleeper=5)
-    facts[1007] = Facts(state="T", stopped_by="SIGSTOP", cpu_percent=0.0, node="n2")
+    facts[("", 1007)] = Facts(state="T", stopped_by="SIGSTOP", cpu_percent=0.0, node="n2")
     message = _through_srun("n2", "facts", facts_json(facts), number=1)
     assert message.kind() == "facts" and message.node == "n2" and message.body["number"] == 1
     assert facts_from_json(message.body["facts"]) == facts
@@ -79,8 +81,8 @@ def test_deep_facts_that_are_not_facts_are_left_out():
                            "6": {"task": "worker:6", "tasks": ["worker:6", "worker:7"],
                                  "main_frames": [["f", None, 3], ["g", "b.py"]]}})
     # tasks not all names: no task; a line that is no number: none; a call and a node of the wrong types: none
-    assert got[5] == Facts(main_frames=(("f", "a.py", None),))
-    assert got[6] == Facts(task="worker:6", tasks=("worker:6", "worker:7"))  # a frame of two fields: no frames
+    assert got[("", 5)] == Facts(main_frames=(("f", "a.py", None),))
+    assert got[("", 6)] == Facts(task="worker:6", tasks=("worker:6", "worker:7"))  # a frame of two fields: none
 
 
 def _first_lines(facts):
@@ -96,14 +98,14 @@ def test_the_head_names_a_rank_of_another_node_from_every_node_s_facts_before_th
     names it (``culprit_line``); ``hang.first`` is the rank the report names."""
     facts = {}
     for node, first in (("n1", 0), ("n2", 4)):
-        facts.update(facts_from_json(_through_srun(node, "facts", facts_json(_node_facts(node, first, sleeper=5)),
-                                                   number=1).body["facts"]))
+        message = _through_srun(node, "facts", facts_json(_node_facts(node, first, sleeper=5)), number=1)
+        facts.update(facts_from_json(message.body["facts"], message.node))
     hang, lines = _first_lines(facts)
     assert lines == [hang.headline, "tfnative: watch: the culprit: worker:5 (pid 1005 on node n2), the rank the "
                      "others wait for: it sleeps (or polls with time.sleep) at stall at mwms_steps.py:112, 0.1% of a "
                      "CPU over the last interval"]
-    assert hang.said == tuple(lines) and hang.first == 1005
-    stopped = {**facts, 1005: _rank(5, "n2", STALL, "clock_nanosleep", 0.0, state="t", stopped_by="SIGSTOP")}
+    assert hang.said == tuple(lines) and hang.first == ("n2", 1005)
+    stopped = {**facts, ("n2", 1005): _rank(5, "n2", STALL, "clock_nanosleep", 0.0, state="t", stopped_by="SIGSTOP")}
     hang, lines = _first_lines(stopped)
     assert lines[1] == ("tfnative: watch: the culprit: worker:5 (pid 1005 on node n2), the rank the others wait for: "
                         "it is stopped (state T, by SIGSTOP): none of its threads runs until SIGCONT; its main thread "
@@ -111,6 +113,7 @@ def test_the_head_names_a_rank_of_another_node_from_every_node_s_facts_before_th
 
 
 def test_the_head_says_the_headline_alone_where_the_facts_name_no_culprit():
-    facts = {**_node_facts("n1", 0), **_node_facts("n2", 4)}  # every rank where the others are
+    facts = {**{("n1", p): f for (_, p), f in _node_facts("n1", 0).items()},
+             **{("n2", p): f for (_, p), f in _node_facts("n2", 4).items()}}  # every rank where the others are
     hang, lines = _first_lines(facts)
     assert lines == [hang.headline] and hang.first is None

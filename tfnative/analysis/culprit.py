@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..core import frameclass
-from ..core.kstate import ProcessFacts
+from ..core.kstate import ProcessFacts, ProcKey
 from ..core.model import Document, Event, EventThread, PythonFrame
 from . import waitgraph
 from .threadwords import blocked_in
@@ -46,14 +46,27 @@ from .threadwords import blocked_in
 SPIN_PERCENT = 50.0  # a main thread that runs this much of a CPU over the last interval spins
 
 
+Facts = Mapping[ProcKey, ProcessFacts]
+
+
 @dataclass(frozen=True)
 class Blame:
     """The culprit found: its JSON (as every document's event now carries it), whether the others wait for it
-    as their peer (else the job waits for it), and the tasks of its cluster no document of the report is."""
+    as their peer (else the job waits for it), the tasks of its cluster no document of the report is, and the
+    process as the facts name it (``key``)."""
 
     culprit: Dict[str, Any]
     peers_wait: bool
     gone: Tuple[str, ...] = ()
+    key: Optional[ProcKey] = None
+
+
+def key_of(doc: Document, facts: Facts) -> ProcKey:
+    """The key of ``doc``'s process in ``facts``: its node and pid where the facts are a Slurm job's (the head's,
+    every node's joined), else its pid on this machine's."""
+    pid = doc.pid if doc.pid is not None else -1
+    node = str((doc.scheduler or {}).get("node") or "")
+    return (node, pid) if node and (node, pid) in facts else ("", pid)
 
 
 def _event(doc: Document) -> Optional[Event]:
@@ -77,17 +90,17 @@ def _pattern(doc: Document) -> Optional[str]:
     return e.triage.pattern if e is not None and e.triage is not None else None
 
 
-def find(docs: Sequence[Document], facts: Mapping[int, ProcessFacts],
-         first: Optional[int] = None) -> Optional[Tuple[Document, str]]:
+def find(docs: Sequence[Document], facts: Facts,
+         first: Optional[ProcKey] = None) -> Optional[Tuple[Document, str]]:
     """The culprit and how it was found (``"stopped"``, ``"peers_wait"``); None where nothing names one.
     ``first``: the culprit ``early`` named before the report (the same one, where its document is there)."""
     if first is not None:
-        doc = next((d for d in docs if d.pid == first), None)
+        doc = next((d for d in docs if key_of(d, facts) == first), None)
         fact = facts.get(first)
         if doc is not None:
             return doc, "stopped" if fact is not None and fact.stopped() else "peers_wait"
     for doc in docs:
-        fact = facts.get(doc.pid or -1)
+        fact = facts.get(key_of(doc, facts))
         if fact is not None and fact.stopped():
             return doc, "stopped"
     clusters: Dict[Tuple[Any, ...], List[Document]] = {}
@@ -171,12 +184,12 @@ def stopped_verdict(doc: Document, fact: ProcessFacts) -> None:
                         "main thread is at %s%s" % (fact.stopped_by or "a stopping signal", _at(main), _in(main)))
 
 
-def name(docs: Sequence[Document], facts: Mapping[int, ProcessFacts], first: Optional[int] = None) -> Optional[Blame]:
+def name(docs: Sequence[Document], facts: Facts, first: Optional[ProcKey] = None) -> Optional[Blame]:
     """Find the culprit of ``docs`` (``first``: the one ``early`` named), write it on every document's event
     and return it with what the report's line says of it (None where none is found).  A stopped process's
     verdict says it is stopped."""
     for doc in docs:
-        fact = facts.get(doc.pid or -1)
+        fact = facts.get(key_of(doc, facts))
         if fact is not None and fact.stopped():
             stopped_verdict(doc, fact)
     found = find(docs, facts, first)
@@ -188,7 +201,8 @@ def name(docs: Sequence[Document], facts: Mapping[int, ProcessFacts], first: Opt
     if waiting:
         e = _event(waiting[0])
         peers_at = _at(_main(e)) if e is not None else None
-    culprit = explain(doc, facts.get(doc.pid or -1) or ProcessFacts(), peers_at)
+    key = key_of(doc, facts)
+    culprit = explain(doc, facts.get(key) or ProcessFacts(), peers_at)
     culprit["how"] = how
     node = (doc.scheduler or {}).get("node")  # a Slurm job's rank: its node
     if node:
@@ -196,7 +210,7 @@ def name(docs: Sequence[Document], facts: Mapping[int, ProcessFacts], first: Opt
     for d in docs:
         for e in d.events:
             e.culprit = dict(culprit)
-    return Blame(culprit, how == "peers_wait" or bool(waiting), tuple(_gone_peers(doc, docs)))
+    return Blame(culprit, how == "peers_wait" or bool(waiting), tuple(_gone_peers(doc, docs)), key)
 
 
 def _gone_peers(doc: Document, docs: Sequence[Document]) -> List[str]:
@@ -227,24 +241,24 @@ def _main_at(fact: ProcessFacts) -> Optional[str]:
     return "%s at %s:%s" % (f.function or "?", os.path.basename(f.file or "?"), f.line)
 
 
-def early(facts: Mapping[int, ProcessFacts]) -> Optional[Blame]:
+def early(facts: Facts) -> Optional[Blame]:
     """The culprit as the watch's facts name it before any process is held (the module's ``early``): a stopped
     process; else, among the tasks of a cluster of three or more present, the one whose process ran
     ``SPIN_PERCENT`` of a CPU over the last interval while no other did (it spins), else the one whose main
     thread is not where all the others' are (it sleeps, where its main thread was in ``time.sleep``'s call; else
     it is elsewhere, why from its stacks).  None where the facts name none."""
-    for pid in sorted(facts):
-        fact = facts[pid]
+    for key in sorted(facts):
+        fact = facts[key]
         if fact.stopped():
             at = _main_at(fact)
             why = "it is stopped (state T, by %s): none of its threads runs until SIGCONT%s" % (
                 fact.stopped_by or "a stopping signal; which one /proc does not say",
                 "; its main thread is at %s" % at if at else "")
-            return _early_blame(pid, facts, "stopped", why, at)
-    clusters: Dict[Tuple[str, ...], List[int]] = {}
-    for pid in sorted(facts):
-        if facts[pid].task is not None and len(facts[pid].tasks) > 1:
-            clusters.setdefault(facts[pid].tasks, []).append(pid)
+            return _early_blame(key, facts, "stopped", why, at)
+    clusters: Dict[Tuple[str, ...], List[ProcKey]] = {}
+    for key in sorted(facts):
+        if facts[key].task is not None and len(facts[key].tasks) > 1:
+            clusters.setdefault(facts[key].tasks, []).append(key)
     for members in clusters.values():
         if len(members) >= 3:
             found = _odd_task(members, facts)
@@ -253,33 +267,33 @@ def early(facts: Mapping[int, ProcessFacts]) -> Optional[Blame]:
     return None
 
 
-def _odd_task(members: Sequence[int], facts: Mapping[int, ProcessFacts]) -> Optional[Blame]:
+def _odd_task(members: Sequence[ProcKey], facts: Facts) -> Optional[Blame]:
     """``early``'s rule over the tasks of one cluster."""
-    cpu = {pid: facts[pid].cpu_percent for pid in members}
-    spinning = [pid for pid in members if (cpu[pid] or 0.0) >= SPIN_PERCENT]
-    at = {pid: _main_at(facts[pid]) for pid in members}
-    if len(spinning) == 1 and all(cpu[pid] is not None for pid in members):
-        pid = spinning[0]
-        return _early_blame(pid, facts, "spins", "it spins: its main thread runs at %s, %.0f%% of a CPU over the "
-                            "last interval" % (at[pid] or "?", cpu[pid] or 0.0), at[pid])
+    cpu = {key: facts[key].cpu_percent for key in members}
+    spinning = [key for key in members if (cpu[key] or 0.0) >= SPIN_PERCENT]
+    at = {key: _main_at(facts[key]) for key in members}
+    if len(spinning) == 1 and all(cpu[key] is not None for key in members):
+        key = spinning[0]
+        return _early_blame(key, facts, "spins", "it spins: its main thread runs at %s, %.0f%% of a CPU over the "
+                            "last interval" % (at[key] or "?", cpu[key] or 0.0), at[key])
     if any(place is None for place in at.values()):
         return None
     counts = Counter(at.values())
     if len(counts) != 2 or sorted(counts.values()) != [1, len(members) - 1]:
         return None
-    pid = next(pid for pid in members if counts[at[pid]] == 1)
+    key = next(key for key in members if counts[at[key]] == 1)
     peers_at = next(place for place in counts if counts[place] > 1)
-    fact, place = facts[pid], at[pid]
+    fact, place = facts[key], at[key]
     if fact.main_call in SLEEP_CALLS:
         why = "it sleeps (or polls with time.sleep) at %s%s" % (place, "" if fact.cpu_percent is None else (
             ", %.1f%% of a CPU over the last interval" % fact.cpu_percent))
-        return _early_blame(pid, facts, "sleeps", why, place)
+        return _early_blame(key, facts, "sleeps", why, place)
     why = "it is not where the others wait (%s): its main thread is at %s" % (peers_at, place)
-    return _early_blame(pid, facts, "elsewhere", why, place)
+    return _early_blame(key, facts, "elsewhere", why, place)
 
 
-def _early_blame(pid: int, facts: Mapping[int, ProcessFacts], cause: str, why: str, at: Optional[str]) -> Blame:
-    fact = facts[pid]
+def _early_blame(key: ProcKey, facts: Facts, cause: str, why: str, at: Optional[str]) -> Blame:
+    fact, pid = facts[key], key[1]
     out: Dict[str, Any] = {"pid": pid, "label": fact.task or "process %d" % pid, "cause": cause, "why": why,
                            "at": at or "?", "how": "stopped" if cause == "stopped" else "peers_wait"}
     if fact.state:
@@ -288,9 +302,9 @@ def _early_blame(pid: int, facts: Mapping[int, ProcessFacts], cause: str, why: s
         out["signal"] = fact.stopped_by
     if fact.cpu_percent is not None:
         out["cpu_percent"] = round(fact.cpu_percent, 1)
-    if fact.node:  # a Slurm job's rank: its node, as ``name`` gives it from its document
-        out["node"] = fact.node
+    if fact.node or key[0]:  # a Slurm job's rank: its node, as ``name`` gives it from its document
+        out["node"] = fact.node or key[0]
     present = {f.task for f in facts.values() if f.task is not None and f.tasks == fact.tasks}
     peers = [t for t in fact.tasks if t in present and t != fact.task]
     gone = tuple(t for t in fact.tasks if t not in present)
-    return Blame(out, bool(peers), gone)
+    return Blame(out, bool(peers), gone, key)

@@ -111,6 +111,12 @@ class ProcessSample(Record):
     runtime: Optional[Tuple[int, int]] = None  # [start, end) of the interpreter's runtime state (the GIL in it)
 
 
+# A process as the watch's facts name it: (its Slurm node, "" for the processes of one machine; its pid).  Pids
+# are per node: two ranks on two nodes may have the same one, and the head of ``watch --slurm-job`` joins every
+# node's facts.
+ProcKey = Tuple[str, int]
+
+
 @dataclass(frozen=True, repr=False, eq=False)
 class ProcessFacts(FrozenRecord):
     """What ``watch`` knows of a process beyond its snapshot, read before a report holds it (which

@@ -14,9 +14,11 @@ from ..core.model import NativeFrame, Op
 from ..core.tensorflow.kernelinputs import InputsReader
 from ..core.tensorflow.opdefs import op_with_inputs
 from ..core.tensorflow.opkernel import FrameContext, OpKernelReader, inherit_device_ops, op_frames
-from ..core.tensorflow.shapefn import SHAPE_FN_RE, read_shape_fn
 from ..core.threads import SIGNAL_FRAME
 from ..sources.modules import Library
+
+# The frame that runs an op's shape function: InferenceContext::Run(std::function<...> const&)
+SHAPE_FN = "shape_inference::InferenceContext::Run("
 
 
 def named_as(name: str) -> Callable[[int], str]:
@@ -76,8 +78,9 @@ def add_ops(memory: Memory, frames: List[Frame[Library]], named: List[NativeFram
     """The op of each kernel and device frame; with ``inputs`` (the thread that stopped), the innermost
     kernel's inputs too (``core/tensorflow/kernelinputs.py``), or, where the innermost op frame runs a shape
     function (``InferenceContext::Run``), what that shape function saw (``core/tensorflow/shapefn.py``)."""
-    shape_fn = next((d for d in named if d.level is not None and SHAPE_FN_RE.search(d.function or "")), None)
-    if inputs and shape_fn is not None and not any((d.level or 0) < (shape_fn.level or 0) for d, _ in op_frames(named)):
+    shape_fn = next((d for d in named if d.level is not None and SHAPE_FN in (d.function or "")),
+                    None) if inputs else None  # (only the thread that stopped: a crash's, a --break-op hit's)
+    if shape_fn is not None and not any((d.level or 0) < (shape_fn.level or 0) for d, _ in op_frames(named)):
         _add_shape_fn(memory, frames, shape_fn)
         inputs = False
     for d, device in op_frames(named):
@@ -106,6 +109,8 @@ def _add_shape_fn(memory: Memory, frames: List[Frame[Library]], run: NativeFrame
     frame: the ``Run`` frame and the shape function's own (just inside it) are searched for the context."""
     level = run.level or 0
     contexts = [_context(frames, k, run.start or 0) for k in (level, level - 1) if 0 <= k < len(frames)]
+    from ..core.tensorflow.shapefn import read_shape_fn  # (where a shape function crashed: rare)
+
     op = read_shape_fn(InputsReader(memory), contexts)
     if op.get("type"):  # else the op is named from its Python wrapper, as where no kernel frame is left
         run.op = Op.from_json(op)

@@ -20,7 +20,7 @@ from ..analysis import culprit
 from ..analysis.across import across
 from ..analysis.frames import mark_documents
 from ..analysis.tree import build_tree, first_outlier
-from ..core.kstate import ProcessFacts
+from ..core.kstate import ProcessFacts, ProcKey
 from ..core.model import Document, Outcome, PythonFrame
 from ..core.rankset import compress
 from ..core.treemodel import Node
@@ -72,16 +72,17 @@ class Hang:
 
     number: int
     headline: str
-    facts: Mapping[int, ProcessFacts] = field(default_factory=dict)
+    facts: Mapping[ProcKey, ProcessFacts] = field(default_factory=dict)  # (node, pid): ProcKey
     said: Tuple[str, ...] = ()  # the lines said before the report (``say_first``): its headline, the culprit
-    first: Optional[int] = None  # the culprit named before the report (``culprit.early``)
+    first: Optional[ProcKey] = None  # the culprit named before the report (``culprit.early``)
 
 
-def facts_json(facts: Mapping[int, ProcessFacts]) -> Dict[str, Dict[str, Any]]:
-    """``facts`` as a node watcher sends them to the head of ``watch --slurm-job`` (``{"PID": {...}}``): what
-    ``culprit.early`` and ``culprit.name`` judge (read ``deep``: its task, its main thread's frames, its node)."""
+def facts_json(facts: Mapping[ProcKey, ProcessFacts]) -> Dict[str, Dict[str, Any]]:
+    """``facts`` as a node watcher sends them to the head of ``watch --slurm-job`` (``{"PID": {...}}``, its own
+    node's processes): what ``culprit.early`` and ``culprit.name`` judge (read ``deep``: its task, its main
+    thread's frames, its node)."""
     out: Dict[str, Dict[str, Any]] = {}
-    for pid, f in facts.items():
+    for (_node, pid), f in facts.items():
         one: Dict[str, Any] = {"state": f.state, "stopped_by": f.stopped_by, "cpu_percent": f.cpu_percent}
         if f.task is not None:
             one.update(task=f.task, tasks=list(f.tasks))
@@ -106,16 +107,17 @@ def _frames(value: Any) -> Optional[Tuple[Tuple[Optional[str], Optional[str], Op
                  for f in value)
 
 
-def facts_from_json(value: Any) -> Dict[int, ProcessFacts]:
-    """What ``facts_json`` wrote, read back at the head (anything else in it left out)."""
-    out: Dict[int, ProcessFacts] = {}
+def facts_from_json(value: Any, node: str = "") -> Dict[ProcKey, ProcessFacts]:
+    """What ``facts_json`` wrote on ``node``, read back at the head, each process keyed by its node and pid (two
+    nodes may each have a process of one pid); anything else in it left out."""
+    out: Dict[ProcKey, ProcessFacts] = {}
     for pid, f in (value.items() if isinstance(value, dict) else ()):
         if not str(pid).isdigit() or not isinstance(f, dict):
             continue
         cpu, task, tasks = f.get("cpu_percent"), _text(f.get("task")), f.get("tasks")
         tasks = tuple(tasks) if task is not None and isinstance(tasks, list) and all(
             isinstance(t, str) for t in tasks) else ()
-        out[int(pid)] = ProcessFacts(state=_text(f.get("state")), stopped_by=_text(f.get("stopped_by")),
+        out[(node, int(pid))] = ProcessFacts(state=_text(f.get("state")), stopped_by=_text(f.get("stopped_by")),
                                       cpu_percent=float(cpu) if isinstance(cpu, (int, float)) else None,
                                       task=task if tasks else None, tasks=tasks, main_frames=_frames(
                                           f.get("main_frames")), main_call=_text(f.get("main_call")),
@@ -133,7 +135,7 @@ def say_first(hang: Hang, opts: WatchOptions, out: TextIO, whole: bool = True) -
     first = culprit.early(hang.facts) if whole else None
     if first is not None:
         said.append("tfnative: watch: %s" % culprit_line(first.culprit, first.peers_wait, first.gone))
-        hang.first = first.culprit["pid"]
+        hang.first = first.key
     hang.said = tuple(said)
     text = "".join(line + "\n" for line in hang.said)
     out.write(text)

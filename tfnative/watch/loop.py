@@ -30,7 +30,7 @@ from ..analysis import culprit
 from ..analysis.across import across
 from ..analysis.event import snapshot_document
 from ..analysis.progress import Tracker, carry, judge, stacks_moved
-from ..core.kstate import ProcessFacts, ProcessSample, syscall_name
+from ..core.kstate import ProcessFacts, ProcessSample, ProcKey, syscall_name
 from ..core.model import Document, Outcome
 from ..core.signals import signal_name
 from ..errors import Interrupted, SignalGuard
@@ -374,12 +374,13 @@ class Watch:
         self.say("watching on; another report once the job progresses and stalls again with other stacks")
         return None
 
-    def facts(self, pids: Sequence[int], deep: bool = False) -> Dict[int, ProcessFacts]:
+    def facts(self, pids: Sequence[int], deep: bool = False) -> Dict[ProcKey, ProcessFacts]:
         """What the watcher knows of each process beyond a snapshot, read before the report holds them: its
         state, the signal of its group stop (the crash catcher's; without it, a stopped process's own report of
         its stop to a seize: ``progress.facts``), its CPU over the last interval; ``deep``: its task among its
-        peers, its main thread's Python frames and the call it was blocked in at the last reading."""
-        return {pid: progress.facts(pid, self.stopped_by(pid) if self.stopped_by is not None else None,
+        peers, its main thread's Python frames and the call it was blocked in at the last reading.  Keyed by
+        ``("", pid)``: the processes of this machine (``ProcKey``)."""
+        return {("", pid): progress.facts(pid, self.stopped_by(pid) if self.stopped_by is not None else None,
                                     self.cpu.get(pid), self._main_call(pid), deep) for pid in pids}
 
     def _main_call(self, pid: int) -> Optional[str]:

@@ -44,7 +44,7 @@ from typing import Dict, List, Optional, Sequence, Set, TextIO, Tuple
 
 from ..analysis.tree import build_tree
 from ..core import docread
-from ..core.kstate import ProcessFacts
+from ..core.kstate import ProcessFacts, ProcKey
 from ..core.model import Document, Outcome
 from ..errors import Interrupted, SignalGuard, TfnativeError, start_thread
 from ..output import merge
@@ -314,9 +314,9 @@ class Head:
         self._send(order("report", number=hang.number))
         sent = time.monotonic()
         known = self.replies("facts", [n.name for n in live], sent + FACTS_WAIT_S, keep="report")
-        facts: Dict[int, ProcessFacts] = {}
+        facts: Dict[ProcKey, ProcessFacts] = {}
         for reply in known:
-            facts.update(hangreport.facts_from_json(reply.body.get("facts")))
+            facts.update(hangreport.facts_from_json(reply.body.get("facts"), reply.node))
         hang.facts = facts
         hangreport.say_first(hang, self.opts, self.out, whole=len(known) == len(live))
         replies = self.replies("report", [r.node for r in known], sent + REPORT_WAIT_S)  # (facts come first)

@@ -49,7 +49,6 @@ import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..memory import USER_SPACE_END, Memory, aligned_pointer
-from . import resources, spool
 from .opkernel import CALLEE_SAVED, FrameContext, stack_words
 
 MAX_INPUTS = 1024  # no op has more; a longer "span" is not one
@@ -285,6 +284,8 @@ class InputsReader:
             try:
                 if num != 1:
                     raise Unread("%d handles: tfnative reads a scalar handle" % num)
+                from . import resources  # (imported where a resource input is read: every command imports this)
+
                 out["resource"] = resources.read_resource(self, data, Unread)
             except Unread as exc:
                 out["resource"] = {"unread": "its ResourceHandle was not read: %s" % exc}
@@ -295,6 +296,8 @@ class InputsReader:
             elif values and name in _FORMATS and num * size <= _whole[0]:
                 out["values"] = _decoded(name, self.bytes_at(data, num * size), num)
             elif values and name in _FORMATS and _whole[0]:  # larger: copied to a file a chunk at a time
+                from . import spool  # (imported where an input is copied: every command imports this module)
+
                 try:  # the copy in a typed field of the entry, beside its keys: the document stays JSON
                     return spool.Entry(out, spooled=spool.copy(self.mem, data, num * size, _FORMATS[name]))
                 except spool.Refused as exc:

@@ -42,8 +42,6 @@ from .kernelinputs import MAX_INPUTS, MAX_RANK, InputsReader, Unread
 from .nodeattrs import AttrsReader
 from .opkernel import CALLEE_SAVED, FrameContext, stack_words
 
-# The frame that runs an op's shape function: InferenceContext::Run(std::function<...> const&)
-SHAPE_FN_RE = re.compile(r"shape_inference::InferenceContext::Run\(")
 CTX_WORDS = 48  # where inputs_, input_tensors_ and attrs_ may be in an InferenceContext
 VECTORS_WORDS = 24  # where inputs_ may begin
 NODEDEF_SCAN = 256  # where name_ may be in a NodeDef
