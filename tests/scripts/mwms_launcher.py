@@ -12,23 +12,12 @@ import signal
 import subprocess
 import sys
 
+from free_ports import free_ports  # (beside this script: ports below the ephemeral range)
+
 READY_DIR = sys.argv[1]
 STALLED = sys.argv[2] if len(sys.argv) > 2 else "2"
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mwms_worker.py")
 PR_SET_PDEATHSIG = 1
-
-
-def free_ports(n):
-    """``n`` ports free now, below the kernel's ephemeral range (``tests/scripts/free_ports.py`` says why: a port
-    from ``bind(0)`` may become another connection's own port before its worker binds it)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    try:
-        from free_ports import free_ports as below_ephemeral
-    finally:
-        del sys.path[0]
-    # (imported by its path: this script runs alone)
-    # (as many lines as the body it replaced, and the import of socket: recorded stacks name the lines below)
-    return below_ephemeral(n)
 
 
 def die_with_parent():
