@@ -126,6 +126,24 @@ def test_the_stalled_worker_of_a_cluster_is_named():
     assert by_task["worker:2"].events[0].triage.pattern != "waiting_on_peer"
 
 
+def test_ranks_of_one_pid_on_two_nodes_are_judged_apart():
+    """The same job as a Slurm job over two nodes whose pids collide: worker 2 (node n2) has worker 0's pid (n1).
+    Each document keeps its own verdict: the two others wait for worker 2, named with its pid."""
+    workers = docs("mwms_stalled_worker")
+    for d in workers:
+        again(d)
+    by_task = {d.events[0].cluster["task"]: d for d in workers}
+    pid = by_task["worker:0"].pid
+    for task, node in (("worker:0", "n1"), ("worker:1", "n1"), ("worker:2", "n2")):
+        by_task[task].scheduler = {"kind": "slurm", "node": node, "rank": int(task[-1])}
+    by_task["worker:2"].pid = by_task["worker:2"].events[0].pid = pid
+    across(workers)
+    for task in ("worker:0", "worker:1"):
+        t = by_task[task].events[0].triage
+        assert t.pattern == "waiting_on_peer" and "worker 2 (pid %d) is not in it" % pid in t.verdict, t.verdict
+    assert by_task["worker:2"].events[0].triage.pattern != "waiting_on_peer"
+
+
 @pytest.mark.parametrize("name", ["busy_control", "busy_matmul_control"])
 def test_busy_processes_are_no_deadlock_and_no_fork(name):
     (doc,) = docs(name)

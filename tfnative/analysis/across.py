@@ -19,13 +19,22 @@ def across(docs: List[Any]) -> None:
     said on the document of the process the user waits on: a parent waiting for a child that was forked after
     TensorFlow started its pools, and a worker waiting in a collective for peers of its cluster that are not
     in it (the stalled ranks).  Each document's triage is changed in place."""
-    events = {d.pid: d.events[0] for d in docs if d.events and d.events[0].triage}
-    forked = {pid: e for pid, e in events.items() if _verdict(e).pattern == "fork_without_pools"}
-    for pid, e in events.items():
-        if pid in forked:
+    # each document's event by the document, not its pid: the ranks of a Slurm job come from several nodes, and
+    # pids are per node (two ranks may have the same one)
+    events = {id(d): d.events[0] for d in docs if d.events and d.events[0].triage}
+    forked = {(_node(d), d.pid): events[id(d)] for d in docs
+              if id(d) in events and _verdict(events[id(d)]).pattern == "fork_without_pools"}
+    for d in docs:
+        e = events.get(id(d))
+        if e is None or (_node(d), d.pid) in forked:
             continue
-        _parent_of_forked(e, forked)
+        _parent_of_forked(e, {pid: f for (node, pid), f in forked.items() if node == _node(d) and pid is not None})
     _stalled_peers(docs, events)
+
+
+def _node(doc: Any) -> str:
+    """The node of a Slurm job's rank ("" for a process of this machine): a parent and its child share one."""
+    return str((doc.scheduler or {}).get("node") or "")
 
 
 def _verdict(e: Event) -> HangVerdict:
@@ -61,12 +70,12 @@ def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
     with no thread running its ops, while other workers of it are elsewhere: those are the stalled ranks."""
     clusters: Dict[Tuple[Any, ...], List[Any]] = {}
     for d in docs:
-        e = events.get(d.pid)
+        e = events.get(id(d))
         tasks = tuple((e.cluster or {}).get("tasks") or []) if e is not None else ()
         if len(tasks) > 1:
             clusters.setdefault(tasks, []).append(d)
     for members in clusters.values():
-        waiting = [d for d in members if _verdict(events[d.pid]).pattern in ("waiting_on_peer",
+        waiting = [d for d in members if _verdict(events[id(d)]).pattern in ("waiting_on_peer",
                                                                                "function_without_thread")]
         others = [d for d in members if d not in waiting]
         if len(waiting) == len(members) > 1:
@@ -74,11 +83,11 @@ def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
         if not waiting or not others:
             continue
         stalled = "; ".join("%s (pid %s) is not in it: its main thread is at %s" % (
-            _task_text(events[d.pid]), d.pid, _main_at(events[d.pid])) for d in others)
+            _task_text(events[id(d)]), d.pid, _main_at(events[id(d)])) for d in others)
         for d in waiting:
-            e = events[d.pid]
+            e = events[id(d)]
             t = _verdict(e)
-            names = ", ".join(_task_text(events[o.pid]) for o in others)
+            names = ", ".join(_task_text(events[id(o)]) for o in others)
             chain = t.chain or []
             if chain and chain[-1].waits_for is None:
                 _sink_says(t, "%s of its cluster, not in the collective" % names,
@@ -97,19 +106,19 @@ def _stalled_peers(docs: List[Any], events: Dict[int, Event]) -> None:
 def _missing_peers(waiting: List[Any], events: Dict[int, Event]) -> None:
     """Every worker read of a cluster waits for its peers: the tasks of the cluster that no process read is
     are the ones they wait for (not started, gone, or on a node another step reads), named on each."""
-    tasks = list((events[waiting[0].pid].cluster or {}).get("tasks") or [])
-    present = {(events[d.pid].cluster or {}).get("task") for d in waiting}
+    tasks = list((events[id(waiting[0])].cluster or {}).get("tasks") or [])
+    present = {(events[id(d)].cluster or {}).get("task") for d in waiting}
     missing = [task for task in tasks if task not in present]
     if not missing:
         return
     names = ", ".join(task.replace(":", " ") for task in missing)
     for d in waiting:
-        e = events[d.pid]
+        e = events[id(d)]
         t = _verdict(e)
         chain = t.chain or []
         if not chain or chain[-1].waits_for is not None:
             continue
-        peers = "; ".join("%s (pid %s) waits too, at %s" % (_task_text(events[o.pid]), o.pid, _main_at(events[o.pid]))
+        peers = "; ".join("%s (pid %s) waits too, at %s" % (_task_text(events[id(o)]), o.pid, _main_at(events[id(o)]))
                           for o in waiting if o is not d)
         _sink_says(t, "%s of its cluster, which no process read is" % names,
                    "; the other workers' snapshots: %s" % peers)
