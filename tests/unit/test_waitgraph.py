@@ -170,6 +170,10 @@ def test_a_chain_without_a_cycle_is_no_deadlock():
     assert loop is None and [w.thread for w in steps] == [10]
     assert waitgraph.cycle([waitgraph.Wait(1, 2, "x", ""), waitgraph.Wait(2, 3, "y", ""),
                             waitgraph.Wait(3, 1, "z", "")])[0].thread == 1
+    # the main thread first where it is in the cycle: a helper started after the pids wrapped has a lower id
+    helper_first = [waitgraph.Wait(580, 32703, "RLock a", ""), waitgraph.Wait(32703, 580, "RLock b", "")]
+    assert [w.thread for w in waitgraph.cycle(helper_first, 32703)] == [32703, 580]
+    assert [w.thread for w in waitgraph.cycle(helper_first, 7)] == [580, 32703]  # (not in it: the lowest id)
 
 
 def test_verdict_lines_show_the_chain():

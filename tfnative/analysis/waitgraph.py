@@ -487,8 +487,11 @@ def _peers(event: Event) -> str:
     return " (%s)" % ", ".join(others) if others else ""
 
 
-def cycle(waits: List[Wait]) -> Optional[List[Wait]]:
-    """The first cycle of thread edges (a deadlock), from its lowest thread id; None where there is none."""
+def cycle(waits: List[Wait], main: Optional[int] = None) -> Optional[List[Wait]]:
+    """The first cycle of thread edges (a deadlock), from the main thread (``main``: the process's pid) where it
+    is in it, else from its lowest thread id; None where there is none.  (Not from the lowest id alone: a
+    helper started after the pids wrapped has a lower id than the main thread, and the same deadlock was said
+    from the helper in one run and from the main thread in another.)"""
     by_thread = {w.thread: w for w in waits if w.waits_for is not None}
     for start in sorted(by_thread):
         path: List[Wait] = []
@@ -500,7 +503,7 @@ def cycle(waits: List[Wait]) -> Optional[List[Wait]]:
             node = by_thread[node].waits_for
         if node is not None and node in seen:
             loop = path[seen[node]:]
-            first = min(range(len(loop)), key=lambda i: loop[i].thread)
+            first = min(range(len(loop)), key=lambda i: (loop[i].thread != main, loop[i].thread))
             return loop[first:] + loop[:first]
     return None
 
@@ -551,6 +554,6 @@ def start_thread(event: Event, waits: List[Wait]) -> Optional[int]:
 def analyse(event: Event) -> Tuple[List[Wait], Optional[List[Wait]], List[Wait]]:
     """(edges, the cycle or None, the chain from the thread the user waits on)."""
     waits = build(event)
-    loop = cycle(waits)
+    loop = cycle(waits, event.pid)
     start = start_thread(event, waits)
     return waits, loop, chain(waits, start) if start is not None and loop is None else []
