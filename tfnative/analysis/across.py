@@ -22,19 +22,15 @@ def across(docs: List[Any]) -> None:
     # each document's event by the document, not its pid: the ranks of a Slurm job come from several nodes, and
     # pids are per node (two ranks may have the same one)
     events = {id(d): d.events[0] for d in docs if d.events and d.events[0].triage}
-    forked = {(_node(d), d.pid): events[id(d)] for d in docs
+    forked = {(d.node(), d.pid): events[id(d)] for d in docs
               if id(d) in events and _verdict(events[id(d)]).pattern == "fork_without_pools"}
     for d in docs:
         e = events.get(id(d))
-        if e is None or (_node(d), d.pid) in forked:
+        if e is None or (d.node(), d.pid) in forked:
             continue
-        _parent_of_forked(e, {pid: f for (node, pid), f in forked.items() if node == _node(d) and pid is not None})
+        # (a parent and its child share a node)
+        _parent_of_forked(e, {pid: f for (node, pid), f in forked.items() if node == d.node() and pid is not None})
     _stalled_peers(docs, events)
-
-
-def _node(doc: Any) -> str:
-    """The node of a Slurm job's rank ("" for a process of this machine): a parent and its child share one."""
-    return str((doc.scheduler or {}).get("node") or "")
 
 
 def _verdict(e: Event) -> HangVerdict:

@@ -65,7 +65,7 @@ def key_of(doc: Document, facts: Facts) -> ProcKey:
     """The key of ``doc``'s process in ``facts``: its node and pid where the facts are a Slurm job's (the head's,
     every node's joined), else its pid on this machine's."""
     pid = doc.pid if doc.pid is not None else -1
-    node = str((doc.scheduler or {}).get("node") or "")
+    node = doc.node()
     return (node, pid) if node and (node, pid) in facts else ("", pid)
 
 
@@ -204,9 +204,9 @@ def name(docs: Sequence[Document], facts: Facts, first: Optional[ProcKey] = None
     key = key_of(doc, facts)
     culprit = explain(doc, facts.get(key) or ProcessFacts(), peers_at)
     culprit["how"] = how
-    node = (doc.scheduler or {}).get("node")  # a Slurm job's rank: its node
+    node = doc.node()  # a Slurm job's rank: its node
     if node:
-        culprit["node"] = str(node)
+        culprit["node"] = node
     for d in docs:
         for e in d.events:
             e.culprit = dict(culprit)

@@ -435,6 +435,11 @@ class Document(Record):
         """Every thread of every event, in order."""
         return [t for e in self.events for t in e.threads]
 
+    def node(self) -> str:
+        """Its Slurm node as its scheduler's variables name it ("" for a process of this machine): pids are per
+        node, so a Slurm job's ranks are told apart by node and pid."""
+        return str((self.scheduler or {}).get("node") or "")
+
     def target_name(self) -> str:
         """How the text names the target: "the script", or "process N" for one tfnative attached to."""
         return "process %s" % self.pid if self.attached else "the script"

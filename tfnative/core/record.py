@@ -42,30 +42,31 @@ class Record:
     module)."""
 
     __slots__ = ()
-    _shapes: ClassVar[Dict[type, Tuple[Tuple[str, ...], _Getter]]] = {}
-    _hashed: ClassVar[Dict[type, _Getter]] = {}
+    # per class, made once from its fields: the names ``repr`` shows, the getters of what ``==`` compares and
+    # of what a frozen one's ``hash`` hashes
+    _shapes: ClassVar[Dict[type, Tuple[Tuple[str, ...], _Getter, _Getter]]] = {}
 
     @classmethod
-    def _shape(cls) -> Tuple[Tuple[str, ...], _Getter]:
-        """The names ``repr`` shows and the getter of what ``==`` compares, for this class (made once)."""
+    def _shape(cls) -> Tuple[Tuple[str, ...], _Getter, _Getter]:
         got = Record._shapes.get(cls)
         if got is None:
             fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-            shown = tuple(f.name for f in fields if f.repr)
-            got = (shown, _getter(tuple(f.name for f in fields if f.compare)))
+            got = (tuple(f.name for f in fields if f.repr),
+                   _getter(tuple(f.name for f in fields if f.compare)),
+                   _getter(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))))
             Record._shapes[cls] = got
         return got
 
     @reprlib.recursive_repr()
     def __repr__(self) -> str:
-        shown, _ = self._shape()
+        shown = self._shape()[0]
         return "%s(%s)" % (type(self).__qualname__,
                            ", ".join("%s=%r" % (name, getattr(self, name)) for name in shown))
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        _, compared = self._shape()
+        compared = self._shape()[1]
         return compared(self) == compared(other)
 
     __hash__ = None  # type: ignore[assignment]  # (as @dataclass makes a class with __eq__, not frozen)
@@ -77,10 +78,4 @@ class FrozenRecord(Record):
     __slots__ = ()
 
     def __hash__(self) -> int:  # type: ignore[override]  # (Record, as @dataclass with eq, is unhashable)
-        cls = type(self)
-        got = Record._hashed.get(cls)
-        if got is None:
-            fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-            got = _getter(tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
-            Record._hashed[cls] = got
-        return hash(got(self))
+        return hash(self._shape()[2](self))

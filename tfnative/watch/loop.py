@@ -381,7 +381,7 @@ class Watch:
         peers, its main thread's Python frames and the call it was blocked in at the last reading.  Keyed by
         ``("", pid)``: the processes of this machine (``ProcKey``)."""
         return {("", pid): progress.facts(pid, self.stopped_by(pid) if self.stopped_by is not None else None,
-                                    self.cpu.get(pid), self._main_call(pid), deep) for pid in pids}
+                                          self.cpu.get(pid), self._main_call(pid), deep) for pid in pids}
 
     def _main_call(self, pid: int) -> Optional[str]:
         """The system call the main thread of ``pid`` was blocked in at the last reading (None: none, or unread)."""
